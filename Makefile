@@ -1,0 +1,33 @@
+# alisa: the two commands a newcomer runs are `make demo` and `make test`.
+# Both install what is missing (scripts/setup), configure and build.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+
+.PHONY: all deps build build-asan test demo clean
+
+all: build
+
+deps:
+	@bash scripts/setup
+
+build: deps
+	@cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >build.cmake.log 2>&1 || { cat build.cmake.log; exit 1; }
+	@grep "alisa: CUDA build" build.cmake.log || true
+	@cmake --build build -j$(JOBS)
+
+# Address + undefined-behaviour sanitizers; CUDA off (the CUDA runtime and
+# ASan do not share an address space well, and the CUDA code is built above).
+build-asan: deps
+	@cmake -S . -B build-asan -DALISA_SANITIZE=ON -DALISA_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug >build-asan.cmake.log 2>&1 || { cat build-asan.cmake.log; exit 1; }
+	@cmake --build build-asan -j$(JOBS)
+
+test: build build-asan
+	@echo "== tests (normal build) =="
+	@ctest --test-dir build --output-on-failure
+	@echo "== tests (address + undefined sanitizers) =="
+	@ctest --test-dir build-asan --output-on-failure
+
+demo: build
+	@bash scripts/demo
+
+clean:
+	rm -rf build build-asan build.cmake.log build-asan.cmake.log

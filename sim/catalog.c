@@ -1,0 +1,360 @@
+/* Catalog loading: inih does the INI syntax; this file maps keys onto struct
+ * fields through one descriptor table per entry kind.
+ *
+ * Unknown keys, duplicate sections, non-numeric or out-of-range values and
+ * missing required keys are errors with file:line. Checkpoint entries are
+ * resolved against the models directory through llama2c.h.
+ */
+#include "catalog.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llama2c.h"
+
+#ifndef ALISA_CATALOG_DIR
+#define ALISA_CATALOG_DIR "sim/catalog"
+#endif
+#ifndef ALISA_DEFAULT_MODELS
+#define ALISA_DEFAULT_MODELS "../shared/models"
+#endif
+
+const char *catalog_default_dir(void)
+{
+    const char *env = getenv("ALISA_CATALOG");
+    return env && *env ? env : ALISA_CATALOG_DIR;
+}
+
+const char *catalog_models_dir(void)
+{
+    const char *env = getenv("ALISA_MODELS");
+    return env && *env ? env : ALISA_DEFAULT_MODELS;
+}
+
+enum field_type { FIELD_U32, FIELD_DOUBLE, FIELD_STR };
+
+struct field {
+    const char *key;
+    enum field_type type;
+    size_t offset;
+    size_t size;   /* bytes of a FIELD_STR buffer */
+    int required;  /* for shape-only model entries and every profile */
+};
+
+#define MF(key, type, member, req) \
+    {key, type, offsetof(struct model_shape, member), sizeof(((struct model_shape *)0)->member), req}
+static const struct field model_fields[] = {
+    MF("family", FIELD_STR, family, 1),
+    MF("layers", FIELD_U32, n_layers, 1),
+    MF("hidden", FIELD_U32, hidden, 1),
+    MF("heads", FIELD_U32, n_heads, 1),
+    MF("kv_heads", FIELD_U32, n_kv_heads, 1),
+    MF("ffn", FIELD_U32, ffn, 1),
+    MF("ffn_matrices", FIELD_U32, ffn_matrices, 1),
+    MF("vocab", FIELD_U32, vocab, 1),
+    MF("tied_embeddings", FIELD_U32, tied_embeddings, 1),
+    MF("max_seq", FIELD_U32, max_seq, 1),
+    MF("params", FIELD_DOUBLE, params, 1),
+    MF("weight_bytes_fp16", FIELD_DOUBLE, weight_bytes_fp16, 1),
+    MF("checkpoint", FIELD_STR, checkpoint, 0),
+    MF("format", FIELD_STR, format, 0),
+};
+#define HF(key, type, member) \
+    {key, type, offsetof(struct hw_profile, member), sizeof(((struct hw_profile *)0)->member), 1}
+static const struct field hw_fields[] = {
+    HF("gpu", FIELD_STR, gpu),
+    HF("gpu_mem_gib", FIELD_DOUBLE, gpu_mem_gib),
+    HF("hbm_gbps", FIELD_DOUBLE, hbm_gbps),
+    HF("fp16_tflops", FIELD_DOUBLE, fp16_tflops),
+    HF("host_dram_gib", FIELD_DOUBLE, host_dram_gib),
+    HF("link_gbps", FIELD_DOUBLE, link_gbps),
+    HF("link_latency_us", FIELD_DOUBLE, link_latency_us),
+};
+#define N_MODEL_FIELDS (sizeof model_fields / sizeof model_fields[0])
+#define N_HW_FIELDS (sizeof hw_fields / sizeof hw_fields[0])
+
+/* State of one inih pass over one file. */
+struct parse_ctx {
+    const char *path;
+    const struct field *fields;
+    size_t n_fields;
+    size_t entry_size;   /* sizeof the entry struct */
+    size_t name_size;    /* the entry's name[] is its first member */
+    void **entries;      /* (*count) entries of entry_size bytes */
+    size_t *count;
+    size_t first_new;    /* entries from this file start here */
+    uint32_t *seen;      /* (*count) bitmask of keys set, bit i = fields[i] */
+    char msg[256];       /* first handler error */
+    int oom;
+};
+
+static int parse_value(const struct field *f, const char *value, void *dst, char *msg, size_t cap)
+{
+    char *end;
+    errno = 0;
+    switch (f->type) {
+    case FIELD_U32: {
+        unsigned long long v = strtoull(value, &end, 10);
+        if (end == value || *end || errno || v > UINT32_MAX || value[0] == '-') {
+            snprintf(msg, cap, "%s = '%s' is not a non-negative integer", f->key, value);
+            return -1;
+        }
+        *(uint32_t *)dst = (uint32_t)v;
+        return 0;
+    }
+    case FIELD_DOUBLE: {
+        double v = strtod(value, &end);
+        if (end == value || *end || errno || !isfinite(v) || v < 0) {
+            snprintf(msg, cap, "%s = '%s' is not a non-negative number", f->key, value);
+            return -1;
+        }
+        *(double *)dst = v;
+        return 0;
+    }
+    case FIELD_STR:
+        if (strlen(value) >= f->size) {
+            snprintf(msg, cap, "%s: value of %zu characters is longer than %zu", f->key,
+                     strlen(value), f->size - 1);
+            return -1;
+        }
+        strcpy(dst, value);
+        return 0;
+    }
+    return -1;
+}
+
+static int catalog_ini_handler(void *user, const char *section, const char *name, const char *value)
+{
+    struct parse_ctx *p = user;
+    if (p->msg[0])
+        return 1; /* keep the first error only; inih reports its line */
+    if (!section[0]) {
+        snprintf(p->msg, sizeof p->msg, "key '%s' outside any [section]", name);
+        return 0;
+    }
+    size_t n = *p->count;
+    char *base = *p->entries;
+    char *cur = n > p->first_new ? base + (n - 1) * p->entry_size : NULL;
+    if (!cur || strcmp(cur, section) != 0) {
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(base + i * p->entry_size, section) == 0) {
+                snprintf(p->msg, sizeof p->msg, "section [%s] appears twice", section);
+                return 0;
+            }
+        if (strlen(section) >= p->name_size) {
+            snprintf(p->msg, sizeof p->msg, "section name '%s' is too long", section);
+            return 0;
+        }
+        char *grown = realloc(base, (n + 1) * p->entry_size);
+        uint32_t *seen = realloc(p->seen, (n + 1) * sizeof *seen);
+        if (grown)
+            *p->entries = base = grown;
+        if (seen)
+            p->seen = seen;
+        if (!grown || !seen) {
+            p->oom = 1;
+            snprintf(p->msg, sizeof p->msg, "out of memory");
+            return 0;
+        }
+        cur = base + n * p->entry_size;
+        memset(cur, 0, p->entry_size);
+        strcpy(cur, section);
+        p->seen[n] = 0;
+        *p->count = ++n;
+    }
+    for (size_t i = 0; i < p->n_fields; i++) {
+        const struct field *f = &p->fields[i];
+        if (strcmp(f->key, name) != 0)
+            continue;
+        if (p->seen[n - 1] & (1u << i)) {
+            snprintf(p->msg, sizeof p->msg, "[%s]: key '%s' set twice", section, name);
+            return 0;
+        }
+        if (parse_value(f, value, cur + f->offset, p->msg, sizeof p->msg))
+            return 0;
+        p->seen[n - 1] |= 1u << i;
+        return 1;
+    }
+    snprintf(p->msg, sizeof p->msg, "[%s]: unknown key '%s'", section, name);
+    return 0;
+}
+
+/* Line of "[name]" in path, for errors found after parsing; 0 if not found. */
+static int section_line(const char *path, const char *name)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[512], want[128];
+    snprintf(want, sizeof want, "[%s]", name);
+    int no = 0, found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        no++;
+        char *s = line;
+        while (*s == ' ' || *s == '\t')
+            s++;
+        found = strncmp(s, want, strlen(want)) == 0;
+    }
+    fclose(f);
+    return found ? no : 0;
+}
+
+static int parse_file(struct parse_ctx *p, struct alisa_err *e)
+{
+    p->first_new = *p->count;
+    int line = ini_parse(p->path, catalog_ini_handler, p);
+    if (line == -1)
+        return err_set(e, ALISA_EIO, "%s: cannot open catalog file", p->path);
+    if (line == -2 || p->oom)
+        return err_set(e, ALISA_ENOMEM, "%s: out of memory", p->path);
+    if (line > 0)
+        return err_set(e, ALISA_EINVAL, "%s:%d: %s", p->path, line,
+                       p->msg[0] ? p->msg : "syntax error (expected [section] or key = value)");
+    return 0;
+}
+
+/* Reports a missing key of entry i; returns nonzero when one is missing. */
+static int check_required(const struct parse_ctx *p, size_t i, int shape_only, struct alisa_err *e)
+{
+    const char *name = (const char *)*p->entries + i * p->entry_size;
+    for (size_t k = 0; k < p->n_fields; k++)
+        if (p->fields[k].required && shape_only && !(p->seen[i] & (1u << k)))
+            return err_set(e, ALISA_EINVAL, "%s:%d: [%s]: missing key '%s'", p->path,
+                           section_line(p->path, name), name, p->fields[k].key);
+    return 0;
+}
+
+/* Fills a checkpoint entry's shape from its file, or marks it unavailable. */
+static void resolve_checkpoint(struct model_shape *m, const char *models_dir)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", models_dir, m->checkpoint);
+    struct llama2c_header h;
+    struct alisa_err e = {{0}};
+    if (llama2c_read_header(path, &h, &e)) {
+        m->available = 0;
+        snprintf(m->note, sizeof m->note, "%s", e.msg);
+        return;
+    }
+    m->n_layers = h.n_layers;
+    m->hidden = h.dim;
+    m->n_heads = h.n_heads;
+    m->n_kv_heads = h.n_kv_heads;
+    m->ffn = h.hidden_dim;
+    m->ffn_matrices = 3;
+    m->vocab = h.vocab;
+    m->tied_embeddings = (uint32_t)h.shared_classifier;
+    m->max_seq = h.seq_len;
+    m->params = (double)h.n_params;
+    m->weight_bytes_fp16 = 2.0 * (double)h.n_params;
+    m->available = 1;
+}
+
+int catalog_load_models(struct catalog *c, const char *path, const char *models_dir,
+                        struct alisa_err *e)
+{
+    struct parse_ctx p = {.path = path, .fields = model_fields, .n_fields = N_MODEL_FIELDS,
+                          .entry_size = sizeof(struct model_shape),
+                          .name_size = sizeof c->models[0].name,
+                          .entries = (void **)&c->models, .count = &c->n_models};
+    int rc = parse_file(&p, e);
+    for (size_t i = p.first_new; !rc && i < c->n_models; i++) {
+        struct model_shape *m = &c->models[i];
+        int shape_only = m->checkpoint[0] == 0;
+        if ((rc = check_required(&p, i, shape_only, e)))
+            break;
+        if (shape_only) {
+            if (m->n_heads == 0 || m->n_kv_heads == 0 || m->hidden % m->n_heads ||
+                m->n_heads % m->n_kv_heads || m->n_layers == 0 ||
+                (m->ffn_matrices != 2 && m->ffn_matrices != 3) || m->tied_embeddings > 1)
+                rc = err_set(e, ALISA_EINVAL,
+                             "%s:%d: [%s]: inconsistent shape (hidden %u, heads %u, kv_heads %u, "
+                             "layers %u, ffn_matrices %u, tied_embeddings %u)",
+                             path, section_line(path, m->name), m->name, m->hidden, m->n_heads,
+                             m->n_kv_heads, m->n_layers, m->ffn_matrices, m->tied_embeddings);
+            m->available = 1;
+        } else if (strcmp(m->format, "llama2c") != 0) {
+            rc = err_set(e, ALISA_EINVAL, "%s:%d: [%s]: checkpoint format '%s' unknown (known: llama2c)",
+                         path, section_line(path, m->name), m->name, m->format);
+        } else {
+            resolve_checkpoint(m, models_dir);
+        }
+    }
+    free(p.seen);
+    if (rc)
+        catalog_deinit(c);
+    return rc;
+}
+
+int catalog_load_hardware(struct catalog *c, const char *path, struct alisa_err *e)
+{
+    struct parse_ctx p = {.path = path, .fields = hw_fields, .n_fields = N_HW_FIELDS,
+                          .entry_size = sizeof(struct hw_profile),
+                          .name_size = sizeof c->hw[0].name,
+                          .entries = (void **)&c->hw, .count = &c->n_hw};
+    int rc = parse_file(&p, e);
+    for (size_t i = p.first_new; !rc && i < c->n_hw; i++) {
+        const struct hw_profile *h = &c->hw[i];
+        if ((rc = check_required(&p, i, 1, e)))
+            break;
+        if (h->gpu_mem_gib <= 0 || h->hbm_gbps <= 0 || h->fp16_tflops <= 0 || h->link_gbps <= 0)
+            rc = err_set(e, ALISA_EINVAL, "%s:%d: [%s]: memory, bandwidths and FLOP/s must be positive",
+                         path, section_line(path, h->name), h->name);
+    }
+    free(p.seen);
+    if (rc)
+        catalog_deinit(c);
+    return rc;
+}
+
+int catalog_load(struct catalog *c, const char *dir, const char *models_dir, struct alisa_err *e)
+{
+    memset(c, 0, sizeof *c);
+    char path[600];
+    snprintf(path, sizeof path, "%s/models.ini", dir);
+    int rc = catalog_load_models(c, path, models_dir, e);
+    if (rc)
+        return rc;
+    snprintf(path, sizeof path, "%s/hardware.ini", dir);
+    return catalog_load_hardware(c, path, e);
+}
+
+const struct model_shape *catalog_model(const struct catalog *c, const char *name)
+{
+    for (size_t i = 0; i < c->n_models; i++)
+        if (strcmp(c->models[i].name, name) == 0)
+            return &c->models[i];
+    return NULL;
+}
+
+const struct hw_profile *catalog_hw(const struct catalog *c, const char *name)
+{
+    for (size_t i = 0; i < c->n_hw; i++)
+        if (strcmp(c->hw[i].name, name) == 0)
+            return &c->hw[i];
+    return NULL;
+}
+
+double catalog_param_estimate(const struct model_shape *m)
+{
+    double h = m->hidden, kv = (double)m->n_kv_heads * (m->hidden / m->n_heads);
+    double per_layer = 2 * h * h + 2 * h * kv + (double)m->ffn_matrices * h * m->ffn;
+    return m->n_layers * per_layer + (double)m->vocab * h * (m->tied_embeddings ? 1 : 2);
+}
+
+double catalog_kv_bytes_per_token(const struct model_shape *m)
+{
+    double head_dim = (double)m->hidden / m->n_heads;
+    return 2.0 /* K and V */ * m->n_layers * m->n_kv_heads * head_dim * 2.0 /* FP16 */;
+}
+
+void catalog_deinit(struct catalog *c)
+{
+    free(c->models);
+    free(c->hw);
+    memset(c, 0, sizeof *c);
+}

@@ -1,0 +1,90 @@
+/* Model-shape and hardware-profile catalogs (sim/catalog/ models.ini and
+ * hardware.ini, parsed with inih).
+ *
+ * Owns the catalog entries and their validation; every figure's source is a
+ * comment in the .ini file, not code. Checkpoint entries (a real model file
+ * under the models directory) take their shape from the file's header; a
+ * missing or bad file leaves the entry unavailable with a note, it does not
+ * fail the load. Bad .ini content fails with file:line and what is wrong.
+ */
+#ifndef ALISA_CATALOG_H
+#define ALISA_CATALOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+struct model_shape {
+    char name[64];          /* section name, e.g. "OPT-30B" */
+    char family[16];        /* opt | llama | pythia */
+    uint32_t n_layers;      /* decoder blocks */
+    uint32_t hidden;        /* model width */
+    uint32_t n_heads;       /* query heads */
+    uint32_t n_kv_heads;    /* key/value heads */
+    uint32_t ffn;           /* FFN inner width */
+    uint32_t ffn_matrices;  /* 2 (fc1, fc2) or 3 (SwiGLU) */
+    uint32_t vocab;         /* vocabulary size */
+    uint32_t tied_embeddings; /* 1 when the output head is the embedding */
+    uint32_t max_seq;       /* maximum context, tokens */
+    double params;          /* parameters */
+    double weight_bytes_fp16; /* bytes of all weights in FP16 */
+    char checkpoint[256];   /* file relative to the models dir, "" for shape-only */
+    char format[16];        /* checkpoint format ("llama2c"), "" for shape-only */
+    int available;          /* shape known (always for shape-only entries) */
+    char note[512];         /* why a checkpoint entry is unavailable */
+};
+
+struct hw_profile {
+    char name[64];          /* section name, e.g. "H100-80GB" */
+    char gpu[64];           /* marketing name */
+    double gpu_mem_gib;     /* device memory, GiB */
+    double hbm_gbps;        /* device memory bandwidth, GB/s */
+    double fp16_tflops;     /* dense FP16 tensor throughput, TFLOP/s */
+    double host_dram_gib;   /* host memory for the CPU tier, GiB */
+    double link_gbps;       /* CPU<->GPU bandwidth per direction, GB/s */
+    double link_latency_us; /* fixed cost per copy, microseconds */
+};
+
+struct catalog {
+    struct model_shape *models; /* (n_models), owned */
+    size_t n_models;
+    struct hw_profile *hw;      /* (n_hw), owned */
+    size_t n_hw;
+};
+
+/* Directory of models.ini and hardware.ini: $ALISA_CATALOG, else the
+ * sim/catalog directory of the source tree. Cannot fail. */
+const char *catalog_default_dir(void);
+
+/* Directory of the real model files: $ALISA_MODELS, else ../shared/models
+ * beside the source tree. Cannot fail. */
+const char *catalog_models_dir(void);
+
+/* Loads dir/models.ini and dir/hardware.ini into c (zeroed by the call).
+ * models_dir resolves checkpoint entries. On failure c is left empty and e
+ * says "file:line: what". */
+int catalog_load(struct catalog *c, const char *dir, const char *models_dir, struct alisa_err *e);
+
+/* The single-file loaders catalog_load() uses; each appends to c. */
+int catalog_load_models(struct catalog *c, const char *path, const char *models_dir,
+                        struct alisa_err *e);
+int catalog_load_hardware(struct catalog *c, const char *path, struct alisa_err *e);
+
+/* Entry by exact name, or NULL. Cannot fail. */
+const struct model_shape *catalog_model(const struct catalog *c, const char *name);
+const struct hw_profile *catalog_hw(const struct catalog *c, const char *name);
+
+/* Parameter count implied by a shape: attention projections, FFN matrices and
+ * embeddings (head untied or tied); biases, norms and position tables are
+ * left out, so it is a slight underestimate. Cannot fail. */
+double catalog_param_estimate(const struct model_shape *m);
+
+/* KV-cache bytes per token in FP16 for the whole model: K and V, every layer,
+ * n_kv_heads * head_dim values each. Cannot fail. */
+double catalog_kv_bytes_per_token(const struct model_shape *m);
+
+/* Frees the entries; c may be zeroed or half-loaded. */
+void catalog_deinit(struct catalog *c);
+
+#endif

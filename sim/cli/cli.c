@@ -1,0 +1,71 @@
+/* Shared CLI helpers (contract in cli.h).
+ *
+ * Keeps number parsing strict (no trailing junk, no silent wrap) so that a
+ * typo in a sweep script fails loudly instead of running the wrong point.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+
+int cli_fail(const struct alisa_err *e)
+{
+    fprintf(stderr, "alisa: error: %s\n", e->msg[0] ? e->msg : "unknown failure");
+    return CLI_EXIT_FAIL;
+}
+
+int cli_usage_error(void (*usage)(FILE *), const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "alisa: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    if (usage)
+        usage(stderr);
+    return CLI_EXIT_USAGE;
+}
+
+int cli_parse_u64(const char *opt, const char *s, uint64_t *out, struct alisa_err *e)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!*s || *end || errno || s[0] == '-' || s[0] == '+' || s[0] == ' ')
+        return err_set(e, ALISA_EINVAL, "%s: '%s' is not a non-negative integer", opt, s);
+    *out = v;
+    return 0;
+}
+
+int cli_parse_u32(const char *opt, const char *s, uint32_t *out, struct alisa_err *e)
+{
+    uint64_t v;
+    int rc = cli_parse_u64(opt, s, &v, e);
+    if (rc)
+        return rc;
+    if (v > UINT32_MAX)
+        return err_set(e, ALISA_EINVAL, "%s: %s is too large (max %u)", opt, s, UINT32_MAX);
+    *out = (uint32_t)v;
+    return 0;
+}
+
+int cli_parse_double(const char *opt, const char *s, double *out, struct alisa_err *e)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno || !isfinite(v))
+        return err_set(e, ALISA_EINVAL, "%s: '%s' is not a finite number", opt, s);
+    *out = v;
+    return 0;
+}
+
+void cli_reset_getopt(void)
+{
+    optind = 0;
+    opterr = 0;
+}

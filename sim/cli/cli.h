@@ -1,0 +1,42 @@
+/* Helpers shared by the alisa subcommands: option-value parsing, usage
+ * errors, and the one place an error status becomes a message and exit code.
+ *
+ * Exit codes: 0 success, 1 a failure (bad input file, impossible config),
+ * 2 a usage error (unknown command or option, bad option value).
+ */
+#ifndef ALISA_CLI_H
+#define ALISA_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "err.h"
+
+#define CLI_EXIT_FAIL 1
+#define CLI_EXIT_USAGE 2
+
+/* One subcommand: name, one-line summary, entry point, usage printer. */
+struct cli_cmd {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv);   /* argv[0] is the command name */
+    void (*usage)(FILE *out);
+};
+
+/* Prints "alisa: error: <msg>" on stderr and returns CLI_EXIT_FAIL. */
+int cli_fail(const struct alisa_err *e);
+
+/* Prints "alisa: <what>" then the usage on stderr; returns CLI_EXIT_USAGE. */
+int cli_usage_error(void (*usage)(FILE *), const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Strict number parsing for option values: the whole string must be a
+ * number in range. On failure e says "--opt: 'value' is not ...". */
+int cli_parse_u32(const char *opt, const char *s, uint32_t *out, struct alisa_err *e);
+int cli_parse_u64(const char *opt, const char *s, uint64_t *out, struct alisa_err *e);
+int cli_parse_double(const char *opt, const char *s, double *out, struct alisa_err *e);
+
+/* getopt_long needs a reset between subcommands (glibc: optind = 0). */
+void cli_reset_getopt(void);
+
+#endif

@@ -1,0 +1,163 @@
+/* `alisa catalog`: prints the model and hardware catalogs as tables or JSON.
+ *
+ * Read-only view over catalog.h; checkpoint entries whose file is missing
+ * are listed with the reason instead of a shape.
+ */
+#include <getopt.h>
+#include <jansson.h>
+#include <string.h>
+
+#include "catalog.h"
+#include "cli.h"
+#include "cmds.h"
+
+void cmd_catalog_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: alisa catalog [models|hardware] [--json] [--catalog DIR]\n"
+            "\n"
+            "Prints the model shapes and hardware profiles that the simulator and the\n"
+            "generator know. Without a kind, prints both.\n"
+            "\n"
+            "  models        model shapes (the paper's models and the real checkpoints\n"
+            "                under the models directory, whose shape is read from the file)\n"
+            "  hardware      GPU + host profiles (memory, bandwidths, FLOP/s, link)\n"
+            "  --json        print JSON instead of a table\n"
+            "  --catalog DIR directory holding models.ini and hardware.ini\n"
+            "                (default: $ALISA_CATALOG, else sim/catalog of the source tree)\n"
+            "  -h, --help    this text\n"
+            "\n"
+            "Models directory: $ALISA_MODELS, else ../shared/models beside the source tree.\n");
+}
+
+static void print_models_table(const struct catalog *c)
+{
+    printf("%-13s %-7s %6s %6s %5s %4s %6s %6s %5s %8s %9s %13s\n", "model", "family", "layers",
+           "hidden", "heads", "kv", "ffn", "vocab", "tied", "params", "weights", "KV/token");
+    for (size_t i = 0; i < c->n_models; i++) {
+        const struct model_shape *m = &c->models[i];
+        if (!m->available) {
+            printf("%-13s %-7s unavailable: %s\n", m->name, m->family, m->note);
+            continue;
+        }
+        double kv = catalog_kv_bytes_per_token(m);
+        printf("%-13s %-7s %6u %6u %5u %4u %6u %6u %5s %7.3gB %7.3gGB %10.4gKiB\n", m->name,
+               m->family, m->n_layers, m->hidden, m->n_heads, m->n_kv_heads, m->ffn, m->vocab,
+               m->tied_embeddings ? "yes" : "no", m->params / 1e9, m->weight_bytes_fp16 / 1e9,
+               kv / 1024.0);
+    }
+}
+
+static void print_hw_table(const struct catalog *c)
+{
+    printf("%-11s %-28s %8s %9s %9s %9s %9s %10s\n", "profile", "gpu", "mem GiB", "HBM GB/s",
+           "FP16 TF/s", "host GiB", "link GB/s", "link us");
+    for (size_t i = 0; i < c->n_hw; i++) {
+        const struct hw_profile *h = &c->hw[i];
+        printf("%-11s %-28s %8.1f %9.0f %9.0f %9.0f %9.1f %10.1f\n", h->name, h->gpu,
+               h->gpu_mem_gib, h->hbm_gbps, h->fp16_tflops, h->host_dram_gib, h->link_gbps,
+               h->link_latency_us);
+    }
+}
+
+static json_t *models_json(const struct catalog *c)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < c->n_models; i++) {
+        const struct model_shape *m = &c->models[i];
+        json_t *o = json_pack("{s:s, s:s, s:b}", "name", m->name, "family", m->family,
+                              "available", m->available);
+        if (m->checkpoint[0]) {
+            json_object_set_new(o, "checkpoint", json_string(m->checkpoint));
+            json_object_set_new(o, "format", json_string(m->format));
+        }
+        if (m->available) {
+            json_t *shape = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:i, "
+                                            "s:f, s:f, s:f}",
+                                            "layers", m->n_layers, "hidden", m->hidden, "heads",
+                                            m->n_heads, "kv_heads", m->n_kv_heads, "ffn", m->ffn,
+                                            "ffn_matrices", m->ffn_matrices, "vocab", m->vocab,
+                                            "tied_embeddings", m->tied_embeddings, "max_seq",
+                                            m->max_seq, "params", m->params,
+                                            "weight_bytes_fp16", m->weight_bytes_fp16,
+                                            "kv_bytes_per_token_fp16",
+                                            catalog_kv_bytes_per_token(m));
+            json_object_update(o, shape);
+            json_decref(shape);
+        } else {
+            json_object_set_new(o, "note", json_string(m->note));
+        }
+        json_array_append_new(arr, o);
+    }
+    return arr;
+}
+
+static json_t *hw_json(const struct catalog *c)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < c->n_hw; i++) {
+        const struct hw_profile *h = &c->hw[i];
+        json_array_append_new(
+            arr, json_pack("{s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:f}", "name", h->name, "gpu",
+                           h->gpu, "gpu_mem_gib", h->gpu_mem_gib, "hbm_gbps", h->hbm_gbps,
+                           "fp16_tflops", h->fp16_tflops, "host_dram_gib", h->host_dram_gib,
+                           "link_gbps", h->link_gbps, "link_latency_us", h->link_latency_us));
+    }
+    return arr;
+}
+
+int cmd_catalog(int argc, char **argv)
+{
+    static const struct option opts[] = {{"json", no_argument, 0, 'j'},
+                                         {"catalog", required_argument, 0, 'c'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    int json = 0;
+    const char *dir = catalog_default_dir();
+    cli_reset_getopt();
+    int ch;
+    while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'j': json = 1; break;
+        case 'c': dir = optarg; break;
+        case 'h': cmd_catalog_usage(stdout); return 0;
+        case ':': return cli_usage_error(cmd_catalog_usage, "option '%s' needs a value", argv[optind - 1]);
+        default: return cli_usage_error(cmd_catalog_usage, "unrecognized option '%s'", argv[optind - 1]);
+        }
+    }
+    int want_models = 1, want_hw = 1;
+    if (optind < argc) {
+        if (strcmp(argv[optind], "models") == 0)
+            want_hw = 0;
+        else if (strcmp(argv[optind], "hardware") == 0)
+            want_models = 0;
+        else
+            return cli_usage_error(cmd_catalog_usage, "unknown catalog '%s' (models or hardware)",
+                                   argv[optind]);
+        if (optind + 1 < argc)
+            return cli_usage_error(cmd_catalog_usage, "unexpected argument '%s'", argv[optind + 1]);
+    }
+    struct catalog c;
+    struct alisa_err e = {{0}};
+    if (catalog_load(&c, dir, catalog_models_dir(), &e))
+        return cli_fail(&e);
+    if (json) {
+        json_t *root = json_object();
+        if (want_models)
+            json_object_set_new(root, "models", models_json(&c));
+        if (want_hw)
+            json_object_set_new(root, "hardware", hw_json(&c));
+        json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+        printf("\n");
+        json_decref(root);
+    } else {
+        if (want_models)
+            print_models_table(&c);
+        if (want_models && want_hw)
+            printf("\n");
+        if (want_hw)
+            print_hw_table(&c);
+    }
+    catalog_deinit(&c);
+    return 0;
+}

@@ -1,0 +1,480 @@
+/* `alisa trace`: info, check, gen and dump over trace files.
+ *
+ * A thin shell over trace.h, trace_stats.h and trace_gen.h: parses options,
+ * calls the library, prints. The generator's options come from one table that
+ * also writes its help, so the two cannot drift apart.
+ */
+#include <getopt.h>
+#include <jansson.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog.h"
+#include "cli.h"
+#include "cmds.h"
+#include "trace.h"
+#include "trace_gen.h"
+#include "trace_stats.h"
+
+/* ---- gen option table ---- */
+
+enum gen_kind { GEN_U32, GEN_U64, GEN_DOUBLE, GEN_FLOAT };
+
+struct gen_opt {
+    const char *name;   /* long option */
+    enum gen_kind kind;
+    size_t offset;      /* into struct trace_gen_params */
+    const char *help;
+};
+
+#define GO(name, kind, member, help) {name, kind, offsetof(struct trace_gen_params, member), help}
+static const struct gen_opt gen_opts[] = {
+    GO("seqs", GEN_U32, n_seqs, "sequences (default 1)"),
+    GO("prompt-len", GEN_U32, prompt_len, "prompt tokens per sequence (default 128)"),
+    GO("gen-len", GEN_U32, gen_len, "generated tokens per sequence (default 512)"),
+    GO("prompt-rows", GEN_U32, prompt_rows, "prompt rows to record, counted back from the "
+                                            "prompt's end (default: all)"),
+    GO("seed", GEN_U64, seed, "GSL mt19937 seed (default 1); same seed, same bytes"),
+    GO("layers", GEN_U32, n_layers, "layers to record (default: the model's)"),
+    GO("sinks", GEN_U32, n_sinks, "attention-sink tokens at the start (default 4)"),
+    GO("sink-logit", GEN_DOUBLE, sink_logit, "extra logit of sink tokens (default 3)"),
+    GO("hh-alpha", GEN_DOUBLE, hh_alpha, "Pareto shape of token importance; smaller = "
+                                         "heavier heavy hitters (default 1.5)"),
+    GO("hh-scale", GEN_DOUBLE, hh_scale, "weight of log-importance in the logit (default 1)"),
+    GO("hh-drift", GEN_DOUBLE, hh_drift, "per-step s.d. of the importance random walk "
+                                         "(default 0.02)"),
+    GO("recency-logit", GEN_DOUBLE, recency_logit, "logit boost of the newest token "
+                                                   "(default 2)"),
+    GO("recency-tokens", GEN_DOUBLE, recency_tokens, "e-folding distance of the recency "
+                                                     "boost, tokens (default 16)"),
+    GO("noise", GEN_DOUBLE, noise, "per-step logit noise s.d. (default 0.5)"),
+    GO("sparsity-first", GEN_DOUBLE, sparsity_first, "target sparsity of layer 0 (default "
+                                                     "0.80)"),
+    GO("sparsity-last", GEN_DOUBLE, sparsity_last, "target sparsity of the last layer "
+                                                   "(default 0.95)"),
+    GO("sparsity-jitter", GEN_DOUBLE, sparsity_jitter, "per-row s.d. of the target "
+                                                       "(default 0.02)"),
+    GO("threshold", GEN_FLOAT, threshold, "sparse-row cutoff relative to the row max, "
+                                          "0..0.01 (default 0.001; 0 = all rows dense)"),
+};
+#define N_GEN_OPTS (sizeof gen_opts / sizeof gen_opts[0])
+
+static void trace_gen_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: alisa trace gen --model NAME -o FILE [options]\n"
+            "\n"
+            "Writes a synthetic attention trace: attention sinks, persistent power-law\n"
+            "heavy hitters, recency, and a per-layer sparsity target (share of weights\n"
+            "below 1%% of the row max, as the paper counts it). Bit-for-bit reproducible\n"
+            "for a given seed. The model of key token t for query position p is\n"
+            "  z_t = sink_logit*[t < sinks] + hh_scale*g_t + recency_logit*exp(-(p-t)/recency_tokens)\n"
+            "        + noise*N(0,1),   weights = softmax(beta*z)\n"
+            "with g_t the log of a Pareto(hh_alpha) draw doing a random walk, and beta\n"
+            "solved per row so the row meets its sparsity target.\n"
+            "\n"
+            "  --model NAME      model shape from the catalog (layers, heads, hidden, vocab)\n"
+            "  -o, --output FILE trace to write (written to FILE.part, renamed when complete)\n");
+    for (size_t i = 0; i < N_GEN_OPTS; i++)
+        fprintf(out, "  --%-16s %s\n", gen_opts[i].name, gen_opts[i].help);
+    fprintf(out,
+            "  --per-head        also store per-head rows (heads draw their own noise and\n"
+            "                    target; the head-mean row is then less sparse)\n"
+            "  --catalog DIR     catalog directory (default $ALISA_CATALOG or sim/catalog)\n"
+            "  -h, --help        this text\n");
+}
+
+static void trace_info_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: alisa trace info FILE [--json | --tsv]\n"
+            "\n"
+            "Prints a trace's shape, origin, size, row encodings and its attention sparsity\n"
+            "per layer as the paper counts it: the share of a row's weights below 1%% of\n"
+            "that row's max, over decode rows (query position >= prompt length), with mean,\n"
+            "min, quartiles and max across rows.\n"
+            "\n"
+            "  --json      print JSON instead of text\n"
+            "  --tsv       print only the per-layer table, tab-separated, with a header\n"
+            "              line (layer rows mean min q25 median q75 max), for plotting\n"
+            "  -h, --help  this text\n");
+}
+
+static void trace_check_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: alisa trace check FILE\n"
+            "\n"
+            "Validates a whole trace: magic, version, chunk checksums, order, index ranges,\n"
+            "rows summing to 1 (within %.2f), finite non-negative weights, token ids below\n"
+            "the vocabulary. Exits 0 and prints 'ok' when valid; else prints the first\n"
+            "problem with its byte offset and exits 1.\n"
+            "\n"
+            "  -h, --help  this text\n",
+            TRACE_SUM_TOLERANCE);
+}
+
+static void trace_dump_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: alisa trace dump FILE [--seq S] [--pos P] [--layer L]\n"
+            "\n"
+            "Prints the non-zero weights of the selected rows, one per line:\n"
+            "  seq pos layer head index weight\n"
+            "(head -1 is the head-mean row). Weights are printed exactly (%%.9g).\n"
+            "\n"
+            "  --seq S     only sequence S\n"
+            "  --pos P     only query position P\n"
+            "  --layer L   only layer L\n"
+            "  -h, --help  this text\n");
+}
+
+void cmd_trace_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: alisa trace <info|check|gen|dump> [options]\n"
+            "\n"
+            "Attention traces (format: traces/FORMAT.md).\n"
+            "\n"
+            "  info FILE    shape, origin, size and per-layer attention sparsity\n"
+            "  check FILE   full validation; first problem with its byte offset\n"
+            "  gen          write a synthetic trace (see alisa trace gen --help)\n"
+            "  dump FILE    print rows as text\n"
+            "\n"
+            "'alisa trace <cmd> --help' explains each.\n");
+}
+
+enum info_format { INFO_TEXT, INFO_JSON, INFO_TSV };
+
+/* Parses the options of a subcommand that takes one FILE and only --help
+ * (plus --json/--tsv when format is non-NULL). Returns -1 to continue, else
+ * an exit code. */
+static int parse_file_opts(int argc, char **argv, void (*usage)(FILE *), enum info_format *format,
+                           const char **file)
+{
+    static const struct option opts[] = {{"json", no_argument, 0, 'j'},
+                                         {"tsv", no_argument, 0, 't'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    cli_reset_getopt();
+    int ch;
+    while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'j':
+        case 't':
+            if (!format)
+                return cli_usage_error(usage, "unrecognized option '%s'", argv[optind - 1]);
+            *format = ch == 'j' ? INFO_JSON : INFO_TSV;
+            break;
+        case 'h': usage(stdout); return 0;
+        default: return cli_usage_error(usage, "unrecognized option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind != argc - 1)
+        return cli_usage_error(usage, optind >= argc ? "missing FILE" : "expected one FILE");
+    *file = argv[optind];
+    return -1;
+}
+
+static json_t *summary_json(const struct sparsity_summary *s)
+{
+    return json_pack("{s:I, s:f, s:f, s:f, s:f, s:f, s:f}", "rows", (json_int_t)s->rows, "mean",
+                     s->mean, "min", s->min, "q25", s->q25, "median", s->median, "q75", s->q75,
+                     "max", s->max);
+}
+
+static int trace_info(int argc, char **argv)
+{
+    enum info_format format = INFO_TEXT;
+    const char *file;
+    int rc = parse_file_opts(argc, argv, trace_info_usage, &format, &file);
+    if (rc >= 0)
+        return rc;
+    struct alisa_err e = {{0}};
+    struct trace_reader *r;
+    if (trace_reader_open(&r, file, &e))
+        return cli_fail(&e);
+    struct trace_header h = *trace_reader_header(r);
+    uint64_t file_bytes = trace_reader_file_bytes(r);
+    uint32_t n_seqs = h.n_seqs;
+    struct trace_seq first = *trace_reader_seq(r, 0);
+    int uniform = 1;
+    uint64_t rows_expected = 0;
+    for (uint32_t s = 0; s < n_seqs; s++) {
+        const struct trace_seq *q = trace_reader_seq(r, s);
+        uniform &= q->prompt_len == first.prompt_len && q->gen_len == first.gen_len &&
+                   q->row_start == first.row_start;
+        rows_expected += q->prompt_len + q->gen_len - q->row_start;
+    }
+    trace_reader_destroy(r);
+
+    struct trace_stats *st;
+    uint64_t enc[3];
+    if (trace_stats_from_file(file, &st, enc, &e))
+        return cli_fail(&e);
+    struct sparsity_summary all;
+    trace_stats_summary(st, UINT32_MAX, &all);
+    uint64_t rows = enc[0] + enc[1] + enc[2];
+
+    if (format == INFO_TSV) {
+        printf("layer\trows\tmean\tmin\tq25\tmedian\tq75\tmax\n");
+        for (uint32_t l = 0; l < h.n_layers; l++) {
+            struct sparsity_summary s;
+            trace_stats_summary(st, l, &s);
+            printf("%u\t%llu\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\n", l,
+                   (unsigned long long)s.rows, s.mean, s.min, s.q25, s.median, s.q75, s.max);
+        }
+        trace_stats_destroy(st);
+        return 0;
+    }
+    if (format == INFO_JSON) {
+        json_t *layers = json_array();
+        for (uint32_t l = 0; l < h.n_layers; l++) {
+            struct sparsity_summary s;
+            trace_stats_summary(st, l, &s);
+            json_t *o = summary_json(&s);
+            json_object_set_new(o, "layer", json_integer(l));
+            json_array_append_new(layers, o);
+        }
+        json_t *root = json_pack(
+            "{s:s, s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:f, s:I, s:s, s:s, s:s, s:s, "
+            "s:I, s:I, s:I}",
+            "file", file, "file_bytes", (json_int_t)file_bytes, "model", h.model, "layers",
+            h.n_layers, "heads", h.n_heads, "kv_heads", h.n_kv_heads, "hidden", h.hidden,
+            "vocab", h.vocab, "seqs", h.n_seqs, "per_head", (h.flags & TRACE_FLAG_PER_HEAD) != 0,
+            "threshold", (double)h.threshold, "seed", (json_int_t)h.seed, "source", h.source,
+            "model_sha256", h.model_sha256, "text", h.text, "generator", h.generator,
+            "steps", (json_int_t)rows_expected, "dense_rows", (json_int_t)enc[0], "sparse_rows",
+            (json_int_t)(enc[1] + enc[2]));
+        if (uniform) {
+            json_object_set_new(root, "prompt_len", json_integer(first.prompt_len));
+            json_object_set_new(root, "gen_len", json_integer(first.gen_len));
+        }
+        json_t *sp = summary_json(&all);
+        json_object_set_new(sp, "rel_cutoff", json_real(TRACE_SPARSITY_REL));
+        json_object_set_new(sp, "layers", layers);
+        json_object_set_new(root, "sparsity", sp);
+        json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
+        printf("\n");
+        json_decref(root);
+        trace_stats_destroy(st);
+        return 0;
+    }
+    printf("trace:      %s (%.2f MB)\n", file, file_bytes / 1e6);
+    printf("model:      %s  layers %u  heads %u  kv heads %u  hidden %u  vocab %u\n", h.model,
+           h.n_layers, h.n_heads, h.n_kv_heads, h.hidden, h.vocab);
+    printf("source:     %s  seed %llu  threshold %g%s\n", h.source, (unsigned long long)h.seed,
+           (double)h.threshold, (h.flags & TRACE_FLAG_PER_HEAD) ? "  per-head rows" : "");
+    if (h.model_sha256[0])
+        printf("model hash: %s\n", h.model_sha256);
+    if (h.text[0])
+        printf("text:       %s\n", h.text);
+    if (h.generator[0])
+        printf("generator:  %s\n", h.generator);
+    if (uniform)
+        printf("sequences:  %u  (prompt %u, generated %u, rows from position %u)\n", n_seqs,
+               first.prompt_len, first.gen_len, first.row_start);
+    else
+        printf("sequences:  %u  (lengths differ)\n", n_seqs);
+    printf("steps:      %llu  rows %llu (%.1f%% dense, %.1f%% sparse)\n",
+           (unsigned long long)rows_expected, (unsigned long long)rows,
+           rows ? 100.0 * enc[0] / rows : 0.0, rows ? 100.0 * (enc[1] + enc[2]) / rows : 0.0);
+    printf("attention sparsity: share of weights < %g%% of the row max, over %llu decode steps\n",
+           100 * TRACE_SPARSITY_REL, (unsigned long long)(all.rows / h.n_layers));
+    printf("  %5s %8s %7s %7s %7s %7s %7s %7s\n", "layer", "rows", "mean", "min", "q25",
+           "median", "q75", "max");
+    for (uint32_t l = 0; l <= h.n_layers; l++) {
+        struct sparsity_summary s;
+        trace_stats_summary(st, l == h.n_layers ? UINT32_MAX : l, &s);
+        char name[16];
+        snprintf(name, sizeof name, l == h.n_layers ? "all" : "%u", l);
+        printf("  %5s %8llu %7.4f %7.4f %7.4f %7.4f %7.4f %7.4f\n", name,
+               (unsigned long long)s.rows, s.mean, s.min, s.q25, s.median, s.q75, s.max);
+    }
+    trace_stats_destroy(st);
+    return 0;
+}
+
+static int trace_check_cmd(int argc, char **argv)
+{
+    const char *file;
+    int rc = parse_file_opts(argc, argv, trace_check_usage, NULL, &file);
+    if (rc >= 0)
+        return rc;
+    struct alisa_err e = {{0}};
+    uint64_t n_steps;
+    if (trace_check(file, &n_steps, &e))
+        return cli_fail(&e);
+    printf("%s: ok (%llu steps)\n", file, (unsigned long long)n_steps);
+    return 0;
+}
+
+static int trace_gen_cmd(int argc, char **argv)
+{
+    enum { OPT_MODEL = 1000, OPT_PER_HEAD, OPT_CATALOG, OPT_TABLE };
+    struct option opts[N_GEN_OPTS + 6];
+    for (size_t i = 0; i < N_GEN_OPTS; i++)
+        opts[i] = (struct option){gen_opts[i].name, required_argument, 0, OPT_TABLE + (int)i};
+    opts[N_GEN_OPTS] = (struct option){"model", required_argument, 0, OPT_MODEL};
+    opts[N_GEN_OPTS + 1] = (struct option){"per-head", no_argument, 0, OPT_PER_HEAD};
+    opts[N_GEN_OPTS + 2] = (struct option){"catalog", required_argument, 0, OPT_CATALOG};
+    opts[N_GEN_OPTS + 3] = (struct option){"output", required_argument, 0, 'o'};
+    opts[N_GEN_OPTS + 4] = (struct option){"help", no_argument, 0, 'h'};
+    opts[N_GEN_OPTS + 5] = (struct option){0, 0, 0, 0};
+
+    struct trace_gen_params p;
+    trace_gen_defaults(&p);
+    const char *model = NULL, *out = NULL, *dir = catalog_default_dir();
+    /* Table options are applied after the model's shape, so --layers wins. */
+    const char *table_vals[N_GEN_OPTS] = {0};
+    struct alisa_err e = {{0}};
+    cli_reset_getopt();
+    int ch;
+    while ((ch = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
+        if (ch >= OPT_TABLE && ch < OPT_TABLE + (int)N_GEN_OPTS) {
+            table_vals[ch - OPT_TABLE] = optarg;
+            continue;
+        }
+        switch (ch) {
+        case OPT_MODEL: model = optarg; break;
+        case OPT_PER_HEAD: p.per_head = 1; break;
+        case OPT_CATALOG: dir = optarg; break;
+        case 'o': out = optarg; break;
+        case 'h': trace_gen_usage(stdout); return 0;
+        case ':': return cli_usage_error(trace_gen_usage, "option '%s' needs a value", argv[optind - 1]);
+        default: return cli_usage_error(trace_gen_usage, "unrecognized option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error(trace_gen_usage, "unexpected argument '%s'", argv[optind]);
+    if (!model)
+        return cli_usage_error(trace_gen_usage, "--model is required (see alisa catalog models)");
+    if (!out)
+        return cli_usage_error(trace_gen_usage, "-o FILE is required");
+
+    struct catalog c;
+    if (catalog_load(&c, dir, catalog_models_dir(), &e))
+        return cli_fail(&e);
+    const struct model_shape *m = catalog_model(&c, model);
+    if (!m || !m->available) {
+        if (m)
+            err_set(&e, ALISA_ENOTFOUND, "model '%s' is unavailable: %s", model, m->note);
+        else
+            err_set(&e, ALISA_ENOTFOUND, "model '%s' is not in the catalog (alisa catalog models lists them)",
+                    model);
+        catalog_deinit(&c);
+        return cli_fail(&e);
+    }
+    snprintf(p.model, sizeof p.model, "%s", m->name);
+    p.n_layers = m->n_layers;
+    p.n_heads = m->n_heads;
+    p.n_kv_heads = m->n_kv_heads;
+    p.hidden = m->hidden;
+    p.vocab = m->vocab;
+    catalog_deinit(&c);
+
+    for (size_t i = 0; i < N_GEN_OPTS; i++) {
+        if (!table_vals[i])
+            continue;
+        char opt[40];
+        snprintf(opt, sizeof opt, "--%s", gen_opts[i].name);
+        void *dst = (char *)&p + gen_opts[i].offset;
+        double d;
+        int bad = 0;
+        switch (gen_opts[i].kind) {
+        case GEN_U32: bad = cli_parse_u32(opt, table_vals[i], dst, &e); break;
+        case GEN_U64: bad = cli_parse_u64(opt, table_vals[i], dst, &e); break;
+        case GEN_DOUBLE: bad = cli_parse_double(opt, table_vals[i], dst, &e); break;
+        case GEN_FLOAT:
+            bad = cli_parse_double(opt, table_vals[i], &d, &e);
+            *(float *)dst = (float)d;
+            break;
+        }
+        if (bad)
+            return cli_usage_error(trace_gen_usage, "%s", e.msg);
+    }
+    if (trace_gen_write(&p, out, &e))
+        return cli_fail(&e);
+    fprintf(stderr, "alisa: wrote %s (%s, %u layers, %u seqs, %u+%u tokens, seed %llu)\n", out,
+            p.model, p.n_layers, p.n_seqs, p.prompt_len, p.gen_len, (unsigned long long)p.seed);
+    return 0;
+}
+
+static void dump_row(uint32_t seq, uint32_t pos, uint32_t layer, int head, const float *row,
+                     uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (row[i] != 0.0f)
+            printf("%u %u %u %d %u %.9g\n", seq, pos, layer, head, i, (double)row[i]);
+}
+
+static int trace_dump(int argc, char **argv)
+{
+    static const struct option opts[] = {{"seq", required_argument, 0, 's'},
+                                         {"pos", required_argument, 0, 'p'},
+                                         {"layer", required_argument, 0, 'l'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    int64_t want_seq = -1, want_pos = -1, want_layer = -1;
+    struct alisa_err e = {{0}};
+    cli_reset_getopt();
+    int ch;
+    while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        uint32_t v;
+        switch (ch) {
+        case 's':
+        case 'p':
+        case 'l':
+            if (cli_parse_u32(argv[optind - 1], optarg, &v, &e))
+                return cli_usage_error(trace_dump_usage, "%s", e.msg);
+            *(ch == 's' ? &want_seq : ch == 'p' ? &want_pos : &want_layer) = v;
+            break;
+        case 'h': trace_dump_usage(stdout); return 0;
+        case ':': return cli_usage_error(trace_dump_usage, "option '%s' needs a value", argv[optind - 1]);
+        default: return cli_usage_error(trace_dump_usage, "unrecognized option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind != argc - 1)
+        return cli_usage_error(trace_dump_usage, optind >= argc ? "missing FILE" : "expected one FILE");
+    struct trace_reader *r;
+    if (trace_reader_open(&r, argv[optind], &e))
+        return cli_fail(&e);
+    const struct trace_header *h = trace_reader_header(r);
+    struct trace_step st;
+    int rc;
+    while ((rc = trace_reader_next(r, &st, &e)) == 1) {
+        if ((want_seq >= 0 && st.seq != want_seq) || (want_pos >= 0 && st.pos != want_pos))
+            continue;
+        for (uint32_t l = 0; l < h->n_layers; l++) {
+            if (want_layer >= 0 && l != want_layer)
+                continue;
+            dump_row(st.seq, st.pos, l, -1, st.w + (size_t)l * st.n_ctx, st.n_ctx);
+            for (uint32_t hd = 0; st.w_head && hd < h->n_heads; hd++)
+                dump_row(st.seq, st.pos, l, (int)hd,
+                         st.w_head + ((size_t)l * h->n_heads + hd) * st.n_ctx, st.n_ctx);
+        }
+    }
+    trace_reader_destroy(r);
+    return rc < 0 ? cli_fail(&e) : 0;
+}
+
+int cmd_trace(int argc, char **argv)
+{
+    if (argc < 2)
+        return cli_usage_error(cmd_trace_usage, "missing trace command");
+    const char *sub = argv[1];
+    if (strcmp(sub, "-h") == 0 || strcmp(sub, "--help") == 0 || strcmp(sub, "help") == 0) {
+        cmd_trace_usage(stdout);
+        return 0;
+    }
+    if (strcmp(sub, "info") == 0)
+        return trace_info(argc - 1, argv + 1);
+    if (strcmp(sub, "check") == 0)
+        return trace_check_cmd(argc - 1, argv + 1);
+    if (strcmp(sub, "gen") == 0)
+        return trace_gen_cmd(argc - 1, argv + 1);
+    if (strcmp(sub, "dump") == 0)
+        return trace_dump(argc - 1, argv + 1);
+    return cli_usage_error(cmd_trace_usage, "unknown trace command '%s'", sub);
+}

@@ -1,0 +1,12 @@
+/* The alisa subcommands: one entry point and one usage printer each. */
+#ifndef ALISA_CMDS_H
+#define ALISA_CMDS_H
+
+#include <stdio.h>
+
+int cmd_catalog(int argc, char **argv);
+void cmd_catalog_usage(FILE *out);
+int cmd_trace(int argc, char **argv);
+void cmd_trace_usage(FILE *out);
+
+#endif

@@ -1,0 +1,114 @@
+/* The alisa binary: git-style dispatch to subcommands.
+ *
+ * Owns the command table, `alisa help` and `alisa version`, and the exit-code
+ * convention (0 ok, 1 failure, 2 usage). Each subcommand parses its own
+ * options with getopt_long and prints its own --help.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cmds.h"
+#include "device.h"
+
+static int cmd_help(int argc, char **argv);
+static void cmd_help_usage(FILE *out);
+static int cmd_version(int argc, char **argv);
+static void cmd_version_usage(FILE *out);
+
+static const struct cli_cmd commands[] = {
+    {"help", "show the commands, or one command's help", cmd_help, cmd_help_usage},
+    {"version", "print the version, build options and accelerator found", cmd_version,
+     cmd_version_usage},
+    {"catalog", "list model shapes and hardware profiles", cmd_catalog, cmd_catalog_usage},
+    {"trace", "inspect, validate, generate and dump attention traces", cmd_trace,
+     cmd_trace_usage},
+};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+static void main_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: alisa <command> [options]\n"
+            "\n"
+            "alisa: sparsity-aware KV caching (ALISA, ISCA 2024) as a trace-driven\n"
+            "simulator plus a reference executor.\n"
+            "\n"
+            "commands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\n'alisa <command> --help' explains a command and all its options.\n");
+}
+
+static const struct cli_cmd *find_command(const char *name)
+{
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+static void cmd_help_usage(FILE *out)
+{
+    fprintf(out, "usage: alisa help [COMMAND]\n\nWithout COMMAND, lists the commands; with "
+                 "one, prints its help.\n");
+}
+
+static int cmd_help(int argc, char **argv)
+{
+    if (argc < 2) {
+        main_usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+        cmd_help_usage(stdout);
+        return 0;
+    }
+    const struct cli_cmd *c = find_command(argv[1]);
+    if (!c)
+        return cli_usage_error(main_usage, "unknown command '%s'", argv[1]);
+    c->usage(stdout);
+    return 0;
+}
+
+static void cmd_version_usage(FILE *out)
+{
+    fprintf(out, "usage: alisa version\n\nPrints the version, the git revision it was built "
+                 "from, whether CUDA was\ncompiled in, and the accelerator found (if any).\n");
+}
+
+static int cmd_version(int argc, char **argv)
+{
+    if (argc > 1) {
+        if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+            cmd_version_usage(stdout);
+            return 0;
+        }
+        return cli_usage_error(cmd_version_usage, "unexpected argument '%s'", argv[1]);
+    }
+    struct device_info d;
+    device_probe(&d);
+    printf("alisa %s (%s)\n", ALISA_VERSION, ALISA_GIT_VERSION);
+    printf("cuda: %s\n", d.cuda_built ? "built" : "not built");
+    if (d.n_devices)
+        printf("device: %s, %.1f GiB, compute capability %d.%d (%d device%s)\n", d.name,
+               d.mem_bytes / (1024.0 * 1024 * 1024), d.cc_major, d.cc_minor, d.n_devices,
+               d.n_devices > 1 ? "s" : "");
+    else
+        printf("device: none (%s)\n", d.note);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return cli_usage_error(main_usage, "missing command");
+    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+        main_usage(stdout);
+        return 0;
+    }
+    const struct cli_cmd *c = find_command(argv[1]);
+    if (!c)
+        return cli_usage_error(main_usage, "unknown command '%s'", argv[1]);
+    return c->run(argc - 1, argv + 1);
+}

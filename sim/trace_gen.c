@@ -1,0 +1,234 @@
+/* Synthetic trace generator (model in trace_gen.h).
+ *
+ * Owns the random attention model only; the file layout is trace.c's. The
+ * per-row temperature is solved in closed form from a quantile of the logit
+ * gaps (GSL), so each row hits its sparsity target up to discreteness.
+ * Deliberately simple: it is a stand-in until real traces are recorded.
+ */
+#include "trace_gen.h"
+
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace.h"
+
+#define GEN_BETA_MIN 0.05
+#define GEN_BETA_MAX 50.0
+
+void trace_gen_defaults(struct trace_gen_params *p)
+{
+    memset(p, 0, sizeof *p);
+    snprintf(p->model, sizeof p->model, "synthetic");
+    p->n_layers = 4;
+    p->n_heads = 8;
+    p->n_kv_heads = 8;
+    p->hidden = 512;
+    p->vocab = 32000;
+    p->n_seqs = 1;
+    p->prompt_len = 128;
+    p->gen_len = 512;
+    p->prompt_rows = UINT32_MAX; /* all of them */
+    p->seed = 1;
+    p->n_sinks = 4;
+    p->sink_logit = 3.0;
+    p->hh_alpha = 1.5;
+    p->hh_scale = 1.0;
+    p->hh_drift = 0.02;
+    p->recency_logit = 2.0;
+    p->recency_tokens = 16.0;
+    p->noise = 0.5;
+    p->sparsity_first = 0.80;
+    p->sparsity_last = 0.95;
+    p->sparsity_jitter = 0.02;
+    p->per_head = 0;
+    p->threshold = 0.001f;
+}
+
+int trace_gen_validate(const struct trace_gen_params *p, struct alisa_err *e)
+{
+    if (p->n_layers == 0 || p->n_heads == 0 || p->n_kv_heads == 0 || p->vocab == 0)
+        return err_set(e, ALISA_EINVAL, "model shape: layers %u heads %u kv heads %u vocab %u must all be positive",
+                       p->n_layers, p->n_heads, p->n_kv_heads, p->vocab);
+    if (p->n_heads % p->n_kv_heads)
+        return err_set(e, ALISA_EINVAL, "heads %u not a multiple of kv heads %u", p->n_heads,
+                       p->n_kv_heads);
+    if (p->n_seqs == 0)
+        return err_set(e, ALISA_EINVAL, "--seqs 0: need at least one sequence");
+    if (p->prompt_len == 0)
+        return err_set(e, ALISA_EINVAL, "--prompt-len 0: need at least one prompt token");
+    if ((uint64_t)p->prompt_len + p->gen_len > (1u << 20))
+        return err_set(e, ALISA_EINVAL, "--prompt-len %u + --gen-len %u exceeds %u tokens",
+                       p->prompt_len, p->gen_len, 1u << 20);
+    if (!(p->sparsity_first >= 0 && p->sparsity_first < 1))
+        return err_set(e, ALISA_EINVAL, "--sparsity-first %g not in [0, 1)", p->sparsity_first);
+    if (!(p->sparsity_last >= 0 && p->sparsity_last < 1))
+        return err_set(e, ALISA_EINVAL, "--sparsity-last %g not in [0, 1)", p->sparsity_last);
+    if (!(p->sparsity_jitter >= 0 && p->sparsity_jitter < 1))
+        return err_set(e, ALISA_EINVAL, "--sparsity-jitter %g not in [0, 1)", p->sparsity_jitter);
+    if (!(p->hh_alpha > 0))
+        return err_set(e, ALISA_EINVAL, "--hh-alpha %g must be positive", p->hh_alpha);
+    if (!(p->recency_tokens > 0))
+        return err_set(e, ALISA_EINVAL, "--recency-tokens %g must be positive", p->recency_tokens);
+    if (!(p->noise >= 0) || !(p->hh_drift >= 0) || !isfinite(p->sink_logit) ||
+        !isfinite(p->hh_scale) || !isfinite(p->recency_logit))
+        return err_set(e, ALISA_EINVAL, "noise %g and drift %g must be >= 0 and logits finite",
+                       p->noise, p->hh_drift);
+    if (!(p->threshold >= 0 && p->threshold <= TRACE_MAX_THRESHOLD))
+        return err_set(e, ALISA_EINVAL, "--threshold %g not in [0, %g]", (double)p->threshold,
+                       (double)TRACE_MAX_THRESHOLD);
+    return 0;
+}
+
+/* Writes softmax(beta * z) into out, beta solving the row's sparsity target. */
+static void gen_row(const double *z, uint32_t n, double target, double *gap, float *out)
+{
+    double zmax = z[0];
+    for (uint32_t i = 1; i < n; i++)
+        if (z[i] > zmax)
+            zmax = z[i];
+    for (uint32_t i = 0; i < n; i++)
+        gap[i] = zmax - z[i];
+    gsl_sort(gap, 1, n);
+    /* Weight t is below 1% of the max iff beta * gap_t > ln(100): the cut
+     * gap is the (1 - target) quantile of the gaps. */
+    double q = gsl_stats_quantile_from_sorted_data(gap, 1, n, 1.0 - target);
+    double beta = q > 0 ? log(100.0) / q : GEN_BETA_MAX;
+    if (beta > GEN_BETA_MAX)
+        beta = GEN_BETA_MAX;
+    if (beta < GEN_BETA_MIN)
+        beta = GEN_BETA_MIN;
+    double sum = 0;
+    for (uint32_t i = 0; i < n; i++)
+        sum += exp(beta * (z[i] - zmax));
+    for (uint32_t i = 0; i < n; i++)
+        out[i] = (float)(exp(beta * (z[i] - zmax)) / sum);
+}
+
+static void format_params(const struct trace_gen_params *p, char *buf, size_t cap)
+{
+    snprintf(buf, cap,
+             "alisa-trace-gen layers=%u heads=%u kv_heads=%u prompt_len=%u gen_len=%u "
+             "prompt_rows=%u seed=%llu sinks=%u sink_logit=%g hh_alpha=%g hh_scale=%g "
+             "hh_drift=%g recency_logit=%g recency_tokens=%g noise=%g sparsity_first=%g "
+             "sparsity_last=%g sparsity_jitter=%g per_head=%d threshold=%g",
+             p->n_layers, p->n_heads, p->n_kv_heads, p->prompt_len, p->gen_len,
+             p->prompt_rows < p->prompt_len ? p->prompt_rows : p->prompt_len,
+             (unsigned long long)p->seed, p->n_sinks, p->sink_logit, p->hh_alpha, p->hh_scale,
+             p->hh_drift, p->recency_logit, p->recency_tokens, p->noise, p->sparsity_first,
+             p->sparsity_last, p->sparsity_jitter, p->per_head, (double)p->threshold);
+}
+
+int trace_gen_write(const struct trace_gen_params *p, const char *path, struct alisa_err *e)
+{
+    int rc = trace_gen_validate(p, e);
+    if (rc)
+        return rc;
+    struct trace_header h;
+    memset(&h, 0, sizeof h);
+    snprintf(h.model, sizeof h.model, "%s", p->model);
+    h.n_layers = p->n_layers;
+    h.n_heads = p->n_heads;
+    h.n_kv_heads = p->n_kv_heads;
+    h.hidden = p->hidden;
+    h.vocab = p->vocab;
+    h.n_seqs = p->n_seqs;
+    h.flags = p->per_head ? TRACE_FLAG_PER_HEAD : 0;
+    h.threshold = p->threshold;
+    h.seed = p->seed;
+    snprintf(h.source, sizeof h.source, "synthetic");
+    format_params(p, h.generator, sizeof h.generator);
+
+    const uint32_t L = p->n_layers, H = p->n_heads;
+    const uint32_t N = p->prompt_len + p->gen_len;
+    const uint32_t row_start = p->prompt_rows < p->prompt_len ? p->prompt_len - p->prompt_rows : 0;
+    struct trace_writer *w = NULL;
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    uint32_t *tokens = malloc((size_t)N * sizeof *tokens);
+    double *imp = malloc((size_t)L * N * sizeof *imp);       /* (L, N) log-importance */
+    double *scratch = malloc(2 * (size_t)N * sizeof *scratch); /* z and gap */
+    float *rows = malloc((size_t)L * N * sizeof *rows);      /* (L, n) head-mean rows */
+    float *head_rows = p->per_head ? malloc((size_t)L * H * N * sizeof *head_rows) : NULL;
+    uint32_t *all_tokens = malloc((size_t)p->n_seqs * N * sizeof *all_tokens); /* (seqs, N) */
+    if (!rng || !tokens || !imp || !scratch || !rows || !all_tokens ||
+        (p->per_head && !head_rows)) {
+        rc = err_set(e, ALISA_ENOMEM, "out of memory generating %u x %u x %u rows", L, H, N);
+        goto done;
+    }
+    gsl_rng_set(rng, p->seed);
+    if ((rc = trace_writer_open(&w, path, &h, e)))
+        goto done;
+    /* Tokens first, so the SEQ chunks can all precede the steps. */
+    for (uint32_t s = 0; s < p->n_seqs && !rc; s++) {
+        for (uint32_t t = 0; t < N; t++)
+            all_tokens[(size_t)s * N + t] = (uint32_t)gsl_rng_uniform_int(rng, p->vocab);
+        rc = trace_writer_seq(w, s, p->prompt_len, p->gen_len, row_start,
+                              all_tokens + (size_t)s * N, e);
+    }
+    double *z = scratch, *gap = scratch + N;
+    for (uint32_t s = 0; s < p->n_seqs && !rc; s++) {
+        memcpy(tokens, all_tokens + (size_t)s * N, (size_t)N * sizeof *tokens);
+        for (size_t i = 0; i < (size_t)L * N; i++)
+            imp[i] = log(gsl_ran_pareto(rng, p->hh_alpha, 1.0));
+        for (uint32_t pos = row_start; pos < N && !rc; pos++) {
+            uint32_t n = pos + 1;
+            for (uint32_t l = 0; l < L; l++) {
+                double *g = imp + (size_t)l * N;
+                if (p->hh_drift > 0)
+                    for (uint32_t t = 0; t < pos; t++)
+                        g[t] += gsl_ran_gaussian(rng, p->hh_drift);
+                double target_l = L > 1 ? p->sparsity_first +
+                                              (p->sparsity_last - p->sparsity_first) * l / (L - 1)
+                                        : p->sparsity_first;
+                float *mean = rows + (size_t)l * n;
+                uint32_t heads = p->per_head ? H : 1;
+                if (p->per_head)
+                    memset(mean, 0, n * sizeof *mean);
+                for (uint32_t hd = 0; hd < heads; hd++) {
+                    for (uint32_t t = 0; t < n; t++) {
+                        double dist = (double)(pos - t);
+                        z[t] = (t < p->n_sinks ? p->sink_logit : 0.0) + p->hh_scale * g[t] +
+                               p->recency_logit * exp(-dist / p->recency_tokens);
+                        if (p->noise > 0)
+                            z[t] += gsl_ran_gaussian(rng, p->noise);
+                    }
+                    double target = target_l;
+                    if (p->sparsity_jitter > 0)
+                        target += gsl_ran_gaussian(rng, p->sparsity_jitter);
+                    if (target < 0)
+                        target = 0;
+                    if (target > 0.999)
+                        target = 0.999;
+                    if (!p->per_head) {
+                        gen_row(z, n, target, gap, mean);
+                        continue;
+                    }
+                    float *hr = head_rows + ((size_t)l * H + hd) * n;
+                    gen_row(z, n, target, gap, hr);
+                    for (uint32_t t = 0; t < n; t++)
+                        mean[t] += hr[t] / (float)H;
+                }
+            }
+            rc = trace_writer_step(w, s, pos, tokens[pos], rows, head_rows, e);
+        }
+    }
+    if (!rc) {
+        rc = trace_writer_close(w, e);
+        w = NULL;
+    }
+done:
+    trace_writer_destroy(w);
+    gsl_rng_free(rng);
+    free(tokens);
+    free(imp);
+    free(scratch);
+    free(rows);
+    free(head_rows);
+    free(all_tokens);
+    return rc;
+}

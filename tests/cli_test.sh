@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The alisa CLI as a user meets it: exit codes (0 ok, 1 failure, 2 usage),
+# --help for every command, and the trace gen -> check -> info pipeline.
+# Usage: cli_test.sh PATH/TO/alisa
+set -u
+alisa=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+
+# expect CODE DESCRIPTION CMD...: runs CMD, checks its exit code; output in $tmp/out
+expect() {
+    local want=$1 what=$2
+    shift 2
+    "$@" >"$tmp/out" 2>&1
+    local got=$?
+    if [ "$got" -eq "$want" ]; then
+        pass=$((pass + 1))
+    else
+        fail=$((fail + 1))
+        echo "FAIL: $what: exit $got, expected $want"
+        sed 's/^/    /' "$tmp/out" | head -20
+    fi
+}
+
+# grep_out PATTERN DESCRIPTION: the last command's output contains PATTERN
+grep_out() {
+    if grep -q -- "$1" "$tmp/out"; then
+        pass=$((pass + 1))
+    else
+        fail=$((fail + 1))
+        echo "FAIL: $2: output lacks '$1'"
+        sed 's/^/    /' "$tmp/out" | head -20
+    fi
+}
+
+expect 2 "no command" "$alisa"
+grep_out "usage: alisa <command>" "no command prints usage"
+expect 2 "unknown command" "$alisa" frobnicate
+grep_out "unknown command 'frobnicate'" "unknown command named"
+expect 0 "help" "$alisa" help
+grep_out "trace" "help lists trace"
+expect 0 "--help" "$alisa" --help
+expect 0 "version" "$alisa" version
+grep_out "cuda:" "version reports the CUDA build"
+for cmd in catalog trace version help; do
+    expect 0 "$cmd --help" "$alisa" $cmd --help
+    grep_out "usage: alisa $cmd" "$cmd --help shows its usage"
+done
+for sub in info check gen dump; do
+    expect 0 "trace $sub --help" "$alisa" trace $sub --help
+    grep_out "usage: alisa trace $sub" "trace $sub --help"
+done
+expect 2 "bad option" "$alisa" catalog --frob
+grep_out "unrecognized option '--frob'" "bad option named"
+grep_out "usage: alisa catalog" "bad option prints usage"
+expect 2 "unknown trace command" "$alisa" trace frob
+expect 2 "missing option value" "$alisa" catalog --catalog
+expect 2 "bad option value" "$alisa" trace gen --model OPT-6.7B -o "$tmp/x" --seqs two
+grep_out "\-\-seqs: 'two' is not a non-negative integer" "bad value named"
+expect 2 "missing --model" "$alisa" trace gen -o "$tmp/x"
+expect 1 "unknown model" "$alisa" trace gen --model GPT-9 -o "$tmp/x"
+grep_out "model 'GPT-9' is not in the catalog" "unknown model named"
+expect 1 "impossible config" "$alisa" trace gen --model OPT-6.7B -o "$tmp/x" --sparsity-last 1.5
+grep_out "sparsity-last 1.5" "impossible value named"
+
+expect 0 "catalog" "$alisa" catalog
+grep_out "OPT-30B" "catalog lists OPT-30B"
+grep_out "H100-80GB" "catalog lists H100"
+expect 0 "catalog --json" "$alisa" catalog hardware --json
+grep_out '"link_gbps": 20' "hardware json"
+
+expect 0 "trace gen" "$alisa" trace gen --model OPT-13B --layers 4 --seqs 2 --prompt-len 32 \
+    --gen-len 64 --seed 3 -o "$tmp/a.trace"
+expect 0 "trace check" "$alisa" trace check "$tmp/a.trace"
+grep_out "ok (192 steps)" "check counts steps"
+expect 0 "trace info" "$alisa" trace info "$tmp/a.trace"
+grep_out "model:      OPT-13B  layers 4" "info shape"
+grep_out "over 128 decode steps" "info counts decode steps"
+expect 0 "trace info --json" "$alisa" trace info "$tmp/a.trace" --json
+grep_out '"mean"' "info json has sparsity"
+expect 0 "trace dump" "$alisa" trace dump "$tmp/a.trace" --seq 1 --pos 40 --layer 2
+grep_out "^1 40 2 -1 " "dump filters rows"
+
+# Bad input files: one line naming the file, exit 1, no crash.
+expect 1 "missing trace" "$alisa" trace info "$tmp/none.trace"
+grep_out "alisa: error: $tmp/none.trace: cannot open" "missing trace named"
+head -c 1000 "$tmp/a.trace" >"$tmp/cut.trace"
+expect 1 "truncated trace" "$alisa" trace check "$tmp/cut.trace"
+grep_out "cut.trace: byte " "truncation located"
+[ "$(wc -l <"$tmp/out")" -eq 1 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: error is not one line"; }
+printf 'not a trace at all' >"$tmp/junk.trace"
+expect 1 "junk trace" "$alisa" trace info "$tmp/junk.trace"
+grep_out "bad magic" "junk detected"
+# A failed gen leaves an existing file alone.
+cp "$tmp/a.trace" "$tmp/keep.trace"
+expect 1 "gen into a missing dir" "$alisa" trace gen --model OPT-13B -o "$tmp/no/such/dir.trace"
+expect 1 "bad catalog dir" "$alisa" catalog --catalog "$tmp/nowhere"
+grep_out "nowhere/models.ini: cannot open" "missing catalog named"
+cmp -s "$tmp/a.trace" "$tmp/keep.trace" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: trace changed"; }
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,186 @@
+/* Catalogs: the shipped files load and are self-consistent; every kind of bad
+ * content is reported with file:line; checkpoint entries read their shape
+ * from the real file (a missing model fails under CI=true). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "catalog.h"
+#include "testutil.h"
+
+static void test_catalog_shipped_files_load_with_all_paper_models_and_profiles(void **state)
+{
+    (void)state;
+    struct catalog c;
+    struct alisa_err e = {{0}};
+    if (catalog_load(&c, catalog_default_dir(), tu_models_dir(), &e))
+        fail_msg("%s", e.msg);
+    const char *models[] = {"OPT-6.7B", "OPT-13B", "OPT-30B", "LLaMA-7B",
+                            "LLaMA-13B", "LLaMA-33B", "Pythia-6.7B", "Pythia-12B"};
+    for (size_t i = 0; i < 8; i++) {
+        const struct model_shape *m = catalog_model(&c, models[i]);
+        if (!m)
+            fail_msg("model %s missing", models[i]);
+        assert_true(m->available);
+        /* The published parameter count agrees with the shape (the estimate
+         * leaves out biases and norms, so it is slightly below). */
+        double est = catalog_param_estimate(m);
+        if (!(est <= m->params * 1.001 && est >= m->params * 0.99))
+            fail_msg("%s: shape implies %.4g params, catalog says %.4g", m->name, est, m->params);
+        assert_true(fabs(m->weight_bytes_fp16 - 2 * m->params) < 1e-6 * m->params);
+    }
+    const char *hw[] = {"V100-16GB", "V100-32GB", "A100-40GB", "A100-80GB", "H100-80GB",
+                        "H200-141GB"};
+    for (size_t i = 0; i < 6; i++) {
+        const struct hw_profile *h = catalog_hw(&c, hw[i]);
+        if (!h)
+            fail_msg("profile %s missing", hw[i]);
+        assert_true(h->link_gbps == 20 && h->host_dram_gib == 128); /* the paper's setup */
+    }
+    /* The paper's example: OPT-13B, batch 64, seq 512 needs more than 25 GB of KV. */
+    const struct model_shape *m = catalog_model(&c, "OPT-13B");
+    assert_true(catalog_kv_bytes_per_token(m) * 64 * 512 > 25e9);
+    assert_null(catalog_model(&c, "GPT-5"));
+    catalog_deinit(&c);
+}
+
+static void test_catalog_reads_the_real_checkpoint_shape_from_its_header(void **state)
+{
+    (void)state;
+    char path[600];
+    snprintf(path, sizeof path, "%s/stories260K/stories260K.bin", tu_models_dir());
+    if (access(path, R_OK) != 0) {
+        if (tu_ci())
+            fail_msg("CI=true and the model %s is missing", path);
+        skip();
+    }
+    struct catalog c;
+    struct alisa_err e = {{0}};
+    assert_int_equal(catalog_load(&c, catalog_default_dir(), tu_models_dir(), &e), 0);
+    const struct model_shape *m = catalog_model(&c, "stories260K");
+    assert_non_null(m);
+    if (!m->available)
+        fail_msg("stories260K unavailable: %s", m->note);
+    assert_int_equal(m->n_layers, 5);
+    assert_int_equal(m->hidden, 64);
+    assert_int_equal(m->n_heads, 8);
+    assert_int_equal(m->n_kv_heads, 4);
+    assert_int_equal(m->ffn, 172);
+    assert_int_equal(m->vocab, 512);
+    assert_int_equal(m->max_seq, 512);
+    assert_true(m->tied_embeddings);
+    assert_true(m->params == 260032); /* SOURCES.md: 260,032 weight parameters */
+    catalog_deinit(&c);
+}
+
+static void test_catalog_missing_checkpoint_is_unavailable_not_fatal(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    struct catalog c;
+    struct alisa_err e = {{0}};
+    assert_int_equal(catalog_load(&c, catalog_default_dir(), dir, &e), 0);
+    const struct model_shape *m = catalog_model(&c, "stories260K");
+    assert_non_null(m);
+    assert_false(m->available);
+    assert_non_null(strstr(m->note, "stories260K.bin"));
+    catalog_deinit(&c);
+    tu_rmdir(dir);
+    free(dir);
+}
+
+struct bad_ini {
+    const char *what;
+    const char *text;
+    const char *needle; /* must appear in the message, after "file:" */
+};
+
+static const char good_model[] =
+    "[M]\nfamily = opt\nlayers = 2\nhidden = 8\nheads = 2\nkv_heads = 2\nffn = 16\n"
+    "ffn_matrices = 2\nvocab = 10\ntied_embeddings = 1\nmax_seq = 16\nparams = 1\n"
+    "weight_bytes_fp16 = 2\n";
+
+static void test_catalog_bad_model_files_name_the_line_and_problem(void **state)
+{
+    (void)state;
+    const struct bad_ini cases[] = {
+        {"unknown key", "; c\n[M]\nfamily = opt\nlayrs = 2\n", ":4: [M]: unknown key 'layrs'"},
+        {"not a number", "[M]\nlayers = two\n", ":2: layers = 'two' is not a non-negative integer"},
+        {"negative", "[M]\nlayers = -3\n", ":2: layers = '-3'"},
+        {"key twice", "[M]\nlayers = 2\nlayers = 3\n", ":3: [M]: key 'layers' set twice"},
+        {"syntax", "[M]\nthis line has no equals\n", ":2: syntax error"},
+        {"outside section", "layers = 2\n", ":1: key 'layers' outside any [section]"},
+        {"duplicate section", "[A]\nfamily = x\n[B]\nfamily = z\n[A]\nfamily = y\n",
+         ":6: section [A] appears twice"},
+        {"missing key", "\n\n[M]\nfamily = opt\nlayers = 2\n", ":3: [M]: missing key 'hidden'"},
+        {"bad format", "[C]\ncheckpoint = x.bin\nformat = gguf2\n", ":1: [C]: checkpoint format 'gguf2' unknown"},
+    };
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "models.ini");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tu_write(path, (const uint8_t *)cases[i].text, strlen(cases[i].text));
+        struct catalog c = {0};
+        struct alisa_err e = {{0}};
+        assert_int_equal(catalog_load_models(&c, path, dir, &e), ALISA_EINVAL);
+        assert_null(c.models);
+        if (strncmp(e.msg, path, strlen(path)) != 0 || !strstr(e.msg, cases[i].needle))
+            fail_msg("%s: message '%s' lacks '%s'", cases[i].what, e.msg, cases[i].needle);
+    }
+    /* A valid file still loads, and an inconsistent shape is caught. */
+    tu_write(path, (const uint8_t *)good_model, strlen(good_model));
+    struct catalog c = {0};
+    struct alisa_err e = {{0}};
+    assert_int_equal(catalog_load_models(&c, path, dir, &e), 0);
+    assert_int_equal(c.n_models, 1);
+    catalog_deinit(&c);
+    char odd[sizeof good_model + 8];
+    snprintf(odd, sizeof odd, "%s", good_model);
+    memcpy(strstr(odd, "heads = 2\nkv"), "heads = 3", 9);
+    tu_write(path, (const uint8_t *)odd, strlen(odd));
+    assert_int_equal(catalog_load_models(&c, path, dir, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, ":1: [M]: inconsistent shape"));
+    /* Missing file. */
+    assert_int_equal(catalog_load_models(&c, tu_path(dir, "none.ini"), dir, &e), ALISA_EIO);
+    assert_non_null(strstr(e.msg, "none.ini: cannot open"));
+    tu_rmdir(dir);
+    free(dir);
+}
+
+static void test_catalog_bad_hardware_values_are_rejected(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "hardware.ini");
+    const char *text = "[G]\ngpu = x\ngpu_mem_gib = 16\nhbm_gbps = fast\n";
+    tu_write(path, (const uint8_t *)text, strlen(text));
+    struct catalog c = {0};
+    struct alisa_err e = {{0}};
+    assert_int_equal(catalog_load_hardware(&c, path, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, ":4: hbm_gbps = 'fast' is not a non-negative number"));
+    text = "[G]\ngpu = x\ngpu_mem_gib = 16\nhbm_gbps = 900\nfp16_tflops = 0\nhost_dram_gib = 1\n"
+           "link_gbps = 1\nlink_latency_us = 1\n";
+    tu_write(path, (const uint8_t *)text, strlen(text));
+    assert_int_equal(catalog_load_hardware(&c, path, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, ":1: [G]: memory, bandwidths and FLOP/s must be positive"));
+    tu_rmdir(dir);
+    free(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_catalog_shipped_files_load_with_all_paper_models_and_profiles),
+        cmocka_unit_test(test_catalog_reads_the_real_checkpoint_shape_from_its_header),
+        cmocka_unit_test(test_catalog_missing_checkpoint_is_unavailable_not_fatal),
+        cmocka_unit_test(test_catalog_bad_model_files_name_the_line_and_problem),
+        cmocka_unit_test(test_catalog_bad_hardware_values_are_rejected),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

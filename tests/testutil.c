@@ -1,0 +1,95 @@
+/* Test helpers (contract in testutil.h). */
+#include "testutil.h"
+
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "catalog.h"
+
+char *tu_mkdtemp(void)
+{
+    const char *base = getenv("TMPDIR");
+    char tmpl[512];
+    snprintf(tmpl, sizeof tmpl, "%s/alisa-test-XXXXXX", base && *base ? base : "/tmp");
+    char *d = mkdtemp(tmpl);
+    assert_non_null(d);
+    return strdup(d);
+}
+
+const char *tu_path(const char *dir, const char *name)
+{
+    static char bufs[8][600];
+    static int next;
+    char *b = bufs[next++ % 8];
+    snprintf(b, sizeof bufs[0], "%s/%s", dir, name);
+    return b;
+}
+
+uint8_t *tu_read(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+void tu_write(const char *path, const uint8_t *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    fclose(f);
+}
+
+void tu_copy(const char *src, const char *dst, size_t keep)
+{
+    size_t len;
+    uint8_t *buf = tu_read(src, &len);
+    tu_write(dst, buf, keep < len ? keep : len);
+    free(buf);
+}
+
+void tu_flip(const char *path, size_t offset, uint8_t mask)
+{
+    size_t len;
+    uint8_t *buf = tu_read(path, &len);
+    assert_true(offset < len);
+    buf[offset] ^= mask;
+    tu_write(path, buf, len);
+    free(buf);
+}
+
+void tu_rmdir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *ent;
+    while ((ent = readdir(d)))
+        if (strcmp(ent->d_name, ".") && strcmp(ent->d_name, ".."))
+            unlink(tu_path(dir, ent->d_name));
+    closedir(d);
+    rmdir(dir);
+}
+
+const char *tu_models_dir(void) { return catalog_models_dir(); }
+
+int tu_ci(void)
+{
+    const char *ci = getenv("CI");
+    return ci && strcmp(ci, "true") == 0;
+}

@@ -1,0 +1,37 @@
+/* Helpers for the cmocka tests: scratch directories and byte-level file
+ * surgery (truncate, flip, overwrite) for the corruption tests. Test-only:
+ * failures abort the test via cmocka's assert macros.
+ */
+#ifndef ALISA_TESTUTIL_H
+#define ALISA_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A fresh directory under $TMPDIR (or /tmp); the caller frees the string. */
+char *tu_mkdtemp(void);
+
+/* path = dir + "/" + name in a static rotating buffer (valid for 8 calls). */
+const char *tu_path(const char *dir, const char *name);
+
+/* Whole file into a malloc'd buffer; *len gets its size. */
+uint8_t *tu_read(const char *path, size_t *len);
+
+/* Writes len bytes to path (replacing it). */
+void tu_write(const char *path, const uint8_t *data, size_t len);
+
+/* Copies src to dst, keeping the first keep bytes only (SIZE_MAX = all). */
+void tu_copy(const char *src, const char *dst, size_t keep);
+
+/* XORs the byte at offset with mask, in place. */
+void tu_flip(const char *path, size_t offset, uint8_t mask);
+
+/* Removes dir and everything in it (one level deep). */
+void tu_rmdir(const char *dir);
+
+/* Directory of the real models (ALISA_MODELS or the compiled-in default);
+ * and whether CI=true (then a missing model is a failure, not a skip). */
+const char *tu_models_dir(void);
+int tu_ci(void);
+
+#endif
