@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 
 int cli_fail(const struct alisa_err *e)
 {
@@ -62,6 +63,35 @@ int cli_parse_double(const char *opt, const char *s, double *out, struct alisa_e
         return err_set(e, ALISA_EINVAL, "%s: '%s' is not a finite number", opt, s);
     *out = v;
     return 0;
+}
+
+int cli_parse_bytes(const char *opt, const char *s, uint64_t *out, struct alisa_err *e)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !(v >= 0) || s[0] == '-')
+        return err_set(e, ALISA_EINVAL, "%s: '%s' is not a byte count (e.g. 4096, 2.5G, 512MiB)",
+                       opt, s);
+    static const struct {
+        const char *unit;
+        double mult;
+    } units[] = {{"", 1},           {"B", 1},          {"k", 1e3},       {"kB", 1e3},
+                 {"K", 1e3},        {"KB", 1e3},       {"M", 1e6},       {"MB", 1e6},
+                 {"G", 1e9},        {"GB", 1e9},       {"T", 1e12},      {"TB", 1e12},
+                 {"Ki", 1024.0},    {"KiB", 1024.0},   {"Mi", 1048576.0}, {"MiB", 1048576.0},
+                 {"Gi", 1073741824.0}, {"GiB", 1073741824.0}, {"Ti", 1099511627776.0},
+                 {"TiB", 1099511627776.0}};
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (strcmp(end, units[i].unit) == 0) {
+            double b = v * units[i].mult;
+            if (b > 1.8e19)
+                return err_set(e, ALISA_EINVAL, "%s: %s is too large", opt, s);
+            *out = (uint64_t)b;
+            return 0;
+        }
+    return err_set(e, ALISA_EINVAL, "%s: unknown unit '%s' in '%s' (k M G T, Ki Mi Gi Ti)", opt,
+                   end, s);
 }
 
 void cli_reset_getopt(void)

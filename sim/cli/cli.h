@@ -36,6 +36,11 @@ int cli_parse_u32(const char *opt, const char *s, uint32_t *out, struct alisa_er
 int cli_parse_u64(const char *opt, const char *s, uint64_t *out, struct alisa_err *e);
 int cli_parse_double(const char *opt, const char *s, double *out, struct alisa_err *e);
 
+/* A byte count: an integer or decimal with an optional unit, k M G T (1e3
+ * steps) or Ki Mi Gi Ti (1024 steps), with or without a trailing B:
+ * "4096", "2.5G", "512MiB". */
+int cli_parse_bytes(const char *opt, const char *s, uint64_t *out, struct alisa_err *e);
+
 /* getopt_long needs a reset between subcommands (glibc: optind = 0). */
 void cli_reset_getopt(void);
 

@@ -9,4 +9,9 @@ void cmd_catalog_usage(FILE *out);
 int cmd_trace(int argc, char **argv);
 void cmd_trace_usage(FILE *out);
 
+int cmd_policy(int argc, char **argv);
+void cmd_policy_usage(FILE *out);
+int cmd_plan(int argc, char **argv);
+void cmd_plan_usage(FILE *out);
+
 #endif

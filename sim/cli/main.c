@@ -23,6 +23,10 @@ static const struct cli_cmd commands[] = {
     {"catalog", "list model shapes and hardware profiles", cmd_catalog, cmd_catalog_usage},
     {"trace", "inspect, validate, generate and dump attention traces", cmd_trace,
      cmd_trace_usage},
+    {"policy", "list the selection and placement policies and their parameters", cmd_policy,
+     cmd_policy_usage},
+    {"plan", "replay a trace through the scheduler: per-step decisions and bytes moved",
+     cmd_plan, cmd_plan_usage},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -1,0 +1,246 @@
+/* `alisa plan`: replays a trace through the scheduler and prints what it
+ * decided step by step (attended tokens, tokens per tier, bytes moved,
+ * recomputed tokens), the totals, and optionally a decision log.
+ *
+ * A shell over replay.h: option parsing, catalog look-up, printing. No time
+ * model yet; `alisa sim` (issue 5) adds it.
+ */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog.h"
+#include "cli.h"
+#include "cmds.h"
+#include "replay.h"
+
+void cmd_plan_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: alisa plan --trace FILE [options]\n"
+            "\n"
+            "Replays a trace through the scheduler core (the same code the executor runs)\n"
+            "and prints, per decode position, totals over all (sequence, layer) streams:\n"
+            "tokens attended, tokens per tier after the step (GPU, CPU only, dropped,\n"
+            "retired), bytes moved each way, loads, recomputations and GPU misses\n"
+            "(attended tokens not on the GPU when the step began); then the run's totals.\n"
+            "Capacities are for the whole trace and are split evenly over its streams.\n"
+            "\n"
+            "  --trace FILE          trace to replay (required)\n"
+            "  --selection NAME      selection policy (default swa; see alisa policy list)\n"
+            "  --sparsity S          KV sparsity: share of the context not attended (default 0.8)\n"
+            "  --budget-tokens N     attend N tokens per step instead (overrides --sparsity)\n"
+            "  --window-steps W      swa: steps in the local attention sum (default k)\n"
+            "  --sinks N             streaming: sink tokens (default 4)\n"
+            "  --stride N            strided: stride (default derived from the budget)\n"
+            "  --placement NAME      placement policy (default alisa). belady is an OFFLINE\n"
+            "                        BOUND: it reads the future selection from the trace\n"
+            "  --gpu-kv-bytes N      GPU KV capacity, bytes (k M G, Ki Mi Gi; default: unlimited)\n"
+            "  --cpu-kv-bytes N      CPU KV capacity, bytes (default: unlimited)\n"
+            "  --kv-int8             INT8 KV (1 byte per value plus per-channel scale and zero\n"
+            "                        point) instead of FP16\n"
+            "  --hardware NAME       hardware profile pricing load vs recompute (default\n"
+            "                        H100-80GB; see alisa catalog hardware)\n"
+            "  --gpu-fraction F      flexgen-static: share of every token on the GPU (default:\n"
+            "                        the largest that fits)\n"
+            "  --every N             print every N-th position (default 1; 0 = totals only)\n"
+            "  --log FILE            write the decision log: one line per stream and step\n"
+            "  --json                print the configuration and totals as JSON\n"
+            "  --catalog DIR         catalog directory\n"
+            "  -h, --help            this text\n");
+}
+
+/* Decision log: one deterministic line per plan, for diffs between runs and
+ * against the executor. */
+struct plan_log {
+    FILE *f;
+};
+
+static void log_ids(FILE *f, const char *name, const uint32_t *ids, uint32_t n)
+{
+    fprintf(f, " %s=", name);
+    for (uint32_t i = 0; i < n; i++)
+        fprintf(f, i ? ",%u" : "%u", ids[i]);
+}
+
+static void log_plan(void *user, const struct sched_plan *p, uint32_t seq, uint32_t layer)
+{
+    struct plan_log *lg = user;
+    fprintf(lg->f, "%u %u %u %s", seq, layer, p->pos, p->prefill ? "prefill" : "decode");
+    if (p->place.oom) {
+        fprintf(lg->f, " oom\n");
+        return;
+    }
+    log_ids(lg->f, "attend", p->attended, p->n_attended);
+    log_ids(lg->f, "retire", p->retired, p->n_retired);
+    log_ids(lg->f, "load", p->place.load, p->place.n_load);
+    log_ids(lg->f, "recompute", p->place.recompute, p->place.n_recompute);
+    log_ids(lg->f, "offload", p->place.offload, p->place.n_offload);
+    log_ids(lg->f, "drop", p->place.drop, p->place.n_drop);
+    fprintf(lg->f, "\n");
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    enum { O_TRACE = 1000, O_SEL, O_SPARSITY, O_BUDGET, O_WINDOW, O_SINKS, O_STRIDE, O_PLACE,
+           O_GPU, O_CPU, O_INT8, O_HW, O_FRAC, O_EVERY, O_LOG, O_JSON, O_CATALOG };
+    static const struct option opts[] = {
+        {"trace", required_argument, 0, O_TRACE},     {"selection", required_argument, 0, O_SEL},
+        {"sparsity", required_argument, 0, O_SPARSITY}, {"budget-tokens", required_argument, 0, O_BUDGET},
+        {"window-steps", required_argument, 0, O_WINDOW}, {"sinks", required_argument, 0, O_SINKS},
+        {"stride", required_argument, 0, O_STRIDE},   {"placement", required_argument, 0, O_PLACE},
+        {"gpu-kv-bytes", required_argument, 0, O_GPU}, {"cpu-kv-bytes", required_argument, 0, O_CPU},
+        {"kv-int8", no_argument, 0, O_INT8},          {"hardware", required_argument, 0, O_HW},
+        {"gpu-fraction", required_argument, 0, O_FRAC}, {"every", required_argument, 0, O_EVERY},
+        {"log", required_argument, 0, O_LOG},         {"json", no_argument, 0, O_JSON},
+        {"catalog", required_argument, 0, O_CATALOG}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    const char *trace = NULL, *sel_name = "swa", *place_name = "alisa", *hw_name = "H100-80GB";
+    const char *log_path = NULL, *dir = catalog_default_dir();
+    struct replay_config cfg = {.sel_params = {.sparsity = 0.8}, .gpu_kv_bytes = UINT64_MAX / 2,
+                                .cpu_kv_bytes = UINT64_MAX / 2, .gpu_fraction = -1};
+    uint32_t every = 1;
+    int json = 0;
+    struct alisa_err e = {{0}};
+    cli_reset_getopt();
+    int ch, bad = 0;
+    while (!bad && (ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        const char *opt = argv[optind - 1];
+        switch (ch) {
+        case O_TRACE: trace = optarg; break;
+        case O_SEL: sel_name = optarg; break;
+        case O_PLACE: place_name = optarg; break;
+        case O_HW: hw_name = optarg; break;
+        case O_LOG: log_path = optarg; break;
+        case O_CATALOG: dir = optarg; break;
+        case O_INT8: cfg.precision = KV_INT8; break;
+        case O_JSON: json = 1; break;
+        case O_SPARSITY: bad = cli_parse_double(opt, optarg, &cfg.sel_params.sparsity, &e); break;
+        case O_BUDGET: bad = cli_parse_u32(opt, optarg, &cfg.sel_params.budget_tokens, &e); break;
+        case O_WINDOW: bad = cli_parse_u32(opt, optarg, &cfg.sel_params.window_steps, &e); break;
+        case O_SINKS: bad = cli_parse_u32(opt, optarg, &cfg.sel_params.sinks, &e); break;
+        case O_STRIDE: bad = cli_parse_u32(opt, optarg, &cfg.sel_params.stride, &e); break;
+        case O_GPU: bad = cli_parse_bytes(opt, optarg, &cfg.gpu_kv_bytes, &e); break;
+        case O_CPU: bad = cli_parse_bytes(opt, optarg, &cfg.cpu_kv_bytes, &e); break;
+        case O_FRAC: bad = cli_parse_double(opt, optarg, &cfg.gpu_fraction, &e); break;
+        case O_EVERY: bad = cli_parse_u32(opt, optarg, &every, &e); break;
+        case 'h': cmd_plan_usage(stdout); return 0;
+        case ':': return cli_usage_error(cmd_plan_usage, "option '%s' needs a value", opt);
+        default: return cli_usage_error(cmd_plan_usage, "unrecognized option '%s'", opt);
+        }
+    }
+    if (bad)
+        return cli_usage_error(cmd_plan_usage, "%s", e.msg);
+    if (optind < argc)
+        return cli_usage_error(cmd_plan_usage, "unexpected argument '%s'", argv[optind]);
+    if (!trace)
+        return cli_usage_error(cmd_plan_usage, "--trace FILE is required");
+    if (!(cfg.sel = selection_find(sel_name)))
+        return cli_usage_error(cmd_plan_usage, "unknown selection '%s' (alisa policy list)", sel_name);
+    if (!(cfg.place = placement_find(place_name)))
+        return cli_usage_error(cmd_plan_usage, "unknown placement '%s' (alisa policy list)", place_name);
+    if (cfg.gpu_fraction > 1)
+        return cli_usage_error(cmd_plan_usage, "--gpu-fraction %g is above 1", cfg.gpu_fraction);
+
+    struct catalog c;
+    if (catalog_load(&c, dir, catalog_models_dir(), &e))
+        return cli_fail(&e);
+    const struct hw_profile *hw = catalog_hw(&c, hw_name);
+    if (!hw) {
+        err_set(&e, ALISA_ENOTFOUND, "hardware '%s' is not in the catalog (alisa catalog hardware)",
+                hw_name);
+        catalog_deinit(&c);
+        return cli_fail(&e);
+    }
+    struct hw_profile hw_copy = *hw;
+    catalog_deinit(&c);
+    cfg.hw = &hw_copy;
+
+    struct plan_log lg = {0};
+    if (log_path && !(lg.f = fopen(log_path, "w"))) {
+        err_set(&e, ALISA_EIO, "%s: cannot create decision log", log_path);
+        return cli_fail(&e);
+    }
+    struct replay_totals t;
+    int rc = replay_trace(trace, &cfg, &t, lg.f ? log_plan : NULL, &lg, &e);
+    if (lg.f && (fclose(lg.f) != 0) && !rc)
+        rc = err_set(&e, ALISA_EIO, "%s: write failed", log_path);
+    if (rc)
+        return cli_fail(&e);
+
+    double hit = t.attended_tokens ? 1.0 - (double)t.gpu_misses / (double)t.attended_tokens : 1.0;
+    if (json) {
+        json_t *root = json_pack(
+            "{s:s, s:s, s:s, s:f, s:i, s:s, s:s, s:b, s:i, s:i, s:I, s:I, s:f, s:f, s:b, s:I, "
+            "s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f}",
+            "trace", trace, "selection", cfg.sel->name, "placement", cfg.place->name, "sparsity",
+            cfg.sel_params.sparsity, "budget_tokens", cfg.sel_params.budget_tokens, "hardware",
+            hw_copy.name, "kv_precision", cfg.precision == KV_INT8 ? "int8" : "fp16",
+            "offline_bound", cfg.place->offline, "streams", t.n_streams, "max_len", t.max_len,
+            "kv_bytes_per_token_layer", (json_int_t)t.kv_bytes, "act_bytes_per_token_layer",
+            (json_int_t)t.act_bytes, "load_ns_per_token", t.load_ns, "recompute_ns_per_token",
+            t.recompute_ns, "oom", t.oom, "decode_steps", (json_int_t)t.decode_steps,
+            "attended_tokens", (json_int_t)t.attended_tokens, "gpu_misses",
+            (json_int_t)t.gpu_misses, "bytes_h2d", (json_int_t)t.bytes_h2d, "bytes_d2h",
+            (json_int_t)t.bytes_d2h, "loads", (json_int_t)t.loads, "recomputed_tokens",
+            (json_int_t)t.recomputed_tokens, "offloads", (json_int_t)t.offloads, "drops",
+            (json_int_t)t.drops, "peak_gpu_bytes", (json_int_t)t.peak_gpu_bytes,
+            "peak_cpu_bytes", (json_int_t)t.peak_cpu_bytes, "gpu_hit_rate", hit,
+            "attention_recall_mean", t.recall_mean, "attention_recall_min", t.recall_min);
+        json_object_set_new(root, "gpu_kv_bytes", cfg.gpu_kv_bytes >= UINT64_MAX / 2 ? json_null()
+                                                  : json_integer((json_int_t)cfg.gpu_kv_bytes));
+        json_object_set_new(root, "cpu_kv_bytes", cfg.cpu_kv_bytes >= UINT64_MAX / 2 ? json_null()
+                                                  : json_integer((json_int_t)cfg.cpu_kv_bytes));
+        json_object_set_new(root, "oom_pos", t.oom ? json_integer(t.oom_pos) : json_null());
+        json_object_set_new(root, "phase2_pos", t.phase2_pos >= 0 ? json_integer(t.phase2_pos) : json_null());
+        json_object_set_new(root, "phase3_pos", t.phase3_pos >= 0 ? json_integer(t.phase3_pos) : json_null());
+        json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
+        printf("\n");
+        json_decref(root);
+        replay_totals_free(&t);
+        return 0;
+    }
+    printf("plan: %s: %u streams (sequences x layers), up to %u tokens each\n", trace,
+           t.n_streams, t.max_len);
+    printf("selection %s, placement %s%s; KV %s, %llu B per token per layer\n", cfg.sel->name,
+           cfg.place->name, cfg.place->offline ? " (OFFLINE BOUND)" : "",
+           cfg.precision == KV_INT8 ? "int8" : "fp16", (unsigned long long)t.kv_bytes);
+    printf("capacity per stream: GPU %u tokens, CPU %u tokens; cost per token on %s: load %.2f ns, "
+           "recompute %.2f ns\n",
+           t.gpu_cap_tokens, t.cpu_cap_tokens, hw_copy.name, t.load_ns, t.recompute_ns);
+    if (every) {
+        printf("%6s %7s %9s %9s %9s %8s %8s %10s %10s %8s %8s %8s\n", "pos", "streams", "attended",
+               "gpu", "cpu", "dropped", "retired", "h2d_MB", "d2h_MB", "loads", "recomp", "misses");
+        uint32_t shown = 0;
+        for (uint32_t pos = 0; pos < t.max_len; pos++) {
+            const struct replay_pos *p = &t.per_pos[pos];
+            if (!p->streams || (shown++ % every))
+                continue;
+            printf("%6u %7u %9llu %9llu %9llu %8llu %8llu %10.3f %10.3f %8llu %8llu %8llu\n", pos,
+                   p->streams, (unsigned long long)p->attended, (unsigned long long)p->gpu,
+                   (unsigned long long)p->cpu, (unsigned long long)p->dropped,
+                   (unsigned long long)p->gone, p->bytes_h2d / 1e6, p->bytes_d2h / 1e6,
+                   (unsigned long long)p->loads, (unsigned long long)p->recomputed,
+                   (unsigned long long)p->misses);
+        }
+    }
+    printf("totals: %llu decode steps, %llu tokens attended, GPU hit rate %.4f (%llu misses)\n",
+           (unsigned long long)t.decode_steps, (unsigned long long)t.attended_tokens, hit,
+           (unsigned long long)t.gpu_misses);
+    printf("        moved %.3f MB host->GPU (%llu loads, %llu recomputed), %.3f MB GPU->host "
+           "(%llu offloads), %llu dropped, %llu retired\n",
+           t.bytes_h2d / 1e6, (unsigned long long)t.loads, (unsigned long long)t.recomputed_tokens,
+           t.bytes_d2h / 1e6, (unsigned long long)t.offloads, (unsigned long long)t.drops,
+           (unsigned long long)t.retired);
+    printf("        peak KV: GPU %.3f MB, CPU %.3f MB; attention recall mean %.4f, worst %.4f\n",
+           t.peak_gpu_bytes / 1e6, t.peak_cpu_bytes / 1e6, t.recall_mean, t.recall_min);
+    if (t.phase2_pos >= 0 || t.phase3_pos >= 0)
+        printf("        phase II (first offload) at position %lld, phase III (first drop) at %lld\n",
+               (long long)t.phase2_pos, (long long)t.phase3_pos);
+    if (t.oom)
+        printf("        OUT OF MEMORY at position %u: the GPU tier cannot hold the step's tokens\n",
+               t.oom_pos);
+    replay_totals_free(&t);
+    return 0;
+}

@@ -1,0 +1,162 @@
+/* Placement policies: where each token's KV lives for one (sequence, layer)
+ * stream (GPU tier, CPU tier, dropped, gone) and what moves at each step.
+ * Part of the scheduler core: no clock, no I/O, no exit.
+ *
+ * KV never changes once computed, so a token loaded from the CPU keeps its
+ * CPU copy and evicting it from the GPU later is free; only a token without
+ * a CPU copy costs a GPU->CPU offload. A dropped token (no KV anywhere) keeps
+ * its layer input on the host and is recomputed on the GPU when attended.
+ * Cache-like policies only choose victims (and load vs recompute); the
+ * engine in placement.c moves tokens. A policy with its own step rule
+ * (flexgen-static) supplies `step` instead.
+ */
+#ifndef ALISA_PLACEMENT_H
+#define ALISA_PLACEMENT_H
+
+#include <stdint.h>
+
+#include "err.h"
+
+/* Token flags in struct kv_stream.flags. */
+#define KV_EXISTS 0x01u  /* the token has been produced (prefill or decode) */
+#define KV_GPU 0x02u     /* a full copy is in the GPU tier */
+#define KV_CPU 0x04u     /* a full copy is in the CPU tier */
+#define KV_GONE 0x08u    /* retired by selection: never attended again, memory freed */
+#define KV_PIN 0x10u     /* attended at the current step: may not be evicted */
+#define KV_SPLIT 0x20u   /* flexgen-static: a fixed share on each tier */
+
+/* Where a token is, for the "exactly one place" invariant. */
+enum kv_place { KV_PLACE_NONE, KV_PLACE_GPU, KV_PLACE_CPU, KV_PLACE_DROPPED, KV_PLACE_GONE,
+                KV_PLACE_SPLIT };
+
+/* The future accesses of one stream (offline policies): for token t, the
+ * decode steps (query positions) at which it is attended, ascending:
+ * steps[start[t]] .. steps[start[t+1]-1]. */
+struct kv_future {
+    uint32_t n_tokens;
+    const uint32_t *start; /* (n_tokens + 1) */
+    const uint32_t *steps; /* (start[n_tokens]) */
+};
+
+struct place_params {
+    uint64_t gpu_bytes;       /* GPU tier capacity of this stream, bytes */
+    uint64_t cpu_bytes;       /* CPU tier capacity of this stream, bytes */
+    uint64_t kv_bytes;        /* KV bytes of one token of this stream (K and V, one layer) */
+    uint64_t act_bytes;       /* layer-input bytes moved host->GPU to recompute one token */
+    double load_ns;           /* modelled cost of loading one token's KV CPU->GPU */
+    double recompute_ns;      /* modelled cost of recomputing one token's KV on the GPU */
+    double gpu_fraction;      /* flexgen-static: share of every token on the GPU; < 0 = the
+                                 largest that fits the whole sequence */
+};
+
+/* The state of one stream, shared by the engine and the policies. */
+struct kv_stream {
+    uint32_t max_len;     /* tokens */
+    uint8_t *flags;       /* (max_len) KV_* bits */
+    uint32_t gpu_tokens;  /* tokens with KV_GPU */
+    uint32_t cpu_tokens;  /* tokens with KV_CPU */
+    uint32_t gpu_cap;     /* GPU capacity, whole tokens */
+    uint32_t cpu_cap;     /* CPU capacity, whole tokens */
+    uint32_t local_start; /* first token of the current local window (pinned by alisa) */
+    uint64_t gpu_bytes;   /* bytes used now */
+    uint64_t cpu_bytes;
+};
+
+/* What one step did; the arrays are owned by the scheduler and valid until
+ * its next call. Byte counts are for this stream. */
+struct place_result {
+    uint32_t *load;       /* (n_load) tokens loaded CPU->GPU */
+    uint32_t *recompute;  /* (n_recompute) tokens recomputed on the GPU */
+    uint32_t *offload;    /* (n_offload) tokens copied GPU->CPU */
+    uint32_t *drop;       /* (n_drop) tokens whose last KV copy was deleted */
+    uint32_t n_load, n_recompute, n_offload, n_drop;
+    uint32_t gpu_misses;  /* attended tokens not on the GPU when the step began */
+    uint64_t bytes_h2d;   /* KV loads + recompute inputs */
+    uint64_t bytes_d2h;   /* offloads */
+    int oom;              /* the GPU tier could not hold the step's tokens */
+};
+
+struct placement_ops {
+    const char *name;
+    const char *summary;
+    const char *params;
+    int offline;          /* needs struct kv_future (an offline bound, not a real policy) */
+
+    /* Policy state for one stream; fut is non-NULL iff offline. */
+    int (*create)(void **state, const struct place_params *p, uint32_t max_len,
+                  const struct kv_future *fut, struct alisa_err *e);
+    void (*destroy)(void *state); /* accepts NULL */
+
+    /* A GPU token (KV_GPU, not KV_PIN) to evict at step `now`, or UINT32_MAX
+     * when the policy evicts nothing (gpu-only: out of memory). */
+    uint32_t (*victim_gpu)(void *state, const struct kv_stream *s, uint32_t now);
+    /* A CPU token (KV_CPU) to delete to make CPU room, or UINT32_MAX. */
+    uint32_t (*victim_cpu)(void *state, const struct kv_stream *s, uint32_t now);
+    /* The token was attended (or produced) at step now. May be NULL. */
+    void (*touch)(void *state, uint32_t token, uint32_t now);
+    /* The token entered the GPU tier at step now. May be NULL. */
+    void (*admit)(void *state, uint32_t token, uint32_t now);
+    /* 1 to recompute an attended CPU token instead of loading it. May be NULL
+     * (= always load). */
+    int (*prefer_recompute)(void *state, uint32_t token, uint32_t now);
+
+    /* A whole-step rule replacing the engine (flexgen-static); NULL for
+     * cache-like policies. It retires `retired`, serves attended (n_att,
+     * ascending, pos among them) and produces token pos. Called with n_att 0
+     * for a prefill token. */
+    void (*step)(void *state, struct kv_stream *s, const struct place_params *p,
+                 const uint32_t *attended, uint32_t n_att, const uint32_t *retired,
+                 uint32_t n_retired, uint32_t pos, struct place_result *out);
+};
+
+/* Every placement policy, NULL-terminated, in `alisa policy list` order. */
+extern const struct placement_ops *const placement_policies[];
+
+/* Policy by name, or NULL. Cannot fail. */
+const struct placement_ops *placement_find(const char *name);
+
+extern const struct placement_ops place_gpu_only_ops, place_alisa_ops, place_lru_ops,
+    place_fifo_ops, place_lfu_ops, place_flexgen_ops, place_belady_ops;
+
+/* ---- the engine (placement.c) ---- */
+
+/* Allocates s->flags for max_len tokens and sets the capacities from p.
+ * On failure e says why. */
+int kv_stream_init(struct kv_stream *s, const struct place_params *p, uint32_t max_len,
+                   struct alisa_err *e);
+void kv_stream_deinit(struct kv_stream *s); /* accepts a zeroed or half-built stream */
+
+/* Produces token pos (prefill or decode): it is computed on the GPU, so it
+ * enters the GPU tier, evicting as the policy says. out accumulates. */
+void place_admit(const struct placement_ops *ops, void *state, struct kv_stream *s,
+                 const struct place_params *p, uint32_t pos, struct place_result *out);
+
+/* One decode step: retires `retired`, makes every attended token
+ * GPU-resident (load or recompute), then admits pos. local_start is the
+ * first token of the selection's recent window. out accumulates. */
+void place_step(const struct placement_ops *ops, void *state, struct kv_stream *s,
+                const struct place_params *p, const uint32_t *attended, uint32_t n_att,
+                const uint32_t *retired, uint32_t n_retired, uint32_t local_start, uint32_t pos,
+                struct place_result *out);
+
+/* The place of token t. Cannot fail. */
+enum kv_place kv_place_of(const struct kv_stream *s, uint32_t t);
+
+/* Tokens of a stream by place (struct kv_stream_check's census). */
+struct kv_census {
+    uint32_t gpu;      /* whole copy on the GPU (possibly also on the CPU) */
+    uint32_t cpu;      /* on the CPU only */
+    uint32_t dropped;  /* no KV anywhere; recomputable */
+    uint32_t gone;     /* retired */
+    uint32_t split;    /* flexgen-static shares */
+};
+
+/* Checks the stream's invariants after a step at pos: every produced token
+ * in exactly one place, counts and bytes match the flags, capacities held,
+ * every attended token on the GPU; fills *census (may be NULL). Returns 0,
+ * or ALISA_EINVAL with the first violation in e. */
+int kv_stream_check(const struct kv_stream *s, const struct place_params *p, uint32_t pos,
+                    const uint32_t *attended, uint32_t n_att, struct kv_census *census,
+                    struct alisa_err *e);
+
+#endif

@@ -1,0 +1,315 @@
+/* Trace replay through the scheduler (contract in replay.h).
+ *
+ * One pass over the trace drives every stream; a first pass records the
+ * attended sets when the placement is an offline bound. Streams of one
+ * sequence share the trace's step; tier totals across streams are kept
+ * incrementally so the peaks are exact at every plan.
+ */
+#include "replay.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace.h"
+
+/* Growable (token, step) list of one stream, for the future pass. */
+struct use_list {
+    uint32_t *token;
+    uint32_t *step;
+    size_t n, cap;
+};
+
+struct future_set {
+    struct use_list *lists;  /* (n_streams) */
+    struct kv_future *fut;   /* (n_streams) */
+    uint32_t **start;        /* (n_streams) arrays of max_len + 1 */
+    uint32_t **steps;        /* (n_streams) */
+    uint32_t n_streams;
+};
+
+static void future_free(struct future_set *f)
+{
+    for (uint32_t i = 0; i < f->n_streams; i++) {
+        if (f->lists) {
+            free(f->lists[i].token);
+            free(f->lists[i].step);
+        }
+        if (f->start)
+            free(f->start[i]);
+        if (f->steps)
+            free(f->steps[i]);
+    }
+    free(f->lists);
+    free(f->fut);
+    free(f->start);
+    free(f->steps);
+    memset(f, 0, sizeof *f);
+}
+
+struct pass {
+    const struct replay_config *cfg;
+    struct sched *sched;
+    struct replay_totals *tot;   /* NULL in the future pass */
+    struct future_set *record;   /* non-NULL in the future pass */
+    uint64_t *gpu_now, *cpu_now; /* (n_streams) current tier bytes */
+    uint64_t gpu_total, cpu_total;
+    replay_plan_fn fn;
+    void *user;
+};
+
+static int record_uses(struct future_set *f, const struct sched_plan *plan)
+{
+    struct use_list *l = &f->lists[plan->stream];
+    if (l->n + plan->n_attended > l->cap) {
+        size_t cap = l->cap ? l->cap : 1024;
+        while (cap < l->n + plan->n_attended)
+            cap *= 2;
+        uint32_t *t = realloc(l->token, cap * sizeof *t);
+        if (t)
+            l->token = t;
+        uint32_t *s = realloc(l->step, cap * sizeof *s);
+        if (s)
+            l->step = s;
+        if (!t || !s)
+            return ALISA_ENOMEM;
+        l->cap = cap;
+    }
+    for (uint32_t i = 0; i < plan->n_attended; i++) {
+        l->token[l->n] = plan->attended[i];
+        l->step[l->n++] = plan->pos;
+    }
+    return 0;
+}
+
+static void account(struct pass *ps, const struct sched_plan *plan, double recall)
+{
+    struct replay_totals *t = ps->tot;
+    const struct place_result *r = &plan->place;
+    if (r->oom) {
+        if (!t->oom) {
+            t->oom = 1;
+            t->oom_pos = plan->pos;
+        }
+        return;
+    }
+    if (!plan->prefill) {
+        t->decode_steps++;
+        t->attended_tokens += plan->n_attended;
+        t->recall_mean += recall;
+        if (recall < t->recall_min)
+            t->recall_min = recall;
+    }
+    t->gpu_misses += r->gpu_misses;
+    t->bytes_h2d += r->bytes_h2d;
+    t->bytes_d2h += r->bytes_d2h;
+    t->loads += r->n_load;
+    t->recomputed_tokens += r->n_recompute;
+    t->offloads += r->n_offload;
+    t->drops += r->n_drop;
+    t->retired += plan->n_retired;
+    if (r->n_offload && t->phase2_pos < 0)
+        t->phase2_pos = plan->pos;
+    if (r->n_drop && t->phase3_pos < 0)
+        t->phase3_pos = plan->pos;
+    ps->gpu_total += plan->gpu_bytes - ps->gpu_now[plan->stream];
+    ps->cpu_total += plan->cpu_bytes - ps->cpu_now[plan->stream];
+    ps->gpu_now[plan->stream] = plan->gpu_bytes;
+    ps->cpu_now[plan->stream] = plan->cpu_bytes;
+    if (ps->gpu_total > t->peak_gpu_bytes)
+        t->peak_gpu_bytes = ps->gpu_total;
+    if (ps->cpu_total > t->peak_cpu_bytes)
+        t->peak_cpu_bytes = ps->cpu_total;
+    if (plan->prefill)
+        return;
+    struct replay_pos *p = &t->per_pos[plan->pos];
+    p->streams++;
+    p->attended += plan->n_attended;
+    p->gpu += plan->census.gpu;
+    p->cpu += plan->census.cpu;
+    p->dropped += plan->census.dropped;
+    p->gone += plan->census.gone;
+    p->bytes_h2d += r->bytes_h2d;
+    p->bytes_d2h += r->bytes_d2h;
+    p->loads += r->n_load;
+    p->recomputed += r->n_recompute;
+    p->offloads += r->n_offload;
+    p->drops += r->n_drop;
+    p->misses += r->gpu_misses;
+}
+
+static int run_pass(const char *path, struct pass *ps, struct alisa_err *e)
+{
+    struct trace_reader *r;
+    int rc = trace_reader_open(&r, path, e);
+    if (rc)
+        return rc;
+    const struct trace_header *h = trace_reader_header(r);
+    struct trace_step st;
+    struct sched_plan plan;
+    while ((rc = trace_reader_next(r, &st, e)) == 1) {
+        rc = 0;
+        uint32_t prompt = trace_reader_seq(r, st.seq)->prompt_len;
+        for (uint32_t l = 0; l < h->n_layers && !rc; l++) {
+            uint32_t stream = st.seq * h->n_layers + l;
+            const float *row = st.w + (size_t)l * st.n_ctx;
+            double recall = 1.0;
+            if (st.pos < prompt) {
+                sched_prefill(ps->sched, stream, st.pos, row, prompt, 0, &plan);
+            } else {
+                sched_step(ps->sched, stream, st.pos, 0, &plan);
+                if (!plan.place.oom) {
+                    double kept = 0, all = st.residual[l];
+                    for (uint32_t i = 0; i < st.n_ctx; i++)
+                        all += row[i];
+                    for (uint32_t i = 0; i < plan.n_attended; i++)
+                        kept += row[plan.attended[i]];
+                    recall = all > 0 ? kept / all : 1.0;
+                    if (ps->record && (rc = record_uses(ps->record, &plan)))
+                        err_set(e, rc, "out of memory recording the future selection");
+                    sched_observe_dense(ps->sched, stream, row);
+                }
+            }
+            if (ps->tot)
+                account(ps, &plan, recall);
+            if (ps->fn)
+                ps->fn(ps->user, &plan, st.seq, l);
+        }
+        if (rc)
+            break;
+    }
+    trace_reader_destroy(r);
+    return rc < 0 ? rc : 0;
+}
+
+/* Turns the recorded (token, step) lists into per-token CSR futures. */
+static int build_futures(struct future_set *f, uint32_t max_len)
+{
+    f->fut = calloc(f->n_streams, sizeof *f->fut);
+    f->start = calloc(f->n_streams, sizeof *f->start);
+    f->steps = calloc(f->n_streams, sizeof *f->steps);
+    if (!f->fut || !f->start || !f->steps)
+        return ALISA_ENOMEM;
+    for (uint32_t s = 0; s < f->n_streams; s++) {
+        struct use_list *l = &f->lists[s];
+        uint32_t *start = calloc((size_t)max_len + 1, sizeof *start);
+        uint32_t *steps = malloc((l->n ? l->n : 1) * sizeof *steps);
+        f->start[s] = start;
+        f->steps[s] = steps;
+        if (!start || !steps)
+            return ALISA_ENOMEM;
+        for (size_t i = 0; i < l->n; i++)
+            start[l->token[i] + 1]++;
+        for (uint32_t t = 0; t < max_len; t++)
+            start[t + 1] += start[t];
+        uint32_t *fill = calloc((size_t)max_len, sizeof *fill);
+        if (!fill)
+            return ALISA_ENOMEM;
+        /* Steps were recorded in increasing order, so each token's list is too. */
+        for (size_t i = 0; i < l->n; i++) {
+            uint32_t t = l->token[i];
+            steps[start[t] + fill[t]++] = l->step[i];
+        }
+        free(fill);
+        f->fut[s] = (struct kv_future){max_len, start, steps};
+    }
+    return 0;
+}
+
+void replay_totals_free(struct replay_totals *tot)
+{
+    free(tot->per_pos);
+    tot->per_pos = NULL;
+}
+
+int replay_trace(const char *path, const struct replay_config *cfg, struct replay_totals *tot,
+                 replay_plan_fn fn, void *user, struct alisa_err *e)
+{
+    memset(tot, 0, sizeof *tot);
+    struct trace_reader *r;
+    int rc = trace_reader_open(&r, path, e);
+    if (rc)
+        return rc;
+    const struct trace_header h = *trace_reader_header(r);
+    uint32_t max_len = trace_reader_max_len(r);
+    trace_reader_destroy(r);
+
+    uint32_t n_streams = h.n_seqs * h.n_layers;
+    struct kv_shape ks = {h.hidden, h.hidden / h.n_heads * h.n_kv_heads, cfg->precision};
+    if (ks.kv_dim == 0)
+        return err_set(e, ALISA_EINVAL, "%s: model shape gives no KV (hidden %u, heads %u, kv heads %u)",
+                       path, h.hidden, h.n_heads, h.n_kv_heads);
+    uint64_t fixed = cost_kv_fixed_bytes(&ks);
+    struct sched_config sc = {.sel = cfg->sel, .sel_params = cfg->sel_params, .place = cfg->place,
+                              .n_streams = n_streams, .max_len = max_len};
+    struct place_params *pp = &sc.place_params;
+    pp->kv_bytes = cost_kv_bytes(&ks);
+    pp->act_bytes = cost_act_bytes(&ks);
+    uint64_t g = cfg->gpu_kv_bytes / n_streams, c = cfg->cpu_kv_bytes / n_streams;
+    pp->gpu_bytes = g > fixed ? g - fixed : 0; /* INT8 scales live on the GPU */
+    pp->cpu_bytes = c;
+    pp->load_ns = cost_load_ns(&ks, cfg->hw);
+    pp->recompute_ns = cost_recompute_ns(&ks, cfg->hw);
+    pp->gpu_fraction = cfg->gpu_fraction;
+
+    tot->n_streams = n_streams;
+    tot->max_len = max_len;
+    tot->kv_bytes = pp->kv_bytes;
+    tot->act_bytes = pp->act_bytes;
+    tot->gpu_cap_tokens = (uint32_t)(pp->gpu_bytes / pp->kv_bytes > max_len ? max_len : pp->gpu_bytes / pp->kv_bytes);
+    tot->cpu_cap_tokens = (uint32_t)(pp->cpu_bytes / pp->kv_bytes > max_len ? max_len : pp->cpu_bytes / pp->kv_bytes);
+    tot->load_ns = pp->load_ns;
+    tot->recompute_ns = pp->recompute_ns;
+    tot->phase2_pos = tot->phase3_pos = -1;
+    tot->recall_min = 1.0;
+
+    struct future_set fs = {0};
+    struct sched *s = NULL;
+    struct pass ps = {.cfg = cfg, .tot = tot, .fn = fn, .user = user};
+    if (cfg->place->offline) {
+        /* Pass 1: the selection alone, under a placement that never evicts. */
+        struct sched_config sc1 = sc;
+        sc1.place = &place_gpu_only_ops;
+        sc1.place_params.gpu_bytes = (uint64_t)max_len * pp->kv_bytes;
+        fs.n_streams = n_streams;
+        fs.lists = calloc(n_streams, sizeof *fs.lists);
+        if (!fs.lists) {
+            rc = err_set(e, ALISA_ENOMEM, "out of memory for %u streams", n_streams);
+            goto done;
+        }
+        if ((rc = sched_create(&s, &sc1, NULL, e)))
+            goto done;
+        struct pass p1 = {.cfg = cfg, .sched = s, .record = &fs};
+        rc = run_pass(path, &p1, e);
+        sched_destroy(s);
+        s = NULL;
+        if (rc)
+            goto done;
+        if (build_futures(&fs, max_len)) {
+            rc = err_set(e, ALISA_ENOMEM, "out of memory building the future selection");
+            goto done;
+        }
+    }
+    tot->per_pos = calloc(max_len, sizeof *tot->per_pos);
+    ps.gpu_now = calloc(n_streams, sizeof *ps.gpu_now);
+    ps.cpu_now = calloc(n_streams, sizeof *ps.cpu_now);
+    if (!tot->per_pos || !ps.gpu_now || !ps.cpu_now) {
+        rc = err_set(e, ALISA_ENOMEM, "out of memory for replay totals");
+        goto done;
+    }
+    if ((rc = sched_create(&s, &sc, cfg->place->offline ? fs.fut : NULL, e)))
+        goto done;
+    ps.sched = s;
+    rc = run_pass(path, &ps, e);
+    if (tot->decode_steps)
+        tot->recall_mean /= (double)tot->decode_steps;
+    else
+        tot->recall_min = 0.0; /* no decode step ran (out of memory in prefill) */
+done:
+    sched_destroy(s);
+    future_free(&fs);
+    free(ps.gpu_now);
+    free(ps.cpu_now);
+    if (rc)
+        replay_totals_free(tot);
+    return rc;
+}

@@ -1,0 +1,75 @@
+/* Replaying a trace through the scheduler: the simulator shell's first half
+ * (decisions and byte counts, no time yet).
+ *
+ * Each (sequence, layer) of the trace is one stream (id seq * n_layers +
+ * layer). Prompt rows feed prefill, decode rows drive sched_step and are fed
+ * back with sched_observe_dense. Offline placements (belady) get their
+ * future from a first pass with the same selection: selection never depends
+ * on placement. Capacities are totals, split evenly over the streams.
+ */
+#ifndef ALISA_REPLAY_H
+#define ALISA_REPLAY_H
+
+#include <stdint.h>
+
+#include "catalog.h"
+#include "costmodel.h"
+#include "sched.h"
+
+struct replay_config {
+    const struct selection_ops *sel;
+    struct sel_params sel_params;
+    const struct placement_ops *place;
+    uint64_t gpu_kv_bytes;      /* GPU tier capacity for the whole trace, bytes */
+    uint64_t cpu_kv_bytes;      /* CPU tier capacity for the whole trace, bytes */
+    enum kv_precision precision;
+    const struct hw_profile *hw; /* prices load vs recompute */
+    double gpu_fraction;        /* flexgen-static share; < 0 = largest that fits */
+};
+
+/* Sums over all streams at one query position. */
+struct replay_pos {
+    uint32_t streams;       /* streams that reached this position */
+    uint64_t attended;      /* tokens attended */
+    uint64_t gpu, cpu, dropped, gone; /* tokens by place after the step */
+    uint64_t bytes_h2d, bytes_d2h;
+    uint64_t loads, recomputed, offloads, drops, misses;
+};
+
+struct replay_totals {
+    uint32_t n_streams;
+    uint32_t max_len;          /* tokens per sequence, at most */
+    uint64_t kv_bytes;         /* per token per layer */
+    uint64_t act_bytes;        /* per token per layer, recompute input */
+    uint32_t gpu_cap_tokens;   /* per stream */
+    uint32_t cpu_cap_tokens;   /* per stream */
+    double load_ns, recompute_ns; /* per token, from the cost model */
+    uint64_t decode_steps;     /* stream-steps */
+    uint64_t attended_tokens;
+    uint64_t gpu_misses;       /* attended tokens not on the GPU at their step */
+    uint64_t bytes_h2d, bytes_d2h;
+    uint64_t loads, recomputed_tokens, offloads, drops, retired;
+    uint64_t peak_gpu_bytes, peak_cpu_bytes; /* all streams together */
+    int oom;
+    uint32_t oom_pos;          /* first position that ran out of GPU memory */
+    int64_t phase2_pos;        /* first position with an offload, -1 if none */
+    int64_t phase3_pos;        /* first position with a drop, -1 if none */
+    double recall_mean;        /* attended share of the dense attention mass */
+    double recall_min;
+    struct replay_pos *per_pos; /* (max_len), owned */
+};
+
+/* Called with every plan, in trace order; may be NULL. */
+typedef void (*replay_plan_fn)(void *user, const struct sched_plan *plan, uint32_t seq,
+                               uint32_t layer);
+
+/* Replays path under cfg into *tot (zeroed first; release with
+ * replay_totals_free). Errors: the trace's (file, byte offset), or the
+ * configuration's. Running out of GPU memory is a result (tot->oom), not an
+ * error. */
+int replay_trace(const char *path, const struct replay_config *cfg, struct replay_totals *tot,
+                 replay_plan_fn fn, void *user, struct alisa_err *e);
+
+void replay_totals_free(struct replay_totals *tot);
+
+#endif

@@ -1,0 +1,212 @@
+/* The scheduler core (contract in sched.h): per-stream selection and
+ * placement states, shared plan buffers, and the always-on invariant check.
+ *
+ * Owns the order of operations within a step and the hand-off of attended
+ * sets from sched_step to sched_observe*. Knows no policy by name: the
+ * policies come in through their ops tables.
+ */
+#include "sched.h"
+
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+struct sched_stream {
+    void *sel;             /* selection state */
+    void *place;           /* placement state */
+    struct kv_stream kv;   /* token places */
+    uint32_t *attended;    /* (max_len) last step's attended set */
+    uint32_t n_attended;
+    uint32_t produced;     /* tokens produced so far */
+    int oom;
+};
+
+struct sched {
+    struct sched_config cfg;
+    struct sched_stream *streams; /* (n_streams) */
+    uint32_t *retired;            /* (max_len) plan buffers, shared */
+    uint32_t *load, *recompute, *offload, *drop;
+    float *w;                     /* (max_len) renormalised weights */
+};
+
+void sched_destroy(struct sched *s)
+{
+    if (!s)
+        return;
+    for (uint32_t i = 0; s->streams && i < s->cfg.n_streams; i++) {
+        struct sched_stream *st = &s->streams[i];
+        if (st->sel)
+            s->cfg.sel->destroy(st->sel);
+        if (st->place)
+            s->cfg.place->destroy(st->place);
+        kv_stream_deinit(&st->kv);
+        free(st->attended);
+    }
+    free(s->streams);
+    free(s->retired);
+    free(s->load);
+    free(s->recompute);
+    free(s->offload);
+    free(s->drop);
+    free(s->w);
+    free(s);
+}
+
+int sched_create(struct sched **out, const struct sched_config *cfg,
+                 const struct kv_future *futures, struct alisa_err *e)
+{
+    *out = NULL;
+    if (!cfg->sel || !cfg->place || cfg->n_streams == 0 || cfg->max_len == 0)
+        return err_set(e, ALISA_EINVAL, "scheduler needs a selection, a placement, streams and a length");
+    if (cfg->place->offline && !futures)
+        return err_set(e, ALISA_EINVAL, "placement '%s' is an offline bound and needs the future "
+                       "selection sequence", cfg->place->name);
+    int rc = sel_params_validate(&cfg->sel_params, e);
+    if (rc)
+        return rc;
+    struct sched *s = calloc(1, sizeof *s);
+    if (!s)
+        return err_set(e, ALISA_ENOMEM, "out of memory for the scheduler");
+    s->cfg = *cfg;
+    size_t n = cfg->max_len;
+    s->streams = calloc(cfg->n_streams, sizeof *s->streams);
+    s->retired = malloc(n * sizeof(uint32_t));
+    s->load = malloc(n * sizeof(uint32_t));
+    s->recompute = malloc(n * sizeof(uint32_t));
+    s->offload = malloc(n * sizeof(uint32_t));
+    s->drop = malloc(n * sizeof(uint32_t));
+    s->w = malloc(n * sizeof(float));
+    if (!s->streams || !s->retired || !s->load || !s->recompute || !s->offload || !s->drop ||
+        !s->w) {
+        sched_destroy(s);
+        return err_set(e, ALISA_ENOMEM, "out of memory for %u streams", cfg->n_streams);
+    }
+    for (uint32_t i = 0; i < cfg->n_streams; i++) {
+        struct sched_stream *st = &s->streams[i];
+        if ((rc = cfg->sel->create(&st->sel, &cfg->sel_params, cfg->max_len, e)) ||
+            (rc = kv_stream_init(&st->kv, &cfg->place_params, cfg->max_len, e)) ||
+            (rc = cfg->place->create(&st->place, &cfg->place_params, cfg->max_len,
+                                     futures ? &futures[i] : NULL, e))) {
+            sched_destroy(s);
+            return rc;
+        }
+        if (!(st->attended = malloc(n * sizeof(uint32_t)))) {
+            sched_destroy(s);
+            return err_set(e, ALISA_ENOMEM, "out of memory for %u streams", cfg->n_streams);
+        }
+    }
+    *out = s;
+    return 0;
+}
+
+static void plan_begin(struct sched *s, struct sched_plan *plan, uint32_t stream, uint32_t pos,
+                       uint64_t now_ns)
+{
+    memset(plan, 0, sizeof *plan);
+    plan->stream = stream;
+    plan->pos = pos;
+    plan->now_ns = now_ns;
+    plan->retired = s->retired;
+    plan->place.load = s->load;
+    plan->place.recompute = s->recompute;
+    plan->place.offload = s->offload;
+    plan->place.drop = s->drop;
+}
+
+/* Always-on invariants; a violation is a bug in a policy or the engine. */
+static void plan_finish(struct sched *s, struct sched_stream *st, struct sched_plan *plan,
+                        uint32_t last)
+{
+    if (plan->place.oom) {
+        st->oom = 1;
+        return;
+    }
+    struct alisa_err e = {{0}};
+    int rc = kv_stream_check(&st->kv, &s->cfg.place_params, last, plan->attended,
+                             plan->n_attended, &plan->census, &e);
+    if (rc) {
+        fprintf(stderr, "alisa: internal error: stream %u step %u: %s\n", plan->stream, last,
+                e.msg);
+        ALISA_ASSERT(rc == 0);
+    }
+    plan->gpu_bytes = st->kv.gpu_bytes;
+    plan->cpu_bytes = st->kv.cpu_bytes;
+}
+
+int sched_prefill(struct sched *s, uint32_t stream, uint32_t pos, const float *row,
+                  uint32_t prompt_len, uint64_t now_ns, struct sched_plan *plan)
+{
+    ALISA_ASSERT(stream < s->cfg.n_streams && pos < s->cfg.max_len);
+    struct sched_stream *st = &s->streams[stream];
+    plan_begin(s, plan, stream, pos, now_ns);
+    plan->prefill = 1;
+    if (st->oom) {
+        plan->place.oom = 1;
+        return 0;
+    }
+    while (st->produced <= pos && !plan->place.oom)
+        place_admit(s->cfg.place, st->place, &st->kv, &s->cfg.place_params, st->produced++,
+                    &plan->place);
+    if (row && s->cfg.sel->observe_prefill && !plan->place.oom)
+        s->cfg.sel->observe_prefill(st->sel, pos, row, prompt_len);
+    plan_finish(s, st, plan, st->produced - 1);
+    return 0;
+}
+
+int sched_step(struct sched *s, uint32_t stream, uint32_t pos, uint64_t now_ns,
+               struct sched_plan *plan)
+{
+    ALISA_ASSERT(stream < s->cfg.n_streams && pos < s->cfg.max_len);
+    struct sched_stream *st = &s->streams[stream];
+    plan_begin(s, plan, stream, pos, now_ns);
+    if (st->oom) {
+        plan->place.oom = 1;
+        st->n_attended = 0;
+        return 0;
+    }
+    /* Tokens before pos must exist: a trace may start its rows late. */
+    while (st->produced < pos && !plan->place.oom)
+        place_admit(s->cfg.place, st->place, &st->kv, &s->cfg.place_params, st->produced++,
+                    &plan->place);
+    if (plan->place.oom) {
+        plan_finish(s, st, plan, pos);
+        return 0;
+    }
+    ALISA_ASSERT(st->produced == pos);
+    uint32_t n_ret = 0, local = 0;
+    uint32_t n_att = s->cfg.sel->select(st->sel, pos, st->attended, s->retired, &n_ret, &local);
+    ALISA_ASSERT(n_att >= 1 && n_att <= pos + 1 && st->attended[n_att - 1] == pos);
+    st->n_attended = n_att;
+    plan->attended = st->attended;
+    plan->n_attended = n_att;
+    plan->local_tokens = local;
+    plan->n_retired = n_ret;
+    place_step(s->cfg.place, st->place, &st->kv, &s->cfg.place_params, st->attended, n_att,
+               s->retired, n_ret, pos + 1 - local, pos, &plan->place);
+    st->produced = pos + 1;
+    plan_finish(s, st, plan, pos);
+    return 0;
+}
+
+void sched_observe(struct sched *s, uint32_t stream, const float *w)
+{
+    struct sched_stream *st = &s->streams[stream];
+    if (s->cfg.sel->observe && st->n_attended)
+        s->cfg.sel->observe(st->sel, st->attended[st->n_attended - 1], st->attended, w,
+                            st->n_attended);
+}
+
+void sched_observe_dense(struct sched *s, uint32_t stream, const float *row)
+{
+    struct sched_stream *st = &s->streams[stream];
+    if (!s->cfg.sel->observe || !st->n_attended)
+        return;
+    double sum = 0;
+    for (uint32_t i = 0; i < st->n_attended; i++)
+        sum += row[st->attended[i]];
+    for (uint32_t i = 0; i < st->n_attended; i++)
+        s->w[i] = sum > 0 ? (float)(row[st->attended[i]] / sum) : 1.0f / st->n_attended;
+    sched_observe(s, stream, s->w);
+}
+
+int sched_stream_oom(const struct sched *s, uint32_t stream) { return s->streams[stream].oom; }

@@ -1,0 +1,84 @@
+/* The scheduler core: one selection policy and one placement policy per
+ * (sequence, layer) stream, driven step by step by a shell (the simulator
+ * with a trace, the executor with a real model). Never reads a clock, sleeps,
+ * does I/O or exits: every entry point takes `now` and returns a plan.
+ *
+ * Per stream and step the order is: sched_step (select, then place: the plan
+ * says which tokens to attend, load, recompute, offload, drop), the shell
+ * computes attention, then sched_observe* feeds the weights back. Invariants
+ * (one place per token, capacities, attended tokens on the GPU) are checked
+ * after every step; a violation is an internal error (ALISA_ASSERT).
+ */
+#ifndef ALISA_SCHED_H
+#define ALISA_SCHED_H
+
+#include <stdint.h>
+
+#include "err.h"
+#include "placement.h"
+#include "selection.h"
+
+struct sched_config {
+    const struct selection_ops *sel;
+    struct sel_params sel_params;
+    const struct placement_ops *place;
+    struct place_params place_params; /* per stream: capacities are one stream's share */
+    uint32_t n_streams;               /* sequences x layers */
+    uint32_t max_len;                 /* tokens per sequence, at most */
+};
+
+/* What one call decided for one stream; arrays are owned by the scheduler
+ * and valid until the next call on any stream. */
+struct sched_plan {
+    uint32_t stream;          /* stream id */
+    uint32_t pos;             /* query position (decode) or produced token (prefill) */
+    uint64_t now_ns;          /* the shell's time, recorded, never read */
+    int prefill;              /* 1: prompt token produced, nothing attended by the plan */
+    const uint32_t *attended; /* (n_attended) ascending, pos included */
+    uint32_t n_attended;
+    uint32_t local_tokens;    /* the selection's recent window */
+    const uint32_t *retired;  /* (n_retired) freed for good */
+    uint32_t n_retired;
+    struct place_result place; /* moves, bytes, misses, oom */
+    struct kv_census census;  /* tokens by place after the step */
+    uint64_t gpu_bytes;       /* stream's tier bytes after the step */
+    uint64_t cpu_bytes;
+};
+
+struct sched;
+
+/* Creates the scheduler. futures: (n_streams) future access sequences,
+ * required iff cfg->place->offline, else NULL; they must outlive the
+ * scheduler. On failure *out is NULL and e says why. */
+int sched_create(struct sched **out, const struct sched_config *cfg,
+                 const struct kv_future *futures, struct alisa_err *e);
+
+/* Frees s. Accepts NULL. */
+void sched_destroy(struct sched *s);
+
+/* Prefill: produces prompt tokens up to and including pos on the GPU
+ * (evicting as the placement says) and, when row is non-NULL, feeds the
+ * dense attention row of pos (pos + 1 weights) to the selection. Returns 0;
+ * an out-of-memory shows as plan->place.oom. */
+int sched_prefill(struct sched *s, uint32_t stream, uint32_t pos, const float *row,
+                  uint32_t prompt_len, uint64_t now_ns, struct sched_plan *plan);
+
+/* Decode step of the query at pos (tokens before pos must be produced):
+ * selects, retires, places. Once a stream ran out of memory every later call
+ * returns oom again and changes nothing. */
+int sched_step(struct sched *s, uint32_t stream, uint32_t pos, uint64_t now_ns,
+               struct sched_plan *plan);
+
+/* Feeds back the weights of the last sched_step of this stream: w holds the
+ * weights of the attended tokens, in plan order, summing to 1. */
+void sched_observe(struct sched *s, uint32_t stream, const float *w);
+
+/* The same from a dense row (pos + 1 weights, e.g. a trace row): restricted
+ * to the attended tokens and renormalised, which is exactly the softmax over
+ * the attended set when the logits are the same. */
+void sched_observe_dense(struct sched *s, uint32_t stream, const float *row);
+
+/* 1 once the stream ran out of GPU memory. Cannot fail. */
+int sched_stream_oom(const struct sched *s, uint32_t stream);
+
+#endif
