@@ -136,7 +136,7 @@ static uint64_t key_next_use(const struct cache_state *c, uint32_t t, uint32_t n
 #define CPU_VICTIM(name, key)                                                        \
     static uint32_t name(void *state, const struct kv_stream *s, uint32_t now)       \
     {                                                                                \
-        return min_key(state, s, KV_CPU, 0, s->max_len, key, now);                   \
+        return min_key(state, s, KV_CPU, KV_PIN, s->max_len, key, now);              \
     }
 GPU_VICTIM(lru_victim_gpu, key_last_use)
 CPU_VICTIM(lru_victim_cpu, key_last_use)

@@ -57,7 +57,7 @@ static int cpu_room(const struct placement_ops *ops, void *st, struct kv_stream 
         uint32_t v = ops->victim_cpu ? ops->victim_cpu(st, s, now) : UINT32_MAX;
         if (v == UINT32_MAX)
             return -1;
-        ALISA_ASSERT(v < s->max_len && (s->flags[v] & KV_CPU));
+        ALISA_ASSERT(v < s->max_len && (s->flags[v] & KV_CPU) && !(s->flags[v] & KV_PIN));
         set_cpu(s, p, v, 0);
         if (!(s->flags[v] & KV_GPU))
             out->drop[out->n_drop++] = v;

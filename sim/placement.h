@@ -90,7 +90,8 @@ struct placement_ops {
     /* A GPU token (KV_GPU, not KV_PIN) to evict at step `now`, or UINT32_MAX
      * when the policy evicts nothing (gpu-only: out of memory). */
     uint32_t (*victim_gpu)(void *state, const struct kv_stream *s, uint32_t now);
-    /* A CPU token (KV_CPU) to delete to make CPU room, or UINT32_MAX. */
+    /* A CPU token (KV_CPU, not KV_PIN) to delete to make CPU room, or
+     * UINT32_MAX. */
     uint32_t (*victim_cpu)(void *state, const struct kv_stream *s, uint32_t now);
     /* The token was attended (or produced) at step now. May be NULL. */
     void (*touch)(void *state, uint32_t token, uint32_t now);

@@ -158,7 +158,9 @@ static int run_pass(const char *path, struct pass *ps, struct alisa_err *e)
             } else {
                 sched_step(ps->sched, stream, st.pos, 0, &plan);
                 if (!plan.place.oom) {
-                    double kept = 0, all = st.residual[l];
+                    /* Over the stored weights: a sparse trace row's residual
+                     * belongs to unknown tokens, so it counts on neither side. */
+                    double kept = 0, all = 0;
                     for (uint32_t i = 0; i < st.n_ctx; i++)
                         all += row[i];
                     for (uint32_t i = 0; i < plan.n_attended; i++)

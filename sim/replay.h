@@ -54,7 +54,7 @@ struct replay_totals {
     uint32_t oom_pos;          /* first position that ran out of GPU memory */
     int64_t phase2_pos;        /* first position with an offload, -1 if none */
     int64_t phase3_pos;        /* first position with a drop, -1 if none */
-    double recall_mean;        /* attended share of the dense attention mass */
+    double recall_mean;        /* attended share of the trace's stored attention mass */
     double recall_min;
     struct replay_pos *per_pos; /* (max_len), owned */
 };

@@ -2,10 +2,11 @@
  * tokens plus the k_g tokens with the largest local attention sum S over the
  * last w steps, excluding the recent ones (no duplicates).
  *
- * S is kept incrementally: each observed row is added and kept in a ring of
- * w rows; the row that leaves the window is subtracted. Tokens not attended
- * at a step get 0 for it. Ties in S go to the more recent token. Retires
- * nothing: any old token can come back through the global set.
+ * S is kept incrementally in fixed point (sel_weight_fixed): each observed
+ * row is added and kept in a ring of w rows; the row that leaves the window
+ * is subtracted, exactly. Tokens not attended at a step get 0 for it. Ties in
+ * S go to the more recent token. Retires nothing: any old token can come
+ * back through the global set.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,7 @@
 
 struct swa_row {
     uint32_t *ids;  /* (count) tokens with weight in this row */
-    float *w;       /* (count) their weights */
+    int64_t *w;     /* (count) their weights, fixed point */
     uint32_t count;
     uint32_t cap;
 };
@@ -23,7 +24,7 @@ struct swa_state {
     struct sel_params p;
     uint32_t max_len;
     uint32_t w;           /* window in steps; 0 until resolved */
-    double *sum;          /* (max_len) local attention sum S */
+    int64_t *sum;         /* (max_len) local attention sum S, fixed point */
     struct swa_row *ring; /* (w) rows, oldest at head once full */
     uint32_t ring_len;    /* rows held */
     uint32_t ring_head;   /* next slot to write */
@@ -96,7 +97,7 @@ static void swa_push(struct swa_state *s, const uint32_t *ids, const float *w, c
         uint32_t *ni = realloc(r->ids, need * sizeof *ni);
         if (ni)
             r->ids = ni;
-        float *nw = realloc(r->w, need * sizeof *nw);
+        int64_t *nw = realloc(r->w, need * sizeof *nw);
         if (nw)
             r->w = nw;
         if (!ni || !nw) {
@@ -112,9 +113,10 @@ static void swa_push(struct swa_state *s, const uint32_t *ids, const float *w, c
         uint32_t id = dense ? i : ids[i];
         if (x == 0.0f)
             continue;
+        int64_t fx = sel_weight_fixed(x);
         r->ids[r->count] = id;
-        r->w[r->count++] = x;
-        s->sum[id] += x;
+        r->w[r->count++] = fx;
+        s->sum[id] += fx;
     }
     s->ring_head = (s->ring_head + 1) % s->w;
 }
@@ -137,12 +139,12 @@ static void swa_observe(void *state, uint32_t pos, const uint32_t *ids, const fl
 }
 
 /* a ranks below b: smaller S, or equal S and older. */
-static int swa_below(const double *sum, uint32_t a, uint32_t b)
+static int swa_below(const int64_t *sum, uint32_t a, uint32_t b)
 {
     return sum[a] < sum[b] || (sum[a] == sum[b] && a < b);
 }
 
-static void heap_sift_down(uint32_t *h, uint32_t n, uint32_t i, const double *sum)
+static void heap_sift_down(uint32_t *h, uint32_t n, uint32_t i, const int64_t *sum)
 {
     for (;;) {
         uint32_t l = 2 * i + 1, r = l + 1, m = i;

@@ -102,7 +102,9 @@ static uint32_t streaming_select(void *state, uint32_t pos, uint32_t *out, uint3
         out[c++] = t;
     for (uint32_t t = start; t < n; t++)
         out[c++] = t;
-    *n_retired = start > sinks + 1 ? retire_range(s, sinks, start - 1, retired) : 0;
+    /* The configured sinks are never retired, even at steps whose budget is
+     * too small to attend them all. */
+    *n_retired = start > s->p.sinks + 1 ? retire_range(s, s->p.sinks, start - 1, retired) : 0;
     *local_tokens = recent;
     return c;
 }

@@ -66,6 +66,14 @@ struct selection_ops {
                     uint32_t count);
 };
 
+/* An attention weight in the fixed point SWA sums use (units of 2^-40), so
+ * that adding a row and later subtracting it is exact and every shell gets
+ * bit-identical sums whatever the order. Weights are in [0, 1]. Cannot fail. */
+static inline int64_t sel_weight_fixed(float w)
+{
+    return (int64_t)((double)w * 1099511627776.0 + 0.5);
+}
+
 /* Every selection policy, NULL-terminated, in `alisa policy list` order. */
 extern const struct selection_ops *const selection_policies[];
 

@@ -1,0 +1,297 @@
+/* Placement engine and policies on scripted access sequences whose moves
+ * (loads, recomputes, offloads, drops, misses) were worked out by hand.
+ * kv_bytes = act_bytes = 1, so byte counts equal token counts. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "placement.h"
+
+#define MAXT 16
+#define NONE 99 /* list terminator in the tables */
+
+struct fixture {
+    const struct placement_ops *ops;
+    void *st;
+    struct kv_stream s;
+    struct place_params p;
+    uint32_t bufs[4][MAXT];
+};
+
+static void fx_init(struct fixture *f, const struct placement_ops *ops, uint32_t gpu, uint32_t cpu,
+                    const struct kv_future *fut)
+{
+    memset(f, 0, sizeof *f);
+    f->ops = ops;
+    f->p = (struct place_params){.gpu_bytes = gpu, .cpu_bytes = cpu, .kv_bytes = 1,
+                                 .act_bytes = 1, .load_ns = 2, .recompute_ns = 1,
+                                 .gpu_fraction = -1};
+    struct alisa_err e = {{0}};
+    assert_int_equal(kv_stream_init(&f->s, &f->p, MAXT, &e), 0);
+    assert_int_equal(ops->create(&f->st, &f->p, MAXT, fut, &e), 0);
+}
+
+static void fx_deinit(struct fixture *f)
+{
+    f->ops->destroy(f->st);
+    kv_stream_deinit(&f->s);
+}
+
+/* One scripted decode step: attended set (NONE-terminated, pos last) and
+ * the expected moves, each NONE-terminated. */
+struct step_case {
+    uint32_t pos;
+    uint32_t local_start;
+    uint32_t att[MAXT];
+    uint32_t load[MAXT], recompute[MAXT], offload[MAXT], drop[MAXT];
+    uint32_t misses;
+    int oom;
+};
+
+static uint32_t list_len(const uint32_t *l)
+{
+    uint32_t n = 0;
+    while (n < MAXT && l[n] != NONE)
+        n++;
+    return n;
+}
+
+static void expect_list(const char *what, uint32_t pos, const uint32_t *got, uint32_t n_got,
+                        const uint32_t *want)
+{
+    uint32_t n = list_len(want);
+    if (n != n_got || memcmp(got, want, n * sizeof *got) != 0) {
+        char g[128] = "";
+        for (uint32_t i = 0; i < n_got; i++)
+            snprintf(g + strlen(g), sizeof g - strlen(g), "%u ", got[i]);
+        fail_msg("pos %u: %s = {%s}, expected %u entries", pos, what, g, n);
+    }
+}
+
+static void run_steps(struct fixture *f, const struct step_case *steps, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct step_case *c = &steps[i];
+        struct place_result r = {.load = f->bufs[0], .recompute = f->bufs[1],
+                                 .offload = f->bufs[2], .drop = f->bufs[3]};
+        uint32_t n_att = list_len(c->att);
+        place_step(f->ops, f->st, &f->s, &f->p, c->att, n_att, NULL, 0, c->local_start, c->pos,
+                   &r);
+        assert_int_equal(r.oom, c->oom);
+        if (c->oom)
+            return;
+        expect_list("load", c->pos, r.load, r.n_load, c->load);
+        expect_list("recompute", c->pos, r.recompute, r.n_recompute, c->recompute);
+        expect_list("offload", c->pos, r.offload, r.n_offload, c->offload);
+        expect_list("drop", c->pos, r.drop, r.n_drop, c->drop);
+        assert_int_equal(r.gpu_misses, c->misses);
+        assert_int_equal(r.bytes_h2d, r.n_load + r.n_recompute);
+        assert_int_equal(r.bytes_d2h, r.n_offload);
+        struct alisa_err e = {{0}};
+        if (kv_stream_check(&f->s, &f->p, c->pos, c->att, n_att, NULL, &e))
+            fail_msg("pos %u: %s", c->pos, e.msg);
+    }
+}
+
+#define L(...) {__VA_ARGS__, NONE}
+#define E {NONE}
+
+static void test_lru_cascade_matches_hand_worked_moves(void **state)
+{
+    (void)state;
+    /* GPU 3 tokens, CPU 2. Worked by hand:
+     * pos3 {0,3}: GPU {0,1,2} full; LRU of unpinned {1 (used 2), 2 (used 2)}: 1 -> CPU.
+     * pos4 {1,4}: 1 misses; GPU victim among {0 (3), 2 (2), 3 (3)}: 2 -> CPU {1,2};
+     *   load 1; admit 4: victim among {0, 3}: 0, no CPU copy; CPU full, victim
+     *   among unpinned CPU {2}: 2 dropped; 0 -> CPU {1,0}.
+     * pos5 {2,5}: 2 dropped -> miss; GPU victim among {3 (3), 1 (4), 4 (4)}: 3,
+     *   CPU full, victim among {1 (4), 0 (3)}: 0 dropped; 3 -> CPU; recompute 2;
+     *   admit 5: victim among {1, 4}: 1, which has a CPU copy: free. */
+    const struct step_case steps[] = {
+        {0, 0, L(0), E, E, E, E, 0, 0},
+        {1, 0, L(0, 1), E, E, E, E, 0, 0},
+        {2, 0, L(1, 2), E, E, E, E, 0, 0},
+        {3, 0, L(0, 3), E, E, L(1), E, 0, 0},
+        {4, 0, L(1, 4), L(1), E, L(2, 0), L(2), 1, 0},
+        {5, 0, L(2, 5), E, L(2), L(3), L(0), 1, 0},
+    };
+    struct fixture f;
+    fx_init(&f, &place_lru_ops, 3, 2, NULL);
+    run_steps(&f, steps, sizeof steps / sizeof steps[0]);
+    assert_int_equal(kv_place_of(&f.s, 0), KV_PLACE_DROPPED);
+    assert_int_equal(kv_place_of(&f.s, 1), KV_PLACE_CPU);
+    assert_int_equal(kv_place_of(&f.s, 5), KV_PLACE_GPU);
+    fx_deinit(&f);
+}
+
+static void test_gpu_only_runs_out_of_memory_instead_of_evicting(void **state)
+{
+    (void)state;
+    const struct step_case steps[] = {
+        {0, 0, L(0), E, E, E, E, 0, 0},
+        {1, 0, L(0, 1), E, E, E, E, 0, 0},
+        {2, 0, L(1, 2), E, E, E, E, 0, 1},
+    };
+    struct fixture f;
+    fx_init(&f, &place_gpu_only_ops, 2, 100, NULL);
+    run_steps(&f, steps, sizeof steps / sizeof steps[0]);
+    fx_deinit(&f);
+}
+
+static void test_alisa_pins_the_local_window_and_prefers_the_cheaper_fetch(void **state)
+{
+    (void)state;
+    /* GPU 4, CPU 2, recompute (1 ns) cheaper than load (2 ns).
+     * pos4 {0,3,4}, window starts at 3: GPU {0..3} full; oldest unpinned outside
+     *   the window: 1 -> CPU.
+     * pos5 {1,4,5}, window 4: 1 misses; victim: oldest unpinned < 4 among
+     *   {0, 2, 3}: 0 -> CPU {1, 0}; 1 is on the CPU but recompute is cheaper;
+     *   admit 5: victim among {2, 3}: 2, CPU full: oldest unpinned CPU token 0
+     *   dropped (1 is pinned); 2 -> CPU. */
+    const struct step_case steps[] = {
+        {0, 0, L(0), E, E, E, E, 0, 0},
+        {1, 0, L(0, 1), E, E, E, E, 0, 0},
+        {2, 0, L(0, 1, 2), E, E, E, E, 0, 0},
+        {3, 0, L(0, 1, 2, 3), E, E, E, E, 0, 0},
+        {4, 3, L(0, 3, 4), E, E, L(1), E, 0, 0},
+        {5, 4, L(1, 4, 5), E, L(1), L(0, 2), L(0), 1, 0},
+    };
+    struct fixture f;
+    fx_init(&f, &place_alisa_ops, 4, 2, NULL);
+    run_steps(&f, steps, sizeof steps / sizeof steps[0]);
+    fx_deinit(&f);
+    /* Same script with loading cheaper: token 1 is loaded instead. */
+    struct fixture g;
+    fx_init(&g, &place_alisa_ops, 4, 2, NULL);
+    g.p.load_ns = 0.5;
+    void *st;
+    struct alisa_err e = {{0}};
+    place_alisa_ops.destroy(g.st);
+    assert_int_equal(place_alisa_ops.create(&st, &g.p, MAXT, NULL, &e), 0);
+    g.st = st;
+    struct step_case steps2[6];
+    memcpy(steps2, steps, sizeof steps);
+    uint32_t load1[MAXT] = L(1), none[MAXT] = E;
+    memcpy(steps2[5].load, load1, sizeof load1);
+    memcpy(steps2[5].recompute, none, sizeof none);
+    run_steps(&g, steps2, 6);
+    fx_deinit(&g);
+}
+
+static void test_belady_evicts_the_token_used_farthest_in_the_future(void **state)
+{
+    (void)state;
+    /* Future uses (decode steps): token 0 at 4, token 1 at 6, token 2 never.
+     * pos3 {3}: GPU {0,1,2} full, victim = farthest next use = 2 (never). */
+    static const uint32_t start[MAXT + 1] = {0, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2};
+    static const uint32_t steps_of[2] = {4, 6};
+    struct kv_future fut = {MAXT, start, steps_of};
+    const struct step_case steps[] = {
+        {0, 0, L(0), E, E, E, E, 0, 0},
+        {1, 0, L(1), E, E, E, E, 0, 0},
+        {2, 0, L(2), E, E, E, E, 0, 0},
+        {3, 0, L(3), E, E, L(2), E, 0, 0},
+        /* pos4 {0,4}: victim among {1 (6), 3 (never)}: 3 */
+        {4, 0, L(0, 4), E, E, L(3), E, 0, 0},
+    };
+    struct fixture f;
+    fx_init(&f, &place_belady_ops, 3, 10, &fut);
+    run_steps(&f, steps, sizeof steps / sizeof steps[0]);
+    fx_deinit(&f);
+}
+
+static void test_flexgen_static_loads_every_attended_share_and_never_caches(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fx_init(&f, &place_flexgen_ops, 0, 0, NULL);
+    f.ops->destroy(f.st);
+    /* kv 10 bytes, 40% on the GPU: 4 + 6 per token; room for 4 tokens */
+    f.p = (struct place_params){.gpu_bytes = 16, .cpu_bytes = 24, .kv_bytes = 10, .act_bytes = 1,
+                                .gpu_fraction = 0.4};
+    struct alisa_err e = {{0}};
+    assert_int_equal(f.ops->create(&f.st, &f.p, MAXT, NULL, &e), 0);
+    uint32_t att[3][3] = {{0}, {0, 1}, {0, 1, 2}};
+    for (uint32_t pos = 0; pos < 3; pos++) {
+        struct place_result r = {.load = f.bufs[0], .recompute = f.bufs[1],
+                                 .offload = f.bufs[2], .drop = f.bufs[3]};
+        place_step(f.ops, f.st, &f.s, &f.p, att[pos], pos + 1, NULL, 0, 0, pos, &r);
+        assert_int_equal(r.oom, 0);
+        assert_int_equal(r.n_load, pos); /* every earlier token, every step */
+        assert_int_equal(r.bytes_h2d, 6 * pos);
+        assert_int_equal(r.bytes_d2h, 6);
+        assert_int_equal(f.s.gpu_bytes, 4 * (pos + 1));
+        assert_int_equal(kv_place_of(&f.s, pos), KV_PLACE_SPLIT);
+        assert_int_equal(kv_stream_check(&f.s, &f.p, pos, att[pos], pos + 1, NULL, &e), 0);
+    }
+    uint32_t four[4] = {0, 1, 2, 3}, five[5] = {0, 1, 2, 3, 4};
+    struct place_result r = {.load = f.bufs[0], .recompute = f.bufs[1], .offload = f.bufs[2],
+                             .drop = f.bufs[3]};
+    place_step(f.ops, f.st, &f.s, &f.p, four, 4, NULL, 0, 0, 3, &r);
+    assert_int_equal(r.oom, 0);
+    memset(&r, 0, sizeof r);
+    r.load = f.bufs[0];
+    r.offload = f.bufs[2];
+    place_step(f.ops, f.st, &f.s, &f.p, five, 5, NULL, 0, 0, 4, &r);
+    assert_int_equal(r.oom, 1); /* a fifth token's share does not fit */
+    fx_deinit(&f);
+}
+
+static void test_retired_tokens_free_their_memory(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fx_init(&f, &place_gpu_only_ops, 2, 0, NULL);
+    uint32_t a0[1] = {0}, a1[2] = {0, 1}, a2[2] = {1, 2}, ret[1] = {0};
+    struct place_result r = {.load = f.bufs[0], .recompute = f.bufs[1], .offload = f.bufs[2],
+                             .drop = f.bufs[3]};
+    place_step(f.ops, f.st, &f.s, &f.p, a0, 1, NULL, 0, 0, 0, &r);
+    place_step(f.ops, f.st, &f.s, &f.p, a1, 2, NULL, 0, 0, 1, &r);
+    /* gpu-only with 2 slots fits a third token only because 0 is retired */
+    place_step(f.ops, f.st, &f.s, &f.p, a2, 2, ret, 1, 1, 2, &r);
+    assert_int_equal(r.oom, 0);
+    assert_int_equal(kv_place_of(&f.s, 0), KV_PLACE_GONE);
+    struct alisa_err e = {{0}};
+    assert_int_equal(kv_stream_check(&f.s, &f.p, 2, a2, 2, NULL, &e), 0);
+    fx_deinit(&f);
+}
+
+static void test_stream_check_reports_a_broken_invariant(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fx_init(&f, &place_lru_ops, 2, 2, NULL);
+    uint32_t a0[1] = {0};
+    struct place_result r = {.load = f.bufs[0], .recompute = f.bufs[1], .offload = f.bufs[2],
+                             .drop = f.bufs[3]};
+    place_step(f.ops, f.st, &f.s, &f.p, a0, 1, NULL, 0, 0, 0, &r);
+    struct alisa_err e = {{0}};
+    assert_int_equal(kv_stream_check(&f.s, &f.p, 0, a0, 1, NULL, &e), 0);
+    f.s.flags[0] &= (uint8_t)~KV_GPU; /* corrupt: counts now disagree */
+    assert_int_equal(kv_stream_check(&f.s, &f.p, 0, a0, 1, NULL, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "disagree"));
+    f.s.flags[0] |= KV_GPU | KV_GONE;
+    assert_int_equal(kv_stream_check(&f.s, &f.p, 0, a0, 1, NULL, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "retired token 0 still holds memory"));
+    f.s.flags[0] &= (uint8_t)~KV_GONE;
+    fx_deinit(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lru_cascade_matches_hand_worked_moves),
+        cmocka_unit_test(test_gpu_only_runs_out_of_memory_instead_of_evicting),
+        cmocka_unit_test(test_alisa_pins_the_local_window_and_prefers_the_cheaper_fetch),
+        cmocka_unit_test(test_belady_evicts_the_token_used_farthest_in_the_future),
+        cmocka_unit_test(test_flexgen_static_loads_every_attended_share_and_never_caches),
+        cmocka_unit_test(test_retired_tokens_free_their_memory),
+        cmocka_unit_test(test_stream_check_reports_a_broken_invariant),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,215 @@
+/* Scheduler properties over synthetic traces with fixed seeds: every
+ * selection x placement pair runs with its invariants checked at every step
+ * (inside the scheduler), the byte accounting adds up, Belady never has more
+ * GPU misses than an online placement on the same accesses and capacity,
+ * and the decision log is the same on every run. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include <cmocka.h>
+
+#include "replay.h"
+#include "testutil.h"
+#include "trace_gen.h"
+
+static const struct hw_profile test_hw = {.name = "test", .gpu_mem_gib = 80, .hbm_gbps = 3350,
+                                          .fp16_tflops = 989, .host_dram_gib = 128,
+                                          .link_gbps = 20, .link_latency_us = 10};
+
+struct env {
+    char *dir;
+    char paths[3][600];
+};
+
+static int setup(void **state)
+{
+    struct env *v = calloc(1, sizeof *v);
+    v->dir = tu_mkdtemp();
+    for (int i = 0; i < 3; i++) {
+        struct trace_gen_params p;
+        trace_gen_defaults(&p);
+        p.n_layers = 3;
+        p.n_heads = 4;
+        p.n_kv_heads = 4;
+        p.hidden = 64;
+        p.vocab = 100;
+        p.n_seqs = 2;
+        p.prompt_len = 16 + 8 * (uint32_t)i;
+        p.gen_len = 48;
+        p.seed = 100 + (uint64_t)i;
+        p.sparsity_first = 0.5;
+        p.sparsity_last = 0.9;
+        snprintf(v->paths[i], sizeof v->paths[i], "%s/t%d.trace", v->dir, i);
+        struct alisa_err e = {{0}};
+        if (trace_gen_write(&p, v->paths[i], &e))
+            fail_msg("%s", e.msg);
+    }
+    *state = v;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct env *v = *state;
+    tu_rmdir(v->dir);
+    free(v->dir);
+    free(v);
+    return 0;
+}
+
+/* KV bytes per token per layer of the test traces: 2 * 64 * 2. */
+#define KVB 256u
+#define STREAMS 6u
+
+static int replay(const char *path, const struct selection_ops *sel, double sparsity,
+                  const struct placement_ops *place, uint32_t gpu_tokens, uint32_t cpu_tokens,
+                  struct replay_totals *t, replay_plan_fn fn, void *user)
+{
+    struct replay_config cfg = {.sel = sel, .sel_params = {.sparsity = sparsity},
+                                .place = place,
+                                .gpu_kv_bytes = (uint64_t)gpu_tokens * KVB * STREAMS,
+                                .cpu_kv_bytes = (uint64_t)cpu_tokens * KVB * STREAMS,
+                                .hw = &test_hw, .gpu_fraction = -1};
+    struct alisa_err e = {{0}};
+    int rc = replay_trace(path, &cfg, t, fn, user, &e);
+    if (rc)
+        fail_msg("%s %s/%s: %s", path, sel->name, place->name, e.msg);
+    return rc;
+}
+
+static void test_every_selection_and_placement_keeps_the_invariants(void **state)
+{
+    struct env *v = *state;
+    const double sparsities[] = {0.0, 0.5, 0.8};
+    const uint32_t gpu_caps[] = {24, 40, 1000}, cpu_caps[] = {4, 16, 1000};
+    int runs = 0, ooms = 0;
+    for (int ti = 0; ti < 3; ti++)
+        for (size_t si = 0; selection_policies[si]; si++)
+            for (size_t pi = 0; placement_policies[pi]; pi++)
+                for (size_t k = 0; k < 3; k++)
+                    for (size_t c = 0; c < 3; c++) {
+                        struct replay_totals t;
+                        replay(v->paths[ti], selection_policies[si], sparsities[k],
+                               placement_policies[pi], gpu_caps[c], cpu_caps[c], &t, NULL, NULL);
+                        runs++;
+                        ooms += t.oom;
+                        if (!t.oom && !placement_policies[pi]->step) {
+                            /* cache-like: every miss is one load or one recompute */
+                            assert_int_equal(t.gpu_misses, t.loads + t.recomputed_tokens);
+                            assert_int_equal(t.bytes_h2d, t.loads * KVB + t.recomputed_tokens * 128);
+                            assert_int_equal(t.bytes_d2h, t.offloads * KVB);
+                            assert_true(t.peak_gpu_bytes <= (uint64_t)gpu_caps[c] * KVB * STREAMS);
+                            assert_true(t.peak_cpu_bytes <= (uint64_t)cpu_caps[c] * KVB * STREAMS);
+                        }
+                        if (!t.oom && c == 2 && placement_policies[pi] != &place_flexgen_ops)
+                            assert_int_equal(t.gpu_misses, 0); /* everything fits */
+                        if (!t.oom && k == 0)
+                            assert_true(t.recall_min > 0.999); /* dense keeps all mass */
+                        replay_totals_free(&t);
+                    }
+    /* the small capacities must really exercise out-of-memory, the large never */
+    assert_true(ooms > 0 && ooms < runs);
+}
+
+static void test_belady_never_misses_more_than_an_online_placement(void **state)
+{
+    struct env *v = *state;
+    const struct placement_ops *online[] = {&place_lru_ops, &place_fifo_ops, &place_lfu_ops,
+                                            &place_alisa_ops};
+    const uint32_t gpu_caps[] = {20, 28, 36};
+    int compared = 0;
+    for (int ti = 0; ti < 3; ti++)
+        for (size_t si = 0; selection_policies[si]; si++)
+            for (size_t c = 0; c < 3; c++) {
+                struct replay_totals b;
+                replay(v->paths[ti], selection_policies[si], 0.6, &place_belady_ops, gpu_caps[c],
+                       8, &b, NULL, NULL);
+                for (size_t k = 0; k < 4; k++) {
+                    struct replay_totals t;
+                    replay(v->paths[ti], selection_policies[si], 0.6, online[k], gpu_caps[c], 8, &t,
+                           NULL, NULL);
+                    if (!t.oom && !b.oom) {
+                        compared++;
+                        if (b.gpu_misses > t.gpu_misses)
+                            fail_msg("%s, %s, GPU %u: belady %llu misses > %s %llu", v->paths[ti],
+                                     selection_policies[si]->name, gpu_caps[c],
+                                     (unsigned long long)b.gpu_misses, online[k]->name,
+                                     (unsigned long long)t.gpu_misses);
+                    }
+                    assert_int_equal(t.oom, b.oom); /* OOM depends on the selection only */
+                    replay_totals_free(&t);
+                }
+                replay_totals_free(&b);
+            }
+    assert_true(compared > 50);
+}
+
+static void hash_plan(void *user, const struct sched_plan *p, uint32_t seq, uint32_t layer)
+{
+    uLong *h = user;
+    uint32_t head[6] = {seq, layer, p->pos, p->n_attended, p->place.n_load, p->place.n_drop};
+    *h = crc32(*h, (const Bytef *)head, sizeof head);
+    *h = crc32(*h, (const Bytef *)p->attended, p->n_attended * sizeof *p->attended);
+    *h = crc32(*h, (const Bytef *)p->place.load, p->place.n_load * sizeof(uint32_t));
+    *h = crc32(*h, (const Bytef *)p->place.recompute, p->place.n_recompute * sizeof(uint32_t));
+    *h = crc32(*h, (const Bytef *)p->place.offload, p->place.n_offload * sizeof(uint32_t));
+    *h = crc32(*h, (const Bytef *)p->place.drop, p->place.n_drop * sizeof(uint32_t));
+}
+
+static void test_decision_log_is_deterministic(void **state)
+{
+    struct env *v = *state;
+    uLong h1 = crc32(0L, Z_NULL, 0), h2 = h1, h3 = h1;
+    struct replay_totals t;
+    replay(v->paths[1], &sel_swa_ops, 0.8, &place_alisa_ops, 20, 8, &t, hash_plan, &h1);
+    replay_totals_free(&t);
+    replay(v->paths[1], &sel_swa_ops, 0.8, &place_alisa_ops, 20, 8, &t, hash_plan, &h2);
+    replay_totals_free(&t);
+    assert_int_equal(h1, h2);
+    /* and a different configuration gives a different log */
+    replay(v->paths[1], &sel_swa_ops, 0.8, &place_lru_ops, 20, 8, &t, hash_plan, &h3);
+    replay_totals_free(&t);
+    assert_int_not_equal(h1, h3);
+}
+
+static void test_alisa_passes_through_three_phases_as_capacity_shrinks(void **state)
+{
+    struct env *v = *state;
+    struct replay_totals t;
+    /* everything fits: phase I only */
+    replay(v->paths[2], &sel_swa_ops, 0.8, &place_alisa_ops, 1000, 1000, &t, NULL, NULL);
+    assert_int_equal(t.phase2_pos, -1);
+    assert_int_equal(t.phase3_pos, -1);
+    replay_totals_free(&t);
+    /* GPU short, CPU ample: offloads (phase II), no drops; every miss is
+     * served (on this shape the cost model prefers recomputing) */
+    replay(v->paths[2], &sel_swa_ops, 0.8, &place_alisa_ops, 30, 1000, &t, NULL, NULL);
+    assert_true(t.phase2_pos >= 30);
+    assert_int_equal(t.phase3_pos, -1);
+    assert_int_equal(t.drops, 0);
+    assert_true(t.load_ns > t.recompute_ns && t.loads == 0);
+    assert_int_equal(t.recomputed_tokens, t.gpu_misses);
+    replay_totals_free(&t);
+    /* both short: drops follow offloads (phase III) and dropped tokens come back
+     * by recomputation */
+    replay(v->paths[2], &sel_swa_ops, 0.8, &place_alisa_ops, 30, 10, &t, NULL, NULL);
+    assert_true(t.phase3_pos > t.phase2_pos && t.phase2_pos >= 30);
+    assert_true(t.drops > 0);
+    replay_totals_free(&t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_selection_and_placement_keeps_the_invariants),
+        cmocka_unit_test(test_belady_never_misses_more_than_an_online_placement),
+        cmocka_unit_test(test_decision_log_is_deterministic),
+        cmocka_unit_test(test_alisa_passes_through_three_phases_as_capacity_shrinks),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,391 @@
+/* Selection policies: the budget rule, hand-worked attended and retired sets
+ * for every policy, and SWA and H2O against brute-force references on random
+ * small inputs (fixed GSL seed). */
+#include <gsl/gsl_rng.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "selection.h"
+
+#define MAXN 64
+
+static void test_budget_rounds_half_k_and_stays_in_range(void **state)
+{
+    (void)state;
+    struct sel_params p = {.sparsity = 0.8};
+    assert_int_equal(sel_budget(&p, 10), 2);   /* 2 * round(1.0) */
+    assert_int_equal(sel_budget(&p, 640), 128); /* 2 * round(64) */
+    assert_int_equal(sel_budget(&p, 7), 2);    /* 2 * round(0.7) */
+    assert_int_equal(sel_budget(&p, 2), 1);    /* 2 * round(0.2) = 0, at least 1 */
+    p.sparsity = 0.5;
+    assert_int_equal(sel_budget(&p, 10), 6);   /* 2 * round(2.5), half away from zero */
+    p.sparsity = 0.0;
+    assert_int_equal(sel_budget(&p, 9), 9);    /* 2 * round(4.5) = 10, at most n */
+    p.budget_tokens = 5;
+    assert_int_equal(sel_budget(&p, 100), 5);
+    assert_int_equal(sel_budget(&p, 3), 3);
+    assert_int_equal(sel_local_share(5), 3);
+    assert_int_equal(sel_local_share(4), 2);
+    struct alisa_err e = {{0}};
+    struct sel_params bad = {.sparsity = 1.0};
+    assert_int_equal(sel_params_validate(&bad, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "--sparsity 1"));
+}
+
+/* One hand-worked case: a policy, its params, the query position, and the
+ * expected attended and retired sets written out by hand. */
+struct sel_case {
+    const char *what;
+    const struct selection_ops *ops;
+    struct sel_params p;
+    uint32_t pos;
+    uint32_t want[MAXN];
+    uint32_t n_want;
+    uint32_t retired[MAXN];
+    uint32_t n_retired;
+};
+
+static void run_case(const struct sel_case *c)
+{
+    void *st;
+    struct alisa_err e = {{0}};
+    assert_int_equal(c->ops->create(&st, &c->p, MAXN, &e), 0);
+    uint32_t out[MAXN], ret[MAXN], n_ret, local;
+    uint32_t n = c->ops->select(st, c->pos, out, ret, &n_ret, &local);
+    if (n != c->n_want || memcmp(out, c->want, n * sizeof *out) != 0) {
+        char got[256] = "";
+        for (uint32_t i = 0; i < n; i++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%u ", out[i]);
+        fail_msg("%s: attended {%s}", c->what, got);
+    }
+    if (n_ret != c->n_retired || memcmp(ret, c->retired, n_ret * sizeof *ret) != 0)
+        fail_msg("%s: %u retired, expected %u", c->what, n_ret, c->n_retired);
+    c->ops->destroy(st);
+}
+
+static void test_static_policies_match_hand_worked_sets(void **state)
+{
+    (void)state;
+    const struct sel_case cases[] = {
+        {"dense", &sel_dense_ops, {.sparsity = 0}, 4, {0, 1, 2, 3, 4}, 5, {0}, 0},
+        {"local B=3", &sel_local_ops, {.budget_tokens = 3}, 5, {3, 4, 5}, 3, {0, 1}, 2},
+        {"local sparsity 0.8 n=10", &sel_local_ops, {.sparsity = 0.8}, 9, {8, 9}, 2,
+         {0, 1, 2, 3, 4, 5, 6}, 7},
+        {"streaming B=4 sinks 2", &sel_streaming_ops, {.budget_tokens = 4, .sinks = 2}, 9,
+         {0, 1, 8, 9}, 4, {2, 3, 4, 5, 6}, 5},
+        {"streaming window covers sinks", &sel_streaming_ops, {.budget_tokens = 4, .sinks = 2},
+         2, {0, 1, 2}, 3, {0}, 0},
+        /* n=10, B=4: recent 8,9; 2 global slots; stride ceil(8/2) = 4 */
+        {"strided derived", &sel_strided_ops, {.budget_tokens = 4}, 9, {0, 4, 8, 9}, 4, {0}, 0},
+        {"strided stride 3", &sel_strided_ops, {.budget_tokens = 4, .stride = 3}, 9,
+         {0, 3, 6, 8, 9}, 5, {0}, 0},
+        /* no history: S is all zero, ties go to the most recent candidates */
+        {"swa without history", &sel_swa_ops, {.budget_tokens = 4}, 9, {6, 7, 8, 9}, 4, {0}, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        run_case(&cases[i]);
+}
+
+static uint32_t do_select(const struct selection_ops *ops, void *st, uint32_t pos, uint32_t *out,
+                          uint32_t *ret, uint32_t *n_ret)
+{
+    uint32_t local;
+    return ops->select(st, pos, out, ret, n_ret, &local);
+}
+
+static void test_swa_hand_worked_window_of_two_steps(void **state)
+{
+    (void)state;
+    struct sel_params p = {.budget_tokens = 4, .window_steps = 2};
+    void *st;
+    struct alisa_err e = {{0}};
+    assert_int_equal(sel_swa_ops.create(&st, &p, MAXN, &e), 0);
+    /* Prompt of 6: only the rows of positions 4 and 5 enter S (w = 2). */
+    const float r3[4] = {0.9f, 0.05f, 0.03f, 0.02f};
+    const float r4[5] = {0.1f, 0.6f, 0.1f, 0.1f, 0.1f};
+    const float r5[6] = {0.05f, 0.05f, 0.5f, 0.1f, 0.1f, 0.2f};
+    sel_swa_ops.observe_prefill(st, 3, r3, 6);
+    sel_swa_ops.observe_prefill(st, 4, r4, 6);
+    sel_swa_ops.observe_prefill(st, 5, r5, 6);
+    /* S = 0.15 0.65 0.60 0.20 0.20 0.20: recent {5, 6}, top-2 of 0..4 = {1, 2} */
+    uint32_t out[MAXN], ret[MAXN], n_ret;
+    uint32_t n = do_select(&sel_swa_ops, st, 6, out, ret, &n_ret);
+    uint32_t want6[] = {1, 2, 5, 6};
+    assert_int_equal(n, 4);
+    assert_memory_equal(out, want6, sizeof want6);
+    const float w6[4] = {0.1f, 0.1f, 0.1f, 0.7f};
+    sel_swa_ops.observe(st, 6, out, w6, 4);
+    /* Row 4 leaves the window: S = 0.05 0.15 0.60 0.10 0.10 0.30 0.70;
+     * recent {6, 7}, top-2 of 0..5 = {2, 5} */
+    n = do_select(&sel_swa_ops, st, 7, out, ret, &n_ret);
+    uint32_t want7[] = {2, 5, 6, 7};
+    assert_int_equal(n, 4);
+    assert_memory_equal(out, want7, sizeof want7);
+    assert_int_equal(n_ret, 0);
+    sel_swa_ops.destroy(st);
+}
+
+static void test_h2o_hand_worked_evictions_are_permanent(void **state)
+{
+    (void)state;
+    struct sel_params p = {.budget_tokens = 4};
+    void *st;
+    struct alisa_err e = {{0}};
+    assert_int_equal(sel_h2o_ops.create(&st, &p, MAXN, &e), 0);
+    const float r0[1] = {1.0f}, r1[2] = {0.5f, 0.5f}, r2[3] = {0.2f, 0.2f, 0.6f},
+                r3[4] = {0.1f, 0.6f, 0.1f, 0.2f};
+    sel_h2o_ops.observe_prefill(st, 0, r0, 4);
+    sel_h2o_ops.observe_prefill(st, 1, r1, 4);
+    sel_h2o_ops.observe_prefill(st, 2, r2, 4);
+    sel_h2o_ops.observe_prefill(st, 3, r3, 4);
+    /* scores 1.8 1.3 0.7 0.2; cache of 5 > 4: evict the lowest of 0..2 -> 2 */
+    uint32_t out[MAXN], ret[MAXN], n_ret;
+    uint32_t n = do_select(&sel_h2o_ops, st, 4, out, ret, &n_ret);
+    uint32_t want4[] = {0, 1, 3, 4};
+    assert_int_equal(n, 4);
+    assert_memory_equal(out, want4, sizeof want4);
+    assert_int_equal(n_ret, 1);
+    assert_int_equal(ret[0], 2);
+    const float w4[4] = {0.1f, 0.1f, 0.4f, 0.4f};
+    sel_h2o_ops.observe(st, 4, out, w4, 4);
+    /* scores 1.9 1.4 - 0.6 0.4; evict the lowest of {0, 1, 3} -> 3 */
+    n = do_select(&sel_h2o_ops, st, 5, out, ret, &n_ret);
+    uint32_t want5[] = {0, 1, 4, 5};
+    assert_int_equal(n, 4);
+    assert_memory_equal(out, want5, sizeof want5);
+    assert_int_equal(n_ret, 1);
+    assert_int_equal(ret[0], 3);
+    sel_h2o_ops.destroy(st);
+}
+
+/* ---- brute-force references ---- */
+
+/* Random row of n weights summing to 1, with a few large entries. */
+static void random_row(gsl_rng *r, float *row, uint32_t n)
+{
+    double sum = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        double x = gsl_rng_uniform(r);
+        x = x * x * x * x; /* heavy-tailed */
+        row[i] = (float)x;
+        sum += x;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        row[i] = (float)(row[i] / sum);
+}
+
+struct ranked {
+    double s; /* exact for the fixed-point sums (below 2^53) */
+    uint32_t t;
+};
+
+static int by_score_then_recent(const void *a, const void *b)
+{
+    const struct ranked *x = a, *y = b;
+    if (x->s != y->s)
+        return x->s > y->s ? -1 : 1;
+    return x->t > y->t ? -1 : 1;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* SWA from scratch: S[t] is the sum of the last w observed rows (dense
+ * arrays, 0 where not attended); the global set is the top of a full sort. */
+static uint32_t swa_reference(float hist[][MAXN], uint32_t n_hist, uint32_t w,
+                              const struct sel_params *p, uint32_t pos, uint32_t *out)
+{
+    uint32_t n = pos + 1, b = sel_budget(p, n), local = sel_local_share(b), global = b - local;
+    uint32_t start = n - local;
+    struct ranked cand[MAXN];
+    for (uint32_t t = 0; t < start; t++) {
+        int64_t s = 0;
+        for (uint32_t h = n_hist > w ? n_hist - w : 0; h < n_hist; h++)
+            s += sel_weight_fixed(hist[h][t]);
+        cand[t] = (struct ranked){(double)s, t};
+    }
+    qsort(cand, start, sizeof *cand, by_score_then_recent);
+    uint32_t c = 0;
+    for (uint32_t i = 0; i < global && i < start; i++)
+        out[c++] = cand[i].t;
+    for (uint32_t t = start; t < n; t++)
+        out[c++] = t;
+    qsort(out, c, sizeof *out, cmp_u32);
+    return c;
+}
+
+static void test_swa_matches_brute_force_on_random_inputs(void **state)
+{
+    (void)state;
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 20240611);
+    static float hist[200][MAXN];
+    for (int trial = 0; trial < 40; trial++) {
+        uint32_t prompt = 4 + (uint32_t)gsl_rng_uniform_int(r, 12);
+        uint32_t w = 1 + (uint32_t)gsl_rng_uniform_int(r, 6);
+        struct sel_params p = {.window_steps = w};
+        if (trial % 2)
+            p.budget_tokens = 2 + (uint32_t)gsl_rng_uniform_int(r, 10);
+        else
+            p.sparsity = 0.3 + 0.6 * gsl_rng_uniform(r);
+        void *st;
+        struct alisa_err e = {{0}};
+        assert_int_equal(sel_swa_ops.create(&st, &p, MAXN, &e), 0);
+        uint32_t n_hist = 0;
+        float row[MAXN];
+        for (uint32_t pos = 0; pos < prompt; pos++) {
+            random_row(r, row, pos + 1);
+            sel_swa_ops.observe_prefill(st, pos, row, prompt);
+            if (pos + w >= prompt) {
+                memset(hist[n_hist], 0, sizeof hist[0]);
+                memcpy(hist[n_hist++], row, (pos + 1) * sizeof *row);
+            }
+        }
+        for (uint32_t pos = prompt; pos < MAXN; pos++) {
+            uint32_t out[MAXN], ref[MAXN], ret[MAXN], n_ret;
+            uint32_t n = do_select(&sel_swa_ops, st, pos, out, ret, &n_ret);
+            uint32_t nr = swa_reference(hist, n_hist, w, &p, pos, ref);
+            if (n != nr || memcmp(out, ref, n * sizeof *out) != 0)
+                fail_msg("trial %d pos %u: swa and reference differ (%u vs %u tokens)", trial,
+                         pos, n, nr);
+            /* weights over the attended set, then both sides observe them */
+            float w_att[MAXN];
+            random_row(r, w_att, n);
+            sel_swa_ops.observe(st, pos, out, w_att, n);
+            memset(hist[n_hist], 0, sizeof hist[0]);
+            for (uint32_t i = 0; i < n; i++)
+                hist[n_hist][out[i]] = w_att[i];
+            n_hist++;
+        }
+        sel_swa_ops.destroy(st);
+    }
+    gsl_rng_free(r);
+}
+
+static void test_h2o_matches_brute_force_on_random_inputs(void **state)
+{
+    (void)state;
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 7);
+    for (int trial = 0; trial < 40; trial++) {
+        uint32_t prompt = 2 + (uint32_t)gsl_rng_uniform_int(r, 12);
+        struct sel_params p = {0};
+        if (trial % 2)
+            p.budget_tokens = 2 + (uint32_t)gsl_rng_uniform_int(r, 10);
+        else
+            p.sparsity = 0.3 + 0.6 * gsl_rng_uniform(r);
+        void *st;
+        struct alisa_err e = {{0}};
+        assert_int_equal(sel_h2o_ops.create(&st, &p, MAXN, &e), 0);
+        /* Reference: explicit cache membership and scores. */
+        int cached[MAXN] = {0}, evicted[MAXN] = {0};
+        double score[MAXN] = {0};
+        float row[MAXN];
+        for (uint32_t pos = 0; pos < prompt; pos++) {
+            random_row(r, row, pos + 1);
+            sel_h2o_ops.observe_prefill(st, pos, row, prompt);
+            cached[pos] = 1;
+            for (uint32_t t = 0; t <= pos; t++)
+                score[t] += row[t];
+        }
+        for (uint32_t pos = prompt; pos < MAXN; pos++) {
+            uint32_t out[MAXN], ret[MAXN], n_ret;
+            uint32_t n = do_select(&sel_h2o_ops, st, pos, out, ret, &n_ret);
+            cached[pos] = 1;
+            uint32_t nn = pos + 1, b = sel_budget(&p, nn), local = sel_local_share(b);
+            uint32_t size = 0;
+            for (uint32_t t = 0; t <= pos; t++)
+                size += cached[t];
+            while (size > b) {
+                /* lowest score among cached tokens older than the recent window */
+                struct ranked cand[MAXN];
+                uint32_t m = 0;
+                for (uint32_t t = 0; t + local < nn; t++)
+                    if (cached[t])
+                        cand[m++] = (struct ranked){score[t], t};
+                qsort(cand, m, sizeof *cand, by_score_then_recent);
+                /* the last entry is the lowest score; among equal scores the oldest */
+                uint32_t v = cand[m - 1].t;
+                cached[v] = 0;
+                evicted[v] = 1;
+                size--;
+            }
+            uint32_t ref[MAXN], c = 0;
+            for (uint32_t t = 0; t <= pos; t++)
+                if (cached[t])
+                    ref[c++] = t;
+            if (n != c || memcmp(out, ref, n * sizeof *out) != 0)
+                fail_msg("trial %d pos %u: h2o and reference differ", trial, pos);
+            for (uint32_t i = 0; i < n_ret; i++)
+                assert_true(evicted[ret[i]]);
+            float w_att[MAXN];
+            random_row(r, w_att, n);
+            sel_h2o_ops.observe(st, pos, out, w_att, n);
+            for (uint32_t i = 0; i < n; i++)
+                score[out[i]] += w_att[i];
+        }
+        sel_h2o_ops.destroy(st);
+    }
+    gsl_rng_free(r);
+}
+
+/* Retired tokens must never be attended again, for every policy that retires. */
+static void test_retired_tokens_are_never_attended_again(void **state)
+{
+    (void)state;
+    const struct selection_ops *ops[] = {&sel_local_ops, &sel_streaming_ops, &sel_h2o_ops};
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 99);
+    for (size_t k = 0; k < 3; k++)
+        for (int trial = 0; trial < 10; trial++) {
+            struct sel_params p = {.sparsity = 0.5 + 0.4 * gsl_rng_uniform(r), .sinks = 2};
+            void *st;
+            struct alisa_err e = {{0}};
+            assert_int_equal(ops[k]->create(&st, &p, MAXN, &e), 0);
+            int gone[MAXN] = {0};
+            for (uint32_t pos = 1; pos < MAXN; pos++) {
+                uint32_t out[MAXN], ret[MAXN], n_ret;
+                uint32_t n = do_select(ops[k], st, pos, out, ret, &n_ret);
+                for (uint32_t i = 0; i < n_ret; i++) {
+                    assert_false(gone[ret[i]]);
+                    gone[ret[i]] = 1;
+                }
+                for (uint32_t i = 0; i < n; i++)
+                    if (gone[out[i]])
+                        fail_msg("%s: token %u attended at %u after retirement", ops[k]->name,
+                                 out[i], pos);
+                assert_int_equal(out[n - 1], pos);
+                if (ops[k]->observe) {
+                    float w[MAXN];
+                    random_row(r, w, n);
+                    ops[k]->observe(st, pos, out, w, n);
+                }
+            }
+            ops[k]->destroy(st);
+        }
+    gsl_rng_free(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_budget_rounds_half_k_and_stays_in_range),
+        cmocka_unit_test(test_static_policies_match_hand_worked_sets),
+        cmocka_unit_test(test_swa_hand_worked_window_of_two_steps),
+        cmocka_unit_test(test_h2o_hand_worked_evictions_are_permanent),
+        cmocka_unit_test(test_swa_matches_brute_force_on_random_inputs),
+        cmocka_unit_test(test_h2o_matches_brute_force_on_random_inputs),
+        cmocka_unit_test(test_retired_tokens_are_never_attended_again),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
