@@ -5,8 +5,8 @@
  * Roofline figures from the catalog until calibration (issue 9) measures
  * them. The marginal recompute cost assumes the recomputed tokens ride along
  * with the step's own K/V projection (the weights are read once anyway).
- * The per-step time model and ALISA's alpha/beta/p1/p2 search are not here
- * yet.
+ * The per-step terms are rooflines at the catalog's peaks (efficiency 1)
+ * until calibration supplies measured efficiencies; none is tuned.
  */
 #ifndef ALISA_COSTMODEL_H
 #define ALISA_COSTMODEL_H
@@ -41,5 +41,26 @@ double cost_load_ns(const struct kv_shape *k, const struct hw_profile *hw);
 /* Marginal ns to recompute one token's K and V: its input over the link plus
  * 2 * 2 * hidden * kv_dim FLOPs at the FP16 tensor peak. Cannot fail. */
 double cost_recompute_ns(const struct kv_shape *k, const struct hw_profile *hw);
+
+/* The shape of a KV cache of model m at a precision. Cannot fail. */
+struct kv_shape kv_shape_of(const struct model_shape *m, enum kv_precision precision);
+
+/* Decode compute of one step for `batch` sequences attending `attended`
+ * tokens each, in every layer: the weight GEMMs as max(FLOPs / peak,
+ * weight bytes / HBM bandwidth), plus attention, memory-bound over the
+ * attended KV bytes, plus, when sparse, SWA's gather (the attended KV read
+ * once more and written packed) and its local-sum update. ns. Cannot fail. */
+double cost_step_compute_ns(const struct model_shape *m, const struct hw_profile *hw,
+                            uint32_t batch, double attended, enum kv_precision precision,
+                            int sparse);
+
+/* Moving `bytes` over the CPU-GPU link in `copies` copies: per-copy latency
+ * plus bytes / bandwidth (ALISA.md section 3: Tm = bytes / B). ns. */
+double cost_transfer_ns(const struct hw_profile *hw, double bytes, double copies);
+
+/* Recomputing `tokens` tokens' K and V in every layer of m, inputs moved
+ * over the link. ns. Cannot fail. */
+double cost_recompute_all_ns(const struct model_shape *m, const struct hw_profile *hw,
+                             double tokens, enum kv_precision precision);
 
 #endif

@@ -43,7 +43,7 @@ grep_out "trace" "help lists trace"
 expect 0 "--help" "$alisa" --help
 expect 0 "version" "$alisa" version
 grep_out "cuda:" "version reports the CUDA build"
-for cmd in catalog trace version help; do
+for cmd in catalog trace version help policy plan search; do
     expect 0 "$cmd --help" "$alisa" $cmd --help
     grep_out "usage: alisa $cmd" "$cmd --help shows its usage"
 done
@@ -81,6 +81,30 @@ expect 0 "trace info --json" "$alisa" trace info "$tmp/a.trace" --json
 grep_out '"mean"' "info json has sparsity"
 expect 0 "trace dump" "$alisa" trace dump "$tmp/a.trace" --seq 1 --pos 40 --layer 2
 grep_out "^1 40 2 -1 " "dump filters rows"
+
+# The scheduler: policies, plan, search.
+expect 0 "policy list" "$alisa" policy list
+grep_out "swa" "policy list shows swa"
+grep_out "OFFLINE BOUND" "belady marked as a bound"
+expect 2 "policy bad" "$alisa" policy frob
+expect 0 "plan" "$alisa" plan --trace "$tmp/a.trace" --selection swa --sparsity 0.8 \
+    --placement alisa --gpu-kv-bytes 8M --cpu-kv-bytes 4M --every 16
+grep_out "totals: 512 decode steps" "plan counts decode steps x streams"
+grep_out "phase II (first offload)" "plan reports the phases"
+expect 0 "plan --json" "$alisa" plan --trace "$tmp/a.trace" --placement belady \
+    --gpu-kv-bytes 8MiB --json
+grep_out '"gpu_misses"' "plan json has gpu_misses"
+grep_out '"bytes_h2d"' "plan json has bytes_h2d"
+grep_out '"recomputed_tokens"' "plan json has recomputed_tokens"
+expect 0 "plan --log" "$alisa" plan --trace "$tmp/a.trace" --log "$tmp/a.log" --every 0
+[ "$(grep -c decode "$tmp/a.log")" -eq 512 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: decision log lines"; }
+expect 2 "plan unknown placement" "$alisa" plan --trace "$tmp/a.trace" --placement magic
+expect 2 "plan bad bytes" "$alisa" plan --trace "$tmp/a.trace" --gpu-kv-bytes 3X
+grep_out "unknown unit 'X'" "bad unit named"
+expect 1 "plan missing trace" "$alisa" plan --trace "$tmp/none.trace"
+expect 0 "search" "$alisa" search --model OPT-30B --hardware H100-80GB --batch 64 --grid 4
+grep_out "^greedy  alpha" "search prints greedy"
+expect 1 "search unknown model" "$alisa" search --model X --hardware H100-80GB --batch 1
 
 # Bad input files: one line naming the file, exit 1, no crash.
 expect 1 "missing trace" "$alisa" trace info "$tmp/none.trace"

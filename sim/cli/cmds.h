@@ -14,4 +14,7 @@ void cmd_policy_usage(FILE *out);
 int cmd_plan(int argc, char **argv);
 void cmd_plan_usage(FILE *out);
 
+int cmd_search(int argc, char **argv);
+void cmd_search_usage(FILE *out);
+
 #endif

@@ -1,0 +1,156 @@
+/* `alisa search`: ALISA's offline schedule search (alpha, beta, p1, p2) for a
+ * model, hardware profile and workload; prints the paper's greedy choice and
+ * the exhaustive grid's, with their modelled times.
+ */
+#include <getopt.h>
+#include <jansson.h>
+#include <string.h>
+
+#include "alisa_search.h"
+#include "catalog.h"
+#include "cli.h"
+#include "cmds.h"
+
+void cmd_search_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: alisa search --model NAME --hardware NAME --batch B [options]\n"
+            "\n"
+            "Chooses ALISA's three-phase schedule offline: from decode step p1 a share alpha\n"
+            "of the KV lives on the CPU, from p2 a share beta of that is deleted and\n"
+            "recomputed when selected. Prints the paper's greedy choice (every tier as full\n"
+            "as it can be, as long as it can be) and the exhaustive grid's best, with the\n"
+            "modelled time split into compute, transfer and recompute (roofline terms from\n"
+            "the hardware catalog; weights stay on the GPU).\n"
+            "\n"
+            "  --model NAME        model shape (alisa catalog models)\n"
+            "  --hardware NAME     hardware profile (alisa catalog hardware)\n"
+            "  --batch B           sequences decoded together\n"
+            "  --prompt-len S      prompt tokens (default 128)\n"
+            "  --gen-len N         generated tokens (default 512)\n"
+            "  --sparsity S        SWA KV sparsity (default 0.8)\n"
+            "  --budget-tokens K   attend K tokens per step instead\n"
+            "  --kv-int8           INT8 KV\n"
+            "  --grid G            grid resolution: alpha, beta in steps of 1/G, p1, p2 in steps\n"
+            "                      of gen-len/G (default 20)\n"
+            "  --json              print JSON\n"
+            "  --catalog DIR       catalog directory\n"
+            "  -h, --help          this text\n");
+}
+
+static json_t *schedule_json(const struct alisa_schedule *s, uint32_t batch, uint32_t gen_len)
+{
+    double tput = s->total_ns > 0 ? (double)batch * gen_len / (s->total_ns * 1e-9) : 0;
+    return json_pack("{s:f, s:f, s:i, s:i, s:b, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I}",
+                     "alpha", s->alpha, "beta", s->beta, "p1", s->p1, "p2", s->p2, "feasible",
+                     s->feasible, "total_s", s->total_ns * 1e-9, "compute_s",
+                     s->compute_ns * 1e-9, "transfer_s", s->transfer_ns * 1e-9, "recompute_s",
+                     s->recompute_ns * 1e-9, "throughput_tok_s", tput, "peak_gpu_bytes",
+                     s->peak_gpu_bytes, "peak_cpu_bytes", s->peak_cpu_bytes, "evaluated",
+                     (json_int_t)s->evaluated);
+}
+
+static void print_schedule(const char *name, const struct alisa_schedule *s, uint32_t batch,
+                           uint32_t gen_len)
+{
+    if (!s->feasible) {
+        printf("%-7s infeasible: the weights and KV fit neither tier at some step "
+               "(peak GPU %.1f GB)\n", name, s->peak_gpu_bytes / 1e9);
+        return;
+    }
+    printf("%-7s alpha %.3f  beta %.3f  p1 %4u  p2 %4u  total %8.3f s  (compute %.3f, "
+           "transfer %.3f, recompute %.3f)  %8.1f tok/s  [%llu schedules]\n",
+           name, s->alpha, s->beta, s->p1, s->p2, s->total_ns * 1e-9, s->compute_ns * 1e-9,
+           s->transfer_ns * 1e-9, s->recompute_ns * 1e-9,
+           (double)batch * gen_len / (s->total_ns * 1e-9), (unsigned long long)s->evaluated);
+}
+
+int cmd_search(int argc, char **argv)
+{
+    enum { O_MODEL = 1000, O_HW, O_BATCH, O_PROMPT, O_GEN, O_SPARSITY, O_BUDGET, O_INT8, O_GRID,
+           O_JSON, O_CATALOG };
+    static const struct option opts[] = {
+        {"model", required_argument, 0, O_MODEL},     {"hardware", required_argument, 0, O_HW},
+        {"batch", required_argument, 0, O_BATCH},     {"prompt-len", required_argument, 0, O_PROMPT},
+        {"gen-len", required_argument, 0, O_GEN},     {"sparsity", required_argument, 0, O_SPARSITY},
+        {"budget-tokens", required_argument, 0, O_BUDGET}, {"kv-int8", no_argument, 0, O_INT8},
+        {"grid", required_argument, 0, O_GRID},       {"json", no_argument, 0, O_JSON},
+        {"catalog", required_argument, 0, O_CATALOG}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    const char *model = NULL, *hw_name = NULL, *dir = catalog_default_dir();
+    struct search_workload w = {.prompt_len = 128, .gen_len = 512, .sel = {.sparsity = 0.8}};
+    uint32_t grid = 20;
+    int json = 0, bad = 0;
+    struct alisa_err e = {{0}};
+    cli_reset_getopt();
+    int ch;
+    while (!bad && (ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        const char *opt = argv[optind - 1];
+        switch (ch) {
+        case O_MODEL: model = optarg; break;
+        case O_HW: hw_name = optarg; break;
+        case O_CATALOG: dir = optarg; break;
+        case O_INT8: w.precision = KV_INT8; break;
+        case O_JSON: json = 1; break;
+        case O_BATCH: bad = cli_parse_u32(opt, optarg, &w.batch, &e); break;
+        case O_PROMPT: bad = cli_parse_u32(opt, optarg, &w.prompt_len, &e); break;
+        case O_GEN: bad = cli_parse_u32(opt, optarg, &w.gen_len, &e); break;
+        case O_SPARSITY: bad = cli_parse_double(opt, optarg, &w.sel.sparsity, &e); break;
+        case O_BUDGET: bad = cli_parse_u32(opt, optarg, &w.sel.budget_tokens, &e); break;
+        case O_GRID: bad = cli_parse_u32(opt, optarg, &grid, &e); break;
+        case 'h': cmd_search_usage(stdout); return 0;
+        case ':': return cli_usage_error(cmd_search_usage, "option '%s' needs a value", opt);
+        default: return cli_usage_error(cmd_search_usage, "unrecognized option '%s'", opt);
+        }
+    }
+    if (bad)
+        return cli_usage_error(cmd_search_usage, "%s", e.msg);
+    if (optind < argc)
+        return cli_usage_error(cmd_search_usage, "unexpected argument '%s'", argv[optind]);
+    if (!model || !hw_name || !w.batch)
+        return cli_usage_error(cmd_search_usage, "--model, --hardware and --batch are required");
+    if (!w.gen_len || grid == 0 || grid > 1024)
+        return cli_usage_error(cmd_search_usage, "--gen-len must be positive and --grid in 1..1024");
+    if (sel_params_validate(&w.sel, &e))
+        return cli_usage_error(cmd_search_usage, "%s", e.msg);
+    struct catalog c;
+    if (catalog_load(&c, dir, catalog_models_dir(), &e))
+        return cli_fail(&e);
+    int rc = 0;
+    w.model = catalog_model(&c, model);
+    w.hw = catalog_hw(&c, hw_name);
+    if (!w.model || !w.model->available)
+        rc = err_set(&e, ALISA_ENOTFOUND, "model '%s' is not in the catalog or unavailable", model);
+    else if (!w.hw)
+        rc = err_set(&e, ALISA_ENOTFOUND, "hardware '%s' is not in the catalog", hw_name);
+    struct alisa_schedule greedy, best;
+    if (!rc)
+        rc = alisa_search_greedy(&w, &greedy, &e);
+    if (!rc)
+        rc = alisa_search_grid(&w, grid, &best, &e);
+    if (rc) {
+        catalog_deinit(&c);
+        return cli_fail(&e);
+    }
+    if (json) {
+        json_t *root = json_pack("{s:s, s:s, s:i, s:i, s:i, s:f, s:i, s:s, s:i}", "model",
+                                 w.model->name, "hardware", w.hw->name, "batch", w.batch,
+                                 "prompt_len", w.prompt_len, "gen_len", w.gen_len, "sparsity",
+                                 w.sel.sparsity, "budget_tokens", w.sel.budget_tokens,
+                                 "kv_precision", w.precision == KV_INT8 ? "int8" : "fp16",
+                                 "grid", grid);
+        json_object_set_new(root, "greedy", schedule_json(&greedy, w.batch, w.gen_len));
+        json_object_set_new(root, "grid_best", schedule_json(&best, w.batch, w.gen_len));
+        json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
+        printf("\n");
+        json_decref(root);
+    } else {
+        printf("%s on %s, batch %u, %u + %u tokens, %s KV, %s\n", w.model->name, w.hw->name,
+               w.batch, w.prompt_len, w.gen_len, w.precision == KV_INT8 ? "INT8" : "FP16",
+               w.sel.budget_tokens ? "token budget" : "SWA sparsity");
+        print_schedule("greedy", &greedy, w.batch, w.gen_len);
+        print_schedule("grid", &best, w.batch, w.gen_len);
+    }
+    catalog_deinit(&c);
+    return 0;
+}

@@ -1,0 +1,132 @@
+/* ALISA's cost terms on a toy shape with round hardware numbers (every
+ * figure worked by hand), the schedule evaluation, and the searches: greedy
+ * keeps everything on the GPU when it fits, finds phase II when it does
+ * not, and the grid is never worse than greedy. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "alisa_search.h"
+#include "testutil.h"
+
+/* hidden 4, 2 heads (kv_dim 4), FFN 8 with 2 matrices, vocab 10, 1 layer */
+static const struct model_shape toy = {.name = "toy", .n_layers = 1, .hidden = 4, .n_heads = 2,
+                                       .n_kv_heads = 2, .ffn = 8, .ffn_matrices = 2,
+                                       .vocab = 10, .weight_bytes_fp16 = 336};
+/* 1 FLOP/ns, 1 byte/ns everywhere, 1 ns per copy */
+static const struct hw_profile unit_hw = {.name = "unit", .gpu_mem_gib = 1, .hbm_gbps = 1,
+                                          .fp16_tflops = 1e-3, .host_dram_gib = 1,
+                                          .link_gbps = 1, .link_latency_us = 1e-3};
+
+static void test_cost_terms_match_hand_computation(void **state)
+{
+    (void)state;
+    /* weights: 2*16 + 2*4*4 + 2*4*8 + 10*4 = 168 params: 336 FLOPs (batch 1)
+     * and 336 bytes; attention over 3 tokens of 16 bytes (K+V, fp16) = 48 */
+    assert_true(fabs(cost_step_compute_ns(&toy, &unit_hw, 1, 3, KV_FP16, 0) - 384) < 1e-9);
+    /* sparse: gather reads and writes the 48 bytes again, local sum 3*2*4*2 */
+    assert_true(fabs(cost_step_compute_ns(&toy, &unit_hw, 1, 3, KV_FP16, 1) - 528) < 1e-9);
+    /* batch 4: 1344 FLOPs take longer than reading 336 bytes, so compute-bound */
+    assert_true(fabs(cost_step_compute_ns(&toy, &unit_hw, 4, 3, KV_FP16, 0) - (1344 + 192)) < 1e-9);
+    assert_true(fabs(cost_transfer_ns(&unit_hw, 100, 2) - 102) < 1e-9);
+    assert_true(cost_transfer_ns(&unit_hw, 0, 5) == 0);
+    /* recompute 2 tokens: 2*2*2*4*4 = 128 FLOPs, inputs 2*2*4 = 16 bytes */
+    assert_true(fabs(cost_recompute_all_ns(&toy, &unit_hw, 2, KV_FP16) - 144) < 1e-9);
+    struct kv_shape k = kv_shape_of(&toy, KV_INT8);
+    assert_int_equal(cost_kv_bytes(&k), 8);
+    assert_int_equal(cost_kv_fixed_bytes(&k), 32);
+    assert_true(fabs(cost_load_ns(&k, &unit_hw) - 8) < 1e-9);
+}
+
+static void test_schedule_that_fits_is_all_compute(void **state)
+{
+    (void)state;
+    struct search_workload w = {.model = &toy, .hw = &unit_hw, .batch = 1, .prompt_len = 4,
+                                .gen_len = 3, .sel = {.sparsity = 0.0}};
+    struct alisa_schedule s;
+    struct alisa_err e = {{0}};
+    assert_int_equal(alisa_search_greedy(&w, &s, &e), 0);
+    assert_true(s.feasible);
+    assert_int_equal(s.p1, 3);
+    assert_true(s.alpha == 0);
+    /* dense: contexts 5, 6, 7 -> 336 + 16 * c each */
+    assert_true(fabs(s.total_ns - (3 * 336 + 16 * 18)) < 1e-9);
+    assert_true(s.transfer_ns == 0 && s.recompute_ns == 0);
+    struct alisa_schedule bad = {.alpha = 1.5, .p1 = 0, .p2 = 3};
+    assert_int_equal(alisa_schedule_eval(&w, &bad, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "alpha 1.5"));
+}
+
+static void test_greedy_enters_phase_two_when_kv_outgrows_the_gpu(void **state)
+{
+    (void)state;
+    struct catalog c;
+    struct alisa_err e = {{0}};
+    assert_int_equal(catalog_load(&c, catalog_default_dir(), tu_models_dir(), &e), 0);
+    /* OPT-30B, batch 64, 128 + 512 on H100-80GB: 60 GB of weights leave ~26 GB,
+     * the KV reaches 56 GB. */
+    struct search_workload w = {.model = catalog_model(&c, "OPT-30B"),
+                                .hw = catalog_hw(&c, "H100-80GB"), .batch = 64,
+                                .prompt_len = 128, .gen_len = 512, .sel = {.sparsity = 0.8}};
+    struct alisa_schedule s;
+    assert_int_equal(alisa_search_greedy(&w, &s, &e), 0);
+    assert_true(s.feasible);
+    assert_true(s.p1 > 0 && s.p1 < 512);
+    assert_true(s.alpha > 0.4 && s.alpha < 0.7);
+    assert_int_equal(s.p2, 512); /* 128 GiB of host memory suffice */
+    assert_true(s.transfer_ns > 0);
+    assert_true(s.peak_gpu_bytes <= 80 * 1073741824.0);
+    catalog_deinit(&c);
+}
+
+static void test_grid_is_never_worse_than_greedy(void **state)
+{
+    (void)state;
+    struct catalog c;
+    struct alisa_err e = {{0}};
+    assert_int_equal(catalog_load(&c, catalog_default_dir(), tu_models_dir(), &e), 0);
+    const char *models[] = {"OPT-6.7B", "OPT-30B", "LLaMA-33B", "Pythia-12B"};
+    const char *hws[] = {"V100-32GB", "H100-80GB"};
+    const uint32_t batches[] = {8, 64, 256};
+    int compared = 0, improved = 0;
+    for (size_t mi = 0; mi < 4; mi++)
+        for (size_t hi = 0; hi < 2; hi++)
+            for (size_t bi = 0; bi < 3; bi++)
+                for (int int8 = 0; int8 < 2; int8++) {
+                    struct search_workload w = {.model = catalog_model(&c, models[mi]),
+                                                .hw = catalog_hw(&c, hws[hi]),
+                                                .batch = batches[bi], .prompt_len = 128,
+                                                .gen_len = 96, .sel = {.sparsity = 0.8},
+                                                .precision = int8 ? KV_INT8 : KV_FP16};
+                    struct alisa_schedule g, best;
+                    assert_int_equal(alisa_search_greedy(&w, &g, &e), 0);
+                    assert_int_equal(alisa_search_grid(&w, 6, &best, &e), 0);
+                    if (!g.feasible)
+                        continue;
+                    compared++;
+                    assert_true(best.feasible);
+                    if (best.total_ns > g.total_ns)
+                        fail_msg("%s %s b%u: grid %.6g s > greedy %.6g s", models[mi], hws[hi],
+                                 batches[bi], best.total_ns * 1e-9, g.total_ns * 1e-9);
+                    improved += best.total_ns < g.total_ns;
+                }
+    assert_true(compared >= 10);
+    (void)improved;
+    catalog_deinit(&c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cost_terms_match_hand_computation),
+        cmocka_unit_test(test_schedule_that_fits_is_all_compute),
+        cmocka_unit_test(test_greedy_enters_phase_two_when_kv_outgrows_the_gpu),
+        cmocka_unit_test(test_grid_is_never_worse_than_greedy),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
