@@ -1,5 +1,5 @@
-/* The cache-like placement policies: gpu-only, alisa, lru, fifo, lfu and
- * belady. Each is a victim rule (plus alisa's load-or-recompute rule) over a
+/* The cache-like placement policies: gpu-only, alisa, lru, fifo, lfu,
+ * belady and oracle-cost. Each is a victim rule (plus alisa's load-or-recompute rule) over a
  * shared per-stream bookkeeping state; the engine in placement.c moves the
  * tokens. Ties always go to the lowest token id, so every rule is
  * deterministic.
@@ -246,4 +246,38 @@ const struct placement_ops place_belady_ops = {
     .victim_cpu = belady_victim_cpu,
     .touch = cache_touch,
     .admit = cache_admit,
+};
+
+/* oracle-cost (offline). Objective, per stream: load_ns per load +
+ * recompute_ns per recomputation + load_ns per offload (an offload moves the
+ * same bytes over the same link as a load). Rule: evict by Belady's farthest
+ * next use on both tiers; on eviction keep a CPU copy only of a token that
+ * is used again and only when offload + load < recompute; fetch whichever of
+ * load and recompute is cheaper. Provably optimal when recompute_ns <=
+ * load_ns: copies are then useless, every miss costs recompute_ns, and MIN
+ * has the fewest misses. Otherwise a heuristic, never below min(load,
+ * recompute) x MIN's misses. */
+static int oracle_keep_copy(void *state, uint32_t t, uint32_t now)
+{
+    const struct cache_state *c = state;
+    if (key_next_use(c, t, now) == 0) /* never used again */
+        return 0;
+    return c->p.load_ns + c->p.load_ns < c->p.recompute_ns;
+}
+
+const struct placement_ops place_oracle_cost_ops = {
+    .name = "oracle-cost",
+    .summary = "OFFLINE BOUND: Belady's eviction order, a CPU copy kept only when offload + "
+               "load beats recompute for a token used again, cheaper fetch; optimal when "
+               "recompute <= load, a heuristic otherwise",
+    .params = "gpu_bytes, cpu_bytes, load_ns, recompute_ns; needs the future selection",
+    .offline = 1,
+    .create = cache_create,
+    .destroy = cache_destroy,
+    .victim_gpu = belady_victim_gpu,
+    .victim_cpu = belady_victim_cpu,
+    .touch = cache_touch,
+    .admit = cache_admit,
+    .prefer_recompute = alisa_prefer_recompute,
+    .keep_copy = oracle_keep_copy,
 };

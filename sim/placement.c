@@ -75,7 +75,8 @@ static int gpu_room(const struct placement_ops *ops, void *st, struct kv_stream 
             return -1;
         ALISA_ASSERT(v < s->max_len && (s->flags[v] & KV_GPU) && !(s->flags[v] & KV_PIN));
         if (!(s->flags[v] & KV_CPU)) {
-            if (s->cpu_cap > 0 && cpu_room(ops, st, s, p, now, out) == 0) {
+            int keep = !ops->keep_copy || ops->keep_copy(st, v, now);
+            if (keep && s->cpu_cap > 0 && cpu_room(ops, st, s, p, now, out) == 0) {
                 set_cpu(s, p, v, 1);
                 out->bytes_d2h += p->kv_bytes;
                 out->offload[out->n_offload++] = v;
@@ -227,7 +228,7 @@ int kv_stream_check(const struct kv_stream *s, const struct place_params *p, uin
 
 const struct placement_ops *const placement_policies[] = {
     &place_gpu_only_ops, &place_alisa_ops, &place_lru_ops, &place_fifo_ops,
-    &place_lfu_ops,      &place_flexgen_ops, &place_belady_ops, NULL,
+    &place_lfu_ops,      &place_flexgen_ops, &place_belady_ops, &place_oracle_cost_ops, NULL,
 };
 
 const struct placement_ops *placement_find(const char *name)

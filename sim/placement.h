@@ -100,6 +100,9 @@ struct placement_ops {
     /* 1 to recompute an attended CPU token instead of loading it. May be NULL
      * (= always load). */
     int (*prefer_recompute)(void *state, uint32_t token, uint32_t now);
+    /* 1 to offload an evicted GPU token that has no CPU copy, 0 to drop it.
+     * May be NULL (= always offload when the CPU tier exists). */
+    int (*keep_copy)(void *state, uint32_t token, uint32_t now);
 
     /* A whole-step rule replacing the engine (flexgen-static); NULL for
      * cache-like policies. It retires `retired`, serves attended (n_att,
@@ -117,7 +120,7 @@ extern const struct placement_ops *const placement_policies[];
 const struct placement_ops *placement_find(const char *name);
 
 extern const struct placement_ops place_gpu_only_ops, place_alisa_ops, place_lru_ops,
-    place_fifo_ops, place_lfu_ops, place_flexgen_ops, place_belady_ops;
+    place_fifo_ops, place_lfu_ops, place_flexgen_ops, place_belady_ops, place_oracle_cost_ops;
 
 /* ---- the engine (placement.c) ---- */
 

@@ -302,6 +302,8 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
         goto done;
     ps.sched = s;
     rc = run_pass(path, &ps, e);
+    tot->fetch_cost_ns = (double)(tot->loads + tot->offloads) * tot->load_ns +
+                         (double)tot->recomputed_tokens * tot->recompute_ns;
     if (tot->decode_steps)
         tot->recall_mean /= (double)tot->decode_steps;
     else

@@ -50,6 +50,9 @@ struct replay_totals {
     uint64_t bytes_h2d, bytes_d2h;
     uint64_t loads, recomputed_tokens, offloads, drops, retired;
     uint64_t peak_gpu_bytes, peak_cpu_bytes; /* all streams together */
+    double fetch_cost_ns;      /* loads x load_ns + recomputations x recompute_ns + offloads
+                                  x load_ns: oracle-cost's objective, for any placement
+                                  (flexgen-static's partial loads count as whole) */
     int oom;
     uint32_t oom_pos;          /* first position that ran out of GPU memory */
     int64_t phase2_pos;        /* first position with an offload, -1 if none */

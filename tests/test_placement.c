@@ -205,6 +205,45 @@ static void test_belady_evicts_the_token_used_farthest_in_the_future(void **stat
     fx_deinit(&f);
 }
 
+static void test_oracle_cost_keeps_copies_only_when_they_pay(void **state)
+{
+    (void)state;
+    /* Future: token 0 at step 4, token 1 at step 3; nothing else. GPU 2.
+     * pos2 {2}: victim = farthest next use = 0 (4, vs 1 at 3). With load 1 and
+     *   recompute 5 (offload + load < recompute) 0 is offloaded; pos3 {1,3}: 2
+     *   (never used) dropped; pos4 {0,4}: 0 loaded, 1 and 3 dropped.
+     * With load 2, recompute 1 the copy never pays: 0 dropped and recomputed. */
+    static const uint32_t start[MAXT + 1] = {0, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2};
+    static const uint32_t steps_of[2] = {4, 3};
+    struct kv_future fut = {MAXT, start, steps_of};
+    const struct step_case copy_pays[] = {
+        {0, 0, L(0), E, E, E, E, 0, 0},
+        {1, 0, L(1), E, E, E, E, 0, 0},
+        {2, 0, L(2), E, E, L(0), E, 0, 0},
+        {3, 0, L(1, 3), E, E, E, L(2), 0, 0},
+        {4, 0, L(0, 4), L(0), E, E, L(1, 3), 1, 0},
+    };
+    struct fixture f;
+    fx_init(&f, &place_oracle_cost_ops, 2, 10, &fut);
+    f.ops->destroy(f.st);
+    f.p.load_ns = 1;
+    f.p.recompute_ns = 5;
+    struct alisa_err e = {{0}};
+    assert_int_equal(f.ops->create(&f.st, &f.p, MAXT, &fut, &e), 0);
+    run_steps(&f, copy_pays, sizeof copy_pays / sizeof copy_pays[0]);
+    fx_deinit(&f);
+    const struct step_case copy_useless[] = {
+        {0, 0, L(0), E, E, E, E, 0, 0},
+        {1, 0, L(1), E, E, E, E, 0, 0},
+        {2, 0, L(2), E, E, E, L(0), 0, 0},
+        {3, 0, L(1, 3), E, E, E, L(2), 0, 0},
+        {4, 0, L(0, 4), E, L(0), E, L(1, 3), 1, 0},
+    };
+    fx_init(&f, &place_oracle_cost_ops, 2, 10, &fut); /* load 2, recompute 1 */
+    run_steps(&f, copy_useless, sizeof copy_useless / sizeof copy_useless[0]);
+    fx_deinit(&f);
+}
+
 static void test_flexgen_static_loads_every_attended_share_and_never_caches(void **state)
 {
     (void)state;
@@ -289,6 +328,7 @@ int main(void)
         cmocka_unit_test(test_gpu_only_runs_out_of_memory_instead_of_evicting),
         cmocka_unit_test(test_alisa_pins_the_local_window_and_prefers_the_cheaper_fetch),
         cmocka_unit_test(test_belady_evicts_the_token_used_farthest_in_the_future),
+        cmocka_unit_test(test_oracle_cost_keeps_copies_only_when_they_pay),
         cmocka_unit_test(test_flexgen_static_loads_every_attended_share_and_never_caches),
         cmocka_unit_test(test_retired_tokens_free_their_memory),
         cmocka_unit_test(test_stream_check_reports_a_broken_invariant),

@@ -3,6 +3,7 @@
  * (inside the scheduler), the byte accounting adds up, Belady never has more
  * GPU misses than an online placement on the same accesses and capacity,
  * and the decision log is the same on every run. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -66,12 +67,13 @@ static int teardown(void **state)
 #define KVB 256u
 #define STREAMS 6u
 
-static int replay(const char *path, const struct selection_ops *sel, double sparsity,
-                  const struct placement_ops *place, uint32_t gpu_tokens, uint32_t cpu_tokens,
-                  struct replay_totals *t, replay_plan_fn fn, void *user)
+static int replay_prec(const char *path, const struct selection_ops *sel, double sparsity,
+                       const struct placement_ops *place, uint32_t gpu_tokens,
+                       uint32_t cpu_tokens, enum kv_precision prec, struct replay_totals *t,
+                       replay_plan_fn fn, void *user)
 {
     struct replay_config cfg = {.sel = sel, .sel_params = {.sparsity = sparsity},
-                                .place = place,
+                                .place = place, .precision = prec,
                                 .gpu_kv_bytes = (uint64_t)gpu_tokens * KVB * STREAMS,
                                 .cpu_kv_bytes = (uint64_t)cpu_tokens * KVB * STREAMS,
                                 .hw = &test_hw, .gpu_fraction = -1};
@@ -80,6 +82,13 @@ static int replay(const char *path, const struct selection_ops *sel, double spar
     if (rc)
         fail_msg("%s %s/%s: %s", path, sel->name, place->name, e.msg);
     return rc;
+}
+
+static int replay(const char *path, const struct selection_ops *sel, double sparsity,
+                  const struct placement_ops *place, uint32_t gpu_tokens, uint32_t cpu_tokens,
+                  struct replay_totals *t, replay_plan_fn fn, void *user)
+{
+    return replay_prec(path, sel, sparsity, place, gpu_tokens, cpu_tokens, KV_FP16, t, fn, user);
 }
 
 static void test_every_selection_and_placement_keeps_the_invariants(void **state)
@@ -103,6 +112,8 @@ static void test_every_selection_and_placement_keeps_the_invariants(void **state
                             assert_int_equal(t.gpu_misses, t.loads + t.recomputed_tokens);
                             assert_int_equal(t.bytes_h2d, t.loads * KVB + t.recomputed_tokens * 128);
                             assert_int_equal(t.bytes_d2h, t.offloads * KVB);
+                            assert_true(fabs(t.fetch_cost_ns - ((t.loads + t.offloads) * t.load_ns +
+                                                                t.recomputed_tokens * t.recompute_ns)) < 1e-6);
                             assert_true(t.peak_gpu_bytes <= (uint64_t)gpu_caps[c] * KVB * STREAMS);
                             assert_true(t.peak_cpu_bytes <= (uint64_t)cpu_caps[c] * KVB * STREAMS);
                         }
@@ -147,6 +158,56 @@ static void test_belady_never_misses_more_than_an_online_placement(void **state)
                 replay_totals_free(&b);
             }
     assert_true(compared > 50);
+}
+
+/* oracle-cost: optimal under its own cost when recompute <= load (FP16 on
+ * these shapes), and every placement's cost is at least min(load,
+ * recompute) times MIN's misses (INT8 too, where load < recompute). */
+static void test_oracle_cost_is_optimal_when_recompute_is_cheaper_and_bounds_hold(void **state)
+{
+    struct env *v = *state;
+    const struct placement_ops *others[] = {&place_lru_ops, &place_fifo_ops, &place_lfu_ops,
+                                            &place_alisa_ops, &place_belady_ops};
+    const uint32_t gpu_caps[] = {20, 30}, cpu_caps[] = {6, 1000};
+    int compared = 0;
+    for (int ti = 0; ti < 3; ti++)
+        for (size_t si = 0; selection_policies[si]; si++)
+            for (size_t c = 0; c < 2; c++)
+                for (int prec = 0; prec < 2; prec++) {
+                    enum kv_precision kp = prec ? KV_INT8 : KV_FP16;
+                    struct replay_totals o, b;
+                    replay_prec(v->paths[ti], selection_policies[si], 0.6, &place_oracle_cost_ops,
+                                gpu_caps[c], cpu_caps[c], kp, &o, NULL, NULL);
+                    replay_prec(v->paths[ti], selection_policies[si], 0.6, &place_belady_ops,
+                                gpu_caps[c], cpu_caps[c], kp, &b, NULL, NULL);
+                    if (o.oom) {
+                        replay_totals_free(&o);
+                        replay_totals_free(&b);
+                        continue;
+                    }
+                    double unit = o.load_ns < o.recompute_ns ? o.load_ns : o.recompute_ns;
+                    double bound = unit * (double)b.gpu_misses;
+                    assert_int_equal(o.gpu_misses, b.gpu_misses); /* same eviction order */
+                    if (!prec)
+                        assert_true(o.recompute_ns <= o.load_ns); /* the provable regime */
+                    for (size_t k = 0; k < 5; k++) {
+                        struct replay_totals t;
+                        replay_prec(v->paths[ti], selection_policies[si], 0.6, others[k],
+                                    gpu_caps[c], cpu_caps[c], kp, &t, NULL, NULL);
+                        if (t.fetch_cost_ns < bound - 1e-6)
+                            fail_msg("%s below the lower bound", others[k]->name);
+                        if (!prec && o.fetch_cost_ns > t.fetch_cost_ns + 1e-6)
+                            fail_msg("%s %s: oracle %.1f ns > %s %.1f ns", v->paths[ti],
+                                     selection_policies[si]->name, o.fetch_cost_ns,
+                                     others[k]->name, t.fetch_cost_ns);
+                        compared++;
+                        replay_totals_free(&t);
+                    }
+                    assert_true(o.fetch_cost_ns >= bound - 1e-6);
+                    replay_totals_free(&o);
+                    replay_totals_free(&b);
+                }
+    assert_true(compared > 100);
 }
 
 static void hash_plan(void *user, const struct sched_plan *p, uint32_t seq, uint32_t layer)
@@ -208,6 +269,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_selection_and_placement_keeps_the_invariants),
         cmocka_unit_test(test_belady_never_misses_more_than_an_online_placement),
+        cmocka_unit_test(test_oracle_cost_is_optimal_when_recompute_is_cheaper_and_bounds_hold),
         cmocka_unit_test(test_decision_log_is_deterministic),
         cmocka_unit_test(test_alisa_passes_through_three_phases_as_capacity_shrinks),
     };

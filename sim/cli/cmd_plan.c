@@ -34,8 +34,9 @@ void cmd_plan_usage(FILE *out)
             "  --window-steps W      swa: steps in the local attention sum (default k)\n"
             "  --sinks N             streaming: sink tokens (default 4)\n"
             "  --stride N            strided: stride (default derived from the budget)\n"
-            "  --placement NAME      placement policy (default alisa). belady is an OFFLINE\n"
-            "                        BOUND: it reads the future selection from the trace\n"
+            "  --placement NAME      placement policy (default alisa). belady and oracle-cost\n"
+            "                        are OFFLINE BOUNDS: they read the future selection from\n"
+            "                        the trace (a first pass with the same selection)\n"
             "  --gpu-kv-bytes N      GPU KV capacity, bytes (k M G, Ki Mi Gi; default: unlimited)\n"
             "  --cpu-kv-bytes N      CPU KV capacity, bytes (default: unlimited)\n"
             "  --kv-int8             INT8 KV (1 byte per value plus per-channel scale and zero\n"
@@ -188,6 +189,7 @@ int cmd_plan(int argc, char **argv)
             (json_int_t)t.drops, "peak_gpu_bytes", (json_int_t)t.peak_gpu_bytes,
             "peak_cpu_bytes", (json_int_t)t.peak_cpu_bytes, "gpu_hit_rate", hit,
             "attention_recall_mean", t.recall_mean, "attention_recall_min", t.recall_min);
+        json_object_set_new(root, "fetch_cost_ns", json_real(t.fetch_cost_ns));
         json_object_set_new(root, "gpu_kv_bytes", cfg.gpu_kv_bytes >= UINT64_MAX / 2 ? json_null()
                                                   : json_integer((json_int_t)cfg.gpu_kv_bytes));
         json_object_set_new(root, "cpu_kv_bytes", cfg.cpu_kv_bytes >= UINT64_MAX / 2 ? json_null()
@@ -235,6 +237,8 @@ int cmd_plan(int argc, char **argv)
            (unsigned long long)t.retired);
     printf("        peak KV: GPU %.3f MB, CPU %.3f MB; attention recall mean %.4f, worst %.4f\n",
            t.peak_gpu_bytes / 1e6, t.peak_cpu_bytes / 1e6, t.recall_mean, t.recall_min);
+    printf("        fetch cost %.3f ms (loads and offloads x %.2f ns, recomputations x %.2f ns)\n",
+           t.fetch_cost_ns * 1e-6, t.load_ns, t.recompute_ns);
     if (t.phase2_pos >= 0 || t.phase3_pos >= 0)
         printf("        phase II (first offload) at position %lld, phase III (first drop) at %lld\n",
                (long long)t.phase2_pos, (long long)t.phase3_pos);
