@@ -129,6 +129,54 @@ static void test_lru_cascade_matches_hand_worked_moves(void **state)
     fx_deinit(&f);
 }
 
+static void test_fifo_evicts_by_gpu_arrival_not_by_use(void **state)
+{
+    (void)state;
+    /* GPU 2. pos2 {0,2}: 0 pinned, 1 goes. pos3 {1,3}: 1 misses; arrivals
+     * 0 (step 0) and 2 (step 2): 0 goes although it was just used; 1 is
+     * loaded (arrives at 3); admitting 3 pushes out 2. */
+    const struct step_case steps[] = {
+        {0, 0, L(0), E, E, E, E, 0, 0},
+        {1, 0, L(0, 1), E, E, E, E, 0, 0},
+        {2, 0, L(0, 2), E, E, L(1), E, 0, 0},
+        {3, 0, L(1, 3), L(1), E, L(0, 2), E, 1, 0},
+    };
+    struct fixture f;
+    fx_init(&f, &place_fifo_ops, 2, 10, NULL);
+    run_steps(&f, steps, sizeof steps / sizeof steps[0]);
+    fx_deinit(&f);
+}
+
+static void test_lfu_evicts_the_least_used_where_lru_would_not(void **state)
+{
+    (void)state;
+    /* GPU 3. Uses: 0 at 0, 1, 2 (3 times); 1 at 1; 2 at 2; 3 at 3.
+     * pos3 {3}: fewest uses 1 and 2 (once each), older last use: 1 goes.
+     * pos4 {4}: among 0 (3 uses), 2 (1), 3 (1, used later): 2 goes; LRU would
+     * evict 0 (last used at 2, tied with 2, lower id). */
+    const struct step_case steps[] = {
+        {0, 0, L(0), E, E, E, E, 0, 0},
+        {1, 0, L(0, 1), E, E, E, E, 0, 0},
+        {2, 0, L(0, 2), E, E, E, E, 0, 0},
+        {3, 0, L(3), E, E, L(1), E, 0, 0},
+        {4, 0, L(4), E, E, L(2), E, 0, 0},
+    };
+    struct fixture f;
+    fx_init(&f, &place_lfu_ops, 3, 10, NULL);
+    run_steps(&f, steps, sizeof steps / sizeof steps[0]);
+    fx_deinit(&f);
+    const struct step_case lru_steps[] = {
+        {0, 0, L(0), E, E, E, E, 0, 0},
+        {1, 0, L(0, 1), E, E, E, E, 0, 0},
+        {2, 0, L(0, 2), E, E, E, E, 0, 0},
+        {3, 0, L(3), E, E, L(1), E, 0, 0},
+        {4, 0, L(4), E, E, L(0), E, 0, 0},
+    };
+    fx_init(&f, &place_lru_ops, 3, 10, NULL);
+    run_steps(&f, lru_steps, sizeof lru_steps / sizeof lru_steps[0]);
+    fx_deinit(&f);
+}
+
 static void test_gpu_only_runs_out_of_memory_instead_of_evicting(void **state)
 {
     (void)state;
@@ -325,6 +373,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lru_cascade_matches_hand_worked_moves),
+        cmocka_unit_test(test_fifo_evicts_by_gpu_arrival_not_by_use),
+        cmocka_unit_test(test_lfu_evicts_the_least_used_where_lru_would_not),
         cmocka_unit_test(test_gpu_only_runs_out_of_memory_instead_of_evicting),
         cmocka_unit_test(test_alisa_pins_the_local_window_and_prefers_the_cheaper_fetch),
         cmocka_unit_test(test_belady_evicts_the_token_used_farthest_in_the_future),
