@@ -75,7 +75,5 @@ double cost_recompute_all_ns(const struct model_shape *m, const struct hw_profil
     if (tokens <= 0)
         return 0;
     struct kv_shape k = kv_shape_of(m, precision);
-    double flops = tokens * m->n_layers * 2.0 * 2.0 * k.hidden * k.kv_dim;
-    double act = tokens * m->n_layers * (double)cost_act_bytes(&k);
-    return flops / peak_flops_per_ns(hw) + act / hw->link_gbps;
+    return tokens * m->n_layers * cost_recompute_ns(&k, hw);
 }
