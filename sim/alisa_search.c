@@ -8,12 +8,33 @@
 #include "alisa_search.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define GIB 1073741824.0
 
+/* Compute time of each decode step: independent of alpha, beta, p1, p2. */
+static double step_compute_ns(const struct search_workload *w, uint32_t j)
+{
+    uint32_t c = w->prompt_len + j + 1;
+    int sparse = w->sel.budget_tokens > 0 || w->sel.sparsity > 0;
+    return cost_step_compute_ns(w->model, w->hw, w->batch, sel_budget(&w->sel, c), w->precision,
+                                sparse);
+}
+
+/* alisa_schedule_eval with the step compute times given (tc: (gen_len), or
+ * NULL to compute them). */
+static int eval_with(const struct search_workload *w, const double *tc, struct alisa_schedule *s,
+                     struct alisa_err *e);
+
 int alisa_schedule_eval(const struct search_workload *w, struct alisa_schedule *s,
                         struct alisa_err *e)
+{
+    return eval_with(w, NULL, s, e);
+}
+
+static int eval_with(const struct search_workload *w, const double *tc_cache,
+                     struct alisa_schedule *s, struct alisa_err *e)
 {
     if (!(s->alpha >= 0 && s->alpha <= 1 && s->beta >= 0 && s->beta <= 1) || s->p1 > s->p2 ||
         s->p2 > w->gen_len)
@@ -28,7 +49,6 @@ int alisa_schedule_eval(const struct search_workload *w, struct alisa_schedule *
     double act_ratio = (double)cost_act_bytes(&k) / (double)cost_kv_bytes(&k);
     double gpu_cap = w->hw->gpu_mem_gib * GIB, cpu_cap = w->hw->host_dram_gib * GIB;
     double weights = m->weight_bytes_fp16;
-    int sparse = w->sel.budget_tokens > 0 || w->sel.sparsity > 0;
     s->feasible = 1;
     s->total_ns = s->compute_ns = s->transfer_ns = s->recompute_ns = 0;
     s->peak_gpu_bytes = s->peak_cpu_bytes = 0;
@@ -62,7 +82,7 @@ int alisa_schedule_eval(const struct search_workload *w, struct alisa_schedule *
             moved += on_cpu * per_token; /* the new token's share */
             copies += m->n_layers;
         }
-        double tc = cost_step_compute_ns(m, w->hw, w->batch, b, w->precision, sparse);
+        double tc = tc_cache ? tc_cache[j] : step_compute_ns(w, j);
         double tm = cost_transfer_ns(w->hw, moved, copies);
         double tr = cost_recompute_all_ns(m, w->hw, recomputes * w->batch, w->precision);
         s->compute_ns += tc;
@@ -117,6 +137,11 @@ int alisa_search_grid(const struct search_workload *w, uint32_t grid, struct ali
         return rc;
     struct alisa_schedule best = greedy;
     uint64_t evaluated = 1;
+    double *tc = malloc((size_t)w->gen_len * sizeof *tc);
+    if (!tc)
+        return err_set(e, ALISA_ENOMEM, "out of memory for %u step costs", w->gen_len);
+    for (uint32_t j = 0; j < w->gen_len; j++)
+        tc[j] = step_compute_ns(w, j);
     /* candidate values: the grid plus the greedy point */
     double shares[1026];
     uint32_t steps[1026];
@@ -145,12 +170,13 @@ int alisa_search_grid(const struct search_workload *w, uint32_t grid, struct ali
                     if ((c.alpha == 0 && (c.p1 != w->gen_len || c.beta != 0)) ||
                         (c.beta == 0 && c.p2 != w->gen_len))
                         continue;
-                    if (alisa_schedule_eval(w, &c, e))
+                    if (eval_with(w, tc, &c, e))
                         continue;
                     evaluated++;
                     if (c.feasible && (!best.feasible || c.total_ns < best.total_ns))
                         best = c;
                 }
+    free(tc);
     best.evaluated = evaluated;
     *s = best;
     return 0;

@@ -36,30 +36,75 @@ struct kv_shape kv_shape_of(const struct model_shape *m, enum kv_precision preci
 static double peak_flops_per_ns(const struct hw_profile *hw) { return hw->fp16_tflops * 1e3; }
 static double hbm_bytes_per_ns(const struct hw_profile *hw) { return hw->hbm_gbps; }
 
+static double layer_params(const struct model_shape *m, const struct kv_shape *k)
+{
+    double h = m->hidden, kvd = k->kv_dim;
+    /* Q and O (h x h), K and V (h x kvd), the FFN matrices */
+    return 2 * h * h + 2 * h * kvd + (double)m->ffn_matrices * h * m->ffn;
+}
+
+/* A weight GEMM for `batch` tokens as a roofline: every weight read once. */
+static double gemm_ns(const struct hw_profile *hw, double params, double tokens)
+{
+    double flops_ns = 2.0 * tokens * params / peak_flops_per_ns(hw);
+    double bytes_ns = params * 2.0 / hbm_bytes_per_ns(hw);
+    return flops_ns > bytes_ns ? flops_ns : bytes_ns;
+}
+
+double cost_layer_compute_ns(const struct model_shape *m, const struct hw_profile *hw,
+                             uint32_t batch, double attended_total, enum kv_precision precision,
+                             int sparse, int with_head)
+{
+    struct kv_shape k = kv_shape_of(m, precision);
+    double t = gemm_ns(hw, layer_params(m, &k), batch);
+    if (with_head)
+        t += gemm_ns(hw, (double)m->vocab * m->hidden, batch);
+    /* Attention: read the attended K and V. */
+    double kv_read = attended_total * (double)cost_kv_bytes(&k);
+    t += kv_read / hbm_bytes_per_ns(hw);
+    if (sparse) {
+        /* gather: read again and write packed; local sum: one fp32 update per
+         * attended token and head */
+        double sum_bytes = attended_total * m->n_heads * 4.0 * 2;
+        t += (2.0 * kv_read + sum_bytes) / hbm_bytes_per_ns(hw);
+    }
+    return t;
+}
+
 double cost_step_compute_ns(const struct model_shape *m, const struct hw_profile *hw,
                             uint32_t batch, double attended, enum kv_precision precision,
                             int sparse)
 {
+    double per_layer = cost_layer_compute_ns(m, hw, batch, attended * batch, precision, sparse, 0);
+    return m->n_layers * per_layer +
+           cost_layer_compute_ns(m, hw, batch, 0, precision, 0, 1) -
+           cost_layer_compute_ns(m, hw, batch, 0, precision, 0, 0);
+}
+
+double cost_prefill_ns(const struct model_shape *m, const struct hw_profile *hw, uint32_t batch,
+                       uint32_t prompt_len)
+{
+    struct kv_shape k = kv_shape_of(m, KV_FP16);
+    double tokens = (double)batch * prompt_len;
+    double t = m->n_layers * gemm_ns(hw, layer_params(m, &k), tokens) +
+               gemm_ns(hw, (double)m->vocab * m->hidden, batch);
+    /* causal attention: QK^T and AV, half the square */
+    double attn_flops = 2.0 * 2.0 * batch * (double)prompt_len * prompt_len / 2 * m->hidden *
+                        m->n_layers;
+    return t + attn_flops / peak_flops_per_ns(hw);
+}
+
+double cost_recompute_gpu_ns(const struct model_shape *m, const struct hw_profile *hw,
+                             double tokens, enum kv_precision precision)
+{
     struct kv_shape k = kv_shape_of(m, precision);
-    double h = m->hidden, kvd = k.kv_dim, L = m->n_layers;
-    /* Weight GEMMs of one decode step: Q and O (h x h), K and V (h x kvd), the
-     * FFN matrices, the output head. Every weight is read once per step. */
-    double layer_params = 2 * h * h + 2 * h * kvd + (double)m->ffn_matrices * h * m->ffn;
-    double params = L * layer_params + (double)m->vocab * h;
-    double gemm_flops = 2.0 * batch * params;
-    double gemm_ns = gemm_flops / peak_flops_per_ns(hw);
-    double weight_ns = params * 2.0 / hbm_bytes_per_ns(hw);
-    double gemm = gemm_ns > weight_ns ? gemm_ns : weight_ns;
-    /* Attention: read the attended K and V of every layer. */
-    double kv_read = (double)batch * L * attended * (double)cost_kv_bytes(&k);
-    double attn = kv_read / hbm_bytes_per_ns(hw);
-    if (sparse) {
-        /* gather: read again and write packed; local sum: one fp32 update per
-         * attended token and head */
-        double sum_bytes = (double)batch * L * attended * m->n_heads * 4.0 * 2;
-        attn += (2.0 * kv_read + sum_bytes) / hbm_bytes_per_ns(hw);
-    }
-    return gemm + attn;
+    return tokens * 2.0 * 2.0 * k.hidden * k.kv_dim / peak_flops_per_ns(hw);
+}
+
+double cost_layer_weight_bytes(const struct model_shape *m)
+{
+    struct kv_shape k = kv_shape_of(m, KV_FP16);
+    return layer_params(m, &k) * 2.0;
 }
 
 double cost_transfer_ns(const struct hw_profile *hw, double bytes, double copies)

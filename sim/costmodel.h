@@ -54,6 +54,29 @@ double cost_step_compute_ns(const struct model_shape *m, const struct hw_profile
                             uint32_t batch, double attended, enum kv_precision precision,
                             int sparse);
 
+/* One layer of one decode step for `batch` sequences attending
+ * `attended_total` tokens in all (summed over the batch): the layer's weight
+ * GEMMs as a roofline, attention memory-bound over the attended KV, SWA's
+ * overhead when sparse; with_head adds the output head (the last layer).
+ * Summing it over the layers gives cost_step_compute_ns. ns. */
+double cost_layer_compute_ns(const struct model_shape *m, const struct hw_profile *hw,
+                             uint32_t batch, double attended_total, enum kv_precision precision,
+                             int sparse, int with_head);
+
+/* Prefill of `batch` prompts of `prompt_len` tokens: the weight GEMMs over
+ * batch x prompt_len tokens as a roofline plus causal attention FLOPs. ns. */
+double cost_prefill_ns(const struct model_shape *m, const struct hw_profile *hw, uint32_t batch,
+                       uint32_t prompt_len);
+
+/* The GPU part of recomputing `tokens` tokens' K and V in one layer (their
+ * inputs' transfer is priced with the layer's loads). ns. */
+double cost_recompute_gpu_ns(const struct model_shape *m, const struct hw_profile *hw,
+                             double tokens, enum kv_precision precision);
+
+/* Weight bytes of one layer in FP16 (what DeepSpeed-style offloading streams
+ * each step). Cannot fail. */
+double cost_layer_weight_bytes(const struct model_shape *m);
+
 /* Moving `bytes` over the CPU-GPU link in `copies` copies: per-copy latency
  * plus bytes / bandwidth (ALISA.md section 3: Tm = bytes / B). ns. */
 double cost_transfer_ns(const struct hw_profile *hw, double bytes, double copies);

@@ -148,6 +148,8 @@ static int run_pass(const char *path, struct pass *ps, struct alisa_err *e)
     struct sched_plan plan;
     while ((rc = trace_reader_next(r, &st, e)) == 1) {
         rc = 0;
+        if (ps->cfg->positions && st.pos >= ps->cfg->positions)
+            continue;
         uint32_t prompt = trace_reader_seq(r, st.seq)->prompt_len;
         for (uint32_t l = 0; l < h->n_layers && !rc; l++) {
             uint32_t stream = st.seq * h->n_layers + l;
@@ -236,7 +238,13 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
     trace_reader_destroy(r);
 
     uint32_t n_streams = h.n_seqs * h.n_layers;
+    if (cfg->positions && cfg->positions < max_len)
+        max_len = cfg->positions;
     struct kv_shape ks = {h.hidden, h.hidden / h.n_heads * h.n_kv_heads, cfg->precision};
+    if (cfg->shape) {
+        ks = *cfg->shape;
+        ks.precision = cfg->precision;
+    }
     if (ks.kv_dim == 0)
         return err_set(e, ALISA_EINVAL, "%s: model shape gives no KV (hidden %u, heads %u, kv heads %u)",
                        path, h.hidden, h.n_heads, h.n_kv_heads);
@@ -246,7 +254,8 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
     struct place_params *pp = &sc.place_params;
     pp->kv_bytes = cost_kv_bytes(&ks);
     pp->act_bytes = cost_act_bytes(&ks);
-    uint64_t g = cfg->gpu_kv_bytes / n_streams, c = cfg->cpu_kv_bytes / n_streams;
+    uint64_t split = cfg->capacity_streams ? cfg->capacity_streams : n_streams;
+    uint64_t g = cfg->gpu_kv_bytes / split, c = cfg->cpu_kv_bytes / split;
     pp->gpu_bytes = g > fixed ? g - fixed : 0; /* INT8 scales live on the GPU */
     pp->cpu_bytes = c;
     pp->load_ns = cost_load_ns(&ks, cfg->hw);

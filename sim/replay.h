@@ -25,6 +25,11 @@ struct replay_config {
     enum kv_precision precision;
     const struct hw_profile *hw; /* prices load vs recompute */
     double gpu_fraction;        /* flexgen-static share; < 0 = largest that fits */
+    const struct kv_shape *shape; /* KV shape to price and size tokens with; NULL = the
+                                   trace's model (the simulator passes the target model's) */
+    uint64_t capacity_streams;  /* streams the capacities are split over; 0 = the trace's
+                                   (the simulator passes batch x model layers) */
+    uint32_t positions;         /* replay only query positions below this; 0 = all */
 };
 
 /* Sums over all streams at one query position. */

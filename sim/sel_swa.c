@@ -169,9 +169,11 @@ static uint32_t swa_select(void *state, uint32_t pos, uint32_t *out, uint32_t *r
     uint32_t n = pos + 1, b = sel_budget(&s->p, n);
     uint32_t local = sel_local_share(b), global = b - local, start = n - local;
     swa_resolve_window(s, n);
-    /* Top-`global` of S among tokens 0..start-1: a min-heap of the best so far. */
+    /* Top-`global` of S among tokens 0..start-1: a min-heap of the best so
+     * far. Newest first: a later (older) token with an equal S never beats
+     * the heap top, so the many zero-sum tokens cost O(1) each. */
     uint32_t hn = 0;
-    for (uint32_t t = 0; t < start && global > 0; t++) {
+    for (uint32_t t = start; t-- > 0 && global > 0;) {
         if (hn < global) {
             s->heap[hn++] = t;
             if (hn == global)

@@ -43,7 +43,7 @@ grep_out "trace" "help lists trace"
 expect 0 "--help" "$alisa" --help
 expect 0 "version" "$alisa" version
 grep_out "cuda:" "version reports the CUDA build"
-for cmd in catalog trace version help policy plan search; do
+for cmd in catalog trace version help policy plan search sim; do
     expect 0 "$cmd --help" "$alisa" $cmd --help
     grep_out "usage: alisa $cmd" "$cmd --help shows its usage"
 done
@@ -105,6 +105,26 @@ expect 1 "plan missing trace" "$alisa" plan --trace "$tmp/none.trace"
 expect 0 "search" "$alisa" search --model OPT-30B --hardware H100-80GB --batch 64 --grid 4
 grep_out "^greedy  alpha" "search prints greedy"
 expect 1 "search unknown model" "$alisa" search --model X --hardware H100-80GB --batch 1
+
+# The simulator (the a.trace prompt is 32 tokens, 64 generated).
+expect 0 "sim" "$alisa" sim --trace "$tmp/a.trace" --model OPT-13B --hardware V100-32GB \
+    --batch 8 --prompt-len 32 --gen-len 64 --system alisa --timeline "$tmp/tl.csv"
+grep_out "^throughput" "sim prints throughput"
+[ "$(wc -l <"$tmp/tl.csv")" -eq 65 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: timeline rows"; }
+expect 0 "sim --json" "$alisa" sim --trace "$tmp/a.trace" --model OPT-13B --hardware V100-32GB \
+    --batch 8 --prompt-len 32 --gen-len 64 --system flexgen --json
+for key in throughput_tok_s total_s oom bytes_h2d bytes_d2h gpu_hit_rate recomputed_tokens \
+           attention_recall_mean; do
+    grep_out "\"$key\"" "sim json has $key"
+done
+expect 0 "sim oom" "$alisa" sim --trace "$tmp/a.trace" --model OPT-30B --hardware V100-32GB \
+    --batch 8 --prompt-len 32 --gen-len 64 --system dense-gpu
+grep_out "OUT OF MEMORY: the weights" "sim reports weights not fitting"
+expect 1 "sim short trace" "$alisa" sim --trace "$tmp/a.trace" --model OPT-13B \
+    --hardware V100-32GB --batch 8 --system alisa
+grep_out "the workload needs 128" "sim names the prompt mismatch"
+expect 2 "sim unknown system" "$alisa" sim --trace "$tmp/a.trace" --model OPT-13B \
+    --hardware V100-32GB --batch 8 --system magic
 
 # Bad input files: one line naming the file, exit 1, no crash.
 expect 1 "missing trace" "$alisa" trace info "$tmp/none.trace"

@@ -17,4 +17,7 @@ void cmd_plan_usage(FILE *out);
 int cmd_search(int argc, char **argv);
 void cmd_search_usage(FILE *out);
 
+int cmd_sim(int argc, char **argv);
+void cmd_sim_usage(FILE *out);
+
 #endif

@@ -1,0 +1,192 @@
+/* `alisa sim`: the discrete-event simulator from the command line. A thin
+ * shell over simulate.h: option parsing, catalog look-ups, printing.
+ */
+#include <getopt.h>
+#include <jansson.h>
+#include <string.h>
+
+#include "catalog.h"
+#include "cli.h"
+#include "cmds.h"
+#include "simulate.h"
+
+void cmd_sim_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: alisa sim --trace FILE --model NAME --hardware NAME --batch B --system NAME\n"
+            "                 [options]\n"
+            "\n"
+            "Simulates a batched decode of a catalog model on a hardware profile under a\n"
+            "system, with the attention of a recorded or synthetic trace, and reports\n"
+            "throughput, time split into compute / transfer / recompute / stall, bytes moved,\n"
+            "KV per tier, GPU hit rate, recomputed tokens, phase switches and the share of\n"
+            "the trace's attention mass the selection kept.\n"
+            "Model layer l replays trace layer floor(l * trace_layers / model_layers); batch\n"
+            "slot i replays trace sequence i mod sequences. The trace's prompt length must\n"
+            "equal --prompt-len and it must hold at least --gen-len generated tokens.\n"
+            "\n"
+            "  --trace FILE        attention trace (alisa trace gen / a recorded one)\n"
+            "  --model NAME        model shape (alisa catalog models)\n"
+            "  --hardware NAME     hardware profile (alisa catalog hardware)\n"
+            "  --batch B           sequences decoded together\n"
+            "  --prompt-len S      prompt tokens (default 128)\n"
+            "  --gen-len N         generated tokens (default 512)\n"
+            "  --system NAME       preset (below)\n"
+            "  --sparsity S        KV sparsity of sparse selections (default 0.8)\n"
+            "  --budget-tokens K   attend K tokens per step instead\n"
+            "  --selection NAME    override the system's selection (alisa policy list)\n"
+            "  --placement NAME    override the system's placement (alisa policy list)\n"
+            "  --kv-int8           INT8 KV\n"
+            "  --gpu-mem BYTES     GPU memory (default: the profile's)\n"
+            "  --cpu-mem BYTES     host memory for KV (default: the profile's)\n"
+            "  --timeline FILE     per-step CSV: end time, compute, recompute, transfer, KV per tier\n"
+            "  --json              print JSON\n"
+            "  --catalog DIR       catalog directory\n"
+            "  -h, --help          this text\n"
+            "\n"
+            "systems:\n");
+    for (size_t i = 0; sim_systems[i].name; i++)
+        fprintf(out, "  %-11s %s\n", sim_systems[i].name, sim_systems[i].summary);
+    fprintf(out, "\nNot modelled yet: vLLM's paged preemption (issue 5), and extending a short\n"
+                 "trace with the generator.\n");
+}
+
+int cmd_sim(int argc, char **argv)
+{
+    enum { O_TRACE = 1000, O_MODEL, O_HW, O_BATCH, O_PROMPT, O_GEN, O_SYSTEM, O_SPARSITY,
+           O_BUDGET, O_SEL, O_PLACE, O_INT8, O_GPUMEM, O_CPUMEM, O_TIMELINE, O_JSON, O_CATALOG };
+    static const struct option opts[] = {
+        {"trace", required_argument, 0, O_TRACE},     {"model", required_argument, 0, O_MODEL},
+        {"hardware", required_argument, 0, O_HW},     {"batch", required_argument, 0, O_BATCH},
+        {"prompt-len", required_argument, 0, O_PROMPT}, {"gen-len", required_argument, 0, O_GEN},
+        {"system", required_argument, 0, O_SYSTEM},   {"sparsity", required_argument, 0, O_SPARSITY},
+        {"budget-tokens", required_argument, 0, O_BUDGET}, {"selection", required_argument, 0, O_SEL},
+        {"placement", required_argument, 0, O_PLACE}, {"kv-int8", no_argument, 0, O_INT8},
+        {"gpu-mem", required_argument, 0, O_GPUMEM},  {"cpu-mem", required_argument, 0, O_CPUMEM},
+        {"timeline", required_argument, 0, O_TIMELINE}, {"json", no_argument, 0, O_JSON},
+        {"catalog", required_argument, 0, O_CATALOG}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    const char *model = NULL, *hw_name = NULL, *system = NULL, *sel = NULL, *place = NULL;
+    const char *timeline_path = NULL, *dir = catalog_default_dir();
+    struct sim_config cfg = {.prompt_len = 128, .gen_len = 512, .sel_params = {.sparsity = 0.8}};
+    uint64_t gpu_mem = 0, cpu_mem = 0;
+    int json = 0, bad = 0;
+    struct alisa_err e = {{0}};
+    cli_reset_getopt();
+    int ch;
+    while (!bad && (ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        const char *opt = argv[optind - 1];
+        switch (ch) {
+        case O_TRACE: cfg.trace = optarg; break;
+        case O_MODEL: model = optarg; break;
+        case O_HW: hw_name = optarg; break;
+        case O_SYSTEM: system = optarg; break;
+        case O_SEL: sel = optarg; break;
+        case O_PLACE: place = optarg; break;
+        case O_TIMELINE: timeline_path = optarg; break;
+        case O_CATALOG: dir = optarg; break;
+        case O_INT8: cfg.precision = KV_INT8; break;
+        case O_JSON: json = 1; break;
+        case O_BATCH: bad = cli_parse_u32(opt, optarg, &cfg.batch, &e); break;
+        case O_PROMPT: bad = cli_parse_u32(opt, optarg, &cfg.prompt_len, &e); break;
+        case O_GEN: bad = cli_parse_u32(opt, optarg, &cfg.gen_len, &e); break;
+        case O_SPARSITY: bad = cli_parse_double(opt, optarg, &cfg.sel_params.sparsity, &e); break;
+        case O_BUDGET: bad = cli_parse_u32(opt, optarg, &cfg.sel_params.budget_tokens, &e); break;
+        case O_GPUMEM: bad = cli_parse_bytes(opt, optarg, &gpu_mem, &e); break;
+        case O_CPUMEM: bad = cli_parse_bytes(opt, optarg, &cpu_mem, &e); break;
+        case 'h': cmd_sim_usage(stdout); return 0;
+        case ':': return cli_usage_error(cmd_sim_usage, "option '%s' needs a value", opt);
+        default: return cli_usage_error(cmd_sim_usage, "unrecognized option '%s'", opt);
+        }
+    }
+    if (bad)
+        return cli_usage_error(cmd_sim_usage, "%s", e.msg);
+    if (optind < argc)
+        return cli_usage_error(cmd_sim_usage, "unexpected argument '%s'", argv[optind]);
+    if (!cfg.trace || !model || !hw_name || !system || !cfg.batch)
+        return cli_usage_error(cmd_sim_usage,
+                               "--trace, --model, --hardware, --batch and --system are required");
+    if (!(cfg.system = sim_system_find(system)))
+        return cli_usage_error(cmd_sim_usage, "unknown system '%s'", system);
+    if (sel && !(cfg.sel = selection_find(sel)))
+        return cli_usage_error(cmd_sim_usage, "unknown selection '%s'", sel);
+    if (place && !(cfg.place = placement_find(place)))
+        return cli_usage_error(cmd_sim_usage, "unknown placement '%s'", place);
+    if (sel_params_validate(&cfg.sel_params, &e))
+        return cli_usage_error(cmd_sim_usage, "%s", e.msg);
+    cfg.gpu_mem_bytes = (double)gpu_mem;
+    cfg.cpu_mem_bytes = (double)cpu_mem;
+
+    struct catalog c;
+    if (catalog_load(&c, dir, catalog_models_dir(), &e))
+        return cli_fail(&e);
+    int rc = 0;
+    cfg.model = catalog_model(&c, model);
+    cfg.hw = catalog_hw(&c, hw_name);
+    if (!cfg.model || !cfg.model->available)
+        rc = err_set(&e, ALISA_ENOTFOUND, "model '%s' is not in the catalog or unavailable", model);
+    else if (!cfg.hw)
+        rc = err_set(&e, ALISA_ENOTFOUND, "hardware '%s' is not in the catalog", hw_name);
+    else
+        rc = sim_resolve(&cfg, &e);
+    FILE *tl = NULL;
+    if (!rc && timeline_path && !(tl = fopen(timeline_path, "w")))
+        rc = err_set(&e, ALISA_EIO, "%s: cannot create timeline", timeline_path);
+    struct sim_result r;
+    if (!rc)
+        rc = sim_run(&cfg, &r, tl, &e);
+    if (tl && fclose(tl) != 0 && !rc)
+        rc = err_set(&e, ALISA_EIO, "%s: write failed", timeline_path);
+    if (rc) {
+        catalog_deinit(&c);
+        return cli_fail(&e);
+    }
+    if (json) {
+        json_t *root = json_pack(
+            "{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:f, s:s, s:b, s:f, s:f, s:f, s:f, "
+            "s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:i}",
+            "trace", cfg.trace, "model", cfg.model->name, "hardware", cfg.hw->name, "system",
+            cfg.system->name, "selection", cfg.sel->name, "placement", cfg.place->name, "batch",
+            cfg.batch, "prompt_len", cfg.prompt_len, "gen_len", cfg.gen_len, "sparsity",
+            cfg.sel_params.sparsity, "kv_precision", cfg.precision == KV_INT8 ? "int8" : "fp16",
+            "oom", r.oom, "throughput_tok_s", r.throughput_tok_s, "total_s", r.total_s,
+            "prefill_s", r.prefill_s, "compute_s", r.compute_s, "transfer_s", r.transfer_s,
+            "recompute_s", r.recompute_s, "stall_s", r.stall_s, "bytes_h2d", r.bytes_h2d,
+            "bytes_d2h", r.bytes_d2h, "gpu_hit_rate", r.gpu_hit_rate, "recomputed_tokens",
+            r.recomputed_tokens, "peak_gpu_kv_bytes", r.peak_gpu_kv_bytes, "peak_cpu_kv_bytes",
+            r.peak_cpu_kv_bytes, "attention_recall_mean", r.recall_mean, "attention_recall_min",
+            r.recall_min, "gpu_kv_capacity_bytes", r.gpu_kv_capacity_bytes,
+            "cpu_kv_capacity_bytes", r.cpu_kv_capacity_bytes, "events", (json_int_t)r.events,
+            "trace_streams", r.trace_streams);
+        json_object_set_new(root, "oom_reason", r.oom ? json_string(r.oom_reason) : json_null());
+        json_object_set_new(root, "phase2_step", r.phase2_step >= 0 ? json_integer(r.phase2_step) : json_null());
+        json_object_set_new(root, "phase3_step", r.phase3_step >= 0 ? json_integer(r.phase3_step) : json_null());
+        json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
+        printf("\n");
+        json_decref(root);
+    } else {
+        printf("%s on %s, batch %u, %u + %u tokens, system %s (selection %s, placement %s, %s KV)\n",
+               cfg.model->name, cfg.hw->name, cfg.batch, cfg.prompt_len, cfg.gen_len,
+               cfg.system->name, cfg.sel->name, cfg.place->name,
+               cfg.precision == KV_INT8 ? "INT8" : "FP16");
+        if (r.oom) {
+            printf("OUT OF MEMORY: %s\n", r.oom_reason);
+        } else {
+            printf("throughput   %10.1f tokens/s   total %.3f s (prefill %.3f s)\n",
+                   r.throughput_tok_s, r.total_s, r.prefill_s);
+            printf("time         compute %.3f s, recompute %.3f s, transfer %.3f s (link busy), "
+                   "GPU stall %.3f s\n", r.compute_s, r.recompute_s, r.transfer_s, r.stall_s);
+            printf("traffic      %.3f GB host->GPU, %.3f GB GPU->host; %.0f tokens recomputed\n",
+                   r.bytes_h2d / 1e9, r.bytes_d2h / 1e9, r.recomputed_tokens);
+            printf("KV           GPU peak %.2f of %.2f GB, CPU peak %.2f of %.2f GB; GPU hit rate "
+                   "%.4f\n", r.peak_gpu_kv_bytes / 1e9, r.gpu_kv_capacity_bytes / 1e9,
+                   r.peak_cpu_kv_bytes / 1e9, r.cpu_kv_capacity_bytes / 1e9, r.gpu_hit_rate);
+            printf("phases       II from step %lld, III from step %lld (-1: never)\n",
+                   (long long)r.phase2_step, (long long)r.phase3_step);
+            printf("selection    attention recall mean %.4f, worst %.4f\n", r.recall_mean,
+                   r.recall_min);
+        }
+    }
+    catalog_deinit(&c);
+    return 0;
+}

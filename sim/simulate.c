@@ -1,0 +1,497 @@
+/* The simulator shell (contract and model in simulate.h): resolves a system
+ * preset, replays the trace through the scheduler core for the model's
+ * streams, turns the per-step decisions into a task graph and runs it on
+ * modelled resources with the event queue.
+ *
+ * Owns pricing (through costmodel.h) and ordering; decides nothing about
+ * tokens. Every duration is an integer number of ns, rounded up.
+ */
+#include "simulate.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alisa_search.h"
+#include "evq.h"
+#include "replay.h"
+#include "trace.h"
+
+#define GIB 1073741824.0
+
+const struct sim_system sim_systems[] = {
+    {"alisa",
+     "ALISA: swa selection, alisa placement (local window on the GPU, oldest tokens to the CPU, "
+     "oldest CPU tokens dropped, each off-GPU token loaded or recomputed by the cost model); the "
+     "CPU tier is used unless the schedule search prefers deleting to offloading (then dropped "
+     "tokens are recomputed); weights on the GPU",
+     "swa", "alisa", 0, 1, -1},
+    {"flexgen",
+     "FlexGen: dense attention, flexgen-static placement (a fixed share of every token's KV on "
+     "the GPU, the largest that fits, which minimises transfers under FlexGen's cost model when "
+     "compute does not depend on the split), loads overlapped with the previous layer's "
+     "compute; weights on the GPU",
+     "dense", "flexgen-static", 0, 0, -1},
+    {"accelerate",
+     "HF Accelerate: dense attention, the whole KV on the CPU and loaded every step "
+     "(flexgen-static with a GPU share of 0); weights on the GPU",
+     "dense", "flexgen-static", 0, 0, 0},
+    {"deepspeed",
+     "DeepSpeed-ZeRO inference: dense attention, KV on the GPU (gpu-only: out of memory when "
+     "it does not fit), weights on the CPU streamed layer by layer every step",
+     "dense", "gpu-only", 1, 0, -1},
+    {"h2o", "H2O: h2o selection (evicted tokens freed for good), gpu-only placement", "h2o",
+     "gpu-only", 0, 0, -1},
+    {"dense-gpu", "Dense attention with everything on the GPU: the ideal when it fits", "dense",
+     "gpu-only", 0, 0, -1},
+    {NULL, NULL, NULL, NULL, 0, 0, 0},
+};
+
+const struct sim_system *sim_system_find(const char *name)
+{
+    for (size_t i = 0; sim_systems[i].name; i++)
+        if (strcmp(sim_systems[i].name, name) == 0)
+            return &sim_systems[i];
+    return NULL;
+}
+
+int sim_resolve(struct sim_config *cfg, struct alisa_err *e)
+{
+    if (!cfg->sel && !(cfg->sel = selection_find(cfg->system->selection)))
+        return err_set(e, ALISA_ENOTFOUND, "system %s: unknown selection '%s'", cfg->system->name,
+                       cfg->system->selection);
+    if (!cfg->place && !(cfg->place = placement_find(cfg->system->placement)))
+        return err_set(e, ALISA_ENOTFOUND, "system %s: unknown placement '%s'", cfg->system->name,
+                       cfg->system->placement);
+    if (cfg->gpu_mem_bytes <= 0)
+        cfg->gpu_mem_bytes = cfg->hw->gpu_mem_gib * GIB;
+    if (cfg->cpu_mem_bytes <= 0)
+        cfg->cpu_mem_bytes = cfg->hw->host_dram_gib * GIB;
+    return 0;
+}
+
+/* Decisions of one trace stream at one decode step. */
+struct stream_step {
+    float attended;
+    float misses;
+    float recomputed;
+    double h2d, d2h; /* bytes */
+};
+
+struct collect {
+    uint32_t n_seqs, trace_layers, prompt_len, gen_len;
+    const double *mult;          /* (n_seqs * trace_layers) model streams per trace stream */
+    struct stream_step *steps;   /* (gen_len, trace_layers, n_seqs) */
+    double *prefill_d2h;         /* (trace_layers * n_seqs) bytes, per stream */
+    double *gpu_at, *cpu_at;     /* (gen_len) weighted KV bytes after each step */
+};
+
+static void collect_plan(void *user, const struct sched_plan *p, uint32_t seq, uint32_t layer)
+{
+    struct collect *c = user;
+    if (p->place.oom)
+        return;
+    size_t stream = (size_t)layer * c->n_seqs + seq;
+    if (p->prefill) {
+        c->prefill_d2h[stream] += (double)p->place.bytes_d2h;
+        return;
+    }
+    uint32_t j = p->pos - c->prompt_len;
+    if (j >= c->gen_len)
+        return;
+    struct stream_step *s = &c->steps[((size_t)j * c->trace_layers + layer) * c->n_seqs + seq];
+    s->attended = (float)p->n_attended;
+    s->misses = (float)p->place.gpu_misses;
+    s->recomputed = (float)p->place.n_recompute;
+    s->h2d = (double)p->place.bytes_h2d;
+    s->d2h = (double)p->place.bytes_d2h;
+    double m = c->mult[seq * c->trace_layers + layer];
+    c->gpu_at[j] += m * (double)p->gpu_bytes;
+    c->cpu_at[j] += m * (double)p->cpu_bytes;
+}
+
+enum sim_res { RES_GPU, RES_H2D, RES_D2H, RES_CPU, N_RES };
+
+struct task {
+    uint64_t dur_ns;
+    uint64_t start_ns, end_ns;
+    uint32_t deps_left;
+    uint8_t res;
+};
+
+struct engine {
+    struct task *t;        /* (n) */
+    uint32_t n;
+    uint32_t *succ_start;  /* (n + 1) CSR of successors */
+    uint32_t *succ;
+    uint32_t *queue[N_RES]; /* FIFO of ready tasks per resource, (n) each */
+    uint32_t head[N_RES], tail[N_RES];
+    int busy[N_RES];
+    struct evq *q;
+    uint64_t events;
+};
+
+static uint64_t ns_of(double ns) { return ns <= 0 ? 0 : (uint64_t)ceil(ns); }
+
+static int start_next(struct engine *g, int res, struct alisa_err *e)
+{
+    if (g->busy[res] || g->head[res] == g->tail[res])
+        return 0;
+    uint32_t id = g->queue[res][g->head[res]++];
+    g->busy[res] = 1;
+    g->t[id].start_ns = evq_now(g->q);
+    return evq_push(g->q, evq_now(g->q) + g->t[id].dur_ns, 0, id, NULL, e);
+}
+
+static int make_ready(struct engine *g, uint32_t id, struct alisa_err *e)
+{
+    struct task *t = &g->t[id];
+    if (t->dur_ns == 0) { /* nothing to move or compute: done at once, no resource */
+        t->start_ns = evq_now(g->q);
+        return evq_push(g->q, evq_now(g->q), 0, id, NULL, e);
+    }
+    g->queue[t->res][g->tail[t->res]++] = id;
+    return start_next(g, t->res, e);
+}
+
+static int engine_run(struct engine *g, struct alisa_err *e)
+{
+    int rc = 0;
+    for (uint32_t i = 0; i < g->n && !rc; i++)
+        if (g->t[i].deps_left == 0)
+            rc = make_ready(g, i, e);
+    struct evq_event ev;
+    while (!rc && evq_pop(g->q, &ev)) {
+        g->events++;
+        struct task *t = &g->t[ev.id];
+        t->end_ns = ev.time_ns;
+        if (t->dur_ns > 0) {
+            g->busy[t->res] = 0;
+            rc = start_next(g, t->res, e);
+        }
+        for (uint32_t k = g->succ_start[ev.id]; k < g->succ_start[ev.id + 1] && !rc; k++) {
+            struct task *s = &g->t[g->succ[k]];
+            ALISA_ASSERT(s->deps_left > 0);
+            if (--s->deps_left == 0)
+                rc = make_ready(g, g->succ[k], e);
+        }
+    }
+    for (uint32_t i = 0; i < g->n && !rc; i++)
+        ALISA_ASSERT(g->t[i].deps_left == 0 && g->t[i].end_ns >= g->t[i].start_ns);
+    return rc;
+}
+
+/* Task ids: 0 prefill, 1 prefill offload, then four per global layer g. */
+#define T_PREFILL 0u
+#define T_PREFILL_OFF 1u
+#define T_LOAD(g) (2u + 4u * (g))
+#define T_RECOMP(g) (3u + 4u * (g))
+#define T_COMPUTE(g) (4u + 4u * (g))
+#define T_OFFLOAD(g) (5u + 4u * (g))
+
+struct edge {
+    uint32_t from, to;
+};
+
+static int build_edges(struct engine *g, uint32_t layers, uint32_t steps)
+{
+    uint32_t G = layers * steps;
+    size_t cap = 4 + (size_t)G * 6 + layers, n = 0;
+    struct edge *ed = malloc(cap * sizeof *ed);
+    if (!ed)
+        return ALISA_ENOMEM;
+#define EDGE(a, b) (ed[n++] = (struct edge){(a), (b)})
+    EDGE(T_PREFILL, T_PREFILL_OFF);
+    EDGE(T_PREFILL, T_COMPUTE(0));
+    EDGE(T_PREFILL, T_LOAD(0));
+    if (G > 1)
+        EDGE(T_PREFILL, T_LOAD(1));
+    for (uint32_t l = 0; l < layers && l < G; l++)
+        EDGE(T_PREFILL_OFF, T_LOAD(l));
+    for (uint32_t x = 0; x < G; x++) {
+        EDGE(T_LOAD(x), T_RECOMP(x));
+        EDGE(T_RECOMP(x), T_COMPUTE(x));
+        EDGE(T_COMPUTE(x), T_OFFLOAD(x));
+        if (x + 1 < G)
+            EDGE(T_COMPUTE(x), T_COMPUTE(x + 1));
+        if (x + 2 < G)
+            EDGE(T_COMPUTE(x), T_LOAD(x + 2));
+        if (x + layers < G)
+            EDGE(T_OFFLOAD(x), T_LOAD(x + layers));
+    }
+#undef EDGE
+    ALISA_ASSERT(n <= cap);
+    g->succ_start = calloc((size_t)g->n + 1, sizeof *g->succ_start);
+    g->succ = malloc((n ? n : 1) * sizeof *g->succ);
+    if (!g->succ_start || !g->succ) {
+        free(ed);
+        return ALISA_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        g->succ_start[ed[i].from + 1]++;
+        g->t[ed[i].to].deps_left++;
+    }
+    for (uint32_t i = 0; i < g->n; i++)
+        g->succ_start[i + 1] += g->succ_start[i];
+    uint32_t *fill = calloc(g->n, sizeof *fill);
+    if (!fill) {
+        free(ed);
+        return ALISA_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        g->succ[g->succ_start[ed[i].from] + fill[ed[i].from]++] = ed[i].to;
+    free(fill);
+    free(ed);
+    return 0;
+}
+
+static void engine_free(struct engine *g)
+{
+    free(g->t);
+    free(g->succ_start);
+    free(g->succ);
+    for (int r = 0; r < N_RES; r++)
+        free(g->queue[r]);
+    evq_destroy(g->q);
+}
+
+/* Checks the trace covers the workload: same prompt, enough generated tokens. */
+static int check_trace(const struct sim_config *cfg, uint32_t *n_seqs, uint32_t *layers,
+                       struct alisa_err *e)
+{
+    struct trace_reader *r;
+    int rc = trace_reader_open(&r, cfg->trace, e);
+    if (rc)
+        return rc;
+    const struct trace_header *h = trace_reader_header(r);
+    *n_seqs = h->n_seqs;
+    *layers = h->n_layers;
+    for (uint32_t s = 0; s < h->n_seqs && !rc; s++) {
+        const struct trace_seq *q = trace_reader_seq(r, s);
+        if (q->prompt_len != cfg->prompt_len)
+            rc = err_set(e, ALISA_EINVAL, "%s: sequence %u has a %u-token prompt, the workload "
+                         "needs %u (make a matching trace: alisa trace gen --prompt-len %u ...)",
+                         cfg->trace, s, q->prompt_len, cfg->prompt_len, cfg->prompt_len);
+        else if (q->gen_len < cfg->gen_len)
+            rc = err_set(e, ALISA_EINVAL, "%s: sequence %u has %u generated tokens, the workload "
+                         "needs %u (make a longer trace: alisa trace gen --gen-len %u ...)",
+                         cfg->trace, s, q->gen_len, cfg->gen_len, cfg->gen_len);
+    }
+    trace_reader_destroy(r);
+    return rc;
+}
+
+int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
+            struct alisa_err *e)
+{
+    memset(r, 0, sizeof *r);
+    r->phase2_step = r->phase3_step = -1;
+    const struct model_shape *m = cfg->model;
+    if (!cfg->batch || !cfg->gen_len || !cfg->prompt_len)
+        return err_set(e, ALISA_EINVAL, "batch %u, prompt %u and generated %u tokens must be positive",
+                       cfg->batch, cfg->prompt_len, cfg->gen_len);
+    uint32_t S, Lt;
+    int rc = check_trace(cfg, &S, &Lt, e);
+    if (rc)
+        return rc;
+    const uint32_t Lm = m->n_layers, B = cfg->batch, N = cfg->gen_len;
+    struct kv_shape ks = kv_shape_of(m, cfg->precision);
+
+    /* Memory: the weights stay on the GPU unless streamed (then two layers'
+     * worth of buffers do, and the weights live on the host). */
+    double weights = m->weight_bytes_fp16;
+    double gpu_kv = cfg->system->weights_streamed ? cfg->gpu_mem_bytes - 2 * cost_layer_weight_bytes(m)
+                                                  : cfg->gpu_mem_bytes - weights;
+    double cpu_kv = cfg->system->weights_streamed ? cfg->cpu_mem_bytes - weights : cfg->cpu_mem_bytes;
+    if (gpu_kv <= 0 || cpu_kv < 0) {
+        r->oom = 1;
+        snprintf(r->oom_reason, sizeof r->oom_reason,
+                 "the weights (%.1f GB) leave no room for KV in %.1f GB of %s memory",
+                 weights / 1e9, (gpu_kv <= 0 ? cfg->gpu_mem_bytes : cfg->cpu_mem_bytes) / 1e9,
+                 gpu_kv <= 0 ? "GPU" : "host");
+        return 0;
+    }
+    if (cfg->system->searched) {
+        struct search_workload w = {m, cfg->hw, B, cfg->prompt_len, N, cfg->sel_params,
+                                    cfg->precision};
+        struct alisa_schedule best;
+        if ((rc = alisa_search_grid(&w, 10, &best, e)))
+            return rc;
+        if (best.feasible && best.beta >= 0.999)
+            cpu_kv = 0; /* the search deletes instead of offloading: recompute */
+    }
+    r->gpu_kv_capacity_bytes = gpu_kv;
+    r->cpu_kv_capacity_bytes = cpu_kv;
+
+    /* Multiplicities: model streams per trace stream. */
+    double *mult = calloc((size_t)S * Lt, sizeof *mult);
+    struct collect c = {S, Lt, cfg->prompt_len, N, mult, NULL, NULL, NULL, NULL};
+    c.steps = calloc((size_t)N * Lt * S, sizeof *c.steps);
+    c.prefill_d2h = calloc((size_t)Lt * S, sizeof *c.prefill_d2h);
+    c.gpu_at = calloc(N, sizeof *c.gpu_at);
+    c.cpu_at = calloc(N, sizeof *c.cpu_at);
+    uint32_t *tl_of = malloc(Lm * sizeof *tl_of);
+    double *slots_of = calloc(S, sizeof *slots_of);
+    struct engine g = {0};
+    struct replay_totals tot = {0};
+    if (!mult || !c.steps || !c.prefill_d2h || !c.gpu_at || !c.cpu_at || !tl_of || !slots_of) {
+        rc = err_set(e, ALISA_ENOMEM, "out of memory for %u steps x %u layers x %u sequences", N,
+                     Lt, S);
+        goto done;
+    }
+    for (uint32_t l = 0; l < Lm; l++)
+        tl_of[l] = (uint32_t)((uint64_t)l * Lt / Lm);
+    for (uint32_t i = 0; i < B; i++)
+        slots_of[i % S] += 1;
+    for (uint32_t l = 0; l < Lm; l++)
+        for (uint32_t s = 0; s < S; s++)
+            mult[s * Lt + tl_of[l]] += slots_of[s];
+    for (uint32_t s = 0; s < S; s++)
+        for (uint32_t t = 0; t < Lt; t++)
+            r->trace_streams += mult[s * Lt + t] > 0;
+
+    struct replay_config rcfg = {.sel = cfg->sel, .sel_params = cfg->sel_params,
+                                 .place = cfg->place, .gpu_kv_bytes = (uint64_t)gpu_kv,
+                                 .cpu_kv_bytes = (uint64_t)cpu_kv, .precision = cfg->precision,
+                                 .hw = cfg->hw, .gpu_fraction = cfg->system->gpu_fraction,
+                                 .shape = &ks, .capacity_streams = (uint64_t)B * Lm,
+                                 .positions = cfg->prompt_len + N};
+    if ((rc = replay_trace(cfg->trace, &rcfg, &tot, collect_plan, &c, e)))
+        goto done;
+    r->recall_mean = tot.recall_mean;
+    r->recall_min = tot.recall_min;
+    if (tot.oom) {
+        r->oom = 1;
+        snprintf(r->oom_reason, sizeof r->oom_reason,
+                 "the GPU KV tier (%.2f GB, %u tokens per stream) cannot hold the tokens of %s "
+                 "position %u",
+                 gpu_kv / 1e9, tot.gpu_cap_tokens,
+                 tot.oom_pos < cfg->prompt_len ? "prompt" : "decode", tot.oom_pos);
+        goto done;
+    }
+    if (tot.phase2_pos >= 0)
+        r->phase2_step = tot.phase2_pos < cfg->prompt_len ? 0 : tot.phase2_pos - cfg->prompt_len;
+    if (tot.phase3_pos >= 0)
+        r->phase3_step = tot.phase3_pos < cfg->prompt_len ? 0 : tot.phase3_pos - cfg->prompt_len;
+
+    /* Tasks. */
+    uint32_t Gn = Lm * N;
+    g.n = 2 + 4 * Gn;
+    g.t = calloc(g.n, sizeof *g.t);
+    for (int res = 0; res < N_RES; res++)
+        g.queue[res] = malloc((size_t)g.n * sizeof *g.queue[res]);
+    if (!g.t || !g.queue[RES_GPU] || !g.queue[RES_H2D] || !g.queue[RES_D2H] ||
+        !g.queue[RES_CPU] || evq_create(&g.q, e)) {
+        rc = err_set(e, ALISA_ENOMEM, "out of memory for %u tasks", g.n);
+        goto done;
+    }
+    int sparse = strcmp(cfg->sel->name, "dense") != 0;
+    double layer_weights = cost_layer_weight_bytes(m);
+    double prefill_d2h = 0;
+    for (uint32_t s = 0; s < S; s++)
+        for (uint32_t t = 0; t < Lt; t++)
+            prefill_d2h += mult[s * Lt + t] * c.prefill_d2h[(size_t)t * S + s];
+    g.t[T_PREFILL] = (struct task){.res = RES_GPU,
+                                   .dur_ns = ns_of(cost_prefill_ns(m, cfg->hw, B, cfg->prompt_len))};
+    if (cfg->system->weights_streamed) /* every layer's weights cross the link once for prefill */
+        g.t[T_PREFILL].dur_ns += ns_of(cost_transfer_ns(cfg->hw, weights, Lm));
+    g.t[T_PREFILL_OFF] = (struct task){.res = RES_D2H,
+                                       .dur_ns = ns_of(cost_transfer_ns(cfg->hw, prefill_d2h, Lm))};
+    r->bytes_d2h = prefill_d2h;
+    double attended_all = 0, misses_all = 0;
+    for (uint32_t j = 0; j < N; j++)
+        for (uint32_t l = 0; l < Lm; l++) {
+            uint32_t x = j * Lm + l, tl = tl_of[l];
+            double att = 0, miss = 0, rec = 0, h2d = 0, d2h = 0;
+            const struct stream_step *row = &c.steps[((size_t)j * Lt + tl) * S];
+            for (uint32_t s = 0; s < S; s++) {
+                att += slots_of[s] * row[s].attended;
+                miss += slots_of[s] * row[s].misses;
+                rec += slots_of[s] * row[s].recomputed;
+                h2d += slots_of[s] * row[s].h2d;
+                d2h += slots_of[s] * row[s].d2h;
+            }
+            attended_all += att;
+            misses_all += miss;
+            r->recomputed_tokens += rec;
+            r->bytes_h2d += h2d;
+            r->bytes_d2h += d2h;
+            double copies = h2d > 0;
+            if (cfg->system->weights_streamed) {
+                h2d += layer_weights;
+                r->bytes_h2d += layer_weights;
+                copies += 1;
+            }
+            g.t[T_LOAD(x)] = (struct task){.res = RES_H2D,
+                                           .dur_ns = ns_of(cost_transfer_ns(cfg->hw, h2d, copies))};
+            g.t[T_RECOMP(x)] = (struct task){.res = RES_GPU,
+                                             .dur_ns = ns_of(cost_recompute_gpu_ns(m, cfg->hw, rec,
+                                                                                   cfg->precision))};
+            g.t[T_COMPUTE(x)] = (struct task){
+                .res = RES_GPU,
+                .dur_ns = ns_of(cost_layer_compute_ns(m, cfg->hw, B, att, cfg->precision, sparse,
+                                                      l == Lm - 1))};
+            g.t[T_OFFLOAD(x)] = (struct task){.res = RES_D2H,
+                                              .dur_ns = ns_of(cost_transfer_ns(cfg->hw, d2h, d2h > 0))};
+        }
+    if (build_edges(&g, Lm, N)) { /* counts each task's dependencies */
+        rc = err_set(e, ALISA_ENOMEM, "out of memory for the dependencies of %u tasks", g.n);
+        goto done;
+    }
+    if ((rc = engine_run(&g, e)))
+        goto done;
+    r->events = g.events;
+
+    uint64_t end = g.t[T_COMPUTE(Gn - 1)].end_ns;
+    for (uint32_t i = 0; i < g.n; i++)
+        if (g.t[i].end_ns > end)
+            end = g.t[i].end_ns;
+    r->total_s = end * 1e-9;
+    r->prefill_s = g.t[T_PREFILL].end_ns * 1e-9;
+    double gpu_busy = 0;
+    for (uint32_t x = 0; x < Gn; x++) {
+        r->compute_s += g.t[T_COMPUTE(x)].dur_ns * 1e-9;
+        r->recompute_s += g.t[T_RECOMP(x)].dur_ns * 1e-9;
+        r->transfer_s += (g.t[T_LOAD(x)].dur_ns + g.t[T_OFFLOAD(x)].dur_ns) * 1e-9;
+        gpu_busy += (g.t[T_COMPUTE(x)].dur_ns + g.t[T_RECOMP(x)].dur_ns) * 1e-9;
+    }
+    r->transfer_s += g.t[T_PREFILL_OFF].dur_ns * 1e-9;
+    double decode_span = (g.t[T_COMPUTE(Gn - 1)].end_ns - g.t[T_PREFILL].end_ns) * 1e-9;
+    r->stall_s = decode_span - gpu_busy > 0 ? decode_span - gpu_busy : 0;
+    r->throughput_tok_s = r->total_s > 0 ? (double)B * N / r->total_s : 0;
+    r->gpu_hit_rate = attended_all > 0 ? 1.0 - misses_all / attended_all : 1.0;
+    for (uint32_t j = 0; j < N; j++) {
+        if (c.gpu_at[j] > r->peak_gpu_kv_bytes)
+            r->peak_gpu_kv_bytes = c.gpu_at[j];
+        if (c.cpu_at[j] > r->peak_cpu_kv_bytes)
+            r->peak_cpu_kv_bytes = c.cpu_at[j];
+    }
+    if (timeline) {
+        fprintf(timeline, "step,end_ms,compute_ms,recompute_ms,transfer_ms,gpu_kv_bytes,cpu_kv_bytes\n");
+        for (uint32_t j = 0; j < N; j++) {
+            double cm = 0, rm = 0, tm = 0;
+            for (uint32_t l = 0; l < Lm; l++) {
+                uint32_t x = j * Lm + l;
+                cm += g.t[T_COMPUTE(x)].dur_ns * 1e-6;
+                rm += g.t[T_RECOMP(x)].dur_ns * 1e-6;
+                tm += (g.t[T_LOAD(x)].dur_ns + g.t[T_OFFLOAD(x)].dur_ns) * 1e-6;
+            }
+            fprintf(timeline, "%u,%.6f,%.6f,%.6f,%.6f,%.0f,%.0f\n", j,
+                    g.t[T_COMPUTE(j * Lm + Lm - 1)].end_ns * 1e-6, cm, rm, tm, c.gpu_at[j],
+                    c.cpu_at[j]);
+        }
+        if (ferror(timeline))
+            rc = err_set(e, ALISA_EIO, "timeline: write failed");
+    }
+done:
+    replay_totals_free(&tot);
+    engine_free(&g);
+    free(mult);
+    free(c.steps);
+    free(c.prefill_d2h);
+    free(c.gpu_at);
+    free(c.cpu_at);
+    free(tl_of);
+    free(slots_of);
+    return rc;
+}

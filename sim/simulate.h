@@ -1,0 +1,95 @@
+/* The discrete-event simulator: replays a trace's attention for a batched
+ * decode of a catalog model on a hardware profile, under a system (a
+ * selection, a placement and execution rules), and reports time, throughput
+ * and traffic. The scheduler core decides; this shell prices and orders.
+ *
+ * Workload mapping: model layer l reads trace layer floor(l * Lt / Lm);
+ * batch slot i reads trace sequence i mod S (slots beyond the trace's
+ * sequences reuse them round-robin). Streams that map to the same trace
+ * stream make the same decisions, so each trace stream is scheduled once and
+ * weighted by how many model streams map to it. Capacities are split evenly
+ * over the batch x model-layer streams.
+ *
+ * Timing: per decode step and model layer, four tasks on three resources:
+ * LOAD (host-to-device link: the layer's loads and recompute inputs, and
+ * streamed weights), RECOMPUTE and COMPUTE (the GPU stream, in that order),
+ * OFFLOAD (device-to-host link). Dependencies: COMPUTE(g) after COMPUTE(g-1),
+ * LOAD(g) and RECOMPUTE(g); RECOMPUTE(g) after LOAD(g); LOAD(g) after
+ * COMPUTE(g-2) (double buffering: layer g loads while g-1 computes, since
+ * the selection of every layer of a step depends only on earlier steps) and
+ * after OFFLOAD of the same layer one step earlier; OFFLOAD(g) after
+ * COMPUTE(g). g counts layers across steps. Prefill runs first on the GPU.
+ */
+#ifndef ALISA_SIMULATE_H
+#define ALISA_SIMULATE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "catalog.h"
+#include "costmodel.h"
+#include "placement.h"
+#include "selection.h"
+
+/* A system preset: the paper's baselines as policy combinations plus
+ * execution rules. */
+struct sim_system {
+    const char *name;
+    const char *summary;       /* selection, placement and execution, one paragraph */
+    const char *selection;     /* default selection policy */
+    const char *placement;     /* default placement policy */
+    int weights_streamed;      /* DeepSpeed-ZeRO style: weights on the CPU, streamed each step */
+    int searched;              /* ALISA: the CPU tier is set from alisa_search_grid */
+    double gpu_fraction;       /* flexgen-static share (< 0: largest that fits) */
+};
+
+extern const struct sim_system sim_systems[]; /* terminated by a NULL name */
+const struct sim_system *sim_system_find(const char *name);
+
+struct sim_config {
+    const char *trace;                 /* trace file */
+    const struct model_shape *model;   /* target model */
+    const struct hw_profile *hw;
+    const struct sim_system *system;
+    uint32_t batch, prompt_len, gen_len;
+    const struct selection_ops *sel;   /* resolved: the system's or an override */
+    struct sel_params sel_params;
+    const struct placement_ops *place;
+    enum kv_precision precision;
+    double gpu_mem_bytes;              /* GPU memory (default: the profile's) */
+    double cpu_mem_bytes;              /* host memory for KV (default: the profile's) */
+};
+
+struct sim_result {
+    int oom;                    /* the system cannot run this workload */
+    char oom_reason[160];
+    double total_s;             /* prefill + decode */
+    double prefill_s;
+    double throughput_tok_s;    /* batch * gen_len / total_s */
+    double compute_s;           /* GPU busy with layer compute */
+    double recompute_s;         /* GPU busy recomputing K and V */
+    double transfer_s;          /* link busy, both directions */
+    double stall_s;             /* GPU idle during decode, waiting for transfers */
+    double bytes_h2d, bytes_d2h;
+    double gpu_kv_capacity_bytes, cpu_kv_capacity_bytes;
+    double peak_gpu_kv_bytes, peak_cpu_kv_bytes;
+    double gpu_hit_rate;        /* attended tokens found on the GPU */
+    double recomputed_tokens;
+    int64_t phase2_step;        /* first decode step with an offload, -1 if none */
+    int64_t phase3_step;        /* first decode step with a drop, -1 if none */
+    double recall_mean, recall_min; /* share of the trace's attention mass attended */
+    uint64_t events;            /* events the engine processed */
+    uint32_t trace_streams;     /* unique (sequence, layer) streams scheduled */
+};
+
+/* Resolves the system's defaults into cfg (selection, placement) unless
+ * already set. Returns ALISA_ENOTFOUND for an unknown policy name. */
+int sim_resolve(struct sim_config *cfg, struct alisa_err *e);
+
+/* Runs the simulation. Running out of memory is a result (r->oom), not an
+ * error; errors are bad traces or impossible configurations. timeline, when
+ * non-NULL, receives a per-step CSV. */
+int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
+            struct alisa_err *e);
+
+#endif

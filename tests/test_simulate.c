@@ -1,0 +1,246 @@
+/* The simulator on hand-computable scenarios: a one-layer toy model on
+ * hardware with 1 FLOP/ns and 1 byte/ns everywhere and 1 ns per copy, where
+ * every task's start and end were worked out by hand; plus the overlap rule,
+ * out-of-memory detection, the trace-length check and determinism. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "simulate.h"
+#include "testutil.h"
+#include "trace.h"
+#include "trace_gen.h"
+
+static const struct model_shape toy = {.name = "toy", .family = "llama", .n_layers = 1,
+                                       .hidden = 4, .n_heads = 2, .n_kv_heads = 2, .ffn = 8,
+                                       .ffn_matrices = 2, .vocab = 10, .params = 168,
+                                       .weight_bytes_fp16 = 336, .available = 1};
+static const struct hw_profile unit_hw = {.name = "unit", .gpu_mem_gib = 1, .hbm_gbps = 1,
+                                          .fp16_tflops = 1e-3, .host_dram_gib = 1,
+                                          .link_gbps = 1, .link_latency_us = 1e-3};
+
+/* One sequence, one layer, prompt 2, generated 2, uniform rows. */
+static void write_tiny(const char *path)
+{
+    struct trace_header h;
+    memset(&h, 0, sizeof h);
+    snprintf(h.model, sizeof h.model, "toy");
+    h.n_layers = 1;
+    h.n_heads = 2;
+    h.n_kv_heads = 2;
+    h.hidden = 4;
+    h.vocab = 10;
+    h.n_seqs = 1;
+    struct alisa_err e = {{0}};
+    struct trace_writer *w;
+    assert_int_equal(trace_writer_open(&w, path, &h, &e), 0);
+    uint32_t toks[2] = {1, 2};
+    assert_int_equal(trace_writer_seq(w, 0, 2, 2, 0, toks, &e), 0);
+    float row[4];
+    for (uint32_t pos = 0; pos < 4; pos++) {
+        for (uint32_t i = 0; i <= pos; i++)
+            row[i] = 1.0f / (pos + 1);
+        assert_int_equal(trace_writer_step(w, 0, pos, pos < 2 ? toks[pos] : 3, row, NULL, &e), 0);
+    }
+    assert_int_equal(trace_writer_close(w, &e), 0);
+}
+
+static struct sim_config toy_config(const char *trace, const char *system, uint32_t gen_len)
+{
+    struct sim_config c = {.trace = trace, .model = &toy, .hw = &unit_hw,
+                           .system = sim_system_find(system), .batch = 1, .prompt_len = 2,
+                           .gen_len = gen_len, .sel_params = {.sparsity = 0.8}};
+    struct alisa_err e = {{0}};
+    assert_non_null(c.system);
+    assert_int_equal(sim_resolve(&c, &e), 0);
+    return c;
+}
+
+static void test_dense_gpu_time_is_prefill_plus_each_steps_compute(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "tiny.trace");
+    write_tiny(path);
+    struct sim_config c = toy_config(path, "dense-gpu", 2);
+    struct sim_result r;
+    struct alisa_err e = {{0}};
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    assert_false(r.oom);
+    /* prefill: layer GEMM over 2 tokens max(512 FLOPs, 256 bytes) = 512, head
+     * max(80, 80) = 80, causal attention 2*2*2*2/2*4 = 32 -> 624 ns.
+     * step 0 attends 3 tokens: 256 + 80 + 3*16 = 384; step 1: 256 + 80 + 64 = 400. */
+    assert_true(fabs(r.prefill_s - 624e-9) < 1e-15);
+    assert_true(fabs(r.total_s - 1408e-9) < 1e-15);
+    assert_true(fabs(r.compute_s - 784e-9) < 1e-15);
+    assert_true(r.transfer_s == 0 && r.stall_s == 0 && r.bytes_h2d == 0);
+    assert_true(fabs(r.throughput_tok_s - 2 / 1408e-9) < 1e-3);
+    assert_true(r.gpu_hit_rate == 1.0);
+    tu_rmdir(dir);
+    free(dir);
+}
+
+static void test_accelerate_loads_every_step_with_exact_transfer_times(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "tiny.trace");
+    write_tiny(path);
+    struct sim_config c = toy_config(path, "accelerate", 2);
+    struct sim_result r;
+    struct alisa_err e = {{0}};
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    assert_false(r.oom);
+    /* All KV on the CPU (16 bytes a token). prefill 0..624; its offload of 2
+     * tokens 624..657 (1 + 32); LOAD(0) of 2 tokens 657..690; COMPUTE(0)
+     * 690..1074; OFFLOAD(0) of the new token 1074..1091; LOAD(1) of 3 tokens
+     * waits for it: 1091..1140; COMPUTE(1) 1140..1540; OFFLOAD(1) ..1557. */
+    assert_true(fabs(r.total_s - 1557e-9) < 1e-15);
+    assert_true(fabs(r.compute_s - 784e-9) < 1e-15);
+    assert_true(fabs(r.transfer_s - (33 + 33 + 17 + 49 + 17) * 1e-9) < 1e-15);
+    /* decode span 624..1540 = 916 ns, GPU busy 784 */
+    assert_true(fabs(r.stall_s - 132e-9) < 1e-15);
+    assert_true(fabs(r.bytes_h2d - 80) < 1e-9);      /* 2 + 3 tokens loaded */
+    assert_true(fabs(r.bytes_d2h - 64) < 1e-9);      /* 2 prompt + 2 new tokens */
+    assert_true(fabs(r.gpu_hit_rate - (1.0 - 5.0 / 7.0)) < 1e-12);
+    tu_rmdir(dir);
+    free(dir);
+}
+
+static void test_loads_overlap_the_previous_layers_compute(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "t.trace");
+    struct trace_gen_params p;
+    trace_gen_defaults(&p);
+    p.n_layers = 2;
+    p.n_heads = 2;
+    p.n_kv_heads = 2;
+    p.hidden = 4;
+    p.vocab = 10;
+    p.prompt_len = 8;
+    p.gen_len = 8;
+    struct alisa_err e = {{0}};
+    assert_int_equal(trace_gen_write(&p, path, &e), 0);
+    struct model_shape two = toy;
+    two.n_layers = 4;
+    struct sim_config c = toy_config(path, "accelerate", 8);
+    c.model = &two;
+    c.prompt_len = 8;
+    struct sim_result r;
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    assert_false(r.oom);
+    /* With no overlap the decode would take compute + transfer; with loads of
+     * layer g overlapping compute of g-1 it takes less, never less than
+     * either alone. */
+    double decode = r.total_s - r.prefill_s;
+    assert_true(decode < r.compute_s + r.transfer_s - 1e-12);
+    assert_true(decode >= r.compute_s - 1e-12 && decode >= r.transfer_s - 1e-12 - 66e-9);
+    tu_rmdir(dir);
+    free(dir);
+}
+
+static void test_out_of_memory_is_a_result_with_its_reason(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "tiny.trace");
+    write_tiny(path);
+    struct sim_result r;
+    struct alisa_err e = {{0}};
+    /* GPU memory for the weights and two tokens of KV: decode position 2
+     * needs a third. */
+    struct sim_config c = toy_config(path, "dense-gpu", 2);
+    c.gpu_mem_bytes = 336 + 2 * 16;
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    assert_true(r.oom);
+    assert_non_null(strstr(r.oom_reason, "decode position 2"));
+    /* weights alone do not fit */
+    c.gpu_mem_bytes = 300;
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    assert_true(r.oom);
+    assert_non_null(strstr(r.oom_reason, "weights"));
+    /* deepspeed streams the weights: two layers of buffers (2 x 256 bytes) and
+     * four tokens of KV fit in 576 bytes, though the weights (336) plus KV
+     * would not fit in 300 */
+    struct sim_config d = toy_config(path, "deepspeed", 2);
+    d.gpu_mem_bytes = 576;
+    assert_int_equal(sim_run(&d, &r, NULL, &e), 0);
+    assert_false(r.oom);
+    assert_true(r.bytes_h2d >= 2 * 256); /* the layer's weights, every step */
+    tu_rmdir(dir);
+    free(dir);
+}
+
+static void test_trace_shorter_than_the_workload_is_refused(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "tiny.trace");
+    write_tiny(path);
+    struct sim_result r;
+    struct alisa_err e = {{0}};
+    struct sim_config c = toy_config(path, "dense-gpu", 3);
+    assert_int_equal(sim_run(&c, &r, NULL, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "has 2 generated tokens, the workload needs 3"));
+    c.gen_len = 2;
+    c.prompt_len = 4;
+    assert_int_equal(sim_run(&c, &r, NULL, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "2-token prompt, the workload needs 4"));
+    tu_rmdir(dir);
+    free(dir);
+}
+
+static void test_same_input_gives_the_same_result(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "t.trace");
+    struct trace_gen_params p;
+    trace_gen_defaults(&p);
+    p.n_layers = 3;
+    p.n_seqs = 3;
+    p.prompt_len = 32;
+    p.gen_len = 32;
+    struct alisa_err e = {{0}};
+    assert_int_equal(trace_gen_write(&p, path, &e), 0);
+    struct catalog cat;
+    assert_int_equal(catalog_load(&cat, catalog_default_dir(), tu_models_dir(), &e), 0);
+    const char *systems[] = {"alisa", "flexgen", "h2o", "accelerate"};
+    for (int k = 0; k < 4; k++) {
+        struct sim_config c = {.trace = path, .model = catalog_model(&cat, "OPT-13B"),
+                               .hw = catalog_hw(&cat, "V100-32GB"),
+                               .system = sim_system_find(systems[k]), .batch = 16,
+                               .prompt_len = 32, .gen_len = 32, .sel_params = {.sparsity = 0.8}};
+        assert_int_equal(sim_resolve(&c, &e), 0);
+        struct sim_result a, b;
+        assert_int_equal(sim_run(&c, &a, NULL, &e), 0);
+        assert_int_equal(sim_run(&c, &b, NULL, &e), 0);
+        assert_memory_equal(&a, &b, sizeof a);
+        assert_false(a.oom);
+        assert_int_equal(a.trace_streams, 9); /* 3 sequences x 3 trace layers */
+    }
+    catalog_deinit(&cat);
+    tu_rmdir(dir);
+    free(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dense_gpu_time_is_prefill_plus_each_steps_compute),
+        cmocka_unit_test(test_accelerate_loads_every_step_with_exact_transfer_times),
+        cmocka_unit_test(test_loads_overlap_the_previous_layers_compute),
+        cmocka_unit_test(test_out_of_memory_is_a_result_with_its_reason),
+        cmocka_unit_test(test_trace_shorter_than_the_workload_is_refused),
+        cmocka_unit_test(test_same_input_gives_the_same_result),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
