@@ -25,26 +25,31 @@ const struct sim_system sim_systems[] = {
      "oldest CPU tokens dropped, each off-GPU token loaded or recomputed by the cost model); the "
      "CPU tier is used unless the schedule search prefers deleting to offloading (then dropped "
      "tokens are recomputed); weights on the GPU",
-     "swa", "alisa", 0, 1, -1},
+     "swa", "alisa", 0, 1, -1, 0},
     {"flexgen",
      "FlexGen: dense attention, flexgen-static placement (a fixed share of every token's KV on "
      "the GPU, the largest that fits, which minimises transfers under FlexGen's cost model when "
      "compute does not depend on the split), loads overlapped with the previous layer's "
      "compute; weights on the GPU",
-     "dense", "flexgen-static", 0, 0, -1},
+     "dense", "flexgen-static", 0, 0, -1, 0},
     {"accelerate",
      "HF Accelerate: dense attention, the whole KV on the CPU and loaded every step "
      "(flexgen-static with a GPU share of 0); weights on the GPU",
-     "dense", "flexgen-static", 0, 0, 0},
+     "dense", "flexgen-static", 0, 0, 0, 0},
     {"deepspeed",
      "DeepSpeed-ZeRO inference: dense attention, KV on the GPU (gpu-only: out of memory when "
      "it does not fit), weights on the CPU streamed layer by layer every step",
-     "dense", "gpu-only", 1, 0, -1},
+     "dense", "gpu-only", 1, 0, -1, 0},
     {"h2o", "H2O: h2o selection (evicted tokens freed for good), gpu-only placement", "h2o",
-     "gpu-only", 0, 0, -1},
+     "gpu-only", 0, 0, -1, 0},
     {"dense-gpu", "Dense attention with everything on the GPU: the ideal when it fits", "dense",
-     "gpu-only", 0, 0, -1},
-    {NULL, NULL, NULL, NULL, 0, 0, 0},
+     "gpu-only", 0, 0, -1, 0},
+    {"vllm",
+     "vLLM: dense attention, KV on the GPU in 16-token blocks; when blocks run out the most "
+     "recently admitted sequence is preempted and later recomputed (prefill over its tokens), "
+     "so the effective batch shrinks instead of running out of memory; weights on the GPU",
+     "dense", "gpu-only", 0, 0, -1, 16},
+    {NULL, NULL, NULL, NULL, 0, 0, 0, 0},
 };
 
 const struct sim_system *sim_system_find(const char *name)
@@ -281,6 +286,139 @@ static int check_trace(const struct sim_config *cfg, uint32_t *n_seqs, uint32_t 
     return rc;
 }
 
+/* vLLM's block manager and scheduler at sequence granularity (simulate.h). */
+static int run_vllm(const struct sim_config *cfg, double gpu_kv, struct sim_result *r,
+                    FILE *timeline, struct alisa_err *e)
+{
+    const struct model_shape *m = cfg->model;
+    const uint32_t B = cfg->batch, N = cfg->gen_len, P = cfg->prompt_len;
+    const uint32_t bt = cfg->system->block_tokens;
+    struct kv_shape ks = kv_shape_of(m, cfg->precision);
+    double block_bytes = (double)bt * m->n_layers * (double)cost_kv_bytes(&ks);
+    uint64_t total_blocks = (uint64_t)(gpu_kv / block_bytes);
+    uint32_t *len = malloc(B * sizeof *len);       /* tokens with KV, per sequence */
+    uint8_t *state = calloc(B, 1);                 /* 0 waiting, 1 running, 2 done */
+    uint32_t *order = malloc(B * sizeof *order);   /* running, in admission order */
+    uint32_t *waiting = malloc(B * sizeof *waiting); /* preempted, oldest first */
+    if (!len || !state || !order || !waiting) {
+        free(len);
+        free(state);
+        free(order);
+        free(waiting);
+        return err_set(e, ALISA_ENOMEM, "out of memory for %u sequences", B);
+    }
+#define BLOCKS(n) (((uint64_t)(n) + bt - 1) / bt)
+    uint64_t used = 0;
+    uint32_t n_run = 0, n_wait = 0, done = 0;
+    double t = 0;
+    /* Initial admission: prefill as many prompts as fit, in slot order. */
+    for (uint32_t i = 0; i < B; i++) {
+        len[i] = P;
+        if (used + BLOCKS(P + 1) <= total_blocks) {
+            used += BLOCKS(P);
+            state[i] = 1;
+            order[n_run++] = i;
+        } else {
+            waiting[n_wait++] = i;
+        }
+    }
+    if (n_run == 0) {
+        r->oom = 1;
+        snprintf(r->oom_reason, sizeof r->oom_reason,
+                 "the GPU KV space (%.2f GB, %llu blocks) cannot hold one prompt", gpu_kv / 1e9,
+                 (unsigned long long)total_blocks);
+        goto out;
+    }
+    t += cost_prefill_ns(m, cfg->hw, n_run, P);
+    r->prefill_s = t * 1e-9;
+    if (timeline)
+        fprintf(timeline, "step,end_ms,running,waiting,preemptions,gpu_kv_bytes\n");
+    double batch_sum = 0;
+    while (done < B) {
+        /* Re-admit waiting sequences that fit (with one block to grow). */
+        while (n_wait && used + BLOCKS(len[waiting[0]] + 1) <= total_blocks) {
+            uint32_t i = waiting[0];
+            memmove(waiting, waiting + 1, (--n_wait) * sizeof *waiting);
+            used += BLOCKS(len[i]);
+            state[i] = 1;
+            order[n_run++] = i;
+            double pf = cost_prefill_ns(m, cfg->hw, 1, len[i]);
+            t += pf;
+            if (len[i] > P) { /* preempted earlier: its KV is recomputed */
+                r->recomputed_tokens += len[i];
+                r->recompute_s += pf * 1e-9;
+            } else { /* first admission of a prompt that did not fit at the start */
+                r->prefill_s += pf * 1e-9;
+            }
+        }
+        if (n_run == 0) {
+            r->oom = 1;
+            snprintf(r->oom_reason, sizeof r->oom_reason,
+                     "the GPU KV space (%.2f GB) cannot hold one sequence of %u tokens",
+                     gpu_kv / 1e9, len[waiting[0]] + 1);
+            goto out;
+        }
+        /* Each running sequence writes one token; crossing into a new block
+         * needs a free one, else the most recently admitted goes. */
+        for (uint32_t k = 0; k < n_run;) {
+            uint32_t i = order[k];
+            if (BLOCKS(len[i] + 1) == BLOCKS(len[i]) || used < total_blocks) {
+                used += BLOCKS(len[i] + 1) - BLOCKS(len[i]);
+                k++;
+                continue;
+            }
+            uint32_t v = order[--n_run]; /* preempt the latest admitted */
+            used -= BLOCKS(len[v]);
+            state[v] = 0;
+            waiting[n_wait++] = v;
+            r->preemptions++;
+            if (v == i)
+                continue; /* it was this one: k now indexes past the end */
+        }
+        double attended = 0;
+        for (uint32_t k = 0; k < n_run; k++)
+            attended += len[order[k]] + 1;
+        double step = 0;
+        for (uint32_t l = 0; l < m->n_layers; l++)
+            step += cost_layer_compute_ns(m, cfg->hw, n_run, attended, cfg->precision, 0,
+                                          l == m->n_layers - 1);
+        t += step;
+        r->compute_s += step * 1e-9;
+        batch_sum += n_run;
+        r->decode_steps++;
+        for (uint32_t k = 0; k < n_run;) {
+            uint32_t i = order[k];
+            len[i]++;
+            if (len[i] - P == N) { /* finished: free its blocks */
+                used -= BLOCKS(len[i]);
+                state[i] = 2;
+                done++;
+                memmove(order + k, order + k + 1, (--n_run - k) * sizeof *order);
+            } else {
+                k++;
+            }
+        }
+        double kv_now = (double)used * block_bytes;
+        if (kv_now > r->peak_gpu_kv_bytes)
+            r->peak_gpu_kv_bytes = kv_now;
+        if (timeline)
+            fprintf(timeline, "%u,%.6f,%u,%u,%u,%.0f\n", r->decode_steps - 1, t * 1e-6, n_run,
+                    n_wait, r->preemptions, kv_now);
+    }
+    r->total_s = t * 1e-9;
+    r->throughput_tok_s = (double)B * N / r->total_s;
+    r->mean_batch = batch_sum / r->decode_steps;
+    r->gpu_hit_rate = 1.0;
+    r->recall_mean = r->recall_min = 1.0;
+out:
+#undef BLOCKS
+    free(len);
+    free(state);
+    free(order);
+    free(waiting);
+    return 0;
+}
+
 int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
             struct alisa_err *e)
 {
@@ -322,6 +460,8 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
     }
     r->gpu_kv_capacity_bytes = gpu_kv;
     r->cpu_kv_capacity_bytes = cpu_kv;
+    if (cfg->system->block_tokens)
+        return run_vllm(cfg, gpu_kv, r, timeline, e);
 
     /* Multiplicities: model streams per trace stream. */
     double *mult = calloc((size_t)S * Lt, sizeof *mult);
@@ -460,6 +600,8 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
     r->stall_s = decode_span - gpu_busy > 0 ? decode_span - gpu_busy : 0;
     r->throughput_tok_s = r->total_s > 0 ? (double)B * N / r->total_s : 0;
     r->gpu_hit_rate = attended_all > 0 ? 1.0 - misses_all / attended_all : 1.0;
+    r->decode_steps = N;
+    r->mean_batch = B;
     for (uint32_t j = 0; j < N; j++) {
         if (c.gpu_at[j] > r->peak_gpu_kv_bytes)
             r->peak_gpu_kv_bytes = c.gpu_at[j];

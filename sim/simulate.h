@@ -19,6 +19,14 @@
  * the selection of every layer of a step depends only on earlier steps) and
  * after OFFLOAD of the same layer one step earlier; OFFLOAD(g) after
  * COMPUTE(g). g counts layers across steps. Prefill runs first on the GPU.
+ *
+ * vLLM (block_tokens > 0) is modelled at sequence granularity instead: dense
+ * attention, all KV on the GPU in blocks; when a running sequence needs a
+ * block and none is free, the most recently admitted running sequence is
+ * preempted (its blocks freed); waiting sequences are re-admitted, oldest
+ * preemption first, when their blocks plus one fit, and pay a prefill over
+ * their prompt and generated tokens (recomputation). Every step runs on the
+ * GPU alone, so the time is the sum of the steps' prefill and decode costs.
  */
 #ifndef ALISA_SIMULATE_H
 #define ALISA_SIMULATE_H
@@ -41,6 +49,7 @@ struct sim_system {
     int weights_streamed;      /* DeepSpeed-ZeRO style: weights on the CPU, streamed each step */
     int searched;              /* ALISA: the CPU tier is set from alisa_search_grid */
     double gpu_fraction;       /* flexgen-static share (< 0: largest that fits) */
+    uint32_t block_tokens;     /* vLLM: paged KV in blocks of this many tokens; 0 = not paged */
 };
 
 extern const struct sim_system sim_systems[]; /* terminated by a NULL name */
@@ -79,6 +88,9 @@ struct sim_result {
     int64_t phase3_step;        /* first decode step with a drop, -1 if none */
     double recall_mean, recall_min; /* share of the trace's attention mass attended */
     uint64_t events;            /* events the engine processed */
+    uint32_t preemptions;       /* vLLM: sequences preempted for lack of KV blocks */
+    double mean_batch;          /* sequences decoding per step, on average */
+    uint32_t decode_steps;      /* batched decode steps run */
     uint32_t trace_streams;     /* unique (sequence, layer) streams scheduled */
 };
 

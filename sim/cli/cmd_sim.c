@@ -47,8 +47,9 @@ void cmd_sim_usage(FILE *out)
             "systems:\n");
     for (size_t i = 0; sim_systems[i].name; i++)
         fprintf(out, "  %-11s %s\n", sim_systems[i].name, sim_systems[i].summary);
-    fprintf(out, "\nNot modelled yet: vLLM's paged preemption (issue 5), and extending a short\n"
-                 "trace with the generator.\n");
+    fprintf(out, "\nvllm is modelled per sequence (its block manager), not per token: it ignores\n"
+                 "the trace's attention. Not modelled yet: FlexGen computing attention over\n"
+                 "CPU-resident KV on the CPU, and extending a short trace with the generator.\n");
 }
 
 int cmd_sim(int argc, char **argv)
@@ -158,6 +159,9 @@ int cmd_sim(int argc, char **argv)
             r.recall_min, "gpu_kv_capacity_bytes", r.gpu_kv_capacity_bytes,
             "cpu_kv_capacity_bytes", r.cpu_kv_capacity_bytes, "events", (json_int_t)r.events,
             "trace_streams", r.trace_streams);
+        json_object_set_new(root, "preemptions", json_integer(r.preemptions));
+        json_object_set_new(root, "mean_batch", json_real(r.mean_batch));
+        json_object_set_new(root, "decode_steps", json_integer(r.decode_steps));
         json_object_set_new(root, "oom_reason", r.oom ? json_string(r.oom_reason) : json_null());
         json_object_set_new(root, "phase2_step", r.phase2_step >= 0 ? json_integer(r.phase2_step) : json_null());
         json_object_set_new(root, "phase3_step", r.phase3_step >= 0 ? json_integer(r.phase3_step) : json_null());
@@ -185,6 +189,9 @@ int cmd_sim(int argc, char **argv)
                    (long long)r.phase2_step, (long long)r.phase3_step);
             printf("selection    attention recall mean %.4f, worst %.4f\n", r.recall_mean,
                    r.recall_min);
+            if (cfg.system->block_tokens)
+                printf("vllm         %u preemptions, mean running batch %.1f over %u steps\n",
+                       r.preemptions, r.mean_batch, r.decode_steps);
         }
     }
     catalog_deinit(&c);
