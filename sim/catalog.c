@@ -73,6 +73,7 @@ static const struct field hw_fields[] = {
     HF("host_dram_gib", FIELD_DOUBLE, host_dram_gib),
     HF("link_gbps", FIELD_DOUBLE, link_gbps),
     HF("link_latency_us", FIELD_DOUBLE, link_latency_us),
+    HF("host_mem_gbps", FIELD_DOUBLE, host_mem_gbps),
 };
 #define N_MODEL_FIELDS (sizeof model_fields / sizeof model_fields[0])
 #define N_HW_FIELDS (sizeof hw_fields / sizeof hw_fields[0])
@@ -301,7 +302,8 @@ int catalog_load_hardware(struct catalog *c, const char *path, struct alisa_err 
         const struct hw_profile *h = &c->hw[i];
         if ((rc = check_required(&p, i, 1, e)))
             break;
-        if (h->gpu_mem_gib <= 0 || h->hbm_gbps <= 0 || h->fp16_tflops <= 0 || h->link_gbps <= 0)
+        if (h->gpu_mem_gib <= 0 || h->hbm_gbps <= 0 || h->fp16_tflops <= 0 || h->link_gbps <= 0 ||
+            h->host_mem_gbps <= 0)
             rc = err_set(e, ALISA_EINVAL, "%s:%d: [%s]: memory, bandwidths and FLOP/s must be positive",
                          path, section_line(path, h->name), h->name);
     }

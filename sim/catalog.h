@@ -44,6 +44,7 @@ struct hw_profile {
     double host_dram_gib;   /* host memory for the CPU tier, GiB */
     double link_gbps;       /* CPU<->GPU bandwidth per direction, GB/s */
     double link_latency_us; /* fixed cost per copy, microseconds */
+    double host_mem_gbps;   /* host DRAM bandwidth for CPU-side attention, GB/s */
 };
 
 struct catalog {

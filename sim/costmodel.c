@@ -107,6 +107,11 @@ double cost_layer_weight_bytes(const struct model_shape *m)
     return layer_params(m, &k) * 2.0;
 }
 
+double cost_cpu_attention_ns(const struct hw_profile *hw, double bytes)
+{
+    return bytes > 0 ? bytes / hw->host_mem_gbps : 0;
+}
+
 double cost_transfer_ns(const struct hw_profile *hw, double bytes, double copies)
 {
     if (bytes <= 0)

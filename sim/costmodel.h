@@ -77,6 +77,11 @@ double cost_recompute_gpu_ns(const struct model_shape *m, const struct hw_profil
  * each step). Cannot fail. */
 double cost_layer_weight_bytes(const struct model_shape *m);
 
+/* Attention computed by the CPU over `bytes` of host-resident KV: memory-bound
+ * at the host DRAM bandwidth (the query and the partial result that cross
+ * the link are a few KB and left out). ns. Cannot fail. */
+double cost_cpu_attention_ns(const struct hw_profile *hw, double bytes);
+
 /* Moving `bytes` over the CPU-GPU link in `copies` copies: per-copy latency
  * plus bytes / bandwidth (ALISA.md section 3: Tm = bytes / B). ns. */
 double cost_transfer_ns(const struct hw_profile *hw, double bytes, double copies);

@@ -2,9 +2,11 @@
  * token's KV on the GPU (FlexGen splits by heads) and the rest on the CPU.
  *
  * Nothing is cached across steps: every attended token's CPU share is loaded
- * for the step (a GPU miss whenever f < 1), and each new token's CPU share is
- * offloaded once. Out of memory when either tier cannot hold its share of
- * every token. f < 0 means the largest share that fits the whole sequence.
+ * for the step (a GPU miss whenever f < 1), or, with cpu_attention, attended
+ * where it lies by the CPU (FlexGen's CPU delegation: no KV crosses the
+ * link); each new token's CPU share is offloaded once. Out of memory when
+ * either tier cannot hold its share of every token. f < 0 means the largest
+ * share that fits the whole sequence.
  */
 #include <stdlib.h>
 
@@ -13,6 +15,7 @@
 struct flexgen_state {
     uint64_t gpu_part; /* bytes of each token on the GPU */
     uint64_t cpu_part; /* bytes of each token on the CPU */
+    int cpu_attention; /* attend CPU shares on the CPU */
 };
 
 static int flexgen_create(void **state, const struct place_params *p, uint32_t max_len,
@@ -32,6 +35,7 @@ static int flexgen_create(void **state, const struct place_params *p, uint32_t m
         frac = 1;
     f->gpu_part = (uint64_t)(frac * (double)p->kv_bytes);
     f->cpu_part = p->kv_bytes - f->gpu_part;
+    f->cpu_attention = p->cpu_attention;
     return 0;
 }
 
@@ -54,8 +58,13 @@ static void flexgen_step(void *state, struct kv_stream *s, const struct place_pa
         if (t == pos || f->cpu_part == 0)
             continue;
         out->gpu_misses++;
-        out->bytes_h2d += f->cpu_part;
-        out->load[out->n_load++] = t;
+        if (f->cpu_attention) {
+            out->n_cpu_attend++;
+            out->bytes_cpu_attend += f->cpu_part;
+        } else {
+            out->bytes_h2d += f->cpu_part;
+            out->load[out->n_load++] = t;
+        }
     }
     if (s->gpu_bytes + f->gpu_part > p->gpu_bytes || s->cpu_bytes + f->cpu_part > p->cpu_bytes) {
         out->oom = 1;

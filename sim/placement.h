@@ -47,6 +47,8 @@ struct place_params {
     double recompute_ns;      /* modelled cost of recomputing one token's KV on the GPU */
     double gpu_fraction;      /* flexgen-static: share of every token on the GPU; < 0 = the
                                  largest that fits the whole sequence */
+    int cpu_attention;        /* flexgen-static: attend the CPU shares on the CPU (FlexGen's
+                                 CPU delegation) instead of loading them */
 };
 
 /* The state of one stream, shared by the engine and the policies. */
@@ -71,6 +73,8 @@ struct place_result {
     uint32_t *drop;       /* (n_drop) tokens whose last KV copy was deleted */
     uint32_t n_load, n_recompute, n_offload, n_drop;
     uint32_t gpu_misses;  /* attended tokens not on the GPU when the step began */
+    uint32_t n_cpu_attend; /* attended tokens whose CPU share is attended on the CPU */
+    uint64_t bytes_cpu_attend; /* KV bytes the CPU reads for that */
     uint64_t bytes_h2d;   /* KV loads + recompute inputs */
     uint64_t bytes_d2h;   /* offloads */
     int oom;              /* the GPU tier could not hold the step's tokens */

@@ -107,6 +107,7 @@ static void account(struct pass *ps, const struct sched_plan *plan, double recal
     t->offloads += r->n_offload;
     t->drops += r->n_drop;
     t->retired += plan->n_retired;
+    t->bytes_cpu_attend += r->bytes_cpu_attend;
     if (r->n_offload && t->phase2_pos < 0)
         t->phase2_pos = plan->pos;
     if (r->n_drop && t->phase3_pos < 0)
@@ -261,6 +262,7 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
     pp->load_ns = cost_load_ns(&ks, cfg->hw);
     pp->recompute_ns = cost_recompute_ns(&ks, cfg->hw);
     pp->gpu_fraction = cfg->gpu_fraction;
+    pp->cpu_attention = cfg->cpu_attention;
 
     tot->n_streams = n_streams;
     tot->max_len = max_len;

@@ -30,6 +30,7 @@ struct replay_config {
     uint64_t capacity_streams;  /* streams the capacities are split over; 0 = the trace's
                                    (the simulator passes batch x model layers) */
     uint32_t positions;         /* replay only query positions below this; 0 = all */
+    int cpu_attention;          /* flexgen-static: attend CPU shares on the CPU */
 };
 
 /* Sums over all streams at one query position. */
@@ -54,6 +55,7 @@ struct replay_totals {
     uint64_t gpu_misses;       /* attended tokens not on the GPU at their step */
     uint64_t bytes_h2d, bytes_d2h;
     uint64_t loads, recomputed_tokens, offloads, drops, retired;
+    uint64_t bytes_cpu_attend;  /* KV bytes attended on the CPU (flexgen-static delegation) */
     uint64_t peak_gpu_bytes, peak_cpu_bytes; /* all streams together */
     double fetch_cost_ns;      /* loads x load_ns + recomputations x recompute_ns + offloads
                                   x load_ns: oracle-cost's objective, for any placement

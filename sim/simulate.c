@@ -25,31 +25,31 @@ const struct sim_system sim_systems[] = {
      "oldest CPU tokens dropped, each off-GPU token loaded or recomputed by the cost model); the "
      "CPU tier is used unless the schedule search prefers deleting to offloading (then dropped "
      "tokens are recomputed); weights on the GPU",
-     "swa", "alisa", 0, 1, -1, 0},
+     "swa", "alisa", 0, 1, -1, 0, 0},
     {"flexgen",
      "FlexGen: dense attention, flexgen-static placement (a fixed share of every token's KV on "
-     "the GPU, the largest that fits, which minimises transfers under FlexGen's cost model when "
-     "compute does not depend on the split), loads overlapped with the previous layer's "
-     "compute; weights on the GPU",
-     "dense", "flexgen-static", 0, 0, -1, 0},
+     "the GPU, the largest that fits, which minimises the work left to the CPU), attention over "
+     "the CPU share computed by the CPU where it lies (no KV crosses the link); weights on the "
+     "GPU",
+     "dense", "flexgen-static", 0, 0, -1, 0, 1},
     {"accelerate",
      "HF Accelerate: dense attention, the whole KV on the CPU and loaded every step "
      "(flexgen-static with a GPU share of 0); weights on the GPU",
-     "dense", "flexgen-static", 0, 0, 0, 0},
+     "dense", "flexgen-static", 0, 0, 0, 0, 0},
     {"deepspeed",
      "DeepSpeed-ZeRO inference: dense attention, KV on the GPU (gpu-only: out of memory when "
      "it does not fit), weights on the CPU streamed layer by layer every step",
-     "dense", "gpu-only", 1, 0, -1, 0},
+     "dense", "gpu-only", 1, 0, -1, 0, 0},
     {"h2o", "H2O: h2o selection (evicted tokens freed for good), gpu-only placement", "h2o",
-     "gpu-only", 0, 0, -1, 0},
+     "gpu-only", 0, 0, -1, 0, 0},
     {"dense-gpu", "Dense attention with everything on the GPU: the ideal when it fits", "dense",
-     "gpu-only", 0, 0, -1, 0},
+     "gpu-only", 0, 0, -1, 0, 0},
     {"vllm",
      "vLLM: dense attention, KV on the GPU in 16-token blocks; when blocks run out the most "
      "recently admitted sequence is preempted and later recomputed (prefill over its tokens), "
      "so the effective batch shrinks instead of running out of memory; weights on the GPU",
-     "dense", "gpu-only", 0, 0, -1, 16},
-    {NULL, NULL, NULL, NULL, 0, 0, 0, 0},
+     "dense", "gpu-only", 0, 0, -1, 16, 0},
+    {NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0},
 };
 
 const struct sim_system *sim_system_find(const char *name)
@@ -81,6 +81,7 @@ struct stream_step {
     float misses;
     float recomputed;
     double h2d, d2h; /* bytes */
+    double cpu_attend; /* KV bytes attended on the CPU */
 };
 
 struct collect {
@@ -110,6 +111,7 @@ static void collect_plan(void *user, const struct sched_plan *p, uint32_t seq, u
     s->recomputed = (float)p->place.n_recompute;
     s->h2d = (double)p->place.bytes_h2d;
     s->d2h = (double)p->place.bytes_d2h;
+    s->cpu_attend = (double)p->place.bytes_cpu_attend;
     double m = c->mult[seq * c->trace_layers + layer];
     c->gpu_at[j] += m * (double)p->gpu_bytes;
     c->cpu_at[j] += m * (double)p->cpu_bytes;
@@ -186,13 +188,15 @@ static int engine_run(struct engine *g, struct alisa_err *e)
     return rc;
 }
 
-/* Task ids: 0 prefill, 1 prefill offload, then four per global layer g. */
+/* Task ids: 0 prefill, 1 prefill offload, then five per global layer g. */
 #define T_PREFILL 0u
 #define T_PREFILL_OFF 1u
-#define T_LOAD(g) (2u + 4u * (g))
-#define T_RECOMP(g) (3u + 4u * (g))
-#define T_COMPUTE(g) (4u + 4u * (g))
-#define T_OFFLOAD(g) (5u + 4u * (g))
+#define T_PER_LAYER 5u
+#define T_LOAD(g) (2u + T_PER_LAYER * (g))
+#define T_RECOMP(g) (3u + T_PER_LAYER * (g))
+#define T_CPU_ATTN(g) (4u + T_PER_LAYER * (g))
+#define T_COMPUTE(g) (5u + T_PER_LAYER * (g))
+#define T_OFFLOAD(g) (6u + T_PER_LAYER * (g))
 
 struct edge {
     uint32_t from, to;
@@ -201,13 +205,14 @@ struct edge {
 static int build_edges(struct engine *g, uint32_t layers, uint32_t steps)
 {
     uint32_t G = layers * steps;
-    size_t cap = 4 + (size_t)G * 6 + layers, n = 0;
+    size_t cap = 5 + (size_t)G * 8 + layers, n = 0;
     struct edge *ed = malloc(cap * sizeof *ed);
     if (!ed)
         return ALISA_ENOMEM;
 #define EDGE(a, b) (ed[n++] = (struct edge){(a), (b)})
     EDGE(T_PREFILL, T_PREFILL_OFF);
     EDGE(T_PREFILL, T_COMPUTE(0));
+    EDGE(T_PREFILL, T_CPU_ATTN(0));
     EDGE(T_PREFILL, T_LOAD(0));
     if (G > 1)
         EDGE(T_PREFILL, T_LOAD(1));
@@ -216,9 +221,12 @@ static int build_edges(struct engine *g, uint32_t layers, uint32_t steps)
     for (uint32_t x = 0; x < G; x++) {
         EDGE(T_LOAD(x), T_RECOMP(x));
         EDGE(T_RECOMP(x), T_COMPUTE(x));
+        EDGE(T_CPU_ATTN(x), T_COMPUTE(x));
         EDGE(T_COMPUTE(x), T_OFFLOAD(x));
-        if (x + 1 < G)
+        if (x + 1 < G) {
             EDGE(T_COMPUTE(x), T_COMPUTE(x + 1));
+            EDGE(T_COMPUTE(x), T_CPU_ATTN(x + 1));
+        }
         if (x + 2 < G)
             EDGE(T_COMPUTE(x), T_LOAD(x + 2));
         if (x + layers < G)
@@ -495,7 +503,8 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
                                  .cpu_kv_bytes = (uint64_t)cpu_kv, .precision = cfg->precision,
                                  .hw = cfg->hw, .gpu_fraction = cfg->system->gpu_fraction,
                                  .shape = &ks, .capacity_streams = (uint64_t)B * Lm,
-                                 .positions = cfg->prompt_len + N};
+                                 .positions = cfg->prompt_len + N,
+                                 .cpu_attention = cfg->system->cpu_attention};
     if ((rc = replay_trace(cfg->trace, &rcfg, &tot, collect_plan, &c, e)))
         goto done;
     r->recall_mean = tot.recall_mean;
@@ -516,7 +525,7 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
 
     /* Tasks. */
     uint32_t Gn = Lm * N;
-    g.n = 2 + 4 * Gn;
+    g.n = 2 + T_PER_LAYER * Gn;
     g.t = calloc(g.n, sizeof *g.t);
     for (int res = 0; res < N_RES; res++)
         g.queue[res] = malloc((size_t)g.n * sizeof *g.queue[res]);
@@ -542,7 +551,7 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
     for (uint32_t j = 0; j < N; j++)
         for (uint32_t l = 0; l < Lm; l++) {
             uint32_t x = j * Lm + l, tl = tl_of[l];
-            double att = 0, miss = 0, rec = 0, h2d = 0, d2h = 0;
+            double att = 0, miss = 0, rec = 0, h2d = 0, d2h = 0, cpu = 0;
             const struct stream_step *row = &c.steps[((size_t)j * Lt + tl) * S];
             for (uint32_t s = 0; s < S; s++) {
                 att += slots_of[s] * row[s].attended;
@@ -550,6 +559,7 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
                 rec += slots_of[s] * row[s].recomputed;
                 h2d += slots_of[s] * row[s].h2d;
                 d2h += slots_of[s] * row[s].d2h;
+                cpu += slots_of[s] * row[s].cpu_attend;
             }
             attended_all += att;
             misses_all += miss;
@@ -567,6 +577,8 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
             g.t[T_RECOMP(x)] = (struct task){.res = RES_GPU,
                                              .dur_ns = ns_of(cost_recompute_gpu_ns(m, cfg->hw, rec,
                                                                                    cfg->precision))};
+            g.t[T_CPU_ATTN(x)] = (struct task){.res = RES_CPU,
+                                               .dur_ns = ns_of(cost_cpu_attention_ns(cfg->hw, cpu))};
             g.t[T_COMPUTE(x)] = (struct task){
                 .res = RES_GPU,
                 .dur_ns = ns_of(cost_layer_compute_ns(m, cfg->hw, B, att, cfg->precision, sparse,
@@ -592,6 +604,7 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
     for (uint32_t x = 0; x < Gn; x++) {
         r->compute_s += g.t[T_COMPUTE(x)].dur_ns * 1e-9;
         r->recompute_s += g.t[T_RECOMP(x)].dur_ns * 1e-9;
+        r->cpu_attention_s += g.t[T_CPU_ATTN(x)].dur_ns * 1e-9;
         r->transfer_s += (g.t[T_LOAD(x)].dur_ns + g.t[T_OFFLOAD(x)].dur_ns) * 1e-9;
         gpu_busy += (g.t[T_COMPUTE(x)].dur_ns + g.t[T_RECOMP(x)].dur_ns) * 1e-9;
     }

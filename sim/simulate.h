@@ -10,11 +10,14 @@
  * weighted by how many model streams map to it. Capacities are split evenly
  * over the batch x model-layer streams.
  *
- * Timing: per decode step and model layer, four tasks on three resources:
+ * Timing: per decode step and model layer, five tasks on four resources:
  * LOAD (host-to-device link: the layer's loads and recompute inputs, and
  * streamed weights), RECOMPUTE and COMPUTE (the GPU stream, in that order),
- * OFFLOAD (device-to-host link). Dependencies: COMPUTE(g) after COMPUTE(g-1),
- * LOAD(g) and RECOMPUTE(g); RECOMPUTE(g) after LOAD(g); LOAD(g) after
+ * CPU_ATTN (the CPU: FlexGen's attention over CPU-resident KV), OFFLOAD
+ * (device-to-host link). Dependencies: COMPUTE(g) after COMPUTE(g-1),
+ * LOAD(g), RECOMPUTE(g) and CPU_ATTN(g); CPU_ATTN(g) after COMPUTE(g-1) (it
+ * needs the layer's query; serial with the GPU, a conservative choice);
+ * RECOMPUTE(g) after LOAD(g); LOAD(g) after
  * COMPUTE(g-2) (double buffering: layer g loads while g-1 computes, since
  * the selection of every layer of a step depends only on earlier steps) and
  * after OFFLOAD of the same layer one step earlier; OFFLOAD(g) after
@@ -50,6 +53,7 @@ struct sim_system {
     int searched;              /* ALISA: the CPU tier is set from alisa_search_grid */
     double gpu_fraction;       /* flexgen-static share (< 0: largest that fits) */
     uint32_t block_tokens;     /* vLLM: paged KV in blocks of this many tokens; 0 = not paged */
+    int cpu_attention;         /* FlexGen: attention over CPU-resident KV runs on the CPU */
 };
 
 extern const struct sim_system sim_systems[]; /* terminated by a NULL name */
@@ -78,7 +82,8 @@ struct sim_result {
     double compute_s;           /* GPU busy with layer compute */
     double recompute_s;         /* GPU busy recomputing K and V */
     double transfer_s;          /* link busy, both directions */
-    double stall_s;             /* GPU idle during decode, waiting for transfers */
+    double cpu_attention_s;     /* CPU busy with attention (FlexGen's delegation) */
+    double stall_s;             /* GPU idle during decode, waiting for transfers or the CPU */
     double bytes_h2d, bytes_d2h;
     double gpu_kv_capacity_bytes, cpu_kv_capacity_bytes;
     double peak_gpu_kv_bytes, peak_cpu_kv_bytes;

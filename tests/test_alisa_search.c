@@ -21,7 +21,8 @@ static const struct model_shape toy = {.name = "toy", .n_layers = 1, .hidden = 4
 /* 1 FLOP/ns, 1 byte/ns everywhere, 1 ns per copy */
 static const struct hw_profile unit_hw = {.name = "unit", .gpu_mem_gib = 1, .hbm_gbps = 1,
                                           .fp16_tflops = 1e-3, .host_dram_gib = 1,
-                                          .link_gbps = 1, .link_latency_us = 1e-3};
+                                          .link_gbps = 1, .link_latency_us = 1e-3,
+                                          .host_mem_gbps = 1};
 
 static void test_cost_terms_match_hand_computation(void **state)
 {

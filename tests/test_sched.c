@@ -20,7 +20,8 @@
 
 static const struct hw_profile test_hw = {.name = "test", .gpu_mem_gib = 80, .hbm_gbps = 3350,
                                           .fp16_tflops = 989, .host_dram_gib = 128,
-                                          .link_gbps = 20, .link_latency_us = 10};
+                                          .link_gbps = 20, .link_latency_us = 10,
+                                          .host_mem_gbps = 100};
 
 struct env {
     char *dir;

@@ -23,7 +23,8 @@ static const struct model_shape toy = {.name = "toy", .family = "llama", .n_laye
                                        .weight_bytes_fp16 = 336, .available = 1};
 static const struct hw_profile unit_hw = {.name = "unit", .gpu_mem_gib = 1, .hbm_gbps = 1,
                                           .fp16_tflops = 1e-3, .host_dram_gib = 1,
-                                          .link_gbps = 1, .link_latency_us = 1e-3};
+                                          .link_gbps = 1, .link_latency_us = 1e-3,
+                                          .host_mem_gbps = 1};
 
 /* One sequence, one layer, prompt 2, generated 2, uniform rows. */
 static void write_tiny(const char *path)
@@ -109,6 +110,33 @@ static void test_accelerate_loads_every_step_with_exact_transfer_times(void **st
     assert_true(fabs(r.bytes_h2d - 80) < 1e-9);      /* 2 + 3 tokens loaded */
     assert_true(fabs(r.bytes_d2h - 64) < 1e-9);      /* 2 prompt + 2 new tokens */
     assert_true(fabs(r.gpu_hit_rate - (1.0 - 5.0 / 7.0)) < 1e-12);
+    tu_rmdir(dir);
+    free(dir);
+}
+
+static void test_flexgen_attends_its_cpu_share_on_the_cpu(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "tiny.trace");
+    write_tiny(path);
+    /* KV room for 2 of the 4 tokens: half of every token (8 of 16 bytes) on
+     * the GPU. Step 0 attends tokens 0-2: the CPU reads the CPU halves of 0
+     * and 1 (16 bytes, 16 ns at 1 byte/ns); step 1 those of 0-2 (24 ns). No
+     * KV crosses the link except each new token's CPU half (8 bytes). */
+    struct sim_config c = toy_config(path, "flexgen", 2);
+    c.gpu_mem_bytes = 336 + 2 * 16;
+    struct sim_result r;
+    struct alisa_err e = {{0}};
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    assert_false(r.oom);
+    assert_true(fabs(r.cpu_attention_s - 40e-9) < 1e-15);
+    assert_true(r.bytes_h2d == 0);
+    assert_true(fabs(r.bytes_d2h - 4 * 8) < 1e-9); /* 2 prompt + 2 new tokens' halves */
+    /* prefill 624, its offload 1 + 16 = 17 (624..641); CPU_ATTN(0) 624..640;
+     * COMPUTE(0) 641..1025; OFFLOAD(0) ..1034; CPU_ATTN(1) 1025..1049;
+     * COMPUTE(1) 1049..1449; OFFLOAD(1) ..1458 */
+    assert_true(fabs(r.total_s - 1458e-9) < 1e-15);
     tu_rmdir(dir);
     free(dir);
 }
@@ -283,6 +311,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dense_gpu_time_is_prefill_plus_each_steps_compute),
         cmocka_unit_test(test_accelerate_loads_every_step_with_exact_transfer_times),
+        cmocka_unit_test(test_flexgen_attends_its_cpu_share_on_the_cpu),
         cmocka_unit_test(test_loads_overlap_the_previous_layers_compute),
         cmocka_unit_test(test_out_of_memory_is_a_result_with_its_reason),
         cmocka_unit_test(test_trace_shorter_than_the_workload_is_refused),

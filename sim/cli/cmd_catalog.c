@@ -50,13 +50,13 @@ static void print_models_table(const struct catalog *c)
 
 static void print_hw_table(const struct catalog *c)
 {
-    printf("%-11s %-28s %8s %9s %9s %9s %9s %10s\n", "profile", "gpu", "mem GiB", "HBM GB/s",
-           "FP16 TF/s", "host GiB", "link GB/s", "link us");
+    printf("%-11s %-28s %8s %9s %9s %9s %9s %8s %9s\n", "profile", "gpu", "mem GiB", "HBM GB/s",
+           "FP16 TF/s", "host GiB", "link GB/s", "link us", "DRAM GB/s");
     for (size_t i = 0; i < c->n_hw; i++) {
         const struct hw_profile *h = &c->hw[i];
-        printf("%-11s %-28s %8.1f %9.0f %9.0f %9.0f %9.1f %10.1f\n", h->name, h->gpu,
+        printf("%-11s %-28s %8.1f %9.0f %9.0f %9.0f %9.1f %8.1f %9.0f\n", h->name, h->gpu,
                h->gpu_mem_gib, h->hbm_gbps, h->fp16_tflops, h->host_dram_gib, h->link_gbps,
-               h->link_latency_us);
+               h->link_latency_us, h->host_mem_gbps);
     }
 }
 
@@ -98,10 +98,11 @@ static json_t *hw_json(const struct catalog *c)
     for (size_t i = 0; i < c->n_hw; i++) {
         const struct hw_profile *h = &c->hw[i];
         json_array_append_new(
-            arr, json_pack("{s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:f}", "name", h->name, "gpu",
+            arr, json_pack("{s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "name", h->name, "gpu",
                            h->gpu, "gpu_mem_gib", h->gpu_mem_gib, "hbm_gbps", h->hbm_gbps,
                            "fp16_tflops", h->fp16_tflops, "host_dram_gib", h->host_dram_gib,
-                           "link_gbps", h->link_gbps, "link_latency_us", h->link_latency_us));
+                           "link_gbps", h->link_gbps, "link_latency_us", h->link_latency_us,
+                           "host_mem_gbps", h->host_mem_gbps));
     }
     return arr;
 }

@@ -48,8 +48,8 @@ void cmd_sim_usage(FILE *out)
     for (size_t i = 0; sim_systems[i].name; i++)
         fprintf(out, "  %-11s %s\n", sim_systems[i].name, sim_systems[i].summary);
     fprintf(out, "\nvllm is modelled per sequence (its block manager), not per token: it ignores\n"
-                 "the trace's attention. Not modelled yet: FlexGen computing attention over\n"
-                 "CPU-resident KV on the CPU, and extending a short trace with the generator.\n");
+                 "the trace's attention. Not modelled yet: extending a short trace with the\n"
+                 "generator.\n");
 }
 
 int cmd_sim(int argc, char **argv)
@@ -160,6 +160,7 @@ int cmd_sim(int argc, char **argv)
             "cpu_kv_capacity_bytes", r.cpu_kv_capacity_bytes, "events", (json_int_t)r.events,
             "trace_streams", r.trace_streams);
         json_object_set_new(root, "preemptions", json_integer(r.preemptions));
+        json_object_set_new(root, "cpu_attention_s", json_real(r.cpu_attention_s));
         json_object_set_new(root, "mean_batch", json_real(r.mean_batch));
         json_object_set_new(root, "decode_steps", json_integer(r.decode_steps));
         json_object_set_new(root, "oom_reason", r.oom ? json_string(r.oom_reason) : json_null());
@@ -179,7 +180,8 @@ int cmd_sim(int argc, char **argv)
             printf("throughput   %10.1f tokens/s   total %.3f s (prefill %.3f s)\n",
                    r.throughput_tok_s, r.total_s, r.prefill_s);
             printf("time         compute %.3f s, recompute %.3f s, transfer %.3f s (link busy), "
-                   "GPU stall %.3f s\n", r.compute_s, r.recompute_s, r.transfer_s, r.stall_s);
+                   "CPU attention %.3f s, GPU stall %.3f s\n", r.compute_s, r.recompute_s,
+                   r.transfer_s, r.cpu_attention_s, r.stall_s);
             printf("traffic      %.3f GB host->GPU, %.3f GB GPU->host; %.0f tokens recomputed\n",
                    r.bytes_h2d / 1e9, r.bytes_d2h / 1e9, r.recomputed_tokens);
             printf("KV           GPU peak %.2f of %.2f GB, CPU peak %.2f of %.2f GB; GPU hit rate "
