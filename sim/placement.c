@@ -178,29 +178,55 @@ enum kv_place kv_place_of(const struct kv_stream *s, uint32_t t)
     return KV_PLACE_DROPPED;
 }
 
+/* Per flag byte: 1 when the combination can never be valid after a step. */
+static uint8_t bad_flags[256];
+
+__attribute__((constructor)) static void fill_bad_flags(void)
+{
+    for (int f = 0; f < 256; f++)
+        bad_flags[f] = ((f & KV_GONE) && (f & (KV_GPU | KV_CPU | KV_SPLIT))) ||
+                       ((f & KV_SPLIT) && (f & (KV_GPU | KV_CPU))) || (f & KV_PIN) ||
+                       ((f & ~KV_EXISTS) && !(f & KV_EXISTS));
+}
+
 int kv_stream_check(const struct kv_stream *s, const struct place_params *p, uint32_t pos,
                     const uint32_t *attended, uint32_t n_att, struct kv_census *census,
                     struct alisa_err *e)
 {
     uint32_t gpu = 0, cpu = 0, split = 0, cpu_only = 0, dropped = 0, gone = 0;
-    for (uint32_t t = 0; t < s->max_len; t++) {
+    uint32_t n = pos + 1 < s->max_len ? pos + 1 : s->max_len;
+    uint32_t missing = 0, bad = 0;
+    /* Branch-free census of the produced tokens; the slow loop below runs
+     * only to name the first offender. */
+    for (uint32_t t = 0; t < n; t++) {
         uint8_t f = s->flags[t];
-        if (t <= pos && !(f & KV_EXISTS))
-            return err_set(e, ALISA_EINVAL, "token %u of %u was never produced", t, pos + 1);
-        if (t > pos && f)
-            return err_set(e, ALISA_EINVAL, "token %u exists before its step (now %u)", t, pos);
-        if ((f & KV_GONE) && (f & (KV_GPU | KV_CPU | KV_SPLIT)))
-            return err_set(e, ALISA_EINVAL, "retired token %u still holds memory", t);
-        if ((f & KV_SPLIT) && (f & (KV_GPU | KV_CPU)))
-            return err_set(e, ALISA_EINVAL, "split token %u also has a whole copy", t);
-        if (f & KV_PIN)
-            return err_set(e, ALISA_EINVAL, "token %u still pinned after the step", t);
-        gpu += (f & KV_GPU) != 0;
-        cpu += (f & KV_CPU) != 0;
-        split += (f & KV_SPLIT) != 0;
-        gone += (f & KV_GONE) != 0;
-        cpu_only += (f & KV_CPU) && !(f & KV_GPU);
-        dropped += (f & KV_EXISTS) && !(f & (KV_GPU | KV_CPU | KV_GONE | KV_SPLIT));
+        missing += !(f & KV_EXISTS);
+        bad += bad_flags[f];
+        gpu += (f >> 1) & 1;
+        cpu += (f >> 2) & 1;
+        gone += (f >> 3) & 1;
+        split += (f >> 5) & 1;
+        cpu_only += (f & (KV_CPU | KV_GPU)) == KV_CPU;
+        dropped += (f & (KV_EXISTS | KV_GPU | KV_CPU | KV_GONE | KV_SPLIT)) == KV_EXISTS;
+    }
+    uint32_t later = 0;
+    for (uint32_t t = n; t < s->max_len; t++)
+        later |= s->flags[t];
+    if (missing || bad || later) {
+        for (uint32_t t = 0; t < s->max_len; t++) {
+            uint8_t f = s->flags[t];
+            if (t <= pos && !(f & KV_EXISTS))
+                return err_set(e, ALISA_EINVAL, "token %u of %u was never produced", t, pos + 1);
+            if (t > pos && f)
+                return err_set(e, ALISA_EINVAL, "token %u exists before its step (now %u)", t, pos);
+            if ((f & KV_GONE) && (f & (KV_GPU | KV_CPU | KV_SPLIT)))
+                return err_set(e, ALISA_EINVAL, "retired token %u still holds memory", t);
+            if ((f & KV_SPLIT) && (f & (KV_GPU | KV_CPU)))
+                return err_set(e, ALISA_EINVAL, "split token %u also has a whole copy", t);
+            if (f & KV_PIN)
+                return err_set(e, ALISA_EINVAL, "token %u still pinned after the step", t);
+        }
+        return err_set(e, ALISA_EINVAL, "invalid token flags at step %u", pos);
     }
     if (census)
         *census = (struct kv_census){gpu, cpu_only, dropped, gone, split};

@@ -461,7 +461,9 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
         struct search_workload w = {m, cfg->hw, B, cfg->prompt_len, N, cfg->sel_params,
                                     cfg->precision};
         struct alisa_schedule best;
-        if ((rc = alisa_search_grid(&w, 10, &best, e)))
+        /* the search only decides whether the CPU tier is used (beta = 1 or
+         * not), so a coarse grid (steps of 1/5) does */
+        if ((rc = alisa_search_grid(&w, 5, &best, e)))
             return rc;
         if (best.feasible && best.beta >= 0.999)
             cpu_kv = 0; /* the search deletes instead of offloading: recompute */
