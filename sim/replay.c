@@ -48,6 +48,7 @@ static void future_free(struct future_set *f)
 
 struct pass {
     const struct replay_config *cfg;
+    uint64_t trace_seed;         /* seeds the synthetic extension */
     struct sched *sched;
     struct replay_totals *tot;   /* NULL in the future pass */
     struct future_set *record;   /* non-NULL in the future pass */
@@ -138,6 +139,70 @@ static void account(struct pass *ps, const struct sched_plan *plan, double recal
     p->misses += r->gpu_misses;
 }
 
+/* One decode row of one stream: step, recall, future recording, feedback. */
+static int decode_row(struct pass *ps, uint32_t stream, uint32_t pos, const float *row,
+                      uint32_t n_ctx, uint32_t seq, uint32_t layer, struct alisa_err *e)
+{
+    struct sched_plan plan;
+    double recall = 1.0;
+    int rc = 0;
+    sched_step(ps->sched, stream, pos, 0, &plan);
+    if (!plan.place.oom) {
+        /* Over the stored weights: a sparse trace row's residual belongs to
+         * unknown tokens, so it counts on neither side. */
+        double kept = 0, all = 0;
+        for (uint32_t i = 0; i < n_ctx; i++)
+            all += row[i];
+        for (uint32_t i = 0; i < plan.n_attended; i++)
+            kept += row[plan.attended[i]];
+        recall = all > 0 ? kept / all : 1.0;
+        if (ps->record && (rc = record_uses(ps->record, &plan)))
+            err_set(e, rc, "out of memory recording the future selection");
+        sched_observe_dense(ps->sched, stream, row);
+    }
+    if (ps->tot)
+        account(ps, &plan, recall);
+    if (ps->fn)
+        ps->fn(ps->user, &plan, seq, layer);
+    return rc;
+}
+
+/* Continues every sequence shorter than cfg->positions with synthetic rows. */
+static int extend_pass(const struct trace_header *h, const uint32_t *seq_len, struct pass *ps,
+                       struct alisa_err *e)
+{
+    const struct replay_config *cfg = ps->cfg;
+    uint32_t N = cfg->positions;
+    float *row = malloc((size_t)N * sizeof *row);
+    if (!row)
+        return err_set(e, ALISA_ENOMEM, "out of memory for a %u-token row", N);
+    int rc = 0;
+    for (uint32_t s = 0; s < h->n_seqs && !rc; s++) {
+        if (seq_len[s] >= N)
+            continue;
+        struct gen_stream **gs = calloc(h->n_layers, sizeof *gs);
+        if (!gs) {
+            rc = err_set(e, ALISA_ENOMEM, "out of memory for %u synthetic streams", h->n_layers);
+            break;
+        }
+        for (uint32_t l = 0; l < h->n_layers && !rc; l++)
+            rc = gen_stream_create(&gs[l], cfg->extend, l, N,
+                                   ps->trace_seed + 1 + (uint64_t)s * h->n_layers + l, e);
+        for (uint32_t pos = seq_len[s]; pos < N && !rc; pos++)
+            for (uint32_t l = 0; l < h->n_layers && !rc; l++) {
+                if (pos == seq_len[s]) /* the rows before come from the trace */
+                    gen_stream_skip_to(gs[l], pos);
+                gen_stream_row(gs[l], pos, row);
+                rc = decode_row(ps, s * h->n_layers + l, pos, row, pos + 1, s, l, e);
+            }
+        for (uint32_t l = 0; l < h->n_layers; l++)
+            gen_stream_destroy(gs[l]);
+        free(gs);
+    }
+    free(row);
+    return rc;
+}
+
 static int run_pass(const char *path, struct pass *ps, struct alisa_err *e)
 {
     struct trace_reader *r;
@@ -155,32 +220,29 @@ static int run_pass(const char *path, struct pass *ps, struct alisa_err *e)
         for (uint32_t l = 0; l < h->n_layers && !rc; l++) {
             uint32_t stream = st.seq * h->n_layers + l;
             const float *row = st.w + (size_t)l * st.n_ctx;
-            double recall = 1.0;
             if (st.pos < prompt) {
                 sched_prefill(ps->sched, stream, st.pos, row, prompt, 0, &plan);
+                if (ps->tot)
+                    account(ps, &plan, 1.0);
+                if (ps->fn)
+                    ps->fn(ps->user, &plan, st.seq, l);
             } else {
-                sched_step(ps->sched, stream, st.pos, 0, &plan);
-                if (!plan.place.oom) {
-                    /* Over the stored weights: a sparse trace row's residual
-                     * belongs to unknown tokens, so it counts on neither side. */
-                    double kept = 0, all = 0;
-                    for (uint32_t i = 0; i < st.n_ctx; i++)
-                        all += row[i];
-                    for (uint32_t i = 0; i < plan.n_attended; i++)
-                        kept += row[plan.attended[i]];
-                    recall = all > 0 ? kept / all : 1.0;
-                    if (ps->record && (rc = record_uses(ps->record, &plan)))
-                        err_set(e, rc, "out of memory recording the future selection");
-                    sched_observe_dense(ps->sched, stream, row);
-                }
+                rc = decode_row(ps, stream, st.pos, row, st.n_ctx, st.seq, l, e);
             }
-            if (ps->tot)
-                account(ps, &plan, recall);
-            if (ps->fn)
-                ps->fn(ps->user, &plan, st.seq, l);
         }
         if (rc)
             break;
+    }
+    if (rc == 0 && ps->cfg->extend && ps->cfg->positions) {
+        uint32_t *len = malloc(h->n_seqs * sizeof *len);
+        if (!len) {
+            rc = err_set(e, ALISA_ENOMEM, "out of memory");
+        } else {
+            for (uint32_t s = 0; s < h->n_seqs; s++)
+                len[s] = trace_reader_seq(r, s)->prompt_len + trace_reader_seq(r, s)->gen_len;
+            rc = extend_pass(h, len, ps, e);
+            free(len);
+        }
     }
     trace_reader_destroy(r);
     return rc < 0 ? rc : 0;
@@ -239,7 +301,7 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
     trace_reader_destroy(r);
 
     uint32_t n_streams = h.n_seqs * h.n_layers;
-    if (cfg->positions && cfg->positions < max_len)
+    if (cfg->positions && (cfg->positions < max_len || cfg->extend))
         max_len = cfg->positions;
     struct kv_shape ks = {h.hidden, h.hidden / h.n_heads * h.n_kv_heads, cfg->precision};
     if (cfg->shape) {
@@ -277,7 +339,7 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
 
     struct future_set fs = {0};
     struct sched *s = NULL;
-    struct pass ps = {.cfg = cfg, .tot = tot, .fn = fn, .user = user};
+    struct pass ps = {.cfg = cfg, .trace_seed = h.seed, .tot = tot, .fn = fn, .user = user};
     if (cfg->place->offline) {
         /* Pass 1: the selection alone, under a placement that never evicts. */
         struct sched_config sc1 = sc;
@@ -291,7 +353,7 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
         }
         if ((rc = sched_create(&s, &sc1, NULL, e)))
             goto done;
-        struct pass p1 = {.cfg = cfg, .sched = s, .record = &fs};
+        struct pass p1 = {.cfg = cfg, .trace_seed = h.seed, .sched = s, .record = &fs};
         rc = run_pass(path, &p1, e);
         sched_destroy(s);
         s = NULL;

@@ -15,6 +15,7 @@
 #include "catalog.h"
 #include "costmodel.h"
 #include "sched.h"
+#include "trace_gen.h"
 
 struct replay_config {
     const struct selection_ops *sel;
@@ -31,6 +32,9 @@ struct replay_config {
                                    (the simulator passes batch x model layers) */
     uint32_t positions;         /* replay only query positions below this; 0 = all */
     int cpu_attention;          /* flexgen-static: attend CPU shares on the CPU */
+    const struct trace_gen_params *extend; /* when non-NULL, sequences shorter than
+                                   `positions` continue with synthetic rows from this model
+                                   (one gen_stream per stream, seeded from the trace's seed) */
 };
 
 /* Sums over all streams at one query position. */

@@ -16,6 +16,8 @@
 #include "evq.h"
 #include "replay.h"
 #include "trace.h"
+#include "trace_gen.h"
+#include "trace_stats.h"
 
 #define GIB 1073741824.0
 
@@ -270,7 +272,7 @@ static void engine_free(struct engine *g)
 
 /* Checks the trace covers the workload: same prompt, enough generated tokens. */
 static int check_trace(const struct sim_config *cfg, uint32_t *n_seqs, uint32_t *layers,
-                       struct alisa_err *e)
+                       uint32_t *shortest_gen, struct trace_header *hdr, struct alisa_err *e)
 {
     struct trace_reader *r;
     int rc = trace_reader_open(&r, cfg->trace, e);
@@ -279,16 +281,21 @@ static int check_trace(const struct sim_config *cfg, uint32_t *n_seqs, uint32_t 
     const struct trace_header *h = trace_reader_header(r);
     *n_seqs = h->n_seqs;
     *layers = h->n_layers;
+    *hdr = *h;
+    *shortest_gen = UINT32_MAX;
     for (uint32_t s = 0; s < h->n_seqs && !rc; s++) {
         const struct trace_seq *q = trace_reader_seq(r, s);
         if (q->prompt_len != cfg->prompt_len)
             rc = err_set(e, ALISA_EINVAL, "%s: sequence %u has a %u-token prompt, the workload "
                          "needs %u (make a matching trace: alisa trace gen --prompt-len %u ...)",
                          cfg->trace, s, q->prompt_len, cfg->prompt_len, cfg->prompt_len);
-        else if (q->gen_len < cfg->gen_len)
+        else if (q->gen_len < cfg->gen_len && !cfg->extend)
             rc = err_set(e, ALISA_EINVAL, "%s: sequence %u has %u generated tokens, the workload "
-                         "needs %u (make a longer trace: alisa trace gen --gen-len %u ...)",
+                         "needs %u (pass --extend to continue it with synthetic rows, or make a "
+                         "longer trace: alisa trace gen --gen-len %u ...)",
                          cfg->trace, s, q->gen_len, cfg->gen_len, cfg->gen_len);
+        if (q->gen_len < *shortest_gen)
+            *shortest_gen = q->gen_len;
     }
     trace_reader_destroy(r);
     return rc;
@@ -436,8 +443,9 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
     if (!cfg->batch || !cfg->gen_len || !cfg->prompt_len)
         return err_set(e, ALISA_EINVAL, "batch %u, prompt %u and generated %u tokens must be positive",
                        cfg->batch, cfg->prompt_len, cfg->gen_len);
-    uint32_t S, Lt;
-    int rc = check_trace(cfg, &S, &Lt, e);
+    uint32_t S, Lt, shortest;
+    struct trace_header th;
+    int rc = check_trace(cfg, &S, &Lt, &shortest, &th, e);
     if (rc)
         return rc;
     const uint32_t Lm = m->n_layers, B = cfg->batch, N = cfg->gen_len;
@@ -500,13 +508,38 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
         for (uint32_t t = 0; t < Lt; t++)
             r->trace_streams += mult[s * Lt + t] > 0;
 
+    /* The synthetic continuation: the generator's model with the trace's
+     * shape, and per-layer targets ramped between the trace's measured first
+     * and last layer sparsity. */
+    struct trace_gen_params ext;
+    if (cfg->extend && shortest < N) {
+        struct trace_stats *ts;
+        if ((rc = trace_stats_from_file(cfg->trace, &ts, NULL, e)))
+            goto done;
+        struct sparsity_summary first, last;
+        trace_stats_summary(ts, 0, &first);
+        trace_stats_summary(ts, Lt - 1, &last);
+        trace_stats_destroy(ts);
+        trace_gen_defaults(&ext);
+        ext.n_layers = Lt;
+        ext.n_heads = th.n_heads;
+        ext.n_kv_heads = th.n_kv_heads;
+        ext.hidden = th.hidden;
+        ext.vocab = th.vocab;
+        if (first.rows && last.rows) {
+            ext.sparsity_first = first.mean < 0.999 ? first.mean : 0.999;
+            ext.sparsity_last = last.mean < 0.999 ? last.mean : 0.999;
+        }
+        r->extended_steps = N - shortest;
+    }
     struct replay_config rcfg = {.sel = cfg->sel, .sel_params = cfg->sel_params,
                                  .place = cfg->place, .gpu_kv_bytes = (uint64_t)gpu_kv,
                                  .cpu_kv_bytes = (uint64_t)cpu_kv, .precision = cfg->precision,
                                  .hw = cfg->hw, .gpu_fraction = cfg->system->gpu_fraction,
                                  .shape = &ks, .capacity_streams = (uint64_t)B * Lm,
                                  .positions = cfg->prompt_len + N,
-                                 .cpu_attention = cfg->system->cpu_attention};
+                                 .cpu_attention = cfg->system->cpu_attention,
+                                 .extend = cfg->extend && shortest < N ? &ext : NULL};
     if ((rc = replay_trace(cfg->trace, &rcfg, &tot, collect_plan, &c, e)))
         goto done;
     r->recall_mean = tot.recall_mean;

@@ -71,6 +71,9 @@ struct sim_config {
     enum kv_precision precision;
     double gpu_mem_bytes;              /* GPU memory (default: the profile's) */
     double cpu_mem_bytes;              /* host memory for KV (default: the profile's) */
+    int extend;                        /* continue a trace shorter than gen_len with synthetic
+                                          rows (trace_gen's model; each trace layer's target is
+                                          its measured mean sparsity) */
 };
 
 struct sim_result {
@@ -97,6 +100,7 @@ struct sim_result {
     double mean_batch;          /* sequences decoding per step, on average */
     uint32_t decode_steps;      /* batched decode steps run */
     uint32_t trace_streams;     /* unique (sequence, layer) streams scheduled */
+    uint32_t extended_steps;    /* decode steps past the trace's end (synthetic rows) */
 };
 
 /* Resolves the system's defaults into cfg (selection, placement) unless

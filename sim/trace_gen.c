@@ -110,6 +110,46 @@ static void gen_row(const double *z, uint32_t n, double target, double *gap, flo
         out[i] = (float)(exp(beta * (z[i] - zmax)) / sum);
 }
 
+/* The target of layer l: linear from sparsity_first to sparsity_last. */
+static double layer_target(const struct trace_gen_params *p, uint32_t l)
+{
+    return p->n_layers > 1
+               ? p->sparsity_first + (p->sparsity_last - p->sparsity_first) * l / (p->n_layers - 1)
+               : p->sparsity_first;
+}
+
+/* One importance random-walk step for tokens 0..pos-1. */
+static void gen_drift(const struct trace_gen_params *p, gsl_rng *rng, double *g, uint32_t pos)
+{
+    if (p->hh_drift > 0)
+        for (uint32_t t = 0; t < pos; t++)
+            g[t] += gsl_ran_gaussian(rng, p->hh_drift);
+}
+
+/* One head's row for the query at pos: the logits of trace_gen.h (noise
+ * drawn per token), then the row's jittered target, then softmax(beta z).
+ * z and gap are (pos + 1) scratch. The draw order is fixed. */
+static void gen_head_row(const struct trace_gen_params *p, gsl_rng *rng, const double *g,
+                         uint32_t pos, double target_l, double *z, double *gap, float *out)
+{
+    uint32_t n = pos + 1;
+    for (uint32_t t = 0; t < n; t++) {
+        double dist = (double)(pos - t);
+        z[t] = (t < p->n_sinks ? p->sink_logit : 0.0) + p->hh_scale * g[t] +
+               p->recency_logit * exp(-dist / p->recency_tokens);
+        if (p->noise > 0)
+            z[t] += gsl_ran_gaussian(rng, p->noise);
+    }
+    double target = target_l;
+    if (p->sparsity_jitter > 0)
+        target += gsl_ran_gaussian(rng, p->sparsity_jitter);
+    if (target < 0)
+        target = 0;
+    if (target > 0.999)
+        target = 0.999;
+    gen_row(z, n, target, gap, out);
+}
+
 static void format_params(const struct trace_gen_params *p, char *buf, size_t cap)
 {
     snprintf(buf, cap,
@@ -179,37 +219,17 @@ int trace_gen_write(const struct trace_gen_params *p, const char *path, struct a
             uint32_t n = pos + 1;
             for (uint32_t l = 0; l < L; l++) {
                 double *g = imp + (size_t)l * N;
-                if (p->hh_drift > 0)
-                    for (uint32_t t = 0; t < pos; t++)
-                        g[t] += gsl_ran_gaussian(rng, p->hh_drift);
-                double target_l = L > 1 ? p->sparsity_first +
-                                              (p->sparsity_last - p->sparsity_first) * l / (L - 1)
-                                        : p->sparsity_first;
+                gen_drift(p, rng, g, pos);
+                double target_l = layer_target(p, l);
                 float *mean = rows + (size_t)l * n;
-                uint32_t heads = p->per_head ? H : 1;
-                if (p->per_head)
-                    memset(mean, 0, n * sizeof *mean);
-                for (uint32_t hd = 0; hd < heads; hd++) {
-                    for (uint32_t t = 0; t < n; t++) {
-                        double dist = (double)(pos - t);
-                        z[t] = (t < p->n_sinks ? p->sink_logit : 0.0) + p->hh_scale * g[t] +
-                               p->recency_logit * exp(-dist / p->recency_tokens);
-                        if (p->noise > 0)
-                            z[t] += gsl_ran_gaussian(rng, p->noise);
-                    }
-                    double target = target_l;
-                    if (p->sparsity_jitter > 0)
-                        target += gsl_ran_gaussian(rng, p->sparsity_jitter);
-                    if (target < 0)
-                        target = 0;
-                    if (target > 0.999)
-                        target = 0.999;
-                    if (!p->per_head) {
-                        gen_row(z, n, target, gap, mean);
-                        continue;
-                    }
+                if (!p->per_head) {
+                    gen_head_row(p, rng, g, pos, target_l, z, gap, mean);
+                    continue;
+                }
+                memset(mean, 0, n * sizeof *mean);
+                for (uint32_t hd = 0; hd < H; hd++) {
                     float *hr = head_rows + ((size_t)l * H + hd) * n;
-                    gen_row(z, n, target, gap, hr);
+                    gen_head_row(p, rng, g, pos, target_l, z, gap, hr);
                     for (uint32_t t = 0; t < n; t++)
                         mean[t] += hr[t] / (float)H;
                 }
@@ -231,4 +251,65 @@ done:
     free(head_rows);
     free(all_tokens);
     return rc;
+}
+
+struct gen_stream {
+    struct trace_gen_params p;
+    uint32_t layer;
+    uint32_t max_len;
+    gsl_rng *rng;
+    double *g;    /* (max_len) log-importance */
+    double *z;    /* (max_len) scratch */
+    double *gap;  /* (max_len) scratch */
+};
+
+void gen_stream_destroy(struct gen_stream *gs)
+{
+    if (!gs)
+        return;
+    gsl_rng_free(gs->rng);
+    free(gs->g);
+    free(gs->z);
+    free(gs->gap);
+    free(gs);
+}
+
+int gen_stream_create(struct gen_stream **out, const struct trace_gen_params *p, uint32_t layer,
+                      uint32_t max_len, uint64_t seed, struct alisa_err *e)
+{
+    *out = NULL;
+    int rc = trace_gen_validate(p, e);
+    if (rc)
+        return rc;
+    struct gen_stream *gs = calloc(1, sizeof *gs);
+    if (!gs || !(gs->rng = gsl_rng_alloc(gsl_rng_mt19937)) ||
+        !(gs->g = malloc(max_len * sizeof *gs->g)) || !(gs->z = malloc(max_len * sizeof *gs->z)) ||
+        !(gs->gap = malloc(max_len * sizeof *gs->gap))) {
+        gen_stream_destroy(gs);
+        return err_set(e, ALISA_ENOMEM, "out of memory for a synthetic stream of %u tokens", max_len);
+    }
+    gs->p = *p;
+    gs->layer = layer;
+    gs->max_len = max_len;
+    gsl_rng_set(gs->rng, seed);
+    for (uint32_t t = 0; t < max_len; t++)
+        gs->g[t] = log(gsl_ran_pareto(gs->rng, p->hh_alpha, 1.0));
+    *out = gs;
+    return 0;
+}
+
+void gen_stream_skip_to(struct gen_stream *gs, uint32_t pos)
+{
+    /* Token t has drifted at every step after it up to pos - 1: the sum of
+     * those Gaussian steps is one Gaussian of variance (pos - 1 - t) drift^2. */
+    if (gs->p.hh_drift > 0)
+        for (uint32_t t = 0; t + 1 < pos; t++)
+            gs->g[t] += gsl_ran_gaussian(gs->rng, gs->p.hh_drift * sqrt((double)(pos - 1 - t)));
+}
+
+void gen_stream_row(struct gen_stream *gs, uint32_t pos, float *row)
+{
+    ALISA_ASSERT(pos < gs->max_len);
+    gen_drift(&gs->p, gs->rng, gs->g, pos);
+    gen_head_row(&gs->p, gs->rng, gs->g, pos, layer_target(&gs->p, gs->layer), gs->z, gs->gap, row);
 }

@@ -62,4 +62,26 @@ int trace_gen_validate(const struct trace_gen_params *p, struct alisa_err *e);
  * under path unless the whole trace was written). */
 int trace_gen_write(const struct trace_gen_params *p, const char *path, struct alisa_err *e);
 
+/* A synthetic row source for one (sequence, layer) stream, for extending a
+ * trace past its end: the same model as trace_gen_write (head-mean rows only),
+ * with its own GSL stream seeded with `seed`. Rows must be asked for in
+ * increasing positions (the importance random walk advances per call). */
+struct gen_stream;
+
+/* p gives the model parameters and n_layers (for the layer's target); layer
+ * picks the target; max_len bounds the positions. */
+int gen_stream_create(struct gen_stream **out, const struct trace_gen_params *p, uint32_t layer,
+                      uint32_t max_len, uint64_t seed, struct alisa_err *e);
+
+/* Advances the importance random walk as if rows 0..pos-1 had been drawn
+ * (one Gaussian per token, same distribution), so rows can start at pos.
+ * Cannot fail. */
+void gen_stream_skip_to(struct gen_stream *gs, uint32_t pos);
+
+/* Writes the pos + 1 weights of the query at pos into row. Cannot fail. */
+void gen_stream_row(struct gen_stream *gs, uint32_t pos, float *row);
+
+/* Frees gs. Accepts NULL. */
+void gen_stream_destroy(struct gen_stream *gs);
+
 #endif

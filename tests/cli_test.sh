@@ -123,6 +123,9 @@ grep_out "OUT OF MEMORY: the weights" "sim reports weights not fitting"
 expect 1 "sim short trace" "$alisa" sim --trace "$tmp/a.trace" --model OPT-13B \
     --hardware V100-32GB --batch 8 --system alisa
 grep_out "the workload needs 128" "sim names the prompt mismatch"
+expect 0 "sim --extend" "$alisa" sim --trace "$tmp/a.trace" --model OPT-13B --hardware V100-32GB \
+    --batch 8 --prompt-len 32 --gen-len 96 --system alisa --extend
+grep_out "the last 32 decode steps use synthetic rows" "sim reports the extension"
 expect 2 "sim unknown system" "$alisa" sim --trace "$tmp/a.trace" --model OPT-13B \
     --hardware V100-32GB --batch 8 --system magic
 

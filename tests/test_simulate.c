@@ -271,6 +271,49 @@ static void test_vllm_preempts_the_latest_sequence_and_recomputes_it(void **stat
     free(dir);
 }
 
+static void test_extend_continues_a_short_trace_deterministically(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "short.trace");
+    struct trace_gen_params p;
+    trace_gen_defaults(&p);
+    p.n_layers = 2;
+    p.n_seqs = 2;
+    p.prompt_len = 16;
+    p.gen_len = 8;
+    struct alisa_err e = {{0}};
+    assert_int_equal(trace_gen_write(&p, path, &e), 0);
+    struct catalog cat;
+    assert_int_equal(catalog_load(&cat, catalog_default_dir(), tu_models_dir(), &e), 0);
+    struct sim_config c = {.trace = path, .model = catalog_model(&cat, "OPT-6.7B"),
+                           .hw = catalog_hw(&cat, "V100-32GB"), .system = sim_system_find("alisa"),
+                           .batch = 4, .prompt_len = 16, .gen_len = 24,
+                           .sel_params = {.sparsity = 0.8}};
+    assert_int_equal(sim_resolve(&c, &e), 0);
+    struct sim_result a, b;
+    assert_int_equal(sim_run(&c, &a, NULL, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "pass --extend"));
+    c.extend = 1;
+    assert_int_equal(sim_run(&c, &a, NULL, &e), 0);
+    assert_int_equal(a.extended_steps, 16);
+    assert_int_equal(a.decode_steps, 24);
+    assert_false(a.oom);
+    assert_int_equal(sim_run(&c, &b, NULL, &e), 0);
+    assert_memory_equal(&a, &b, sizeof a);
+    /* a trace long enough is not touched by --extend */
+    c.gen_len = 8;
+    struct sim_result plain;
+    assert_int_equal(sim_run(&c, &a, NULL, &e), 0);
+    c.extend = 0;
+    assert_int_equal(sim_run(&c, &plain, NULL, &e), 0);
+    assert_int_equal(a.extended_steps, 0);
+    assert_memory_equal(&a, &plain, sizeof a);
+    catalog_deinit(&cat);
+    tu_rmdir(dir);
+    free(dir);
+}
+
 static void test_same_input_gives_the_same_result(void **state)
 {
     (void)state;
@@ -316,6 +359,7 @@ int main(void)
         cmocka_unit_test(test_out_of_memory_is_a_result_with_its_reason),
         cmocka_unit_test(test_trace_shorter_than_the_workload_is_refused),
         cmocka_unit_test(test_vllm_preempts_the_latest_sequence_and_recomputes_it),
+        cmocka_unit_test(test_extend_continues_a_short_trace_deterministically),
         cmocka_unit_test(test_same_input_gives_the_same_result),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

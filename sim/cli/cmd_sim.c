@@ -40,6 +40,10 @@ void cmd_sim_usage(FILE *out)
             "  --gpu-mem BYTES     GPU memory (default: the profile's)\n"
             "  --cpu-mem BYTES     host memory for KV (default: the profile's)\n"
             "  --timeline FILE     per-step CSV: end time, compute, recompute, transfer, KV per tier\n"
+            "  --extend            continue a trace with fewer than --gen-len generated tokens\n"
+            "                      with synthetic rows (alisa trace gen's model, each trace layer's\n"
+            "                      target its measured mean sparsity; the importance of the\n"
+            "                      trace's tokens is drawn afresh, not inferred)\n"
             "  --json              print JSON\n"
             "  --catalog DIR       catalog directory\n"
             "  -h, --help          this text\n"
@@ -48,14 +52,14 @@ void cmd_sim_usage(FILE *out)
     for (size_t i = 0; sim_systems[i].name; i++)
         fprintf(out, "  %-11s %s\n", sim_systems[i].name, sim_systems[i].summary);
     fprintf(out, "\nvllm is modelled per sequence (its block manager), not per token: it ignores\n"
-                 "the trace's attention. Not modelled yet: extending a short trace with the\n"
-                 "generator.\n");
+                 "the trace's attention.\n");
 }
 
 int cmd_sim(int argc, char **argv)
 {
     enum { O_TRACE = 1000, O_MODEL, O_HW, O_BATCH, O_PROMPT, O_GEN, O_SYSTEM, O_SPARSITY,
-           O_BUDGET, O_SEL, O_PLACE, O_INT8, O_GPUMEM, O_CPUMEM, O_TIMELINE, O_JSON, O_CATALOG };
+           O_BUDGET, O_SEL, O_PLACE, O_INT8, O_GPUMEM, O_CPUMEM, O_TIMELINE, O_JSON, O_CATALOG,
+           O_EXTEND };
     static const struct option opts[] = {
         {"trace", required_argument, 0, O_TRACE},     {"model", required_argument, 0, O_MODEL},
         {"hardware", required_argument, 0, O_HW},     {"batch", required_argument, 0, O_BATCH},
@@ -65,8 +69,8 @@ int cmd_sim(int argc, char **argv)
         {"placement", required_argument, 0, O_PLACE}, {"kv-int8", no_argument, 0, O_INT8},
         {"gpu-mem", required_argument, 0, O_GPUMEM},  {"cpu-mem", required_argument, 0, O_CPUMEM},
         {"timeline", required_argument, 0, O_TIMELINE}, {"json", no_argument, 0, O_JSON},
-        {"catalog", required_argument, 0, O_CATALOG}, {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"catalog", required_argument, 0, O_CATALOG}, {"extend", no_argument, 0, O_EXTEND},
+        {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
     const char *model = NULL, *hw_name = NULL, *system = NULL, *sel = NULL, *place = NULL;
     const char *timeline_path = NULL, *dir = catalog_default_dir();
     struct sim_config cfg = {.prompt_len = 128, .gen_len = 512, .sel_params = {.sparsity = 0.8}};
@@ -88,6 +92,7 @@ int cmd_sim(int argc, char **argv)
         case O_CATALOG: dir = optarg; break;
         case O_INT8: cfg.precision = KV_INT8; break;
         case O_JSON: json = 1; break;
+        case O_EXTEND: cfg.extend = 1; break;
         case O_BATCH: bad = cli_parse_u32(opt, optarg, &cfg.batch, &e); break;
         case O_PROMPT: bad = cli_parse_u32(opt, optarg, &cfg.prompt_len, &e); break;
         case O_GEN: bad = cli_parse_u32(opt, optarg, &cfg.gen_len, &e); break;
@@ -161,6 +166,7 @@ int cmd_sim(int argc, char **argv)
             "trace_streams", r.trace_streams);
         json_object_set_new(root, "preemptions", json_integer(r.preemptions));
         json_object_set_new(root, "cpu_attention_s", json_real(r.cpu_attention_s));
+        json_object_set_new(root, "extended_steps", json_integer(r.extended_steps));
         json_object_set_new(root, "mean_batch", json_real(r.mean_batch));
         json_object_set_new(root, "decode_steps", json_integer(r.decode_steps));
         json_object_set_new(root, "oom_reason", r.oom ? json_string(r.oom_reason) : json_null());
@@ -191,6 +197,9 @@ int cmd_sim(int argc, char **argv)
                    (long long)r.phase2_step, (long long)r.phase3_step);
             printf("selection    attention recall mean %.4f, worst %.4f\n", r.recall_mean,
                    r.recall_min);
+            if (r.extended_steps)
+                printf("extended     the last %u decode steps use synthetic rows (--extend)\n",
+                       r.extended_steps);
             if (cfg.system->block_tokens)
                 printf("vllm         %u preemptions, mean running batch %.1f over %u steps\n",
                        r.preemptions, r.mean_batch, r.decode_steps);
