@@ -74,6 +74,8 @@ static const struct field hw_fields[] = {
     HF("link_gbps", FIELD_DOUBLE, link_gbps),
     HF("link_latency_us", FIELD_DOUBLE, link_latency_us),
     HF("host_mem_gbps", FIELD_DOUBLE, host_mem_gbps),
+    HF("gemm_efficiency", FIELD_DOUBLE, gemm_efficiency),
+    HF("hbm_efficiency", FIELD_DOUBLE, hbm_efficiency),
 };
 #define N_MODEL_FIELDS (sizeof model_fields / sizeof model_fields[0])
 #define N_HW_FIELDS (sizeof hw_fields / sizeof hw_fields[0])
@@ -306,6 +308,11 @@ int catalog_load_hardware(struct catalog *c, const char *path, struct alisa_err 
             h->host_mem_gbps <= 0)
             rc = err_set(e, ALISA_EINVAL, "%s:%d: [%s]: memory, bandwidths and FLOP/s must be positive",
                          path, section_line(path, h->name), h->name);
+        else if (!(h->gemm_efficiency > 0 && h->gemm_efficiency <= 1) ||
+                 !(h->hbm_efficiency > 0 && h->hbm_efficiency <= 1))
+            rc = err_set(e, ALISA_EINVAL, "%s:%d: [%s]: efficiencies %g and %g must be in (0, 1]",
+                         path, section_line(path, h->name), h->name, h->gemm_efficiency,
+                         h->hbm_efficiency);
     }
     free(p.seen);
     if (rc)

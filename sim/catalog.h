@@ -45,6 +45,8 @@ struct hw_profile {
     double link_gbps;       /* CPU<->GPU bandwidth per direction, GB/s */
     double link_latency_us; /* fixed cost per copy, microseconds */
     double host_mem_gbps;   /* host DRAM bandwidth for CPU-side attention, GB/s */
+    double gemm_efficiency; /* share of fp16_tflops a GEMM reaches, (0, 1] */
+    double hbm_efficiency;  /* share of hbm_gbps a memory-bound kernel reaches, (0, 1] */
 };
 
 struct catalog {

@@ -32,9 +32,17 @@ struct kv_shape kv_shape_of(const struct model_shape *m, enum kv_precision preci
     return k;
 }
 
-/* FLOP/s and bytes/ns of a profile at its peaks. */
-static double peak_flops_per_ns(const struct hw_profile *hw) { return hw->fp16_tflops * 1e3; }
-static double hbm_bytes_per_ns(const struct hw_profile *hw) { return hw->hbm_gbps; }
+/* FLOP/ns and bytes/ns a profile reaches: its peaks times its efficiencies
+ * (an efficiency of 0, as in a profile built in code, means 1). */
+static double eff(double x) { return x > 0 ? x : 1.0; }
+static double peak_flops_per_ns(const struct hw_profile *hw)
+{
+    return hw->fp16_tflops * 1e3 * eff(hw->gemm_efficiency);
+}
+static double hbm_bytes_per_ns(const struct hw_profile *hw)
+{
+    return hw->hbm_gbps * eff(hw->hbm_efficiency);
+}
 
 static double layer_params(const struct model_shape *m, const struct kv_shape *k)
 {

@@ -5,8 +5,9 @@
  * Roofline figures from the catalog until calibration (issue 9) measures
  * them. The marginal recompute cost assumes the recomputed tokens ride along
  * with the step's own K/V projection (the weights are read once anyway).
- * The per-step terms are rooflines at the catalog's peaks (efficiency 1)
- * until calibration supplies measured efficiencies; none is tuned.
+ * The per-step terms are rooflines at the catalog's peaks times the
+ * profile's gemm_efficiency and hbm_efficiency (1.0 in the shipped catalog,
+ * measured by calibration later); none is tuned.
  */
 #ifndef ALISA_COSTMODEL_H
 #define ALISA_COSTMODEL_H
