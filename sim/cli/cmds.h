@@ -20,4 +20,13 @@ void cmd_search_usage(FILE *out);
 int cmd_sim(int argc, char **argv);
 void cmd_sim_usage(FILE *out);
 
+int cmd_sweep(int argc, char **argv);
+void cmd_sweep_usage(FILE *out);
+int cmd_db(int argc, char **argv);
+void cmd_db_usage(FILE *out);
+
+/* Runs `alisa <argv[0]> ...` in this process (argv[0] is the command name):
+ * the dispatcher main() uses, for sweeps running points. */
+int cli_run_command(int argc, char **argv);
+
 #endif

@@ -31,6 +31,9 @@ static const struct cli_cmd commands[] = {
      cmd_sim, cmd_sim_usage},
     {"search", "choose ALISA's alpha, beta, p1, p2 offline: greedy and exhaustive grid",
      cmd_search, cmd_search_usage},
+    {"sweep", "run every point of a sweep spec into a SQLite results database", cmd_sweep,
+     cmd_sweep_usage},
+    {"db", "merge results databases and export query results as CSV", cmd_db, cmd_db_usage},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -107,16 +110,18 @@ static int cmd_version(int argc, char **argv)
     return 0;
 }
 
-int main(int argc, char **argv)
+int cli_run_command(int argc, char **argv)
 {
-    if (argc < 2)
+    if (argc < 1)
         return cli_usage_error(main_usage, "missing command");
-    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+    if (strcmp(argv[0], "-h") == 0 || strcmp(argv[0], "--help") == 0) {
         main_usage(stdout);
         return 0;
     }
-    const struct cli_cmd *c = find_command(argv[1]);
+    const struct cli_cmd *c = find_command(argv[0]);
     if (!c)
-        return cli_usage_error(main_usage, "unknown command '%s'", argv[1]);
-    return c->run(argc - 1, argv + 1);
+        return cli_usage_error(main_usage, "unknown command '%s'", argv[0]);
+    return c->run(argc, argv);
 }
+
+int main(int argc, char **argv) { return cli_run_command(argc - 1, argv + 1); }

@@ -1,0 +1,490 @@
+/* `alisa sweep` and `alisa db`: run a sweep spec's points into a results
+ * database, emit them as independent jobs, merge databases, export CSV.
+ *
+ * Each point runs in a forked child that calls the same command a user
+ * would (`alisa sim ... --json`); the parent collects its output through
+ * pipes and writes one row per point in its own transaction (results.h), so
+ * killing the sweep loses at most the points still running, and a rerun
+ * skips every point already stored.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cmds.h"
+#include "results.h"
+#include "sweep_spec.h"
+
+void cmd_sweep_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: alisa sweep SPEC [--db FILE] [--jobs N] [--point K]\n"
+            "       alisa sweep SPEC --emit-jobs [--parts DIR]\n"
+            "\n"
+            "Runs every point of a sweep spec (format: experiments/README.md): the product\n"
+            "of its [vary] lists, each with its [fixed] parameters, as `alisa sim` or\n"
+            "`alisa plan` with --json. One row per point goes into a SQLite database\n"
+            "(config, config hash, code version, the command's JSON metrics, wall time), in\n"
+            "its own transaction: killing the sweep at any moment leaves whole rows only,\n"
+            "and a rerun skips the points already stored (failed points are retried).\n"
+            "Progress goes to stderr: a bar with count, rate and ETA on a terminal, one line\n"
+            "per point otherwise. Exits 1 when any point failed.\n"
+            "\n"
+            "  --db FILE       results database (default results.db)\n"
+            "  --jobs N        run N points at once (default 1)\n"
+            "  --point K       run only point K (0-based)\n"
+            "  --emit-jobs     print one self-contained command per point instead of\n"
+            "                  running, each writing its own database in DIR, for GNU\n"
+            "                  parallel or a Slurm array; combine them with alisa db merge\n"
+            "  --parts DIR     directory for those databases (default <sweep name>-parts)\n"
+            "  -h, --help      this text\n"
+            "\n"
+            "example across machines:\n"
+            "  alisa sweep experiments/fig9.sweep --emit-jobs > jobs.txt\n"
+            "  parallel -j 8 < jobs.txt            # or: parallel --sshloginfile hosts ...\n"
+            "  alisa db merge results.db fig9-parts/*.db\n");
+}
+
+void cmd_db_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: alisa db merge OUT IN...\n"
+            "       alisa db export --db FILE --query NAME [--sweep NAME] [-o FILE]\n"
+            "\n"
+            "  merge     copies every row of the IN databases into OUT (created when\n"
+            "            missing); a point already in OUT is kept as it is\n"
+            "  export    writes a query's result as CSV (header line first) to stdout or -o:\n"
+            "              sim    one row per `alisa sim` point: model, hardware, system,\n"
+            "                     batch, sparsity, throughput_tok_s, time split, traffic, ...\n"
+            "              plan   one row per `alisa plan` point: placement, capacities,\n"
+            "                     gpu_misses, gpu_hit_rate, loads, recomputations, ...\n"
+            "              runs   bookkeeping: status, error, code version, wall time, config\n"
+            "            --sweep NAME keeps one sweep's rows\n");
+}
+
+/* A running point. */
+struct job {
+    pid_t pid;
+    int fd[2];          /* stdout, stderr read ends; -1 once at EOF */
+    char *buf[2];       /* what they said */
+    size_t len[2], cap[2];
+    struct sweep_point point;
+    struct timespec start;
+};
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static int job_start(struct job *j)
+{
+    int out[2], err[2];
+    if (pipe(out) != 0)
+        return -1;
+    if (pipe(err) != 0) {
+        close(out[0]);
+        close(out[1]);
+        return -1;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(out[0]);
+        close(out[1]);
+        close(err[0]);
+        close(err[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        signal(SIGINT, SIG_DFL);
+        dup2(out[1], STDOUT_FILENO);
+        dup2(err[1], STDERR_FILENO);
+        close(out[0]);
+        close(out[1]);
+        close(err[0]);
+        close(err[1]);
+        int code = cli_run_command(j->point.argc, j->point.argv);
+        fflush(stdout);
+        fflush(stderr);
+        _exit(code);
+    }
+    close(out[1]);
+    close(err[1]);
+    j->pid = pid;
+    j->fd[0] = out[0];
+    j->fd[1] = err[0];
+    j->len[0] = j->len[1] = 0;
+    clock_gettime(CLOCK_MONOTONIC, &j->start);
+    return 0;
+}
+
+/* Reads what is available on fd k of j; closes it at EOF. */
+static void job_read(struct job *j, int k)
+{
+    if (j->len[k] + 4096 + 1 > j->cap[k]) {
+        size_t cap = j->cap[k] ? 2 * j->cap[k] : 8192;
+        while (cap < j->len[k] + 4096 + 1)
+            cap *= 2;
+        char *b = realloc(j->buf[k], cap);
+        if (!b) {
+            close(j->fd[k]); /* drop output rather than crash; the row records an error */
+            j->fd[k] = -1;
+            return;
+        }
+        j->buf[k] = b;
+        j->cap[k] = cap;
+    }
+    ssize_t n = read(j->fd[k], j->buf[k] + j->len[k], 4096);
+    if (n > 0) {
+        j->len[k] += (size_t)n;
+    } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        close(j->fd[k]);
+        j->fd[k] = -1;
+    }
+    if (j->buf[k])
+        j->buf[k][j->len[k]] = 0;
+}
+
+/* The last non-empty line of s (in place), for error rows. */
+static const char *last_line(char *s)
+{
+    if (!s)
+        return "";
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == '\n' || s[n - 1] == '\r'))
+        s[--n] = 0;
+    char *nl = strrchr(s, '\n');
+    return nl ? nl + 1 : s;
+}
+
+/* The [vary] values of a point, "key=value ...", for progress lines. */
+static void point_label(const struct sweep_spec *s, const struct sweep_point *p, char *buf,
+                        size_t cap)
+{
+    buf[0] = 0;
+    json_t *cfg = json_loads(p->config, 0, NULL);
+    json_t *params = cfg ? json_object_get(cfg, "params") : NULL;
+    for (uint32_t i = 0; params && i < s->n_vary; i++) {
+        char keys[256];
+        snprintf(keys, sizeof keys, "%s", s->vary[i].key);
+        char *save = NULL;
+        for (char *k = strtok_r(keys, ",", &save); k; k = strtok_r(NULL, ",", &save)) {
+            const char *v = json_string_value(json_object_get(params, k));
+            size_t used = strlen(buf);
+            snprintf(buf + used, cap - used, "%s%s=%s", used ? " " : "", k, v ? v : "?");
+        }
+    }
+    json_decref(cfg);
+}
+
+struct progress {
+    int tty;
+    uint64_t total, skipped, done, failed;
+    double t0;
+};
+
+static void progress_show(struct progress *pg, const struct sweep_spec *s,
+                          const struct sweep_point *p, int ok, double wall)
+{
+    uint64_t finished = pg->skipped + pg->done + pg->failed;
+    double elapsed = now_s() - pg->t0;
+    double rate = elapsed > 0 ? (pg->done + pg->failed) / elapsed : 0;
+    double eta = rate > 0 ? (pg->total - finished) / rate : 0;
+    if (pg->tty) {
+        int width = 30, fill = pg->total ? (int)(width * finished / pg->total) : width;
+        fprintf(stderr, "\r%s [%.*s%*s] %llu/%llu  %.2f points/s  ETA %dm%02ds  %llu failed ",
+                s->name, fill, "##############################", width - fill, "",
+                (unsigned long long)finished, (unsigned long long)pg->total, rate,
+                (int)(eta / 60), (int)eta % 60, (unsigned long long)pg->failed);
+        if (finished == pg->total)
+            fputc('\n', stderr);
+        return;
+    }
+    char label[512];
+    point_label(s, p, label, sizeof label);
+    fprintf(stderr, "%s: %llu/%llu point %llu %s %.2f s (%s)\n", s->name,
+            (unsigned long long)finished, (unsigned long long)pg->total,
+            (unsigned long long)p->index, ok ? "ok" : "FAILED", wall, label);
+}
+
+/* Waits for j's process and stores its row. Returns 1 when the point failed. */
+static int job_finish(struct job *j, const struct sweep_spec *s, struct results *db, int *db_rc,
+                      struct alisa_err *e)
+{
+    int status = 0;
+    while (waitpid(j->pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    double wall = now_s() - (j->start.tv_sec + j->start.tv_nsec * 1e-9);
+    int exited_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    json_error_t jerr;
+    json_t *res = exited_ok && j->buf[0] ? json_loads(j->buf[0], 0, &jerr) : NULL;
+    char *compact = res ? json_dumps(res, JSON_COMPACT) : NULL;
+    char why[600];
+    if (!exited_ok) {
+        if (WIFSIGNALED(status))
+            snprintf(why, sizeof why, "killed by signal %d", WTERMSIG(status));
+        else
+            snprintf(why, sizeof why, "exit %d: %s", WEXITSTATUS(status), last_line(j->buf[1]));
+    } else if (!compact) {
+        snprintf(why, sizeof why, "output is not JSON");
+    }
+    int ok = compact != NULL;
+    struct result_row row = {s->name, j->point.index, j->point.hash, j->point.config,
+                             ALISA_GIT_VERSION, ok ? compact : "{}", ok, ok ? NULL : why, wall};
+    if (!*db_rc)
+        *db_rc = results_put(db, &row, e);
+    free(compact);
+    json_decref(res);
+    return !ok;
+}
+
+static int emit_jobs(const struct sweep_spec *s, const char *parts, struct alisa_err *e)
+{
+    char self[PATH_MAX], spec[PATH_MAX], dir[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n < 0)
+        return err_set(e, ALISA_EIO, "cannot find the alisa binary (/proc/self/exe)");
+    self[n] = 0;
+    if (!realpath(s->path, spec))
+        return err_set(e, ALISA_EIO, "%s: cannot resolve", s->path);
+    if (mkdir(parts, 0777) != 0 && errno != EEXIST)
+        return err_set(e, ALISA_EIO, "%s: cannot create the parts directory", parts);
+    if (!realpath(parts, dir))
+        return err_set(e, ALISA_EIO, "%s: cannot resolve", parts);
+    for (uint64_t k = 0; k < s->n_points; k++)
+        printf("'%s' sweep '%s' --point %llu --db '%s/%s-%llu.db'\n", self, spec,
+               (unsigned long long)k, dir, s->name, (unsigned long long)k);
+    return 0;
+}
+
+int cmd_sweep(int argc, char **argv)
+{
+    static const struct option opts[] = {{"db", required_argument, 0, 'd'},
+                                         {"jobs", required_argument, 0, 'j'},
+                                         {"point", required_argument, 0, 'p'},
+                                         {"emit-jobs", no_argument, 0, 'E'},
+                                         {"parts", required_argument, 0, 'P'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *db_path = "results.db", *parts = NULL;
+    uint32_t jobs = 1;
+    uint64_t only = UINT64_MAX;
+    int emit = 0, bad = 0;
+    struct alisa_err e = {{0}};
+    cli_reset_getopt();
+    int ch;
+    while (!bad && (ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        const char *opt = argv[optind - 1];
+        switch (ch) {
+        case 'd': db_path = optarg; break;
+        case 'P': parts = optarg; break;
+        case 'E': emit = 1; break;
+        case 'j': bad = cli_parse_u32(opt, optarg, &jobs, &e); break;
+        case 'p': bad = cli_parse_u64(opt, optarg, &only, &e); break;
+        case 'h': cmd_sweep_usage(stdout); return 0;
+        case ':': return cli_usage_error(cmd_sweep_usage, "option '%s' needs a value", opt);
+        default: return cli_usage_error(cmd_sweep_usage, "unrecognized option '%s'", opt);
+        }
+    }
+    if (bad)
+        return cli_usage_error(cmd_sweep_usage, "%s", e.msg);
+    if (optind != argc - 1)
+        return cli_usage_error(cmd_sweep_usage, optind >= argc ? "missing SPEC" : "expected one SPEC");
+    if (jobs < 1 || jobs > 256)
+        return cli_usage_error(cmd_sweep_usage, "--jobs %u not in 1..256", jobs);
+    struct sweep_spec s;
+    if (sweep_spec_load(&s, argv[optind], &e))
+        return cli_fail(&e);
+    if (only != UINT64_MAX && only >= s.n_points) {
+        err_set(&e, ALISA_EINVAL, "%s: --point %llu, the sweep has %llu points", s.path,
+                (unsigned long long)only, (unsigned long long)s.n_points);
+        sweep_spec_free(&s);
+        return cli_fail(&e);
+    }
+    if (emit) {
+        char def[128];
+        snprintf(def, sizeof def, "%s-parts", s.name);
+        int rc = emit_jobs(&s, parts ? parts : def, &e);
+        sweep_spec_free(&s);
+        return rc ? cli_fail(&e) : 0;
+    }
+    struct results *db;
+    if (results_open(&db, db_path, &e)) {
+        sweep_spec_free(&s);
+        return cli_fail(&e);
+    }
+    signal(SIGPIPE, SIG_IGN);
+    struct progress pg = {isatty(STDERR_FILENO), only != UINT64_MAX ? 1 : s.n_points, 0, 0, 0,
+                          now_s()};
+    struct job *active = calloc(jobs, sizeof *active);
+    uint32_t n_active = 0;
+    uint64_t next = only != UINT64_MAX ? only : 0, end = only != UINT64_MAX ? only + 1 : s.n_points;
+    int db_rc = 0, rc = active ? 0 : err_set(&e, ALISA_ENOMEM, "out of memory");
+    while (!rc && !db_rc && (next < end || n_active)) {
+        /* start points until every slot is busy */
+        while (!rc && next < end && n_active < jobs) {
+            struct job *j = &active[n_active];
+            if ((rc = sweep_point_make(&s, next++, &j->point, &e)))
+                break;
+            int done = 0;
+            if ((rc = results_done(db, j->point.hash, &done, &e)))
+                break;
+            if (done) {
+                pg.skipped++;
+                if (!pg.tty)
+                    fprintf(stderr, "%s: point %llu already in %s, skipped\n", s.name,
+                            (unsigned long long)j->point.index, db_path);
+                sweep_point_free(&j->point);
+                continue;
+            }
+            if (job_start(j) != 0) {
+                rc = err_set(&e, ALISA_EIO, "cannot start a process for point %llu: %s",
+                             (unsigned long long)j->point.index, strerror(errno));
+                sweep_point_free(&j->point);
+                break;
+            }
+            n_active++;
+        }
+        if (rc || !n_active)
+            continue;
+        struct pollfd pfd[512];
+        int owner[512], which[512], n = 0;
+        for (uint32_t i = 0; i < n_active; i++)
+            for (int k = 0; k < 2; k++)
+                if (active[i].fd[k] >= 0) {
+                    pfd[n] = (struct pollfd){active[i].fd[k], POLLIN, 0};
+                    owner[n] = (int)i;
+                    which[n++] = k;
+                }
+        if (n && poll(pfd, (nfds_t)n, -1) < 0 && errno != EINTR) {
+            rc = err_set(&e, ALISA_EIO, "poll failed: %s", strerror(errno));
+            break;
+        }
+        for (int i = 0; i < n; i++)
+            if (pfd[i].revents)
+                job_read(&active[owner[i]], which[i]);
+        for (uint32_t i = 0; i < n_active;) {
+            struct job *j = &active[i];
+            if (j->fd[0] >= 0 || j->fd[1] >= 0) {
+                i++;
+                continue;
+            }
+            int failed = job_finish(j, &s, db, &db_rc, &e);
+            double wall = now_s() - (j->start.tv_sec + j->start.tv_nsec * 1e-9);
+            if (failed)
+                pg.failed++;
+            else
+                pg.done++;
+            progress_show(&pg, &s, &j->point, !failed, wall);
+            sweep_point_free(&j->point);
+            free(j->buf[0]);
+            free(j->buf[1]);
+            active[i] = active[--n_active];
+            memset(&active[n_active], 0, sizeof active[n_active]);
+        }
+    }
+    /* on an error, let running points finish (their rows are still written) */
+    for (uint32_t i = 0; i < n_active; i++) {
+        struct job *j = &active[i];
+        while (j->fd[0] >= 0 || j->fd[1] >= 0)
+            job_read(j, j->fd[0] >= 0 ? 0 : 1);
+        if (job_finish(j, &s, db, &db_rc, &e))
+            pg.failed++;
+        sweep_point_free(&j->point);
+        free(j->buf[0]);
+        free(j->buf[1]);
+    }
+    free(active);
+    results_close(db);
+    if (pg.tty && pg.skipped + pg.done + pg.failed != pg.total)
+        fputc('\n', stderr);
+    fprintf(stderr, "%s: %llu run, %llu skipped, %llu failed -> %s\n", s.name,
+            (unsigned long long)pg.done, (unsigned long long)pg.skipped,
+            (unsigned long long)pg.failed, db_path);
+    sweep_spec_free(&s);
+    if (rc || db_rc)
+        return cli_fail(&e);
+    return pg.failed ? CLI_EXIT_FAIL : 0;
+}
+
+int cmd_db(int argc, char **argv)
+{
+    if (argc < 2)
+        return cli_usage_error(cmd_db_usage, "missing db command");
+    struct alisa_err e = {{0}};
+    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+        cmd_db_usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "merge") == 0) {
+        if (argc < 4)
+            return cli_usage_error(cmd_db_usage, "merge needs OUT and at least one IN");
+        uint64_t added;
+        if (results_merge(argv[2], (const char *const *)argv + 3, argc - 3, &added, &e))
+            return cli_fail(&e);
+        fprintf(stderr, "alisa: merged %llu rows into %s\n", (unsigned long long)added, argv[2]);
+        return 0;
+    }
+    if (strcmp(argv[1], "export") != 0)
+        return cli_usage_error(cmd_db_usage, "unknown db command '%s'", argv[1]);
+    static const struct option opts[] = {{"db", required_argument, 0, 'd'},
+                                         {"query", required_argument, 0, 'q'},
+                                         {"sweep", required_argument, 0, 's'},
+                                         {"output", required_argument, 0, 'o'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *db = NULL, *query = NULL, *sweep = NULL, *out_path = NULL;
+    cli_reset_getopt();
+    int ch;
+    while ((ch = getopt_long(argc - 1, argv + 1, ":ho:", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'd': db = optarg; break;
+        case 'q': query = optarg; break;
+        case 's': sweep = optarg; break;
+        case 'o': out_path = optarg; break;
+        case 'h': cmd_db_usage(stdout); return 0;
+        case ':': return cli_usage_error(cmd_db_usage, "option '%s' needs a value", argv[optind]);
+        default: return cli_usage_error(cmd_db_usage, "unrecognized option '%s'", argv[optind]);
+        }
+    }
+    if (!db || !query)
+        return cli_usage_error(cmd_db_usage, "export needs --db and --query");
+    if (access(db, R_OK) != 0) {
+        err_set(&e, ALISA_EIO, "%s: no such results database", db);
+        return cli_fail(&e);
+    }
+    FILE *out = stdout;
+    char tmp[PATH_MAX];
+    if (out_path) {
+        /* write beside the target and rename: a failed export leaves the old file */
+        snprintf(tmp, sizeof tmp, "%s.part", out_path);
+        if (!(out = fopen(tmp, "w"))) {
+            err_set(&e, ALISA_EIO, "%s: cannot create", tmp);
+            return cli_fail(&e);
+        }
+    }
+    int rc = results_export(db, query, sweep, out, &e);
+    if (out_path) {
+        if (fclose(out) != 0 && !rc)
+            rc = err_set(&e, ALISA_EIO, "%s: write failed", tmp);
+        if (!rc && rename(tmp, out_path) != 0)
+            rc = err_set(&e, ALISA_EIO, "%s: cannot rename to %s", tmp, out_path);
+        if (rc)
+            remove(tmp);
+    }
+    return rc ? cli_fail(&e) : 0;
+}

@@ -1,0 +1,264 @@
+/* Results database (contract in results.h) on SQLite: WAL journal, a busy
+ * timeout for concurrent writers, one transaction per row, JSON1 functions
+ * for the export queries.
+ */
+#include "results.h"
+
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct results {
+    sqlite3 *db;
+    char *path;
+};
+
+static const char schema[] =
+    "CREATE TABLE IF NOT EXISTS runs ("
+    " id INTEGER PRIMARY KEY,"
+    " sweep TEXT NOT NULL,"
+    " point INTEGER NOT NULL,"
+    " config_hash TEXT NOT NULL UNIQUE,"
+    " config TEXT NOT NULL,"
+    " code_version TEXT NOT NULL,"
+    " result TEXT NOT NULL,"
+    " status TEXT NOT NULL CHECK (status IN ('ok', 'error')),"
+    " error TEXT,"
+    " wall_s REAL NOT NULL,"
+    " created TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')));"
+    "CREATE INDEX IF NOT EXISTS runs_sweep ON runs (sweep, point);";
+
+static int db_fail(struct alisa_err *e, const char *path, sqlite3 *db, const char *what)
+{
+    return err_set(e, ALISA_EIO, "%s: %s: %s", path, what, db ? sqlite3_errmsg(db) : "no handle");
+}
+
+int results_open(struct results **out, const char *path, struct alisa_err *e)
+{
+    *out = NULL;
+    struct results *r = calloc(1, sizeof *r);
+    if (!r || !(r->path = strdup(path))) {
+        free(r);
+        return err_set(e, ALISA_ENOMEM, "out of memory opening %s", path);
+    }
+    int rc = 0;
+    if (sqlite3_open_v2(path, &r->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK)
+        rc = db_fail(e, path, r->db, "cannot open results database");
+    else if (sqlite3_busy_timeout(r->db, 30000) != SQLITE_OK ||
+             sqlite3_exec(r->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL,
+                          NULL, NULL) != SQLITE_OK)
+        rc = db_fail(e, path, r->db, "cannot set WAL mode (not a SQLite database?)");
+    else if (sqlite3_exec(r->db, schema, NULL, NULL, NULL) != SQLITE_OK)
+        rc = db_fail(e, path, r->db, "cannot create the schema");
+    if (rc) {
+        results_close(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
+void results_close(struct results *r)
+{
+    if (!r)
+        return;
+    sqlite3_close(r->db);
+    free(r->path);
+    free(r);
+}
+
+int results_done(struct results *r, const char *config_hash, int *done, struct alisa_err *e)
+{
+    sqlite3_stmt *st;
+    *done = 0;
+    if (sqlite3_prepare_v2(r->db, "SELECT 1 FROM runs WHERE config_hash = ? AND status = 'ok'",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_fail(e, r->path, r->db, "query failed");
+    sqlite3_bind_text(st, 1, config_hash, -1, SQLITE_STATIC);
+    int step = sqlite3_step(st);
+    *done = step == SQLITE_ROW;
+    sqlite3_finalize(st);
+    if (step != SQLITE_ROW && step != SQLITE_DONE)
+        return db_fail(e, r->path, r->db, "query failed");
+    return 0;
+}
+
+int results_put(struct results *r, const struct result_row *row, struct alisa_err *e)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_exec(r->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+        return db_fail(e, r->path, r->db, "cannot begin a transaction");
+    int rc = 0;
+    if (sqlite3_prepare_v2(r->db,
+                           "INSERT OR REPLACE INTO runs (sweep, point, config_hash, config, "
+                           "code_version, result, status, error, wall_s) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           -1, &st, NULL) != SQLITE_OK) {
+        rc = db_fail(e, r->path, r->db, "cannot prepare the insert");
+    } else {
+        sqlite3_bind_text(st, 1, row->sweep, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)row->point);
+        sqlite3_bind_text(st, 3, row->config_hash, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 4, row->config, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 5, row->code_version, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 6, row->result, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 7, row->ok ? "ok" : "error", -1, SQLITE_STATIC);
+        if (row->error)
+            sqlite3_bind_text(st, 8, row->error, -1, SQLITE_STATIC);
+        else
+            sqlite3_bind_null(st, 8);
+        sqlite3_bind_double(st, 9, row->wall_s);
+        if (sqlite3_step(st) != SQLITE_DONE)
+            rc = db_fail(e, r->path, r->db, "insert failed");
+    }
+    sqlite3_finalize(st);
+    if (sqlite3_exec(r->db, rc ? "ROLLBACK" : "COMMIT", NULL, NULL, NULL) != SQLITE_OK && !rc)
+        rc = db_fail(e, r->path, r->db, "commit failed");
+    return rc;
+}
+
+int results_merge(const char *out, const char *const *inputs, int n_inputs, uint64_t *added,
+                  struct alisa_err *e)
+{
+    *added = 0;
+    struct results *r;
+    int rc = results_open(&r, out, e);
+    if (rc)
+        return rc;
+    for (int i = 0; i < n_inputs && !rc; i++) {
+        /* validate the input is a results database before attaching it */
+        struct results *in;
+        if ((rc = results_open(&in, inputs[i], e)))
+            break;
+        results_close(in);
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(r->db, "ATTACH DATABASE ? AS src", -1, &st, NULL) != SQLITE_OK) {
+            rc = db_fail(e, out, r->db, "cannot attach");
+            break;
+        }
+        sqlite3_bind_text(st, 1, inputs[i], -1, SQLITE_STATIC);
+        int step = sqlite3_step(st);
+        sqlite3_finalize(st);
+        if (step != SQLITE_DONE) {
+            rc = db_fail(e, inputs[i], r->db, "cannot attach");
+            break;
+        }
+        int before = sqlite3_total_changes(r->db);
+        if (sqlite3_exec(r->db,
+                         "BEGIN IMMEDIATE;"
+                         "INSERT OR IGNORE INTO main.runs (sweep, point, config_hash, config, "
+                         "code_version, result, status, error, wall_s, created) "
+                         "SELECT sweep, point, config_hash, config, code_version, result, status, "
+                         "error, wall_s, created FROM src.runs ORDER BY id;"
+                         "COMMIT;",
+                         NULL, NULL, NULL) != SQLITE_OK) {
+            rc = db_fail(e, inputs[i], r->db, "merge failed");
+            sqlite3_exec(r->db, "ROLLBACK", NULL, NULL, NULL);
+        }
+        *added += (uint64_t)(sqlite3_total_changes(r->db) - before);
+        sqlite3_exec(r->db, "DETACH DATABASE src", NULL, NULL, NULL);
+    }
+    results_close(r);
+    return rc;
+}
+
+const char *const results_queries[] = {"sim", "plan", "runs", NULL};
+
+#define P(k) "json_extract(config, '$.params." k "')"
+#define R(k) "json_extract(result, '$." k "')"
+
+static const char q_sim[] =
+    "SELECT sweep, point, status, " P("model") " AS model, " P("hardware") " AS hardware, "
+    R("system") " AS system, " R("selection") " AS selection, " R("placement") " AS placement, "
+    R("batch") " AS batch, " R("prompt_len") " AS prompt_len, " R("gen_len") " AS gen_len, "
+    R("sparsity") " AS sparsity, " R("kv_precision") " AS kv_precision, "
+    R("oom") " AS oom, " R("throughput_tok_s") " AS throughput_tok_s, " R("total_s") " AS total_s, "
+    R("prefill_s") " AS prefill_s, " R("compute_s") " AS compute_s, "
+    R("recompute_s") " AS recompute_s, " R("transfer_s") " AS transfer_s, "
+    R("cpu_attention_s") " AS cpu_attention_s, " R("stall_s") " AS stall_s, "
+    R("bytes_h2d") " AS bytes_h2d, " R("bytes_d2h") " AS bytes_d2h, "
+    R("gpu_hit_rate") " AS gpu_hit_rate, " R("recomputed_tokens") " AS recomputed_tokens, "
+    R("preemptions") " AS preemptions, " R("phase2_step") " AS phase2_step, "
+    R("phase3_step") " AS phase3_step, " R("peak_gpu_kv_bytes") " AS peak_gpu_kv_bytes, "
+    R("peak_cpu_kv_bytes") " AS peak_cpu_kv_bytes, "
+    R("attention_recall_mean") " AS attention_recall_mean, wall_s "
+    "FROM runs WHERE json_extract(config, '$.command') = 'sim'";
+
+static const char q_plan[] =
+    "SELECT sweep, point, status, " R("selection") " AS selection, " R("placement") " AS placement, "
+    R("sparsity") " AS sparsity, " R("kv_precision") " AS kv_precision, "
+    R("gpu_kv_bytes") " AS gpu_kv_bytes, " R("cpu_kv_bytes") " AS cpu_kv_bytes, "
+    R("oom") " AS oom, " R("gpu_misses") " AS gpu_misses, " R("gpu_hit_rate") " AS gpu_hit_rate, "
+    R("loads") " AS loads, " R("recomputed_tokens") " AS recomputed_tokens, "
+    R("offloads") " AS offloads, " R("drops") " AS drops, " R("bytes_h2d") " AS bytes_h2d, "
+    R("bytes_d2h") " AS bytes_d2h, " R("fetch_cost_ns") " AS fetch_cost_ns, "
+    R("attention_recall_mean") " AS attention_recall_mean, wall_s "
+    "FROM runs WHERE json_extract(config, '$.command') = 'plan'";
+
+static const char q_runs[] =
+    "SELECT sweep, point, config_hash, status, error, code_version, wall_s, created, config "
+    "FROM runs WHERE 1";
+
+/* CSV field: quoted when it holds a comma, quote or newline. */
+static void csv_field(FILE *out, const unsigned char *v)
+{
+    if (!v)
+        return;
+    if (!strpbrk((const char *)v, ",\"\n\r")) {
+        fputs((const char *)v, out);
+        return;
+    }
+    fputc('"', out);
+    for (; *v; v++) {
+        if (*v == '"')
+            fputc('"', out);
+        fputc(*v, out);
+    }
+    fputc('"', out);
+}
+
+int results_export(const char *db, const char *query, const char *sweep, FILE *out,
+                   struct alisa_err *e)
+{
+    const char *base = strcmp(query, "sim") == 0    ? q_sim
+                       : strcmp(query, "plan") == 0 ? q_plan
+                       : strcmp(query, "runs") == 0 ? q_runs
+                                                    : NULL;
+    if (!base)
+        return err_set(e, ALISA_EINVAL, "unknown query '%s' (sim, plan, runs)", query);
+    struct results *r;
+    int rc = results_open(&r, db, e);
+    if (rc)
+        return rc;
+    char sql[4096];
+    snprintf(sql, sizeof sql, "%s%s ORDER BY sweep, point", base,
+             sweep ? " AND sweep = ?" : "");
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(r->db, sql, -1, &st, NULL) != SQLITE_OK) {
+        rc = db_fail(e, db, r->db, "export query failed");
+        results_close(r);
+        return rc;
+    }
+    if (sweep)
+        sqlite3_bind_text(st, 1, sweep, -1, SQLITE_STATIC);
+    int cols = sqlite3_column_count(st);
+    for (int c = 0; c < cols; c++)
+        fprintf(out, c ? ",%s" : "%s", sqlite3_column_name(st, c));
+    fputc('\n', out);
+    int step;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        for (int c = 0; c < cols; c++) {
+            if (c)
+                fputc(',', out);
+            csv_field(out, sqlite3_column_text(st, c));
+        }
+        fputc('\n', out);
+    }
+    if (step != SQLITE_DONE)
+        rc = db_fail(e, db, r->db, "export failed");
+    else if (ferror(out))
+        rc = err_set(e, ALISA_EIO, "export: write failed");
+    sqlite3_finalize(st);
+    results_close(r);
+    return rc;
+}

@@ -1,0 +1,308 @@
+/* Sweep spec parsing and point enumeration (contract in sweep_spec.h).
+ *
+ * Points are numbered like an odometer over [vary] in file order, the last
+ * key fastest, so a spec's point k is the same on every machine; the hash
+ * covers the sweep name, the command and every parameter, so a database
+ * row identifies one run of one sweep.
+ */
+#include "sweep_spec.h"
+
+#include <ini.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct spec_ctx {
+    struct sweep_spec *s;
+    char dir[PATH_MAX]; /* directory of the spec, for relative paths */
+    char msg[256];   /* first error */
+    int oom;
+};
+
+static int is_path_key(const char *key)
+{
+    return strcmp(key, "trace") == 0 || strcmp(key, "timeline") == 0 || strcmp(key, "log") == 0;
+}
+
+/* Splits value on whitespace into p->values. */
+static int split_values(struct sweep_param *p, const char *value, const char *dir, int path_key)
+{
+    char *copy = strdup(value);
+    if (!copy)
+        return -1;
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
+        char **v = realloc(p->values, (p->n_values + 1) * sizeof *v);
+        if (!v) {
+            free(copy);
+            return -1;
+        }
+        p->values = v;
+        char buf[1100];
+        if (path_key && tok[0] != '/')
+            snprintf(buf, sizeof buf, "%s/%s", dir, tok);
+        else
+            snprintf(buf, sizeof buf, "%s", tok);
+        if (!(p->values[p->n_values] = strdup(buf))) {
+            free(copy);
+            return -1;
+        }
+        p->n_values++;
+    }
+    free(copy);
+    return 0;
+}
+
+static struct sweep_param *find_param(struct sweep_param *arr, uint32_t n, const char *key)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (strcmp(arr[i].key, key) == 0)
+            return &arr[i];
+    return NULL;
+}
+
+static int spec_handler(void *user, const char *section, const char *name, const char *value)
+{
+    struct spec_ctx *c = user;
+    struct sweep_spec *s = c->s;
+    if (c->msg[0])
+        return 1;
+    if (strcmp(section, "sweep") == 0) {
+        if (strcmp(name, "name") == 0) {
+            if (!value[0] || strlen(value) >= sizeof s->name || strchr(value, ' ')) {
+                snprintf(c->msg, sizeof c->msg, "name '%s' must be one word under %zu characters",
+                         value, sizeof s->name);
+                return 0;
+            }
+            strcpy(s->name, value);
+            return 1;
+        }
+        if (strcmp(name, "command") == 0) {
+            if (strcmp(value, "sim") != 0 && strcmp(value, "plan") != 0) {
+                snprintf(c->msg, sizeof c->msg, "command '%s' unknown (sim or plan)", value);
+                return 0;
+            }
+            strcpy(s->command, value);
+            return 1;
+        }
+        snprintf(c->msg, sizeof c->msg, "[sweep]: unknown key '%s' (name, command)", name);
+        return 0;
+    }
+    int fixed = strcmp(section, "fixed") == 0, vary = strcmp(section, "vary") == 0;
+    if (!fixed && !vary) {
+        snprintf(c->msg, sizeof c->msg, "unknown section [%s] (sweep, fixed, vary)",
+                 section[0] ? section : "");
+        return 0;
+    }
+    if (strlen(name) >= sizeof s->fixed[0].key || strcmp(name, "json") == 0 ||
+        strcmp(name, "help") == 0 || name[0] == ',' || name[strlen(name) - 1] == ',') {
+        snprintf(c->msg, sizeof c->msg, "parameter '%s' is not allowed", name);
+        return 0;
+    }
+    if (find_param(s->fixed, s->n_fixed, name) || find_param(s->vary, s->n_vary, name)) {
+        snprintf(c->msg, sizeof c->msg, "parameter '%s' given twice", name);
+        return 0;
+    }
+    struct sweep_param **arr = fixed ? &s->fixed : &s->vary;
+    uint32_t *n = fixed ? &s->n_fixed : &s->n_vary;
+    struct sweep_param *grown = realloc(*arr, (*n + 1) * sizeof **arr);
+    if (!grown) {
+        c->oom = 1;
+        snprintf(c->msg, sizeof c->msg, "out of memory");
+        return 0;
+    }
+    *arr = grown;
+    struct sweep_param *p = &grown[(*n)++];
+    memset(p, 0, sizeof *p);
+    strcpy(p->key, name);
+    if (split_values(p, value, c->dir, is_path_key(name))) {
+        c->oom = 1;
+        snprintf(c->msg, sizeof c->msg, "out of memory");
+        return 0;
+    }
+    if (p->n_values == 0 || (fixed && p->n_values != 1)) {
+        snprintf(c->msg, sizeof c->msg, "%s '%s' needs %s, got %u values", section, name,
+                 fixed ? "exactly one value" : "at least one value", p->n_values);
+        return 0;
+    }
+    /* linked parameters: "a,b = x1,y1 x2,y2" vary together */
+    size_t arity = 1;
+    for (const char *k = name; *k; k++)
+        arity += *k == ',';
+    if (arity > 1 && fixed) {
+        snprintf(c->msg, sizeof c->msg, "linked parameters '%s' belong in [vary]", name);
+        return 0;
+    }
+    for (uint32_t i = 0; i < p->n_values; i++) {
+        size_t commas = 1;
+        for (const char *v = p->values[i]; *v; v++)
+            commas += *v == ',';
+        if (commas != arity) {
+            snprintf(c->msg, sizeof c->msg, "'%s' links %zu parameters but value '%s' has %zu",
+                     name, arity, p->values[i], commas);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+void sweep_spec_free(struct sweep_spec *s)
+{
+    for (uint32_t i = 0; i < s->n_fixed; i++) {
+        for (uint32_t j = 0; j < s->fixed[i].n_values; j++)
+            free(s->fixed[i].values[j]);
+        free(s->fixed[i].values);
+    }
+    for (uint32_t i = 0; i < s->n_vary; i++) {
+        for (uint32_t j = 0; j < s->vary[i].n_values; j++)
+            free(s->vary[i].values[j]);
+        free(s->vary[i].values);
+    }
+    free(s->fixed);
+    free(s->vary);
+    memset(s, 0, sizeof *s);
+}
+
+int sweep_spec_load(struct sweep_spec *s, const char *path, struct alisa_err *e)
+{
+    memset(s, 0, sizeof *s);
+    struct spec_ctx c = {.s = s};
+    snprintf(s->path, sizeof s->path, "%s", path);
+    char resolved[PATH_MAX];
+    if (!realpath(path, resolved))
+        return err_set(e, ALISA_EIO, "%s: cannot open sweep spec", path);
+    snprintf(c.dir, sizeof c.dir, "%s", resolved);
+    char *slash = strrchr(c.dir, '/');
+    if (slash)
+        *slash = 0;
+    int line = ini_parse(path, spec_handler, &c);
+    int rc = 0;
+    if (line == -1)
+        rc = err_set(e, ALISA_EIO, "%s: cannot open sweep spec", path);
+    else if (line == -2 || c.oom)
+        rc = err_set(e, ALISA_ENOMEM, "%s: out of memory", path);
+    else if (line > 0)
+        rc = err_set(e, ALISA_EINVAL, "%s:%d: %s", path, line,
+                     c.msg[0] ? c.msg : "syntax error (expected [section] or key = value)");
+    else if (!s->name[0] || !s->command[0])
+        rc = err_set(e, ALISA_EINVAL, "%s: [sweep] needs a name and a command (sim or plan)", path);
+    if (rc) {
+        sweep_spec_free(s);
+        return rc;
+    }
+    s->n_points = 1;
+    for (uint32_t i = 0; i < s->n_vary; i++) {
+        s->n_points *= s->vary[i].n_values;
+        if (s->n_points > 10000000) {
+            sweep_spec_free(s);
+            return err_set(e, ALISA_EINVAL, "%s: [vary] makes more than 10 million points", path);
+        }
+    }
+    return 0;
+}
+
+void sweep_point_free(struct sweep_point *p)
+{
+    if (p->argv)
+        for (int i = 0; i < p->argc; i++)
+            free(p->argv[i]);
+    free(p->argv);
+    free(p->config);
+    memset(p, 0, sizeof *p);
+}
+
+/* Appends "--key" [value] for one parameter (flags: "true" adds the bare
+ * option, "false" nothing). */
+static int push_one(struct sweep_point *p, const char *key, const char *value)
+{
+    if (strcmp(value, "false") == 0)
+        return 0;
+    char opt[80];
+    snprintf(opt, sizeof opt, "--%s", key);
+    if (!(p->argv[p->argc] = strdup(opt)))
+        return -1;
+    p->argc++;
+    if (strcmp(value, "true") == 0)
+        return 0;
+    if (!(p->argv[p->argc] = strdup(value)))
+        return -1;
+    p->argc++;
+    return 0;
+}
+
+/* push_one for each (key, value) pair of a possibly linked parameter, and
+ * records them in the canonical params object. */
+static int push_opt(struct sweep_point *p, json_t *params, const char *key, const char *value)
+{
+    char k[256], v[1100];
+    snprintf(k, sizeof k, "%s", key);
+    snprintf(v, sizeof v, "%s", value);
+    char *ks = NULL, *vs = NULL;
+    char *kt = strtok_r(k, ",", &ks), *vt = strtok_r(v, ",", &vs);
+    for (; kt && vt; kt = strtok_r(NULL, ",", &ks), vt = strtok_r(NULL, ",", &vs)) {
+        if (push_one(p, kt, vt))
+            return -1;
+        json_object_set_new(params, kt, json_string(vt));
+    }
+    return 0;
+}
+
+int sweep_point_make(const struct sweep_spec *s, uint64_t k, struct sweep_point *p,
+                     struct alisa_err *e)
+{
+    memset(p, 0, sizeof *p);
+    if (k >= s->n_points)
+        return err_set(e, ALISA_EINVAL, "%s: point %llu out of range (0..%llu)", s->path,
+                       (unsigned long long)k, (unsigned long long)s->n_points - 1);
+    p->index = k;
+    size_t n_params = s->n_fixed;
+    for (uint32_t i = 0; i < s->n_vary; i++)
+        for (const char *c = s->vary[i].key; *c; c++)
+            n_params += *c == ',';
+    n_params += s->n_vary;
+    p->argv = calloc(2 * n_params + 3, sizeof *p->argv);
+    json_t *params = json_object(), *root = NULL;
+    if (!p->argv || !params || !(p->argv[p->argc++] = strdup(s->command)))
+        goto oom;
+    for (uint32_t i = 0; i < s->n_fixed; i++) {
+        if (push_opt(p, params, s->fixed[i].key, s->fixed[i].values[0]))
+            goto oom;
+    }
+    /* odometer: the last [vary] key turns fastest */
+    const char **chosen = calloc(s->n_vary ? s->n_vary : 1, sizeof *chosen);
+    if (!chosen)
+        goto oom;
+    uint64_t rest = k;
+    for (uint32_t i = s->n_vary; i-- > 0;) {
+        chosen[i] = s->vary[i].values[rest % s->vary[i].n_values];
+        rest /= s->vary[i].n_values;
+    }
+    for (uint32_t i = 0; i < s->n_vary; i++) {
+        if (push_opt(p, params, s->vary[i].key, chosen[i])) {
+            free(chosen);
+            goto oom;
+        }
+    }
+    free(chosen);
+    if (!(p->argv[p->argc++] = strdup("--json")))
+        goto oom;
+    root = json_pack("{s:s, s:s, s:o}", "sweep", s->name, "command", s->command, "params", params);
+    params = NULL;
+    if (!root || !(p->config = json_dumps(root, JSON_SORT_KEYS | JSON_COMPACT)))
+        goto oom;
+    json_decref(root);
+    uint64_t h = 1469598103934665603ull; /* FNV-1a 64 */
+    for (const unsigned char *c = (const unsigned char *)p->config; *c; c++) {
+        h ^= *c;
+        h *= 1099511628211ull;
+    }
+    snprintf(p->hash, sizeof p->hash, "%016llx", (unsigned long long)h);
+    return 0;
+oom:
+    json_decref(params);
+    json_decref(root);
+    sweep_point_free(p);
+    return err_set(e, ALISA_ENOMEM, "out of memory building point %llu", (unsigned long long)k);
+}

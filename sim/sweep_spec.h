@@ -1,0 +1,56 @@
+/* Sweep specifications (the .sweep files in experiments/, INI parsed with inih): named
+ * parameters, each a list of values, whose product is the set of runs, and
+ * fixed parameters alongside. Format in experiments/README.md.
+ *
+ * Owns parsing, validation (file:line on every error), point enumeration
+ * and each point's canonical configuration and hash. Does not run anything:
+ * a point is an argv for `alisa sim` or `alisa plan` plus its identity.
+ */
+#ifndef ALISA_SWEEP_SPEC_H
+#define ALISA_SWEEP_SPEC_H
+
+#include <stdint.h>
+
+#include "err.h"
+
+struct sweep_param {
+    char key[64];      /* option name without the leading "--" */
+    char **values;     /* (n_values) owned strings; "true"/"false" for flags */
+    uint32_t n_values;
+};
+
+struct sweep_spec {
+    char path[512];    /* the spec file */
+    char name[64];     /* [sweep] name */
+    char command[16];  /* "sim" or "plan" */
+    struct sweep_param *fixed; /* (n_fixed) one value each */
+    uint32_t n_fixed;
+    struct sweep_param *vary;  /* (n_vary) the product, first key slowest */
+    uint32_t n_vary;
+    uint64_t n_points;
+};
+
+struct sweep_point {
+    uint64_t index;     /* 0..n_points-1 */
+    int argc;
+    char **argv;        /* (argc + 1) "sim" or "plan", "--key", "value", ..., "--json", NULL */
+    char *config;       /* canonical JSON: {"command", "params": {...sorted}, "sweep"} */
+    char hash[17];      /* FNV-1a 64 of config, hex */
+};
+
+/* Parses path into s (zeroed first). Relative paths of the keys trace,
+ * timeline and log are made absolute against the spec's directory. On
+ * failure s is empty and e says "path:line: what". */
+int sweep_spec_load(struct sweep_spec *s, const char *path, struct alisa_err *e);
+
+/* Frees what s owns; s may be zeroed or half-loaded. */
+void sweep_spec_free(struct sweep_spec *s);
+
+/* Builds point k (< n_points) into p. */
+int sweep_point_make(const struct sweep_spec *s, uint64_t k, struct sweep_point *p,
+                     struct alisa_err *e);
+
+/* Frees what p owns; p may be zeroed. */
+void sweep_point_free(struct sweep_point *p);
+
+#endif
