@@ -2,7 +2,7 @@
 # Both install what is missing (scripts/setup), configure and build.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps build build-asan test demo clean
+.PHONY: all deps build build-asan test demo reproduce plots clean
 
 all: build
 
@@ -28,6 +28,12 @@ test: build build-asan
 
 demo: build
 	@bash scripts/demo
+
+# The full sweeps and every plot (plots/out/, committed); resumable.
+reproduce: build
+	@bash scripts/reproduce
+
+plots: reproduce
 
 clean:
 	rm -rf build build-asan build.cmake.log build-asan.cmake.log

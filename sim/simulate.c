@@ -465,7 +465,9 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
                  gpu_kv <= 0 ? "GPU" : "host");
         return 0;
     }
-    if (cfg->system->searched) {
+    /* The search models ALISA's own placement: its choice applies only when
+     * that placement runs (not when a sweep overrides it). */
+    if (cfg->system->searched && cfg->place == &place_alisa_ops) {
         struct search_workload w = {m, cfg->hw, B, cfg->prompt_len, N, cfg->sel_params,
                                     cfg->precision};
         struct alisa_schedule best;

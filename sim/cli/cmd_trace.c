@@ -88,7 +88,7 @@ static void trace_gen_usage(FILE *out)
 static void trace_info_usage(FILE *out)
 {
     fprintf(out,
-            "usage: alisa trace info FILE [--json | --tsv]\n"
+            "usage: alisa trace info FILE [--json | --tsv | --heatmap]\n"
             "\n"
             "Prints a trace's shape, origin, size, row encodings and its attention sparsity\n"
             "per layer as the paper counts it: the share of a row's weights below 1%% of\n"
@@ -98,6 +98,8 @@ static void trace_info_usage(FILE *out)
             "  --json      print JSON instead of text\n"
             "  --tsv       print only the per-layer table, tab-separated, with a header\n"
             "              line (layer rows mean min q25 median q75 max), for plotting\n"
+            "  --heatmap   print 'step layer sparsity' lines: each decode step's sparsity per\n"
+            "              layer, averaged over the sequences (plots/heatmap.gp)\n"
             "  -h, --help  this text\n");
 }
 
@@ -145,7 +147,7 @@ void cmd_trace_usage(FILE *out)
             "'alisa trace <cmd> --help' explains each.\n");
 }
 
-enum info_format { INFO_TEXT, INFO_JSON, INFO_TSV };
+enum info_format { INFO_TEXT, INFO_JSON, INFO_TSV, INFO_HEATMAP };
 
 /* Parses the options of a subcommand that takes one FILE and only --help
  * (plus --json/--tsv when format is non-NULL). Returns -1 to continue, else
@@ -155,6 +157,7 @@ static int parse_file_opts(int argc, char **argv, void (*usage)(FILE *), enum in
 {
     static const struct option opts[] = {{"json", no_argument, 0, 'j'},
                                          {"tsv", no_argument, 0, 't'},
+                                         {"heatmap", no_argument, 0, 'm'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     cli_reset_getopt();
@@ -163,9 +166,10 @@ static int parse_file_opts(int argc, char **argv, void (*usage)(FILE *), enum in
         switch (ch) {
         case 'j':
         case 't':
+        case 'm':
             if (!format)
                 return cli_usage_error(usage, "unrecognized option '%s'", argv[optind - 1]);
-            *format = ch == 'j' ? INFO_JSON : INFO_TSV;
+            *format = ch == 'j' ? INFO_JSON : ch == 't' ? INFO_TSV : INFO_HEATMAP;
             break;
         case 'h': usage(stdout); return 0;
         default: return cli_usage_error(usage, "unrecognized option '%s'", argv[optind - 1]);
@@ -206,6 +210,42 @@ static int trace_info(int argc, char **argv)
         uniform &= q->prompt_len == first.prompt_len && q->gen_len == first.gen_len &&
                    q->row_start == first.row_start;
         rows_expected += q->prompt_len + q->gen_len - q->row_start;
+    }
+    if (format == INFO_HEATMAP) {
+        /* mean sparsity per (decode step, layer) over sequences */
+        uint32_t steps = first.gen_len, L = h.n_layers;
+        double *sum = calloc((size_t)steps * L, sizeof *sum);
+        uint32_t *cnt = calloc((size_t)steps * L, sizeof *cnt);
+        struct trace_step stp;
+        int nrc = 0;
+        if (!sum || !cnt)
+            nrc = err_set(&e, ALISA_ENOMEM, "out of memory for a %u x %u heat map", steps, L);
+        while (!nrc && (nrc = trace_reader_next(r, &stp, &e)) == 1) {
+            nrc = 0;
+            uint32_t prompt = trace_reader_seq(r, stp.seq)->prompt_len;
+            if (stp.pos < prompt || stp.pos - prompt >= steps)
+                continue;
+            for (uint32_t l = 0; l < L; l++) {
+                size_t k = (size_t)(stp.pos - prompt) * L + l;
+                sum[k] += stats_row_sparsity(stp.w + (size_t)l * stp.n_ctx, stp.n_ctx,
+                                             TRACE_SPARSITY_REL);
+                cnt[k]++;
+            }
+        }
+        trace_reader_destroy(r);
+        if (nrc < 0) {
+            free(sum);
+            free(cnt);
+            return cli_fail(&e);
+        }
+        printf("step layer sparsity\n");
+        for (uint32_t j = 0; j < steps; j++)
+            for (uint32_t l = 0; l < L; l++)
+                if (cnt[(size_t)j * L + l])
+                    printf("%u %u %.5f\n", j, l, sum[(size_t)j * L + l] / cnt[(size_t)j * L + l]);
+        free(sum);
+        free(cnt);
+        return 0;
     }
     trace_reader_destroy(r);
 
