@@ -49,7 +49,7 @@ static void future_free(struct future_set *f)
 struct pass {
     const struct replay_config *cfg;
     uint64_t trace_seed;         /* seeds the synthetic extension */
-    struct sched *sched;
+    struct scheduler *scheduler;
     struct replay_totals *tot;   /* NULL in the future pass */
     struct future_set *record;   /* non-NULL in the future pass */
     uint64_t *gpu_now, *cpu_now; /* (n_streams) current tier bytes */
@@ -58,7 +58,7 @@ struct pass {
     void *user;
 };
 
-static int record_uses(struct future_set *f, const struct sched_plan *plan)
+static int record_uses(struct future_set *f, const struct scheduler_plan *plan)
 {
     struct use_list *l = &f->lists[plan->stream];
     if (l->n + plan->n_attended > l->cap) {
@@ -82,7 +82,7 @@ static int record_uses(struct future_set *f, const struct sched_plan *plan)
     return 0;
 }
 
-static void account(struct pass *ps, const struct sched_plan *plan, double recall)
+static void account(struct pass *ps, const struct scheduler_plan *plan, double recall)
 {
     struct replay_totals *t = ps->tot;
     const struct place_result *r = &plan->place;
@@ -143,10 +143,10 @@ static void account(struct pass *ps, const struct sched_plan *plan, double recal
 static int decode_row(struct pass *ps, uint32_t stream, uint32_t pos, const float *row,
                       uint32_t n_ctx, uint32_t seq, uint32_t layer, struct alisa_err *e)
 {
-    struct sched_plan plan;
+    struct scheduler_plan plan;
     double recall = 1.0;
     int rc = 0;
-    sched_step(ps->sched, stream, pos, 0, &plan);
+    scheduler_step(ps->scheduler, stream, pos, 0, &plan);
     if (!plan.place.oom) {
         /* Over the stored weights: a sparse trace row's residual belongs to
          * unknown tokens, so it counts on neither side. */
@@ -158,7 +158,7 @@ static int decode_row(struct pass *ps, uint32_t stream, uint32_t pos, const floa
         recall = all > 0 ? kept / all : 1.0;
         if (ps->record && (rc = record_uses(ps->record, &plan)))
             err_set(e, rc, "out of memory recording the future selection");
-        sched_observe_dense(ps->sched, stream, row);
+        scheduler_observe_dense(ps->scheduler, stream, row);
     }
     if (ps->tot)
         account(ps, &plan, recall);
@@ -211,7 +211,7 @@ static int run_pass(const char *path, struct pass *ps, struct alisa_err *e)
         return rc;
     const struct trace_header *h = trace_reader_header(r);
     struct trace_step st;
-    struct sched_plan plan;
+    struct scheduler_plan plan;
     while ((rc = trace_reader_next(r, &st, e)) == 1) {
         rc = 0;
         if (ps->cfg->positions && st.pos >= ps->cfg->positions)
@@ -221,7 +221,7 @@ static int run_pass(const char *path, struct pass *ps, struct alisa_err *e)
             uint32_t stream = st.seq * h->n_layers + l;
             const float *row = st.w + (size_t)l * st.n_ctx;
             if (st.pos < prompt) {
-                sched_prefill(ps->sched, stream, st.pos, row, prompt, 0, &plan);
+                scheduler_prefill(ps->scheduler, stream, st.pos, row, prompt, 0, &plan);
                 if (ps->tot)
                     account(ps, &plan, 1.0);
                 if (ps->fn)
@@ -312,7 +312,7 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
         return err_set(e, ALISA_EINVAL, "%s: model shape gives no KV (hidden %u, heads %u, kv heads %u)",
                        path, h.hidden, h.n_heads, h.n_kv_heads);
     uint64_t fixed = cost_kv_fixed_bytes(&ks);
-    struct sched_config sc = {.sel = cfg->sel, .sel_params = cfg->sel_params, .place = cfg->place,
+    struct scheduler_config sc = {.sel = cfg->sel, .sel_params = cfg->sel_params, .place = cfg->place,
                               .n_streams = n_streams, .max_len = max_len};
     struct place_params *pp = &sc.place_params;
     pp->kv_bytes = cost_kv_bytes(&ks);
@@ -338,11 +338,11 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
     tot->recall_min = 1.0;
 
     struct future_set fs = {0};
-    struct sched *s = NULL;
+    struct scheduler *s = NULL;
     struct pass ps = {.cfg = cfg, .trace_seed = h.seed, .tot = tot, .fn = fn, .user = user};
     if (cfg->place->offline) {
         /* Pass 1: the selection alone, under a placement that never evicts. */
-        struct sched_config sc1 = sc;
+        struct scheduler_config sc1 = sc;
         sc1.place = &place_gpu_only_ops;
         sc1.place_params.gpu_bytes = (uint64_t)max_len * pp->kv_bytes;
         fs.n_streams = n_streams;
@@ -351,11 +351,11 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
             rc = err_set(e, ALISA_ENOMEM, "out of memory for %u streams", n_streams);
             goto done;
         }
-        if ((rc = sched_create(&s, &sc1, NULL, e)))
+        if ((rc = scheduler_create(&s, &sc1, NULL, e)))
             goto done;
-        struct pass p1 = {.cfg = cfg, .trace_seed = h.seed, .sched = s, .record = &fs};
+        struct pass p1 = {.cfg = cfg, .trace_seed = h.seed, .scheduler = s, .record = &fs};
         rc = run_pass(path, &p1, e);
-        sched_destroy(s);
+        scheduler_destroy(s);
         s = NULL;
         if (rc)
             goto done;
@@ -371,9 +371,9 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
         rc = err_set(e, ALISA_ENOMEM, "out of memory for replay totals");
         goto done;
     }
-    if ((rc = sched_create(&s, &sc, cfg->place->offline ? fs.fut : NULL, e)))
+    if ((rc = scheduler_create(&s, &sc, cfg->place->offline ? fs.fut : NULL, e)))
         goto done;
-    ps.sched = s;
+    ps.scheduler = s;
     rc = run_pass(path, &ps, e);
     tot->fetch_cost_ns = (double)(tot->loads + tot->offloads) * tot->load_ns +
                          (double)tot->recomputed_tokens * tot->recompute_ns;
@@ -382,7 +382,7 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
     else
         tot->recall_min = 0.0; /* no decode step ran (out of memory in prefill) */
 done:
-    sched_destroy(s);
+    scheduler_destroy(s);
     future_free(&fs);
     free(ps.gpu_now);
     free(ps.cpu_now);

@@ -2,8 +2,8 @@
  * (decisions and byte counts, no time yet).
  *
  * Each (sequence, layer) of the trace is one stream (id seq * n_layers +
- * layer). Prompt rows feed prefill, decode rows drive sched_step and are fed
- * back with sched_observe_dense. Offline placements (belady) get their
+ * layer). Prompt rows feed prefill, decode rows drive scheduler_step and are fed
+ * back with scheduler_observe_dense. Offline placements (belady) get their
  * future from a first pass with the same selection: selection never depends
  * on placement. Capacities are totals, split evenly over the streams.
  */
@@ -14,7 +14,7 @@
 
 #include "catalog.h"
 #include "costmodel.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "trace_gen.h"
 
 struct replay_config {
@@ -74,7 +74,7 @@ struct replay_totals {
 };
 
 /* Called with every plan, in trace order; may be NULL. */
-typedef void (*replay_plan_fn)(void *user, const struct sched_plan *plan, uint32_t seq,
+typedef void (*replay_plan_fn)(void *user, const struct scheduler_plan *plan, uint32_t seq,
                                uint32_t layer);
 
 /* Replays path under cfg into *tot (zeroed first; release with

@@ -2,16 +2,16 @@
  * placement states, shared plan buffers, and the always-on invariant check.
  *
  * Owns the order of operations within a step and the hand-off of attended
- * sets from sched_step to sched_observe*. Knows no policy by name: the
+ * sets from scheduler_step to scheduler_observe*. Knows no policy by name: the
  * policies come in through their ops tables.
  */
-#include "sched.h"
+#include "scheduler.h"
 
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
-struct sched_stream {
+struct scheduler_stream {
     void *sel;             /* selection state */
     void *place;           /* placement state */
     struct kv_stream kv;   /* token places */
@@ -21,20 +21,20 @@ struct sched_stream {
     int oom;
 };
 
-struct sched {
-    struct sched_config cfg;
-    struct sched_stream *streams; /* (n_streams) */
+struct scheduler {
+    struct scheduler_config cfg;
+    struct scheduler_stream *streams; /* (n_streams) */
     uint32_t *retired;            /* (max_len) plan buffers, shared */
     uint32_t *load, *recompute, *offload, *drop;
     float *w;                     /* (max_len) renormalised weights */
 };
 
-void sched_destroy(struct sched *s)
+void scheduler_destroy(struct scheduler *s)
 {
     if (!s)
         return;
     for (uint32_t i = 0; s->streams && i < s->cfg.n_streams; i++) {
-        struct sched_stream *st = &s->streams[i];
+        struct scheduler_stream *st = &s->streams[i];
         if (st->sel)
             s->cfg.sel->destroy(st->sel);
         if (st->place)
@@ -52,7 +52,7 @@ void sched_destroy(struct sched *s)
     free(s);
 }
 
-int sched_create(struct sched **out, const struct sched_config *cfg,
+int scheduler_create(struct scheduler **out, const struct scheduler_config *cfg,
                  const struct kv_future *futures, struct alisa_err *e)
 {
     *out = NULL;
@@ -64,7 +64,7 @@ int sched_create(struct sched **out, const struct sched_config *cfg,
     int rc = sel_params_validate(&cfg->sel_params, e);
     if (rc)
         return rc;
-    struct sched *s = calloc(1, sizeof *s);
+    struct scheduler *s = calloc(1, sizeof *s);
     if (!s)
         return err_set(e, ALISA_ENOMEM, "out of memory for the scheduler");
     s->cfg = *cfg;
@@ -78,20 +78,20 @@ int sched_create(struct sched **out, const struct sched_config *cfg,
     s->w = malloc(n * sizeof(float));
     if (!s->streams || !s->retired || !s->load || !s->recompute || !s->offload || !s->drop ||
         !s->w) {
-        sched_destroy(s);
+        scheduler_destroy(s);
         return err_set(e, ALISA_ENOMEM, "out of memory for %u streams", cfg->n_streams);
     }
     for (uint32_t i = 0; i < cfg->n_streams; i++) {
-        struct sched_stream *st = &s->streams[i];
+        struct scheduler_stream *st = &s->streams[i];
         if ((rc = cfg->sel->create(&st->sel, &cfg->sel_params, cfg->max_len, e)) ||
             (rc = kv_stream_init(&st->kv, &cfg->place_params, cfg->max_len, e)) ||
             (rc = cfg->place->create(&st->place, &cfg->place_params, cfg->max_len,
                                      futures ? &futures[i] : NULL, e))) {
-            sched_destroy(s);
+            scheduler_destroy(s);
             return rc;
         }
         if (!(st->attended = malloc(n * sizeof(uint32_t)))) {
-            sched_destroy(s);
+            scheduler_destroy(s);
             return err_set(e, ALISA_ENOMEM, "out of memory for %u streams", cfg->n_streams);
         }
     }
@@ -99,7 +99,7 @@ int sched_create(struct sched **out, const struct sched_config *cfg,
     return 0;
 }
 
-static void plan_begin(struct sched *s, struct sched_plan *plan, uint32_t stream, uint32_t pos,
+static void plan_begin(struct scheduler *s, struct scheduler_plan *plan, uint32_t stream, uint32_t pos,
                        uint64_t now_ns)
 {
     memset(plan, 0, sizeof *plan);
@@ -114,7 +114,7 @@ static void plan_begin(struct sched *s, struct sched_plan *plan, uint32_t stream
 }
 
 /* Always-on invariants; a violation is a bug in a policy or the engine. */
-static void plan_finish(struct sched *s, struct sched_stream *st, struct sched_plan *plan,
+static void plan_finish(struct scheduler *s, struct scheduler_stream *st, struct scheduler_plan *plan,
                         uint32_t last)
 {
     if (plan->place.oom) {
@@ -133,11 +133,11 @@ static void plan_finish(struct sched *s, struct sched_stream *st, struct sched_p
     plan->cpu_bytes = st->kv.cpu_bytes;
 }
 
-int sched_prefill(struct sched *s, uint32_t stream, uint32_t pos, const float *row,
-                  uint32_t prompt_len, uint64_t now_ns, struct sched_plan *plan)
+int scheduler_prefill(struct scheduler *s, uint32_t stream, uint32_t pos, const float *row,
+                  uint32_t prompt_len, uint64_t now_ns, struct scheduler_plan *plan)
 {
     ALISA_ASSERT(stream < s->cfg.n_streams && pos < s->cfg.max_len);
-    struct sched_stream *st = &s->streams[stream];
+    struct scheduler_stream *st = &s->streams[stream];
     plan_begin(s, plan, stream, pos, now_ns);
     plan->prefill = 1;
     if (st->oom) {
@@ -153,11 +153,11 @@ int sched_prefill(struct sched *s, uint32_t stream, uint32_t pos, const float *r
     return 0;
 }
 
-int sched_step(struct sched *s, uint32_t stream, uint32_t pos, uint64_t now_ns,
-               struct sched_plan *plan)
+int scheduler_step(struct scheduler *s, uint32_t stream, uint32_t pos, uint64_t now_ns,
+               struct scheduler_plan *plan)
 {
     ALISA_ASSERT(stream < s->cfg.n_streams && pos < s->cfg.max_len);
-    struct sched_stream *st = &s->streams[stream];
+    struct scheduler_stream *st = &s->streams[stream];
     plan_begin(s, plan, stream, pos, now_ns);
     if (st->oom) {
         plan->place.oom = 1;
@@ -188,17 +188,17 @@ int sched_step(struct sched *s, uint32_t stream, uint32_t pos, uint64_t now_ns,
     return 0;
 }
 
-void sched_observe(struct sched *s, uint32_t stream, const float *w)
+void scheduler_observe(struct scheduler *s, uint32_t stream, const float *w)
 {
-    struct sched_stream *st = &s->streams[stream];
+    struct scheduler_stream *st = &s->streams[stream];
     if (s->cfg.sel->observe && st->n_attended)
         s->cfg.sel->observe(st->sel, st->attended[st->n_attended - 1], st->attended, w,
                             st->n_attended);
 }
 
-void sched_observe_dense(struct sched *s, uint32_t stream, const float *row)
+void scheduler_observe_dense(struct scheduler *s, uint32_t stream, const float *row)
 {
-    struct sched_stream *st = &s->streams[stream];
+    struct scheduler_stream *st = &s->streams[stream];
     if (!s->cfg.sel->observe || !st->n_attended)
         return;
     double sum = 0;
@@ -206,7 +206,7 @@ void sched_observe_dense(struct sched *s, uint32_t stream, const float *row)
         sum += row[st->attended[i]];
     for (uint32_t i = 0; i < st->n_attended; i++)
         s->w[i] = sum > 0 ? (float)(row[st->attended[i]] / sum) : 1.0f / st->n_attended;
-    sched_observe(s, stream, s->w);
+    scheduler_observe(s, stream, s->w);
 }
 
-int sched_stream_oom(const struct sched *s, uint32_t stream) { return s->streams[stream].oom; }
+int scheduler_stream_oom(const struct scheduler *s, uint32_t stream) { return s->streams[stream].oom; }

@@ -3,14 +3,14 @@
  * with a trace, the executor with a real model). Never reads a clock, sleeps,
  * does I/O or exits: every entry point takes `now` and returns a plan.
  *
- * Per stream and step the order is: sched_step (select, then place: the plan
+ * Per stream and step the order is: scheduler_step (select, then place: the plan
  * says which tokens to attend, load, recompute, offload, drop), the shell
- * computes attention, then sched_observe* feeds the weights back. Invariants
+ * computes attention, then scheduler_observe* feeds the weights back. Invariants
  * (one place per token, capacities, attended tokens on the GPU) are checked
  * after every step; a violation is an internal error (ALISA_ASSERT).
  */
-#ifndef ALISA_SCHED_H
-#define ALISA_SCHED_H
+#ifndef ALISA_SCHEDULER_H
+#define ALISA_SCHEDULER_H
 
 #include <stdint.h>
 
@@ -18,7 +18,7 @@
 #include "placement.h"
 #include "selection.h"
 
-struct sched_config {
+struct scheduler_config {
     const struct selection_ops *sel;
     struct sel_params sel_params;
     const struct placement_ops *place;
@@ -29,7 +29,7 @@ struct sched_config {
 
 /* What one call decided for one stream; arrays are owned by the scheduler
  * and valid until the next call on any stream. */
-struct sched_plan {
+struct scheduler_plan {
     uint32_t stream;          /* stream id */
     uint32_t pos;             /* query position (decode) or produced token (prefill) */
     uint64_t now_ns;          /* the shell's time, recorded, never read */
@@ -45,40 +45,40 @@ struct sched_plan {
     uint64_t cpu_bytes;
 };
 
-struct sched;
+struct scheduler;
 
 /* Creates the scheduler. futures: (n_streams) future access sequences,
  * required iff cfg->place->offline, else NULL; they must outlive the
  * scheduler. On failure *out is NULL and e says why. */
-int sched_create(struct sched **out, const struct sched_config *cfg,
+int scheduler_create(struct scheduler **out, const struct scheduler_config *cfg,
                  const struct kv_future *futures, struct alisa_err *e);
 
 /* Frees s. Accepts NULL. */
-void sched_destroy(struct sched *s);
+void scheduler_destroy(struct scheduler *s);
 
 /* Prefill: produces prompt tokens up to and including pos on the GPU
  * (evicting as the placement says) and, when row is non-NULL, feeds the
  * dense attention row of pos (pos + 1 weights) to the selection. Returns 0;
  * an out-of-memory shows as plan->place.oom. */
-int sched_prefill(struct sched *s, uint32_t stream, uint32_t pos, const float *row,
-                  uint32_t prompt_len, uint64_t now_ns, struct sched_plan *plan);
+int scheduler_prefill(struct scheduler *s, uint32_t stream, uint32_t pos, const float *row,
+                  uint32_t prompt_len, uint64_t now_ns, struct scheduler_plan *plan);
 
 /* Decode step of the query at pos (tokens before pos must be produced):
  * selects, retires, places. Once a stream ran out of memory every later call
  * returns oom again and changes nothing. */
-int sched_step(struct sched *s, uint32_t stream, uint32_t pos, uint64_t now_ns,
-               struct sched_plan *plan);
+int scheduler_step(struct scheduler *s, uint32_t stream, uint32_t pos, uint64_t now_ns,
+               struct scheduler_plan *plan);
 
-/* Feeds back the weights of the last sched_step of this stream: w holds the
+/* Feeds back the weights of the last scheduler_step of this stream: w holds the
  * weights of the attended tokens, in plan order, summing to 1. */
-void sched_observe(struct sched *s, uint32_t stream, const float *w);
+void scheduler_observe(struct scheduler *s, uint32_t stream, const float *w);
 
 /* The same from a dense row (pos + 1 weights, e.g. a trace row): restricted
  * to the attended tokens and renormalised, which is exactly the softmax over
  * the attended set when the logits are the same. */
-void sched_observe_dense(struct sched *s, uint32_t stream, const float *row);
+void scheduler_observe_dense(struct scheduler *s, uint32_t stream, const float *row);
 
 /* 1 once the stream ran out of GPU memory. Cannot fail. */
-int sched_stream_oom(const struct sched *s, uint32_t stream);
+int scheduler_stream_oom(const struct scheduler *s, uint32_t stream);
 
 #endif

@@ -1,0 +1,38 @@
+/* The llama2.c tokenizer (tokenizer.bin / tok512.bin): a SentencePiece-style
+ * BPE vocabulary with merge scores and byte-fallback tokens <0x00>..<0xFF>.
+ *
+ * Owns the vocabulary and a sorted index for look-ups. Encoding follows
+ * llama2.c's run.c: optional BOS, a dummy leading space, UTF-8 code points
+ * (unknown ones as byte tokens), then greedy merges by highest score.
+ */
+#ifndef ALISA_TOKENIZER_H
+#define ALISA_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+#define TOK_BOS 1
+#define TOK_EOS 2
+
+struct tokenizer;
+
+/* Loads path for a model of `vocab` tokens (the file must hold exactly that
+ * many). On failure *out is NULL and e names the file, offset and value. */
+int tok_load(struct tokenizer **out, const char *path, uint32_t vocab, struct alisa_err *e);
+
+void tok_free(struct tokenizer *t); /* accepts NULL */
+
+/* Encodes text into ids (capacity cap; strlen(text) + 3 always suffices).
+ * Returns the count, or ALISA_EINVAL when cap is too small. */
+int tok_encode(const struct tokenizer *t, const char *text, int bos, uint32_t *ids, size_t cap);
+
+/* The text of token id following token prev: byte tokens become their byte,
+ * the leading space after BOS is dropped. Owned by t. Cannot fail for
+ * id < vocab. *len gets the byte length (a byte token may be 0). */
+const char *tok_decode(const struct tokenizer *t, uint32_t prev, uint32_t id, size_t *len);
+
+uint32_t tok_vocab(const struct tokenizer *t);
+
+#endif
