@@ -149,8 +149,9 @@ int tok_encode(const struct tokenizer *t, const char *text, int bos, uint32_t *i
         int best_id = -1;
         size_t best_at = 0;
         for (size_t i = 0; i + 1 < n; i++) {
-            snprintf(pair, 2 * (size_t)t->max_len + 1, "%s%s", t->pieces[ids[i]],
-                     t->pieces[ids[i + 1]]);
+            size_t a = strlen(t->pieces[ids[i]]), b = strlen(t->pieces[ids[i + 1]]);
+            memcpy(pair, t->pieces[ids[i]], a);
+            memcpy(pair + a, t->pieces[ids[i + 1]], b + 1);
             int id = lookup(t, pair);
             if (id >= 0 && t->scores[id] > best) {
                 best = t->scores[id];

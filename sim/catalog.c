@@ -62,6 +62,7 @@ static const struct field model_fields[] = {
     MF("weight_bytes_fp16", FIELD_DOUBLE, weight_bytes_fp16, 1),
     MF("checkpoint", FIELD_STR, checkpoint, 0),
     MF("format", FIELD_STR, format, 0),
+    MF("tokenizer", FIELD_STR, tokenizer, 0),
 };
 #define HF(key, type, member) \
     {key, type, offsetof(struct hw_profile, member), sizeof(((struct hw_profile *)0)->member), 1}

@@ -31,6 +31,7 @@ struct model_shape {
     double weight_bytes_fp16; /* bytes of all weights in FP16 */
     char checkpoint[256];   /* file relative to the models dir, "" for shape-only */
     char format[16];        /* checkpoint format ("llama2c"), "" for shape-only */
+    char tokenizer[256];    /* tokenizer file relative to the models dir, "" if none */
     int available;          /* shape known (always for shape-only entries) */
     char note[512];         /* why a checkpoint entry is unavailable */
 };

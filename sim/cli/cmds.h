@@ -25,6 +25,13 @@ void cmd_sweep_usage(FILE *out);
 int cmd_db(int argc, char **argv);
 void cmd_db_usage(FILE *out);
 
+int cmd_run(int argc, char **argv);
+void cmd_run_usage(FILE *out);
+int cmd_eval(int argc, char **argv);
+void cmd_eval_usage(FILE *out);
+int cmd_record(int argc, char **argv);
+void cmd_record_usage(FILE *out);
+
 /* Runs `alisa <argv[0]> ...` in this process (argv[0] is the command name):
  * the dispatcher main() uses, for sweeps running points. */
 int cli_run_command(int argc, char **argv);

@@ -1,0 +1,571 @@
+/* `alisa run`, `alisa eval` and `alisa record`: the CPU executor on real
+ * checkpoints. A shell over exec/ (model, tokenizer, forward pass): model
+ * resolution, text windows, sampling, NLL, and writing traces.
+ */
+#include <getopt.h>
+#include <gsl/gsl_rng.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "catalog.h"
+#include "cli.h"
+#include "cmds.h"
+#include "forward.h"
+#include "model.h"
+#include "tokenizer.h"
+#include "trace.h"
+
+/* A loaded model and its tokenizer, from a catalog name or file paths. */
+struct loaded {
+    struct llm_model *m;
+    struct tokenizer *t;
+    char model_path[600];
+};
+
+static void loaded_free(struct loaded *l)
+{
+    llm_free(l->m);
+    tok_free(l->t);
+}
+
+static int load_model(struct loaded *l, const char *model, const char *tokenizer,
+                      struct alisa_err *e)
+{
+    memset(l, 0, sizeof *l);
+    char tok_path[600] = "";
+    snprintf(l->model_path, sizeof l->model_path, "%s", model);
+    struct catalog c;
+    if (!strchr(model, '/') && catalog_load(&c, catalog_default_dir(), catalog_models_dir(), e) == 0) {
+        const struct model_shape *s = catalog_model(&c, model);
+        if (s && s->checkpoint[0]) {
+            snprintf(l->model_path, sizeof l->model_path, "%s/%s", catalog_models_dir(),
+                     s->checkpoint);
+            if (s->tokenizer[0])
+                snprintf(tok_path, sizeof tok_path, "%s/%s", catalog_models_dir(), s->tokenizer);
+        }
+        catalog_deinit(&c);
+    }
+    if (tokenizer)
+        snprintf(tok_path, sizeof tok_path, "%s", tokenizer);
+    int rc = llm_load_llama2c(&l->m, l->model_path, e);
+    if (!rc && !tok_path[0])
+        rc = err_set(e, ALISA_EINVAL, "%s: no tokenizer known for this model (pass --tokenizer)",
+                     l->model_path);
+    if (!rc)
+        rc = tok_load(&l->t, tok_path, l->m->c.vocab, e);
+    if (rc)
+        loaded_free(l);
+    return rc;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* ---- alisa run ---- */
+
+void cmd_run_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: alisa run --model M --prompt TEXT -n N [options]\n"
+            "\n"
+            "Generates N tokens after TEXT with the CPU executor and prints the prompt and\n"
+            "its continuation on stdout (one block per sequence when --batch > 1) and the\n"
+            "decode speed on stderr. The prompt is encoded with BOS and run token by token\n"
+            "(prefill by positions, not yet as one GEMM over the prompt). Temperature 0 is\n"
+            "greedy and deterministic.\n"
+            "\n"
+            "  --model M          catalog name (alisa catalog models) or a llama2.c .bin file\n"
+            "  --tokenizer T      tokenizer file (default: the catalog's for M)\n"
+            "  --prompt TEXT      prompt text\n"
+            "  -n N               tokens to generate\n"
+            "  --batch B          sequences decoded together, same prompt (default 1)\n"
+            "  --temperature T    0 = greedy (default); > 0 samples from softmax(logits / T)\n"
+            "  --seed S           sampling seed (GSL mt19937, default 1)\n"
+            "  -h, --help         this text\n");
+}
+
+static uint32_t argmax(const float *x, uint32_t n)
+{
+    uint32_t best = 0;
+    for (uint32_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
+static uint32_t sample(const float *logits, uint32_t n, double temp, gsl_rng *rng, double *scratch)
+{
+    double mx = logits[argmax(logits, n)], sum = 0;
+    for (uint32_t i = 0; i < n; i++)
+        sum += scratch[i] = exp((logits[i] - mx) / temp);
+    double u = gsl_rng_uniform(rng) * sum, acc = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if ((acc += scratch[i]) >= u)
+            return i;
+    return n - 1;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"tokenizer", required_argument, 0, 't'},
+                                         {"prompt", required_argument, 0, 'p'},
+                                         {"batch", required_argument, 0, 'b'},
+                                         {"temperature", required_argument, 0, 'T'},
+                                         {"seed", required_argument, 0, 's'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *model = NULL, *tokenizer = NULL, *prompt = NULL;
+    uint32_t n = 0, batch = 1;
+    uint64_t seed = 1;
+    double temp = 0;
+    int bad = 0, have_n = 0;
+    struct alisa_err e = {{0}};
+    cli_reset_getopt();
+    int ch;
+    while (!bad && (ch = getopt_long(argc, argv, ":hn:", opts, NULL)) != -1) {
+        const char *opt = argv[optind - 1];
+        switch (ch) {
+        case 'm': model = optarg; break;
+        case 't': tokenizer = optarg; break;
+        case 'p': prompt = optarg; break;
+        case 'n': bad = cli_parse_u32("-n", optarg, &n, &e); have_n = 1; break;
+        case 'b': bad = cli_parse_u32(opt, optarg, &batch, &e); break;
+        case 'T': bad = cli_parse_double(opt, optarg, &temp, &e); break;
+        case 's': bad = cli_parse_u64(opt, optarg, &seed, &e); break;
+        case 'h': cmd_run_usage(stdout); return 0;
+        case ':': return cli_usage_error(cmd_run_usage, "option '%s' needs a value", opt);
+        default: return cli_usage_error(cmd_run_usage, "unrecognized option '%s'", opt);
+        }
+    }
+    if (bad)
+        return cli_usage_error(cmd_run_usage, "%s", e.msg);
+    if (!model || !prompt || !have_n || batch == 0 || temp < 0)
+        return cli_usage_error(cmd_run_usage, "--model, --prompt and -n are required; --batch > 0, "
+                               "--temperature >= 0");
+    struct loaded l;
+    if (load_model(&l, model, tokenizer, &e))
+        return cli_fail(&e);
+    size_t cap = strlen(prompt) + 3;
+    uint32_t *ids = malloc(cap * sizeof *ids);
+    int np = ids ? tok_encode(l.t, prompt, 1, ids, cap) : ALISA_ENOMEM;
+    int rc = 0;
+    if (np < 0)
+        rc = err_set(&e, ALISA_EINVAL, "cannot encode the prompt");
+    else if ((uint64_t)np + n > l.m->c.seq_len)
+        rc = err_set(&e, ALISA_EINVAL, "prompt (%d tokens) + %u exceeds the model's context %u",
+                     np, n, l.m->c.seq_len);
+    struct llm_state *st = NULL;
+    uint32_t *cur = malloc(batch * sizeof *cur), **gen = calloc(batch, sizeof *gen);
+    double *scratch = malloc(l.m->c.vocab * sizeof *scratch);
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    if (!rc && (!cur || !gen || !scratch || !rng))
+        rc = err_set(&e, ALISA_ENOMEM, "out of memory");
+    for (uint32_t b = 0; !rc && b < batch; b++)
+        if (!(gen[b] = malloc((n + 1) * sizeof **gen)))
+            rc = err_set(&e, ALISA_ENOMEM, "out of memory");
+    if (!rc)
+        rc = llm_state_create(&st, l.m, batch, (uint32_t)np + n, &e);
+    if (!rc) {
+        gsl_rng_set(rng, seed);
+        const float *logits = NULL;
+        for (int p = 0; p < np; p++) {
+            for (uint32_t b = 0; b < batch; b++)
+                cur[b] = ids[p];
+            logits = llm_forward(st, cur, (uint32_t)p, NULL);
+        }
+        double t0 = now_s();
+        for (uint32_t j = 0; j < n; j++) {
+            for (uint32_t b = 0; b < batch; b++) {
+                const float *lg = logits + (size_t)b * l.m->c.vocab;
+                cur[b] = temp == 0 ? argmax(lg, l.m->c.vocab)
+                                   : sample(lg, l.m->c.vocab, temp, rng, scratch);
+                gen[b][j] = cur[b];
+            }
+            if (j + 1 < n)
+                logits = llm_forward(st, cur, (uint32_t)np + j, NULL);
+        }
+        double dt = now_s() - t0;
+        for (uint32_t b = 0; b < batch; b++) {
+            if (batch > 1)
+                printf("[%u] ", b);
+            uint32_t prev = TOK_BOS;
+            for (int p = 1; p < np; p++) {
+                size_t len;
+                const char *s = tok_decode(l.t, prev, ids[p], &len);
+                fwrite(s, 1, len, stdout);
+                prev = ids[p];
+            }
+            for (uint32_t j = 0; j < n; j++) {
+                size_t len;
+                const char *s = tok_decode(l.t, prev, gen[b][j], &len);
+                fwrite(s, 1, len, stdout);
+                prev = gen[b][j];
+            }
+            printf("\n");
+        }
+        fprintf(stderr, "alisa: %u tokens x %u sequences in %.3f s: %.1f tokens/s (decode, CPU)\n",
+                n, batch, dt, dt > 0 ? (double)n * batch / dt : 0.0);
+    }
+    llm_state_free(st);
+    for (uint32_t b = 0; gen && b < batch; b++)
+        free(gen[b]);
+    free(gen);
+    free(cur);
+    free(ids);
+    free(scratch);
+    gsl_rng_free(rng);
+    loaded_free(&l);
+    return rc ? cli_fail(&e) : 0;
+}
+
+/* ---- text as a token stream ---- */
+
+/* Reads path and encodes it as SOURCES.md does: each blank-line block (each
+ * line when the file has no blank line) as BOS + its text, concatenated.
+ * Stops after max_blocks blocks, or once max_ids tokens exist, when non-zero. */
+static int text_tokens(const struct tokenizer *t, const char *path, uint32_t max_blocks,
+                       size_t max_ids, uint32_t **out, size_t *n_out, uint32_t *n_blocks,
+                       struct alisa_err *e)
+{
+    *out = NULL;
+    *n_out = 0;
+    *n_blocks = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return err_set(e, ALISA_EIO, "%s: cannot open text", path);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = malloc((size_t)size + 1);
+    if (!text || fread(text, 1, (size_t)size, f) != (size_t)size) {
+        fclose(f);
+        free(text);
+        return err_set(e, ALISA_EIO, "%s: cannot read text", path);
+    }
+    fclose(f);
+    text[size] = 0;
+    size_t w = 0;
+    for (long i = 0; i < size; i++)
+        if (text[i] != '\r')
+            text[w++] = text[i];
+    text[w] = 0;
+    const char *sep = strstr(text, "\n\n") ? "\n\n" : "\n";
+    uint32_t *ids = malloc(((size_t)w + 16) * 2 * sizeof *ids);
+    if (!ids) {
+        free(text);
+        return err_set(e, ALISA_ENOMEM, "out of memory for %s", path);
+    }
+    size_t n = 0;
+    char *p = text;
+    while (*p && (!max_blocks || *n_blocks < max_blocks) && (!max_ids || n < max_ids)) {
+        while (*p == '\n')
+            p++;
+        if (!*p)
+            break;
+        char *end = strstr(p, sep);
+        if (end)
+            *end = 0;
+        size_t len = strlen(p);
+        while (len && p[len - 1] == '\n')
+            p[--len] = 0;
+        int k = tok_encode(t, p, 1, ids + n, len + 3);
+        if (k < 0) {
+            free(ids);
+            free(text);
+            return err_set(e, ALISA_EINVAL, "%s: block %u cannot be encoded", path, *n_blocks);
+        }
+        n += (size_t)k;
+        (*n_blocks)++;
+        p = end ? end + strlen(sep) : p + len;
+    }
+    free(text);
+    *out = ids;
+    *n_out = n;
+    return 0;
+}
+
+/* ---- alisa eval ---- */
+
+void cmd_eval_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: alisa eval --model M --text FILE --ctx N [options]\n"
+            "\n"
+            "Mean negative log-likelihood (nats/token) and perplexity of a text under the\n"
+            "model, dense attention. The text is split into blank-line blocks (lines, when\n"
+            "it has no blank line); each block is encoded as BOS + its text with a dummy\n"
+            "leading space; the blocks are concatenated and cut into non-overlapping\n"
+            "windows of N tokens (the last partial window dropped), each window scored from\n"
+            "its own start with nothing carried over: every token but a window's first is\n"
+            "predicted. (This is the method of ../shared/models/SOURCES.md, so its figures\n"
+            "can be compared.)\n"
+            "\n"
+            "  --model M        catalog name or llama2.c .bin file\n"
+            "  --tokenizer T    tokenizer file (default: the catalog's)\n"
+            "  --text FILE      text to score\n"
+            "  --ctx N          window length in tokens (<= the model's context)\n"
+            "  --blocks K       use only the first K blocks\n"
+            "  --max-tokens K   stop after about K scored tokens\n"
+            "  --batch B        windows scored together (default 8)\n"
+            "  --json           print JSON with the keys nll, ppl, tokens, windows\n"
+            "  -h, --help       this text\n");
+}
+
+int cmd_eval(int argc, char **argv)
+{
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"tokenizer", required_argument, 0, 't'},
+                                         {"text", required_argument, 0, 'x'},
+                                         {"ctx", required_argument, 0, 'c'},
+                                         {"blocks", required_argument, 0, 'k'},
+                                         {"max-tokens", required_argument, 0, 'M'},
+                                         {"batch", required_argument, 0, 'b'},
+                                         {"json", no_argument, 0, 'j'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *model = NULL, *tokenizer = NULL, *text = NULL;
+    uint32_t ctx = 0, blocks = 0, max_tokens = 0, batch = 8;
+    int json = 0, bad = 0;
+    struct alisa_err e = {{0}};
+    cli_reset_getopt();
+    int ch;
+    while (!bad && (ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        const char *opt = argv[optind - 1];
+        switch (ch) {
+        case 'm': model = optarg; break;
+        case 't': tokenizer = optarg; break;
+        case 'x': text = optarg; break;
+        case 'j': json = 1; break;
+        case 'c': bad = cli_parse_u32(opt, optarg, &ctx, &e); break;
+        case 'k': bad = cli_parse_u32(opt, optarg, &blocks, &e); break;
+        case 'M': bad = cli_parse_u32(opt, optarg, &max_tokens, &e); break;
+        case 'b': bad = cli_parse_u32(opt, optarg, &batch, &e); break;
+        case 'h': cmd_eval_usage(stdout); return 0;
+        case ':': return cli_usage_error(cmd_eval_usage, "option '%s' needs a value", opt);
+        default: return cli_usage_error(cmd_eval_usage, "unrecognized option '%s'", opt);
+        }
+    }
+    if (bad)
+        return cli_usage_error(cmd_eval_usage, "%s", e.msg);
+    if (!model || !text || ctx < 2 || batch == 0)
+        return cli_usage_error(cmd_eval_usage, "--model, --text and --ctx >= 2 are required");
+    struct loaded l;
+    if (load_model(&l, model, tokenizer, &e))
+        return cli_fail(&e);
+    int rc = 0;
+    if (ctx > l.m->c.seq_len)
+        rc = err_set(&e, ALISA_EINVAL, "--ctx %u exceeds the model's context %u", ctx,
+                     l.m->c.seq_len);
+    uint32_t *ids = NULL, n_blocks = 0;
+    size_t n_ids = 0;
+    if (!rc)
+        rc = text_tokens(l.t, text, blocks,
+                         max_tokens ? ((size_t)max_tokens / (ctx - 1) + 2) * ctx : 0, &ids,
+                         &n_ids, &n_blocks, &e);
+    uint64_t windows = n_ids / ctx;
+    if (!rc && windows == 0)
+        rc = err_set(&e, ALISA_EINVAL, "%s: %zu tokens, fewer than one window of %u", text, n_ids,
+                     ctx);
+    if (!rc && max_tokens) {
+        uint64_t want = (max_tokens + ctx - 2) / (ctx - 1);
+        if (want < windows)
+            windows = want;
+    }
+    double nll = 0;
+    uint64_t scored = 0;
+    double t0 = now_s();
+    uint32_t *cur = malloc(batch * sizeof *cur);
+    if (!rc && !cur)
+        rc = err_set(&e, ALISA_ENOMEM, "out of memory");
+    for (uint64_t w0 = 0; !rc && w0 < windows; w0 += batch) {
+        uint32_t B = (uint32_t)(windows - w0 < batch ? windows - w0 : batch);
+        struct llm_state *st;
+        if ((rc = llm_state_create(&st, l.m, B, ctx, &e)))
+            break;
+        for (uint32_t p = 0; p + 1 < ctx; p++) {
+            for (uint32_t b = 0; b < B; b++)
+                cur[b] = ids[(w0 + b) * ctx + p];
+            const float *logits = llm_forward(st, cur, p, NULL);
+            for (uint32_t b = 0; b < B; b++) {
+                const float *lg = logits + (size_t)b * l.m->c.vocab;
+                double mx = lg[argmax(lg, l.m->c.vocab)], sum = 0;
+                for (uint32_t i = 0; i < l.m->c.vocab; i++)
+                    sum += exp(lg[i] - mx);
+                uint32_t next = ids[(w0 + b) * ctx + p + 1];
+                nll += -(lg[next] - mx - log(sum));
+                scored++;
+            }
+        }
+        llm_state_free(st);
+    }
+    double dt = now_s() - t0;
+    free(cur);
+    free(ids);
+    loaded_free(&l);
+    if (rc)
+        return cli_fail(&e);
+    double mean = nll / (double)scored;
+    if (json) {
+        json_t *root = json_pack("{s:s, s:s, s:i, s:I, s:I, s:I, s:f, s:f, s:f}", "model",
+                                 model, "text", text, "ctx", ctx, "blocks", (json_int_t)n_blocks,
+                                 "windows", (json_int_t)windows, "tokens", (json_int_t)scored,
+                                 "nll", mean, "ppl", exp(mean), "tokens_per_s",
+                                 dt > 0 ? scored / dt : 0.0);
+        json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
+        printf("\n");
+        json_decref(root);
+    } else {
+        printf("%s on %s: %llu windows of %u tokens from %u blocks, %llu tokens scored\n", model,
+               text, (unsigned long long)windows, ctx, n_blocks, (unsigned long long)scored);
+        printf("mean NLL %.4f nats/token, perplexity %.3f (%.0f tokens/s)\n", mean, exp(mean),
+               dt > 0 ? scored / dt : 0.0);
+    }
+    return 0;
+}
+
+/* ---- alisa record ---- */
+
+void cmd_record_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: alisa record --model M --text FILE --prompt-len P --gen-len G -o X.trace\n"
+            "                    [options]\n"
+            "\n"
+            "Records real attention into a trace: B windows of P + G consecutive tokens of\n"
+            "the text (tokenised as alisa eval does), run teacher-forced (the sequence is\n"
+            "the real text), with every position's head-mean attention row per layer\n"
+            "written in the trace format, prompt rows included. The trace holds the\n"
+            "model's SHA-256 and the text source and token offset.\n"
+            "\n"
+            "  --model M         catalog name or llama2.c .bin file\n"
+            "  --tokenizer T     tokenizer file (default: the catalog's)\n"
+            "  --text FILE       text\n"
+            "  --prompt-len P    prompt tokens per sequence\n"
+            "  --gen-len G       generated (recorded decode) tokens per sequence\n"
+            "  --batch B         sequences (consecutive windows, default 1)\n"
+            "  --offset K        first token of the first window (default 0)\n"
+            "  --threshold T     sparse-row cutoff relative to the row max (default 0.001)\n"
+            "  -o, --output X    trace to write\n"
+            "  -h, --help        this text\n");
+}
+
+int cmd_record(int argc, char **argv)
+{
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"tokenizer", required_argument, 0, 't'},
+                                         {"text", required_argument, 0, 'x'},
+                                         {"prompt-len", required_argument, 0, 'P'},
+                                         {"gen-len", required_argument, 0, 'G'},
+                                         {"batch", required_argument, 0, 'b'},
+                                         {"offset", required_argument, 0, 'O'},
+                                         {"threshold", required_argument, 0, 'T'},
+                                         {"output", required_argument, 0, 'o'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *model = NULL, *tokenizer = NULL, *text = NULL, *out = NULL;
+    uint32_t P = 0, G = 0, batch = 1, offset = 0;
+    double threshold = 0.001;
+    int bad = 0;
+    struct alisa_err e = {{0}};
+    cli_reset_getopt();
+    int ch;
+    while (!bad && (ch = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
+        const char *opt = argv[optind - 1];
+        switch (ch) {
+        case 'm': model = optarg; break;
+        case 't': tokenizer = optarg; break;
+        case 'x': text = optarg; break;
+        case 'o': out = optarg; break;
+        case 'P': bad = cli_parse_u32(opt, optarg, &P, &e); break;
+        case 'G': bad = cli_parse_u32(opt, optarg, &G, &e); break;
+        case 'b': bad = cli_parse_u32(opt, optarg, &batch, &e); break;
+        case 'O': bad = cli_parse_u32(opt, optarg, &offset, &e); break;
+        case 'T': bad = cli_parse_double(opt, optarg, &threshold, &e); break;
+        case 'h': cmd_record_usage(stdout); return 0;
+        case ':': return cli_usage_error(cmd_record_usage, "option '%s' needs a value", opt);
+        default: return cli_usage_error(cmd_record_usage, "unrecognized option '%s'", opt);
+        }
+    }
+    if (bad)
+        return cli_usage_error(cmd_record_usage, "%s", e.msg);
+    if (!model || !text || !out || !P || !batch)
+        return cli_usage_error(cmd_record_usage, "--model, --text, --prompt-len and -o are required");
+    struct loaded l;
+    if (load_model(&l, model, tokenizer, &e))
+        return cli_fail(&e);
+    const struct llm_config *c = &l.m->c;
+    uint32_t N = P + G, *ids = NULL, n_blocks;
+    size_t n_ids = 0;
+    int rc = 0;
+    if (N > c->seq_len)
+        rc = err_set(&e, ALISA_EINVAL, "--prompt-len %u + --gen-len %u exceeds the model's "
+                     "context %u", P, G, c->seq_len);
+    if (!rc)
+        rc = text_tokens(l.t, text, 0, (size_t)offset + (size_t)batch * N, &ids, &n_ids,
+                         &n_blocks, &e);
+    if (!rc && (uint64_t)offset + (uint64_t)batch * N > n_ids)
+        rc = err_set(&e, ALISA_EINVAL, "%s: %zu tokens; %u windows of %u from %u do not fit", text,
+                     n_ids, batch, N, offset);
+    struct trace_header h;
+    memset(&h, 0, sizeof h);
+    snprintf(h.model, sizeof h.model, "%s", l.m->name);
+    h.n_layers = c->n_layers;
+    h.n_heads = c->n_heads;
+    h.n_kv_heads = c->n_kv_heads;
+    h.hidden = c->dim;
+    h.vocab = c->vocab;
+    h.n_seqs = batch;
+    h.threshold = (float)threshold;
+    snprintf(h.source, sizeof h.source, "model");
+    snprintf(h.model_sha256, sizeof h.model_sha256, "%s", l.m->sha256);
+    const char *base = strrchr(text, '/');
+    snprintf(h.text, sizeof h.text, "%s tokens %u-%u (blank-line blocks, BOS each)",
+             base ? base + 1 : text, offset, offset + batch * N);
+    snprintf(h.generator, sizeof h.generator,
+             "alisa record --model %s --prompt-len %u --gen-len %u --batch %u --offset %u "
+             "--threshold %g (teacher-forced, dense attention, CPU executor)",
+             l.m->name, P, G, batch, offset, threshold);
+    struct trace_writer *w = NULL;
+    struct llm_state *st = NULL;
+    float *rows = malloc((size_t)batch * c->n_layers * N * sizeof *rows);
+    uint32_t *cur = malloc(batch * sizeof *cur);
+    if (!rc && (!rows || !cur))
+        rc = err_set(&e, ALISA_ENOMEM, "out of memory");
+    if (!rc)
+        rc = trace_writer_open(&w, out, &h, &e);
+    for (uint32_t b = 0; !rc && b < batch; b++)
+        rc = trace_writer_seq(w, b, P, G, 0, ids + offset + (size_t)b * N, &e);
+    if (!rc)
+        rc = llm_state_create(&st, l.m, batch, N, &e);
+    for (uint32_t p = 0; !rc && p < N; p++) {
+        for (uint32_t b = 0; b < batch; b++)
+            cur[b] = ids[offset + (size_t)b * N + p];
+        llm_forward(st, cur, p, rows);
+        for (uint32_t b = 0; !rc && b < batch; b++)
+            rc = trace_writer_step(w, b, p, cur[b], rows + (size_t)b * c->n_layers * (p + 1), NULL,
+                                   &e);
+    }
+    if (!rc) {
+        rc = trace_writer_close(w, &e);
+        w = NULL;
+    }
+    trace_writer_destroy(w);
+    llm_state_free(st);
+    free(rows);
+    free(cur);
+    free(ids);
+    loaded_free(&l);
+    if (rc)
+        return cli_fail(&e);
+    fprintf(stderr, "alisa: wrote %s (%s, %u sequences of %u + %u tokens)\n", out, h.model, batch,
+            P, G);
+    return 0;
+}
