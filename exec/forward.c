@@ -22,6 +22,13 @@ struct llm_state {
     float *key_cache;      /* (n_layers, batch, max_len, kv_dim) */
     float *value_cache;    /* (n_layers, batch, max_len, kv_dim) */
     float *rope_cos, *rope_sin; /* (max_len, head_dim / 2) */
+    const float **kp, **vp; /* (max_len) K and V of the tokens one sequence attends */
+    uint32_t *ids;         /* (max_len) their token ids */
+    float *w;              /* (max_len) head-mean weights over them */
+    struct scheduler *sched; /* tiered mode when non-NULL (borrowed) */
+    struct kvstore *ks;
+    uint32_t prompt_len;
+    struct alisa_err err;
 };
 
 void llm_state_free(struct llm_state *s)
@@ -32,6 +39,10 @@ void llm_state_free(struct llm_state *s)
     free(s->key_cache);
     free(s->value_cache);
     free(s->rope_cos);
+    free(s->kp);
+    free(s->vp);
+    free(s->ids);
+    free(s->w);
     free(s);
 }
 
@@ -58,7 +69,12 @@ int llm_state_create(struct llm_state **out, const struct llm_model *m, uint32_t
     s->key_cache = calloc(cache, sizeof(float));
     s->value_cache = calloc(cache, sizeof(float));
     s->rope_cos = malloc(2 * (size_t)max_len * half * sizeof(float));
-    if (!s->x || !s->key_cache || !s->value_cache || !s->rope_cos) {
+    s->kp = malloc(max_len * sizeof *s->kp);
+    s->vp = malloc(max_len * sizeof *s->vp);
+    s->ids = malloc(max_len * sizeof *s->ids);
+    s->w = malloc(max_len * sizeof *s->w);
+    if (!s->x || !s->key_cache || !s->value_cache || !s->rope_cos || !s->kp || !s->vp || !s->ids ||
+        !s->w) {
         llm_state_free(s);
         return err_set(e, ALISA_ENOMEM, "out of memory for %u sequences of %u tokens", batch,
                        max_len);
@@ -112,6 +128,104 @@ static void rope(float *vec, uint32_t n, uint32_t head_dim, const float *cs, con
     }
 }
 
+/* Attention of one sequence over the n tokens in s->kp/s->vp: softmax per
+ * head, output into out (dim), head-mean weights into s->w. */
+static void attend(struct llm_state *s, const float *q, uint32_t n, uint32_t hs, uint32_t group,
+                   uint32_t H, float *out)
+{
+    const float scale = 1.0f / sqrtf((float)hs);
+    memset(s->w, 0, n * sizeof *s->w);
+    for (uint32_t h = 0; h < H; h++) {
+        const float *qh = q + (size_t)h * hs;
+        float *att = s->att + (size_t)h * s->max_len;
+        size_t koff = (size_t)(h / group) * hs;
+        float mx = -INFINITY;
+        for (uint32_t t = 0; t < n; t++) {
+            const float *kt = s->kp[t] + koff;
+            float dot = 0.0f;
+            for (uint32_t i = 0; i < hs; i++)
+                dot += qh[i] * kt[i];
+            att[t] = dot * scale;
+            if (att[t] > mx)
+                mx = att[t];
+        }
+        float sum = 0.0f;
+        for (uint32_t t = 0; t < n; t++) {
+            att[t] = expf(att[t] - mx);
+            sum += att[t];
+        }
+        float *oh = out + (size_t)h * hs;
+        memset(oh, 0, hs * sizeof(float));
+        for (uint32_t t = 0; t < n; t++) {
+            att[t] /= sum;
+            const float *vt = s->vp[t] + koff;
+            for (uint32_t i = 0; i < hs; i++)
+                oh[i] += att[t] * vt[i];
+            s->w[t] += att[t] / (float)H;
+        }
+    }
+}
+
+/* Tiered mode: asks the scheduler for this (sequence, layer)'s step, applies
+ * the moves to the arenas, and points s->kp/s->vp at what to attend. Returns
+ * the count, 0 on failure (s->err set). */
+static uint32_t tiered_gather(struct llm_state *s, uint32_t b, uint32_t l, uint32_t pos,
+                              const float *k, const float *v, const float *act)
+{
+    const struct llm_model *m = s->m;
+    uint32_t stream = b * m->c.n_layers + l;
+    struct scheduler_plan plan;
+    if (pos < s->prompt_len)
+        scheduler_prefill(s->sched, stream, pos, NULL, s->prompt_len, 0, &plan);
+    else
+        scheduler_step(s->sched, stream, pos, 0, &plan);
+    if (plan.place.oom) {
+        err_set(&s->err, ALISA_EINVAL, "sequence %u layer %u position %u: the device KV arena "
+                "(%u tokens) cannot hold the step's tokens", b, l, pos,
+                scheduler_stream_gpu_cap(s->sched, stream));
+        return 0;
+    }
+    if (kvstore_apply(s->ks, &plan, scheduler_stream_flags(s->sched, stream), m, l, pos, k, v, act,
+                      &s->err))
+        return 0;
+    if (pos < s->prompt_len) { /* prefill: the whole prompt so far, wherever it lies */
+        for (uint32_t t = 0; t <= pos; t++) {
+            const float *kt, *vt;
+            kvstore_fetch(s->ks, m, stream, l, t, &kt, &vt);
+            /* fetch may recompute into one scratch pair: copy out of it */
+            float *ck = s->key_cache + (size_t)t * m->c.kv_dim, *cv = s->value_cache + (size_t)t * m->c.kv_dim;
+            memcpy(ck, kt, m->c.kv_dim * sizeof(float));
+            memcpy(cv, vt, m->c.kv_dim * sizeof(float));
+            s->kp[t] = ck;
+            s->vp[t] = cv;
+            s->ids[t] = t;
+        }
+        return pos + 1;
+    }
+    for (uint32_t i = 0; i < plan.n_attended; i++) {
+        uint32_t t = plan.attended[i];
+        s->kp[i] = kvstore_k(s->ks, stream, t);
+        s->vp[i] = kvstore_v(s->ks, stream, t);
+        s->ids[i] = t;
+        if (!s->kp[i]) {
+            err_set(&s->err, ALISA_EINVAL, "stream %u position %u: attended token %u is not on the "
+                    "device", stream, pos, t);
+            return 0;
+        }
+    }
+    return plan.n_attended;
+}
+
+void llm_state_tiered(struct llm_state *s, struct scheduler *sched, struct kvstore *ks,
+                      uint32_t prompt_len)
+{
+    s->sched = sched;
+    s->ks = ks;
+    s->prompt_len = prompt_len;
+}
+
+const struct alisa_err *llm_state_error(const struct llm_state *s) { return &s->err; }
+
 const float *llm_forward(struct llm_state *s, const uint32_t *tokens, uint32_t pos, float *rows)
 {
     const struct llm_config *c = &s->m->c;
@@ -125,7 +239,6 @@ const float *llm_forward(struct llm_state *s, const uint32_t *tokens, uint32_t p
         ALISA_ASSERT(tokens[b] < c->vocab);
         memcpy(s->x + (size_t)b * d, w->token_embedding + (size_t)tokens[b] * d, d * sizeof(float));
     }
-    const float scale = 1.0f / sqrtf((float)hs);
     for (uint32_t l = 0; l < c->n_layers; l++) {
         for (uint32_t b = 0; b < B; b++)
             rmsnorm(s->xb + (size_t)b * d, s->x + (size_t)b * d, w->rms_att + (size_t)l * d, d,
@@ -134,45 +247,42 @@ const float *llm_forward(struct llm_state *s, const uint32_t *tokens, uint32_t p
         gemm(s->k, s->xb, w->wk + (size_t)l * kv * d, B, kv, d);
         gemm(s->v, s->xb, w->wv + (size_t)l * kv * d, B, kv, d);
         for (uint32_t b = 0; b < B; b++) {
-            float *q = s->q + (size_t)b * d;
+            float *q = s->q + (size_t)b * d, *kb = s->k + (size_t)b * kv, *vb = s->v + (size_t)b * kv;
             rope(q, d, hs, cs, sn);
-            rope(s->k + (size_t)b * kv, kv, hs, cs, sn);
-            size_t base = (((size_t)l * B + b) * s->max_len) * kv;
-            memcpy(s->key_cache + base + (size_t)pos * kv, s->k + (size_t)b * kv, kv * sizeof(float));
-            memcpy(s->value_cache + base + (size_t)pos * kv, s->v + (size_t)b * kv,
-                   kv * sizeof(float));
-            float *out = s->xb + (size_t)b * d; /* attention output replaces the normed input */
+            rope(kb, kv, hs, cs, sn);
+            float *act = s->xb + (size_t)b * d; /* this layer's normed input, kept for recompute */
             float *row = rows ? rows + ((size_t)b * c->n_layers + l) * n : NULL;
-            if (row)
+            uint32_t n_att = 0;
+            if (!s->sched) {
+                size_t base = (((size_t)l * B + b) * s->max_len) * kv;
+                memcpy(s->key_cache + base + (size_t)pos * kv, kb, kv * sizeof(float));
+                memcpy(s->value_cache + base + (size_t)pos * kv, vb, kv * sizeof(float));
+                for (uint32_t t = 0; t < n; t++) {
+                    s->kp[t] = s->key_cache + base + (size_t)t * kv;
+                    s->vp[t] = s->value_cache + base + (size_t)t * kv;
+                    s->ids[t] = t;
+                }
+                n_att = n;
+            } else if ((n_att = tiered_gather(s, b, l, pos, kb, vb, act)) == 0) {
+                return NULL;
+            }
+            attend(s, q, n_att, hs, group, H, act); /* output replaces the normed input */
+            if (row) {
                 memset(row, 0, n * sizeof *row);
-            for (uint32_t h = 0; h < H; h++) {
-                const float *qh = q + (size_t)h * hs;
-                float *att = s->att + (size_t)h * s->max_len;
-                size_t koff = (size_t)(h / group) * hs;
-                float mx = -INFINITY;
-                for (uint32_t t = 0; t < n; t++) {
-                    const float *kt = s->key_cache + base + (size_t)t * kv + koff;
-                    float dot = 0.0f;
-                    for (uint32_t i = 0; i < hs; i++)
-                        dot += qh[i] * kt[i];
-                    att[t] = dot * scale;
-                    if (att[t] > mx)
-                        mx = att[t];
-                }
-                float sum = 0.0f;
-                for (uint32_t t = 0; t < n; t++) {
-                    att[t] = expf(att[t] - mx);
-                    sum += att[t];
-                }
-                float *oh = out + (size_t)h * hs;
-                memset(oh, 0, hs * sizeof(float));
-                for (uint32_t t = 0; t < n; t++) {
-                    att[t] /= sum;
-                    const float *vt = s->value_cache + base + (size_t)t * kv + koff;
-                    for (uint32_t i = 0; i < hs; i++)
-                        oh[i] += att[t] * vt[i];
-                    if (row)
-                        row[t] += att[t] / (float)H;
+                for (uint32_t i = 0; i < n_att; i++)
+                    row[s->ids[i]] = s->w[i];
+            }
+            if (s->sched) {
+                uint32_t stream = b * c->n_layers + l;
+                if (pos < s->prompt_len) {
+                    /* prefill attends densely: the row is the dense row */
+                    float *dense = s->att; /* scratch, (n) */
+                    memset(dense, 0, n * sizeof *dense);
+                    for (uint32_t i = 0; i < n_att; i++)
+                        dense[s->ids[i]] = s->w[i];
+                    scheduler_observe_prefill(s->sched, stream, pos, dense, s->prompt_len);
+                } else {
+                    scheduler_observe(s->sched, stream, s->w);
                 }
             }
         }

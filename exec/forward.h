@@ -13,7 +13,9 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "kvstore.h"
 #include "model.h"
+#include "scheduler.h"
 
 struct llm_state;
 
@@ -23,11 +25,24 @@ int llm_state_create(struct llm_state **out, const struct llm_model *m, uint32_t
                      uint32_t max_len, struct alisa_err *e);
 void llm_state_free(struct llm_state *s); /* accepts NULL */
 
+/* Switches s to the tiered KV cache: from now on every (sequence b, layer l)
+ * is scheduler stream b * n_layers + l; positions below prompt_len are
+ * prefill (admitted, attended densely from wherever their KV lies, observed
+ * as prefill rows), later ones decode steps (the scheduler's plan decides
+ * the attended set and the moves; attention reads the device arena only).
+ * sched and ks are borrowed and must outlive s. */
+void llm_state_tiered(struct llm_state *s, struct scheduler *sched, struct kvstore *ks,
+                      uint32_t prompt_len);
+
 /* Runs tokens[b] at position pos for every sequence b (positions 0..pos-1
  * must have been run). Returns the logits, (batch, vocab), owned by s and
- * valid until the next call. When rows is non-NULL it receives
+ * valid until the next call; NULL when the tiered cache cannot hold the step
+ * (llm_state_error says why). When rows is non-NULL it receives
  * (batch, n_layers, pos + 1): each layer's attention weights averaged over
- * heads. Cannot fail. */
+ * heads (0 for tokens not attended). */
 const float *llm_forward(struct llm_state *s, const uint32_t *tokens, uint32_t pos, float *rows);
+
+/* The error of the last failed llm_forward. Cannot fail. */
+const struct alisa_err *llm_state_error(const struct llm_state *s);
 
 #endif

@@ -147,8 +147,8 @@ int scheduler_prefill(struct scheduler *s, uint32_t stream, uint32_t pos, const 
     while (st->produced <= pos && !plan->place.oom)
         place_admit(s->cfg.place, st->place, &st->kv, &s->cfg.place_params, st->produced++,
                     &plan->place);
-    if (row && s->cfg.sel->observe_prefill && !plan->place.oom)
-        s->cfg.sel->observe_prefill(st->sel, pos, row, prompt_len);
+    if (!plan->place.oom)
+        scheduler_observe_prefill(s, stream, pos, row, prompt_len);
     plan_finish(s, st, plan, st->produced - 1);
     return 0;
 }
@@ -210,3 +210,26 @@ void scheduler_observe_dense(struct scheduler *s, uint32_t stream, const float *
 }
 
 int scheduler_stream_oom(const struct scheduler *s, uint32_t stream) { return s->streams[stream].oom; }
+
+void scheduler_observe_prefill(struct scheduler *s, uint32_t stream, uint32_t pos, const float *row,
+                               uint32_t prompt_len)
+{
+    struct scheduler_stream *st = &s->streams[stream];
+    if (row && s->cfg.sel->observe_prefill && !st->oom)
+        s->cfg.sel->observe_prefill(st->sel, pos, row, prompt_len);
+}
+
+const uint8_t *scheduler_stream_flags(const struct scheduler *s, uint32_t stream)
+{
+    return s->streams[stream].kv.flags;
+}
+
+uint32_t scheduler_stream_gpu_cap(const struct scheduler *s, uint32_t stream)
+{
+    return s->streams[stream].kv.gpu_cap;
+}
+
+uint32_t scheduler_stream_cpu_cap(const struct scheduler *s, uint32_t stream)
+{
+    return s->streams[stream].kv.cpu_cap;
+}

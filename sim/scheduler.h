@@ -78,6 +78,18 @@ void scheduler_observe(struct scheduler *s, uint32_t stream, const float *w);
  * the attended set when the logits are the same. */
 void scheduler_observe_dense(struct scheduler *s, uint32_t stream, const float *row);
 
+/* Feeds the dense attention row of prompt position pos to the selection
+ * (what scheduler_prefill does when given a row), for shells that admit a
+ * token before computing its attention. */
+void scheduler_observe_prefill(struct scheduler *s, uint32_t stream, uint32_t pos, const float *row,
+                               uint32_t prompt_len);
+
+/* The token places of a stream after its last call (KV_* flags, (max_len)),
+ * and its tier capacities in tokens: what an executor mirrors. Cannot fail. */
+const uint8_t *scheduler_stream_flags(const struct scheduler *s, uint32_t stream);
+uint32_t scheduler_stream_gpu_cap(const struct scheduler *s, uint32_t stream);
+uint32_t scheduler_stream_cpu_cap(const struct scheduler *s, uint32_t stream);
+
 /* 1 once the stream ran out of GPU memory. Cannot fail. */
 int scheduler_stream_oom(const struct scheduler *s, uint32_t stream);
 

@@ -15,7 +15,9 @@
 #include <cmocka.h>
 
 #include "forward.h"
+#include "kvstore.h"
 #include "model.h"
+#include "scheduler.h"
 #include "testutil.h"
 #include "tokenizer.h"
 
@@ -191,6 +193,69 @@ static void test_exec_batched_decoding_equals_one_sequence_at_a_time(void **stat
     llm_free(m);
 }
 
+/* Placement moves KV between arenas (offload, load, recompute) but must
+ * never change what the model computes: the same selection with tiny tiers
+ * gives the logits of the untiered run at every step. */
+static void test_exec_tiered_placement_leaves_the_outputs_unchanged(void **state)
+{
+    (void)state;
+    if (!have_model())
+        skip();
+    struct llm_model *m;
+    struct alisa_err e = {{0}};
+    assert_int_equal(llm_load_llama2c(&m, model_path, &e), 0);
+    const struct llm_config *c = &m->c;
+    const uint32_t B = 2, N = 110, P = 6;
+    const struct placement_ops *places[] = {&place_alisa_ops, &place_lru_ops, &place_fifo_ops};
+    float *ref = malloc((size_t)N * B * c->vocab * sizeof *ref);
+    uint64_t fetched = 0;
+    for (int run = 0; run < 4; run++) {
+        struct llm_state *st;
+        assert_int_equal(llm_state_create(&st, m, B, N, &e), 0);
+        struct scheduler *sched = NULL;
+        struct kvstore *ks = NULL;
+        /* run 0: SWA with every token on the device; runs 1-3: 72 device and
+         * 16 host slots per stream under three placements */
+        struct scheduler_config sc = {.sel = &sel_swa_ops, .sel_params = {.sparsity = 0.5},
+                                      .place = run ? places[run - 1] : &place_gpu_only_ops,
+                                      .n_streams = B * c->n_layers, .max_len = N};
+        uint32_t dev = run ? 72 : N, host = run ? 16 : N;
+        sc.place_params = (struct place_params){.kv_bytes = 1, .act_bytes = 1, .gpu_bytes = dev,
+                                                .cpu_bytes = host, .load_ns = 2,
+                                                .recompute_ns = run == 1 ? 1 : 3, .gpu_fraction = -1};
+        assert_int_equal(scheduler_create(&sched, &sc, NULL, &e), 0);
+        assert_int_equal(kvstore_create(&ks, c, sc.n_streams, N, dev, host, &e), 0);
+        llm_state_tiered(st, sched, ks, P);
+        uint32_t cur[2];
+        for (uint32_t p = 0; p < N; p++) {
+            cur[0] = p < P ? (uint32_t)(1 + 40 * p) % c->vocab : 60 + p % 200;
+            cur[1] = p < P ? (uint32_t)(1 + 17 * p) % c->vocab : 300 + p % 150;
+            const float *logits = llm_forward(st, cur, p, NULL);
+            if (!logits)
+                fail_msg("run %d position %u: %s", run, p, llm_state_error(st)->msg);
+            float *r = ref + (size_t)p * B * c->vocab;
+            for (uint32_t i = 0; i < B * c->vocab; i++) {
+                if (run == 0)
+                    r[i] = logits[i];
+                else if (fabsf(logits[i] - r[i]) > 1e-4f + 1e-4f * fabsf(r[i]))
+                    fail_msg("run %d position %u logit %u: %g, untiered %g", run, p, i, logits[i],
+                             r[i]);
+            }
+        }
+        uint64_t off, ld, rc;
+        kvstore_counts(ks, &off, &ld, &rc);
+        if (run) /* the tiers were really used */
+            assert_true(off > 0);
+        fetched += ld + rc;
+        kvstore_free(ks);
+        scheduler_destroy(sched);
+        llm_state_free(st);
+    }
+    assert_true(fetched > 0); /* some run loaded or recomputed evicted tokens */
+    free(ref);
+    llm_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -199,6 +264,7 @@ int main(void)
         cmocka_unit_test(test_exec_tokenizer_round_trips_text_and_bytes),
         cmocka_unit_test(test_exec_greedy_continuation_matches_the_independent_reference),
         cmocka_unit_test(test_exec_batched_decoding_equals_one_sequence_at_a_time),
+        cmocka_unit_test(test_exec_tiered_placement_leaves_the_outputs_unchanged),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

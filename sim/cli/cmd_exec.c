@@ -13,8 +13,11 @@
 #include "catalog.h"
 #include "cli.h"
 #include "cmds.h"
+#include "costmodel.h"
 #include "forward.h"
+#include "kvstore.h"
 #include "model.h"
+#include "scheduler.h"
 #include "tokenizer.h"
 #include "trace.h"
 
@@ -61,6 +64,113 @@ static int load_model(struct loaded *l, const char *model, const char *tokenizer
     return rc;
 }
 
+/* The executor's KV options: without --selection and --placement the cache
+ * is dense (every token, one arena); with them the scheduler core places
+ * every token of every (sequence, layer) in the device or host arena. */
+struct kv_opts {
+    const char *selection, *placement, *hardware;
+    struct sel_params sel;
+    uint64_t gpu_bytes, cpu_bytes; /* totals over all streams */
+};
+
+#define KV_OPT_LIST                                                                \
+    {"selection", required_argument, 0, 1001}, {"sparsity", required_argument, 0, 1002}, \
+    {"budget-tokens", required_argument, 0, 1003}, {"placement", required_argument, 0, 1004}, \
+    {"gpu-kv-bytes", required_argument, 0, 1005}, {"cpu-kv-bytes", required_argument, 0, 1006}, \
+    {"hardware", required_argument, 0, 1007}
+
+#define KV_OPT_HELP                                                                          \
+    "  --selection NAME   tokens each layer attends (alisa policy list; default: all)\n"     \
+    "  --sparsity S       KV sparsity of the selection (default 0.8)\n"                     \
+    "  --budget-tokens K  attend K tokens instead\n"                                        \
+    "  --placement NAME   place KV token by token in a device and a host arena under this\n" \
+    "                     policy (alisa policy list); default: one dense arena\n"            \
+    "  --gpu-kv-bytes N   device arena, bytes for all sequences and layers (FP32 K and V)\n" \
+    "  --cpu-kv-bytes N   host arena, bytes (default: unlimited)\n"                        \
+    "  --hardware NAME    profile pricing load against recompute (default H100-80GB)\n"
+
+/* Handles one KV option; returns 1 when ch was one, -1 on a bad value. */
+static int kv_opt(struct kv_opts *o, int ch, const char *opt, const char *arg, struct alisa_err *e)
+{
+    switch (ch) {
+    case 1001: o->selection = arg; return 1;
+    case 1002: return cli_parse_double(opt, arg, &o->sel.sparsity, e) ? -1 : 1;
+    case 1003: return cli_parse_u32(opt, arg, &o->sel.budget_tokens, e) ? -1 : 1;
+    case 1004: o->placement = arg; return 1;
+    case 1005: return cli_parse_bytes(opt, arg, &o->gpu_bytes, e) ? -1 : 1;
+    case 1006: return cli_parse_bytes(opt, arg, &o->cpu_bytes, e) ? -1 : 1;
+    case 1007: o->hardware = arg; return 1;
+    }
+    return 0;
+}
+
+/* A scheduler and arenas for `batch` sequences of max_len tokens, attached
+ * to st; nothing when neither selection nor placement was asked for. */
+struct tiered {
+    struct scheduler *sched;
+    struct kvstore *ks;
+};
+
+static int tiered_attach(struct tiered *t, const struct kv_opts *o, const struct llm_model *m,
+                         struct llm_state *st, uint32_t batch, uint32_t max_len,
+                         uint32_t prompt_len, struct alisa_err *e)
+{
+    memset(t, 0, sizeof *t);
+    if (!o->selection && !o->placement)
+        return 0;
+    const struct llm_config *c = &m->c;
+    struct scheduler_config sc = {.n_streams = batch * c->n_layers, .max_len = max_len,
+                                  .sel_params = o->sel};
+    if (!(sc.sel = selection_find(o->selection ? o->selection : "dense")))
+        return err_set(e, ALISA_EINVAL, "unknown selection '%s'", o->selection);
+    if (!(sc.place = placement_find(o->placement ? o->placement : "gpu-only")))
+        return err_set(e, ALISA_EINVAL, "unknown placement '%s'", o->placement);
+    if (sc.place->offline || sc.place->step)
+        return err_set(e, ALISA_EINVAL, "placement '%s' is not supported by the executor yet "
+                       "(offline bounds need a recorded run; flexgen-static splits tokens)",
+                       sc.place->name);
+    struct catalog cat;
+    int rc = catalog_load(&cat, catalog_default_dir(), catalog_models_dir(), e);
+    if (rc)
+        return rc;
+    const struct hw_profile *hw = catalog_hw(&cat, o->hardware ? o->hardware : "H100-80GB");
+    if (!hw) {
+        catalog_deinit(&cat);
+        return err_set(e, ALISA_ENOTFOUND, "hardware '%s' is not in the catalog", o->hardware);
+    }
+    struct kv_shape ks = {c->dim, c->kv_dim, KV_FP16};
+    struct place_params *pp = &sc.place_params;
+    pp->kv_bytes = 2ull * c->kv_dim * sizeof(float); /* the arenas hold FP32 */
+    pp->act_bytes = (uint64_t)c->dim * sizeof(float);
+    uint64_t all = (uint64_t)max_len * pp->kv_bytes * sc.n_streams;
+    uint64_t g = o->gpu_bytes ? o->gpu_bytes : all, h = o->cpu_bytes ? o->cpu_bytes : all;
+    pp->gpu_bytes = g / sc.n_streams;
+    pp->cpu_bytes = h / sc.n_streams;
+    pp->load_ns = cost_load_ns(&ks, hw) * 2; /* FP32 moves twice FP16's bytes */
+    pp->recompute_ns = cost_recompute_ns(&ks, hw);
+    pp->gpu_fraction = -1;
+    catalog_deinit(&cat);
+    uint32_t dev = (uint32_t)(pp->gpu_bytes / pp->kv_bytes < max_len ? pp->gpu_bytes / pp->kv_bytes
+                                                                     : max_len);
+    uint32_t host = (uint32_t)(pp->cpu_bytes / pp->kv_bytes < max_len ? pp->cpu_bytes / pp->kv_bytes
+                                                                      : max_len);
+    if ((rc = scheduler_create(&t->sched, &sc, NULL, e)) ||
+        (rc = kvstore_create(&t->ks, c, sc.n_streams, max_len, dev, host, e))) {
+        scheduler_destroy(t->sched);
+        t->sched = NULL;
+        return rc;
+    }
+    llm_state_tiered(st, t->sched, t->ks, prompt_len);
+    return 0;
+}
+
+static void tiered_free(struct tiered *t)
+{
+    scheduler_destroy(t->sched);
+    kvstore_free(t->ks);
+    memset(t, 0, sizeof *t);
+}
+
 static double now_s(void)
 {
     struct timespec t;
@@ -88,6 +198,7 @@ void cmd_run_usage(FILE *out)
             "  --batch B          sequences decoded together, same prompt (default 1)\n"
             "  --temperature T    0 = greedy (default); > 0 samples from softmax(logits / T)\n"
             "  --seed S           sampling seed (GSL mt19937, default 1)\n"
+            KV_OPT_HELP
             "  -h, --help         this text\n");
 }
 
@@ -120,9 +231,11 @@ int cmd_run(int argc, char **argv)
                                          {"batch", required_argument, 0, 'b'},
                                          {"temperature", required_argument, 0, 'T'},
                                          {"seed", required_argument, 0, 's'},
+                                         KV_OPT_LIST,
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *model = NULL, *tokenizer = NULL, *prompt = NULL;
+    struct kv_opts kvo = {.sel = {.sparsity = 0.8}};
     uint32_t n = 0, batch = 1;
     uint64_t seed = 1;
     double temp = 0;
@@ -132,6 +245,11 @@ int cmd_run(int argc, char **argv)
     int ch;
     while (!bad && (ch = getopt_long(argc, argv, ":hn:", opts, NULL)) != -1) {
         const char *opt = argv[optind - 1];
+        int k = kv_opt(&kvo, ch, opt, optarg, &e);
+        if (k) {
+            bad = k < 0;
+            continue;
+        }
         switch (ch) {
         case 'm': model = optarg; break;
         case 't': tokenizer = optarg; break;
@@ -171,49 +289,60 @@ int cmd_run(int argc, char **argv)
     for (uint32_t b = 0; !rc && b < batch; b++)
         if (!(gen[b] = malloc((n + 1) * sizeof **gen)))
             rc = err_set(&e, ALISA_ENOMEM, "out of memory");
+    struct tiered tr = {0};
     if (!rc)
         rc = llm_state_create(&st, l.m, batch, (uint32_t)np + n, &e);
-    if (!rc) {
-        gsl_rng_set(rng, seed);
-        const float *logits = NULL;
-        for (int p = 0; p < np; p++) {
-            for (uint32_t b = 0; b < batch; b++)
-                cur[b] = ids[p];
-            logits = llm_forward(st, cur, (uint32_t)p, NULL);
-        }
-        double t0 = now_s();
-        for (uint32_t j = 0; j < n; j++) {
-            for (uint32_t b = 0; b < batch; b++) {
-                const float *lg = logits + (size_t)b * l.m->c.vocab;
-                cur[b] = temp == 0 ? argmax(lg, l.m->c.vocab)
-                                   : sample(lg, l.m->c.vocab, temp, rng, scratch);
-                gen[b][j] = cur[b];
-            }
-            if (j + 1 < n)
-                logits = llm_forward(st, cur, (uint32_t)np + j, NULL);
-        }
-        double dt = now_s() - t0;
+    if (!rc)
+        rc = tiered_attach(&tr, &kvo, l.m, st, batch, (uint32_t)np + n, (uint32_t)np, &e);
+    const float *logits = NULL;
+    gsl_rng_set(rng, seed);
+    for (int p = 0; p < np && !rc; p++) {
+        for (uint32_t b = 0; b < batch; b++)
+            cur[b] = ids[p];
+        if (!(logits = llm_forward(st, cur, (uint32_t)p, NULL)))
+            rc = err_set(&e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
+    }
+    double t0 = now_s();
+    for (uint32_t j = 0; j < n && !rc; j++) {
         for (uint32_t b = 0; b < batch; b++) {
-            if (batch > 1)
-                printf("[%u] ", b);
-            uint32_t prev = TOK_BOS;
-            for (int p = 1; p < np; p++) {
-                size_t len;
-                const char *s = tok_decode(l.t, prev, ids[p], &len);
-                fwrite(s, 1, len, stdout);
-                prev = ids[p];
-            }
-            for (uint32_t j = 0; j < n; j++) {
-                size_t len;
-                const char *s = tok_decode(l.t, prev, gen[b][j], &len);
-                fwrite(s, 1, len, stdout);
-                prev = gen[b][j];
-            }
-            printf("\n");
+            const float *lg = logits + (size_t)b * l.m->c.vocab;
+            cur[b] = temp == 0 ? argmax(lg, l.m->c.vocab)
+                               : sample(lg, l.m->c.vocab, temp, rng, scratch);
+            gen[b][j] = cur[b];
         }
+        if (j + 1 < n && !(logits = llm_forward(st, cur, (uint32_t)np + j, NULL)))
+            rc = err_set(&e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
+    }
+    double dt = now_s() - t0;
+    for (uint32_t b = 0; b < batch && !rc; b++) {
+        if (batch > 1)
+            printf("[%u] ", b);
+        uint32_t prev = TOK_BOS;
+        for (int p = 1; p < np; p++) {
+            size_t len;
+            const char *piece = tok_decode(l.t, prev, ids[p], &len);
+            fwrite(piece, 1, len, stdout);
+            prev = ids[p];
+        }
+        for (uint32_t j = 0; j < n; j++) {
+            size_t len;
+            const char *piece = tok_decode(l.t, prev, gen[b][j], &len);
+            fwrite(piece, 1, len, stdout);
+            prev = gen[b][j];
+        }
+        printf("\n");
+    }
+    if (!rc) {
         fprintf(stderr, "alisa: %u tokens x %u sequences in %.3f s: %.1f tokens/s (decode, CPU)\n",
                 n, batch, dt, dt > 0 ? (double)n * batch / dt : 0.0);
+        if (tr.ks) {
+            uint64_t off, ld, rcmp;
+            kvstore_counts(tr.ks, &off, &ld, &rcmp);
+            fprintf(stderr, "alisa: KV moves: %llu offloaded, %llu loaded, %llu recomputed\n",
+                    (unsigned long long)off, (unsigned long long)ld, (unsigned long long)rcmp);
+        }
     }
+    tiered_free(&tr);
     llm_state_free(st);
     for (uint32_t b = 0; gen && b < batch; b++)
         free(gen[b]);
@@ -316,6 +445,10 @@ void cmd_eval_usage(FILE *out)
             "  --max-tokens K   stop after about K scored tokens\n"
             "  --batch B        windows scored together (default 8)\n"
             "  --json           print JSON with the keys nll, ppl, tokens, windows\n"
+            "  --prefill P      with --selection: the first P tokens of each window are a\n"
+            "                   dense prefill, later ones decode under the selection\n"
+            "                   (default 128, or the window when shorter)\n"
+            KV_OPT_HELP
             "  -h, --help       this text\n");
 }
 
@@ -329,21 +462,30 @@ int cmd_eval(int argc, char **argv)
                                          {"max-tokens", required_argument, 0, 'M'},
                                          {"batch", required_argument, 0, 'b'},
                                          {"json", no_argument, 0, 'j'},
+                                         {"prefill", required_argument, 0, 'P'},
+                                         KV_OPT_LIST,
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *model = NULL, *tokenizer = NULL, *text = NULL;
-    uint32_t ctx = 0, blocks = 0, max_tokens = 0, batch = 8;
+    struct kv_opts kvo = {.sel = {.sparsity = 0.8}};
+    uint32_t ctx = 0, blocks = 0, max_tokens = 0, batch = 8, prefill = 128;
     int json = 0, bad = 0;
     struct alisa_err e = {{0}};
     cli_reset_getopt();
     int ch;
     while (!bad && (ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         const char *opt = argv[optind - 1];
+        int kk = kv_opt(&kvo, ch, opt, optarg, &e);
+        if (kk) {
+            bad = kk < 0;
+            continue;
+        }
         switch (ch) {
         case 'm': model = optarg; break;
         case 't': tokenizer = optarg; break;
         case 'x': text = optarg; break;
         case 'j': json = 1; break;
+        case 'P': bad = cli_parse_u32(opt, optarg, &prefill, &e); break;
         case 'c': bad = cli_parse_u32(opt, optarg, &ctx, &e); break;
         case 'k': bad = cli_parse_u32(opt, optarg, &blocks, &e); break;
         case 'M': bad = cli_parse_u32(opt, optarg, &max_tokens, &e); break;
@@ -390,10 +532,19 @@ int cmd_eval(int argc, char **argv)
         struct llm_state *st;
         if ((rc = llm_state_create(&st, l.m, B, ctx, &e)))
             break;
-        for (uint32_t p = 0; p + 1 < ctx; p++) {
+        struct tiered tr;
+        if ((rc = tiered_attach(&tr, &kvo, l.m, st, B, ctx, prefill < ctx ? prefill : ctx, &e))) {
+            llm_state_free(st);
+            break;
+        }
+        for (uint32_t p = 0; p + 1 < ctx && !rc; p++) {
             for (uint32_t b = 0; b < B; b++)
                 cur[b] = ids[(w0 + b) * ctx + p];
             const float *logits = llm_forward(st, cur, p, NULL);
+            if (!logits) {
+                rc = err_set(&e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
+                break;
+            }
             for (uint32_t b = 0; b < B; b++) {
                 const float *lg = logits + (size_t)b * l.m->c.vocab;
                 double mx = lg[argmax(lg, l.m->c.vocab)], sum = 0;
@@ -404,6 +555,7 @@ int cmd_eval(int argc, char **argv)
                 scored++;
             }
         }
+        tiered_free(&tr);
         llm_state_free(st);
     }
     double dt = now_s() - t0;

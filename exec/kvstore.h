@@ -1,0 +1,58 @@
+/* The executor's token-level KV cache: for every (sequence, layer) stream, a
+ * bounded device arena and a host arena of K/V slots, and every token's
+ * layer input (the normalised activation) so a dropped token's K and V can be
+ * recomputed exactly (our reading of the paper's phase III; ALISA.md 2).
+ *
+ * Owns the slots and the token -> slot maps; decides nothing: the scheduler
+ * core's plan says what moves (kvstore_apply). On the CPU backend both
+ * arenas are host memory, but they are separate allocations with separate
+ * capacities, and every move is a real copy, so the CUDA backend can put the
+ * device arena on the GPU without changing the moves.
+ */
+#ifndef ALISA_KVSTORE_H
+#define ALISA_KVSTORE_H
+
+#include <stdint.h>
+
+#include "err.h"
+#include "model.h"
+#include "scheduler.h"
+
+struct kvstore;
+
+/* Arenas for n_streams streams of up to max_len tokens; each stream's device
+ * arena holds dev_cap tokens and its host arena host_cap. */
+int kvstore_create(struct kvstore **out, const struct llm_config *c, uint32_t n_streams,
+                   uint32_t max_len, uint32_t dev_cap, uint32_t host_cap, struct alisa_err *e);
+void kvstore_free(struct kvstore *ks); /* accepts NULL */
+
+/* Applies the plan of stream `stream` for step pos, in this order: free the
+ * host copies the scheduler's flags no longer hold; copy the offloaded
+ * tokens to the host; free the device copies it no longer holds; load
+ * (host -> device) and recompute
+ * (from the kept layer input, with RoPE at the token's position) the tokens
+ * that now need a device copy; store the new token pos (k, v: (kv_dim),
+ * act: (dim)) when the plan produced it. layer selects the weights for
+ * recomputation. Returns 0, or ALISA_EINVAL when a move is impossible (a
+ * bug: the scheduler's invariants make room). */
+int kvstore_apply(struct kvstore *ks, const struct scheduler_plan *plan, const uint8_t *flags,
+                  const struct llm_model *m, uint32_t layer, uint32_t pos, const float *k,
+                  const float *v, const float *act, struct alisa_err *e);
+
+/* K and V of token t of a stream on the device, (kv_dim) each; NULL when it
+ * has no device copy. Cannot fail. */
+const float *kvstore_k(const struct kvstore *ks, uint32_t stream, uint32_t t);
+const float *kvstore_v(const struct kvstore *ks, uint32_t stream, uint32_t t);
+
+/* K and V of token t wherever they are (device, host, or recomputed into
+ * scratch from its layer input): for prefill, when the whole prompt is in
+ * flight at once. Pointers valid until the next call. */
+void kvstore_fetch(struct kvstore *ks, const struct llm_model *m, uint32_t stream, uint32_t layer,
+                   uint32_t t, const float **k, const float **v);
+
+/* Moves so far (all streams): tokens copied device->host, host->device,
+ * recomputed. Cannot fail. */
+void kvstore_counts(const struct kvstore *ks, uint64_t *offloads, uint64_t *loads,
+                    uint64_t *recomputes);
+
+#endif
