@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct llm_state {
     const struct llm_model *m;
@@ -29,7 +30,16 @@ struct llm_state {
     struct kvstore *ks;
     uint32_t prompt_len;
     struct alisa_err err;
+    FILE *timings;         /* JSON lines, borrowed; NULL: off */
+    double *t_layer;       /* (n_layers, 4) gemm, attention, transfer, recompute ns */
 };
+
+static uint64_t mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
 
 void llm_state_free(struct llm_state *s)
 {
@@ -43,6 +53,7 @@ void llm_state_free(struct llm_state *s)
     free(s->vp);
     free(s->ids);
     free(s->w);
+    free(s->t_layer);
     free(s);
 }
 
@@ -73,7 +84,8 @@ int llm_state_create(struct llm_state **out, const struct llm_model *m, uint32_t
     s->vp = malloc(max_len * sizeof *s->vp);
     s->ids = malloc(max_len * sizeof *s->ids);
     s->w = malloc(max_len * sizeof *s->w);
-    if (!s->x || !s->key_cache || !s->value_cache || !s->rope_cos || !s->kp || !s->vp || !s->ids ||
+    s->t_layer = calloc((size_t)c->n_layers * 4, sizeof *s->t_layer);
+    if (!s->t_layer || !s->x || !s->key_cache || !s->value_cache || !s->rope_cos || !s->kp || !s->vp || !s->ids ||
         !s->w) {
         llm_state_free(s);
         return err_set(e, ALISA_ENOMEM, "out of memory for %u sequences of %u tokens", batch,
@@ -111,9 +123,29 @@ static void rmsnorm(float *o, const float *x, const float *w, uint32_t n, float 
         o[j] = w[j] * (ss * x[j]);
 }
 
+/* ALISA_REFERENCE_GEMM=1 makes every projection a plain loop, one sequence
+ * at a time, as a single-file llama2.c-style forward pass does: the
+ * benchmark's reference point (experiments/bench/exec.sh), never the
+ * default. */
+static int reference_gemm = -1;
+
 /* y (B, out) = x (B, in) W^T, W (out, in). */
 static void gemm(float *y, const float *x, const float *w, uint32_t B, uint32_t out, uint32_t in)
 {
+    if (reference_gemm < 0) {
+        const char *env = getenv("ALISA_REFERENCE_GEMM");
+        reference_gemm = env && strcmp(env, "1") == 0;
+    }
+    if (reference_gemm) {
+        for (uint32_t b = 0; b < B; b++)
+            for (uint32_t i = 0; i < out; i++) {
+                float acc = 0.0f;
+                for (uint32_t j = 0; j < in; j++)
+                    acc += w[(size_t)i * in + j] * x[(size_t)b * in + j];
+                y[(size_t)b * out + i] = acc;
+            }
+        return;
+    }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)out, (int)in, 1.0f, x,
                 (int)in, w, (int)in, 0.0f, y, (int)out);
 }
@@ -220,11 +252,13 @@ void llm_state_tiered(struct llm_state *s, struct scheduler *sched, struct kvsto
                       uint32_t prompt_len)
 {
     s->sched = sched;
-    s->ks = ks;
+    s->ks = sched ? ks : NULL;
     s->prompt_len = prompt_len;
 }
 
 const struct alisa_err *llm_state_error(const struct llm_state *s) { return &s->err; }
+
+void llm_state_timings(struct llm_state *s, FILE *f) { s->timings = f; }
 
 const float *llm_forward(struct llm_state *s, const uint32_t *tokens, uint32_t pos, float *rows)
 {
@@ -239,13 +273,19 @@ const float *llm_forward(struct llm_state *s, const uint32_t *tokens, uint32_t p
         ALISA_ASSERT(tokens[b] < c->vocab);
         memcpy(s->x + (size_t)b * d, w->token_embedding + (size_t)tokens[b] * d, d * sizeof(float));
     }
+    uint64_t t_start = mono_ns(), t0;
+    memset(s->t_layer, 0, (size_t)c->n_layers * 4 * sizeof *s->t_layer);
     for (uint32_t l = 0; l < c->n_layers; l++) {
+        double *tl = s->t_layer + (size_t)l * 4; /* gemm, attention, transfer, recompute */
+        t0 = mono_ns();
         for (uint32_t b = 0; b < B; b++)
             rmsnorm(s->xb + (size_t)b * d, s->x + (size_t)b * d, w->rms_att + (size_t)l * d, d,
                     c->norm_eps);
         gemm(s->q, s->xb, w->wq + (size_t)l * d * d, B, d, d);
         gemm(s->k, s->xb, w->wk + (size_t)l * kv * d, B, kv, d);
         gemm(s->v, s->xb, w->wv + (size_t)l * kv * d, B, kv, d);
+        tl[0] += (double)(mono_ns() - t0);
+        t0 = mono_ns();
         for (uint32_t b = 0; b < B; b++) {
             float *q = s->q + (size_t)b * d, *kb = s->k + (size_t)b * kv, *vb = s->v + (size_t)b * kv;
             rope(q, d, hs, cs, sn);
@@ -263,8 +303,15 @@ const float *llm_forward(struct llm_state *s, const uint32_t *tokens, uint32_t p
                     s->ids[t] = t;
                 }
                 n_att = n;
-            } else if ((n_att = tiered_gather(s, b, l, pos, kb, vb, act)) == 0) {
-                return NULL;
+            } else {
+                uint64_t m0 = mono_ns(), r0 = kvstore_recompute_ns(s->ks);
+                n_att = tiered_gather(s, b, l, pos, kb, vb, act);
+                double moved = (double)(mono_ns() - m0), rec = (double)(kvstore_recompute_ns(s->ks) - r0);
+                tl[2] += moved - rec;
+                tl[3] += rec;
+                tl[1] -= moved; /* counted below with the attention: take it out again */
+                if (n_att == 0)
+                    return NULL;
             }
             attend(s, q, n_att, hs, group, H, act); /* output replaces the normed input */
             if (row) {
@@ -286,6 +333,8 @@ const float *llm_forward(struct llm_state *s, const uint32_t *tokens, uint32_t p
                 }
             }
         }
+        tl[1] += (double)(mono_ns() - t0);
+        t0 = mono_ns();
         gemm(s->xb2, s->xb, w->wo + (size_t)l * d * d, B, d, d);
         for (size_t i = 0; i < (size_t)B * d; i++)
             s->x[i] += s->xb2[i];
@@ -301,9 +350,25 @@ const float *llm_forward(struct llm_state *s, const uint32_t *tokens, uint32_t p
         gemm(s->xb2, s->hb, w->w2 + (size_t)l * d * hd, B, d, hd);
         for (size_t i = 0; i < (size_t)B * d; i++)
             s->x[i] += s->xb2[i];
+        tl[0] += (double)(mono_ns() - t0);
     }
+    t0 = mono_ns();
     for (uint32_t b = 0; b < B; b++)
         rmsnorm(s->xb + (size_t)b * d, s->x + (size_t)b * d, w->rms_final, d, c->norm_eps);
     gemm(s->logits, s->xb, w->wcls, B, c->vocab, d);
+    if (s->timings) {
+        uint64_t end = mono_ns();
+        fprintf(s->timings, "{\"pos\": %u, \"phase\": \"%s\", \"batch\": %u, \"total_us\": %.3f, "
+                "\"head_us\": %.3f, \"layers\": [", pos,
+                pos < s->prompt_len ? "prefill" : "decode", B,
+                (end - t_start) * 1e-3, (end - t0) * 1e-3);
+        for (uint32_t l = 0; l < c->n_layers; l++) {
+            const double *tl = s->t_layer + (size_t)l * 4;
+            fprintf(s->timings, "%s{\"gemm_us\": %.3f, \"attention_us\": %.3f, \"transfer_us\": "
+                    "%.3f, \"recompute_us\": %.3f}", l ? ", " : "", tl[0] * 1e-3, tl[1] * 1e-3,
+                    tl[2] * 1e-3, tl[3] * 1e-3);
+        }
+        fprintf(s->timings, "]}\n");
+    }
     return s->logits;
 }

@@ -11,6 +11,7 @@
 #define ALISA_FORWARD_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "err.h"
 #include "kvstore.h"
@@ -30,7 +31,8 @@ void llm_state_free(struct llm_state *s); /* accepts NULL */
  * prefill (admitted, attended densely from wherever their KV lies, observed
  * as prefill rows), later ones decode steps (the scheduler's plan decides
  * the attended set and the moves; attention reads the device arena only).
- * sched and ks are borrowed and must outlive s. */
+ * sched and ks are borrowed and must outlive s. With sched NULL the cache
+ * stays dense and only prompt_len is recorded (timings name the phases). */
 void llm_state_tiered(struct llm_state *s, struct scheduler *sched, struct kvstore *ks,
                       uint32_t prompt_len);
 
@@ -41,6 +43,13 @@ void llm_state_tiered(struct llm_state *s, struct scheduler *sched, struct kvsto
  * (batch, n_layers, pos + 1): each layer's attention weights averaged over
  * heads (0 for tokens not attended). */
 const float *llm_forward(struct llm_state *s, const uint32_t *tokens, uint32_t pos, float *rows);
+
+/* Writes one JSON line per llm_forward call to f (NULL: off): position,
+ * phase (prefill or decode), batch, total wall time and, per layer, the time
+ * in weight GEMMs, attention, KV transfers between the arenas and
+ * recomputation, all in microseconds; the head (final norm and classifier)
+ * separately. f is borrowed. */
+void llm_state_timings(struct llm_state *s, FILE *f);
 
 /* The error of the last failed llm_forward. Cannot fail. */
 const struct alisa_err *llm_state_error(const struct llm_state *s);

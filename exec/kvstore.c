@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct arena {
     uint32_t cap;
@@ -26,7 +27,15 @@ struct kvstore {
     float *act;               /* (n_streams, max_len, dim) kept layer inputs */
     float *scratch;           /* (2, kv_dim) for kvstore_fetch */
     uint64_t offloads, loads, recomputes;
+    uint64_t recompute_ns;    /* wall time in recomputation */
 };
+
+static uint64_t mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
 
 static int arena_init(struct arena *a, uint32_t cap, uint32_t kv_dim)
 {
@@ -182,8 +191,10 @@ int kvstore_apply(struct kvstore *ks, const struct scheduler_plan *plan, const u
         if (slot < 0)
             return err_set(e, ALISA_EINVAL, "stream %u step %u: no device slot to recompute %u", s,
                            pos, t);
+        uint64_t t0 = mono_ns();
         recompute(ks, m, layer, ks->act + ((size_t)s * ks->max_len + t) * ks->dim, t,
                   dev->k + (size_t)slot * kv, dev->v + (size_t)slot * kv);
+        ks->recompute_ns += mono_ns() - t0;
         ds[t] = slot;
         ks->recomputes++;
     }
@@ -237,3 +248,5 @@ void kvstore_counts(const struct kvstore *ks, uint64_t *offloads, uint64_t *load
     *loads = ks->loads;
     *recomputes = ks->recomputes;
 }
+
+uint64_t kvstore_recompute_ns(const struct kvstore *ks) { return ks->recompute_ns; }

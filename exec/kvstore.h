@@ -55,4 +55,8 @@ void kvstore_fetch(struct kvstore *ks, const struct llm_model *m, uint32_t strea
 void kvstore_counts(const struct kvstore *ks, uint64_t *offloads, uint64_t *loads,
                     uint64_t *recomputes);
 
+/* Wall time spent recomputing so far, ns (the rest of kvstore_apply is
+ * copies). Cannot fail. */
+uint64_t kvstore_recompute_ns(const struct kvstore *ks);
+
 #endif

@@ -198,6 +198,9 @@ void cmd_run_usage(FILE *out)
             "  --batch B          sequences decoded together, same prompt (default 1)\n"
             "  --temperature T    0 = greedy (default); > 0 samples from softmax(logits / T)\n"
             "  --seed S           sampling seed (GSL mt19937, default 1)\n"
+            "  --timings FILE     one JSON line per forward step: position, phase, batch,\n"
+            "                     total, and per layer the GEMM, attention, KV transfer and\n"
+            "                     recomputation time (microseconds, wall clock)\n"
             KV_OPT_HELP
             "  -h, --help         this text\n");
 }
@@ -231,10 +234,11 @@ int cmd_run(int argc, char **argv)
                                          {"batch", required_argument, 0, 'b'},
                                          {"temperature", required_argument, 0, 'T'},
                                          {"seed", required_argument, 0, 's'},
+                                         {"timings", required_argument, 0, 'J'},
                                          KV_OPT_LIST,
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *model = NULL, *tokenizer = NULL, *prompt = NULL;
+    const char *model = NULL, *tokenizer = NULL, *prompt = NULL, *timings = NULL;
     struct kv_opts kvo = {.sel = {.sparsity = 0.8}};
     uint32_t n = 0, batch = 1;
     uint64_t seed = 1;
@@ -258,6 +262,7 @@ int cmd_run(int argc, char **argv)
         case 'b': bad = cli_parse_u32(opt, optarg, &batch, &e); break;
         case 'T': bad = cli_parse_double(opt, optarg, &temp, &e); break;
         case 's': bad = cli_parse_u64(opt, optarg, &seed, &e); break;
+        case 'J': timings = optarg; break;
         case 'h': cmd_run_usage(stdout); return 0;
         case ':': return cli_usage_error(cmd_run_usage, "option '%s' needs a value", opt);
         default: return cli_usage_error(cmd_run_usage, "unrecognized option '%s'", opt);
@@ -294,6 +299,13 @@ int cmd_run(int argc, char **argv)
         rc = llm_state_create(&st, l.m, batch, (uint32_t)np + n, &e);
     if (!rc)
         rc = tiered_attach(&tr, &kvo, l.m, st, batch, (uint32_t)np + n, (uint32_t)np, &e);
+    if (!rc && !tr.sched)
+        llm_state_tiered(st, NULL, NULL, (uint32_t)np); /* dense: phases for the timings */
+    FILE *tf = NULL;
+    if (!rc && timings && !(tf = fopen(timings, "w")))
+        rc = err_set(&e, ALISA_EIO, "%s: cannot create timings file", timings);
+    if (tf)
+        llm_state_timings(st, tf);
     const float *logits = NULL;
     gsl_rng_set(rng, seed);
     for (int p = 0; p < np && !rc; p++) {
@@ -342,6 +354,8 @@ int cmd_run(int argc, char **argv)
                     (unsigned long long)off, (unsigned long long)ld, (unsigned long long)rcmp);
         }
     }
+    if (tf && fclose(tf) != 0 && !rc)
+        rc = err_set(&e, ALISA_EIO, "%s: write failed", timings);
     tiered_free(&tr);
     llm_state_free(st);
     for (uint32_t b = 0; gen && b < batch; b++)
