@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf.h"
 #include "llama2c.h"
 
 int llm_file_sha256(const char *path, char out[65], struct alisa_err *e)
@@ -117,4 +118,155 @@ int llm_load_llama2c(struct llm_model **out, const char *path, struct alisa_err 
     w->wcls = h.shared_classifier ? w->token_embedding : p;
     *out = m;
     return 0;
+}
+
+/* Dequantises tensor `name` with the expected shape (ne0 = in, ne1 = out)
+ * into dst. */
+static int load_tensor(const struct gguf *g, const char *path, const char *name, uint64_t ne0,
+                       uint64_t ne1, float *dst, struct alisa_err *e)
+{
+    const struct gguf_tensor *t = gguf_find(g, name);
+    if (!t)
+        return err_set(e, ALISA_ECORRUPT, "%s: tensor '%s' missing", path, name);
+    uint64_t d1 = t->n_dims > 1 ? t->dims[1] : 1;
+    if (t->dims[0] != ne0 || d1 != ne1 || t->n_elems != ne0 * ne1)
+        return err_set(e, ALISA_ECORRUPT, "%s: tensor '%s' is [%llu, %llu], expected [%llu, %llu]",
+                       path, name, (unsigned long long)t->dims[0], (unsigned long long)d1,
+                       (unsigned long long)ne0, (unsigned long long)ne1);
+    return gguf_read_f32(g, t, dst, e);
+}
+
+int llm_load_gguf(struct llm_model **out, const char *path, struct alisa_err *e)
+{
+    *out = NULL;
+    struct gguf *g;
+    int rc = gguf_open(&g, path, e);
+    if (rc)
+        return rc;
+    struct llm_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        gguf_close(g);
+        return err_set(e, ALISA_ENOMEM, "out of memory");
+    }
+    char arch[32] = "";
+    uint64_t dim = 0, hidden = 0, layers = 0, heads = 0, kv_heads = 0, ctx = 0, vocab = 0;
+    double theta = 10000, eps = 1e-5;
+    if ((rc = gguf_get_str(g, "general.architecture", arch, sizeof arch, e)))
+        goto done;
+    if (strcmp(arch, "llama") != 0) {
+        rc = err_set(e, ALISA_EINVAL, "%s: architecture '%s' is not supported (llama is)", path, arch);
+        goto done;
+    }
+    if ((rc = gguf_get_u64(g, "llama.embedding_length", &dim, e)) ||
+        (rc = gguf_get_u64(g, "llama.feed_forward_length", &hidden, e)) ||
+        (rc = gguf_get_u64(g, "llama.block_count", &layers, e)) ||
+        (rc = gguf_get_u64(g, "llama.attention.head_count", &heads, e)) ||
+        (rc = gguf_get_u64(g, "llama.context_length", &ctx, e)))
+        goto done;
+    if (gguf_get_u64(g, "llama.attention.head_count_kv", &kv_heads, e))
+        kv_heads = heads;
+    gguf_get_f64(g, "llama.rope.freq_base", &theta, e);
+    gguf_get_f64(g, "llama.attention.layer_norm_rms_epsilon", &eps, e);
+    const struct gguf_tensor *emb = gguf_find(g, "token_embd.weight");
+    if (!emb || emb->n_dims != 2) {
+        rc = err_set(e, ALISA_ECORRUPT, "%s: tensor 'token_embd.weight' missing or not 2-D", path);
+        goto done;
+    }
+    vocab = emb->dims[1];
+    uint64_t n_tok = 0;
+    if (gguf_get_str_array(g, "tokenizer.ggml.tokens", &n_tok, e) == 0 && n_tok != vocab) {
+        rc = err_set(e, ALISA_ECORRUPT, "%s: vocabulary mismatch: %llu tokens in the tokenizer, "
+                     "%llu rows in token_embd.weight", path, (unsigned long long)n_tok,
+                     (unsigned long long)vocab);
+        goto done;
+    }
+    if (!dim || !heads || dim % heads || !kv_heads || heads % kv_heads || !layers || !hidden ||
+        dim > (1u << 16) || layers > 1024) {
+        rc = err_set(e, ALISA_ECORRUPT, "%s: implausible shape (dim %llu, heads %llu, kv heads %llu, "
+                     "layers %llu)", path, (unsigned long long)dim, (unsigned long long)heads,
+                     (unsigned long long)kv_heads, (unsigned long long)layers);
+        goto done;
+    }
+    struct llm_config *c = &m->c;
+    c->dim = (uint32_t)dim;
+    c->hidden_dim = (uint32_t)hidden;
+    c->n_layers = (uint32_t)layers;
+    c->n_heads = (uint32_t)heads;
+    c->n_kv_heads = (uint32_t)kv_heads;
+    c->vocab = (uint32_t)vocab;
+    c->seq_len = (uint32_t)ctx;
+    c->head_dim = c->dim / c->n_heads;
+    c->kv_dim = c->head_dim * c->n_kv_heads;
+    c->rope_theta = (float)theta;
+    c->norm_eps = (float)eps;
+    int tied = gguf_find(g, "output.weight") == NULL;
+    uint64_t L = layers, d = dim, hd = hidden, kv = c->kv_dim, V = vocab;
+    size_t n = V * d + L * d + L * d * d + 2 * L * kv * d + L * d * d + L * d + 3 * L * hd * d + d +
+               (tied ? 0 : V * d);
+    if (!(m->data = malloc(n * sizeof(float)))) {
+        rc = err_set(e, ALISA_ENOMEM, "%s: out of memory for %zu weights", path, n);
+        goto done;
+    }
+    struct llm_weights *w = &m->w;
+    float *p = m->data;
+    w->token_embedding = p; p += V * d;
+    w->rms_att = p; p += L * d;
+    w->wq = p; p += L * d * d;
+    w->wk = p; p += L * kv * d;
+    w->wv = p; p += L * kv * d;
+    w->wo = p; p += L * d * d;
+    w->rms_ffn = p; p += L * d;
+    w->w1 = p; p += L * hd * d;
+    w->w2 = p; p += L * d * hd;
+    w->w3 = p; p += L * hd * d;
+    w->rms_final = p; p += d;
+    w->wcls = tied ? w->token_embedding : p;
+    if ((rc = load_tensor(g, path, "token_embd.weight", d, V, w->token_embedding, e)) ||
+        (rc = load_tensor(g, path, "output_norm.weight", d, 1, w->rms_final, e)) ||
+        (!tied && (rc = load_tensor(g, path, "output.weight", d, V, w->wcls, e))))
+        goto done;
+    for (uint64_t l = 0; l < L && !rc; l++) {
+        char nm[96];
+#define LOAD(suffix, ne0, ne1, dst)                                      \
+    if (!rc) {                                                           \
+        snprintf(nm, sizeof nm, "blk.%llu.%s", (unsigned long long)l, suffix); \
+        rc = load_tensor(g, path, nm, ne0, ne1, dst, e);                 \
+    }
+        LOAD("attn_norm.weight", d, 1, w->rms_att + l * d)
+        LOAD("attn_q.weight", d, d, w->wq + l * d * d)
+        LOAD("attn_k.weight", d, kv, w->wk + l * kv * d)
+        LOAD("attn_v.weight", d, kv, w->wv + l * kv * d)
+        LOAD("attn_output.weight", d, d, w->wo + l * d * d)
+        LOAD("ffn_norm.weight", d, 1, w->rms_ffn + l * d)
+        LOAD("ffn_gate.weight", d, hd, w->w1 + l * hd * d)
+        LOAD("ffn_down.weight", hd, d, w->w2 + l * d * hd)
+        LOAD("ffn_up.weight", d, hd, w->w3 + l * hd * d)
+#undef LOAD
+    }
+    if (rc)
+        goto done;
+    const char *slash = strrchr(path, '/');
+    snprintf(m->name, sizeof m->name, "%s", slash ? slash + 1 : path);
+    rc = llm_file_sha256(path, m->sha256, e);
+done:
+    gguf_close(g);
+    if (rc) {
+        llm_free(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+int llm_load(struct llm_model **out, const char *path, struct alisa_err *e)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return err_set(e, ALISA_EIO, "%s: cannot open checkpoint (missing file?)", path);
+    char magic[4] = {0};
+    size_t got = fread(magic, 1, 4, f);
+    fclose(f);
+    if (got == 4 && memcmp(magic, "GGUF", 4) == 0)
+        return llm_load_gguf(out, path, e);
+    return llm_load_llama2c(out, path, e);
 }

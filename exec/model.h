@@ -1,5 +1,5 @@
 /* A LLaMA-family model in memory: configuration and FP32 weights, loaded from
- * a llama2.c version-0 checkpoint (GGUF comes later: issue 3).
+ * a llama2.c version-0 checkpoint or a GGUF file (dequantised at load).
  *
  * Owns one allocation holding every weight, carved into named pointers;
  * row-major [out][in] matrices as llama2.c stores them. Validates the file
@@ -53,6 +53,16 @@ struct llm_model {
 /* Loads a llama2.c checkpoint. On failure *out is NULL and e names the file,
  * byte offset or field and value. */
 int llm_load_llama2c(struct llm_model **out, const char *path, struct alisa_err *e);
+
+/* Loads a GGUF file of architecture "llama": hyper-parameters from its
+ * metadata (heads, KV heads, rope theta, norm epsilon, context), every
+ * tensor dequantised to F32. The output head is output.weight, or the token
+ * embedding when absent (tied). On failure e names the file and the tensor or
+ * key at fault. */
+int llm_load_gguf(struct llm_model **out, const char *path, struct alisa_err *e);
+
+/* Either loader, by the file's first bytes ("GGUF" or a llama2.c header). */
+int llm_load(struct llm_model **out, const char *path, struct alisa_err *e);
 
 /* Frees m. Accepts NULL. */
 void llm_free(struct llm_model *m);

@@ -15,6 +15,7 @@
 #include "cmds.h"
 #include "costmodel.h"
 #include "forward.h"
+#include "gguf.h"
 #include "kvstore.h"
 #include "model.h"
 #include "scheduler.h"
@@ -53,7 +54,10 @@ static int load_model(struct loaded *l, const char *model, const char *tokenizer
     }
     if (tokenizer)
         snprintf(tok_path, sizeof tok_path, "%s", tokenizer);
-    int rc = llm_load_llama2c(&l->m, l->model_path, e);
+    int rc = llm_load(&l->m, l->model_path, e);
+    size_t pl = strlen(l->model_path);
+    if (!rc && !tok_path[0] && pl > 5 && strcmp(l->model_path + pl - 5, ".gguf") == 0)
+        snprintf(tok_path, sizeof tok_path, "%s", l->model_path); /* tokenizer inside */
     if (!rc && !tok_path[0])
         rc = err_set(e, ALISA_EINVAL, "%s: no tokenizer known for this model (pass --tokenizer)",
                      l->model_path);
@@ -733,5 +737,70 @@ int cmd_record(int argc, char **argv)
         return cli_fail(&e);
     fprintf(stderr, "alisa: wrote %s (%s, %u sequences of %u + %u tokens)\n", out, h.model, batch,
             P, G);
+    return 0;
+}
+
+/* ---- alisa model ---- */
+
+void cmd_model_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: alisa model info FILE [--tensors]\n"
+            "\n"
+            "Prints a GGUF file's version, architecture hyper-parameters, tokenizer and\n"
+            "tensor summary (every tensor with --tensors), after checking that every\n"
+            "tensor's data lies inside the file.\n");
+}
+
+int cmd_model(int argc, char **argv)
+{
+    if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+        cmd_model_usage(stdout);
+        return 0;
+    }
+    int tensors = argc == 4 && strcmp(argv[3], "--tensors") == 0;
+    if ((argc != 3 && !tensors) || strcmp(argv[1], "info") != 0)
+        return cli_usage_error(cmd_model_usage, "expected: info FILE [--tensors]");
+    struct gguf *g;
+    struct alisa_err e = {{0}};
+    if (gguf_open(&g, argv[2], &e))
+        return cli_fail(&e);
+    char arch[64] = "?", name[128] = "?", tok[64] = "?";
+    gguf_get_str(g, "general.architecture", arch, sizeof arch, &e);
+    gguf_get_str(g, "general.name", name, sizeof name, &e);
+    gguf_get_str(g, "tokenizer.ggml.model", tok, sizeof tok, &e);
+    printf("file:         %s\nname:         %s\narchitecture: %s\n", argv[2], name, arch);
+    static const char *keys[] = {"context_length", "embedding_length", "block_count",
+                                 "feed_forward_length", "attention.head_count",
+                                 "attention.head_count_kv", "rope.freq_base",
+                                 "attention.layer_norm_rms_epsilon"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        char k[128];
+        double v;
+        snprintf(k, sizeof k, "%s.%s", arch, keys[i]);
+        if (gguf_get_f64(g, k, &v, &e) == 0)
+            printf("  %-34s %g\n", keys[i], v);
+    }
+    uint64_t n_tokens = 0, n_merges = 0;
+    gguf_get_str_array(g, "tokenizer.ggml.tokens", &n_tokens, &e);
+    gguf_get_str_array(g, "tokenizer.ggml.merges", &n_merges, &e);
+    printf("tokenizer:    %s, %llu tokens, %llu merges\n", tok, (unsigned long long)n_tokens,
+           (unsigned long long)n_merges);
+    uint64_t per_type[16] = {0}, elems = 0;
+    for (uint64_t i = 0; i < gguf_n_tensors(g); i++) {
+        const struct gguf_tensor *t = gguf_tensor_at(g, i);
+        per_type[t->type < 16 ? t->type : 15]++;
+        elems += t->n_elems;
+        if (tensors)
+            printf("  %-32s type %2u  [%llu, %llu]\n", t->name, t->type,
+                   (unsigned long long)t->dims[0], (unsigned long long)(t->n_dims > 1 ? t->dims[1] : 1));
+    }
+    printf("tensors:      %llu, %.1f M elements; by type:", (unsigned long long)gguf_n_tensors(g),
+           elems / 1e6);
+    for (int ty = 0; ty < 16; ty++)
+        if (per_type[ty])
+            printf(" %d:%llu", ty, (unsigned long long)per_type[ty]);
+    printf("\n");
+    gguf_close(g);
     return 0;
 }

@@ -32,6 +32,9 @@ void cmd_eval_usage(FILE *out);
 int cmd_record(int argc, char **argv);
 void cmd_record_usage(FILE *out);
 
+int cmd_model(int argc, char **argv);
+void cmd_model_usage(FILE *out);
+
 /* Runs `alisa <argv[0]> ...` in this process (argv[0] is the command name):
  * the dispatcher main() uses, for sweeps running points. */
 int cli_run_command(int argc, char **argv);

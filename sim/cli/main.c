@@ -35,6 +35,8 @@ static const struct cli_cmd commands[] = {
     {"eval", "perplexity of a text under a real model (CPU executor)", cmd_eval, cmd_eval_usage},
     {"record", "record real attention from a model on text into a trace", cmd_record,
      cmd_record_usage},
+    {"model", "inspect a GGUF model file: metadata, tokenizer, tensors", cmd_model,
+     cmd_model_usage},
     {"sweep", "run every point of a sweep spec into a SQLite results database", cmd_sweep,
      cmd_sweep_usage},
     {"db", "merge results databases and export query results as CSV", cmd_db, cmd_db_usage},
