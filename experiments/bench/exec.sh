@@ -1,23 +1,33 @@
 #!/usr/bin/env bash
-# CPU executor speed on stories260K: decode tokens/s at batch 1, 8 and 32,
-# with OpenBLAS GEMMs (the executor) and with plain loops one sequence at a
-# time (ALISA_REFERENCE_GEMM=1: a single-file llama2.c-style forward pass,
-# the issue's reference point). Median of 3 runs, 400 new tokens each, one
-# OpenBLAS thread. Run from the repository root after `make build`.
+# CPU executor speed: decode tokens/s at batch 1, 8 and 32, with OpenBLAS
+# GEMMs (the executor) and with plain loops one sequence at a time
+# (ALISA_REFERENCE_GEMM=1: a single-file llama2.c-style forward pass, the
+# issue's reference point). stories260K: median of 3 runs of 400 new tokens;
+# SmolLM2-135M (when scripts/get-models has fetched it): one run of 24 new
+# tokens. One OpenBLAS thread. Run from the repository root after
+# `make build`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 alisa=build/alisa
 export OPENBLAS_NUM_THREADS=1
-rate() { # rate ENV BATCH -> median tokens/s
-    for _ in 1 2 3; do
-        env $1 $alisa run --model stories260K --prompt "Once upon a time" -n 400 --batch "$2" \
+smol=models-cache/SmolLM2-135M-Instruct.Q4_1.gguf
+rate() { # rate ENV MODEL N RUNS BATCH -> median tokens/s
+    for _ in $(seq 1 "$4"); do
+        env $1 $alisa run --model "$2" --prompt "Once upon a time" -n "$3" --batch "$5" \
             2>&1 >/dev/null | awk '/tokens\/s/ { for (i = 1; i <= NF; i++) if ($i == "tokens/s") print $(i - 1) }'
-    done | sort -n | sed -n 2p
+    done | sort -n | sed -n "$(( ($4 + 1) / 2 ))p"
 }
-printf '%-26s %8s %12s\n' "forward pass" batch "tokens/s"
-for b in 1 8 32; do
-    printf '%-26s %8s %12s\n' "executor (OpenBLAS)" "$b" "$(rate ALISA_REFERENCE_GEMM=0 "$b")"
-done
-for b in 1 8 32; do
-    printf '%-26s %8s %12s\n' "reference (plain loops)" "$b" "$(rate ALISA_REFERENCE_GEMM=1 "$b")"
+printf '%-14s %-26s %8s %12s\n' model "forward pass" batch "tokens/s"
+for m in stories260K "$smol"; do
+    [ "$m" = "$smol" ] && [ ! -f "$smol" ] && continue
+    n=400 runs=3 name=stories260K
+    [ "$m" = "$smol" ] && n=24 runs=1 name=SmolLM2-135M
+    for ref in 0 1; do
+        label="executor (OpenBLAS)"
+        [ $ref = 1 ] && label="reference (plain loops)"
+        for b in 1 8 32; do
+            printf '%-14s %-26s %8s %12s\n' "$name" "$label" "$b" \
+                "$(rate ALISA_REFERENCE_GEMM=$ref "$m" $n $runs "$b")"
+        done
+    done
 done
