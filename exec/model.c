@@ -49,6 +49,37 @@ void llm_free(struct llm_model *m)
     free(m);
 }
 
+/* Floats of every weight of a model of shape c, in the order llama2.c
+ * stores them (the classifier last, only when not tied). */
+static size_t weight_floats(const struct llm_config *c, int tied)
+{
+    size_t L = c->n_layers, d = c->dim, hd = c->hidden_dim, kv = c->kv_dim, V = c->vocab;
+    return V * d + L * d + L * d * d + 2 * L * kv * d + L * d * d + L * d + 3 * L * hd * d + d +
+           (tied ? 0 : V * d);
+}
+
+/* Carves m->data (weight_floats(c, tied) floats) into the named tensors, in
+ * that order. Cannot fail. */
+static void carve_weights(struct llm_model *m, int tied)
+{
+    const struct llm_config *c = &m->c;
+    size_t L = c->n_layers, d = c->dim, hd = c->hidden_dim, kv = c->kv_dim, V = c->vocab;
+    struct llm_weights *w = &m->w;
+    float *p = m->data;
+    w->token_embedding = p; p += V * d;
+    w->rms_att = p; p += L * d;
+    w->wq = p; p += L * d * d;
+    w->wk = p; p += L * kv * d;
+    w->wv = p; p += L * kv * d;
+    w->wo = p; p += L * d * d;
+    w->rms_ffn = p; p += L * d;
+    w->w1 = p; p += L * hd * d;
+    w->w2 = p; p += L * d * hd;
+    w->w3 = p; p += L * hd * d;
+    w->rms_final = p; p += d;
+    w->wcls = tied ? w->token_embedding : p;
+}
+
 int llm_load_llama2c(struct llm_model **out, const char *path, struct alisa_err *e)
 {
     *out = NULL;
@@ -78,7 +109,8 @@ int llm_load_llama2c(struct llm_model **out, const char *path, struct alisa_err 
         return rc;
     }
     /* weights without the RoPE tables: n_params floats, read in two parts */
-    size_t n = (size_t)h.n_params;
+    size_t n = weight_floats(c, h.shared_classifier);
+    ALISA_ASSERT(n == h.n_params);
     m->data = malloc(n * sizeof(float));
     FILE *f = fopen(path, "rb");
     if (!m->data || !f) {
@@ -102,20 +134,7 @@ int llm_load_llama2c(struct llm_model **out, const char *path, struct alisa_err 
         llm_free(m);
         return err_set(e, ALISA_ECORRUPT, "%s: weights could not be read (truncated?)", path);
     }
-    float *p = m->data;
-    struct llm_weights *w = &m->w;
-    w->token_embedding = p; p += V * d;
-    w->rms_att = p; p += L * d;
-    w->wq = p; p += L * d * d;
-    w->wk = p; p += L * kv * d;
-    w->wv = p; p += L * kv * d;
-    w->wo = p; p += L * d * d;
-    w->rms_ffn = p; p += L * d;
-    w->w1 = p; p += L * hd * d;
-    w->w2 = p; p += L * d * hd;
-    w->w3 = p; p += L * hd * d;
-    w->rms_final = p; p += d;
-    w->wcls = h.shared_classifier ? w->token_embedding : p;
+    carve_weights(m, h.shared_classifier);
     *out = m;
     return 0;
 }
@@ -201,26 +220,13 @@ int llm_load_gguf(struct llm_model **out, const char *path, struct alisa_err *e)
     c->norm_eps = (float)eps;
     int tied = gguf_find(g, "output.weight") == NULL;
     uint64_t L = layers, d = dim, hd = hidden, kv = c->kv_dim, V = vocab;
-    size_t n = V * d + L * d + L * d * d + 2 * L * kv * d + L * d * d + L * d + 3 * L * hd * d + d +
-               (tied ? 0 : V * d);
+    size_t n = weight_floats(c, tied);
     if (!(m->data = malloc(n * sizeof(float)))) {
         rc = err_set(e, ALISA_ENOMEM, "%s: out of memory for %zu weights", path, n);
         goto done;
     }
+    carve_weights(m, tied);
     struct llm_weights *w = &m->w;
-    float *p = m->data;
-    w->token_embedding = p; p += V * d;
-    w->rms_att = p; p += L * d;
-    w->wq = p; p += L * d * d;
-    w->wk = p; p += L * kv * d;
-    w->wv = p; p += L * kv * d;
-    w->wo = p; p += L * d * d;
-    w->rms_ffn = p; p += L * d;
-    w->w1 = p; p += L * hd * d;
-    w->w2 = p; p += L * d * hd;
-    w->w3 = p; p += L * hd * d;
-    w->rms_final = p; p += d;
-    w->wcls = tied ? w->token_embedding : p;
     if ((rc = load_tensor(g, path, "token_embd.weight", d, V, w->token_embedding, e)) ||
         (rc = load_tensor(g, path, "output_norm.weight", d, 1, w->rms_final, e)) ||
         (!tied && (rc = load_tensor(g, path, "output.weight", d, V, w->wcls, e))))
