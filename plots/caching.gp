@@ -3,11 +3,14 @@
 # Input: `alisa db export --query plan` CSV.
 # Usage: gnuplot -e "datafile='x.csv'; outfile='x.png'" caching.gp
 if (!exists("placements")) placements = "lru fifo lfu alisa belady oracle-cost"
+if (!exists("title_text")) title_text = "Caching policies: SWA at 80% KV sparsity"
+if (!exists("unit")) unit = "MiB"
+scale = unit eq "KB" ? 1000.0 : 1048576.0
 set datafile separator ","
 set terminal pngcairo size 1200, 460 font "sans,10"
 set output outfile
-set multiplot layout 1, 2 title "Caching policies: SWA at 80% KV sparsity, synthetic trace" font ",13"
-set xlabel "GPU KV capacity (MiB)"
+set multiplot layout 1, 2 title title_text font ",13"
+set xlabel "GPU KV capacity (" . unit . ")"
 set grid
 set key bottom right font ",9"
 set style data linespoints
@@ -19,10 +22,10 @@ set ylabel "GPU miss rate (log scale)"
 set logscale y
 set key top right
 plot for [i = 1:words(placements)] series(word(placements, i)) \
-    using ($8 / 1048576):(1 - $12 > 0 ? 1 - $12 : NaN) title word(placements, i) lw 2 pt 7 ps 0.7
+    using ($8 / scale):(1 - $12 > 0 ? 1 - $12 : NaN) title word(placements, i) lw 2 pt 7 ps 0.7
 unset logscale y
 set title "Fetch cost (loads and offloads at link speed, recomputations)"
 set ylabel "fetch cost (ms, modelled)"
 plot for [i = 1:words(placements)] series(word(placements, i)) \
-    using ($8 / 1048576):($19 / 1e6) title word(placements, i) lw 2 pt 7 ps 0.7
+    using ($8 / scale):($19 / 1e6) title word(placements, i) lw 2 pt 7 ps 0.7
 unset multiplot
