@@ -94,6 +94,17 @@ int cli_parse_bytes(const char *opt, const char *s, uint64_t *out, struct alisa_
                    end, s);
 }
 
+int cli_option_end(int ch, const char *opt, void (*usage)(FILE *))
+{
+    if (ch == 'h') {
+        usage(stdout);
+        return 0;
+    }
+    if (ch == ':')
+        return cli_usage_error(usage, "option '%s' needs a value", opt);
+    return cli_usage_error(usage, "unrecognized option '%s'", opt);
+}
+
 void cli_reset_getopt(void)
 {
     optind = 0;

@@ -41,6 +41,12 @@ int cli_parse_double(const char *opt, const char *s, double *out, struct alisa_e
  * "4096", "2.5G", "512MiB". */
 int cli_parse_bytes(const char *opt, const char *s, uint64_t *out, struct alisa_err *e);
 
+/* The shared end of a subcommand's getopt switch, for what is not one of its
+ * own options: 'h' prints the usage on stdout and gives 0; ':' (a missing
+ * value) and anything else (an unknown option) print the usage on stderr and
+ * give CLI_EXIT_USAGE. opt is the option as typed. */
+int cli_option_end(int ch, const char *opt, void (*usage)(FILE *));
+
 /* getopt_long needs a reset between subcommands (glibc: optind = 0). */
 void cli_reset_getopt(void);
 

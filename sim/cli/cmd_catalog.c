@@ -122,9 +122,7 @@ int cmd_catalog(int argc, char **argv)
         switch (ch) {
         case 'j': json = 1; break;
         case 'c': dir = optarg; break;
-        case 'h': cmd_catalog_usage(stdout); return 0;
-        case ':': return cli_usage_error(cmd_catalog_usage, "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error(cmd_catalog_usage, "unrecognized option '%s'", argv[optind - 1]);
+        default: return cli_option_end(ch, argv[optind - 1], cmd_catalog_usage);
         }
     }
     int want_models = 1, want_hw = 1;

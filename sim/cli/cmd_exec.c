@@ -267,9 +267,7 @@ int cmd_run(int argc, char **argv)
         case 'T': bad = cli_parse_double(opt, optarg, &temp, &e); break;
         case 's': bad = cli_parse_u64(opt, optarg, &seed, &e); break;
         case 'J': timings = optarg; break;
-        case 'h': cmd_run_usage(stdout); return 0;
-        case ':': return cli_usage_error(cmd_run_usage, "option '%s' needs a value", opt);
-        default: return cli_usage_error(cmd_run_usage, "unrecognized option '%s'", opt);
+        default: return cli_option_end(ch, opt, cmd_run_usage);
         }
     }
     if (bad)
@@ -508,9 +506,7 @@ int cmd_eval(int argc, char **argv)
         case 'k': bad = cli_parse_u32(opt, optarg, &blocks, &e); break;
         case 'M': bad = cli_parse_u32(opt, optarg, &max_tokens, &e); break;
         case 'b': bad = cli_parse_u32(opt, optarg, &batch, &e); break;
-        case 'h': cmd_eval_usage(stdout); return 0;
-        case ':': return cli_usage_error(cmd_eval_usage, "option '%s' needs a value", opt);
-        default: return cli_usage_error(cmd_eval_usage, "unrecognized option '%s'", opt);
+        default: return cli_option_end(ch, opt, cmd_eval_usage);
         }
     }
     if (bad)
@@ -659,9 +655,7 @@ int cmd_record(int argc, char **argv)
         case 'b': bad = cli_parse_u32(opt, optarg, &batch, &e); break;
         case 'O': bad = cli_parse_u32(opt, optarg, &offset, &e); break;
         case 'T': bad = cli_parse_double(opt, optarg, &threshold, &e); break;
-        case 'h': cmd_record_usage(stdout); return 0;
-        case ':': return cli_usage_error(cmd_record_usage, "option '%s' needs a value", opt);
-        default: return cli_usage_error(cmd_record_usage, "unrecognized option '%s'", opt);
+        default: return cli_option_end(ch, opt, cmd_record_usage);
         }
     }
     if (bad)

@@ -126,9 +126,7 @@ int cmd_plan(int argc, char **argv)
         case O_CPU: bad = cli_parse_bytes(opt, optarg, &cfg.cpu_kv_bytes, &e); break;
         case O_FRAC: bad = cli_parse_double(opt, optarg, &cfg.gpu_fraction, &e); break;
         case O_EVERY: bad = cli_parse_u32(opt, optarg, &every, &e); break;
-        case 'h': cmd_plan_usage(stdout); return 0;
-        case ':': return cli_usage_error(cmd_plan_usage, "option '%s' needs a value", opt);
-        default: return cli_usage_error(cmd_plan_usage, "unrecognized option '%s'", opt);
+        default: return cli_option_end(ch, opt, cmd_plan_usage);
         }
     }
     if (bad)

@@ -98,9 +98,7 @@ int cmd_search(int argc, char **argv)
         case O_SPARSITY: bad = cli_parse_double(opt, optarg, &w.sel.sparsity, &e); break;
         case O_BUDGET: bad = cli_parse_u32(opt, optarg, &w.sel.budget_tokens, &e); break;
         case O_GRID: bad = cli_parse_u32(opt, optarg, &grid, &e); break;
-        case 'h': cmd_search_usage(stdout); return 0;
-        case ':': return cli_usage_error(cmd_search_usage, "option '%s' needs a value", opt);
-        default: return cli_usage_error(cmd_search_usage, "unrecognized option '%s'", opt);
+        default: return cli_option_end(ch, opt, cmd_search_usage);
         }
     }
     if (bad)

@@ -100,9 +100,7 @@ int cmd_sim(int argc, char **argv)
         case O_BUDGET: bad = cli_parse_u32(opt, optarg, &cfg.sel_params.budget_tokens, &e); break;
         case O_GPUMEM: bad = cli_parse_bytes(opt, optarg, &gpu_mem, &e); break;
         case O_CPUMEM: bad = cli_parse_bytes(opt, optarg, &cpu_mem, &e); break;
-        case 'h': cmd_sim_usage(stdout); return 0;
-        case ':': return cli_usage_error(cmd_sim_usage, "option '%s' needs a value", opt);
-        default: return cli_usage_error(cmd_sim_usage, "unrecognized option '%s'", opt);
+        default: return cli_option_end(ch, opt, cmd_sim_usage);
         }
     }
     if (bad)

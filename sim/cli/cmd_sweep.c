@@ -295,9 +295,7 @@ int cmd_sweep(int argc, char **argv)
         case 'E': emit = 1; break;
         case 'j': bad = cli_parse_u32(opt, optarg, &jobs, &e); break;
         case 'p': bad = cli_parse_u64(opt, optarg, &only, &e); break;
-        case 'h': cmd_sweep_usage(stdout); return 0;
-        case ':': return cli_usage_error(cmd_sweep_usage, "option '%s' needs a value", opt);
-        default: return cli_usage_error(cmd_sweep_usage, "unrecognized option '%s'", opt);
+        default: return cli_option_end(ch, opt, cmd_sweep_usage);
         }
     }
     if (bad)
@@ -456,9 +454,7 @@ int cmd_db(int argc, char **argv)
         case 'q': query = optarg; break;
         case 's': sweep = optarg; break;
         case 'o': out_path = optarg; break;
-        case 'h': cmd_db_usage(stdout); return 0;
-        case ':': return cli_usage_error(cmd_db_usage, "option '%s' needs a value", argv[optind]);
-        default: return cli_usage_error(cmd_db_usage, "unrecognized option '%s'", argv[optind]);
+        default: return cli_option_end(ch, argv[optind], cmd_db_usage);
         }
     }
     if (!db || !query)

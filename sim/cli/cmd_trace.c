@@ -381,9 +381,7 @@ static int trace_gen_cmd(int argc, char **argv)
         case OPT_PER_HEAD: p.per_head = 1; break;
         case OPT_CATALOG: dir = optarg; break;
         case 'o': out = optarg; break;
-        case 'h': trace_gen_usage(stdout); return 0;
-        case ':': return cli_usage_error(trace_gen_usage, "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error(trace_gen_usage, "unrecognized option '%s'", argv[optind - 1]);
+        default: return cli_option_end(ch, argv[optind - 1], trace_gen_usage);
         }
     }
     if (optind < argc)
@@ -470,9 +468,7 @@ static int trace_dump(int argc, char **argv)
                 return cli_usage_error(trace_dump_usage, "%s", e.msg);
             *(ch == 's' ? &want_seq : ch == 'p' ? &want_pos : &want_layer) = v;
             break;
-        case 'h': trace_dump_usage(stdout); return 0;
-        case ':': return cli_usage_error(trace_dump_usage, "option '%s' needs a value", argv[optind - 1]);
-        default: return cli_usage_error(trace_dump_usage, "unrecognized option '%s'", argv[optind - 1]);
+        default: return cli_option_end(ch, argv[optind - 1], trace_dump_usage);
         }
     }
     if (optind != argc - 1)
