@@ -14,12 +14,13 @@
 struct llm_state {
     const struct llm_model *m;
     uint32_t batch, max_len;
-    float *x, *xb, *xb2;   /* (batch, dim) */
-    float *q;              /* (batch, dim) */
-    float *k, *v;          /* (batch, kv_dim) */
-    float *hb, *hb2;       /* (batch, hidden_dim) */
+    uint32_t rows_cap;     /* rows the activation block holds (batch x positions) */
+    float *x, *xb, *xb2;   /* (rows, dim), one block from x */
+    float *q;              /* (rows, dim) */
+    float *k, *v;          /* (rows, kv_dim) */
+    float *hb, *hb2;       /* (rows, hidden_dim) */
+    float *logits;         /* (rows, vocab) */
     float *att;            /* (n_heads, max_len) scores of one sequence */
-    float *logits;         /* (batch, vocab) */
     float *key_cache;      /* (n_layers, batch, max_len, kv_dim) */
     float *value_cache;    /* (n_layers, batch, max_len, kv_dim) */
     float *rope_cos, *rope_sin; /* (max_len, head_dim / 2) */
@@ -46,6 +47,7 @@ void llm_state_free(struct llm_state *s)
     if (!s)
         return;
     free(s->x);
+    free(s->att);
     free(s->key_cache);
     free(s->value_cache);
     free(s->rope_cos);
@@ -55,6 +57,31 @@ void llm_state_free(struct llm_state *s)
     free(s->w);
     free(s->t_layer);
     free(s);
+}
+
+/* Grows the activation block to `rows` rows (batch x positions). Returns 0 or
+ * ALISA_ENOMEM (the old block stays). */
+static int ensure_rows(struct llm_state *s, uint32_t rows)
+{
+    if (rows <= s->rows_cap)
+        return 0;
+    const struct llm_config *c = &s->m->c;
+    size_t R = rows, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim;
+    float *p = malloc((4 * R * d + 2 * R * kv + 2 * R * hd + R * c->vocab) * sizeof(float));
+    if (!p)
+        return ALISA_ENOMEM;
+    free(s->x);
+    s->x = p; p += R * d;
+    s->xb = p; p += R * d;
+    s->xb2 = p; p += R * d;
+    s->q = p; p += R * d;
+    s->k = p; p += R * kv;
+    s->v = p; p += R * kv;
+    s->hb = p; p += R * hd;
+    s->hb2 = p; p += R * hd;
+    s->logits = p;
+    s->rows_cap = rows;
+    return 0;
 }
 
 int llm_state_create(struct llm_state **out, const struct llm_model *m, uint32_t batch,
@@ -71,12 +98,10 @@ int llm_state_create(struct llm_state **out, const struct llm_model *m, uint32_t
     s->m = m;
     s->batch = batch;
     s->max_len = max_len;
-    size_t B = batch, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim;
-    /* one allocation for the activations, carved below */
-    size_t n = 4 * B * d + 2 * B * kv + 2 * B * hd + (size_t)c->n_heads * max_len + B * c->vocab;
+    size_t B = batch, kv = c->kv_dim;
     size_t cache = (size_t)c->n_layers * B * max_len * kv;
     size_t half = c->head_dim / 2;
-    s->x = malloc(n * sizeof(float));
+    s->att = malloc((size_t)c->n_heads * max_len * sizeof(float));
     s->key_cache = calloc(cache, sizeof(float));
     s->value_cache = calloc(cache, sizeof(float));
     s->rope_cos = malloc(2 * (size_t)max_len * half * sizeof(float));
@@ -85,22 +110,12 @@ int llm_state_create(struct llm_state **out, const struct llm_model *m, uint32_t
     s->ids = malloc(max_len * sizeof *s->ids);
     s->w = malloc(max_len * sizeof *s->w);
     s->t_layer = calloc((size_t)c->n_layers * 4, sizeof *s->t_layer);
-    if (!s->t_layer || !s->x || !s->key_cache || !s->value_cache || !s->rope_cos || !s->kp || !s->vp || !s->ids ||
-        !s->w) {
+    if (!s->t_layer || !s->att || !s->key_cache || !s->value_cache || !s->rope_cos || !s->kp ||
+        !s->vp || !s->ids || !s->w || ensure_rows(s, batch)) {
         llm_state_free(s);
         return err_set(e, ALISA_ENOMEM, "out of memory for %u sequences of %u tokens", batch,
                        max_len);
     }
-    float *p = s->x + B * d;
-    s->xb = p; p += B * d;
-    s->xb2 = p; p += B * d;
-    s->q = p; p += B * d;
-    s->k = p; p += B * kv;
-    s->v = p; p += B * kv;
-    s->hb = p; p += B * hd;
-    s->hb2 = p; p += B * hd;
-    s->att = p; p += (size_t)c->n_heads * max_len;
-    s->logits = p;
     s->rope_sin = s->rope_cos + (size_t)max_len * half;
     for (uint32_t pos = 0; pos < max_len; pos++)
         for (uint32_t i = 0; i < half; i++) {
@@ -260,108 +275,120 @@ const struct alisa_err *llm_state_error(const struct llm_state *s) { return &s->
 
 void llm_state_timings(struct llm_state *s, FILE *f) { s->timings = f; }
 
-const float *llm_forward(struct llm_state *s, const uint32_t *tokens, uint32_t pos, float *rows)
+const float *llm_forward_chunk(struct llm_state *s, const uint32_t *tokens, uint32_t pos0,
+                              uint32_t P, float *rows)
 {
     const struct llm_config *c = &s->m->c;
     const struct llm_weights *w = &s->m->w;
     const uint32_t B = s->batch, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim;
     const uint32_t H = c->n_heads, hs = c->head_dim, group = c->n_heads / c->n_kv_heads;
-    const uint32_t n = pos + 1, half = hs / 2;
-    ALISA_ASSERT(pos < s->max_len);
-    const float *cs = s->rope_cos + (size_t)pos * half, *sn = s->rope_sin + (size_t)pos * half;
-    for (uint32_t b = 0; b < B; b++) {
-        ALISA_ASSERT(tokens[b] < c->vocab);
-        memcpy(s->x + (size_t)b * d, w->token_embedding + (size_t)tokens[b] * d, d * sizeof(float));
+    const uint32_t half = hs / 2, R = B * P;
+    ALISA_ASSERT(P >= 1 && pos0 + P <= s->max_len && (!rows || P == 1));
+    if (ensure_rows(s, R)) {
+        err_set(&s->err, ALISA_ENOMEM, "out of memory for %u x %u activation rows", B, P);
+        return NULL;
+    }
+    /* row r = b * P + i holds sequence b at position pos0 + i */
+    for (uint32_t r = 0; r < R; r++) {
+        ALISA_ASSERT(tokens[r] < c->vocab);
+        memcpy(s->x + (size_t)r * d, w->token_embedding + (size_t)tokens[r] * d, d * sizeof(float));
     }
     uint64_t t_start = mono_ns(), t0;
     memset(s->t_layer, 0, (size_t)c->n_layers * 4 * sizeof *s->t_layer);
     for (uint32_t l = 0; l < c->n_layers; l++) {
         double *tl = s->t_layer + (size_t)l * 4; /* gemm, attention, transfer, recompute */
         t0 = mono_ns();
-        for (uint32_t b = 0; b < B; b++)
-            rmsnorm(s->xb + (size_t)b * d, s->x + (size_t)b * d, w->rms_att + (size_t)l * d, d,
+        for (uint32_t r = 0; r < R; r++)
+            rmsnorm(s->xb + (size_t)r * d, s->x + (size_t)r * d, w->rms_att + (size_t)l * d, d,
                     c->norm_eps);
-        gemm(s->q, s->xb, w->wq + (size_t)l * d * d, B, d, d);
-        gemm(s->k, s->xb, w->wk + (size_t)l * kv * d, B, kv, d);
-        gemm(s->v, s->xb, w->wv + (size_t)l * kv * d, B, kv, d);
+        gemm(s->q, s->xb, w->wq + (size_t)l * d * d, R, d, d);
+        gemm(s->k, s->xb, w->wk + (size_t)l * kv * d, R, kv, d);
+        gemm(s->v, s->xb, w->wv + (size_t)l * kv * d, R, kv, d);
         tl[0] += (double)(mono_ns() - t0);
         t0 = mono_ns();
-        for (uint32_t b = 0; b < B; b++) {
-            float *q = s->q + (size_t)b * d, *kb = s->k + (size_t)b * kv, *vb = s->v + (size_t)b * kv;
-            rope(q, d, hs, cs, sn);
-            rope(kb, kv, hs, cs, sn);
-            float *act = s->xb + (size_t)b * d; /* this layer's normed input, kept for recompute */
-            float *row = rows ? rows + ((size_t)b * c->n_layers + l) * n : NULL;
-            uint32_t n_att = 0;
-            if (!s->sched) {
-                size_t base = (((size_t)l * B + b) * s->max_len) * kv;
-                memcpy(s->key_cache + base + (size_t)pos * kv, kb, kv * sizeof(float));
-                memcpy(s->value_cache + base + (size_t)pos * kv, vb, kv * sizeof(float));
-                for (uint32_t t = 0; t < n; t++) {
-                    s->kp[t] = s->key_cache + base + (size_t)t * kv;
-                    s->vp[t] = s->value_cache + base + (size_t)t * kv;
-                    s->ids[t] = t;
-                }
-                n_att = n;
-            } else {
-                uint64_t m0 = mono_ns(), r0 = kvstore_recompute_ns(s->ks);
-                n_att = tiered_gather(s, b, l, pos, kb, vb, act);
-                double moved = (double)(mono_ns() - m0), rec = (double)(kvstore_recompute_ns(s->ks) - r0);
-                tl[2] += moved - rec;
-                tl[3] += rec;
-                tl[1] -= moved; /* counted below with the attention: take it out again */
-                if (n_att == 0)
-                    return NULL;
-            }
-            attend(s, q, n_att, hs, group, H, act); /* output replaces the normed input */
-            if (row) {
-                memset(row, 0, n * sizeof *row);
-                for (uint32_t i = 0; i < n_att; i++)
-                    row[s->ids[i]] = s->w[i];
-            }
-            if (s->sched) {
-                uint32_t stream = b * c->n_layers + l;
-                if (pos < s->prompt_len) {
-                    /* prefill attends densely: the row is the dense row */
-                    float *dense = s->att; /* scratch, (n) */
-                    memset(dense, 0, n * sizeof *dense);
-                    for (uint32_t i = 0; i < n_att; i++)
-                        dense[s->ids[i]] = s->w[i];
-                    scheduler_observe_prefill(s->sched, stream, pos, dense, s->prompt_len);
+        /* positions in order: position p attends keys written at p' <= p */
+        for (uint32_t i = 0; i < P; i++) {
+            uint32_t pos = pos0 + i, n = pos + 1;
+            const float *cs = s->rope_cos + (size_t)pos * half, *sn = s->rope_sin + (size_t)pos * half;
+            for (uint32_t b = 0; b < B; b++) {
+                size_t r = (size_t)b * P + i;
+                float *q = s->q + r * d, *kb = s->k + r * kv, *vb = s->v + r * kv;
+                rope(q, d, hs, cs, sn);
+                rope(kb, kv, hs, cs, sn);
+                float *act = s->xb + r * d; /* this layer's normed input, kept for recompute */
+                float *row = rows ? rows + ((size_t)b * c->n_layers + l) * n : NULL;
+                uint32_t n_att = 0;
+                if (!s->sched) {
+                    size_t base = (((size_t)l * B + b) * s->max_len) * kv;
+                    memcpy(s->key_cache + base + (size_t)pos * kv, kb, kv * sizeof(float));
+                    memcpy(s->value_cache + base + (size_t)pos * kv, vb, kv * sizeof(float));
+                    for (uint32_t t = 0; t < n; t++) {
+                        s->kp[t] = s->key_cache + base + (size_t)t * kv;
+                        s->vp[t] = s->value_cache + base + (size_t)t * kv;
+                        s->ids[t] = t;
+                    }
+                    n_att = n;
                 } else {
-                    scheduler_observe(s->sched, stream, s->w);
+                    uint64_t m0 = mono_ns(), r0 = kvstore_recompute_ns(s->ks);
+                    n_att = tiered_gather(s, b, l, pos, kb, vb, act);
+                    double moved = (double)(mono_ns() - m0),
+                           rec = (double)(kvstore_recompute_ns(s->ks) - r0);
+                    tl[2] += moved - rec;
+                    tl[3] += rec;
+                    tl[1] -= moved; /* counted below with the attention: take it out again */
+                    if (n_att == 0)
+                        return NULL;
+                }
+                attend(s, q, n_att, hs, group, H, act); /* output replaces the normed input */
+                if (row) {
+                    memset(row, 0, n * sizeof *row);
+                    for (uint32_t a = 0; a < n_att; a++)
+                        row[s->ids[a]] = s->w[a];
+                }
+                if (s->sched) {
+                    uint32_t stream = b * c->n_layers + l;
+                    if (pos < s->prompt_len) {
+                        /* prefill attends densely: the row is the dense row */
+                        float *dense = s->att; /* scratch, (n) */
+                        memset(dense, 0, n * sizeof *dense);
+                        for (uint32_t a = 0; a < n_att; a++)
+                            dense[s->ids[a]] = s->w[a];
+                        scheduler_observe_prefill(s->sched, stream, pos, dense, s->prompt_len);
+                    } else {
+                        scheduler_observe(s->sched, stream, s->w);
+                    }
                 }
             }
         }
         tl[1] += (double)(mono_ns() - t0);
         t0 = mono_ns();
-        gemm(s->xb2, s->xb, w->wo + (size_t)l * d * d, B, d, d);
-        for (size_t i = 0; i < (size_t)B * d; i++)
+        gemm(s->xb2, s->xb, w->wo + (size_t)l * d * d, R, d, d);
+        for (size_t i = 0; i < (size_t)R * d; i++)
             s->x[i] += s->xb2[i];
-        for (uint32_t b = 0; b < B; b++)
-            rmsnorm(s->xb + (size_t)b * d, s->x + (size_t)b * d, w->rms_ffn + (size_t)l * d, d,
+        for (uint32_t r = 0; r < R; r++)
+            rmsnorm(s->xb + (size_t)r * d, s->x + (size_t)r * d, w->rms_ffn + (size_t)l * d, d,
                     c->norm_eps);
-        gemm(s->hb, s->xb, w->w1 + (size_t)l * hd * d, B, hd, d);
-        gemm(s->hb2, s->xb, w->w3 + (size_t)l * hd * d, B, hd, d);
-        for (size_t i = 0; i < (size_t)B * hd; i++) {
+        gemm(s->hb, s->xb, w->w1 + (size_t)l * hd * d, R, hd, d);
+        gemm(s->hb2, s->xb, w->w3 + (size_t)l * hd * d, R, hd, d);
+        for (size_t i = 0; i < (size_t)R * hd; i++) {
             float g = s->hb[i];
             s->hb[i] = g / (1.0f + expf(-g)) * s->hb2[i]; /* SwiGLU */
         }
-        gemm(s->xb2, s->hb, w->w2 + (size_t)l * d * hd, B, d, hd);
-        for (size_t i = 0; i < (size_t)B * d; i++)
+        gemm(s->xb2, s->hb, w->w2 + (size_t)l * d * hd, R, d, hd);
+        for (size_t i = 0; i < (size_t)R * d; i++)
             s->x[i] += s->xb2[i];
         tl[0] += (double)(mono_ns() - t0);
     }
     t0 = mono_ns();
-    for (uint32_t b = 0; b < B; b++)
-        rmsnorm(s->xb + (size_t)b * d, s->x + (size_t)b * d, w->rms_final, d, c->norm_eps);
-    gemm(s->logits, s->xb, w->wcls, B, c->vocab, d);
+    for (uint32_t r = 0; r < R; r++)
+        rmsnorm(s->xb + (size_t)r * d, s->x + (size_t)r * d, w->rms_final, d, c->norm_eps);
+    gemm(s->logits, s->xb, w->wcls, R, c->vocab, d);
     if (s->timings) {
         uint64_t end = mono_ns();
-        fprintf(s->timings, "{\"pos\": %u, \"phase\": \"%s\", \"batch\": %u, \"total_us\": %.3f, "
-                "\"head_us\": %.3f, \"layers\": [", pos,
-                pos < s->prompt_len ? "prefill" : "decode", B,
-                (end - t_start) * 1e-3, (end - t0) * 1e-3);
+        fprintf(s->timings, "{\"pos\": %u, \"positions\": %u, \"phase\": \"%s\", \"batch\": %u, "
+                "\"total_us\": %.3f, \"head_us\": %.3f, \"layers\": [", pos0, P,
+                pos0 < s->prompt_len ? "prefill" : "decode", B, (end - t_start) * 1e-3,
+                (end - t0) * 1e-3);
         for (uint32_t l = 0; l < c->n_layers; l++) {
             const double *tl = s->t_layer + (size_t)l * 4;
             fprintf(s->timings, "%s{\"gemm_us\": %.3f, \"attention_us\": %.3f, \"transfer_us\": "
@@ -371,4 +398,9 @@ const float *llm_forward(struct llm_state *s, const uint32_t *tokens, uint32_t p
         fprintf(s->timings, "]}\n");
     }
     return s->logits;
+}
+
+const float *llm_forward(struct llm_state *s, const uint32_t *tokens, uint32_t pos, float *rows)
+{
+    return llm_forward_chunk(s, tokens, pos, 1, rows);
 }

@@ -51,6 +51,14 @@ const float *llm_forward(struct llm_state *s, const uint32_t *tokens, uint32_t p
  * separately. f is borrowed. */
 void llm_state_timings(struct llm_state *s, FILE *f);
 
+/* Runs P consecutive positions pos0..pos0+P-1 of every sequence at once:
+ * tokens (batch, P), the projections and FFN as GEMMs over batch x P rows,
+ * attention and the tiered cache position by position in order. Returns the
+ * logits (batch, P, vocab), owned by s; NULL on failure. rows must be NULL
+ * unless P == 1. llm_forward is the case P == 1. */
+const float *llm_forward_chunk(struct llm_state *s, const uint32_t *tokens, uint32_t pos0,
+                              uint32_t P, float *rows);
+
 /* The error of the last failed llm_forward. Cannot fail. */
 const struct alisa_err *llm_state_error(const struct llm_state *s);
 

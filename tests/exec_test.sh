@@ -46,12 +46,19 @@ check $? "missing checkpoint named"
 "$alisa" eval --model stories260K --text "$text/tinystories_val_subset.txt" --ctx 100000 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "exceeds the model's context 512" "$tmp/err"
 check $? "impossible context refused"
-# timings: one JSON line per forward step (5 prompt tokens + 19 decode steps)
+# timings: one JSON line per forward call; the prompt's 5 positions run as
+# one chunk of 4 and the last alone, then 19 decode steps of one position
 "$alisa" run --model stories260K --prompt "Once upon a time" -n 20 --selection swa \
     --placement alisa --gpu-kv-bytes 20KiB --timings "$tmp/t.jsonl" >/dev/null 2>&1
 check $? "run with timings and tiers"
-[ "$(wc -l <"$tmp/t.jsonl")" -eq 24 ] && [ "$(grep -c '"phase": "prefill"' "$tmp/t.jsonl")" -eq 5 ]
-check $? "timings: a line per step, prefill named ($(wc -l <"$tmp/t.jsonl") lines)"
+python3 -c "
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+pre = [r['positions'] for r in rows if r['phase'] == 'prefill']
+dec = [r['positions'] for r in rows if r['phase'] == 'decode']
+sys.exit(not (pre == [4, 1] and dec == [1] * 19 and [r['pos'] for r in rows] == [0] + list(range(4, 24))))
+" "$tmp/t.jsonl"
+check $? "timings: a line per forward call, prefill chunked and named ($(wc -l <"$tmp/t.jsonl") lines)"
 python3 -c "import json,sys; [json.loads(l) for l in open(sys.argv[1])]" "$tmp/t.jsonl"
 check $? "timings lines are JSON"
 grep -q '"recompute_us"' "$tmp/t.jsonl" && grep -q '"transfer_us"' "$tmp/t.jsonl"

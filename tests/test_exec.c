@@ -1,7 +1,8 @@
 /* The CPU executor on the real stories260K checkpoint: loading and hashing,
  * the tokenizer (errors, round trip, byte fallback), greedy decoding against
  * the continuation recorded in ../shared/models/SOURCES.md by an independent
- * numpy forward pass, and batched decoding equal to single decoding.
+ * numpy forward pass, batched decoding equal to single decoding, and
+ * chunked (prefill-as-GEMM) runs equal to position-by-position runs.
  * Under CI=true a missing model fails instead of skipping. */
 #include <math.h>
 #include <setjmp.h>
@@ -32,6 +33,18 @@ static int have_model(void)
     if (tu_ci())
         fail_msg("CI=true and %s or %s is missing", model_path, tok_path);
     return 0;
+}
+
+/* The stories260K model, or a skip when it is absent (a failure under CI). */
+static struct llm_model *load_model_or_skip(void)
+{
+    if (!have_model())
+        skip();
+    struct llm_model *m;
+    struct alisa_err e = {{0}};
+    if (llm_load_llama2c(&m, model_path, &e))
+        fail_msg("%s", e.msg);
+    return m;
 }
 
 static void test_exec_loads_stories260k_with_its_hash(void **state)
@@ -150,11 +163,8 @@ static void test_exec_greedy_continuation_matches_the_independent_reference(void
 static void test_exec_batched_decoding_equals_one_sequence_at_a_time(void **state)
 {
     (void)state;
-    if (!have_model())
-        skip();
-    struct llm_model *m;
+    struct llm_model *m = load_model_or_skip();
     struct alisa_err e = {{0}};
-    assert_int_equal(llm_load_llama2c(&m, model_path, &e), 0);
     const uint32_t seqs[3][6] = {{1, 30, 40, 50, 60, 70}, {1, 100, 200, 300, 400, 500},
                                  {1, 7, 8, 9, 10, 11}};
     struct llm_state *batch, *one;
@@ -193,17 +203,32 @@ static void test_exec_batched_decoding_equals_one_sequence_at_a_time(void **stat
     llm_free(m);
 }
 
+/* Attaches SWA at 50% sparsity over tiers of dev device and host host token
+ * slots per stream (one byte a token) to st, prompt_len positions of prefill. */
+static void attach_tiers(struct llm_state *st, const struct llm_config *c, uint32_t B, uint32_t N,
+                         uint32_t prompt_len, const struct placement_ops *place, uint32_t dev,
+                         uint32_t host, uint64_t recompute_ns, struct scheduler **sched,
+                         struct kvstore **ks)
+{
+    struct alisa_err e = {{0}};
+    struct scheduler_config sc = {.sel = &sel_swa_ops, .sel_params = {.sparsity = 0.5},
+                                  .place = place, .n_streams = B * c->n_layers, .max_len = N};
+    sc.place_params = (struct place_params){.kv_bytes = 1, .act_bytes = 1, .gpu_bytes = dev,
+                                            .cpu_bytes = host, .load_ns = 2,
+                                            .recompute_ns = recompute_ns, .gpu_fraction = -1};
+    if (scheduler_create(sched, &sc, NULL, &e) || kvstore_create(ks, c, sc.n_streams, N, dev, host, &e))
+        fail_msg("%s", e.msg);
+    llm_state_tiered(st, *sched, *ks, prompt_len);
+}
+
 /* Placement moves KV between arenas (offload, load, recompute) but must
  * never change what the model computes: the same selection with tiny tiers
  * gives the logits of the untiered run at every step. */
 static void test_exec_tiered_placement_leaves_the_outputs_unchanged(void **state)
 {
     (void)state;
-    if (!have_model())
-        skip();
-    struct llm_model *m;
+    struct llm_model *m = load_model_or_skip();
     struct alisa_err e = {{0}};
-    assert_int_equal(llm_load_llama2c(&m, model_path, &e), 0);
     const struct llm_config *c = &m->c;
     const uint32_t B = 2, N = 110, P = 6;
     const struct placement_ops *places[] = {&place_alisa_ops, &place_lru_ops, &place_fifo_ops};
@@ -216,16 +241,8 @@ static void test_exec_tiered_placement_leaves_the_outputs_unchanged(void **state
         struct kvstore *ks = NULL;
         /* run 0: SWA with every token on the device; runs 1-3: 72 device and
          * 16 host slots per stream under three placements */
-        struct scheduler_config sc = {.sel = &sel_swa_ops, .sel_params = {.sparsity = 0.5},
-                                      .place = run ? places[run - 1] : &place_gpu_only_ops,
-                                      .n_streams = B * c->n_layers, .max_len = N};
-        uint32_t dev = run ? 72 : N, host = run ? 16 : N;
-        sc.place_params = (struct place_params){.kv_bytes = 1, .act_bytes = 1, .gpu_bytes = dev,
-                                                .cpu_bytes = host, .load_ns = 2,
-                                                .recompute_ns = run == 1 ? 1 : 3, .gpu_fraction = -1};
-        assert_int_equal(scheduler_create(&sched, &sc, NULL, &e), 0);
-        assert_int_equal(kvstore_create(&ks, c, sc.n_streams, N, dev, host, &e), 0);
-        llm_state_tiered(st, sched, ks, P);
+        attach_tiers(st, c, B, N, P, run ? places[run - 1] : &place_gpu_only_ops, run ? 72 : N,
+                     run ? 16 : N, run == 1 ? 1 : 3, &sched, &ks);
         uint32_t cur[2];
         for (uint32_t p = 0; p < N; p++) {
             cur[0] = p < P ? (uint32_t)(1 + 40 * p) % c->vocab : 60 + p % 200;
@@ -256,6 +273,70 @@ static void test_exec_tiered_placement_leaves_the_outputs_unchanged(void **state
     llm_free(m);
 }
 
+/* Running a prompt as one chunk (GEMMs over batch x P rows) computes what
+ * running it position by position computes, dense and tiered: chunks of
+ * uneven sizes, one crossing the prefill/decode boundary, match the
+ * position-by-position logits at every position. */
+static void test_exec_chunked_forward_equals_position_by_position(void **state)
+{
+    (void)state;
+    struct llm_model *m = load_model_or_skip();
+    struct alisa_err e = {{0}};
+    const struct llm_config *c = &m->c;
+    const uint32_t B = 2, N = 64, P = 20;
+    const uint32_t chunks[] = {13, 1, 9, 16, 25}; /* 13+1 | 9 crosses P=20 | ... = 64 */
+    uint32_t *tok = malloc((size_t)B * N * sizeof *tok), *ct = malloc((size_t)B * N * sizeof *ct);
+    for (uint32_t b = 0; b < B; b++)
+        for (uint32_t p = 0; p < N; p++)
+            tok[b * N + p] = p == 0 ? 1 : (uint32_t)(7 + 31 * p + 101 * b) % c->vocab;
+    float *ref = malloc((size_t)N * B * c->vocab * sizeof *ref);
+    for (int tiered = 0; tiered < 2; tiered++) {
+        for (int chunked = 0; chunked < 2; chunked++) {
+            struct llm_state *st;
+            struct scheduler *sched = NULL;
+            struct kvstore *ks = NULL;
+            assert_int_equal(llm_state_create(&st, m, B, N, &e), 0);
+            if (tiered)
+                attach_tiers(st, c, B, N, P, &place_alisa_ops, 40, 12, 1, &sched, &ks);
+            uint32_t pos = 0;
+            for (size_t k = 0; pos < N; k++) {
+                uint32_t n = chunked ? chunks[k] : 1;
+                for (uint32_t b = 0; b < B; b++)
+                    memcpy(ct + b * n, tok + b * N + pos, n * sizeof *ct);
+                const float *lg = llm_forward_chunk(st, ct, pos, n, NULL);
+                if (!lg)
+                    fail_msg("tiered %d chunked %d position %u: %s", tiered, chunked, pos,
+                             llm_state_error(st)->msg);
+                for (uint32_t b = 0; b < B; b++)
+                    for (uint32_t i = 0; i < n; i++) {
+                        const float *got = lg + ((size_t)b * n + i) * c->vocab;
+                        float *r = ref + ((size_t)(pos + i) * B + b) * c->vocab;
+                        for (uint32_t v = 0; v < c->vocab; v++) {
+                            if (!chunked)
+                                r[v] = got[v];
+                            else if (fabsf(got[v] - r[v]) > 1e-4f + 1e-4f * fabsf(r[v]))
+                                fail_msg("tiered %d sequence %u position %u logit %u: chunked "
+                                         "%g, one by one %g", tiered, b, pos + i, v, got[v], r[v]);
+                        }
+                    }
+                pos += n;
+            }
+            if (tiered) {
+                uint64_t off, ld, rc;
+                kvstore_counts(ks, &off, &ld, &rc);
+                assert_true(off > 0); /* the tiers were really used */
+            }
+            kvstore_free(ks);
+            scheduler_destroy(sched);
+            llm_state_free(st);
+        }
+    }
+    free(ref);
+    free(ct);
+    free(tok);
+    llm_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -265,6 +346,7 @@ int main(void)
         cmocka_unit_test(test_exec_greedy_continuation_matches_the_independent_reference),
         cmocka_unit_test(test_exec_batched_decoding_equals_one_sequence_at_a_time),
         cmocka_unit_test(test_exec_tiered_placement_leaves_the_outputs_unchanged),
+        cmocka_unit_test(test_exec_chunked_forward_equals_position_by_position),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,8 +4,10 @@
 # (ALISA_REFERENCE_GEMM=1: a single-file llama2.c-style forward pass, the
 # issue's reference point). stories260K: median of 3 runs of 400 new tokens;
 # SmolLM2-135M (when scripts/get-models has fetched it): one run of 24 new
-# tokens. One OpenBLAS thread. Run from the repository root after
-# `make build`.
+# tokens. Then prefill speed: `alisa eval` on SmolLM2 scores one 256-token
+# WikiText window (batch 1; 32-position chunks, each one GEMM over its rows)
+# with both forward passes. One OpenBLAS thread. Run from the repository
+# root after `make build`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 alisa=build/alisa
@@ -30,4 +32,14 @@ for m in stories260K "$smol"; do
                 "$(rate ALISA_REFERENCE_GEMM=$ref "$m" $n $runs "$b")"
         done
     done
+done
+[ -f "$smol" ] || exit 0
+wiki=${ALISA_MODELS:-../shared/models}/eval-text/wikitext2_wiki.test.raw
+printf '\n%-14s %-26s %8s %12s\n' model "prefill (eval, 1 window)" batch "tokens/s"
+for ref in 0 1; do
+    label="executor (OpenBLAS)"
+    [ $ref = 1 ] && label="reference (plain loops)"
+    printf '%-14s %-26s %8s %12s\n' SmolLM2-135M "$label" 1 "$(ALISA_REFERENCE_GEMM=$ref $alisa eval \
+        --model "$smol" --text "$wiki" --ctx 256 --max-tokens 255 --batch 1 --json |
+        awk -F'[:,]' '/tokens_per_s/ { printf "%.1f", $2 }')"
 done

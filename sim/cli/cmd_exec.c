@@ -175,6 +175,10 @@ static void tiered_free(struct tiered *t)
     memset(t, 0, sizeof *t);
 }
 
+/* Positions per llm_forward_chunk call in prefill and eval: the GEMMs run over
+ * batch x CHUNK rows while the logits stay (batch, CHUNK, vocab) in memory. */
+#define CHUNK 32u
+
 static double now_s(void)
 {
     struct timespec t;
@@ -191,9 +195,9 @@ void cmd_run_usage(FILE *out)
             "\n"
             "Generates N tokens after TEXT with the CPU executor and prints the prompt and\n"
             "its continuation on stdout (one block per sequence when --batch > 1) and the\n"
-            "decode speed on stderr. The prompt is encoded with BOS and run token by token\n"
-            "(prefill by positions, not yet as one GEMM over the prompt). Temperature 0 is\n"
-            "greedy and deterministic.\n"
+            "decode speed on stderr. The prompt is encoded with BOS and prefilled in chunks\n"
+            "of up to 32 positions (each chunk's projections and FFN one GEMM over its\n"
+            "rows). Temperature 0 is greedy and deterministic.\n"
             "\n"
             "  --model M          catalog name (alisa catalog models) or a llama2.c .bin file\n"
             "  --tokenizer T      tokenizer file (default: the catalog's for M)\n"
@@ -202,9 +206,10 @@ void cmd_run_usage(FILE *out)
             "  --batch B          sequences decoded together, same prompt (default 1)\n"
             "  --temperature T    0 = greedy (default); > 0 samples from softmax(logits / T)\n"
             "  --seed S           sampling seed (GSL mt19937, default 1)\n"
-            "  --timings FILE     one JSON line per forward step: position, phase, batch,\n"
-            "                     total, and per layer the GEMM, attention, KV transfer and\n"
-            "                     recomputation time (microseconds, wall clock)\n"
+            "  --timings FILE     one JSON line per forward call: first position, positions\n"
+            "                     (chunk length), phase, batch, total, and per layer the\n"
+            "                     GEMM, attention, KV transfer and recomputation time\n"
+            "                     (microseconds, wall clock)\n"
             KV_OPT_HELP
             "  -h, --help         this text\n");
 }
@@ -310,12 +315,23 @@ int cmd_run(int argc, char **argv)
         llm_state_timings(st, tf);
     const float *logits = NULL;
     gsl_rng_set(rng, seed);
-    for (int p = 0; p < np && !rc; p++) {
+    uint32_t *chunk = rc ? NULL : malloc((size_t)batch * CHUNK * sizeof *chunk);
+    if (!rc && !chunk)
+        rc = err_set(&e, ALISA_ENOMEM, "out of memory");
+    /* the prompt but its last token in chunks; the last alone gives (batch, vocab) logits */
+    for (uint32_t p = 0; p + 1 < (uint32_t)np && !rc;) {
+        uint32_t P = (uint32_t)np - 1 - p < CHUNK ? (uint32_t)np - 1 - p : CHUNK;
         for (uint32_t b = 0; b < batch; b++)
-            cur[b] = ids[p];
-        if (!(logits = llm_forward(st, cur, (uint32_t)p, NULL)))
+            memcpy(chunk + (size_t)b * P, ids + p, P * sizeof *chunk);
+        if (!llm_forward_chunk(st, chunk, p, P, NULL))
             rc = err_set(&e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
+        p += P;
     }
+    free(chunk);
+    for (uint32_t b = 0; b < batch && !rc; b++)
+        cur[b] = ids[np - 1];
+    if (!rc && !(logits = llm_forward(st, cur, (uint32_t)np - 1, NULL)))
+        rc = err_set(&e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
     double t0 = now_s();
     for (uint32_t j = 0; j < n && !rc; j++) {
         for (uint32_t b = 0; b < batch; b++) {
@@ -538,7 +554,7 @@ int cmd_eval(int argc, char **argv)
     double nll = 0;
     uint64_t scored = 0;
     double t0 = now_s();
-    uint32_t *cur = malloc(batch * sizeof *cur);
+    uint32_t *cur = malloc((size_t)batch * CHUNK * sizeof *cur);
     if (!rc && !cur)
         rc = err_set(&e, ALISA_ENOMEM, "out of memory");
     for (uint64_t w0 = 0; !rc && w0 < windows; w0 += batch) {
@@ -551,23 +567,26 @@ int cmd_eval(int argc, char **argv)
             llm_state_free(st);
             break;
         }
-        for (uint32_t p = 0; p + 1 < ctx && !rc; p++) {
+        for (uint32_t p = 0; p + 1 < ctx && !rc;) {
+            uint32_t P = ctx - 1 - p < CHUNK ? ctx - 1 - p : CHUNK;
             for (uint32_t b = 0; b < B; b++)
-                cur[b] = ids[(w0 + b) * ctx + p];
-            const float *logits = llm_forward(st, cur, p, NULL);
+                memcpy(cur + (size_t)b * P, ids + (w0 + b) * ctx + p, P * sizeof *cur);
+            const float *logits = llm_forward_chunk(st, cur, p, P, NULL);
             if (!logits) {
                 rc = err_set(&e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
                 break;
             }
-            for (uint32_t b = 0; b < B; b++) {
-                const float *lg = logits + (size_t)b * l.m->c.vocab;
-                double mx = lg[argmax(lg, l.m->c.vocab)], sum = 0;
-                for (uint32_t i = 0; i < l.m->c.vocab; i++)
-                    sum += exp(lg[i] - mx);
-                uint32_t next = ids[(w0 + b) * ctx + p + 1];
-                nll += -(lg[next] - mx - log(sum));
-                scored++;
-            }
+            for (uint32_t b = 0; b < B; b++)
+                for (uint32_t i = 0; i < P; i++) {
+                    const float *lg = logits + ((size_t)b * P + i) * l.m->c.vocab;
+                    double mx = lg[argmax(lg, l.m->c.vocab)], sum = 0;
+                    for (uint32_t v = 0; v < l.m->c.vocab; v++)
+                        sum += exp(lg[v] - mx);
+                    uint32_t next = ids[(w0 + b) * ctx + p + i + 1];
+                    nll += -(lg[next] - mx - log(sum));
+                    scored++;
+                }
+            p += P;
         }
         tiered_free(&tr);
         llm_state_free(st);
