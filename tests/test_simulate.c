@@ -52,6 +52,25 @@ static void write_tiny(const char *path)
     assert_int_equal(trace_writer_close(w, &e), 0);
 }
 
+/* A generated trace of the toy's shape (2 heads, hidden 4, vocab 10) with
+ * n_layers layers, one sequence of prompt_len + gen_len positions. */
+static void write_toy_gen(const char *path, uint32_t n_layers, uint32_t prompt_len,
+                          uint32_t gen_len)
+{
+    struct trace_gen_params p;
+    trace_gen_defaults(&p);
+    p.n_layers = n_layers;
+    p.n_heads = toy.n_heads;
+    p.n_kv_heads = toy.n_kv_heads;
+    p.hidden = toy.hidden;
+    p.vocab = toy.vocab;
+    p.prompt_len = prompt_len;
+    p.gen_len = gen_len;
+    struct alisa_err e = {{0}};
+    if (trace_gen_write(&p, path, &e))
+        fail_msg("%s", e.msg);
+}
+
 static struct sim_config toy_config(const char *trace, const char *system, uint32_t gen_len)
 {
     struct sim_config c = {.trace = trace, .model = &toy, .hw = &unit_hw,
@@ -146,17 +165,8 @@ static void test_loads_overlap_the_previous_layers_compute(void **state)
     (void)state;
     char *dir = tu_mkdtemp();
     const char *path = tu_path(dir, "t.trace");
-    struct trace_gen_params p;
-    trace_gen_defaults(&p);
-    p.n_layers = 2;
-    p.n_heads = 2;
-    p.n_kv_heads = 2;
-    p.hidden = 4;
-    p.vocab = 10;
-    p.prompt_len = 8;
-    p.gen_len = 8;
+    write_toy_gen(path, 2, 8, 8);
     struct alisa_err e = {{0}};
-    assert_int_equal(trace_gen_write(&p, path, &e), 0);
     struct model_shape two = toy;
     two.n_layers = 4;
     struct sim_config c = toy_config(path, "accelerate", 8);
@@ -231,17 +241,8 @@ static void test_vllm_preempts_the_latest_sequence_and_recomputes_it(void **stat
     (void)state;
     char *dir = tu_mkdtemp();
     const char *path = tu_path(dir, "t.trace");
-    struct trace_gen_params p;
-    trace_gen_defaults(&p);
-    p.n_layers = 1;
-    p.n_heads = 2;
-    p.n_kv_heads = 2;
-    p.hidden = 4;
-    p.vocab = 10;
-    p.prompt_len = 2;
-    p.gen_len = 20;
+    write_toy_gen(path, 1, 2, 20);
     struct alisa_err e = {{0}};
-    assert_int_equal(trace_gen_write(&p, path, &e), 0);
     /* Two sequences, 16-token blocks of 256 bytes, room for 3 blocks. Both run
      * 14 steps (lengths 2..15); at length 16 both need a second block: the
      * first gets the last free one, the second (admitted last) is preempted.
