@@ -46,6 +46,9 @@ check $? "missing checkpoint named"
 "$alisa" eval --model stories260K --text "$text/tinystories_val_subset.txt" --ctx 100000 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "exceeds the model's context 512" "$tmp/err"
 check $? "impossible context refused"
+"$alisa" run --model stories260K --prompt Once upon -n 1 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "unexpected argument 'upon'" "$tmp/err"
+check $? "stray operand refused (unquoted prompt)"
 # timings: one JSON line per forward call; the prompt's 5 positions run as
 # one chunk of 4 and the last alone, then 19 decode steps of one position
 "$alisa" run --model stories260K --prompt "Once upon a time" -n 20 --selection swa \

@@ -277,6 +277,8 @@ int cmd_run(int argc, char **argv)
     }
     if (bad)
         return cli_usage_error(cmd_run_usage, "%s", e.msg);
+    if (optind < argc)
+        return cli_usage_error(cmd_run_usage, "unexpected argument '%s'", argv[optind]);
     if (!model || !prompt || !have_n || batch == 0 || temp < 0)
         return cli_usage_error(cmd_run_usage, "--model, --prompt and -n are required; --batch > 0, "
                                "--temperature >= 0");
@@ -527,6 +529,8 @@ int cmd_eval(int argc, char **argv)
     }
     if (bad)
         return cli_usage_error(cmd_eval_usage, "%s", e.msg);
+    if (optind < argc)
+        return cli_usage_error(cmd_eval_usage, "unexpected argument '%s'", argv[optind]);
     if (!model || !text || ctx < 2 || batch == 0)
         return cli_usage_error(cmd_eval_usage, "--model, --text and --ctx >= 2 are required");
     struct loaded l;
@@ -679,6 +683,8 @@ int cmd_record(int argc, char **argv)
     }
     if (bad)
         return cli_usage_error(cmd_record_usage, "%s", e.msg);
+    if (optind < argc)
+        return cli_usage_error(cmd_record_usage, "unexpected argument '%s'", argv[optind]);
     if (!model || !text || !out || !P || !batch)
         return cli_usage_error(cmd_record_usage, "--model, --text, --prompt-len and -o are required");
     struct loaded l;
