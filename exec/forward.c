@@ -235,26 +235,25 @@ static uint32_t tiered_gather(struct llm_state *s, uint32_t b, uint32_t l, uint3
     if (kvstore_apply(s->ks, &plan, scheduler_stream_flags(s->sched, stream), m, l, pos, k, v, act,
                       &s->err))
         return 0;
+    /* K and V are read into this sequence's rows of the dense cache (unused in
+     * tiered mode): row i is the i-th attended token */
+    const uint32_t kv = m->c.kv_dim;
+    float *ck = s->key_cache + (size_t)b * s->max_len * kv, *cv = s->value_cache + (size_t)b * s->max_len * kv;
     if (pos < s->prompt_len) { /* prefill: the whole prompt so far, wherever it lies */
         for (uint32_t t = 0; t <= pos; t++) {
-            const float *kt, *vt;
-            kvstore_fetch(s->ks, m, stream, l, t, &kt, &vt);
-            /* fetch may recompute into one scratch pair: copy out of it */
-            float *ck = s->key_cache + (size_t)t * m->c.kv_dim, *cv = s->value_cache + (size_t)t * m->c.kv_dim;
-            memcpy(ck, kt, m->c.kv_dim * sizeof(float));
-            memcpy(cv, vt, m->c.kv_dim * sizeof(float));
-            s->kp[t] = ck;
-            s->vp[t] = cv;
+            kvstore_fetch(s->ks, m, stream, l, t, ck + (size_t)t * kv, cv + (size_t)t * kv);
+            s->kp[t] = ck + (size_t)t * kv;
+            s->vp[t] = cv + (size_t)t * kv;
             s->ids[t] = t;
         }
         return pos + 1;
     }
     for (uint32_t i = 0; i < plan.n_attended; i++) {
         uint32_t t = plan.attended[i];
-        s->kp[i] = kvstore_k(s->ks, stream, t);
-        s->vp[i] = kvstore_v(s->ks, stream, t);
+        s->kp[i] = ck + (size_t)i * kv;
+        s->vp[i] = cv + (size_t)i * kv;
         s->ids[i] = t;
-        if (!s->kp[i]) {
+        if (kvstore_read(s->ks, stream, t, ck + (size_t)i * kv, cv + (size_t)i * kv)) {
             err_set(&s->err, ALISA_EINVAL, "stream %u position %u: attended token %u is not on the "
                     "device", stream, pos, t);
             return 0;

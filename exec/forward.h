@@ -2,10 +2,11 @@
  * one position at a time, GEMMs through CBLAS (OpenBLAS), the rest plain C
  * in llama2.c's formulas (RMSNorm, RoPE, grouped-query attention, SwiGLU).
  *
- * Owns the activations and, for now, a dense KV cache (every token of every
- * (sequence, layer) kept); tiered placement under the scheduler comes next
- * (issue 3). Optionally returns each layer's head-mean attention row, the
- * trace format's row.
+ * Owns the activations and a dense KV cache (every token of every
+ * (sequence, layer) kept); with llm_state_tiered the scheduler core and a
+ * kvstore take over the cache (the dense one then serves as the rows the
+ * attended K and V are read into). Optionally returns each layer's head-mean
+ * attention row, the trace format's row.
  */
 #ifndef ALISA_FORWARD_H
 #define ALISA_FORWARD_H

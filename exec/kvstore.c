@@ -1,7 +1,9 @@
 /* Token-level KV arenas (contract in kvstore.h). Slots come from per-stream
  * free lists; loc[] maps each token to its device and host slot (-1: none).
  * Recomputation is one GEMV per projection per token, with RoPE at the
- * token's own position, the same arithmetic as the forward pass.
+ * token's own position, the same arithmetic as the forward pass. INT8 slots
+ * hold bytes; a stream's open token group lives in FP32 in its residual
+ * until the group closes and is quantised into the slots its tokens hold.
  */
 #include "kvstore.h"
 
@@ -13,19 +15,26 @@
 
 struct arena {
     uint32_t cap;
-    float *k, *v;     /* (cap, kv_dim) */
-    uint32_t *free;   /* (cap) free slot stack */
+    unsigned char *k, *v; /* (cap, row) bytes: kv_dim floats or kv_dim INT8 codes */
+    uint32_t *free;       /* (cap) free slot stack */
     uint32_t n_free;
 };
 
 struct kvstore {
     uint32_t n_streams, max_len, kv_dim, dim, head_dim;
     float rope_theta;
+    int int8;
+    size_t row;               /* bytes of one token's K (or V) in a slot */
     struct arena *dev, *host; /* (n_streams) */
     int32_t *dev_slot;        /* (n_streams, max_len) */
     int32_t *host_slot;       /* (n_streams, max_len) */
     float *act;               /* (n_streams, max_len, dim) kept layer inputs */
-    float *scratch;           /* (2, kv_dim) for kvstore_fetch */
+    float *scratch;           /* (2, kv_dim) */
+    /* INT8 only */
+    uint32_t n_groups;        /* groups per stream */
+    uint32_t *n_closed;       /* (n_streams) groups quantised so far */
+    float *qk, *qv;           /* (n_streams, n_groups, 2, kv_dim): scale then zero */
+    float *res_k, *res_v;     /* (n_streams, GROUP, kv_dim) the open group, exact */
     uint64_t offloads, loads, recomputes;
     uint64_t recompute_ns;    /* wall time in recomputation */
 };
@@ -37,11 +46,11 @@ static uint64_t mono_ns(void)
     return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
-static int arena_init(struct arena *a, uint32_t cap, uint32_t kv_dim)
+static int arena_init(struct arena *a, uint32_t cap, size_t row)
 {
     a->cap = cap;
-    a->k = malloc((size_t)(cap ? cap : 1) * kv_dim * sizeof(float));
-    a->v = malloc((size_t)(cap ? cap : 1) * kv_dim * sizeof(float));
+    a->k = malloc((size_t)(cap ? cap : 1) * row);
+    a->v = malloc((size_t)(cap ? cap : 1) * row);
     a->free = malloc((cap ? cap : 1) * sizeof(uint32_t));
     if (!a->k || !a->v || !a->free)
         return -1;
@@ -74,11 +83,22 @@ void kvstore_free(struct kvstore *ks)
     free(ks->host_slot);
     free(ks->act);
     free(ks->scratch);
+    free(ks->n_closed);
+    free(ks->qk);
+    free(ks->qv);
+    free(ks->res_k);
+    free(ks->res_v);
     free(ks);
 }
 
+uint64_t kvstore_token_bytes(const struct llm_config *c, int int8)
+{
+    return 2ull * c->kv_dim * (int8 ? 1 : sizeof(float));
+}
+
 int kvstore_create(struct kvstore **out, const struct llm_config *c, uint32_t n_streams,
-                   uint32_t max_len, uint32_t dev_cap, uint32_t host_cap, struct alisa_err *e)
+                   uint32_t max_len, uint32_t dev_cap, uint32_t host_cap, int int8,
+                   struct alisa_err *e)
 {
     *out = NULL;
     struct kvstore *ks = calloc(1, sizeof *ks);
@@ -90,6 +110,8 @@ int kvstore_create(struct kvstore **out, const struct llm_config *c, uint32_t n_
     ks->dim = c->dim;
     ks->head_dim = c->head_dim;
     ks->rope_theta = c->rope_theta;
+    ks->int8 = int8 != 0;
+    ks->row = int8 ? c->kv_dim : c->kv_dim * sizeof(float);
     size_t tokens = (size_t)n_streams * max_len;
     ks->dev = calloc(n_streams, sizeof *ks->dev);
     ks->host = calloc(n_streams, sizeof *ks->host);
@@ -98,8 +120,19 @@ int kvstore_create(struct kvstore **out, const struct llm_config *c, uint32_t n_
     ks->act = malloc(tokens * c->dim * sizeof *ks->act);
     ks->scratch = malloc(2 * (size_t)c->kv_dim * sizeof *ks->scratch);
     int bad = !ks->dev || !ks->host || !ks->dev_slot || !ks->host_slot || !ks->act || !ks->scratch;
+    if (!bad && ks->int8) {
+        ks->n_groups = (max_len + KVSTORE_INT8_GROUP - 1) / KVSTORE_INT8_GROUP;
+        size_t params = (size_t)n_streams * ks->n_groups * 2 * c->kv_dim;
+        size_t res = (size_t)n_streams * KVSTORE_INT8_GROUP * c->kv_dim;
+        ks->n_closed = calloc(n_streams, sizeof *ks->n_closed);
+        ks->qk = malloc(params * sizeof *ks->qk);
+        ks->qv = malloc(params * sizeof *ks->qv);
+        ks->res_k = malloc(res * sizeof *ks->res_k);
+        ks->res_v = malloc(res * sizeof *ks->res_v);
+        bad = !ks->n_closed || !ks->qk || !ks->qv || !ks->res_k || !ks->res_v;
+    }
     for (uint32_t s = 0; !bad && s < n_streams; s++)
-        bad = arena_init(&ks->dev[s], dev_cap, c->kv_dim) || arena_init(&ks->host[s], host_cap, c->kv_dim);
+        bad = arena_init(&ks->dev[s], dev_cap, ks->row) || arena_init(&ks->host[s], host_cap, ks->row);
     if (bad) {
         kvstore_free(ks);
         return err_set(e, ALISA_ENOMEM, "out of memory for KV arenas of %u streams", n_streams);
@@ -138,11 +171,117 @@ static void recompute(const struct kvstore *ks, const struct llm_model *m, uint3
     }
 }
 
+/* ---- INT8 ---- */
+
+static float *group_params(const struct kvstore *ks, float *base, uint32_t s, uint32_t g)
+{
+    return base + ((size_t)s * ks->n_groups + g) * 2 * ks->kv_dim;
+}
+
+/* Channel-wise scale and zero point of n rows x (kv_dim) into p. */
+static void quant_params(float *p, const float *x, uint32_t n, uint32_t kv)
+{
+    for (uint32_t c = 0; c < kv; c++) {
+        float lo = x[c], hi = x[c];
+        for (uint32_t r = 1; r < n; r++) {
+            float y = x[(size_t)r * kv + c];
+            lo = y < lo ? y : lo;
+            hi = y > hi ? y : hi;
+        }
+        float scale = (hi - lo) / 255.0f;
+        if (!(scale > 1e-30f)) /* a constant channel: put it at code 0 */
+            scale = fmaxf(fabsf(lo), 1e-30f) / 255.0f;
+        p[c] = scale;
+        p[kv + c] = -roundf(lo / scale);
+    }
+}
+
+static void quantise(unsigned char *q, const float *x, const float *p, uint32_t kv)
+{
+    for (uint32_t c = 0; c < kv; c++) {
+        float y = roundf(x[c] / p[c]) + p[kv + c];
+        q[c] = (unsigned char)(y < 0.0f ? 0.0f : y > 255.0f ? 255.0f : y);
+    }
+}
+
+static void dequantise(float *x, const unsigned char *q, const float *p, uint32_t kv)
+{
+    for (uint32_t c = 0; c < kv; c++)
+        x[c] = ((float)q[c] - p[kv + c]) * p[c];
+}
+
+static int closed(const struct kvstore *ks, uint32_t s, uint32_t t)
+{
+    return t / KVSTORE_INT8_GROUP < ks->n_closed[s];
+}
+
+/* Stores K, V of token t into slot bytes: FP32 as is; INT8 quantised with its
+ * group's parameters when the group is closed (an open group's slot bytes
+ * are written when it closes). */
+static void store(const struct kvstore *ks, uint32_t s, uint32_t t, unsigned char *qk,
+                  unsigned char *qv, const float *k, const float *v)
+{
+    if (!ks->int8) {
+        memcpy(qk, k, ks->row);
+        memcpy(qv, v, ks->row);
+    } else if (closed(ks, s, t)) {
+        uint32_t g = t / KVSTORE_INT8_GROUP;
+        quantise(qk, k, group_params(ks, ks->qk, s, g), ks->kv_dim);
+        quantise(qv, v, group_params(ks, ks->qv, s, g), ks->kv_dim);
+    }
+}
+
+/* K, V of token t from slot bytes (or the open group's residual). */
+static void load(const struct kvstore *ks, uint32_t s, uint32_t t, const unsigned char *qk,
+                 const unsigned char *qv, float *k, float *v)
+{
+    uint32_t kv = ks->kv_dim, g = t / KVSTORE_INT8_GROUP;
+    if (!ks->int8) {
+        memcpy(k, qk, ks->row);
+        memcpy(v, qv, ks->row);
+    } else if (closed(ks, s, t)) {
+        dequantise(k, qk, group_params(ks, ks->qk, s, g), kv);
+        dequantise(v, qv, group_params(ks, ks->qv, s, g), kv);
+    } else {
+        size_t r = ((size_t)s * KVSTORE_INT8_GROUP + t % KVSTORE_INT8_GROUP) * kv;
+        memcpy(k, ks->res_k + r, kv * sizeof(float));
+        memcpy(v, ks->res_v + r, kv * sizeof(float));
+    }
+}
+
+/* Token t (exact K, v) joins its stream's open group; the group's last token
+ * closes it: parameters from the residual, every token quantised into the
+ * slots it holds. */
+static void int8_add(struct kvstore *ks, uint32_t s, uint32_t t, const float *k, const float *v)
+{
+    const uint32_t G = KVSTORE_INT8_GROUP, kv = ks->kv_dim, g = t / G;
+    float *rk = ks->res_k + (size_t)s * G * kv, *rv = ks->res_v + (size_t)s * G * kv;
+    memcpy(rk + (size_t)(t % G) * kv, k, kv * sizeof(float));
+    memcpy(rv + (size_t)(t % G) * kv, v, kv * sizeof(float));
+    if (t % G != G - 1)
+        return;
+    quant_params(group_params(ks, ks->qk, s, g), rk, G, kv);
+    quant_params(group_params(ks, ks->qv, s, g), rv, G, kv);
+    ks->n_closed[s] = g + 1;
+    const int32_t *ds = ks->dev_slot + (size_t)s * ks->max_len;
+    const int32_t *hs = ks->host_slot + (size_t)s * ks->max_len;
+    for (uint32_t u = g * G; u <= t; u++) {
+        const float *ku = rk + (size_t)(u % G) * kv, *vu = rv + (size_t)(u % G) * kv;
+        if (ds[u] >= 0)
+            store(ks, s, u, ks->dev[s].k + (size_t)ds[u] * ks->row,
+                  ks->dev[s].v + (size_t)ds[u] * ks->row, ku, vu);
+        if (hs[u] >= 0)
+            store(ks, s, u, ks->host[s].k + (size_t)hs[u] * ks->row,
+                  ks->host[s].v + (size_t)hs[u] * ks->row, ku, vu);
+    }
+}
+
 int kvstore_apply(struct kvstore *ks, const struct scheduler_plan *plan, const uint8_t *flags,
                   const struct llm_model *m, uint32_t layer, uint32_t pos, const float *k,
                   const float *v, const float *act, struct alisa_err *e)
 {
-    uint32_t s = plan->stream, kv = ks->kv_dim;
+    uint32_t s = plan->stream;
+    size_t row = ks->row;
     struct arena *dev = &ks->dev[s], *host = &ks->host[s];
     int32_t *ds = ks->dev_slot + (size_t)s * ks->max_len, *hs = ks->host_slot + (size_t)s * ks->max_len;
     const struct place_result *r = &plan->place;
@@ -163,8 +302,8 @@ int kvstore_apply(struct kvstore *ks, const struct scheduler_plan *plan, const u
         int slot = take(host);
         if (ds[t] < 0 || slot < 0)
             return err_set(e, ALISA_EINVAL, "stream %u step %u: cannot offload token %u", s, pos, t);
-        memcpy(host->k + (size_t)slot * kv, dev->k + (size_t)ds[t] * kv, kv * sizeof(float));
-        memcpy(host->v + (size_t)slot * kv, dev->v + (size_t)ds[t] * kv, kv * sizeof(float));
+        memcpy(host->k + (size_t)slot * row, dev->k + (size_t)ds[t] * row, row);
+        memcpy(host->v + (size_t)slot * row, dev->v + (size_t)ds[t] * row, row);
         hs[t] = slot;
         ks->offloads++;
     }
@@ -180,8 +319,8 @@ int kvstore_apply(struct kvstore *ks, const struct scheduler_plan *plan, const u
         int slot = take(dev);
         if (hs[t] < 0 || slot < 0)
             return err_set(e, ALISA_EINVAL, "stream %u step %u: cannot load token %u", s, pos, t);
-        memcpy(dev->k + (size_t)slot * kv, host->k + (size_t)hs[t] * kv, kv * sizeof(float));
-        memcpy(dev->v + (size_t)slot * kv, host->v + (size_t)hs[t] * kv, kv * sizeof(float));
+        memcpy(dev->k + (size_t)slot * row, host->k + (size_t)hs[t] * row, row);
+        memcpy(dev->v + (size_t)slot * row, host->v + (size_t)hs[t] * row, row);
         ds[t] = slot;
         ks->loads++;
     }
@@ -192,8 +331,9 @@ int kvstore_apply(struct kvstore *ks, const struct scheduler_plan *plan, const u
             return err_set(e, ALISA_EINVAL, "stream %u step %u: no device slot to recompute %u", s,
                            pos, t);
         uint64_t t0 = mono_ns();
-        recompute(ks, m, layer, ks->act + ((size_t)s * ks->max_len + t) * ks->dim, t,
-                  dev->k + (size_t)slot * kv, dev->v + (size_t)slot * kv);
+        float *rk = ks->scratch, *rv = ks->scratch + ks->kv_dim;
+        recompute(ks, m, layer, ks->act + ((size_t)s * ks->max_len + t) * ks->dim, t, rk, rv);
+        store(ks, s, t, dev->k + (size_t)slot * row, dev->v + (size_t)slot * row, rk, rv);
         ks->recompute_ns += mono_ns() - t0;
         ds[t] = slot;
         ks->recomputes++;
@@ -204,40 +344,40 @@ int kvstore_apply(struct kvstore *ks, const struct scheduler_plan *plan, const u
         if (slot < 0)
             return err_set(e, ALISA_EINVAL, "stream %u step %u: no device slot for the new token", s,
                            pos);
-        memcpy(dev->k + (size_t)slot * kv, k, kv * sizeof(float));
-        memcpy(dev->v + (size_t)slot * kv, v, kv * sizeof(float));
-        memcpy(ks->act + ((size_t)s * ks->max_len + pos) * ks->dim, act, ks->dim * sizeof(float));
         ds[pos] = slot;
+        memcpy(ks->act + ((size_t)s * ks->max_len + pos) * ks->dim, act, ks->dim * sizeof(float));
+        if (ks->int8)
+            int8_add(ks, s, pos, k, v); /* may close the group, this slot included */
+        store(ks, s, pos, dev->k + (size_t)slot * row, dev->v + (size_t)slot * row, k, v);
     }
     return 0;
 }
 
-const float *kvstore_k(const struct kvstore *ks, uint32_t stream, uint32_t t)
+int kvstore_read(const struct kvstore *ks, uint32_t stream, uint32_t t, float *k, float *v)
 {
     int32_t slot = ks->dev_slot[(size_t)stream * ks->max_len + t];
-    return slot < 0 ? NULL : ks->dev[stream].k + (size_t)slot * ks->kv_dim;
-}
-
-const float *kvstore_v(const struct kvstore *ks, uint32_t stream, uint32_t t)
-{
-    int32_t slot = ks->dev_slot[(size_t)stream * ks->max_len + t];
-    return slot < 0 ? NULL : ks->dev[stream].v + (size_t)slot * ks->kv_dim;
+    if (slot < 0)
+        return -1;
+    const struct arena *a = &ks->dev[stream];
+    load(ks, stream, t, a->k + (size_t)slot * ks->row, a->v + (size_t)slot * ks->row, k, v);
+    return 0;
 }
 
 void kvstore_fetch(struct kvstore *ks, const struct llm_model *m, uint32_t stream, uint32_t layer,
-                   uint32_t t, const float **k, const float **v)
+                   uint32_t t, float *k, float *v)
 {
     size_t i = (size_t)stream * ks->max_len + t;
-    if (ks->dev_slot[i] >= 0) {
-        *k = ks->dev[stream].k + (size_t)ks->dev_slot[i] * ks->kv_dim;
-        *v = ks->dev[stream].v + (size_t)ks->dev_slot[i] * ks->kv_dim;
-    } else if (ks->host_slot[i] >= 0) {
-        *k = ks->host[stream].k + (size_t)ks->host_slot[i] * ks->kv_dim;
-        *v = ks->host[stream].v + (size_t)ks->host_slot[i] * ks->kv_dim;
-    } else {
-        recompute(ks, m, layer, ks->act + i * ks->dim, t, ks->scratch, ks->scratch + ks->kv_dim);
-        *k = ks->scratch;
-        *v = ks->scratch + ks->kv_dim;
+    const struct arena *a = ks->dev_slot[i] >= 0 ? &ks->dev[stream] : &ks->host[stream];
+    int32_t slot = ks->dev_slot[i] >= 0 ? ks->dev_slot[i] : ks->host_slot[i];
+    if (slot >= 0) {
+        load(ks, stream, t, a->k + (size_t)slot * ks->row, a->v + (size_t)slot * ks->row, k, v);
+        return;
+    }
+    recompute(ks, m, layer, ks->act + i * ks->dim, t, k, v);
+    if (ks->int8 && closed(ks, stream, t)) { /* what a stored copy would read back */
+        unsigned char *qk = (unsigned char *)ks->scratch, *qv = qk + ks->kv_dim;
+        store(ks, stream, t, qk, qv, k, v);
+        load(ks, stream, t, qk, qv, k, v);
     }
 }
 

@@ -8,6 +8,17 @@
  * arenas are host memory, but they are separate allocations with separate
  * capacities, and every move is a real copy, so the CUDA backend can put the
  * device arena on the GPU without changing the moves.
+ *
+ * INT8 storage (ALISA.md 4): K and V are stored channel-wise asymmetric,
+ * q = clamp(round(x / scale) + z, 0, 255), x' = (q - z) * scale, with
+ * scale = (max - min) / 255 and z = -round(min / scale) per channel. A cache
+ * grows one token at a time, so the channel ranges are taken per group of
+ * KVSTORE_INT8_GROUP consecutive tokens of a stream: a group's tokens stay
+ * exact (FP32, in a small per-stream residual) until its last token arrives,
+ * then the group is quantised wherever its tokens lie (our decision, the
+ * scheme of KIVI; the paper does not say how it handles a growing cache).
+ * The slots then hold 1 byte per channel; the group parameters are kept
+ * beside the maps.
  */
 #ifndef ALISA_KVSTORE_H
 #define ALISA_KVSTORE_H
@@ -20,10 +31,18 @@
 
 struct kvstore;
 
+#define KVSTORE_INT8_GROUP 32u
+
 /* Arenas for n_streams streams of up to max_len tokens; each stream's device
- * arena holds dev_cap tokens and its host arena host_cap. */
+ * arena holds dev_cap tokens and its host arena host_cap; K and V in FP32,
+ * or in INT8 when int8 is non-zero. */
 int kvstore_create(struct kvstore **out, const struct llm_config *c, uint32_t n_streams,
-                   uint32_t max_len, uint32_t dev_cap, uint32_t host_cap, struct alisa_err *e);
+                   uint32_t max_len, uint32_t dev_cap, uint32_t host_cap, int int8,
+                   struct alisa_err *e);
+
+/* Bytes one token's K and V take in a slot: 2 kv_dim x 4 (FP32) or x 1
+ * (INT8). */
+uint64_t kvstore_token_bytes(const struct llm_config *c, int int8);
 void kvstore_free(struct kvstore *ks); /* accepts NULL */
 
 /* Applies the plan of stream `stream` for step pos, in this order: free the
@@ -39,16 +58,16 @@ int kvstore_apply(struct kvstore *ks, const struct scheduler_plan *plan, const u
                   const struct llm_model *m, uint32_t layer, uint32_t pos, const float *k,
                   const float *v, const float *act, struct alisa_err *e);
 
-/* K and V of token t of a stream on the device, (kv_dim) each; NULL when it
- * has no device copy. Cannot fail. */
-const float *kvstore_k(const struct kvstore *ks, uint32_t stream, uint32_t t);
-const float *kvstore_v(const struct kvstore *ks, uint32_t stream, uint32_t t);
+/* K and V of token t of a stream from its device copy into k and v,
+ * (kv_dim) each, dequantised when INT8. Returns 0, or -1 when the token has
+ * no device copy. */
+int kvstore_read(const struct kvstore *ks, uint32_t stream, uint32_t t, float *k, float *v);
 
-/* K and V of token t wherever they are (device, host, or recomputed into
- * scratch from its layer input): for prefill, when the whole prompt is in
- * flight at once. Pointers valid until the next call. */
+/* K and V of token t wherever they are (device, host, or recomputed from its
+ * layer input, then stored precision applied) into k and v: for prefill, when
+ * the whole prompt is in flight at once. */
 void kvstore_fetch(struct kvstore *ks, const struct llm_model *m, uint32_t stream, uint32_t layer,
-                   uint32_t t, const float **k, const float **v);
+                   uint32_t t, float *k, float *v);
 
 /* Moves so far (all streams): tokens copied device->host, host->device,
  * recomputed. Cannot fail. */

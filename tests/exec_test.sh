@@ -66,6 +66,9 @@ python3 -c "import json,sys; [json.loads(l) for l in open(sys.argv[1])]" "$tmp/t
 check $? "timings lines are JSON"
 grep -q '"recompute_us"' "$tmp/t.jsonl" && grep -q '"transfer_us"' "$tmp/t.jsonl"
 check $? "timings have transfer and recompute per layer"
+"$alisa" run --model stories260K --prompt "Once upon a time" -n 40 --selection swa \
+    --placement alisa --gpu-kv-bytes 5KiB --kv-int8 >"$tmp/out" 2>&1 && grep -q "Once upon a time" "$tmp/out"
+check $? "run with INT8 KV in tight tiers"
 smol=${3:-}
 if [ -n "$smol" ] && [ -f "$smol" ]; then
     out=$("$alisa" run --model "$smol" --prompt "The capital of France is" -n 6 2>/dev/null)

@@ -2,7 +2,8 @@
  * the tokenizer (errors, round trip, byte fallback), greedy decoding against
  * the continuation recorded in ../shared/models/SOURCES.md by an independent
  * numpy forward pass, batched decoding equal to single decoding, and
- * chunked (prefill-as-GEMM) runs equal to position-by-position runs.
+ * chunked (prefill-as-GEMM) runs equal to position-by-position runs, and
+ * INT8 KV storage (error bound, open group exact, placement invariance).
  * Under CI=true a missing model fails instead of skipping. */
 #include <math.h>
 #include <setjmp.h>
@@ -205,10 +206,10 @@ static void test_exec_batched_decoding_equals_one_sequence_at_a_time(void **stat
 
 /* Attaches SWA at 50% sparsity over tiers of dev device and host host token
  * slots per stream (one byte a token) to st, prompt_len positions of prefill. */
-static void attach_tiers(struct llm_state *st, const struct llm_config *c, uint32_t B, uint32_t N,
-                         uint32_t prompt_len, const struct placement_ops *place, uint32_t dev,
-                         uint32_t host, uint64_t recompute_ns, struct scheduler **sched,
-                         struct kvstore **ks)
+static void attach_tiers_kv(struct llm_state *st, const struct llm_config *c, uint32_t B,
+                            uint32_t N, uint32_t prompt_len, const struct placement_ops *place,
+                            uint32_t dev, uint32_t host, uint64_t recompute_ns, int int8,
+                            struct scheduler **sched, struct kvstore **ks)
 {
     struct alisa_err e = {{0}};
     struct scheduler_config sc = {.sel = &sel_swa_ops, .sel_params = {.sparsity = 0.5},
@@ -216,9 +217,17 @@ static void attach_tiers(struct llm_state *st, const struct llm_config *c, uint3
     sc.place_params = (struct place_params){.kv_bytes = 1, .act_bytes = 1, .gpu_bytes = dev,
                                             .cpu_bytes = host, .load_ns = 2,
                                             .recompute_ns = recompute_ns, .gpu_fraction = -1};
-    if (scheduler_create(sched, &sc, NULL, &e) || kvstore_create(ks, c, sc.n_streams, N, dev, host, &e))
+    if (scheduler_create(sched, &sc, NULL, &e) || kvstore_create(ks, c, sc.n_streams, N, dev, host, int8, &e))
         fail_msg("%s", e.msg);
     llm_state_tiered(st, *sched, *ks, prompt_len);
+}
+
+static void attach_tiers(struct llm_state *st, const struct llm_config *c, uint32_t B, uint32_t N,
+                         uint32_t prompt_len, const struct placement_ops *place, uint32_t dev,
+                         uint32_t host, uint64_t recompute_ns, struct scheduler **sched,
+                         struct kvstore **ks)
+{
+    attach_tiers_kv(st, c, B, N, prompt_len, place, dev, host, recompute_ns, 0, sched, ks);
 }
 
 /* Placement moves KV between arenas (offload, load, recompute) but must
@@ -337,6 +346,147 @@ static void test_exec_chunked_forward_equals_position_by_position(void **state)
     llm_free(m);
 }
 
+/* A synthetic K or V value: channel c of token t, each channel with its own
+ * range and offset. */
+static float synth(uint32_t t, uint32_t c, float phase)
+{
+    return (float)(c + 1) * sinf(0.37f * (float)t + (float)c + phase) + 0.5f * (float)c - 3.0f;
+}
+
+/* INT8 storage is channel-wise asymmetric per group of 32 tokens: every
+ * read-back value of a closed group is within half a quantisation step
+ * ((max - min) / 255 of its channel over the group) of the stored one, some
+ * are not exact (it really quantises), and the open group reads back
+ * exactly; the same when a 12-slot device arena makes LRU offload tokens of
+ * a group before it closes (the host copies are quantised at the close). */
+static void test_exec_int8_kv_is_within_half_a_step_per_channel_and_group(void **state)
+{
+    (void)state;
+    struct alisa_err e = {{0}};
+    const uint32_t N = 80, KV = 8, G = KVSTORE_INT8_GROUP;
+    struct llm_config c = {.dim = 8, .kv_dim = KV, .head_dim = 4, .rope_theta = 10000.0f};
+    assert_int_equal(kvstore_token_bytes(&c, 1), 2 * KV);
+    assert_int_equal(kvstore_token_bytes(&c, 0), 8 * KV);
+    for (int tiered = 0; tiered < 2; tiered++) {
+        uint32_t dev = tiered ? 12 : N;
+        struct scheduler_config sc = {.sel = &sel_dense_ops,
+                                      .place = tiered ? &place_lru_ops : &place_gpu_only_ops,
+                                      .n_streams = 1, .max_len = N};
+        sc.place_params = (struct place_params){.kv_bytes = 1, .act_bytes = 1, .gpu_bytes = dev,
+                                                .cpu_bytes = N, .load_ns = 1,
+                                                .recompute_ns = 1000, .gpu_fraction = -1};
+        struct scheduler *sched;
+        struct kvstore *ks;
+        if (scheduler_create(&sched, &sc, NULL, &e) ||
+            kvstore_create(&ks, &c, 1, N, dev, N, 1, &e))
+            fail_msg("%s", e.msg);
+        float k[8], v[8], act[8] = {0};
+        for (uint32_t p = 0; p < N; p++) {
+            for (uint32_t i = 0; i < KV; i++) {
+                k[i] = synth(p, i, 0.0f);
+                v[i] = synth(p, i, 1.3f);
+            }
+            struct scheduler_plan plan;
+            scheduler_prefill(sched, 0, p, NULL, N, 0, &plan);
+            if (kvstore_apply(ks, &plan, scheduler_stream_flags(sched, 0), NULL, 0, p, k, v, act,
+                              &e))
+                fail_msg("%s", e.msg);
+        }
+        uint64_t off, ld, rc;
+        kvstore_counts(ks, &off, &ld, &rc);
+        assert_true(tiered ? off >= N - dev : off == 0);
+        uint32_t inexact = 0;
+        for (uint32_t t = 0; t < N; t++) {
+            kvstore_fetch(ks, NULL, 0, 0, t, k, v); /* nothing dropped: no recomputation */
+            for (uint32_t i = 0; i < KV; i++) {
+                for (int which = 0; which < 2; which++) {
+                    float phase = which ? 1.3f : 0.0f, got = which ? v[i] : k[i];
+                    float want = synth(t, i, phase);
+                    if (t >= 2 * G) { /* group 2 is still open */
+                        if (got != want)
+                            fail_msg("open group: token %u channel %u: %g, stored %g", t, i, got,
+                                     want);
+                        continue;
+                    }
+                    float lo = INFINITY, hi = -INFINITY;
+                    for (uint32_t u = t / G * G; u < t / G * G + G; u++) {
+                        lo = fminf(lo, synth(u, i, phase));
+                        hi = fmaxf(hi, synth(u, i, phase));
+                    }
+                    float half = 0.5f * (hi - lo) / 255.0f;
+                    if (fabsf(got - want) > half * 1.001f + 1e-6f)
+                        fail_msg("tiered %d token %u channel %u %s: %g, stored %g, half a step %g",
+                                 tiered, t, i, which ? "V" : "K", got, want, half);
+                    inexact += got != want;
+                }
+            }
+        }
+        assert_true(inexact > KV * G); /* most of the closed values are rounded */
+        kvstore_free(ks);
+        scheduler_destroy(sched);
+    }
+}
+
+/* INT8 on the real model: while a sequence's first group of 32 tokens is
+ * open the logits are those of FP32 storage; after, they move, but little;
+ * and placement under tiny tiers (offload, load, recompute of INT8 slots)
+ * gives the logits of INT8 with everything on the device. */
+static void test_exec_int8_kv_tracks_fp32_and_is_placement_invariant(void **state)
+{
+    (void)state;
+    struct llm_model *m = load_model_or_skip();
+    struct alisa_err e = {{0}};
+    const struct llm_config *c = &m->c;
+    const uint32_t B = 2, N = 110, P = 6;
+    float *ref = malloc((size_t)N * B * c->vocab * sizeof *ref);
+    float *q = malloc((size_t)N * B * c->vocab * sizeof *q);
+    uint64_t fetched = 0;
+    for (int run = 0; run < 3; run++) { /* FP32, INT8 on the device, INT8 tiered */
+        struct llm_state *st;
+        struct scheduler *sched = NULL;
+        struct kvstore *ks = NULL;
+        assert_int_equal(llm_state_create(&st, m, B, N, &e), 0);
+        attach_tiers_kv(st, c, B, N, P, run == 2 ? &place_alisa_ops : &place_gpu_only_ops,
+                        run == 2 ? 72 : N, run == 2 ? 16 : N, 1, run > 0, &sched, &ks);
+        uint32_t cur[2];
+        for (uint32_t p = 0; p < N; p++) {
+            cur[0] = p < P ? (uint32_t)(1 + 40 * p) % c->vocab : 60 + p % 200;
+            cur[1] = p < P ? (uint32_t)(1 + 17 * p) % c->vocab : 300 + p % 150;
+            const float *logits = llm_forward(st, cur, p, NULL);
+            if (!logits)
+                fail_msg("run %d position %u: %s", run, p, llm_state_error(st)->msg);
+            memcpy((run == 0 ? ref : q) + (size_t)p * B * c->vocab, logits,
+                   (size_t)B * c->vocab * sizeof *logits);
+        }
+        if (run == 1) {
+            float moved = 0.0f;
+            for (size_t i = 0; i < (size_t)N * B * c->vocab; i++) {
+                float d = fabsf(q[i] - ref[i]);
+                if (i < (size_t)(KVSTORE_INT8_GROUP - 1) * B * c->vocab && d > 1e-5f)
+                    fail_msg("logit %zu of the open first group: INT8 %g, FP32 %g", i, q[i], ref[i]);
+                moved = fmaxf(moved, d);
+            }
+            assert_true(moved > 1e-4f && moved < 0.5f);
+            memcpy(ref, q, (size_t)N * B * c->vocab * sizeof *q);
+        } else if (run == 2) {
+            for (size_t i = 0; i < (size_t)N * B * c->vocab; i++)
+                if (fabsf(q[i] - ref[i]) > 1e-3f + 1e-3f * fabsf(ref[i]))
+                    fail_msg("logit %zu: INT8 tiered %g, INT8 on the device %g", i, q[i], ref[i]);
+            uint64_t off, ld, rc;
+            kvstore_counts(ks, &off, &ld, &rc);
+            assert_true(off > 0);
+            fetched = ld + rc;
+        }
+        kvstore_free(ks);
+        scheduler_destroy(sched);
+        llm_state_free(st);
+    }
+    assert_true(fetched > 0);
+    free(q);
+    free(ref);
+    llm_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -347,6 +497,8 @@ int main(void)
         cmocka_unit_test(test_exec_batched_decoding_equals_one_sequence_at_a_time),
         cmocka_unit_test(test_exec_tiered_placement_leaves_the_outputs_unchanged),
         cmocka_unit_test(test_exec_chunked_forward_equals_position_by_position),
+        cmocka_unit_test(test_exec_int8_kv_is_within_half_a_step_per_channel_and_group),
+        cmocka_unit_test(test_exec_int8_kv_tracks_fp32_and_is_placement_invariant),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

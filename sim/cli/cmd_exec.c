@@ -74,6 +74,7 @@ static int load_model(struct loaded *l, const char *model, const char *tokenizer
 struct kv_opts {
     const char *selection, *placement, *hardware;
     struct sel_params sel;
+    int int8;                      /* INT8 K and V in the arenas */
     uint64_t gpu_bytes, cpu_bytes; /* totals over all streams */
 };
 
@@ -81,7 +82,7 @@ struct kv_opts {
     {"selection", required_argument, 0, 1001}, {"sparsity", required_argument, 0, 1002}, \
     {"budget-tokens", required_argument, 0, 1003}, {"placement", required_argument, 0, 1004}, \
     {"gpu-kv-bytes", required_argument, 0, 1005}, {"cpu-kv-bytes", required_argument, 0, 1006}, \
-    {"hardware", required_argument, 0, 1007}
+    {"hardware", required_argument, 0, 1007}, {"kv-int8", no_argument, 0, 1008}
 
 #define KV_OPT_HELP                                                                          \
     "  --selection NAME   tokens each layer attends (alisa policy list; default: all)\n"     \
@@ -89,9 +90,13 @@ struct kv_opts {
     "  --budget-tokens K  attend K tokens instead\n"                                        \
     "  --placement NAME   place KV token by token in a device and a host arena under this\n" \
     "                     policy (alisa policy list); default: one dense arena\n"            \
-    "  --gpu-kv-bytes N   device arena, bytes for all sequences and layers (FP32 K and V)\n" \
+    "  --gpu-kv-bytes N   device arena, bytes for all sequences and layers (K and V at 4\n" \
+    "                     bytes a channel, 1 with --kv-int8)\n"                              \
     "  --cpu-kv-bytes N   host arena, bytes (default: unlimited)\n"                        \
-    "  --hardware NAME    profile pricing load against recompute (default H100-80GB)\n"
+    "  --hardware NAME    profile pricing load against recompute (default H100-80GB)\n"    \
+    "  --kv-int8          store K and V in INT8, channel-wise asymmetric per group of 32\n" \
+    "                     tokens of a (sequence, layer); the open group stays exact until\n" \
+    "                     its last token arrives (alone: dense selection, one arena)\n"
 
 /* Handles one KV option; returns 1 when ch was one, -1 on a bad value. */
 static int kv_opt(struct kv_opts *o, int ch, const char *opt, const char *arg, struct alisa_err *e)
@@ -104,6 +109,7 @@ static int kv_opt(struct kv_opts *o, int ch, const char *opt, const char *arg, s
     case 1005: return cli_parse_bytes(opt, arg, &o->gpu_bytes, e) ? -1 : 1;
     case 1006: return cli_parse_bytes(opt, arg, &o->cpu_bytes, e) ? -1 : 1;
     case 1007: o->hardware = arg; return 1;
+    case 1008: o->int8 = 1; return 1;
     }
     return 0;
 }
@@ -120,7 +126,7 @@ static int tiered_attach(struct tiered *t, const struct kv_opts *o, const struct
                          uint32_t prompt_len, struct alisa_err *e)
 {
     memset(t, 0, sizeof *t);
-    if (!o->selection && !o->placement)
+    if (!o->selection && !o->placement && !o->int8)
         return 0;
     const struct llm_config *c = &m->c;
     struct scheduler_config sc = {.n_streams = batch * c->n_layers, .max_len = max_len,
@@ -142,15 +148,15 @@ static int tiered_attach(struct tiered *t, const struct kv_opts *o, const struct
         catalog_deinit(&cat);
         return err_set(e, ALISA_ENOTFOUND, "hardware '%s' is not in the catalog", o->hardware);
     }
-    struct kv_shape ks = {c->dim, c->kv_dim, KV_FP16};
+    struct kv_shape ks = {c->dim, c->kv_dim, o->int8 ? KV_INT8 : KV_FP16};
     struct place_params *pp = &sc.place_params;
-    pp->kv_bytes = 2ull * c->kv_dim * sizeof(float); /* the arenas hold FP32 */
+    pp->kv_bytes = kvstore_token_bytes(c, o->int8);
     pp->act_bytes = (uint64_t)c->dim * sizeof(float);
     uint64_t all = (uint64_t)max_len * pp->kv_bytes * sc.n_streams;
     uint64_t g = o->gpu_bytes ? o->gpu_bytes : all, h = o->cpu_bytes ? o->cpu_bytes : all;
     pp->gpu_bytes = g / sc.n_streams;
     pp->cpu_bytes = h / sc.n_streams;
-    pp->load_ns = cost_load_ns(&ks, hw) * 2; /* FP32 moves twice FP16's bytes */
+    pp->load_ns = cost_load_ns(&ks, hw) * (o->int8 ? 1 : 2); /* FP32 moves twice FP16's bytes */
     pp->recompute_ns = cost_recompute_ns(&ks, hw);
     pp->gpu_fraction = -1;
     catalog_deinit(&cat);
@@ -159,7 +165,7 @@ static int tiered_attach(struct tiered *t, const struct kv_opts *o, const struct
     uint32_t host = (uint32_t)(pp->cpu_bytes / pp->kv_bytes < max_len ? pp->cpu_bytes / pp->kv_bytes
                                                                       : max_len);
     if ((rc = scheduler_create(&t->sched, &sc, NULL, e)) ||
-        (rc = kvstore_create(&t->ks, c, sc.n_streams, max_len, dev, host, e))) {
+        (rc = kvstore_create(&t->ks, c, sc.n_streams, max_len, dev, host, o->int8, e))) {
         scheduler_destroy(t->sched);
         t->sched = NULL;
         return rc;
