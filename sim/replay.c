@@ -163,7 +163,7 @@ static int decode_row(struct pass *ps, uint32_t stream, uint32_t pos, const floa
     if (ps->tot)
         account(ps, &plan, recall);
     if (ps->fn)
-        ps->fn(ps->user, &plan, seq, layer);
+        ps->fn(ps->user, &plan, seq, layer, row);
     return rc;
 }
 
@@ -225,7 +225,7 @@ static int run_pass(const char *path, struct pass *ps, struct alisa_err *e)
                 if (ps->tot)
                     account(ps, &plan, 1.0);
                 if (ps->fn)
-                    ps->fn(ps->user, &plan, st.seq, l);
+                    ps->fn(ps->user, &plan, st.seq, l, row);
             } else {
                 rc = decode_row(ps, stream, st.pos, row, st.n_ctx, st.seq, l, e);
             }

@@ -73,9 +73,11 @@ struct replay_totals {
     struct replay_pos *per_pos; /* (max_len), owned */
 };
 
-/* Called with every plan, in trace order; may be NULL. */
+/* Called with every plan, in trace order; may be NULL. row: the attention
+ * row (plan->pos + 1 weights) that drove the step: the trace's, or the
+ * synthetic extension's. */
 typedef void (*replay_plan_fn)(void *user, const struct scheduler_plan *plan, uint32_t seq,
-                               uint32_t layer);
+                               uint32_t layer, const float *row);
 
 /* Replays path under cfg into *tot (zeroed first; release with
  * replay_totals_free). Errors: the trace's (file, byte offset), or the

@@ -94,8 +94,10 @@ struct collect {
     double *gpu_at, *cpu_at;     /* (gen_len) weighted KV bytes after each step */
 };
 
-static void collect_plan(void *user, const struct scheduler_plan *p, uint32_t seq, uint32_t layer)
+static void collect_plan(void *user, const struct scheduler_plan *p, uint32_t seq, uint32_t layer,
+                         const float *row)
 {
+    (void)row;
     struct collect *c = user;
     if (p->place.oom)
         return;

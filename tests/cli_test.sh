@@ -43,7 +43,7 @@ grep_out "trace" "help lists trace"
 expect 0 "--help" "$alisa" --help
 expect 0 "version" "$alisa" version
 grep_out "cuda:" "version reports the CUDA build"
-for cmd in catalog trace version help policy plan search sim; do
+for cmd in catalog trace version help policy plan search sim fidelity; do
     expect 0 "$cmd --help" "$alisa" $cmd --help
     grep_out "usage: alisa $cmd" "$cmd --help shows its usage"
 done
@@ -139,6 +139,18 @@ grep_out "cut.trace: byte " "truncation located"
 printf 'not a trace at all' >"$tmp/junk.trace"
 expect 1 "junk trace" "$alisa" trace info "$tmp/junk.trace"
 grep_out "bad magic" "junk detected"
+# fidelity (Fig. 4): dense is exact, a sparse policy is not; errors named
+expect 0 "fidelity dense" "$alisa" fidelity --trace "$tmp/a.trace" --selection dense --json
+grep_out '"spearman_mean": 1.0,' "dense is perfectly rank-correlated with itself"
+grep_out '"mass_kept_mean": 1.0,' "dense keeps all the mass"
+expect 0 "fidelity swa" "$alisa" fidelity --trace "$tmp/a.trace" --selection swa --sparsity 0.8
+grep_out " mean " "fidelity prints the layer means"
+grep -q '^    3 ' "$tmp/out" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: fidelity lacks layer 3"; }
+expect 2 "fidelity without a selection" "$alisa" fidelity --trace "$tmp/a.trace"
+expect 2 "fidelity, unknown selection" "$alisa" fidelity --trace "$tmp/a.trace" --selection nope
+grep_out "unknown selection 'nope'" "unknown selection named"
+expect 1 "fidelity, missing trace" "$alisa" fidelity --trace "$tmp/none.trace" --selection swa
+grep_out "none.trace" "missing trace named"
 # A failed gen leaves an existing file alone.
 cp "$tmp/a.trace" "$tmp/keep.trace"
 expect 1 "gen into a missing dir" "$alisa" trace gen --model OPT-13B -o "$tmp/no/such/dir.trace"

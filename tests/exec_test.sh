@@ -69,6 +69,35 @@ check $? "timings have transfer and recompute per layer"
 "$alisa" run --model stories260K --prompt "Once upon a time" -n 40 --selection swa \
     --placement alisa --gpu-kv-bytes 5KiB --kv-int8 >"$tmp/out" 2>&1 && grep -q "Once upon a time" "$tmp/out"
 check $? "run with INT8 KV in tight tiers"
+# eval against the dense reference: dense against dense is exact, and
+# sparsity 0 of every policy is dense
+ev() { "$alisa" eval --model stories260K --text "$text/tinystories_val_subset.txt" --ctx 64 \
+       --blocks 12 --prefill 16 --json "$@"; }
+ev > "$tmp/dense.json" && ev --selection dense > "$tmp/dd.json"
+python3 -c "
+import json, sys
+d, r = (json.load(open(f)) for f in sys.argv[1:3])
+sys.exit(not (r['kl'] == 0 and r['top1'] == 1 and r['nll'] == d['nll'] == r['dense_nll']
+              and r['decode_tokens'] > 0 and r['prefill'] == 16))
+" "$tmp/dense.json" "$tmp/dd.json"
+check $? "eval: dense against dense has KL 0 and top-1 agreement 1"
+for sel in local streaming strided h2o swa; do
+    ev --selection "$sel" --sparsity 0 > "$tmp/s0.json" && ev --selection "$sel" --sparsity 0.75 > "$tmp/s75.json"
+    python3 -c "
+import json, sys
+d, z, s = (json.load(open(f)) for f in sys.argv[1:4])
+sys.exit(not (z['kl'] == 0 and z['top1'] == 1 and z['nll'] == d['nll']
+              and s['kl'] > 0 and s['top1'] < 1 and s['nll'] != d['nll']))
+" "$tmp/dense.json" "$tmp/s0.json" "$tmp/s75.json"
+    check $? "eval: $sel at sparsity 0 is dense, at 0.75 it is not"
+done
+ev --selection swa --kv-int8 > "$tmp/i8.json"
+python3 -c "
+import json, sys
+r = json.load(open(sys.argv[1]))
+sys.exit(not (0 < r['kl'] < 0.5 and abs(r['nll'] - r['dense_nll']) < 0.2))
+" "$tmp/i8.json"
+check $? "eval: swa with INT8 KV reports against dense"
 smol=${3:-}
 if [ -n "$smol" ] && [ -f "$smol" ]; then
     out=$("$alisa" run --model "$smol" --prompt "The capital of France is" -n 6 2>/dev/null)

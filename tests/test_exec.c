@@ -204,16 +204,18 @@ static void test_exec_batched_decoding_equals_one_sequence_at_a_time(void **stat
     llm_free(m);
 }
 
-/* Attaches SWA at 50% sparsity over tiers of dev device and host host token
- * slots per stream (one byte a token) to st, prompt_len positions of prefill. */
-static void attach_tiers_kv(struct llm_state *st, const struct llm_config *c, uint32_t B,
-                            uint32_t N, uint32_t prompt_len, const struct placement_ops *place,
-                            uint32_t dev, uint32_t host, uint64_t recompute_ns, int int8,
-                            struct scheduler **sched, struct kvstore **ks)
+/* Attaches a selection over tiers of dev device and host host token slots
+ * per stream (one byte a token, FP32 or INT8 storage) to st, prompt_len
+ * positions of prefill. */
+static void attach_sel(struct llm_state *st, const struct llm_config *c, uint32_t B, uint32_t N,
+                       uint32_t prompt_len, const struct selection_ops *sel, struct sel_params sp,
+                       const struct placement_ops *place, uint32_t dev, uint32_t host,
+                       uint64_t recompute_ns, int int8, struct scheduler **sched,
+                       struct kvstore **ks)
 {
     struct alisa_err e = {{0}};
-    struct scheduler_config sc = {.sel = &sel_swa_ops, .sel_params = {.sparsity = 0.5},
-                                  .place = place, .n_streams = B * c->n_layers, .max_len = N};
+    struct scheduler_config sc = {.sel = sel, .sel_params = sp, .place = place,
+                                  .n_streams = B * c->n_layers, .max_len = N};
     sc.place_params = (struct place_params){.kv_bytes = 1, .act_bytes = 1, .gpu_bytes = dev,
                                             .cpu_bytes = host, .load_ns = 2,
                                             .recompute_ns = recompute_ns, .gpu_fraction = -1};
@@ -222,12 +224,14 @@ static void attach_tiers_kv(struct llm_state *st, const struct llm_config *c, ui
     llm_state_tiered(st, *sched, *ks, prompt_len);
 }
 
+/* SWA at 50% sparsity, FP32. */
 static void attach_tiers(struct llm_state *st, const struct llm_config *c, uint32_t B, uint32_t N,
                          uint32_t prompt_len, const struct placement_ops *place, uint32_t dev,
                          uint32_t host, uint64_t recompute_ns, struct scheduler **sched,
                          struct kvstore **ks)
 {
-    attach_tiers_kv(st, c, B, N, prompt_len, place, dev, host, recompute_ns, 0, sched, ks);
+    attach_sel(st, c, B, N, prompt_len, &sel_swa_ops, (struct sel_params){.sparsity = 0.5}, place,
+               dev, host, recompute_ns, 0, sched, ks);
 }
 
 /* Placement moves KV between arenas (offload, load, recompute) but must
@@ -346,6 +350,51 @@ static void test_exec_chunked_forward_equals_position_by_position(void **state)
     llm_free(m);
 }
 
+/* The executor attends exactly what the selection chooses: on a tiny window
+ * (prefill 3, decode to 16) local with 4 tokens attends pos-3..pos and
+ * streaming with 6 tokens and 2 sinks attends 0, 1 and pos-3..pos, on every
+ * layer of every sequence; the attention row has weight there and nowhere
+ * else. During the prefill every earlier token has weight. */
+static void test_exec_attends_exactly_the_selected_tokens(void **state)
+{
+    (void)state;
+    struct llm_model *m = load_model_or_skip();
+    struct alisa_err e = {{0}};
+    const struct llm_config *c = &m->c;
+    const uint32_t B = 2, N = 16, P = 3;
+    float *rows = malloc((size_t)B * c->n_layers * N * sizeof *rows);
+    for (int policy = 0; policy < 2; policy++) {
+        struct llm_state *st;
+        struct scheduler *sched = NULL;
+        struct kvstore *ks = NULL;
+        assert_int_equal(llm_state_create(&st, m, B, N, &e), 0);
+        struct sel_params sp = {.budget_tokens = policy ? 6 : 4, .sinks = 2};
+        attach_sel(st, c, B, N, P, policy ? &sel_streaming_ops : &sel_local_ops, sp,
+                   &place_gpu_only_ops, N, N, 1, 0, &sched, &ks);
+        for (uint32_t p = 0; p < N; p++) {
+            uint32_t cur[2] = {p ? 100 + p : 1, p ? 200 + 3 * p : 1};
+            if (!llm_forward(st, cur, p, rows))
+                fail_msg("position %u: %s", p, llm_state_error(st)->msg);
+            for (uint32_t b = 0; b < B; b++)
+                for (uint32_t l = 0; l < c->n_layers; l++) {
+                    const float *row = rows + ((size_t)b * c->n_layers + l) * (p + 1);
+                    for (uint32_t t = 0; t <= p; t++) {
+                        int want = p < P || t + 4 > p || (policy && t < 2);
+                        if ((row[t] > 0) != want)
+                            fail_msg("%s sequence %u layer %u position %u token %u: weight %g, "
+                                     "%s", policy ? "streaming" : "local", b, l, p, t, row[t],
+                                     want ? "should be attended" : "should not be");
+                    }
+                }
+        }
+        kvstore_free(ks);
+        scheduler_destroy(sched);
+        llm_state_free(st);
+    }
+    free(rows);
+    llm_free(m);
+}
+
 /* A synthetic K or V value: channel c of token t, each channel with its own
  * range and offset. */
 static float synth(uint32_t t, uint32_t c, float phase)
@@ -446,8 +495,9 @@ static void test_exec_int8_kv_tracks_fp32_and_is_placement_invariant(void **stat
         struct scheduler *sched = NULL;
         struct kvstore *ks = NULL;
         assert_int_equal(llm_state_create(&st, m, B, N, &e), 0);
-        attach_tiers_kv(st, c, B, N, P, run == 2 ? &place_alisa_ops : &place_gpu_only_ops,
-                        run == 2 ? 72 : N, run == 2 ? 16 : N, 1, run > 0, &sched, &ks);
+        attach_sel(st, c, B, N, P, &sel_swa_ops, (struct sel_params){.sparsity = 0.5},
+                   run == 2 ? &place_alisa_ops : &place_gpu_only_ops, run == 2 ? 72 : N,
+                   run == 2 ? 16 : N, 1, run > 0, &sched, &ks);
         uint32_t cur[2];
         for (uint32_t p = 0; p < N; p++) {
             cur[0] = p < P ? (uint32_t)(1 + 40 * p) % c->vocab : 60 + p % 200;
@@ -497,6 +547,7 @@ int main(void)
         cmocka_unit_test(test_exec_batched_decoding_equals_one_sequence_at_a_time),
         cmocka_unit_test(test_exec_tiered_placement_leaves_the_outputs_unchanged),
         cmocka_unit_test(test_exec_chunked_forward_equals_position_by_position),
+        cmocka_unit_test(test_exec_attends_exactly_the_selected_tokens),
         cmocka_unit_test(test_exec_int8_kv_is_within_half_a_step_per_channel_and_group),
         cmocka_unit_test(test_exec_int8_kv_tracks_fp32_and_is_placement_invariant),
     };

@@ -211,8 +211,10 @@ static void test_oracle_cost_is_optimal_when_recompute_is_cheaper_and_bounds_hol
     assert_true(compared > 100);
 }
 
-static void hash_plan(void *user, const struct scheduler_plan *p, uint32_t seq, uint32_t layer)
+static void hash_plan(void *user, const struct scheduler_plan *p, uint32_t seq, uint32_t layer,
+                      const float *row)
 {
+    (void)row;
     uLong *h = user;
     uint32_t head[6] = {seq, layer, p->pos, p->n_attended, p->place.n_load, p->place.n_drop};
     *h = crc32(*h, (const Bytef *)head, sizeof head);

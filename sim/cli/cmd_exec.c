@@ -463,6 +463,51 @@ static int text_tokens(const struct tokenizer *t, const char *path, uint32_t max
 
 /* ---- alisa eval ---- */
 
+/* What eval adds up over scored tokens. */
+struct eval_acc {
+    double nll, dense_nll;              /* all scored tokens */
+    double nll_dec, dense_nll_dec, kl;  /* decoded positions, with a reference */
+    uint64_t scored, decoded, agree;
+};
+
+/* log(sum exp(lg)) over n logits, and the argmax into *top. */
+static double log_sum_exp(const float *lg, uint32_t n, uint32_t *top)
+{
+    *top = argmax(lg, n);
+    double mx = lg[*top], sum = 0;
+    for (uint32_t v = 0; v < n; v++)
+        sum += exp(lg[v] - mx);
+    return mx + log(sum);
+}
+
+/* Scores the prediction of token next from logits lg (n of them); ref: the
+ * dense run's logits for the same position (NULL: none), decoded: whether
+ * the position decoded under the selection. */
+static void eval_score(struct eval_acc *a, const float *lg, const float *ref, uint32_t n,
+                       uint32_t next, int decoded)
+{
+    uint32_t top, ref_top;
+    double lse = log_sum_exp(lg, n, &top), nll = lse - lg[next];
+    a->nll += nll;
+    a->scored++;
+    if (!ref)
+        return;
+    double ref_lse = log_sum_exp(ref, n, &ref_top), ref_nll = ref_lse - ref[next];
+    a->dense_nll += ref_nll;
+    if (!decoded)
+        return;
+    double kl = 0;
+    for (uint32_t v = 0; v < n; v++) {
+        double lp = ref[v] - ref_lse, lq = lg[v] - lse;
+        kl += exp(lp) * (lp - lq);
+    }
+    a->kl += kl;
+    a->nll_dec += nll;
+    a->dense_nll_dec += ref_nll;
+    a->agree += top == ref_top;
+    a->decoded++;
+}
+
 void cmd_eval_usage(FILE *out)
 {
     fprintf(out,
@@ -477,6 +522,15 @@ void cmd_eval_usage(FILE *out)
             "predicted. (This is the method of ../shared/models/SOURCES.md, so its figures\n"
             "can be compared.)\n"
             "\n"
+            "With --selection, --placement or --kv-int8 each window is teacher-forced as in\n"
+            "decoding: its first P tokens (--prefill) are a dense prefill, every later token\n"
+            "attends only what the selection chooses, from the arenas. The same windows also\n"
+            "run dense, and eval reports against that reference, over the decoded\n"
+            "positions (the prefill's predictions are the dense ones by construction): their\n"
+            "mean NLL under both, the mean KL divergence KL(dense || policy) of the\n"
+            "next-token distributions, and the share of positions whose top-1 token\n"
+            "agrees.\n"
+            "\n"
             "  --model M        catalog name or llama2.c .bin file\n"
             "  --tokenizer T    tokenizer file (default: the catalog's)\n"
             "  --text FILE      text to score\n"
@@ -484,7 +538,9 @@ void cmd_eval_usage(FILE *out)
             "  --blocks K       use only the first K blocks\n"
             "  --max-tokens K   stop after about K scored tokens\n"
             "  --batch B        windows scored together (default 8)\n"
-            "  --json           print JSON with the keys nll, ppl, tokens, windows\n"
+            "  --json           print JSON with the keys nll, ppl, tokens, windows (and\n"
+            "                   with a reference: dense_nll, decode_tokens, nll_decode,\n"
+            "                   dense_nll_decode, kl, top1)\n"
             "  --prefill P      with --selection: the first P tokens of each window are a\n"
             "                   dense prefill, later ones decode under the selection\n"
             "                   (default 128, or the window when shorter)\n"
@@ -561,19 +617,25 @@ int cmd_eval(int argc, char **argv)
         if (want < windows)
             windows = want;
     }
-    double nll = 0;
-    uint64_t scored = 0;
+    struct eval_acc acc = {0};
+    int with_ref = kvo.selection || kvo.placement || kvo.int8;
+    uint32_t pre = prefill < ctx ? prefill : ctx;
     double t0 = now_s();
     uint32_t *cur = malloc((size_t)batch * CHUNK * sizeof *cur);
     if (!rc && !cur)
         rc = err_set(&e, ALISA_ENOMEM, "out of memory");
     for (uint64_t w0 = 0; !rc && w0 < windows; w0 += batch) {
         uint32_t B = (uint32_t)(windows - w0 < batch ? windows - w0 : batch);
-        struct llm_state *st;
+        struct llm_state *st, *ref = NULL;
         if ((rc = llm_state_create(&st, l.m, B, ctx, &e)))
             break;
+        if (with_ref && (rc = llm_state_create(&ref, l.m, B, ctx, &e))) {
+            llm_state_free(st);
+            break;
+        }
         struct tiered tr;
-        if ((rc = tiered_attach(&tr, &kvo, l.m, st, B, ctx, prefill < ctx ? prefill : ctx, &e))) {
+        if ((rc = tiered_attach(&tr, &kvo, l.m, st, B, ctx, pre, &e))) {
+            llm_state_free(ref);
             llm_state_free(st);
             break;
         }
@@ -582,23 +644,22 @@ int cmd_eval(int argc, char **argv)
             for (uint32_t b = 0; b < B; b++)
                 memcpy(cur + (size_t)b * P, ids + (w0 + b) * ctx + p, P * sizeof *cur);
             const float *logits = llm_forward_chunk(st, cur, p, P, NULL);
-            if (!logits) {
-                rc = err_set(&e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
+            const float *rlogits = logits && ref ? llm_forward_chunk(ref, cur, p, P, NULL) : NULL;
+            if (!logits || (ref && !rlogits)) {
+                rc = err_set(&e, ALISA_EINVAL, "%s", llm_state_error(logits ? ref : st)->msg);
                 break;
             }
+            size_t V = l.m->c.vocab;
             for (uint32_t b = 0; b < B; b++)
                 for (uint32_t i = 0; i < P; i++) {
-                    const float *lg = logits + ((size_t)b * P + i) * l.m->c.vocab;
-                    double mx = lg[argmax(lg, l.m->c.vocab)], sum = 0;
-                    for (uint32_t v = 0; v < l.m->c.vocab; v++)
-                        sum += exp(lg[v] - mx);
-                    uint32_t next = ids[(w0 + b) * ctx + p + i + 1];
-                    nll += -(lg[next] - mx - log(sum));
-                    scored++;
+                    size_t row = ((size_t)b * P + i) * V;
+                    eval_score(&acc, logits + row, rlogits ? rlogits + row : NULL, (uint32_t)V,
+                               ids[(w0 + b) * ctx + p + i + 1], p + i >= pre);
                 }
             p += P;
         }
         tiered_free(&tr);
+        llm_state_free(ref);
         llm_state_free(st);
     }
     double dt = now_s() - t0;
@@ -607,21 +668,34 @@ int cmd_eval(int argc, char **argv)
     loaded_free(&l);
     if (rc)
         return cli_fail(&e);
-    double mean = nll / (double)scored;
+    double mean = acc.nll / (double)acc.scored, dn = acc.decoded ? (double)acc.decoded : 1.0;
+    double tps = dt > 0 ? acc.scored / dt : 0.0;
     if (json) {
         json_t *root = json_pack("{s:s, s:s, s:i, s:I, s:I, s:I, s:f, s:f, s:f}", "model",
                                  model, "text", text, "ctx", ctx, "blocks", (json_int_t)n_blocks,
-                                 "windows", (json_int_t)windows, "tokens", (json_int_t)scored,
-                                 "nll", mean, "ppl", exp(mean), "tokens_per_s",
-                                 dt > 0 ? scored / dt : 0.0);
+                                 "windows", (json_int_t)windows, "tokens", (json_int_t)acc.scored,
+                                 "nll", mean, "ppl", exp(mean), "tokens_per_s", tps);
+        if (with_ref) {
+            json_object_set_new(root, "prefill", json_integer(pre));
+            json_object_set_new(root, "dense_nll", json_real(acc.dense_nll / (double)acc.scored));
+            json_object_set_new(root, "decode_tokens", json_integer((json_int_t)acc.decoded));
+            json_object_set_new(root, "nll_decode", json_real(acc.nll_dec / dn));
+            json_object_set_new(root, "dense_nll_decode", json_real(acc.dense_nll_dec / dn));
+            json_object_set_new(root, "kl", json_real(acc.kl / dn));
+            json_object_set_new(root, "top1", json_real((double)acc.agree / dn));
+        }
         json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
         printf("\n");
         json_decref(root);
     } else {
         printf("%s on %s: %llu windows of %u tokens from %u blocks, %llu tokens scored\n", model,
-               text, (unsigned long long)windows, ctx, n_blocks, (unsigned long long)scored);
-        printf("mean NLL %.4f nats/token, perplexity %.3f (%.0f tokens/s)\n", mean, exp(mean),
-               dt > 0 ? scored / dt : 0.0);
+               text, (unsigned long long)windows, ctx, n_blocks, (unsigned long long)acc.scored);
+        printf("mean NLL %.4f nats/token, perplexity %.3f (%.0f tokens/s)\n", mean, exp(mean), tps);
+        if (with_ref)
+            printf("decoded positions (%llu, after a dense prefill of %u): NLL %.4f, dense %.4f; "
+                   "KL(dense || policy) %.5f nats; top-1 agreement %.4f\n",
+                   (unsigned long long)acc.decoded, pre, acc.nll_dec / dn, acc.dense_nll_dec / dn,
+                   acc.kl / dn, (double)acc.agree / dn);
     }
     return 0;
 }

@@ -65,8 +65,10 @@ static void log_ids(FILE *f, const char *name, const uint32_t *ids, uint32_t n)
         fprintf(f, i ? ",%u" : "%u", ids[i]);
 }
 
-static void log_plan(void *user, const struct scheduler_plan *p, uint32_t seq, uint32_t layer)
+static void log_plan(void *user, const struct scheduler_plan *p, uint32_t seq, uint32_t layer,
+                     const float *row)
 {
+    (void)row;
     struct plan_log *lg = user;
     fprintf(lg->f, "%u %u %u %s", seq, layer, p->pos, p->prefill ? "prefill" : "decode");
     if (p->place.oom) {

@@ -13,6 +13,8 @@ int cmd_policy(int argc, char **argv);
 void cmd_policy_usage(FILE *out);
 int cmd_plan(int argc, char **argv);
 void cmd_plan_usage(FILE *out);
+int cmd_fidelity(int argc, char **argv);
+void cmd_fidelity_usage(FILE *out);
 
 int cmd_search(int argc, char **argv);
 void cmd_search_usage(FILE *out);

@@ -27,6 +27,8 @@ static const struct cli_cmd commands[] = {
      cmd_policy_usage},
     {"plan", "replay a trace through the scheduler: per-step decisions and bytes moved",
      cmd_plan, cmd_plan_usage},
+    {"fidelity", "how close a selection's attention stays to dense on a trace (Fig. 4)",
+     cmd_fidelity, cmd_fidelity_usage},
     {"sim", "simulate a batched decode of a model on a machine under a system, from a trace",
      cmd_sim, cmd_sim_usage},
     {"search", "choose ALISA's alpha, beta, p1, p2 offline: greedy and exhaustive grid",
