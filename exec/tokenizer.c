@@ -340,10 +340,12 @@ static size_t pretoken(const unsigned char *p)
             n++;
         return lead + n;
     }
-    /* whitespace: a run, leaving its last space to the next word */
+    /* whitespace: \s+(?!\S) takes a run but its last character when text
+     * follows (a space then joins the next word; any other whitespace is a
+     * pre-token of its own); \s+ takes a lone one */
     while (is_space(p[n]))
         n++;
-    if (p[n] && n > 1 && p[n - 1] == ' ')
+    if (p[n] && n > 1)
         n--;
     return n;
 }
