@@ -35,7 +35,7 @@ demo: build
 	@bash scripts/demo
 
 # The full sweeps and every plot (plots/out/, committed); resumable.
-reproduce: build
+reproduce: build models
 	@bash scripts/reproduce
 
 plots: reproduce

@@ -162,7 +162,7 @@ int results_merge(const char *out, const char *const *inputs, int n_inputs, uint
     return rc;
 }
 
-const char *const results_queries[] = {"sim", "plan", "runs", NULL};
+const char *const results_queries[] = {"sim", "plan", "eval", "fidelity", "runs", NULL};
 
 #define P(k) "json_extract(config, '$.params." k "')"
 #define R(k) "json_extract(result, '$." k "')"
@@ -195,6 +195,24 @@ static const char q_plan[] =
     R("attention_recall_mean") " AS attention_recall_mean, wall_s "
     "FROM runs WHERE json_extract(config, '$.command') = 'plan'";
 
+static const char q_eval[] =
+    "SELECT sweep, point, status, " R("model") " AS model, " R("text") " AS text, "
+    "coalesce(" P("selection") ", 'dense') AS selection, coalesce(" P("sparsity") ", 0) AS sparsity, "
+    "coalesce(" P("\"kv-int8\"") ", 'false') AS kv_int8, " R("ctx") " AS ctx, "
+    R("prefill") " AS prefill, " R("windows") " AS windows, " R("tokens") " AS tokens, "
+    R("nll") " AS nll, " R("ppl") " AS ppl, " R("dense_nll") " AS dense_nll, "
+    R("decode_tokens") " AS decode_tokens, " R("nll_decode") " AS nll_decode, "
+    R("dense_nll_decode") " AS dense_nll_decode, " R("kl") " AS kl, " R("top1") " AS top1, "
+    R("tokens_per_s") " AS tokens_per_s, wall_s "
+    "FROM runs WHERE json_extract(config, '$.command') = 'eval'";
+
+static const char q_fidelity[] =
+    "SELECT sweep, point, status, " R("trace") " AS trace, " R("selection") " AS selection, "
+    R("sparsity") " AS sparsity, " R("budget_tokens") " AS budget_tokens, "
+    R("decode_steps") " AS decode_steps, " R("attended_share") " AS attended_share, "
+    R("spearman_mean") " AS spearman_mean, " R("mass_kept_mean") " AS mass_kept_mean, wall_s "
+    "FROM runs WHERE json_extract(config, '$.command') = 'fidelity'";
+
 static const char q_runs[] =
     "SELECT sweep, point, config_hash, status, error, code_version, wall_s, created, config "
     "FROM runs WHERE 1";
@@ -220,12 +238,15 @@ static void csv_field(FILE *out, const unsigned char *v)
 int results_export(const char *db, const char *query, const char *sweep, FILE *out,
                    struct alisa_err *e)
 {
-    const char *base = strcmp(query, "sim") == 0    ? q_sim
-                       : strcmp(query, "plan") == 0 ? q_plan
-                       : strcmp(query, "runs") == 0 ? q_runs
-                                                    : NULL;
+    const char *base = strcmp(query, "sim") == 0        ? q_sim
+                       : strcmp(query, "plan") == 0     ? q_plan
+                       : strcmp(query, "eval") == 0     ? q_eval
+                       : strcmp(query, "fidelity") == 0 ? q_fidelity
+                       : strcmp(query, "runs") == 0     ? q_runs
+                                                        : NULL;
     if (!base)
-        return err_set(e, ALISA_EINVAL, "unknown query '%s' (sim, plan, runs)", query);
+        return err_set(e, ALISA_EINVAL, "unknown query '%s' (sim, plan, eval, fidelity, runs)",
+                       query);
     struct results *r;
     int rc = results_open(&r, db, e);
     if (rc)

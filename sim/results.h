@@ -49,9 +49,9 @@ int results_put(struct results *r, const struct result_row *row, struct alisa_er
 int results_merge(const char *out, const char *const *inputs, int n_inputs, uint64_t *added,
                   struct alisa_err *e);
 
-/* Writes the named query's result as CSV with a header line: "sim" (sim
- * configs and metrics), "plan" (plan configs and metrics), "runs" (every row's
- * bookkeeping). sweep, when non-NULL, keeps that sweep's rows only. Rows
+/* Writes the named query's result as CSV with a header line: "sim", "plan",
+ * "eval", "fidelity" (that command's configs and metrics), "runs" (every
+ * row's bookkeeping). sweep, when non-NULL, keeps that sweep's rows only. Rows
  * come in sweep, point order. */
 int results_export(const char *db, const char *query, const char *sweep, FILE *out,
                    struct alisa_err *e);

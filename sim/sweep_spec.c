@@ -21,9 +21,15 @@ struct spec_ctx {
     int oom;
 };
 
+/* 1: the key's values are paths (relative ones are to the spec's
+ * directory); 2: paths when they hold a '/' (a model is a catalog name or a
+ * file). */
 static int is_path_key(const char *key)
 {
-    return strcmp(key, "trace") == 0 || strcmp(key, "timeline") == 0 || strcmp(key, "log") == 0;
+    if (strcmp(key, "model") == 0)
+        return 2;
+    return strcmp(key, "trace") == 0 || strcmp(key, "timeline") == 0 || strcmp(key, "log") == 0 ||
+           strcmp(key, "text") == 0 || strcmp(key, "tokenizer") == 0;
 }
 
 /* Splits value on whitespace into p->values. */
@@ -41,7 +47,7 @@ static int split_values(struct sweep_param *p, const char *value, const char *di
         }
         p->values = v;
         char buf[1100];
-        if (path_key && tok[0] != '/')
+        if (path_key && tok[0] != '/' && (path_key == 1 || strchr(tok, '/')))
             snprintf(buf, sizeof buf, "%s/%s", dir, tok);
         else
             snprintf(buf, sizeof buf, "%s", tok);
@@ -80,8 +86,10 @@ static int spec_handler(void *user, const char *section, const char *name, const
             return 1;
         }
         if (strcmp(name, "command") == 0) {
-            if (strcmp(value, "sim") != 0 && strcmp(value, "plan") != 0) {
-                snprintf(c->msg, sizeof c->msg, "command '%s' unknown (sim or plan)", value);
+            if (strcmp(value, "sim") != 0 && strcmp(value, "plan") != 0 &&
+                strcmp(value, "eval") != 0 && strcmp(value, "fidelity") != 0) {
+                snprintf(c->msg, sizeof c->msg, "command '%s' unknown (sim, plan, eval or fidelity)",
+                         value);
                 return 0;
             }
             strcpy(s->command, value);
@@ -187,7 +195,7 @@ int sweep_spec_load(struct sweep_spec *s, const char *path, struct alisa_err *e)
         rc = err_set(e, ALISA_EINVAL, "%s:%d: %s", path, line,
                      c.msg[0] ? c.msg : "syntax error (expected [section] or key = value)");
     else if (!s->name[0] || !s->command[0])
-        rc = err_set(e, ALISA_EINVAL, "%s: [sweep] needs a name and a command (sim or plan)", path);
+        rc = err_set(e, ALISA_EINVAL, "%s: [sweep] needs a name and a command (sim, plan, eval or fidelity)", path);
     if (rc) {
         sweep_spec_free(s);
         return rc;

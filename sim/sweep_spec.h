@@ -22,7 +22,7 @@ struct sweep_param {
 struct sweep_spec {
     char path[512];    /* the spec file */
     char name[64];     /* [sweep] name */
-    char command[16];  /* "sim" or "plan" */
+    char command[16];  /* "sim", "plan", "eval" or "fidelity" */
     struct sweep_param *fixed; /* (n_fixed) one value each */
     uint32_t n_fixed;
     struct sweep_param *vary;  /* (n_vary) the product, first key slowest */

@@ -32,8 +32,8 @@ void cmd_sweep_usage(FILE *out)
             "       alisa sweep SPEC --emit-jobs [--parts DIR]\n"
             "\n"
             "Runs every point of a sweep spec (format: experiments/README.md): the product\n"
-            "of its [vary] lists, each with its [fixed] parameters, as `alisa sim` or\n"
-            "`alisa plan` with --json. One row per point goes into a SQLite database\n"
+            "of its [vary] lists, each with its [fixed] parameters, as `alisa sim`, `plan`,\n"
+            "`eval` or `fidelity` with --json. One row per point goes into a SQLite database\n"
             "(config, config hash, code version, the command's JSON metrics, wall time), in\n"
             "its own transaction: killing the sweep at any moment leaves whole rows only,\n"
             "and a rerun skips the points already stored (failed points are retried).\n"
@@ -68,6 +68,10 @@ void cmd_db_usage(FILE *out)
             "                     batch, sparsity, throughput_tok_s, time split, traffic, ...\n"
             "              plan   one row per `alisa plan` point: placement, capacities,\n"
             "                     gpu_misses, gpu_hit_rate, loads, recomputations, ...\n"
+            "              eval   one row per `alisa eval` point: model, text, selection,\n"
+            "                     sparsity, kv_int8, nll, ppl, against dense: kl, top1, ...\n"
+            "              fidelity  one row per `alisa fidelity` point: selection, sparsity,\n"
+            "                     spearman_mean, mass_kept_mean, ...\n"
             "              runs   bookkeeping: status, error, code version, wall time, config\n"
             "            --sweep NAME keeps one sweep's rows\n");
 }
