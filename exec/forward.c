@@ -11,6 +11,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "fp16.h"
+#include "planlog.h"
+
 struct llm_state {
     const struct llm_model *m;
     uint32_t batch, max_len;
@@ -32,6 +35,7 @@ struct llm_state {
     uint32_t prompt_len;
     struct alisa_err err;
     FILE *timings;         /* JSON lines, borrowed; NULL: off */
+    FILE *plan_log;        /* decision log (planlog.h), borrowed; NULL: off */
     double *t_layer;       /* (n_layers, 4) gemm, attention, transfer, recompute ns */
 };
 
@@ -226,6 +230,8 @@ static uint32_t tiered_gather(struct llm_state *s, uint32_t b, uint32_t l, uint3
         scheduler_prefill(s->sched, stream, pos, NULL, s->prompt_len, 0, &plan);
     else
         scheduler_step(s->sched, stream, pos, 0, &plan);
+    if (s->plan_log)
+        planlog_write(s->plan_log, &plan, b, l);
     if (plan.place.oom) {
         err_set(&s->err, ALISA_EINVAL, "sequence %u layer %u position %u: the device KV arena "
                 "(%u tokens) cannot hold the step's tokens", b, l, pos,
@@ -273,6 +279,8 @@ void llm_state_tiered(struct llm_state *s, struct scheduler *sched, struct kvsto
 const struct alisa_err *llm_state_error(const struct llm_state *s) { return &s->err; }
 
 void llm_state_timings(struct llm_state *s, FILE *f) { s->timings = f; }
+
+void llm_state_plan_log(struct llm_state *s, FILE *f) { s->plan_log = f; }
 
 const float *llm_forward_chunk(struct llm_state *s, const uint32_t *tokens, uint32_t pos0,
                               uint32_t P, float *rows)
@@ -345,17 +353,18 @@ const float *llm_forward_chunk(struct llm_state *s, const uint32_t *tokens, uint
                         row[s->ids[a]] = s->w[a];
                 }
                 if (s->sched) {
+                    /* the selection sees the row as a trace stores it
+                     * (FP16 weights), so replaying the recorded trace feeds
+                     * it exactly the same */
                     uint32_t stream = b * c->n_layers + l;
-                    if (pos < s->prompt_len) {
-                        /* prefill attends densely: the row is the dense row */
-                        float *dense = s->att; /* scratch, (n) */
-                        memset(dense, 0, n * sizeof *dense);
-                        for (uint32_t a = 0; a < n_att; a++)
-                            dense[s->ids[a]] = s->w[a];
+                    float *dense = s->att; /* scratch, (n) */
+                    memset(dense, 0, n * sizeof *dense);
+                    for (uint32_t a = 0; a < n_att; a++)
+                        dense[s->ids[a]] = fp16_to_float(fp16_from_float(s->w[a]));
+                    if (pos < s->prompt_len)
                         scheduler_observe_prefill(s->sched, stream, pos, dense, s->prompt_len);
-                    } else {
-                        scheduler_observe(s->sched, stream, s->w);
-                    }
+                    else
+                        scheduler_observe_dense(s->sched, stream, dense);
                 }
             }
         }

@@ -32,6 +32,8 @@ void llm_state_free(struct llm_state *s); /* accepts NULL */
  * prefill (admitted, attended densely from wherever their KV lies, observed
  * as prefill rows), later ones decode steps (the scheduler's plan decides
  * the attended set and the moves; attention reads the device arena only).
+ * The selection is fed each attention row with its weights rounded to FP16,
+ * as a trace stores them.
  * sched and ks are borrowed and must outlive s. With sched NULL the cache
  * stays dense and only prompt_len is recorded (timings name the phases). */
 void llm_state_tiered(struct llm_state *s, struct scheduler *sched, struct kvstore *ks,
@@ -51,6 +53,10 @@ const float *llm_forward(struct llm_state *s, const uint32_t *tokens, uint32_t p
  * recomputation, all in microseconds; the head (final norm and classifier)
  * separately. f is borrowed. */
 void llm_state_timings(struct llm_state *s, FILE *f);
+
+/* Writes every scheduler plan of the tiered cache to f as a decision-log
+ * line (planlog.h; NULL: off). f is borrowed. */
+void llm_state_plan_log(struct llm_state *s, FILE *f);
 
 /* Runs P consecutive positions pos0..pos0+P-1 of every sequence at once:
  * tokens (batch, P), the projections and FFN as GEMMs over batch x P rows,

@@ -91,11 +91,6 @@ void kvstore_free(struct kvstore *ks)
     free(ks);
 }
 
-uint64_t kvstore_token_bytes(const struct llm_config *c, int int8)
-{
-    return 2ull * c->kv_dim * (int8 ? 1 : sizeof(float));
-}
-
 int kvstore_create(struct kvstore **out, const struct llm_config *c, uint32_t n_streams,
                    uint32_t max_len, uint32_t dev_cap, uint32_t host_cap, int int8,
                    struct alisa_err *e)

@@ -35,14 +35,11 @@ struct kvstore;
 
 /* Arenas for n_streams streams of up to max_len tokens; each stream's device
  * arena holds dev_cap tokens and its host arena host_cap; K and V in FP32,
- * or in INT8 when int8 is non-zero. */
+ * or in INT8 when int8 is non-zero (a slot's bytes: cost_kv_bytes with
+ * KV_FP32 or KV_INT8). */
 int kvstore_create(struct kvstore **out, const struct llm_config *c, uint32_t n_streams,
                    uint32_t max_len, uint32_t dev_cap, uint32_t host_cap, int int8,
                    struct alisa_err *e);
-
-/* Bytes one token's K and V take in a slot: 2 kv_dim x 4 (FP32) or x 1
- * (INT8). */
-uint64_t kvstore_token_bytes(const struct llm_config *c, int int8);
 void kvstore_free(struct kvstore *ks); /* accepts NULL */
 
 /* Applies the plan of stream `stream` for step pos, in this order: free the

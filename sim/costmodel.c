@@ -3,9 +3,14 @@
  */
 #include "costmodel.h"
 
+const char *kv_precision_name(enum kv_precision p)
+{
+    return p == KV_INT8 ? "int8" : p == KV_FP32 ? "fp32" : "fp16";
+}
+
 uint64_t cost_kv_bytes(const struct kv_shape *k)
 {
-    return 2ull * k->kv_dim * (k->precision == KV_INT8 ? 1 : 2);
+    return 2ull * k->kv_dim * (k->precision == KV_INT8 ? 1 : k->precision == KV_FP32 ? 4 : 2);
 }
 
 uint64_t cost_kv_fixed_bytes(const struct kv_shape *k)
@@ -13,7 +18,10 @@ uint64_t cost_kv_fixed_bytes(const struct kv_shape *k)
     return k->precision == KV_INT8 ? 2ull * k->kv_dim * 2 * 2 : 0;
 }
 
-uint64_t cost_act_bytes(const struct kv_shape *k) { return 2ull * k->hidden; }
+uint64_t cost_act_bytes(const struct kv_shape *k)
+{
+    return (k->precision == KV_FP32 ? 4ull : 2ull) * k->hidden;
+}
 
 double cost_load_ns(const struct kv_shape *k, const struct hw_profile *hw)
 {

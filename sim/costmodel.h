@@ -16,7 +16,11 @@
 
 #include "catalog.h"
 
-enum kv_precision { KV_FP16 = 0, KV_INT8 = 1 };
+/* FP32 is what the CPU executor stores, for replaying its runs exactly. */
+enum kv_precision { KV_FP16 = 0, KV_INT8 = 1, KV_FP32 = 2 };
+
+/* "fp16", "int8" or "fp32". Cannot fail. */
+const char *kv_precision_name(enum kv_precision p);
 
 struct kv_shape {
     uint32_t hidden;      /* model width */
@@ -24,7 +28,8 @@ struct kv_shape {
     enum kv_precision precision;
 };
 
-/* K and V of one token in one layer: 2 * kv_dim * (2 bytes FP16, 1 INT8).
+/* K and V of one token in one layer: 2 * kv_dim * (2 bytes FP16, 1 INT8,
+ * 4 FP32).
  * Cannot fail. */
 uint64_t cost_kv_bytes(const struct kv_shape *k);
 
@@ -32,8 +37,8 @@ uint64_t cost_kv_bytes(const struct kv_shape *k);
  * each) for K and V; 0 for FP16. Cannot fail. */
 uint64_t cost_kv_fixed_bytes(const struct kv_shape *k);
 
-/* Bytes of one token's layer input (FP16 hidden state) moved host->GPU to
- * recompute its K and V. Cannot fail. */
+/* Bytes of one token's layer input (FP16 hidden state; FP32 with FP32 KV)
+ * moved host->GPU to recompute its K and V. Cannot fail. */
 uint64_t cost_act_bytes(const struct kv_shape *k);
 
 /* Marginal ns to load one token's KV: bytes / link bandwidth. Cannot fail. */

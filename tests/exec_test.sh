@@ -98,6 +98,32 @@ r = json.load(open(sys.argv[1]))
 sys.exit(not (0 < r['kl'] < 0.5 and abs(r['nll'] - r['dense_nll']) < 0.2))
 " "$tmp/i8.json"
 check $? "eval: swa with INT8 KV reports against dense"
+# decision-log parity: the executor records a run under the scheduler, the
+# simulator's replay of that trace with the same options decides the same,
+# step by step (capacities forcing offloads and drops, or retirements);
+# a capacity too small for the attended set is an error in the executor
+# and a result (oom) in the replay
+for cfg in "swa alisa 100KiB 20KiB" "swa lru 100KiB 10KiB" "h2o lru 90KiB 30KiB" \
+           "streaming fifo 80KiB 40KiB"; do
+    set -- $cfg
+    o=(--selection "$1" --sparsity 0.8 --placement "$2" --gpu-kv-bytes "$3" --cpu-kv-bytes "$4")
+    "$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
+        --gen-len 96 --batch 2 --threshold 0 "${o[@]}" --log "$tmp/exec.log" -o "$tmp/par.trace" 2>/dev/null &&
+    "$alisa" plan --trace "$tmp/par.trace" "${o[@]}" --kv-fp32 --log "$tmp/sim.log" --every 0 >/dev/null &&
+    sort -n -k1,1 -k3,3 -k2,2 "$tmp/exec.log" >"$tmp/e.sorted" &&
+    sort -n -k1,1 -k3,3 -k2,2 "$tmp/sim.log" >"$tmp/s.sorted" &&
+    [ "$(wc -l <"$tmp/e.sorted")" -eq 1280 ] && grep -Eq "(offload|retire)=[0-9]" "$tmp/e.sorted" &&
+    cmp -s "$tmp/e.sorted" "$tmp/s.sorted"
+    check $? "decision logs of executor and simulator identical ($1 / $2)"
+done
+"$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
+    --gen-len 96 --selection swa --placement alisa --gpu-kv-bytes 30KiB -o "$tmp/x.trace" 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "cannot hold the step's tokens" "$tmp/err" && [ ! -e "$tmp/x.trace" ]
+check $? "record: a device arena too small is an error, no trace left"
+"$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 8 \
+    --gen-len 8 --log "$tmp/x.log" -o "$tmp/x.trace" 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "needs --selection or --placement" "$tmp/err" && [ ! -e "$tmp/x.trace" ]
+check $? "record --log without a scheduler refused, no trace left"
 smol=${3:-}
 if [ -n "$smol" ] && [ -f "$smol" ]; then
     out=$("$alisa" run --model "$smol" --prompt "The capital of France is" -n 6 2>/dev/null)

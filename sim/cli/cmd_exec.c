@@ -148,16 +148,18 @@ static int tiered_attach(struct tiered *t, const struct kv_opts *o, const struct
         catalog_deinit(&cat);
         return err_set(e, ALISA_ENOTFOUND, "hardware '%s' is not in the catalog", o->hardware);
     }
-    struct kv_shape ks = {c->dim, c->kv_dim, o->int8 ? KV_INT8 : KV_FP16};
+    /* priced as stored: FP32 (or INT8) K and V, FP32 layer inputs */
+    struct kv_shape ks = {c->dim, c->kv_dim, o->int8 ? KV_INT8 : KV_FP32};
+    struct kv_shape f32 = {c->dim, c->kv_dim, KV_FP32};
     struct place_params *pp = &sc.place_params;
-    pp->kv_bytes = kvstore_token_bytes(c, o->int8);
-    pp->act_bytes = (uint64_t)c->dim * sizeof(float);
+    pp->kv_bytes = cost_kv_bytes(&ks);
+    pp->act_bytes = cost_act_bytes(&f32);
     uint64_t all = (uint64_t)max_len * pp->kv_bytes * sc.n_streams;
     uint64_t g = o->gpu_bytes ? o->gpu_bytes : all, h = o->cpu_bytes ? o->cpu_bytes : all;
     pp->gpu_bytes = g / sc.n_streams;
     pp->cpu_bytes = h / sc.n_streams;
-    pp->load_ns = cost_load_ns(&ks, hw) * (o->int8 ? 1 : 2); /* FP32 moves twice FP16's bytes */
-    pp->recompute_ns = cost_recompute_ns(&ks, hw);
+    pp->load_ns = cost_load_ns(&ks, hw);
+    pp->recompute_ns = cost_recompute_ns(&f32, hw);
     pp->gpu_fraction = -1;
     catalog_deinit(&cat);
     uint32_t dev = (uint32_t)(pp->gpu_bytes / pp->kv_bytes < max_len ? pp->gpu_bytes / pp->kv_bytes
@@ -541,6 +543,7 @@ void cmd_eval_usage(FILE *out)
             "  --json           print JSON with the keys nll, ppl, tokens, windows (and\n"
             "                   with a reference: dense_nll, decode_tokens, nll_decode,\n"
             "                   dense_nll_decode, kl, top1)\n"
+            "  --no-reference   skip the dense reference run (NLL and perplexity only)\n"
             "  --prefill P      with --selection: the first P tokens of each window are a\n"
             "                   dense prefill, later ones decode under the selection\n"
             "                   (default 128, or the window when shorter)\n"
@@ -559,13 +562,14 @@ int cmd_eval(int argc, char **argv)
                                          {"batch", required_argument, 0, 'b'},
                                          {"json", no_argument, 0, 'j'},
                                          {"prefill", required_argument, 0, 'P'},
+                                         {"no-reference", no_argument, 0, 'R'},
                                          KV_OPT_LIST,
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *model = NULL, *tokenizer = NULL, *text = NULL;
     struct kv_opts kvo = {.sel = {.sparsity = 0.8}};
     uint32_t ctx = 0, blocks = 0, max_tokens = 0, batch = 8, prefill = 128;
-    int json = 0, bad = 0;
+    int json = 0, bad = 0, no_ref = 0;
     struct alisa_err e = {{0}};
     cli_reset_getopt();
     int ch;
@@ -581,6 +585,7 @@ int cmd_eval(int argc, char **argv)
         case 't': tokenizer = optarg; break;
         case 'x': text = optarg; break;
         case 'j': json = 1; break;
+        case 'R': no_ref = 1; break;
         case 'P': bad = cli_parse_u32(opt, optarg, &prefill, &e); break;
         case 'c': bad = cli_parse_u32(opt, optarg, &ctx, &e); break;
         case 'k': bad = cli_parse_u32(opt, optarg, &blocks, &e); break;
@@ -618,7 +623,7 @@ int cmd_eval(int argc, char **argv)
             windows = want;
     }
     struct eval_acc acc = {0};
-    int with_ref = kvo.selection || kvo.placement || kvo.int8;
+    int with_ref = !no_ref && (kvo.selection || kvo.placement || kvo.int8);
     uint32_t pre = prefill < ctx ? prefill : ctx;
     double t0 = now_s();
     uint32_t *cur = malloc((size_t)batch * CHUNK * sizeof *cur);
@@ -714,6 +719,12 @@ void cmd_record_usage(FILE *out)
             "written in the trace format, prompt rows included. The trace holds the\n"
             "model's SHA-256 and the text source and token offset.\n"
             "\n"
+            "With --selection and/or --placement the decode runs under the scheduler (its\n"
+            "rows then hold weight on the attended tokens only) and --log writes its\n"
+            "decisions; `alisa plan` on the trace with the same options (and --kv-fp32,\n"
+            "capacities in the same bytes, the trace written with --threshold 0) replays\n"
+            "the same decisions: sort both logs and they are identical.\n"
+            "\n"
             "  --model M         catalog name or llama2.c .bin file\n"
             "  --tokenizer T     tokenizer file (default: the catalog's)\n"
             "  --text FILE       text\n"
@@ -723,6 +734,8 @@ void cmd_record_usage(FILE *out)
             "  --offset K        first token of the first window (default 0)\n"
             "  --threshold T     sparse-row cutoff relative to the row max (default 0.001)\n"
             "  -o, --output X    trace to write\n"
+            "  --log FILE        decision log of the scheduler (planlog.h's lines)\n"
+            KV_OPT_HELP
             "  -h, --help        this text\n");
 }
 
@@ -737,9 +750,12 @@ int cmd_record(int argc, char **argv)
                                          {"offset", required_argument, 0, 'O'},
                                          {"threshold", required_argument, 0, 'T'},
                                          {"output", required_argument, 0, 'o'},
+                                         {"log", required_argument, 0, 'L'},
+                                         KV_OPT_LIST,
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *model = NULL, *tokenizer = NULL, *text = NULL, *out = NULL;
+    const char *model = NULL, *tokenizer = NULL, *text = NULL, *out = NULL, *log_path = NULL;
+    struct kv_opts kvo = {.sel = {.sparsity = 0.8}};
     uint32_t P = 0, G = 0, batch = 1, offset = 0;
     double threshold = 0.001;
     int bad = 0;
@@ -748,7 +764,13 @@ int cmd_record(int argc, char **argv)
     int ch;
     while (!bad && (ch = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
         const char *opt = argv[optind - 1];
+        int kk = kv_opt(&kvo, ch, opt, optarg, &e);
+        if (kk) {
+            bad = kk < 0;
+            continue;
+        }
         switch (ch) {
+        case 'L': log_path = optarg; break;
         case 'm': model = optarg; break;
         case 't': tokenizer = optarg; break;
         case 'x': text = optarg; break;
@@ -798,10 +820,18 @@ int cmd_record(int argc, char **argv)
     const char *base = strrchr(text, '/');
     snprintf(h.text, sizeof h.text, "%s tokens %u-%u (blank-line blocks, BOS each)",
              base ? base + 1 : text, offset, offset + batch * N);
+    char kv_desc[256] = "dense attention";
+    if (kvo.selection || kvo.placement || kvo.int8)
+        snprintf(kv_desc, sizeof kv_desc,
+                 "--selection %s --sparsity %g --budget-tokens %u --placement %s --gpu-kv-bytes %llu "
+                 "--cpu-kv-bytes %llu%s", kvo.selection ? kvo.selection : "dense",
+                 kvo.sel.sparsity, kvo.sel.budget_tokens,
+                 kvo.placement ? kvo.placement : "gpu-only", (unsigned long long)kvo.gpu_bytes,
+                 (unsigned long long)kvo.cpu_bytes, kvo.int8 ? " --kv-int8" : "");
     snprintf(h.generator, sizeof h.generator,
              "alisa record --model %s --prompt-len %u --gen-len %u --batch %u --offset %u "
-             "--threshold %g (teacher-forced, dense attention, CPU executor)",
-             l.m->name, P, G, batch, offset, threshold);
+             "--threshold %g (teacher-forced, %s, CPU executor)",
+             l.m->name, P, G, batch, offset, threshold, kv_desc);
     struct trace_writer *w = NULL;
     struct llm_state *st = NULL;
     float *rows = malloc((size_t)batch * c->n_layers * N * sizeof *rows);
@@ -814,10 +844,24 @@ int cmd_record(int argc, char **argv)
         rc = trace_writer_seq(w, b, P, G, 0, ids + offset + (size_t)b * N, &e);
     if (!rc)
         rc = llm_state_create(&st, l.m, batch, N, &e);
+    struct tiered tr = {0};
+    if (!rc)
+        rc = tiered_attach(&tr, &kvo, l.m, st, batch, N, P, &e);
+    FILE *lf = NULL;
+    if (!rc && log_path && !(lf = fopen(log_path, "w")))
+        rc = err_set(&e, ALISA_EIO, "%s: cannot create decision log", log_path);
+    if (!rc && log_path && !tr.sched)
+        rc = err_set(&e, ALISA_EINVAL, "--log needs --selection or --placement (a dense run has "
+                     "no scheduler)");
+    if (lf)
+        llm_state_plan_log(st, lf);
     for (uint32_t p = 0; !rc && p < N; p++) {
         for (uint32_t b = 0; b < batch; b++)
             cur[b] = ids[offset + (size_t)b * N + p];
-        llm_forward(st, cur, p, rows);
+        if (!llm_forward(st, cur, p, rows)) {
+            rc = err_set(&e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
+            break;
+        }
         for (uint32_t b = 0; !rc && b < batch; b++)
             rc = trace_writer_step(w, b, p, cur[b], rows + (size_t)b * c->n_layers * (p + 1), NULL,
                                    &e);
@@ -826,7 +870,10 @@ int cmd_record(int argc, char **argv)
         rc = trace_writer_close(w, &e);
         w = NULL;
     }
+    if (lf && fclose(lf) != 0 && !rc)
+        rc = err_set(&e, ALISA_EIO, "%s: write failed", log_path);
     trace_writer_destroy(w);
+    tiered_free(&tr);
     llm_state_free(st);
     free(rows);
     free(cur);

@@ -13,6 +13,7 @@
 #include "catalog.h"
 #include "cli.h"
 #include "cmds.h"
+#include "planlog.h"
 #include "replay.h"
 
 void cmd_plan_usage(FILE *out)
@@ -41,6 +42,8 @@ void cmd_plan_usage(FILE *out)
             "  --cpu-kv-bytes N      CPU KV capacity, bytes (default: unlimited)\n"
             "  --kv-int8             INT8 KV (1 byte per value plus per-channel scale and zero\n"
             "                        point) instead of FP16\n"
+            "  --kv-fp32             FP32 KV and layer inputs, as the CPU executor stores them\n"
+            "                        (to replay an executor run's decisions exactly)\n"
             "  --hardware NAME       hardware profile pricing load vs recompute (default\n"
             "                        H100-80GB; see alisa catalog hardware)\n"
             "  --gpu-fraction F      flexgen-static: share of every token on the GPU (default:\n"
@@ -52,42 +55,23 @@ void cmd_plan_usage(FILE *out)
             "  -h, --help            this text\n");
 }
 
-/* Decision log: one deterministic line per plan, for diffs between runs and
- * against the executor. */
+/* Decision log (planlog.h): one deterministic line per plan, for diffs
+ * between runs and against the executor. */
 struct plan_log {
     FILE *f;
 };
-
-static void log_ids(FILE *f, const char *name, const uint32_t *ids, uint32_t n)
-{
-    fprintf(f, " %s=", name);
-    for (uint32_t i = 0; i < n; i++)
-        fprintf(f, i ? ",%u" : "%u", ids[i]);
-}
 
 static void log_plan(void *user, const struct scheduler_plan *p, uint32_t seq, uint32_t layer,
                      const float *row)
 {
     (void)row;
-    struct plan_log *lg = user;
-    fprintf(lg->f, "%u %u %u %s", seq, layer, p->pos, p->prefill ? "prefill" : "decode");
-    if (p->place.oom) {
-        fprintf(lg->f, " oom\n");
-        return;
-    }
-    log_ids(lg->f, "attend", p->attended, p->n_attended);
-    log_ids(lg->f, "retire", p->retired, p->n_retired);
-    log_ids(lg->f, "load", p->place.load, p->place.n_load);
-    log_ids(lg->f, "recompute", p->place.recompute, p->place.n_recompute);
-    log_ids(lg->f, "offload", p->place.offload, p->place.n_offload);
-    log_ids(lg->f, "drop", p->place.drop, p->place.n_drop);
-    fprintf(lg->f, "\n");
+    planlog_write(((struct plan_log *)user)->f, p, seq, layer);
 }
 
 int cmd_plan(int argc, char **argv)
 {
     enum { O_TRACE = 1000, O_SEL, O_SPARSITY, O_BUDGET, O_WINDOW, O_SINKS, O_STRIDE, O_PLACE,
-           O_GPU, O_CPU, O_INT8, O_HW, O_FRAC, O_EVERY, O_LOG, O_JSON, O_CATALOG };
+           O_GPU, O_CPU, O_INT8, O_FP32, O_HW, O_FRAC, O_EVERY, O_LOG, O_JSON, O_CATALOG };
     static const struct option opts[] = {
         {"trace", required_argument, 0, O_TRACE},     {"selection", required_argument, 0, O_SEL},
         {"sparsity", required_argument, 0, O_SPARSITY}, {"budget-tokens", required_argument, 0, O_BUDGET},
@@ -95,6 +79,7 @@ int cmd_plan(int argc, char **argv)
         {"stride", required_argument, 0, O_STRIDE},   {"placement", required_argument, 0, O_PLACE},
         {"gpu-kv-bytes", required_argument, 0, O_GPU}, {"cpu-kv-bytes", required_argument, 0, O_CPU},
         {"kv-int8", no_argument, 0, O_INT8},          {"hardware", required_argument, 0, O_HW},
+        {"kv-fp32", no_argument, 0, O_FP32},
         {"gpu-fraction", required_argument, 0, O_FRAC}, {"every", required_argument, 0, O_EVERY},
         {"log", required_argument, 0, O_LOG},         {"json", no_argument, 0, O_JSON},
         {"catalog", required_argument, 0, O_CATALOG}, {"help", no_argument, 0, 'h'},
@@ -118,6 +103,7 @@ int cmd_plan(int argc, char **argv)
         case O_LOG: log_path = optarg; break;
         case O_CATALOG: dir = optarg; break;
         case O_INT8: cfg.precision = KV_INT8; break;
+        case O_FP32: cfg.precision = KV_FP32; break;
         case O_JSON: json = 1; break;
         case O_SPARSITY: bad = cli_parse_double(opt, optarg, &cfg.sel_params.sparsity, &e); break;
         case O_BUDGET: bad = cli_parse_u32(opt, optarg, &cfg.sel_params.budget_tokens, &e); break;
@@ -177,7 +163,7 @@ int cmd_plan(int argc, char **argv)
             "s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f}",
             "trace", trace, "selection", cfg.sel->name, "placement", cfg.place->name, "sparsity",
             cfg.sel_params.sparsity, "budget_tokens", cfg.sel_params.budget_tokens, "hardware",
-            hw_copy.name, "kv_precision", cfg.precision == KV_INT8 ? "int8" : "fp16",
+            hw_copy.name, "kv_precision", kv_precision_name(cfg.precision),
             "offline_bound", cfg.place->offline, "streams", t.n_streams, "max_len", t.max_len,
             "kv_bytes_per_token_layer", (json_int_t)t.kv_bytes, "act_bytes_per_token_layer",
             (json_int_t)t.act_bytes, "load_ns_per_token", t.load_ns, "recompute_ns_per_token",
@@ -207,7 +193,7 @@ int cmd_plan(int argc, char **argv)
            t.n_streams, t.max_len);
     printf("selection %s, placement %s%s; KV %s, %llu B per token per layer\n", cfg.sel->name,
            cfg.place->name, cfg.place->offline ? " (OFFLINE BOUND)" : "",
-           cfg.precision == KV_INT8 ? "int8" : "fp16", (unsigned long long)t.kv_bytes);
+           kv_precision_name(cfg.precision), (unsigned long long)t.kv_bytes);
     printf("capacity per stream: GPU %u tokens, CPU %u tokens; cost per token on %s: load %.2f ns, "
            "recompute %.2f ns\n",
            t.gpu_cap_tokens, t.cpu_cap_tokens, hw_copy.name, t.load_ns, t.recompute_ns);

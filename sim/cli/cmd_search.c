@@ -135,7 +135,7 @@ int cmd_search(int argc, char **argv)
                                  w.model->name, "hardware", w.hw->name, "batch", w.batch,
                                  "prompt_len", w.prompt_len, "gen_len", w.gen_len, "sparsity",
                                  w.sel.sparsity, "budget_tokens", w.sel.budget_tokens,
-                                 "kv_precision", w.precision == KV_INT8 ? "int8" : "fp16",
+                                 "kv_precision", kv_precision_name(w.precision),
                                  "grid", grid);
         json_object_set_new(root, "greedy", schedule_json(&greedy, w.batch, w.gen_len));
         json_object_set_new(root, "grid_best", schedule_json(&best, w.batch, w.gen_len));

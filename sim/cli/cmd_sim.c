@@ -152,7 +152,7 @@ int cmd_sim(int argc, char **argv)
             "trace", cfg.trace, "model", cfg.model->name, "hardware", cfg.hw->name, "system",
             cfg.system->name, "selection", cfg.sel->name, "placement", cfg.place->name, "batch",
             cfg.batch, "prompt_len", cfg.prompt_len, "gen_len", cfg.gen_len, "sparsity",
-            cfg.sel_params.sparsity, "kv_precision", cfg.precision == KV_INT8 ? "int8" : "fp16",
+            cfg.sel_params.sparsity, "kv_precision", kv_precision_name(cfg.precision),
             "oom", r.oom, "throughput_tok_s", r.throughput_tok_s, "total_s", r.total_s,
             "prefill_s", r.prefill_s, "compute_s", r.compute_s, "transfer_s", r.transfer_s,
             "recompute_s", r.recompute_s, "stall_s", r.stall_s, "bytes_h2d", r.bytes_h2d,
