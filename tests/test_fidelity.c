@@ -25,27 +25,7 @@ static float weight(uint32_t t, uint32_t p) { return (float)(t + 1) / ((p + 1) *
 /* One sequence, one layer, prompt_len + gen_len positions of weight() rows. */
 static void write_ramp(const char *path, uint32_t prompt_len, uint32_t gen_len)
 {
-    struct trace_header h;
-    memset(&h, 0, sizeof h);
-    snprintf(h.model, sizeof h.model, "toy");
-    h.n_layers = 1;
-    h.n_heads = 2;
-    h.n_kv_heads = 2;
-    h.hidden = 4;
-    h.vocab = 10;
-    h.n_seqs = 1;
-    struct alisa_err e = {{0}};
-    struct trace_writer *w;
-    assert_int_equal(trace_writer_open(&w, path, &h, &e), 0);
-    uint32_t toks[16] = {0};
-    assert_int_equal(trace_writer_seq(w, 0, prompt_len, gen_len, 0, toks, &e), 0);
-    float row[16];
-    for (uint32_t p = 0; p < prompt_len + gen_len; p++) {
-        for (uint32_t t = 0; t <= p; t++)
-            row[t] = weight(t, p);
-        assert_int_equal(trace_writer_step(w, 0, p, 0, row, NULL, &e), 0);
-    }
-    assert_int_equal(trace_writer_close(w, &e), 0);
+    tu_write_toy_trace(path, prompt_len, gen_len, weight);
 }
 
 static void test_fidelity_dense_is_exact_on_every_layer(void **state)

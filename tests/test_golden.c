@@ -157,17 +157,24 @@ static void compare(const struct llm_model *m, const struct tokenizer *t, const 
         fail_msg("%s: only %u of %u top-1 tokens agree", name, agree, steps);
 }
 
+/* The SmolLM2 GGUF's path, or a skip when it is absent (a failure under
+ * CI=true). */
+static const char *model_or_skip(void)
+{
+    if (access(ALISA_SMOLLM2_GGUF, R_OK) != 0) {
+        if (tu_ci())
+            fail_msg("CI=true and %s is missing (scripts/get-models)", ALISA_SMOLLM2_GGUF);
+        skip();
+    }
+    return ALISA_SMOLLM2_GGUF;
+}
+
 /* Our byte-level BPE on the first kilobytes of three texts gives
  * llama.cpp's tokens exactly (its pre-tokenizer regex against ours). */
 static void test_golden_smollm2_tokenizes_texts_as_llama_cpp(void **state)
 {
     (void)state;
-    const char *model = ALISA_SMOLLM2_GGUF;
-    if (access(model, R_OK) != 0) {
-        if (tu_ci())
-            fail_msg("CI=true and %s is missing (scripts/get-models)", model);
-        skip();
-    }
+    const char *model = model_or_skip();
     struct tokenizer *t;
     struct alisa_err e = {{0}};
     if (tok_load(&t, model, 49152, &e))
@@ -230,12 +237,7 @@ static void test_golden_smollm2_tokenizes_texts_as_llama_cpp(void **state)
 static void test_golden_smollm2_matches_llama_cpp(void **state)
 {
     (void)state;
-    const char *model = ALISA_SMOLLM2_GGUF;
-    if (access(model, R_OK) != 0) {
-        if (tu_ci())
-            fail_msg("CI=true and %s is missing (scripts/get-models)", model);
-        skip();
-    }
+    const char *model = model_or_skip();
     struct llm_model *m;
     struct tokenizer *t;
     struct alisa_err e = {{0}};

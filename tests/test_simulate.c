@@ -27,30 +27,13 @@ static const struct hw_profile unit_hw = {.name = "unit", .gpu_mem_gib = 1, .hbm
                                           .host_mem_gbps = 1};
 
 /* One sequence, one layer, prompt 2, generated 2, uniform rows. */
-static void write_tiny(const char *path)
+static float uniform(uint32_t t, uint32_t p)
 {
-    struct trace_header h;
-    memset(&h, 0, sizeof h);
-    snprintf(h.model, sizeof h.model, "toy");
-    h.n_layers = 1;
-    h.n_heads = 2;
-    h.n_kv_heads = 2;
-    h.hidden = 4;
-    h.vocab = 10;
-    h.n_seqs = 1;
-    struct alisa_err e = {{0}};
-    struct trace_writer *w;
-    assert_int_equal(trace_writer_open(&w, path, &h, &e), 0);
-    uint32_t toks[2] = {1, 2};
-    assert_int_equal(trace_writer_seq(w, 0, 2, 2, 0, toks, &e), 0);
-    float row[4];
-    for (uint32_t pos = 0; pos < 4; pos++) {
-        for (uint32_t i = 0; i <= pos; i++)
-            row[i] = 1.0f / (pos + 1);
-        assert_int_equal(trace_writer_step(w, 0, pos, pos < 2 ? toks[pos] : 3, row, NULL, &e), 0);
-    }
-    assert_int_equal(trace_writer_close(w, &e), 0);
+    (void)t;
+    return 1.0f / (float)(p + 1);
 }
+
+static void write_tiny(const char *path) { tu_write_toy_trace(path, 2, 2, uniform); }
 
 /* A generated trace of the toy's shape (2 heads, hidden 4, vocab 10) with
  * n_layers layers, one sequence of prompt_len + gen_len positions. */

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "catalog.h"
+#include "trace.h"
 
 char *tu_mkdtemp(void)
 {
@@ -92,4 +93,33 @@ int tu_ci(void)
 {
     const char *ci = getenv("CI");
     return ci && strcmp(ci, "true") == 0;
+}
+
+void tu_write_toy_trace(const char *path, uint32_t prompt_len, uint32_t gen_len,
+                        float (*weight)(uint32_t t, uint32_t p))
+{
+    struct trace_header h;
+    memset(&h, 0, sizeof h);
+    snprintf(h.model, sizeof h.model, "toy");
+    h.n_layers = 1;
+    h.n_heads = 2;
+    h.n_kv_heads = 2;
+    h.hidden = 4;
+    h.vocab = 10;
+    h.n_seqs = 1;
+    struct alisa_err e = {{0}};
+    struct trace_writer *w;
+    uint32_t toks[64], n = prompt_len + gen_len;
+    float row[64];
+    assert_true(n <= 64);
+    for (uint32_t i = 0; i < 64; i++)
+        toks[i] = 1;
+    assert_int_equal(trace_writer_open(&w, path, &h, &e), 0);
+    assert_int_equal(trace_writer_seq(w, 0, prompt_len, gen_len, 0, toks, &e), 0);
+    for (uint32_t p = 0; p < n; p++) {
+        for (uint32_t t = 0; t <= p; t++)
+            row[t] = weight(t, p);
+        assert_int_equal(trace_writer_step(w, 0, p, 1, row, NULL, &e), 0);
+    }
+    assert_int_equal(trace_writer_close(w, &e), 0);
 }

@@ -29,6 +29,13 @@ void tu_flip(const char *path, size_t offset, uint8_t mask);
 /* Removes dir and everything in it (one level deep). */
 void tu_rmdir(const char *dir);
 
+/* Writes a trace of the toy shape (1 layer, 2 heads, hidden 4, vocab 10)
+ * with one sequence of prompt_len + gen_len positions, every token id 1, the
+ * row of position p holding weight(t, p) for t = 0..p (at most 64
+ * positions). */
+void tu_write_toy_trace(const char *path, uint32_t prompt_len, uint32_t gen_len,
+                        float (*weight)(uint32_t t, uint32_t p));
+
 /* Directory of the real models (ALISA_MODELS or the compiled-in default);
  * and whether CI=true (then a missing model is a failure, not a skip). */
 const char *tu_models_dir(void);
