@@ -21,8 +21,7 @@ struct arena {
 };
 
 struct kvstore {
-    uint32_t n_streams, max_len, kv_dim, dim, head_dim;
-    float rope_theta;
+    uint32_t n_streams, max_len, kv_dim, dim;
     int int8;
     size_t row;               /* bytes of one token's K (or V) in a slot */
     struct arena *dev, *host; /* (n_streams) */
@@ -103,8 +102,6 @@ int kvstore_create(struct kvstore **out, const struct llm_config *c, uint32_t n_
     ks->max_len = max_len;
     ks->kv_dim = c->kv_dim;
     ks->dim = c->dim;
-    ks->head_dim = c->head_dim;
-    ks->rope_theta = c->rope_theta;
     ks->int8 = int8 != 0;
     ks->row = int8 ? c->kv_dim : c->kv_dim * sizeof(float);
     size_t tokens = (size_t)n_streams * max_len;
@@ -145,10 +142,8 @@ static int take(struct arena *a)
 
 static void give(struct arena *a, int32_t slot) { a->free[a->n_free++] = (uint32_t)slot; }
 
-/* K, V of token t from its kept layer input: the forward pass's projections
- * and RoPE at position t. */
-static void recompute(const struct kvstore *ks, const struct llm_model *m, uint32_t layer,
-                      const float *act, uint32_t t, float *k, float *v)
+void kvstore_recompute(const struct llm_model *m, uint32_t layer, const float *act, uint32_t t,
+                       float *k, float *v)
 {
     const struct llm_config *c = &m->c;
     size_t kv = c->kv_dim, d = c->dim;
@@ -157,8 +152,8 @@ static void recompute(const struct kvstore *ks, const struct llm_model *m, uint3
     cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)kv, (int)d, 1.0f,
                 m->w.wv + (size_t)layer * kv * d, (int)d, act, 1, 0.0f, v, 1);
     for (uint32_t i = 0; i < kv; i += 2) {
-        uint32_t j = (i % ks->head_dim) / 2;
-        float freq = 1.0f / powf(ks->rope_theta, (float)(2 * j) / (float)ks->head_dim);
+        uint32_t j = (i % c->head_dim) / 2;
+        float freq = 1.0f / powf(c->rope_theta, (float)(2 * j) / (float)c->head_dim);
         float val = (float)t * freq, cs = cosf(val), sn = sinf(val);
         float v0 = k[i], v1 = k[i + 1];
         k[i] = v0 * cs - v1 * sn;
@@ -327,7 +322,7 @@ int kvstore_apply(struct kvstore *ks, const struct scheduler_plan *plan, const u
                            pos, t);
         uint64_t t0 = mono_ns();
         float *rk = ks->scratch, *rv = ks->scratch + ks->kv_dim;
-        recompute(ks, m, layer, ks->act + ((size_t)s * ks->max_len + t) * ks->dim, t, rk, rv);
+        kvstore_recompute(m, layer, ks->act + ((size_t)s * ks->max_len + t) * ks->dim, t, rk, rv);
         store(ks, s, t, dev->k + (size_t)slot * row, dev->v + (size_t)slot * row, rk, rv);
         ks->recompute_ns += mono_ns() - t0;
         ds[t] = slot;
@@ -368,7 +363,7 @@ void kvstore_fetch(struct kvstore *ks, const struct llm_model *m, uint32_t strea
         load(ks, stream, t, a->k + (size_t)slot * ks->row, a->v + (size_t)slot * ks->row, k, v);
         return;
     }
-    recompute(ks, m, layer, ks->act + i * ks->dim, t, k, v);
+    kvstore_recompute(m, layer, ks->act + i * ks->dim, t, k, v);
     if (ks->int8 && closed(ks, stream, t)) { /* what a stored copy would read back */
         unsigned char *qk = (unsigned char *)ks->scratch, *qv = qk + ks->kv_dim;
         store(ks, stream, t, qk, qv, k, v);

@@ -66,6 +66,12 @@ int kvstore_read(const struct kvstore *ks, uint32_t stream, uint32_t t, float *k
 void kvstore_fetch(struct kvstore *ks, const struct llm_model *m, uint32_t stream, uint32_t layer,
                    uint32_t t, float *k, float *v);
 
+/* K and V (kv_dim each) of a token at position t of layer `layer` from its
+ * layer input act (dim): the forward pass's projections (one GEMV each) and
+ * RoPE at t. What a recomputation does. Cannot fail. */
+void kvstore_recompute(const struct llm_model *m, uint32_t layer, const float *act, uint32_t t,
+                       float *k, float *v);
+
 /* Moves so far (all streams): tokens copied device->host, host->device,
  * recomputed. Cannot fail. */
 void kvstore_counts(const struct kvstore *ks, uint64_t *offloads, uint64_t *loads,

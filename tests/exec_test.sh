@@ -124,6 +124,28 @@ check $? "record: a device arena too small is an error, no trace left"
     --gen-len 8 --log "$tmp/x.log" -o "$tmp/x.trace" 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "needs --selection or --placement" "$tmp/err" && [ ! -e "$tmp/x.trace" ]
 check $? "record --log without a scheduler refused, no trace left"
+# calibration: a profile the catalog loads; bad backends and repeats refused
+"$alisa" calibrate --model stories260K -o "$tmp/cat/hardware.ini" --repeat 2 --name cpu-test \
+    >/dev/null 2>&1
+[ $? -eq 1 ] && [ ! -e "$tmp/cat/hardware.ini" ]
+check $? "calibrate into a missing directory fails, nothing written"
+mkdir -p "$tmp/cat" && cp "$(dirname "$0")/../sim/catalog/models.ini" "$tmp/cat/"
+"$alisa" calibrate --model stories260K -o "$tmp/cat/hardware.ini" --repeat 2 --name cpu-test \
+    --json >"$tmp/cal.json" 2>/dev/null &&
+    "$alisa" catalog hardware --catalog "$tmp/cat" | grep -q "cpu-test" &&
+    python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+sys.exit(not all(len(d[k]['runs']) == 2 and d[k]['min'] <= d[k]['mean'] <= d[k]['max']
+                 for k in ('gemm_gflops', 'copy_gbps', 'attn_ns_per_token', 'recompute_ns')))
+" "$tmp/cal.json"
+check $? "calibrate writes a profile the catalog loads, with two runs per figure"
+"$alisa" calibrate --model stories260K -o "$tmp/p.ini" --backend cuda 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "only the cpu backend" "$tmp/err"
+check $? "calibrate --backend cuda refused (issue 7)"
+"$alisa" calibrate --model stories260K -o "$tmp/p.ini" --repeat 1 2>/dev/null
+[ $? -eq 2 ]
+check $? "calibrate --repeat 1 refused"
 smol=${3:-}
 if [ -n "$smol" ] && [ -f "$smol" ]; then
     out=$("$alisa" run --model "$smol" --prompt "The capital of France is" -n 6 2>/dev/null)

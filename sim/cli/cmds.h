@@ -34,6 +34,9 @@ void cmd_eval_usage(FILE *out);
 int cmd_record(int argc, char **argv);
 void cmd_record_usage(FILE *out);
 
+int cmd_calibrate(int argc, char **argv);
+void cmd_calibrate_usage(FILE *out);
+
 int cmd_model(int argc, char **argv);
 void cmd_model_usage(FILE *out);
 

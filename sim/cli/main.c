@@ -37,6 +37,8 @@ static const struct cli_cmd commands[] = {
     {"eval", "perplexity of a text under a real model (CPU executor)", cmd_eval, cmd_eval_usage},
     {"record", "record real attention from a model on text into a trace", cmd_record,
      cmd_record_usage},
+    {"calibrate", "measure this machine for the CPU executor: a hardware profile",
+     cmd_calibrate, cmd_calibrate_usage},
     {"model", "inspect a GGUF model file: metadata, tokenizer, tensors", cmd_model,
      cmd_model_usage},
     {"sweep", "run every point of a sweep spec into a SQLite results database", cmd_sweep,

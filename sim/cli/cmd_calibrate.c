@@ -1,0 +1,216 @@
+/* `alisa calibrate`: measures this machine for the CPU backend (the
+ * microbenchmarks of calibrate.h), repeats them, prints each figure's mean
+ * and spread, and writes a hardware profile in the catalog's format with the
+ * figures and how they were measured. A shell over calibrate.h.
+ */
+#include <getopt.h>
+#include <gsl/gsl_statistics_double.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "calibrate.h"
+#include "catalog.h"
+#include "cli.h"
+#include "cmds.h"
+
+void cmd_calibrate_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: alisa calibrate --model M -o PROFILE [options]\n"
+            "\n"
+            "Measures this machine as the CPU executor uses it, with the shapes of model M:\n"
+            "GEMM throughput of its projections (1, 8, 32 and 256 rows; OpenBLAS), the\n"
+            "one-row GEMM's weight bandwidth, host memory read bandwidth, copy bandwidth\n"
+            "and per-copy latency between two arenas (sizes from one token's K and V to\n"
+            "16 MiB, least-squares fit), attention time per attended token (the\n"
+            "executor decoding 512 positions, fitted against the context), and the\n"
+            "recomputation of one token's K and V. Each benchmark runs --repeat times;\n"
+            "the mean, minimum, maximum and spread ((max - min) / mean) of every figure\n"
+            "are printed. The profile (one catalog section, alisa catalog's format) maps\n"
+            "them to the cost model's terms: fp16_tflops = best GEMM rate, hbm_gbps = the\n"
+            "one-row GEMM's bandwidth, link_* = the copy fit, host_mem_gbps = the read\n"
+            "bandwidth, both efficiencies 1 (the figures are rates reached, not peaks);\n"
+            "the rest are comments. Written to PROFILE.part, renamed when complete.\n"
+            "\n"
+            "  --model M        catalog name, llama2.c .bin or GGUF file (its shapes)\n"
+            "  --tokenizer T    tokenizer file (default: the catalog's)\n"
+            "  -o, --output P   profile to write\n"
+            "  --backend B      cpu (default); cuda is issue 7 and not built yet\n"
+            "  --repeat N       runs of every benchmark (default 3, at least 2)\n"
+            "  --name NAME      section name (default cpu-<hostname>)\n"
+            "  --json           print the runs and statistics as JSON\n"
+            "  -h, --help       this text\n");
+}
+
+static double mem_gib(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (double)pages * (double)size / 1073741824.0 : 0.0;
+}
+
+static void cpu_name(char *buf, size_t cap)
+{
+    snprintf(buf, cap, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "model name", 10) == 0 && strchr(line, ':')) {
+            snprintf(buf, cap, "%s", strchr(line, ':') + 2);
+            buf[strcspn(buf, "\n")] = 0;
+            break;
+        }
+    if (f)
+        fclose(f);
+}
+
+struct stat4 {
+    double mean, min, max, spread;
+};
+
+int cmd_calibrate(int argc, char **argv)
+{
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"tokenizer", required_argument, 0, 't'},
+                                         {"output", required_argument, 0, 'o'},
+                                         {"backend", required_argument, 0, 'B'},
+                                         {"repeat", required_argument, 0, 'r'},
+                                         {"name", required_argument, 0, 'n'},
+                                         {"json", no_argument, 0, 'j'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *model = NULL, *tokenizer = NULL, *out = NULL, *backend = "cpu", *name = NULL;
+    uint32_t repeat = 3;
+    int json = 0, bad = 0, ch;
+    struct alisa_err e = {{0}};
+    cli_reset_getopt();
+    while (!bad && (ch = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
+        const char *opt = argv[optind - 1];
+        switch (ch) {
+        case 'm': model = optarg; break;
+        case 't': tokenizer = optarg; break;
+        case 'o': out = optarg; break;
+        case 'B': backend = optarg; break;
+        case 'n': name = optarg; break;
+        case 'j': json = 1; break;
+        case 'r': bad = cli_parse_u32(opt, optarg, &repeat, &e); break;
+        default: return cli_option_end(ch, opt, cmd_calibrate_usage);
+        }
+    }
+    (void)tokenizer;
+    if (bad)
+        return cli_usage_error(cmd_calibrate_usage, "%s", e.msg);
+    if (optind < argc)
+        return cli_usage_error(cmd_calibrate_usage, "unexpected argument '%s'", argv[optind]);
+    if (!model || !out)
+        return cli_usage_error(cmd_calibrate_usage, "--model and -o are required");
+    if (repeat < 2)
+        return cli_usage_error(cmd_calibrate_usage, "--repeat %u: at least 2 runs show a spread",
+                               repeat);
+    if (strcmp(backend, "cpu") != 0) {
+        err_set(&e, ALISA_EINVAL, "--backend %s: only the cpu backend exists (the CUDA backend is "
+                "issue 7)", backend);
+        return cli_fail(&e);
+    }
+    char host[64] = "host", section[96];
+    gethostname(host, sizeof host - 1);
+    snprintf(section, sizeof section, "%s", name ? name : "");
+    if (!name)
+        snprintf(section, sizeof section, "cpu-%s", host);
+    struct llm_model *m;
+    char path[1024];
+    struct catalog cat;
+    if (catalog_load(&cat, catalog_default_dir(), catalog_models_dir(), &e))
+        return cli_fail(&e);
+    const struct model_shape *ms = catalog_model(&cat, model);
+    if (ms && ms->checkpoint[0])
+        snprintf(path, sizeof path, "%s/%s", catalog_models_dir(), ms->checkpoint);
+    else
+        snprintf(path, sizeof path, "%s", model);
+    catalog_deinit(&cat);
+    if (llm_load(&m, path, &e))
+        return cli_fail(&e);
+    double (*runs)[CALIB_N] = calloc(repeat, sizeof *runs);
+    int rc = runs ? 0 : err_set(&e, ALISA_ENOMEM, "out of memory");
+    for (uint32_t r = 0; r < repeat && !rc; r++) {
+        fprintf(stderr, "alisa: calibration run %u of %u\n", r + 1, repeat);
+        rc = calib_measure(m, runs[r], &e);
+    }
+    struct stat4 st[CALIB_N];
+    double col[64];
+    for (int f = 0; f < CALIB_N && !rc; f++) {
+        uint32_t n = repeat < 64 ? repeat : 64;
+        for (uint32_t r = 0; r < n; r++)
+            col[r] = runs[r][f];
+        st[f].mean = gsl_stats_mean(col, 1, n);
+        gsl_stats_minmax(&st[f].min, &st[f].max, col, 1, n);
+        st[f].spread = st[f].mean != 0 ? (st[f].max - st[f].min) / fabs(st[f].mean) : 0;
+    }
+    char part[1100];
+    snprintf(part, sizeof part, "%s.part", out);
+    FILE *f = rc ? NULL : fopen(part, "w");
+    if (!rc && !f)
+        rc = err_set(&e, ALISA_EIO, "%s: cannot create profile", part);
+    if (f) {
+        char cpu[256], date[32];
+        cpu_name(cpu, sizeof cpu);
+        time_t now = time(NULL);
+        strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+        double gib = mem_gib();
+        fprintf(f, "; measured by `alisa calibrate --model %s --repeat %u` on %s, %s\n", model,
+                repeat, host, date);
+        fprintf(f, "; CPU: %s, %ld online cores; means of %u runs (spread = (max - min) / mean)\n",
+                cpu, sysconf(_SC_NPROCESSORS_ONLN), repeat);
+        for (int i = 0; i < CALIB_N; i++)
+            fprintf(f, ";   %-18s %12.4g  (min %.4g, max %.4g, spread %.1f%%)\n", calib_name(i),
+                    st[i].mean, st[i].min, st[i].max, 100 * st[i].spread);
+        fprintf(f, "; mapping: fp16_tflops = gemm_gflops / 1000 (FP32 here, the executor's type);\n"
+                   "; hbm_gbps = gemv_gbps (the executor's memory-bound GEMM over FP32 weights);\n"
+                   "; link_gbps, link_latency_us = the arena-to-arena copy fit (latency clamped at\n"
+                   "; 0); host_mem_gbps = mem_gbps; efficiencies 1: these are rates reached.\n"
+                   "; attn_ns_per_token and recompute_ns have no key in the profile format yet.\n");
+        fprintf(f, "[%s]\ngpu = CPU executor: %s\ngpu_mem_gib = %.1f\nhbm_gbps = %.4g\n"
+                   "fp16_tflops = %.4g\nhost_dram_gib = %.1f\nlink_gbps = %.4g\n"
+                   "link_latency_us = %.4g\nhost_mem_gbps = %.4g\ngemm_efficiency = 1\n"
+                   "hbm_efficiency = 1\n",
+                section, cpu, gib, st[CALIB_GEMV_GBPS].mean, st[CALIB_GEMM_GFLOPS].mean / 1000.0,
+                gib, st[CALIB_COPY_GBPS].mean,
+                st[CALIB_COPY_LATENCY_US].mean > 0 ? st[CALIB_COPY_LATENCY_US].mean : 0.0,
+                st[CALIB_MEM_GBPS].mean);
+        if (fclose(f) != 0)
+            rc = err_set(&e, ALISA_EIO, "%s: write failed", part);
+        else if (rename(part, out) != 0)
+            rc = err_set(&e, ALISA_EIO, "%s: cannot rename to %s", part, out);
+        if (rc)
+            remove(part);
+    }
+    if (!rc && json) {
+        json_t *root = json_pack("{s:s, s:s, s:i}", "profile", out, "section", section, "repeat",
+                                 (int)repeat);
+        for (int i = 0; i < CALIB_N; i++) {
+            json_t *runs_j = json_array();
+            for (uint32_t r = 0; r < repeat; r++)
+                json_array_append_new(runs_j, json_real(runs[r][i]));
+            json_object_set_new(root, calib_name(i),
+                                json_pack("{s:f, s:f, s:f, s:f, s:o}", "mean", st[i].mean, "min",
+                                          st[i].min, "max", st[i].max, "spread", st[i].spread,
+                                          "runs", runs_j));
+        }
+        json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
+        printf("\n");
+        json_decref(root);
+    } else if (!rc) {
+        printf("%-18s %12s %12s %12s %8s\n", "figure", "mean", "min", "max", "spread");
+        for (int i = 0; i < CALIB_N; i++)
+            printf("%-18s %12.4g %12.4g %12.4g %7.1f%%\n", calib_name(i), st[i].mean, st[i].min,
+                   st[i].max, 100 * st[i].spread);
+        printf("wrote %s (section [%s])\n", out, section);
+    }
+    free(runs);
+    llm_free(m);
+    return rc ? cli_fail(&e) : 0;
+}

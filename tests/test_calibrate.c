@@ -1,0 +1,59 @@
+/* The CPU calibration microbenchmarks on the real stories260K model: every
+ * figure is finite, and the rates and costs are positive and below physical
+ * bounds (no 2-core machine sustains 10 TFLOP/s or 10 TB/s), so a unit or
+ * sign slip shows. Repeatability is printed by `alisa calibrate`, not
+ * asserted (timings are benchmarks, not tests). Under CI=true a missing
+ * model fails instead of skipping. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "calibrate.h"
+#include "model.h"
+#include "testutil.h"
+
+static void test_calibrate_figures_are_finite_and_plausible(void **state)
+{
+    (void)state;
+    char path[600];
+    snprintf(path, sizeof path, "%s/stories260K/stories260K.bin", tu_models_dir());
+    if (access(path, R_OK) != 0) {
+        if (tu_ci())
+            fail_msg("CI=true and %s is missing", path);
+        skip();
+    }
+    struct llm_model *m;
+    struct alisa_err e = {{0}};
+    if (llm_load(&m, path, &e))
+        fail_msg("%s", e.msg);
+    double f[CALIB_N];
+    if (calib_measure(m, f, &e))
+        fail_msg("%s", e.msg);
+    for (int i = 0; i < CALIB_N; i++) {
+        print_message("%s = %g\n", calib_name(i), f[i]);
+        if (!isfinite(f[i]))
+            fail_msg("%s is %g", calib_name(i), f[i]);
+    }
+    assert_true(f[CALIB_GEMM_GFLOPS] > 0 && f[CALIB_GEMM_GFLOPS] < 1e4);
+    assert_true(f[CALIB_GEMV_GBPS] > 0 && f[CALIB_GEMV_GBPS] < 1e4);
+    assert_true(f[CALIB_MEM_GBPS] > 0 && f[CALIB_MEM_GBPS] < 1e4);
+    assert_true(f[CALIB_COPY_GBPS] > 0 && f[CALIB_COPY_GBPS] < 1e4);
+    assert_true(fabs(f[CALIB_COPY_LATENCY_US]) < 1e3);
+    assert_true(f[CALIB_ATTN_NS_PER_TOKEN] > 0 && f[CALIB_ATTN_NS_PER_TOKEN] < 1e6);
+    assert_true(f[CALIB_RECOMPUTE_NS] > 0 && f[CALIB_RECOMPUTE_NS] < 1e7);
+    llm_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_calibrate_figures_are_finite_and_plausible),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
