@@ -105,8 +105,8 @@ check $? "eval: swa with INT8 KV reports against dense"
 # and a result (oom) in the replay
 for cfg in "swa alisa 100KiB 20KiB" "swa lru 100KiB 10KiB" "h2o lru 90KiB 30KiB" \
            "streaming fifo 80KiB 40KiB"; do
-    set -- $cfg
-    o=(--selection "$1" --sparsity 0.8 --placement "$2" --gpu-kv-bytes "$3" --cpu-kv-bytes "$4")
+    read -r sel place gpu cpu <<<"$cfg" # not `set --`: $3 is the SmolLM2 path
+    o=(--selection "$sel" --sparsity 0.8 --placement "$place" --gpu-kv-bytes "$gpu" --cpu-kv-bytes "$cpu")
     "$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
         --gen-len 96 --batch 2 --threshold 0 "${o[@]}" --log "$tmp/exec.log" -o "$tmp/par.trace" 2>/dev/null &&
     "$alisa" plan --trace "$tmp/par.trace" "${o[@]}" --kv-fp32 --log "$tmp/sim.log" --every 0 >/dev/null &&
@@ -114,7 +114,7 @@ for cfg in "swa alisa 100KiB 20KiB" "swa lru 100KiB 10KiB" "h2o lru 90KiB 30KiB"
     sort -n -k1,1 -k3,3 -k2,2 "$tmp/sim.log" >"$tmp/s.sorted" &&
     [ "$(wc -l <"$tmp/e.sorted")" -eq 1280 ] && grep -Eq "(offload|retire)=[0-9]" "$tmp/e.sorted" &&
     cmp -s "$tmp/e.sorted" "$tmp/s.sorted"
-    check $? "decision logs of executor and simulator identical ($1 / $2)"
+    check $? "decision logs of executor and simulator identical ($sel / $place)"
 done
 "$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
     --gen-len 96 --selection swa --placement alisa --gpu-kv-bytes 30KiB -o "$tmp/x.trace" 2>"$tmp/err"
@@ -140,6 +140,13 @@ sys.exit(not all(len(d[k]['runs']) == 2 and d[k]['min'] <= d[k]['mean'] <= d[k][
                  for k in ('gemm_gflops', 'copy_gbps', 'attn_ns_per_token', 'recompute_ns')))
 " "$tmp/cal.json"
 check $? "calibrate writes a profile the catalog loads, with two runs per figure"
+"$alisa" plan --trace "$tmp/par.trace" --selection streaming --placement fifo --kv-fp32 \
+    --gpu-kv-bytes 80KiB --cpu-kv-bytes 40KiB --profile "$tmp/cat/hardware.ini" \
+    --hardware cpu-test --json >"$tmp/plan.json" && grep -q '"hardware": "cpu-test"' "$tmp/plan.json"
+check $? "plan prices with a calibrated profile (--profile)"
+"$alisa" plan --trace "$tmp/par.trace" --profile "$tmp/none.ini" 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "none.ini" "$tmp/err"
+check $? "a missing profile named"
 "$alisa" calibrate --model stories260K -o "$tmp/p.ini" --backend cuda 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "only the cpu backend" "$tmp/err"
 check $? "calibrate --backend cuda refused (issue 7)"

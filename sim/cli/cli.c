@@ -5,6 +5,8 @@
  */
 #include "cli.h"
 
+#include "catalog.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -109,4 +111,12 @@ void cli_reset_getopt(void)
 {
     optind = 0;
     opterr = 0;
+}
+
+int cli_catalog_load(struct catalog *c, const char *dir, const char *profile, struct alisa_err *e)
+{
+    int rc = catalog_load(c, dir, catalog_models_dir(), e);
+    if (!rc && profile && (rc = catalog_load_hardware(c, profile, e)))
+        catalog_deinit(c);
+    return rc;
 }

@@ -47,6 +47,12 @@ int cli_parse_bytes(const char *opt, const char *s, uint64_t *out, struct alisa_
  * give CLI_EXIT_USAGE. opt is the option as typed. */
 int cli_option_end(int ch, const char *opt, void (*usage)(FILE *));
 
+/* The catalog of dir (models and hardware) plus, when profile is non-NULL,
+ * the hardware profiles in that file (alisa calibrate's output, the
+ * catalog's format). On failure c is empty and e names the file and line. */
+struct catalog;
+int cli_catalog_load(struct catalog *c, const char *dir, const char *profile, struct alisa_err *e);
+
 /* getopt_long needs a reset between subcommands (glibc: optind = 0). */
 void cli_reset_getopt(void);
 

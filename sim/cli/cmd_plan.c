@@ -52,6 +52,7 @@ void cmd_plan_usage(FILE *out)
             "  --log FILE            write the decision log: one line per stream and step\n"
             "  --json                print the configuration and totals as JSON\n"
             "  --catalog DIR         catalog directory\n"
+            "  --profile FILE        hardware profiles added to the catalog (alisa calibrate)\n"
             "  -h, --help            this text\n");
 }
 
@@ -71,7 +72,8 @@ static void log_plan(void *user, const struct scheduler_plan *p, uint32_t seq, u
 int cmd_plan(int argc, char **argv)
 {
     enum { O_TRACE = 1000, O_SEL, O_SPARSITY, O_BUDGET, O_WINDOW, O_SINKS, O_STRIDE, O_PLACE,
-           O_GPU, O_CPU, O_INT8, O_FP32, O_HW, O_FRAC, O_EVERY, O_LOG, O_JSON, O_CATALOG };
+           O_GPU, O_CPU, O_INT8, O_FP32, O_HW, O_FRAC, O_EVERY, O_LOG, O_JSON, O_CATALOG,
+           O_PROFILE };
     static const struct option opts[] = {
         {"trace", required_argument, 0, O_TRACE},     {"selection", required_argument, 0, O_SEL},
         {"sparsity", required_argument, 0, O_SPARSITY}, {"budget-tokens", required_argument, 0, O_BUDGET},
@@ -82,10 +84,11 @@ int cmd_plan(int argc, char **argv)
         {"kv-fp32", no_argument, 0, O_FP32},
         {"gpu-fraction", required_argument, 0, O_FRAC}, {"every", required_argument, 0, O_EVERY},
         {"log", required_argument, 0, O_LOG},         {"json", no_argument, 0, O_JSON},
-        {"catalog", required_argument, 0, O_CATALOG}, {"help", no_argument, 0, 'h'},
+        {"catalog", required_argument, 0, O_CATALOG},
+        {"profile", required_argument, 0, O_PROFILE}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     const char *trace = NULL, *sel_name = "swa", *place_name = "alisa", *hw_name = "H100-80GB";
-    const char *log_path = NULL, *dir = catalog_default_dir();
+    const char *log_path = NULL, *dir = catalog_default_dir(), *profile = NULL;
     struct replay_config cfg = {.sel_params = {.sparsity = 0.8}, .gpu_kv_bytes = UINT64_MAX / 2,
                                 .cpu_kv_bytes = UINT64_MAX / 2, .gpu_fraction = -1};
     uint32_t every = 1;
@@ -102,6 +105,7 @@ int cmd_plan(int argc, char **argv)
         case O_HW: hw_name = optarg; break;
         case O_LOG: log_path = optarg; break;
         case O_CATALOG: dir = optarg; break;
+        case O_PROFILE: profile = optarg; break;
         case O_INT8: cfg.precision = KV_INT8; break;
         case O_FP32: cfg.precision = KV_FP32; break;
         case O_JSON: json = 1; break;
@@ -131,7 +135,7 @@ int cmd_plan(int argc, char **argv)
         return cli_usage_error(cmd_plan_usage, "--gpu-fraction %g is above 1", cfg.gpu_fraction);
 
     struct catalog c;
-    if (catalog_load(&c, dir, catalog_models_dir(), &e))
+    if (cli_catalog_load(&c, dir, profile, &e))
         return cli_fail(&e);
     const struct hw_profile *hw = catalog_hw(&c, hw_name);
     if (!hw) {

@@ -35,6 +35,7 @@ void cmd_search_usage(FILE *out)
             "                      of gen-len/G (default 20)\n"
             "  --json              print JSON\n"
             "  --catalog DIR       catalog directory\n"
+            "  --profile FILE      hardware profiles added to the catalog (alisa calibrate)\n"
             "  -h, --help          this text\n");
 }
 
@@ -68,16 +69,17 @@ static void print_schedule(const char *name, const struct alisa_schedule *s, uin
 int cmd_search(int argc, char **argv)
 {
     enum { O_MODEL = 1000, O_HW, O_BATCH, O_PROMPT, O_GEN, O_SPARSITY, O_BUDGET, O_INT8, O_GRID,
-           O_JSON, O_CATALOG };
+           O_JSON, O_CATALOG, O_PROFILE };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},     {"hardware", required_argument, 0, O_HW},
         {"batch", required_argument, 0, O_BATCH},     {"prompt-len", required_argument, 0, O_PROMPT},
         {"gen-len", required_argument, 0, O_GEN},     {"sparsity", required_argument, 0, O_SPARSITY},
         {"budget-tokens", required_argument, 0, O_BUDGET}, {"kv-int8", no_argument, 0, O_INT8},
         {"grid", required_argument, 0, O_GRID},       {"json", no_argument, 0, O_JSON},
-        {"catalog", required_argument, 0, O_CATALOG}, {"help", no_argument, 0, 'h'},
+        {"catalog", required_argument, 0, O_CATALOG},
+        {"profile", required_argument, 0, O_PROFILE}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    const char *model = NULL, *hw_name = NULL, *dir = catalog_default_dir();
+    const char *model = NULL, *hw_name = NULL, *dir = catalog_default_dir(), *profile = NULL;
     struct search_workload w = {.prompt_len = 128, .gen_len = 512, .sel = {.sparsity = 0.8}};
     uint32_t grid = 20;
     int json = 0, bad = 0;
@@ -90,6 +92,7 @@ int cmd_search(int argc, char **argv)
         case O_MODEL: model = optarg; break;
         case O_HW: hw_name = optarg; break;
         case O_CATALOG: dir = optarg; break;
+        case O_PROFILE: profile = optarg; break;
         case O_INT8: w.precision = KV_INT8; break;
         case O_JSON: json = 1; break;
         case O_BATCH: bad = cli_parse_u32(opt, optarg, &w.batch, &e); break;
@@ -112,7 +115,7 @@ int cmd_search(int argc, char **argv)
     if (sel_params_validate(&w.sel, &e))
         return cli_usage_error(cmd_search_usage, "%s", e.msg);
     struct catalog c;
-    if (catalog_load(&c, dir, catalog_models_dir(), &e))
+    if (cli_catalog_load(&c, dir, profile, &e))
         return cli_fail(&e);
     int rc = 0;
     w.model = catalog_model(&c, model);

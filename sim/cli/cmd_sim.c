@@ -46,6 +46,7 @@ void cmd_sim_usage(FILE *out)
             "                      trace's tokens is drawn afresh, not inferred)\n"
             "  --json              print JSON\n"
             "  --catalog DIR       catalog directory\n"
+            "  --profile FILE      hardware profiles added to the catalog (alisa calibrate)\n"
             "  -h, --help          this text\n"
             "\n"
             "systems:\n");
@@ -59,7 +60,7 @@ int cmd_sim(int argc, char **argv)
 {
     enum { O_TRACE = 1000, O_MODEL, O_HW, O_BATCH, O_PROMPT, O_GEN, O_SYSTEM, O_SPARSITY,
            O_BUDGET, O_SEL, O_PLACE, O_INT8, O_GPUMEM, O_CPUMEM, O_TIMELINE, O_JSON, O_CATALOG,
-           O_EXTEND };
+           O_PROFILE, O_EXTEND };
     static const struct option opts[] = {
         {"trace", required_argument, 0, O_TRACE},     {"model", required_argument, 0, O_MODEL},
         {"hardware", required_argument, 0, O_HW},     {"batch", required_argument, 0, O_BATCH},
@@ -69,10 +70,11 @@ int cmd_sim(int argc, char **argv)
         {"placement", required_argument, 0, O_PLACE}, {"kv-int8", no_argument, 0, O_INT8},
         {"gpu-mem", required_argument, 0, O_GPUMEM},  {"cpu-mem", required_argument, 0, O_CPUMEM},
         {"timeline", required_argument, 0, O_TIMELINE}, {"json", no_argument, 0, O_JSON},
-        {"catalog", required_argument, 0, O_CATALOG}, {"extend", no_argument, 0, O_EXTEND},
+        {"catalog", required_argument, 0, O_CATALOG},
+        {"profile", required_argument, 0, O_PROFILE}, {"extend", no_argument, 0, O_EXTEND},
         {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
     const char *model = NULL, *hw_name = NULL, *system = NULL, *sel = NULL, *place = NULL;
-    const char *timeline_path = NULL, *dir = catalog_default_dir();
+    const char *timeline_path = NULL, *dir = catalog_default_dir(), *profile = NULL;
     struct sim_config cfg = {.prompt_len = 128, .gen_len = 512, .sel_params = {.sparsity = 0.8}};
     uint64_t gpu_mem = 0, cpu_mem = 0;
     int json = 0, bad = 0;
@@ -90,6 +92,7 @@ int cmd_sim(int argc, char **argv)
         case O_PLACE: place = optarg; break;
         case O_TIMELINE: timeline_path = optarg; break;
         case O_CATALOG: dir = optarg; break;
+        case O_PROFILE: profile = optarg; break;
         case O_INT8: cfg.precision = KV_INT8; break;
         case O_JSON: json = 1; break;
         case O_EXTEND: cfg.extend = 1; break;
@@ -122,7 +125,7 @@ int cmd_sim(int argc, char **argv)
     cfg.cpu_mem_bytes = (double)cpu_mem;
 
     struct catalog c;
-    if (catalog_load(&c, dir, catalog_models_dir(), &e))
+    if (cli_catalog_load(&c, dir, profile, &e))
         return cli_fail(&e);
     int rc = 0;
     cfg.model = catalog_model(&c, model);
