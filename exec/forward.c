@@ -27,7 +27,7 @@ struct llm_state {
     float *key_cache;      /* (n_layers, batch, max_len, kv_dim) */
     float *value_cache;    /* (n_layers, batch, max_len, kv_dim) */
     float *rope_cos, *rope_sin; /* (max_len, head_dim / 2) */
-    const float **kp, **vp; /* (max_len) K and V of the tokens one sequence attends */
+    const float *K, *V;    /* (n, kv_dim) rows of K and V one sequence attends, contiguous */
     uint32_t *ids;         /* (max_len) their token ids */
     float *w;              /* (max_len) head-mean weights over them */
     struct scheduler *sched; /* tiered mode when non-NULL (borrowed) */
@@ -55,8 +55,6 @@ void llm_state_free(struct llm_state *s)
     free(s->key_cache);
     free(s->value_cache);
     free(s->rope_cos);
-    free(s->kp);
-    free(s->vp);
     free(s->ids);
     free(s->w);
     free(s->t_layer);
@@ -109,13 +107,11 @@ int llm_state_create(struct llm_state **out, const struct llm_model *m, uint32_t
     s->key_cache = calloc(cache, sizeof(float));
     s->value_cache = calloc(cache, sizeof(float));
     s->rope_cos = malloc(2 * (size_t)max_len * half * sizeof(float));
-    s->kp = malloc(max_len * sizeof *s->kp);
-    s->vp = malloc(max_len * sizeof *s->vp);
     s->ids = malloc(max_len * sizeof *s->ids);
     s->w = malloc(max_len * sizeof *s->w);
     s->t_layer = calloc((size_t)c->n_layers * 4, sizeof *s->t_layer);
-    if (!s->t_layer || !s->att || !s->key_cache || !s->value_cache || !s->rope_cos || !s->kp ||
-        !s->vp || !s->ids || !s->w || ensure_rows(s, batch)) {
+    if (!s->t_layer || !s->att || !s->key_cache || !s->value_cache || !s->rope_cos ||
+        !s->ids || !s->w || ensure_rows(s, batch)) {
         llm_state_free(s);
         return err_set(e, ALISA_ENOMEM, "out of memory for %u sequences of %u tokens", batch,
                        max_len);
@@ -179,46 +175,41 @@ static void rope(float *vec, uint32_t n, uint32_t head_dim, const float *cs, con
     }
 }
 
-/* Attention of one sequence over the n tokens in s->kp/s->vp: softmax per
- * head, output into out (dim), head-mean weights into s->w. */
+/* Attention of one sequence over the n rows of s->K/s->V (stride kv_dim):
+ * per KV head, its group of query heads as two GEMMs (scores Q K^T, output
+ * softmax(scores) V) with a softmax per head between them; output into out
+ * (dim), head-mean weights into s->w. */
 static void attend(struct llm_state *s, const float *q, uint32_t n, uint32_t hs, uint32_t group,
                    uint32_t H, float *out)
 {
     const float scale = 1.0f / sqrtf((float)hs);
+    const int kv = (int)s->m->c.kv_dim, ld = (int)s->max_len;
     memset(s->w, 0, n * sizeof *s->w);
-    for (uint32_t h = 0; h < H; h++) {
-        const float *qh = q + (size_t)h * hs;
-        float *att = s->att + (size_t)h * s->max_len;
-        size_t koff = (size_t)(h / group) * hs;
-        float mx = -INFINITY;
-        for (uint32_t t = 0; t < n; t++) {
-            const float *kt = s->kp[t] + koff;
-            float dot = 0.0f;
-            for (uint32_t i = 0; i < hs; i++)
-                dot += qh[i] * kt[i];
-            att[t] = dot * scale;
-            if (att[t] > mx)
-                mx = att[t];
+    for (uint32_t g = 0; g < H / group; g++) {
+        size_t koff = (size_t)g * hs;
+        float *att = s->att + (size_t)g * group * s->max_len;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)group, (int)n, (int)hs, scale,
+                    q + koff * group, (int)hs, s->K + koff, kv, 0.0f, att, ld);
+        for (uint32_t h = 0; h < group; h++) {
+            float *a = att + (size_t)h * s->max_len, mx = -INFINITY, sum = 0.0f;
+            for (uint32_t t = 0; t < n; t++)
+                mx = a[t] > mx ? a[t] : mx;
+            for (uint32_t t = 0; t < n; t++) {
+                a[t] = expf(a[t] - mx);
+                sum += a[t];
+            }
+            for (uint32_t t = 0; t < n; t++) {
+                a[t] /= sum;
+                s->w[t] += a[t] / (float)H;
+            }
         }
-        float sum = 0.0f;
-        for (uint32_t t = 0; t < n; t++) {
-            att[t] = expf(att[t] - mx);
-            sum += att[t];
-        }
-        float *oh = out + (size_t)h * hs;
-        memset(oh, 0, hs * sizeof(float));
-        for (uint32_t t = 0; t < n; t++) {
-            att[t] /= sum;
-            const float *vt = s->vp[t] + koff;
-            for (uint32_t i = 0; i < hs; i++)
-                oh[i] += att[t] * vt[i];
-            s->w[t] += att[t] / (float)H;
-        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)group, (int)hs, (int)n, 1.0f,
+                    att, ld, s->V + koff, kv, 0.0f, out + koff * group, (int)hs);
     }
 }
 
 /* Tiered mode: asks the scheduler for this (sequence, layer)'s step, applies
- * the moves to the arenas, and points s->kp/s->vp at what to attend. Returns
+ * the moves to the arenas, and points s->K/s->V at what to attend. Returns
  * the count, 0 on failure (s->err set). */
 static uint32_t tiered_gather(struct llm_state *s, uint32_t b, uint32_t l, uint32_t pos,
                               const float *k, const float *v, const float *act)
@@ -248,16 +239,14 @@ static uint32_t tiered_gather(struct llm_state *s, uint32_t b, uint32_t l, uint3
     if (pos < s->prompt_len) { /* prefill: the whole prompt so far, wherever it lies */
         for (uint32_t t = 0; t <= pos; t++) {
             kvstore_fetch(s->ks, m, stream, l, t, ck + (size_t)t * kv, cv + (size_t)t * kv);
-            s->kp[t] = ck + (size_t)t * kv;
-            s->vp[t] = cv + (size_t)t * kv;
             s->ids[t] = t;
         }
+        s->K = ck;
+        s->V = cv;
         return pos + 1;
     }
     for (uint32_t i = 0; i < plan.n_attended; i++) {
         uint32_t t = plan.attended[i];
-        s->kp[i] = ck + (size_t)i * kv;
-        s->vp[i] = cv + (size_t)i * kv;
         s->ids[i] = t;
         if (kvstore_read(s->ks, stream, t, ck + (size_t)i * kv, cv + (size_t)i * kv)) {
             err_set(&s->err, ALISA_EINVAL, "stream %u position %u: attended token %u is not on the "
@@ -265,6 +254,8 @@ static uint32_t tiered_gather(struct llm_state *s, uint32_t b, uint32_t l, uint3
             return 0;
         }
     }
+    s->K = ck;
+    s->V = cv;
     return plan.n_attended;
 }
 
@@ -329,11 +320,10 @@ const float *llm_forward_chunk(struct llm_state *s, const uint32_t *tokens, uint
                     size_t base = (((size_t)l * B + b) * s->max_len) * kv;
                     memcpy(s->key_cache + base + (size_t)pos * kv, kb, kv * sizeof(float));
                     memcpy(s->value_cache + base + (size_t)pos * kv, vb, kv * sizeof(float));
-                    for (uint32_t t = 0; t < n; t++) {
-                        s->kp[t] = s->key_cache + base + (size_t)t * kv;
-                        s->vp[t] = s->value_cache + base + (size_t)t * kv;
+                    for (uint32_t t = 0; t < n; t++)
                         s->ids[t] = t;
-                    }
+                    s->K = s->key_cache + base;
+                    s->V = s->value_cache + base;
                     n_att = n;
                 } else {
                     uint64_t m0 = mono_ns(), r0 = kvstore_recompute_ns(s->ks);
