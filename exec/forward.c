@@ -138,31 +138,40 @@ static void rmsnorm(float *o, const float *x, const float *w, uint32_t n, float 
         o[j] = w[j] * (ss * x[j]);
 }
 
-/* ALISA_REFERENCE_GEMM=1 makes every projection a plain loop, one sequence
- * at a time, as a single-file llama2.c-style forward pass does: the
- * benchmark's reference point (experiments/bench/exec.sh), never the
- * default. */
+/* ALISA_REFERENCE_GEMM=1 makes every matrix product (projections and
+ * attention) a plain loop, as a single-file llama2.c-style forward pass
+ * does: the benchmark's reference point (experiments/bench/exec.sh), never
+ * the default. */
 static int reference_gemm = -1;
 
-/* y (B, out) = x (B, in) W^T, W (out, in). */
-static void gemm(float *y, const float *x, const float *w, uint32_t B, uint32_t out, uint32_t in)
+/* C (M, N) = alpha A (M, K) B, B being (K, N), or (N, K) used transposed
+ * when transb; row-major with leading dimensions lda, ldb, ldc. */
+static void matmul(int transb, uint32_t M, uint32_t N, uint32_t K, float alpha, const float *A,
+                   uint32_t lda, const float *B, uint32_t ldb, float *C, uint32_t ldc)
 {
     if (reference_gemm < 0) {
         const char *env = getenv("ALISA_REFERENCE_GEMM");
         reference_gemm = env && strcmp(env, "1") == 0;
     }
     if (reference_gemm) {
-        for (uint32_t b = 0; b < B; b++)
-            for (uint32_t i = 0; i < out; i++) {
+        for (uint32_t i = 0; i < M; i++)
+            for (uint32_t j = 0; j < N; j++) {
                 float acc = 0.0f;
-                for (uint32_t j = 0; j < in; j++)
-                    acc += w[(size_t)i * in + j] * x[(size_t)b * in + j];
-                y[(size_t)b * out + i] = acc;
+                for (uint32_t k = 0; k < K; k++)
+                    acc += A[(size_t)i * lda + k] *
+                           (transb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
+                C[(size_t)i * ldc + j] = alpha * acc;
             }
         return;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)out, (int)in, 1.0f, x,
-                (int)in, w, (int)in, 0.0f, y, (int)out);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, transb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
+                (int)K, alpha, A, (int)lda, B, (int)ldb, 0.0f, C, (int)ldc);
+}
+
+/* y (B, out) = x (B, in) W^T, W (out, in). */
+static void gemm(float *y, const float *x, const float *w, uint32_t B, uint32_t out, uint32_t in)
+{
+    matmul(1, B, out, in, 1.0f, x, in, w, in, y, out);
 }
 
 static void rope(float *vec, uint32_t n, uint32_t head_dim, const float *cs, const float *sn)
@@ -183,13 +192,12 @@ static void attend(struct llm_state *s, const float *q, uint32_t n, uint32_t hs,
                    uint32_t H, float *out)
 {
     const float scale = 1.0f / sqrtf((float)hs);
-    const int kv = (int)s->m->c.kv_dim, ld = (int)s->max_len;
+    const uint32_t kv = s->m->c.kv_dim, ld = s->max_len;
     memset(s->w, 0, n * sizeof *s->w);
     for (uint32_t g = 0; g < H / group; g++) {
         size_t koff = (size_t)g * hs;
         float *att = s->att + (size_t)g * group * s->max_len;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)group, (int)n, (int)hs, scale,
-                    q + koff * group, (int)hs, s->K + koff, kv, 0.0f, att, ld);
+        matmul(1, group, n, hs, scale, q + koff * group, hs, s->K + koff, kv, att, ld);
         for (uint32_t h = 0; h < group; h++) {
             float *a = att + (size_t)h * s->max_len, mx = -INFINITY, sum = 0.0f;
             for (uint32_t t = 0; t < n; t++)
@@ -203,8 +211,7 @@ static void attend(struct llm_state *s, const float *q, uint32_t n, uint32_t hs,
                 s->w[t] += a[t] / (float)H;
             }
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)group, (int)hs, (int)n, 1.0f,
-                    att, ld, s->V + koff, kv, 0.0f, out + koff * group, (int)hs);
+        matmul(0, group, hs, n, 1.0f, att, ld, s->V + koff, kv, out + koff * group, hs);
     }
 }
 
