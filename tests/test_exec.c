@@ -234,6 +234,14 @@ static void attach_tiers(struct llm_state *st, const struct llm_config *c, uint3
                dev, host, recompute_ns, 0, sched, ks);
 }
 
+/* The tokens at position p of the two test sequences: a prompt of P
+ * positions, then a decode. */
+static void two_sequences(uint32_t cur[2], uint32_t p, uint32_t P, uint32_t vocab)
+{
+    cur[0] = p < P ? (uint32_t)(1 + 40 * p) % vocab : 60 + p % 200;
+    cur[1] = p < P ? (uint32_t)(1 + 17 * p) % vocab : 300 + p % 150;
+}
+
 /* Placement moves KV between arenas (offload, load, recompute) but must
  * never change what the model computes: the same selection with tiny tiers
  * gives the logits of the untiered run at every step. */
@@ -258,8 +266,7 @@ static void test_exec_tiered_placement_leaves_the_outputs_unchanged(void **state
                      run ? 16 : N, run == 1 ? 1 : 3, &sched, &ks);
         uint32_t cur[2];
         for (uint32_t p = 0; p < N; p++) {
-            cur[0] = p < P ? (uint32_t)(1 + 40 * p) % c->vocab : 60 + p % 200;
-            cur[1] = p < P ? (uint32_t)(1 + 17 * p) % c->vocab : 300 + p % 150;
+            two_sequences(cur, p, P, c->vocab);
             const float *logits = llm_forward(st, cur, p, NULL);
             if (!logits)
                 fail_msg("run %d position %u: %s", run, p, llm_state_error(st)->msg);
@@ -498,8 +505,7 @@ static void test_exec_int8_kv_tracks_fp32_and_is_placement_invariant(void **stat
                    run == 2 ? 16 : N, 1, run > 0, &sched, &ks);
         uint32_t cur[2];
         for (uint32_t p = 0; p < N; p++) {
-            cur[0] = p < P ? (uint32_t)(1 + 40 * p) % c->vocab : 60 + p % 200;
-            cur[1] = p < P ? (uint32_t)(1 + 17 * p) % c->vocab : 300 + p % 150;
+            two_sequences(cur, p, P, c->vocab);
             const float *logits = llm_forward(st, cur, p, NULL);
             if (!logits)
                 fail_msg("run %d position %u: %s", run, p, llm_state_error(st)->msg);

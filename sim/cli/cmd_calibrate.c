@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "calibrate.h"
-#include "catalog.h"
 #include "cli.h"
+#include "cli_exec.h"
 #include "cmds.h"
 
 void cmd_calibrate_usage(FILE *out)
@@ -38,7 +38,7 @@ void cmd_calibrate_usage(FILE *out)
             "the rest are comments. Written to PROFILE.part, renamed when complete.\n"
             "\n"
             "  --model M        catalog name, llama2.c .bin or GGUF file (its shapes)\n"
-            "  --tokenizer T    tokenizer file (default: the catalog's)\n"
+            "  --tokenizer T    tokenizer file, loaded and checked when given (not needed)\n"
             "  -o, --output P   profile to write\n"
             "  --backend B      cpu (default); cuda is issue 7 and not built yet\n"
             "  --repeat N       runs of every benchmark (default 3, at least 2)\n"
@@ -101,7 +101,6 @@ int cmd_calibrate(int argc, char **argv)
         default: return cli_option_end(ch, opt, cmd_calibrate_usage);
         }
     }
-    (void)tokenizer;
     if (bad)
         return cli_usage_error(cmd_calibrate_usage, "%s", e.msg);
     if (optind < argc)
@@ -121,19 +120,10 @@ int cmd_calibrate(int argc, char **argv)
     snprintf(section, sizeof section, "%s", name ? name : "");
     if (!name)
         snprintf(section, sizeof section, "cpu-%s", host);
-    struct llm_model *m;
-    char path[1024];
-    struct catalog cat;
-    if (catalog_load(&cat, catalog_default_dir(), catalog_models_dir(), &e))
+    struct loaded l;
+    if (load_model(&l, model, tokenizer, tokenizer != NULL, &e))
         return cli_fail(&e);
-    const struct model_shape *ms = catalog_model(&cat, model);
-    if (ms && ms->checkpoint[0])
-        snprintf(path, sizeof path, "%s/%s", catalog_models_dir(), ms->checkpoint);
-    else
-        snprintf(path, sizeof path, "%s", model);
-    catalog_deinit(&cat);
-    if (llm_load(&m, path, &e))
-        return cli_fail(&e);
+    const struct llm_model *m = l.m;
     double (*runs)[CALIB_N] = calloc(repeat, sizeof *runs);
     int rc = runs ? 0 : err_set(&e, ALISA_ENOMEM, "out of memory");
     for (uint32_t r = 0; r < repeat && !rc; r++) {
@@ -211,6 +201,6 @@ int cmd_calibrate(int argc, char **argv)
         printf("wrote %s (section [%s])\n", out, section);
     }
     free(runs);
-    llm_free(m);
+    loaded_free(&l);
     return rc ? cli_fail(&e) : 0;
 }

@@ -12,6 +12,7 @@
 
 #include "catalog.h"
 #include "cli.h"
+#include "cli_exec.h"
 #include "cmds.h"
 #include "costmodel.h"
 #include "forward.h"
@@ -21,52 +22,6 @@
 #include "scheduler.h"
 #include "tokenizer.h"
 #include "trace.h"
-
-/* A loaded model and its tokenizer, from a catalog name or file paths. */
-struct loaded {
-    struct llm_model *m;
-    struct tokenizer *t;
-    char model_path[600];
-};
-
-static void loaded_free(struct loaded *l)
-{
-    llm_free(l->m);
-    tok_free(l->t);
-}
-
-static int load_model(struct loaded *l, const char *model, const char *tokenizer,
-                      struct alisa_err *e)
-{
-    memset(l, 0, sizeof *l);
-    char tok_path[600] = "";
-    snprintf(l->model_path, sizeof l->model_path, "%s", model);
-    struct catalog c;
-    if (!strchr(model, '/') && catalog_load(&c, catalog_default_dir(), catalog_models_dir(), e) == 0) {
-        const struct model_shape *s = catalog_model(&c, model);
-        if (s && s->checkpoint[0]) {
-            snprintf(l->model_path, sizeof l->model_path, "%s/%s", catalog_models_dir(),
-                     s->checkpoint);
-            if (s->tokenizer[0])
-                snprintf(tok_path, sizeof tok_path, "%s/%s", catalog_models_dir(), s->tokenizer);
-        }
-        catalog_deinit(&c);
-    }
-    if (tokenizer)
-        snprintf(tok_path, sizeof tok_path, "%s", tokenizer);
-    int rc = llm_load(&l->m, l->model_path, e);
-    size_t pl = strlen(l->model_path);
-    if (!rc && !tok_path[0] && pl > 5 && strcmp(l->model_path + pl - 5, ".gguf") == 0)
-        snprintf(tok_path, sizeof tok_path, "%s", l->model_path); /* tokenizer inside */
-    if (!rc && !tok_path[0])
-        rc = err_set(e, ALISA_EINVAL, "%s: no tokenizer known for this model (pass --tokenizer)",
-                     l->model_path);
-    if (!rc)
-        rc = tok_load(&l->t, tok_path, l->m->c.vocab, e);
-    if (rc)
-        loaded_free(l);
-    return rc;
-}
 
 /* The executor's KV options: without --selection and --placement the cache
  * is dense (every token, one arena); with them the scheduler core places
@@ -291,7 +246,7 @@ int cmd_run(int argc, char **argv)
         return cli_usage_error(cmd_run_usage, "--model, --prompt and -n are required; --batch > 0, "
                                "--temperature >= 0");
     struct loaded l;
-    if (load_model(&l, model, tokenizer, &e))
+    if (load_model(&l, model, tokenizer, 1, &e))
         return cli_fail(&e);
     size_t cap = strlen(prompt) + 3;
     uint32_t *ids = malloc(cap * sizeof *ids);
@@ -601,7 +556,7 @@ int cmd_eval(int argc, char **argv)
     if (!model || !text || ctx < 2 || batch == 0)
         return cli_usage_error(cmd_eval_usage, "--model, --text and --ctx >= 2 are required");
     struct loaded l;
-    if (load_model(&l, model, tokenizer, &e))
+    if (load_model(&l, model, tokenizer, 1, &e))
         return cli_fail(&e);
     int rc = 0;
     if (ctx > l.m->c.seq_len)
@@ -790,7 +745,7 @@ int cmd_record(int argc, char **argv)
     if (!model || !text || !out || !P || !batch)
         return cli_usage_error(cmd_record_usage, "--model, --text, --prompt-len and -o are required");
     struct loaded l;
-    if (load_model(&l, model, tokenizer, &e))
+    if (load_model(&l, model, tokenizer, 1, &e))
         return cli_fail(&e);
     const struct llm_config *c = &l.m->c;
     uint32_t N = P + G, *ids = NULL, n_blocks;
