@@ -36,8 +36,14 @@ struct llm_state {
     struct alisa_err err;
     FILE *timings;         /* JSON lines, borrowed; NULL: off */
     FILE *plan_log;        /* decision log (planlog.h), borrowed; NULL: off */
-    double *t_layer;       /* (n_layers, 4) gemm, attention, transfer, recompute ns */
+    double *t_layer;       /* (n_layers, T_N) ns per category */
 };
+
+/* Timing categories of a layer: weight GEMMs (and the element-wise work
+ * between them), attention (the gather of the attended K and V included),
+ * KV moves between the arenas, recomputation, and the scheduler's decisions
+ * and observations. */
+enum { T_GEMM, T_ATTN, T_MOVE, T_RECOMP, T_SCHED, T_N };
 
 static uint64_t mono_ns(void)
 {
@@ -109,7 +115,7 @@ int llm_state_create(struct llm_state **out, const struct llm_model *m, uint32_t
     s->rope_cos = malloc(2 * (size_t)max_len * half * sizeof(float));
     s->ids = malloc(max_len * sizeof *s->ids);
     s->w = malloc(max_len * sizeof *s->w);
-    s->t_layer = calloc((size_t)c->n_layers * 4, sizeof *s->t_layer);
+    s->t_layer = calloc((size_t)c->n_layers * T_N, sizeof *s->t_layer);
     if (!s->t_layer || !s->att || !s->key_cache || !s->value_cache || !s->rope_cos ||
         !s->ids || !s->w || ensure_rows(s, batch)) {
         llm_state_free(s);
@@ -219,25 +225,32 @@ static void attend(struct llm_state *s, const float *q, uint32_t n, uint32_t hs,
  * the moves to the arenas, and points s->K/s->V at what to attend. Returns
  * the count, 0 on failure (s->err set). */
 static uint32_t tiered_gather(struct llm_state *s, uint32_t b, uint32_t l, uint32_t pos,
-                              const float *k, const float *v, const float *act)
+                              const float *k, const float *v, const float *act, double *tl)
 {
     const struct llm_model *m = s->m;
     uint32_t stream = b * m->c.n_layers + l;
     struct scheduler_plan plan;
+    uint64_t t0 = mono_ns();
     if (pos < s->prompt_len)
         scheduler_prefill(s->sched, stream, pos, NULL, s->prompt_len, 0, &plan);
     else
         scheduler_step(s->sched, stream, pos, 0, &plan);
     if (s->plan_log)
         planlog_write(s->plan_log, &plan, b, l);
+    uint64_t t1 = mono_ns(), r0 = kvstore_recompute_ns(s->ks);
+    tl[T_SCHED] += (double)(t1 - t0);
     if (plan.place.oom) {
         err_set(&s->err, ALISA_EINVAL, "sequence %u layer %u position %u: the device KV arena "
                 "(%u tokens) cannot hold the step's tokens", b, l, pos,
                 scheduler_stream_gpu_cap(s->sched, stream));
         return 0;
     }
-    if (kvstore_apply(s->ks, &plan, scheduler_stream_flags(s->sched, stream), m, l, pos, k, v, act,
-                      &s->err))
+    int bad = kvstore_apply(s->ks, &plan, scheduler_stream_flags(s->sched, stream), m, l, pos, k, v,
+                            act, &s->err);
+    double rec = (double)(kvstore_recompute_ns(s->ks) - r0);
+    tl[T_MOVE] += (double)(mono_ns() - t1) - rec;
+    tl[T_RECOMP] += rec;
+    if (bad)
         return 0;
     /* K and V are read into this sequence's rows of the dense cache (unused in
      * tiered mode): row i is the i-th attended token */
@@ -299,9 +312,9 @@ const float *llm_forward_chunk(struct llm_state *s, const uint32_t *tokens, uint
         memcpy(s->x + (size_t)r * d, w->token_embedding + (size_t)tokens[r] * d, d * sizeof(float));
     }
     uint64_t t_start = mono_ns(), t0;
-    memset(s->t_layer, 0, (size_t)c->n_layers * 4 * sizeof *s->t_layer);
+    memset(s->t_layer, 0, (size_t)c->n_layers * T_N * sizeof *s->t_layer);
     for (uint32_t l = 0; l < c->n_layers; l++) {
-        double *tl = s->t_layer + (size_t)l * 4; /* gemm, attention, transfer, recompute */
+        double *tl = s->t_layer + (size_t)l * T_N;
         t0 = mono_ns();
         for (uint32_t r = 0; r < R; r++)
             rmsnorm(s->xb + (size_t)r * d, s->x + (size_t)r * d, w->rms_att + (size_t)l * d, d,
@@ -309,7 +322,7 @@ const float *llm_forward_chunk(struct llm_state *s, const uint32_t *tokens, uint
         gemm(s->q, s->xb, w->wq + (size_t)l * d * d, R, d, d);
         gemm(s->k, s->xb, w->wk + (size_t)l * kv * d, R, kv, d);
         gemm(s->v, s->xb, w->wv + (size_t)l * kv * d, R, kv, d);
-        tl[0] += (double)(mono_ns() - t0);
+        tl[T_GEMM] += (double)(mono_ns() - t0);
         t0 = mono_ns();
         /* positions in order: position p attends keys written at p' <= p */
         for (uint32_t i = 0; i < P; i++) {
@@ -333,13 +346,11 @@ const float *llm_forward_chunk(struct llm_state *s, const uint32_t *tokens, uint
                     s->V = s->value_cache + base;
                     n_att = n;
                 } else {
-                    uint64_t m0 = mono_ns(), r0 = kvstore_recompute_ns(s->ks);
-                    n_att = tiered_gather(s, b, l, pos, kb, vb, act);
-                    double moved = (double)(mono_ns() - m0),
-                           rec = (double)(kvstore_recompute_ns(s->ks) - r0);
-                    tl[2] += moved - rec;
-                    tl[3] += rec;
-                    tl[1] -= moved; /* counted below with the attention: take it out again */
+                    double before = tl[T_MOVE] + tl[T_RECOMP] + tl[T_SCHED];
+                    n_att = tiered_gather(s, b, l, pos, kb, vb, act, tl);
+                    /* counted below with the attention: take the other
+                     * categories out again */
+                    tl[T_ATTN] -= tl[T_MOVE] + tl[T_RECOMP] + tl[T_SCHED] - before;
                     if (n_att == 0)
                         return NULL;
                 }
@@ -353,6 +364,7 @@ const float *llm_forward_chunk(struct llm_state *s, const uint32_t *tokens, uint
                     /* the selection sees the row as a trace stores it
                      * (FP16 weights), so replaying the recorded trace feeds
                      * it exactly the same */
+                    uint64_t o0 = mono_ns();
                     uint32_t stream = b * c->n_layers + l;
                     float *dense = s->att; /* scratch, (n) */
                     memset(dense, 0, n * sizeof *dense);
@@ -362,10 +374,13 @@ const float *llm_forward_chunk(struct llm_state *s, const uint32_t *tokens, uint
                         scheduler_observe_prefill(s->sched, stream, pos, dense, s->prompt_len);
                     else
                         scheduler_observe_dense(s->sched, stream, dense);
+                    double obs = (double)(mono_ns() - o0);
+                    tl[T_SCHED] += obs;
+                    tl[T_ATTN] -= obs;
                 }
             }
         }
-        tl[1] += (double)(mono_ns() - t0);
+        tl[T_ATTN] += (double)(mono_ns() - t0);
         t0 = mono_ns();
         gemm(s->xb2, s->xb, w->wo + (size_t)l * d * d, R, d, d);
         for (size_t i = 0; i < (size_t)R * d; i++)
@@ -382,7 +397,7 @@ const float *llm_forward_chunk(struct llm_state *s, const uint32_t *tokens, uint
         gemm(s->xb2, s->hb, w->w2 + (size_t)l * d * hd, R, d, hd);
         for (size_t i = 0; i < (size_t)R * d; i++)
             s->x[i] += s->xb2[i];
-        tl[0] += (double)(mono_ns() - t0);
+        tl[T_GEMM] += (double)(mono_ns() - t0);
     }
     t0 = mono_ns();
     for (uint32_t r = 0; r < R; r++)
@@ -395,10 +410,11 @@ const float *llm_forward_chunk(struct llm_state *s, const uint32_t *tokens, uint
                 pos0 < s->prompt_len ? "prefill" : "decode", B, (end - t_start) * 1e-3,
                 (end - t0) * 1e-3);
         for (uint32_t l = 0; l < c->n_layers; l++) {
-            const double *tl = s->t_layer + (size_t)l * 4;
+            const double *tl = s->t_layer + (size_t)l * T_N;
             fprintf(s->timings, "%s{\"gemm_us\": %.3f, \"attention_us\": %.3f, \"transfer_us\": "
-                    "%.3f, \"recompute_us\": %.3f}", l ? ", " : "", tl[0] * 1e-3, tl[1] * 1e-3,
-                    tl[2] * 1e-3, tl[3] * 1e-3);
+                    "%.3f, \"recompute_us\": %.3f, \"schedule_us\": %.3f}", l ? ", " : "",
+                    tl[T_GEMM] * 1e-3, tl[T_ATTN] * 1e-3, tl[T_MOVE] * 1e-3, tl[T_RECOMP] * 1e-3,
+                    tl[T_SCHED] * 1e-3);
         }
         fprintf(s->timings, "]}\n");
     }

@@ -49,9 +49,11 @@ const float *llm_forward(struct llm_state *s, const uint32_t *tokens, uint32_t p
 
 /* Writes one JSON line per llm_forward call to f (NULL: off): position,
  * phase (prefill or decode), batch, total wall time and, per layer, the time
- * in weight GEMMs, attention, KV transfers between the arenas and
- * recomputation, all in microseconds; the head (final norm and classifier)
- * separately. f is borrowed. */
+ * in weight GEMMs (with the element-wise work around them), attention (with
+ * the tiered cache's gather of the attended K and V), KV moves between the
+ * arenas, recomputation, and the scheduler (its plans and observations),
+ * all in microseconds; the head (final norm and classifier) separately.
+ * f is borrowed. */
 void llm_state_timings(struct llm_state *s, FILE *f);
 
 /* Writes every scheduler plan of the tiered cache to f as a decision-log

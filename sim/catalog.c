@@ -66,6 +66,8 @@ static const struct field model_fields[] = {
 };
 #define HF(key, type, member) \
     {key, type, offsetof(struct hw_profile, member), sizeof(((struct hw_profile *)0)->member), 1}
+#define HFO(key, type, member) \
+    {key, type, offsetof(struct hw_profile, member), sizeof(((struct hw_profile *)0)->member), 0}
 static const struct field hw_fields[] = {
     HF("gpu", FIELD_STR, gpu),
     HF("gpu_mem_gib", FIELD_DOUBLE, gpu_mem_gib),
@@ -77,6 +79,10 @@ static const struct field hw_fields[] = {
     HF("host_mem_gbps", FIELD_DOUBLE, host_mem_gbps),
     HF("gemm_efficiency", FIELD_DOUBLE, gemm_efficiency),
     HF("hbm_efficiency", FIELD_DOUBLE, hbm_efficiency),
+    HFO("serial", FIELD_U32, serial),
+    HFO("weight_bytes", FIELD_DOUBLE, weight_bytes),
+    HFO("attn_ns_per_token", FIELD_DOUBLE, attn_ns_per_token),
+    HFO("recompute_ns", FIELD_DOUBLE, recompute_ns),
 };
 #define N_MODEL_FIELDS (sizeof model_fields / sizeof model_fields[0])
 #define N_HW_FIELDS (sizeof hw_fields / sizeof hw_fields[0])
@@ -314,6 +320,9 @@ int catalog_load_hardware(struct catalog *c, const char *path, struct alisa_err 
             rc = err_set(e, ALISA_EINVAL, "%s:%d: [%s]: efficiencies %g and %g must be in (0, 1]",
                          path, section_line(path, h->name), h->name, h->gemm_efficiency,
                          h->hbm_efficiency);
+        else if (h->serial > 1)
+            rc = err_set(e, ALISA_EINVAL, "%s:%d: [%s]: serial = %u must be 0 or 1", path,
+                         section_line(path, h->name), h->name, h->serial);
     }
     free(p.seen);
     if (rc)

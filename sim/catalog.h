@@ -48,6 +48,14 @@ struct hw_profile {
     double host_mem_gbps;   /* host DRAM bandwidth for CPU-side attention, GB/s */
     double gemm_efficiency; /* share of fp16_tflops a GEMM reaches, (0, 1] */
     double hbm_efficiency;  /* share of hbm_gbps a memory-bound kernel reaches, (0, 1] */
+    /* Optional keys, for profiles of alisa's CPU executor (alisa calibrate): */
+    uint32_t serial;        /* 1: one processor runs compute, copies and recomputation in
+                               turn, K and V copied token by token (no copy engine); 0: GPU */
+    double weight_bytes;    /* bytes per weight as the executor stores them (0: 2, FP16) */
+    double attn_ns_per_token; /* attention per attended token per sequence and layer, ns
+                                 (0: memory-bound over the KV bytes at hbm_gbps) */
+    double recompute_ns;    /* K and V of one token of one layer, ns (0: FLOPs at the
+                               compute peak) */
 };
 
 struct catalog {

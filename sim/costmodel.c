@@ -30,6 +30,8 @@ double cost_load_ns(const struct kv_shape *k, const struct hw_profile *hw)
 
 double cost_recompute_ns(const struct kv_shape *k, const struct hw_profile *hw)
 {
+    if (hw->recompute_ns > 0) /* measured on the executor: its input is already in memory */
+        return hw->recompute_ns;
     double flops = 2.0 * 2.0 * k->hidden * k->kv_dim;
     return flops / (hw->fp16_tflops * 1e3) + (double)cost_act_bytes(k) / hw->link_gbps;
 }
@@ -59,11 +61,12 @@ static double layer_params(const struct model_shape *m, const struct kv_shape *k
     return 2 * h * h + 2 * h * kvd + (double)m->ffn_matrices * h * m->ffn;
 }
 
-/* A weight GEMM for `batch` tokens as a roofline: every weight read once. */
+/* A weight GEMM for `batch` tokens as a roofline: every weight read once, at
+ * the profile's bytes per weight. */
 static double gemm_ns(const struct hw_profile *hw, double params, double tokens)
 {
     double flops_ns = 2.0 * tokens * params / peak_flops_per_ns(hw);
-    double bytes_ns = params * 2.0 / hbm_bytes_per_ns(hw);
+    double bytes_ns = params * (hw->weight_bytes > 0 ? hw->weight_bytes : 2.0) / hbm_bytes_per_ns(hw);
     return flops_ns > bytes_ns ? flops_ns : bytes_ns;
 }
 
@@ -75,6 +78,8 @@ double cost_layer_compute_ns(const struct model_shape *m, const struct hw_profil
     double t = gemm_ns(hw, layer_params(m, &k), batch);
     if (with_head)
         t += gemm_ns(hw, (double)m->vocab * m->hidden, batch);
+    if (hw->attn_ns_per_token > 0) /* measured on the executor, its gather included */
+        return t + attended_total * hw->attn_ns_per_token;
     /* Attention: read the attended K and V. */
     double kv_read = attended_total * (double)cost_kv_bytes(&k);
     t += kv_read / hbm_bytes_per_ns(hw);
@@ -114,6 +119,8 @@ double cost_recompute_gpu_ns(const struct model_shape *m, const struct hw_profil
                              double tokens, enum kv_precision precision)
 {
     struct kv_shape k = kv_shape_of(m, precision);
+    if (hw->recompute_ns > 0)
+        return tokens * hw->recompute_ns;
     return tokens * 2.0 * 2.0 * k.hidden * k.kv_dim / peak_flops_per_ns(hw);
 }
 

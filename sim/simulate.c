@@ -82,6 +82,7 @@ struct stream_step {
     float attended;
     float misses;
     float recomputed;
+    float moved;     /* tokens loaded plus tokens offloaded */
     double h2d, d2h; /* bytes */
     double cpu_attend; /* KV bytes attended on the CPU */
 };
@@ -113,6 +114,7 @@ static void collect_plan(void *user, const struct scheduler_plan *p, uint32_t se
     s->attended = (float)p->n_attended;
     s->misses = (float)p->place.gpu_misses;
     s->recomputed = (float)p->place.n_recompute;
+    s->moved = (float)(p->place.n_load + p->place.n_offload);
     s->h2d = (double)p->place.bytes_h2d;
     s->d2h = (double)p->place.bytes_d2h;
     s->cpu_attend = (double)p->place.bytes_cpu_attend;
@@ -459,6 +461,8 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
     double gpu_kv = cfg->system->weights_streamed ? cfg->gpu_mem_bytes - 2 * cost_layer_weight_bytes(m)
                                                   : cfg->gpu_mem_bytes - weights;
     double cpu_kv = cfg->system->weights_streamed ? cfg->cpu_mem_bytes - weights : cfg->cpu_mem_bytes;
+    if (cfg->gpu_kv_bytes > 0) /* the executor's arenas, given directly */
+        gpu_kv = cfg->gpu_kv_bytes;
     if (gpu_kv <= 0 || cpu_kv < 0) {
         r->oom = 1;
         snprintf(r->oom_reason, sizeof r->oom_reason,
@@ -586,11 +590,17 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
     g.t[T_PREFILL_OFF] = (struct task){.res = RES_D2H,
                                        .dur_ns = ns_of(cost_transfer_ns(cfg->hw, prefill_d2h, Lm))};
     r->bytes_d2h = prefill_d2h;
+    /* one processor, no copy engine: every task queues on it, and each
+     * token's K and V are two copies */
+    const int serial = cfg->hw->serial != 0;
+    const uint8_t res_h2d = serial ? RES_GPU : RES_H2D, res_d2h = serial ? RES_GPU : RES_D2H,
+                  res_cpu = serial ? RES_GPU : RES_CPU;
+    g.t[T_PREFILL_OFF].res = res_d2h;
     double attended_all = 0, misses_all = 0;
     for (uint32_t j = 0; j < N; j++)
         for (uint32_t l = 0; l < Lm; l++) {
             uint32_t x = j * Lm + l, tl = tl_of[l];
-            double att = 0, miss = 0, rec = 0, h2d = 0, d2h = 0, cpu = 0;
+            double att = 0, miss = 0, rec = 0, h2d = 0, d2h = 0, cpu = 0, moved = 0;
             const struct stream_step *row = &c.steps[((size_t)j * Lt + tl) * S];
             for (uint32_t s = 0; s < S; s++) {
                 att += slots_of[s] * row[s].attended;
@@ -599,31 +609,39 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
                 h2d += slots_of[s] * row[s].h2d;
                 d2h += slots_of[s] * row[s].d2h;
                 cpu += slots_of[s] * row[s].cpu_attend;
+                moved += slots_of[s] * row[s].moved;
             }
             attended_all += att;
             misses_all += miss;
             r->recomputed_tokens += rec;
             r->bytes_h2d += h2d;
             r->bytes_d2h += d2h;
-            double copies = h2d > 0;
+            double copies = h2d > 0, copies_d2h = d2h > 0;
+            if (serial) { /* K and V per token; offloads and loads in one task */
+                copies = 2 * moved;
+                copies_d2h = 0;
+                h2d += d2h;
+                d2h = 0;
+            }
             if (cfg->system->weights_streamed) {
                 h2d += layer_weights;
                 r->bytes_h2d += layer_weights;
                 copies += 1;
             }
-            g.t[T_LOAD(x)] = (struct task){.res = RES_H2D,
+            g.t[T_LOAD(x)] = (struct task){.res = res_h2d,
                                            .dur_ns = ns_of(cost_transfer_ns(cfg->hw, h2d, copies))};
             g.t[T_RECOMP(x)] = (struct task){.res = RES_GPU,
                                              .dur_ns = ns_of(cost_recompute_gpu_ns(m, cfg->hw, rec,
                                                                                    cfg->precision))};
-            g.t[T_CPU_ATTN(x)] = (struct task){.res = RES_CPU,
+            g.t[T_CPU_ATTN(x)] = (struct task){.res = res_cpu,
                                                .dur_ns = ns_of(cost_cpu_attention_ns(cfg->hw, cpu))};
             g.t[T_COMPUTE(x)] = (struct task){
                 .res = RES_GPU,
                 .dur_ns = ns_of(cost_layer_compute_ns(m, cfg->hw, B, att, cfg->precision, sparse,
                                                       l == Lm - 1))};
-            g.t[T_OFFLOAD(x)] = (struct task){.res = RES_D2H,
-                                              .dur_ns = ns_of(cost_transfer_ns(cfg->hw, d2h, d2h > 0))};
+            g.t[T_OFFLOAD(x)] = (struct task){.res = res_d2h,
+                                              .dur_ns = ns_of(cost_transfer_ns(cfg->hw, d2h,
+                                                                               copies_d2h))};
         }
     if (build_edges(&g, Lm, N)) { /* counts each task's dependencies */
         rc = err_set(e, ALISA_ENOMEM, "out of memory for the dependencies of %u tasks", g.n);

@@ -30,6 +30,10 @@
  * preemption first, when their blocks plus one fit, and pay a prefill over
  * their prompt and generated tokens (recomputation). Every step runs on the
  * GPU alone, so the time is the sum of the steps' prefill and decode costs.
+ *
+ * A serial profile (hw->serial, alisa's CPU executor) runs every task on one
+ * resource in the order above, and copies each moved token's K and V
+ * separately (two copies per token, each paying link_latency_us).
  */
 #ifndef ALISA_SIMULATE_H
 #define ALISA_SIMULATE_H
@@ -71,6 +75,8 @@ struct sim_config {
     enum kv_precision precision;
     double gpu_mem_bytes;              /* GPU memory (default: the profile's) */
     double cpu_mem_bytes;              /* host memory for KV (default: the profile's) */
+    double gpu_kv_bytes;               /* > 0: the GPU KV tier's bytes, given directly (the
+                                          executor's device arena; weights not counted) */
     int extend;                        /* continue a trace shorter than gen_len with synthetic
                                           rows (trace_gen's model; each trace layer's target is
                                           its measured mean sparsity) */

@@ -116,7 +116,12 @@ void cli_reset_getopt(void)
 int cli_catalog_load(struct catalog *c, const char *dir, const char *profile, struct alisa_err *e)
 {
     int rc = catalog_load(c, dir, catalog_models_dir(), e);
+    size_t before = c->n_hw;
     if (!rc && profile && (rc = catalog_load_hardware(c, profile, e)))
         catalog_deinit(c);
+    else if (!rc && profile && c->n_hw == before) {
+        catalog_deinit(c);
+        rc = err_set(e, ALISA_EINVAL, "%s: no [section] with a hardware profile", profile);
+    }
     return rc;
 }

@@ -49,7 +49,8 @@ int cli_option_end(int ch, const char *opt, void (*usage)(FILE *));
 
 /* The catalog of dir (models and hardware) plus, when profile is non-NULL,
  * the hardware profiles in that file (alisa calibrate's output, the
- * catalog's format). On failure c is empty and e names the file and line. */
+ * catalog's format; at least one, the last in c->hw). On failure c is empty
+ * and e names the file and line. */
 struct catalog;
 int cli_catalog_load(struct catalog *c, const char *dir, const char *profile, struct alisa_err *e);
 

@@ -1,11 +1,20 @@
-/* Model loading shared by the executor commands (run, eval, record,
- * calibrate): a catalog name or a file, and its tokenizer.
+/* What the executor commands (run, eval, record, calibrate, validate)
+ * share: model loading (a catalog name or a file, and its tokenizer), the
+ * KV options and the tiered cache they set up, text as a token stream, and
+ * recording a trace.
  */
 #ifndef ALISA_CLI_EXEC_H
 #define ALISA_CLI_EXEC_H
 
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+
 #include "err.h"
+#include "forward.h"
+#include "kvstore.h"
 #include "model.h"
+#include "scheduler.h"
 #include "tokenizer.h"
 
 /* A loaded model and its tokenizer (NULL when not asked for). */
@@ -23,5 +32,77 @@ int load_model(struct loaded *l, const char *model, const char *tokenizer, int w
                struct alisa_err *e);
 
 void loaded_free(struct loaded *l); /* accepts an empty l */
+
+/* The executor's KV options: without --selection and --placement the cache
+ * is dense (every token, one arena); with them the scheduler core places
+ * every token of every (sequence, layer) in the device or host arena. */
+struct kv_opts {
+    const char *selection, *placement, *hardware;
+    const char *profile;           /* hardware profiles added to the catalog, or NULL */
+    struct sel_params sel;
+    int int8;                      /* INT8 K and V in the arenas */
+    uint64_t gpu_bytes, cpu_bytes; /* totals over all streams */
+};
+
+#define KV_OPT_LIST                                                                \
+    {"selection", required_argument, 0, 1001}, {"sparsity", required_argument, 0, 1002}, \
+    {"budget-tokens", required_argument, 0, 1003}, {"placement", required_argument, 0, 1004}, \
+    {"gpu-kv-bytes", required_argument, 0, 1005}, {"cpu-kv-bytes", required_argument, 0, 1006}, \
+    {"hardware", required_argument, 0, 1007}, {"kv-int8", no_argument, 0, 1008}
+
+#define KV_OPT_HELP                                                                          \
+    "  --selection NAME   tokens each layer attends (alisa policy list; default: all)\n"     \
+    "  --sparsity S       KV sparsity of the selection (default 0.8)\n"                     \
+    "  --budget-tokens K  attend K tokens instead\n"                                        \
+    "  --placement NAME   place KV token by token in a device and a host arena under this\n" \
+    "                     policy (alisa policy list); default: one dense arena\n"            \
+    "  --gpu-kv-bytes N   device arena, bytes for all sequences and layers (K and V at 4\n" \
+    "                     bytes a channel, 1 with --kv-int8)\n"                              \
+    "  --cpu-kv-bytes N   host arena, bytes (default: unlimited)\n"                        \
+    "  --hardware NAME    profile pricing load against recompute (default H100-80GB)\n"    \
+    "  --kv-int8          store K and V in INT8, channel-wise asymmetric per group of 32\n" \
+    "                     tokens of a (sequence, layer); the open group stays exact until\n" \
+    "                     its last token arrives (alone: dense selection, one arena)\n"
+
+/* Handles one KV option (getopt code ch, option as typed, value); returns 1
+ * when ch was one, -1 on a bad value (e says why), 0 when not a KV option. */
+int kv_opt(struct kv_opts *o, int ch, const char *opt, const char *arg, struct alisa_err *e);
+
+/* A scheduler and arenas for `batch` sequences of max_len tokens. */
+struct tiered {
+    struct scheduler *sched;
+    struct kvstore *ks;
+};
+
+/* Attaches a tiered cache to st as o asks (nothing when o asks for neither
+ * selection, placement nor INT8): positions below prompt_len are prefill.
+ * The placement prices load against recompute on o's hardware profile
+ * (from the catalog plus o->profile). */
+int tiered_attach(struct tiered *t, const struct kv_opts *o, const struct llm_model *m,
+                  struct llm_state *st, uint32_t batch, uint32_t max_len, uint32_t prompt_len,
+                  struct alisa_err *e);
+void tiered_free(struct tiered *t); /* accepts an empty t */
+
+/* Reads path and encodes it as SOURCES.md does: each blank-line block (each
+ * line when the file has no blank line) as BOS + its text, concatenated.
+ * Stops after max_blocks blocks, or once max_ids tokens exist, when non-zero.
+ * *out is malloc'd. */
+int text_tokens(const struct tokenizer *t, const char *path, uint32_t max_blocks, size_t max_ids,
+                uint32_t **out, size_t *n_out, uint32_t *n_blocks, struct alisa_err *e);
+
+/* One recording: `batch` windows of P + G consecutive tokens of text from
+ * token `offset`, run teacher-forced position by position, every row
+ * written to the trace `out` (written whole or not at all). */
+struct record_job {
+    const struct loaded *l;
+    const char *text, *out;
+    uint32_t P, G, batch, offset;
+    double threshold;
+    struct kv_opts kv;
+    FILE *log;      /* decision log (needs a scheduler), or NULL */
+    FILE *timings;  /* llm_state_timings' lines, or NULL */
+};
+
+int record_trace(const struct record_job *j, struct alisa_err *e);
 
 #endif

@@ -23,121 +23,6 @@
 #include "tokenizer.h"
 #include "trace.h"
 
-/* The executor's KV options: without --selection and --placement the cache
- * is dense (every token, one arena); with them the scheduler core places
- * every token of every (sequence, layer) in the device or host arena. */
-struct kv_opts {
-    const char *selection, *placement, *hardware;
-    struct sel_params sel;
-    int int8;                      /* INT8 K and V in the arenas */
-    uint64_t gpu_bytes, cpu_bytes; /* totals over all streams */
-};
-
-#define KV_OPT_LIST                                                                \
-    {"selection", required_argument, 0, 1001}, {"sparsity", required_argument, 0, 1002}, \
-    {"budget-tokens", required_argument, 0, 1003}, {"placement", required_argument, 0, 1004}, \
-    {"gpu-kv-bytes", required_argument, 0, 1005}, {"cpu-kv-bytes", required_argument, 0, 1006}, \
-    {"hardware", required_argument, 0, 1007}, {"kv-int8", no_argument, 0, 1008}
-
-#define KV_OPT_HELP                                                                          \
-    "  --selection NAME   tokens each layer attends (alisa policy list; default: all)\n"     \
-    "  --sparsity S       KV sparsity of the selection (default 0.8)\n"                     \
-    "  --budget-tokens K  attend K tokens instead\n"                                        \
-    "  --placement NAME   place KV token by token in a device and a host arena under this\n" \
-    "                     policy (alisa policy list); default: one dense arena\n"            \
-    "  --gpu-kv-bytes N   device arena, bytes for all sequences and layers (K and V at 4\n" \
-    "                     bytes a channel, 1 with --kv-int8)\n"                              \
-    "  --cpu-kv-bytes N   host arena, bytes (default: unlimited)\n"                        \
-    "  --hardware NAME    profile pricing load against recompute (default H100-80GB)\n"    \
-    "  --kv-int8          store K and V in INT8, channel-wise asymmetric per group of 32\n" \
-    "                     tokens of a (sequence, layer); the open group stays exact until\n" \
-    "                     its last token arrives (alone: dense selection, one arena)\n"
-
-/* Handles one KV option; returns 1 when ch was one, -1 on a bad value. */
-static int kv_opt(struct kv_opts *o, int ch, const char *opt, const char *arg, struct alisa_err *e)
-{
-    switch (ch) {
-    case 1001: o->selection = arg; return 1;
-    case 1002: return cli_parse_double(opt, arg, &o->sel.sparsity, e) ? -1 : 1;
-    case 1003: return cli_parse_u32(opt, arg, &o->sel.budget_tokens, e) ? -1 : 1;
-    case 1004: o->placement = arg; return 1;
-    case 1005: return cli_parse_bytes(opt, arg, &o->gpu_bytes, e) ? -1 : 1;
-    case 1006: return cli_parse_bytes(opt, arg, &o->cpu_bytes, e) ? -1 : 1;
-    case 1007: o->hardware = arg; return 1;
-    case 1008: o->int8 = 1; return 1;
-    }
-    return 0;
-}
-
-/* A scheduler and arenas for `batch` sequences of max_len tokens, attached
- * to st; nothing when neither selection nor placement was asked for. */
-struct tiered {
-    struct scheduler *sched;
-    struct kvstore *ks;
-};
-
-static int tiered_attach(struct tiered *t, const struct kv_opts *o, const struct llm_model *m,
-                         struct llm_state *st, uint32_t batch, uint32_t max_len,
-                         uint32_t prompt_len, struct alisa_err *e)
-{
-    memset(t, 0, sizeof *t);
-    if (!o->selection && !o->placement && !o->int8)
-        return 0;
-    const struct llm_config *c = &m->c;
-    struct scheduler_config sc = {.n_streams = batch * c->n_layers, .max_len = max_len,
-                                  .sel_params = o->sel};
-    if (!(sc.sel = selection_find(o->selection ? o->selection : "dense")))
-        return err_set(e, ALISA_EINVAL, "unknown selection '%s'", o->selection);
-    if (!(sc.place = placement_find(o->placement ? o->placement : "gpu-only")))
-        return err_set(e, ALISA_EINVAL, "unknown placement '%s'", o->placement);
-    if (sc.place->offline || sc.place->step)
-        return err_set(e, ALISA_EINVAL, "placement '%s' is not supported by the executor yet "
-                       "(offline bounds need a recorded run; flexgen-static splits tokens)",
-                       sc.place->name);
-    struct catalog cat;
-    int rc = catalog_load(&cat, catalog_default_dir(), catalog_models_dir(), e);
-    if (rc)
-        return rc;
-    const struct hw_profile *hw = catalog_hw(&cat, o->hardware ? o->hardware : "H100-80GB");
-    if (!hw) {
-        catalog_deinit(&cat);
-        return err_set(e, ALISA_ENOTFOUND, "hardware '%s' is not in the catalog", o->hardware);
-    }
-    /* priced as stored: FP32 (or INT8) K and V, FP32 layer inputs */
-    struct kv_shape ks = {c->dim, c->kv_dim, o->int8 ? KV_INT8 : KV_FP32};
-    struct kv_shape f32 = {c->dim, c->kv_dim, KV_FP32};
-    struct place_params *pp = &sc.place_params;
-    pp->kv_bytes = cost_kv_bytes(&ks);
-    pp->act_bytes = cost_act_bytes(&f32);
-    uint64_t all = (uint64_t)max_len * pp->kv_bytes * sc.n_streams;
-    uint64_t g = o->gpu_bytes ? o->gpu_bytes : all, h = o->cpu_bytes ? o->cpu_bytes : all;
-    pp->gpu_bytes = g / sc.n_streams;
-    pp->cpu_bytes = h / sc.n_streams;
-    pp->load_ns = cost_load_ns(&ks, hw);
-    pp->recompute_ns = cost_recompute_ns(&f32, hw);
-    pp->gpu_fraction = -1;
-    catalog_deinit(&cat);
-    uint32_t dev = (uint32_t)(pp->gpu_bytes / pp->kv_bytes < max_len ? pp->gpu_bytes / pp->kv_bytes
-                                                                     : max_len);
-    uint32_t host = (uint32_t)(pp->cpu_bytes / pp->kv_bytes < max_len ? pp->cpu_bytes / pp->kv_bytes
-                                                                      : max_len);
-    if ((rc = scheduler_create(&t->sched, &sc, NULL, e)) ||
-        (rc = kvstore_create(&t->ks, c, sc.n_streams, max_len, dev, host, o->int8, e))) {
-        scheduler_destroy(t->sched);
-        t->sched = NULL;
-        return rc;
-    }
-    llm_state_tiered(st, t->sched, t->ks, prompt_len);
-    return 0;
-}
-
-static void tiered_free(struct tiered *t)
-{
-    scheduler_destroy(t->sched);
-    kvstore_free(t->ks);
-    memset(t, 0, sizeof *t);
-}
-
 /* Positions per llm_forward_chunk call in prefill and eval: the GEMMs run over
  * batch x CHUNK rows while the logits stay (batch, CHUNK, vocab) in memory. */
 #define CHUNK 32u
@@ -350,72 +235,6 @@ int cmd_run(int argc, char **argv)
     gsl_rng_free(rng);
     loaded_free(&l);
     return rc ? cli_fail(&e) : 0;
-}
-
-/* ---- text as a token stream ---- */
-
-/* Reads path and encodes it as SOURCES.md does: each blank-line block (each
- * line when the file has no blank line) as BOS + its text, concatenated.
- * Stops after max_blocks blocks, or once max_ids tokens exist, when non-zero. */
-static int text_tokens(const struct tokenizer *t, const char *path, uint32_t max_blocks,
-                       size_t max_ids, uint32_t **out, size_t *n_out, uint32_t *n_blocks,
-                       struct alisa_err *e)
-{
-    *out = NULL;
-    *n_out = 0;
-    *n_blocks = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return err_set(e, ALISA_EIO, "%s: cannot open text", path);
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)size + 1);
-    if (!text || fread(text, 1, (size_t)size, f) != (size_t)size) {
-        fclose(f);
-        free(text);
-        return err_set(e, ALISA_EIO, "%s: cannot read text", path);
-    }
-    fclose(f);
-    text[size] = 0;
-    size_t w = 0;
-    for (long i = 0; i < size; i++)
-        if (text[i] != '\r')
-            text[w++] = text[i];
-    text[w] = 0;
-    const char *sep = strstr(text, "\n\n") ? "\n\n" : "\n";
-    uint32_t *ids = malloc(((size_t)w + 16) * 2 * sizeof *ids);
-    if (!ids) {
-        free(text);
-        return err_set(e, ALISA_ENOMEM, "out of memory for %s", path);
-    }
-    size_t n = 0;
-    char *p = text;
-    while (*p && (!max_blocks || *n_blocks < max_blocks) && (!max_ids || n < max_ids)) {
-        while (*p == '\n')
-            p++;
-        if (!*p)
-            break;
-        char *end = strstr(p, sep);
-        if (end)
-            *end = 0;
-        size_t len = strlen(p);
-        while (len && p[len - 1] == '\n')
-            p[--len] = 0;
-        int k = tok_encode(t, p, 1, ids + n, len + 3);
-        if (k < 0) {
-            free(ids);
-            free(text);
-            return err_set(e, ALISA_EINVAL, "%s: block %u cannot be encoded", path, *n_blocks);
-        }
-        n += (size_t)k;
-        (*n_blocks)++;
-        p = end ? end + strlen(sep) : p + len;
-    }
-    free(text);
-    *out = ids;
-    *n_out = n;
-    return 0;
 }
 
 /* ---- alisa eval ---- */
@@ -747,98 +566,21 @@ int cmd_record(int argc, char **argv)
     struct loaded l;
     if (load_model(&l, model, tokenizer, 1, &e))
         return cli_fail(&e);
-    const struct llm_config *c = &l.m->c;
-    uint32_t N = P + G, *ids = NULL, n_blocks;
-    size_t n_ids = 0;
-    int rc = 0;
-    if (N > c->seq_len)
-        rc = err_set(&e, ALISA_EINVAL, "--prompt-len %u + --gen-len %u exceeds the model's "
-                     "context %u", P, G, c->seq_len);
-    if (!rc)
-        rc = text_tokens(l.t, text, 0, (size_t)offset + (size_t)batch * N, &ids, &n_ids,
-                         &n_blocks, &e);
-    if (!rc && (uint64_t)offset + (uint64_t)batch * N > n_ids)
-        rc = err_set(&e, ALISA_EINVAL, "%s: %zu tokens; %u windows of %u from %u do not fit", text,
-                     n_ids, batch, N, offset);
-    struct trace_header h;
-    memset(&h, 0, sizeof h);
-    snprintf(h.model, sizeof h.model, "%s", l.m->name);
-    h.n_layers = c->n_layers;
-    h.n_heads = c->n_heads;
-    h.n_kv_heads = c->n_kv_heads;
-    h.hidden = c->dim;
-    h.vocab = c->vocab;
-    h.n_seqs = batch;
-    h.threshold = (float)threshold;
-    snprintf(h.source, sizeof h.source, "model");
-    snprintf(h.model_sha256, sizeof h.model_sha256, "%s", l.m->sha256);
-    const char *base = strrchr(text, '/');
-    snprintf(h.text, sizeof h.text, "%s tokens %u-%u (blank-line blocks, BOS each)",
-             base ? base + 1 : text, offset, offset + batch * N);
-    char kv_desc[256] = "dense attention";
-    if (kvo.selection || kvo.placement || kvo.int8)
-        snprintf(kv_desc, sizeof kv_desc,
-                 "--selection %s --sparsity %g --budget-tokens %u --placement %s --gpu-kv-bytes %llu "
-                 "--cpu-kv-bytes %llu%s", kvo.selection ? kvo.selection : "dense",
-                 kvo.sel.sparsity, kvo.sel.budget_tokens,
-                 kvo.placement ? kvo.placement : "gpu-only", (unsigned long long)kvo.gpu_bytes,
-                 (unsigned long long)kvo.cpu_bytes, kvo.int8 ? " --kv-int8" : "");
-    snprintf(h.generator, sizeof h.generator,
-             "alisa record --model %s --prompt-len %u --gen-len %u --batch %u --offset %u "
-             "--threshold %g (teacher-forced, %s, CPU executor)",
-             l.m->name, P, G, batch, offset, threshold, kv_desc);
-    struct trace_writer *w = NULL;
-    struct llm_state *st = NULL;
-    float *rows = malloc((size_t)batch * c->n_layers * N * sizeof *rows);
-    uint32_t *cur = malloc(batch * sizeof *cur);
-    if (!rc && (!rows || !cur))
-        rc = err_set(&e, ALISA_ENOMEM, "out of memory");
-    if (!rc)
-        rc = trace_writer_open(&w, out, &h, &e);
-    for (uint32_t b = 0; !rc && b < batch; b++)
-        rc = trace_writer_seq(w, b, P, G, 0, ids + offset + (size_t)b * N, &e);
-    if (!rc)
-        rc = llm_state_create(&st, l.m, batch, N, &e);
-    struct tiered tr = {0};
-    if (!rc)
-        rc = tiered_attach(&tr, &kvo, l.m, st, batch, N, P, &e);
     FILE *lf = NULL;
-    if (!rc && log_path && !(lf = fopen(log_path, "w")))
+    int rc = 0;
+    if (log_path && !(lf = fopen(log_path, "w")))
         rc = err_set(&e, ALISA_EIO, "%s: cannot create decision log", log_path);
-    if (!rc && log_path && !tr.sched)
-        rc = err_set(&e, ALISA_EINVAL, "--log needs --selection or --placement (a dense run has "
-                     "no scheduler)");
-    if (lf)
-        llm_state_plan_log(st, lf);
-    for (uint32_t p = 0; !rc && p < N; p++) {
-        for (uint32_t b = 0; b < batch; b++)
-            cur[b] = ids[offset + (size_t)b * N + p];
-        if (!llm_forward(st, cur, p, rows)) {
-            rc = err_set(&e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
-            break;
-        }
-        for (uint32_t b = 0; !rc && b < batch; b++)
-            rc = trace_writer_step(w, b, p, cur[b], rows + (size_t)b * c->n_layers * (p + 1), NULL,
-                                   &e);
-    }
-    if (!rc) {
-        rc = trace_writer_close(w, &e);
-        w = NULL;
-    }
+    struct record_job job = {.l = &l, .text = text, .out = out, .P = P, .G = G, .batch = batch,
+                             .offset = offset, .threshold = threshold, .kv = kvo, .log = lf};
+    if (!rc)
+        rc = record_trace(&job, &e);
     if (lf && fclose(lf) != 0 && !rc)
         rc = err_set(&e, ALISA_EIO, "%s: write failed", log_path);
-    trace_writer_destroy(w);
-    tiered_free(&tr);
-    llm_state_free(st);
-    free(rows);
-    free(cur);
-    free(ids);
+    if (!rc)
+        fprintf(stderr, "alisa: wrote %s (%s, %u sequences of %u + %u tokens)\n", out, l.m->name,
+                batch, P, G);
     loaded_free(&l);
-    if (rc)
-        return cli_fail(&e);
-    fprintf(stderr, "alisa: wrote %s (%s, %u sequences of %u + %u tokens)\n", out, h.model, batch,
-            P, G);
-    return 0;
+    return rc ? cli_fail(&e) : 0;
 }
 
 /* ---- alisa model ---- */
