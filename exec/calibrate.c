@@ -25,10 +25,14 @@ static double now_ns(void)
     return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
-static const char *const names[CALIB_N] = {"gemm_gflops",      "gemv_gbps",
-                                           "mem_gbps",         "copy_gbps",
-                                           "copy_latency_us",  "attn_ns_per_token",
-                                           "recompute_ns"};
+static const char *const names[CALIB_N] = {
+    "gemm_gflops",   "gemv_gbps",     "mem_gbps",      "copy_gbps",       "copy_latency_us",
+    "stream_gbps",   "stream_gflops", "wgemm_r1_ns_b", "wgemm_r2_ns_b",   "wgemm_r4_ns_b",
+    "wgemm_r8_ns_b", "wgemm_r16_ns_b", "wgemm_r32_ns_b", "head_r1_ns_b",  "head_r2_ns_b",
+    "head_r4_ns_b",  "head_r8_ns_b",  "head_r16_ns_b", "head_r32_ns_b", "attn_ns_per_token",
+    "attn_ns_fixed", "recompute_ns"};
+
+const int calib_wgemm_rows[6] = {1, 2, 4, 8, 16, 32};
 
 const char *calib_name(enum calib_figure f) { return names[f]; }
 
@@ -92,6 +96,101 @@ static int bench_gemm(const struct llm_config *c, double *gflops, double *gbps)
     return 0;
 }
 
+/* y (R, out) = x (R, in) W^T as the forward pass calls it. */
+static void gemm_rows(const float *x, const float *w, float *y, int R, int out, int in)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, out, in, 1.0f, x, in, w, in, 0.0f, y,
+                out);
+}
+
+/* Weights of the decode's GEMMs: every layer's seven matrices and the head. */
+static double model_weight_params(const struct llm_config *c)
+{
+    double d = c->dim, kv = c->kv_dim;
+    return c->n_layers * (2 * d * d + 2 * d * kv + 3 * d * c->hidden_dim) + c->vocab * d;
+}
+
+/* One pass over the model's weight matrices with R rows, ns; the head's
+ * share into *head_ns when non-NULL. */
+static double weight_pass(const struct llm_model *m, const float *x, float *y, int R,
+                          double *head_ns)
+{
+    const struct llm_config *c = &m->c;
+    const struct llm_weights *w = &m->w;
+    const int d = (int)c->dim, kv = (int)c->kv_dim, hd = (int)c->hidden_dim;
+    double t0 = now_ns();
+    for (uint32_t l = 0; l < c->n_layers; l++) {
+        gemm_rows(x, w->wq + (size_t)l * d * d, y, R, d, d);
+        gemm_rows(x, w->wk + (size_t)l * kv * d, y, R, kv, d);
+        gemm_rows(x, w->wv + (size_t)l * kv * d, y, R, kv, d);
+        gemm_rows(x, w->wo + (size_t)l * d * d, y, R, d, d);
+        gemm_rows(x, w->w1 + (size_t)l * hd * d, y, R, hd, d);
+        gemm_rows(x, w->w3 + (size_t)l * hd * d, y, R, hd, d);
+        gemm_rows(x, w->w2 + (size_t)l * d * hd, y, R, d, hd);
+    }
+    double t1 = now_ns();
+    gemm_rows(x, w->wcls, y, R, (int)c->vocab, d);
+    double t2 = now_ns();
+    if (head_ns)
+        *head_ns = t2 - t1;
+    return t2 - t0;
+}
+
+/* The decode's weight GEMMs over the model's own matrices (calibrate.h):
+ * time / bytes = 1 / bandwidth + rows / (2 x FLOP rate), fitted over rows
+ * 1..32 (median of 3 passes each). */
+static int bench_stream(const struct llm_model *m, double *gbps, double *gflops,
+                        double layers_ns_per_byte[6], double head_ns_per_byte[6])
+{
+    const struct llm_config *c = &m->c;
+    const int *rows = calib_wgemm_rows;
+    size_t wide = c->vocab > c->hidden_dim ? c->vocab : c->hidden_dim;
+    float *x = malloc((size_t)32 * wide * sizeof *x), *y = malloc((size_t)32 * wide * sizeof *y);
+    if (!x || !y) {
+        free(x), free(y);
+        return -1;
+    }
+    fill(x, (size_t)32 * wide);
+    double bytes = model_weight_params(c) * sizeof(float), xs[6], ys[6];
+    double head_bytes = (double)c->vocab * c->dim * sizeof(float);
+    weight_pass(m, x, y, 1, NULL); /* warm-up */
+    for (int i = 0; i < 6; i++) {
+        double t[3], th[3], tl[3];
+        for (int k = 0; k < 3; k++) {
+            t[k] = weight_pass(m, x, y, rows[i], &th[k]);
+            tl[k] = t[k] - th[k];
+        }
+        xs[i] = rows[i];
+        ys[i] = median(t, 3) / bytes;
+        layers_ns_per_byte[i] = median(tl, 3) / (bytes - head_bytes);
+        head_ns_per_byte[i] = median(th, 3) / head_bytes;
+    }
+    double c0, c1, cov00, cov01, cov11, sumsq;
+    gsl_fit_linear(xs, 1, ys, 1, 6, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
+    *gbps = c0 > 0 ? 1.0 / c0 : NAN;
+    *gflops = c1 > 0 ? 1.0 / (2.0 * c1) : 0; /* 0: the arithmetic did not show */
+    free(x), free(y);
+    return 0;
+}
+
+double calib_weight_rate(const struct llm_model *m)
+{
+    const struct llm_config *c = &m->c;
+    size_t wide = c->vocab > c->hidden_dim ? c->vocab : c->hidden_dim;
+    float *x = malloc(wide * sizeof *x), *y = malloc(wide * sizeof *y);
+    if (!x || !y) {
+        free(x), free(y);
+        return NAN;
+    }
+    fill(x, wide);
+    double t[3];
+    weight_pass(m, x, y, 1, NULL);
+    for (int k = 0; k < 3; k++)
+        t[k] = weight_pass(m, x, y, 1, NULL);
+    free(x), free(y);
+    return model_weight_params(c) * sizeof(float) / median(t, 3);
+}
+
 /* Streaming read of 256 MiB (cblas_sasum, vectorised), GB/s (median of 3). */
 static int bench_mem(double *gbps)
 {
@@ -152,20 +251,46 @@ static int bench_copy(const struct llm_config *c, double *gbps, double *lat_us)
 }
 
 /* The executor decoding one sequence to 512 positions (or the model's
- * context): the mean per-layer attention time of each step against its
- * context length, fitted; the slope is ns per attended token. */
-static int bench_attention(const struct llm_model *m, double *ns_per_token, struct alisa_err *e)
+ * context) under the scheduler as validation runs it (dense selection,
+ * gpu-only placement, room for every token), so the gather of the attended
+ * K and V is timed with the attention: the mean per-layer attention time of
+ * each step against its context length, fitted; the slope is ns per
+ * attended token. */
+static int bench_attention(const struct llm_model *m, double *ns_per_token, double *ns_fixed,
+                           struct alisa_err *e)
 {
-    uint32_t N = m->c.seq_len < 512 ? m->c.seq_len : 512;
-    struct llm_state *st;
-    int rc = llm_state_create(&st, m, 1, N, e);
-    if (rc)
+    const struct llm_config *c = &m->c;
+    uint32_t N = c->seq_len < 512 ? c->seq_len : 512;
+    struct scheduler_config sc = {.sel = selection_find("dense"),
+                                  .place = placement_find("gpu-only"),
+                                  .n_streams = c->n_layers, .max_len = N};
+    ALISA_ASSERT(sc.sel && sc.place);
+    sc.place_params.kv_bytes = 2ull * c->kv_dim * sizeof(float);
+    sc.place_params.act_bytes = (uint64_t)c->dim * sizeof(float);
+    sc.place_params.gpu_bytes = (uint64_t)N * sc.place_params.kv_bytes;
+    sc.place_params.load_ns = sc.place_params.recompute_ns = 1;
+    sc.place_params.gpu_fraction = -1;
+    struct llm_state *st = NULL;
+    struct scheduler *sched = NULL;
+    struct kvstore *ks = NULL;
+    int rc = scheduler_create(&sched, &sc, NULL, e);
+    if (!rc)
+        rc = kvstore_create(&ks, c, c->n_layers, N, N, 0, 0, e);
+    if (!rc)
+        rc = llm_state_create(&st, m, 1, N, e);
+    if (rc) {
+        scheduler_destroy(sched);
+        kvstore_free(ks);
         return rc;
+    }
+    llm_state_tiered(st, sched, ks, 1);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     if (!f) {
         llm_state_free(st);
+        scheduler_destroy(sched);
+        kvstore_free(ks);
         return err_set(e, ALISA_ENOMEM, "out of memory for timings");
     }
     llm_state_timings(st, f);
@@ -176,13 +301,15 @@ static int bench_attention(const struct llm_model *m, double *ns_per_token, stru
     }
     fclose(f);
     llm_state_free(st);
+    scheduler_destroy(sched);
+    kvstore_free(ks);
     double *xs = malloc(N * sizeof *xs), *ys = malloc(N * sizeof *ys);
     size_t n = 0;
     for (char *line = buf; !rc && line && *line && xs && ys && n < N;) {
         char *nl = strchr(line, '\n');
         json_t *j = json_loadb(line, nl ? (size_t)(nl - line) : strlen(line), 0, NULL);
         json_t *layers = j ? json_object_get(j, "layers") : NULL;
-        if (layers && json_array_size(layers)) {
+        if (layers && json_array_size(layers) && json_integer_value(json_object_get(j, "pos")) > 0) {
             double sum = 0;
             for (size_t l = 0; l < json_array_size(layers); l++)
                 sum += json_number_value(json_object_get(json_array_get(layers, l), "attention_us"));
@@ -197,6 +324,7 @@ static int bench_attention(const struct llm_model *m, double *ns_per_token, stru
         double c0, c1, cov00, cov01, cov11, sumsq;
         gsl_fit_linear(xs, 1, ys, 1, n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
         *ns_per_token = c1;
+        *ns_fixed = c0 > 0 ? c0 : 0;
     } else if (!rc) {
         rc = err_set(e, ALISA_ENOMEM, "out of memory for timings");
     }
@@ -207,25 +335,32 @@ static int bench_attention(const struct llm_model *m, double *ns_per_token, stru
 }
 
 /* K and V of one token from its layer input (kvstore_recompute, the
- * executor's own), layers in turn, median of 5 x 2,000 tokens. */
+ * executor's own), as the executor recomputes: a layer's tokens one after
+ * another right after its own K/V projection, the layer's weights hot. Per
+ * layer one warm-up call, then 16 tokens timed; the median over layers of
+ * 5 rounds. */
 static double bench_recompute(const struct llm_model *m)
 {
     const struct llm_config *c = &m->c;
     float *act = malloc(c->dim * sizeof *act), *k = malloc(2 * c->kv_dim * sizeof *k);
-    if (!act || !k) {
-        free(act), free(k);
+    double *t = malloc((size_t)5 * c->n_layers * sizeof *t);
+    if (!act || !k || !t) {
+        free(act), free(k), free(t);
         return NAN;
     }
     fill(act, c->dim);
-    double t[5];
-    for (int r = 0; r < 5; r++) {
-        double t0 = now_ns();
-        for (uint32_t tok = 0; tok < 2000; tok++)
-            kvstore_recompute(m, tok % c->n_layers, act, tok, k, k + c->kv_dim);
-        t[r] = (now_ns() - t0) / 2000;
-    }
-    free(act), free(k);
-    return median(t, 5);
+    size_t n = 0;
+    for (int r = 0; r < 5; r++)
+        for (uint32_t l = 0; l < c->n_layers; l++) {
+            kvstore_recompute(m, l, act, 0, k, k + c->kv_dim);
+            double t0 = now_ns();
+            for (uint32_t tok = 1; tok <= 16; tok++)
+                kvstore_recompute(m, l, act, tok, k, k + c->kv_dim);
+            t[n++] = (now_ns() - t0) / 16;
+        }
+    double med = median(t, n);
+    free(act), free(k), free(t);
+    return med;
 }
 
 int calib_measure(const struct llm_model *m, double out[CALIB_N], struct alisa_err *e)
@@ -234,9 +369,16 @@ int calib_measure(const struct llm_model *m, double out[CALIB_N], struct alisa_e
         out[i] = NAN;
     if (bench_gemm(&m->c, &out[CALIB_GEMM_GFLOPS], &out[CALIB_GEMV_GBPS]) ||
         bench_mem(&out[CALIB_MEM_GBPS]) ||
-        bench_copy(&m->c, &out[CALIB_COPY_GBPS], &out[CALIB_COPY_LATENCY_US]))
+        bench_copy(&m->c, &out[CALIB_COPY_GBPS], &out[CALIB_COPY_LATENCY_US]) ||
+        bench_stream(m, &out[CALIB_STREAM_GBPS], &out[CALIB_STREAM_GFLOPS], &out[CALIB_WGEMM_R1],
+                     &out[CALIB_HEAD_R1]))
         return err_set(e, ALISA_ENOMEM, "out of memory for the calibration buffers");
-    int rc = bench_attention(m, &out[CALIB_ATTN_NS_PER_TOKEN], e);
+    if (!(out[CALIB_STREAM_GBPS] > 0))
+        return err_set(e, ALISA_EINVAL, "calibration: the fit of the weight GEMMs' time gave no "
+                       "memory term (a non-positive intercept); rerun on a quieter machine");
+    if (out[CALIB_STREAM_GFLOPS] <= 0) /* cache-resident model: its best in-cache rate */
+        out[CALIB_STREAM_GFLOPS] = out[CALIB_GEMM_GFLOPS];
+    int rc = bench_attention(m, &out[CALIB_ATTN_NS_PER_TOKEN], &out[CALIB_ATTN_NS_FIXED], e);
     if (rc)
         return rc;
     out[CALIB_RECOMPUTE_NS] = bench_recompute(m);

@@ -3,18 +3,30 @@
  * machine (issue 9), each repeated so the spread shows.
  *
  * - GEMM throughput of the model's projection shapes (batch x positions rows
- *   of 1, 8, 32 and 256) through OpenBLAS: the best rate is the profile's
- *   compute peak; one row is memory-bound, its weight bytes over time the
- *   profile's memory bandwidth.
+ *   of 1, 8, 32 and 256) through OpenBLAS, each matrix hot in cache: the
+ *   best rate, and one row's weight bytes over time (both reported).
+ * - The decode's weight GEMMs as the forward pass runs them: one pass over
+ *   all the model's own matrices (every layer's seven and the head) for
+ *   1, 2, 4, 8, 16 and 32 rows, the weights streamed from memory: ns per
+ *   weight byte at each row count, the layers' matrices and the output head
+ *   (a shape of its own) apart (the profile's weight_gemm_ns_per_byte and
+ *   head_gemm_ns_per_byte tables; the cost model interpolates them), and a
+ *   fit (GSL) of the whole pass's time /
+ *   weight bytes = 1 / bandwidth + rows / (2 x FLOP rate), reported and
+ *   written as hbm_gbps and fp16_tflops. The table exists because the
+ *   times are not that line: one row runs as a GEMV (no packing).
  * - Host memory read bandwidth (cblas_sasum over a 256 MiB array).
  * - Copy between two separately allocated arenas (the executor's offload and
  *   load) for sizes from one token's K and V to 16 MiB: weighted
  *   least-squares fit (GSL, relative errors) of time = latency + bytes /
  *   bandwidth.
- * - Attention: the executor's own forward pass decoding to 512 positions,
- *   per-layer attention time from its timings, fitted against the context
- *   length: ns per attended token.
- * - Recomputation of one token's K and V (two GEMVs and RoPE), ns.
+ * - Attention: the executor's own forward pass decoding to 512 positions
+ *   under the scheduler (dense selection, gpu-only placement: the gather of
+ *   the attended K and V included), per-layer attention time from its
+ *   timings, fitted against the context length: ns per attended token
+ *   (slope) and per sequence and layer (intercept).
+ * - Recomputation of one token's K and V (two GEMVs and RoPE), ns, as the
+ *   executor runs it: a layer's tokens in a row, its weights hot.
  */
 #ifndef ALISA_CALIBRATE_H
 #define ALISA_CALIBRATE_H
@@ -30,10 +42,28 @@ enum calib_figure {
     CALIB_MEM_GBPS,          /* streaming read, GB/s */
     CALIB_COPY_GBPS,         /* arena-to-arena copy bandwidth (fit slope), GB/s */
     CALIB_COPY_LATENCY_US,   /* fixed cost of one copy (fit intercept), us */
+    CALIB_STREAM_GBPS,       /* weight GEMMs over the model, memory term (fit), GB/s */
+    CALIB_STREAM_GFLOPS,     /* weight GEMMs over the model, arithmetic term (fit), GFLOP/s */
+    CALIB_WGEMM_R1,          /* weight GEMMs over the model, ns per weight byte, 1 row; */
+    CALIB_WGEMM_R2,          /* ... 2, 4, 8, 16 and 32 rows (calib_wgemm_rows) */
+    CALIB_WGEMM_R4,
+    CALIB_WGEMM_R8,
+    CALIB_WGEMM_R16,
+    CALIB_WGEMM_R32,
+    CALIB_HEAD_R1,           /* the output head alone, ns per weight byte, 1 row; */
+    CALIB_HEAD_R2,           /* ... 2, 4, 8, 16 and 32 rows */
+    CALIB_HEAD_R4,
+    CALIB_HEAD_R8,
+    CALIB_HEAD_R16,
+    CALIB_HEAD_R32,
     CALIB_ATTN_NS_PER_TOKEN, /* attention, per layer, per attended token, ns */
+    CALIB_ATTN_NS_FIXED,     /* attention, per layer and sequence, fixed, ns */
     CALIB_RECOMPUTE_NS,      /* K and V of one token of one layer, ns */
     CALIB_N
 };
+
+/* Rows of CALIB_WGEMM_R1 + i. */
+extern const int calib_wgemm_rows[6];
 
 /* Name of a figure, as in the JSON output ("gemm_gflops", ...). */
 const char *calib_name(enum calib_figure f);
@@ -42,5 +72,11 @@ const char *calib_name(enum calib_figure f);
  * loaded: the attention benchmark runs it) and writes the figures into
  * out[CALIB_N]. Returns 0, or ALISA_ENOMEM. */
 int calib_measure(const struct llm_model *m, double out[CALIB_N], struct alisa_err *e);
+
+/* One pass of the decode's weight GEMMs over the model's own matrices with
+ * one row (median of 3 after a warm-up): weight bytes / time, GB/s. The
+ * machine's state now, to set beside a profile measured earlier. Returns
+ * NAN when out of memory. */
+double calib_weight_rate(const struct llm_model *m);
 
 #endif

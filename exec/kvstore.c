@@ -53,6 +53,10 @@ static int arena_init(struct arena *a, uint32_t cap, size_t row)
     a->free = malloc((cap ? cap : 1) * sizeof(uint32_t));
     if (!a->k || !a->v || !a->free)
         return -1;
+    /* backed now, as a cudaMalloc'd or pinned arena is: no page is first
+     * touched (and faulted in) inside a timed step */
+    memset(a->k, 0, (size_t)cap * row);
+    memset(a->v, 0, (size_t)cap * row);
     for (uint32_t i = 0; i < cap; i++)
         a->free[i] = cap - 1 - i;
     a->n_free = cap;
@@ -131,6 +135,7 @@ int kvstore_create(struct kvstore **out, const struct llm_config *c, uint32_t n_
     }
     for (size_t i = 0; i < tokens; i++)
         ks->dev_slot[i] = ks->host_slot[i] = -1;
+    memset(ks->act, 0, tokens * c->dim * sizeof *ks->act); /* backed now, as the arenas */
     *out = ks;
     return 0;
 }

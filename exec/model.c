@@ -276,3 +276,25 @@ int llm_load(struct llm_model **out, const char *path, struct alisa_err *e)
         return llm_load_gguf(out, path, e);
     return llm_load_llama2c(out, path, e);
 }
+
+void llm_model_shape(const struct llm_model *m, struct model_shape *out)
+{
+    const struct llm_config *c = &m->c;
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", m->name);
+    snprintf(out->family, sizeof out->family, "llama");
+    out->n_layers = c->n_layers;
+    out->hidden = c->dim;
+    out->n_heads = c->n_heads;
+    out->n_kv_heads = c->n_kv_heads;
+    out->ffn = c->hidden_dim;
+    out->ffn_matrices = 3;
+    out->vocab = c->vocab;
+    out->tied_embeddings = m->w.wcls == m->w.token_embedding;
+    out->max_seq = c->seq_len;
+    double d = c->dim, kv = c->kv_dim;
+    double layer = 2 * d * d + 2 * d * kv + 3 * d * c->hidden_dim + 2 * d;
+    out->params = (double)c->vocab * d * (out->tied_embeddings ? 1 : 2) + c->n_layers * layer + d;
+    out->weight_bytes_fp16 = 2 * out->params;
+    out->available = 1;
+}

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "catalog.h"
 #include "err.h"
 
 struct llm_config {
@@ -63,6 +64,11 @@ int llm_load_gguf(struct llm_model **out, const char *path, struct alisa_err *e)
 
 /* Either loader, by the file's first bytes ("GGUF" or a llama2.c header). */
 int llm_load(struct llm_model **out, const char *path, struct alisa_err *e);
+
+/* m's shape as the simulator's catalog describes a model (name from the
+ * file, family "llama", SwiGLU, parameters counted from the tensors, FP16
+ * bytes twice that). Cannot fail. */
+void llm_model_shape(const struct llm_model *m, struct model_shape *out);
 
 /* Frees m. Accepts NULL. */
 void llm_free(struct llm_model *m);

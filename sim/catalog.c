@@ -35,7 +35,7 @@ const char *catalog_models_dir(void)
     return env && *env ? env : ALISA_DEFAULT_MODELS;
 }
 
-enum field_type { FIELD_U32, FIELD_DOUBLE, FIELD_STR };
+enum field_type { FIELD_U32, FIELD_DOUBLE, FIELD_STR, FIELD_GEMM_TABLE };
 
 struct field {
     const char *key;
@@ -82,7 +82,10 @@ static const struct field hw_fields[] = {
     HFO("serial", FIELD_U32, serial),
     HFO("weight_bytes", FIELD_DOUBLE, weight_bytes),
     HFO("attn_ns_per_token", FIELD_DOUBLE, attn_ns_per_token),
+    HFO("attn_ns_fixed", FIELD_DOUBLE, attn_ns_fixed),
     HFO("recompute_ns", FIELD_DOUBLE, recompute_ns),
+    HFO("weight_gemm_ns_per_byte", FIELD_GEMM_TABLE, weight_gemm),
+    HFO("head_gemm_ns_per_byte", FIELD_GEMM_TABLE, head_gemm),
 };
 #define N_MODEL_FIELDS (sizeof model_fields / sizeof model_fields[0])
 #define N_HW_FIELDS (sizeof hw_fields / sizeof hw_fields[0])
@@ -123,6 +126,41 @@ static int parse_value(const struct field *f, const char *value, void *dst, char
             return -1;
         }
         *(double *)dst = v;
+        return 0;
+    }
+    case FIELD_GEMM_TABLE: { /* "ROWS:NS ROWS:NS ...", rows increasing */
+        struct gemm_table *t = dst;
+        const char *q = value;
+        t->n = 0;
+        while (*q) {
+            char *colon;
+            double r = strtod(q, &colon), v;
+            if (colon == q || *colon != ':' || !(r >= 1) || r != floor(r) ||
+                (t->n && r <= t->rows[t->n - 1])) {
+                snprintf(msg, cap, "%s: '%s' at '%s': expected ROWS:NS with whole, increasing "
+                         "row counts", f->key, value, q);
+                return -1;
+            }
+            v = strtod(colon + 1, &end);
+            if (end == colon + 1 || !isfinite(v) || v <= 0 || (*end && *end != ' ')) {
+                snprintf(msg, cap, "%s: '%s' at '%s': ns per byte must be a positive number",
+                         f->key, value, q);
+                return -1;
+            }
+            if (t->n == GEMM_TABLE_MAX) {
+                snprintf(msg, cap, "%s: more than %d points", f->key, GEMM_TABLE_MAX);
+                return -1;
+            }
+            t->rows[t->n] = r;
+            t->ns_per_byte[t->n++] = v;
+            q = end;
+            while (*q == ' ')
+                q++;
+        }
+        if (t->n == 0) {
+            snprintf(msg, cap, "%s: no points", f->key);
+            return -1;
+        }
         return 0;
     }
     case FIELD_STR:

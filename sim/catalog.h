@@ -36,6 +36,16 @@ struct model_shape {
     char note[512];         /* why a checkpoint entry is unavailable */
 };
 
+/* Measured weight-GEMM times: ns per weight byte at n row counts (rows
+ * strictly increasing); between them linear, beyond the last the last two
+ * points' line. */
+#define GEMM_TABLE_MAX 12
+struct gemm_table {
+    uint32_t n;
+    double rows[GEMM_TABLE_MAX];
+    double ns_per_byte[GEMM_TABLE_MAX];
+};
+
 struct hw_profile {
     char name[64];          /* section name, e.g. "H100-80GB" */
     char gpu[64];           /* marketing name */
@@ -50,10 +60,16 @@ struct hw_profile {
     double hbm_efficiency;  /* share of hbm_gbps a memory-bound kernel reaches, (0, 1] */
     /* Optional keys, for profiles of alisa's CPU executor (alisa calibrate): */
     uint32_t serial;        /* 1: one processor runs compute, copies and recomputation in
-                               turn, K and V copied token by token (no copy engine); 0: GPU */
+                               turn, K and V copied token by token (no copy engine), and a
+                               weight GEMM's memory and arithmetic times add; 0: GPU */
     double weight_bytes;    /* bytes per weight as the executor stores them (0: 2, FP16) */
     double attn_ns_per_token; /* attention per attended token per sequence and layer, ns
                                  (0: memory-bound over the KV bytes at hbm_gbps) */
+    double attn_ns_fixed;   /* attention's fixed cost per sequence and layer, ns */
+    struct gemm_table weight_gemm; /* weight_gemm_ns_per_byte = ROWS:NS ...: the layers'
+                                      weight GEMMs; n 0: roofline */
+    struct gemm_table head_gemm;   /* head_gemm_ns_per_byte: the output head's (its own
+                                      shape); n 0: as weight_gemm */
     double recompute_ns;    /* K and V of one token of one layer, ns (0: FLOPs at the
                                compute peak) */
 };

@@ -61,13 +61,48 @@ static double layer_params(const struct model_shape *m, const struct kv_shape *k
     return 2 * h * h + 2 * h * kvd + (double)m->ffn_matrices * h * m->ffn;
 }
 
-/* A weight GEMM for `batch` tokens as a roofline: every weight read once, at
- * the profile's bytes per weight. */
+/* ns per weight byte at `rows` rows from a measured table: linear between
+ * points, the first point's below it, the last two points' line beyond. */
+static double table_ns_per_byte(const struct gemm_table *t, double rows)
+{
+    if (t->n == 1 || rows <= t->rows[0])
+        return t->ns_per_byte[0];
+    uint32_t i = 1;
+    while (i + 1 < t->n && rows > t->rows[i])
+        i++;
+    double x0 = t->rows[i - 1], x1 = t->rows[i], y0 = t->ns_per_byte[i - 1], y1 = t->ns_per_byte[i];
+    if (rows > x1 && y1 < y0) /* never extrapolate a falling line */
+        return y1;
+    return y0 + (y1 - y0) * (rows - x0) / (x1 - x0);
+}
+
+/* A weight GEMM for `batch` tokens: from the profile's measured table when
+ * it has one; else a roofline, every weight read once at the profile's bytes
+ * per weight, where on a serial profile (one CPU) the memory and arithmetic
+ * times add instead of overlapping. */
+static double gemm_table_ns(const struct hw_profile *hw, const struct gemm_table *t,
+                            double params, double tokens)
+{
+    return params * (hw->weight_bytes > 0 ? hw->weight_bytes : 2.0) * table_ns_per_byte(t, tokens);
+}
+
 static double gemm_ns(const struct hw_profile *hw, double params, double tokens)
 {
+    if (hw->weight_gemm.n)
+        return gemm_table_ns(hw, &hw->weight_gemm, params, tokens);
     double flops_ns = 2.0 * tokens * params / peak_flops_per_ns(hw);
     double bytes_ns = params * (hw->weight_bytes > 0 ? hw->weight_bytes : 2.0) / hbm_bytes_per_ns(hw);
+    if (hw->serial)
+        return flops_ns + bytes_ns;
     return flops_ns > bytes_ns ? flops_ns : bytes_ns;
+}
+
+/* The output head's GEMM: its own measured table when the profile has one. */
+static double head_ns(const struct hw_profile *hw, const struct model_shape *m, double tokens)
+{
+    double params = (double)m->vocab * m->hidden;
+    return hw->head_gemm.n ? gemm_table_ns(hw, &hw->head_gemm, params, tokens)
+                           : gemm_ns(hw, params, tokens);
 }
 
 double cost_layer_compute_ns(const struct model_shape *m, const struct hw_profile *hw,
@@ -77,9 +112,9 @@ double cost_layer_compute_ns(const struct model_shape *m, const struct hw_profil
     struct kv_shape k = kv_shape_of(m, precision);
     double t = gemm_ns(hw, layer_params(m, &k), batch);
     if (with_head)
-        t += gemm_ns(hw, (double)m->vocab * m->hidden, batch);
+        t += head_ns(hw, m, batch);
     if (hw->attn_ns_per_token > 0) /* measured on the executor, its gather included */
-        return t + attended_total * hw->attn_ns_per_token;
+        return t + attended_total * hw->attn_ns_per_token + batch * hw->attn_ns_fixed;
     /* Attention: read the attended K and V. */
     double kv_read = attended_total * (double)cost_kv_bytes(&k);
     t += kv_read / hbm_bytes_per_ns(hw);
@@ -108,7 +143,7 @@ double cost_prefill_ns(const struct model_shape *m, const struct hw_profile *hw,
     struct kv_shape k = kv_shape_of(m, KV_FP16);
     double tokens = (double)batch * prompt_len;
     double t = m->n_layers * gemm_ns(hw, layer_params(m, &k), tokens) +
-               gemm_ns(hw, (double)m->vocab * m->hidden, batch);
+               head_ns(hw, m, batch);
     /* causal attention: QK^T and AV, half the square */
     double attn_flops = 2.0 * 2.0 * batch * (double)prompt_len * prompt_len / 2 * m->hidden *
                         m->n_layers;

@@ -51,6 +51,11 @@ const struct sim_system sim_systems[] = {
      "recently admitted sequence is preempted and later recomputed (prefill over its tokens), "
      "so the effective batch shrinks instead of running out of memory; weights on the GPU",
      "dense", "gpu-only", 0, 0, -1, 16, 0},
+    {"executor",
+     "alisa's executor as it runs: the selection and placement given (default dense, gpu-only), "
+     "no schedule search, no CPU attention; with a serial profile (alisa calibrate) every task "
+     "runs on one processor. What alisa validate simulates",
+     "dense", "gpu-only", 0, 0, -1, 0, 0},
     {NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0},
 };
 

@@ -29,13 +29,19 @@ void cmd_calibrate_usage(FILE *out)
             "and per-copy latency between two arenas (sizes from one token's K and V to\n"
             "16 MiB, least-squares fit), attention time per attended token (the\n"
             "executor decoding 512 positions, fitted against the context), and the\n"
-            "recomputation of one token's K and V. Each benchmark runs --repeat times;\n"
+            "recomputation of one token's K and V, and the decode's weight GEMMs over the\n"
+            "model's own matrices for 1 to 32 rows. Each benchmark runs --repeat times;\n"
             "the mean, minimum, maximum and spread ((max - min) / mean) of every figure\n"
             "are printed. The profile (one catalog section, alisa catalog's format) maps\n"
-            "them to the cost model's terms: fp16_tflops = best GEMM rate, hbm_gbps = the\n"
-            "one-row GEMM's bandwidth, link_* = the copy fit, host_mem_gbps = the read\n"
-            "bandwidth, both efficiencies 1 (the figures are rates reached, not peaks);\n"
-            "the rest are comments. Written to PROFILE.part, renamed when complete.\n"
+            "them to the cost model's terms: weight_gemm_ns_per_byte and\n"
+            "head_gemm_ns_per_byte = the decode's weight GEMMs over the model's own\n"
+            "matrices, the layers' and the output head's apart, ns per weight byte at 1\n"
+            "to 32 rows (interpolated by the cost model); hbm_gbps and fp16_tflops = their fit\n"
+            "(time per weight byte = 1 / bandwidth + rows / (2 x FLOP rate)), link_* = the copy\n"
+            "fit, host_mem_gbps = the read bandwidth, both efficiencies 1 (rates reached,\n"
+            "not peaks), attn_ns_per_token, attn_ns_fixed and recompute_ns as measured,\n"
+            "serial = 1 and weight_bytes = 4 (the executor: one thread, FP32 weights).\n"
+            "Written to PROFILE.part, renamed when complete.\n"
             "\n"
             "  --model M        catalog name, llama2.c .bin or GGUF file (its shapes)\n"
             "  --tokenizer T    tokenizer file, loaded and checked when given (not needed)\n"
@@ -158,19 +164,31 @@ int cmd_calibrate(int argc, char **argv)
         for (int i = 0; i < CALIB_N; i++)
             fprintf(f, ";   %-18s %12.4g  (min %.4g, max %.4g, spread %.1f%%)\n", calib_name(i),
                     st[i].mean, st[i].min, st[i].max, 100 * st[i].spread);
-        fprintf(f, "; mapping: fp16_tflops = gemm_gflops / 1000 (FP32 here, the executor's type);\n"
-                   "; hbm_gbps = gemv_gbps (the executor's memory-bound GEMM over FP32 weights);\n"
-                   "; link_gbps, link_latency_us = the arena-to-arena copy fit (latency clamped at\n"
-                   "; 0); host_mem_gbps = mem_gbps; efficiencies 1: these are rates reached.\n"
-                   "; attn_ns_per_token and recompute_ns have no key in the profile format yet.\n");
+        fprintf(f, "; mapping (the executor: one thread, FP32 weights and KV):\n"
+                   "; fp16_tflops, hbm_gbps = stream_gflops / 1000, stream_gbps (the weight\n"
+                   "; GEMMs' fit; serial = 1 adds the two terms); link_gbps, link_latency_us =\n"
+                   "; the arena-to-arena copy fit (latency clamped at 0); host_mem_gbps =\n"
+                   "; mem_gbps; efficiencies 1: these are rates reached; weight_bytes = 4;\n"
+                   "; attn_ns_per_token, attn_ns_fixed, recompute_ns as measured;\n"
+                   "; weight_gemm_ns_per_byte, head_gemm_ns_per_byte = the wgemm_r*_ns_b and\n"
+                   "; head_r*_ns_b figures by row count (the cost model prices the layers'\n"
+                   "; weight GEMMs and the output head from these tables).\n");
         fprintf(f, "[%s]\ngpu = CPU executor: %s\ngpu_mem_gib = %.1f\nhbm_gbps = %.4g\n"
                    "fp16_tflops = %.4g\nhost_dram_gib = %.1f\nlink_gbps = %.4g\n"
                    "link_latency_us = %.4g\nhost_mem_gbps = %.4g\ngemm_efficiency = 1\n"
-                   "hbm_efficiency = 1\n",
-                section, cpu, gib, st[CALIB_GEMV_GBPS].mean, st[CALIB_GEMM_GFLOPS].mean / 1000.0,
+                   "hbm_efficiency = 1\nserial = 1\nweight_bytes = 4\nattn_ns_per_token = %.4g\n"
+                   "attn_ns_fixed = %.4g\nrecompute_ns = %.4g\nweight_gemm_ns_per_byte =",
+                section, cpu, gib, st[CALIB_STREAM_GBPS].mean, st[CALIB_STREAM_GFLOPS].mean / 1000.0,
                 gib, st[CALIB_COPY_GBPS].mean,
                 st[CALIB_COPY_LATENCY_US].mean > 0 ? st[CALIB_COPY_LATENCY_US].mean : 0.0,
-                st[CALIB_MEM_GBPS].mean);
+                st[CALIB_MEM_GBPS].mean, st[CALIB_ATTN_NS_PER_TOKEN].mean,
+                st[CALIB_ATTN_NS_FIXED].mean, st[CALIB_RECOMPUTE_NS].mean);
+        for (int i = 0; i < 6; i++)
+            fprintf(f, " %d:%.5g", calib_wgemm_rows[i], st[CALIB_WGEMM_R1 + i].mean);
+        fprintf(f, "\nhead_gemm_ns_per_byte =");
+        for (int i = 0; i < 6; i++)
+            fprintf(f, " %d:%.5g", calib_wgemm_rows[i], st[CALIB_HEAD_R1 + i].mean);
+        fprintf(f, "\n");
         if (fclose(f) != 0)
             rc = err_set(&e, ALISA_EIO, "%s: write failed", part);
         else if (rename(part, out) != 0)

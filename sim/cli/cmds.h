@@ -36,6 +36,8 @@ void cmd_record_usage(FILE *out);
 
 int cmd_calibrate(int argc, char **argv);
 void cmd_calibrate_usage(FILE *out);
+int cmd_validate(int argc, char **argv);
+void cmd_validate_usage(FILE *out);
 
 int cmd_model(int argc, char **argv);
 void cmd_model_usage(FILE *out);

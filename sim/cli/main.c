@@ -39,6 +39,8 @@ static const struct cli_cmd commands[] = {
      cmd_record_usage},
     {"calibrate", "measure this machine for the CPU executor: a hardware profile",
      cmd_calibrate, cmd_calibrate_usage},
+    {"validate", "the simulator's predicted decode time against the executor's, measured",
+     cmd_validate, cmd_validate_usage},
     {"model", "inspect a GGUF model file: metadata, tokenizer, tensors", cmd_model,
      cmd_model_usage},
     {"sweep", "run every point of a sweep spec into a SQLite results database", cmd_sweep,
