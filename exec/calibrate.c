@@ -16,7 +16,9 @@
 #include <time.h>
 
 #include "forward.h"
+#include "fp16.h"
 #include "kvstore.h"
+#include "trace_gen.h"
 
 static double now_ns(void)
 {
@@ -30,7 +32,10 @@ static const char *const names[CALIB_N] = {
     "stream_gbps",   "stream_gflops", "wgemm_r1_ns_b", "wgemm_r2_ns_b",   "wgemm_r4_ns_b",
     "wgemm_r8_ns_b", "wgemm_r16_ns_b", "wgemm_r32_ns_b", "head_r1_ns_b",  "head_r2_ns_b",
     "head_r4_ns_b",  "head_r8_ns_b",  "head_r16_ns_b", "head_r32_ns_b", "attn_ns_per_token",
-    "attn_ns_fixed", "recompute_ns"};
+    "attn_ns_fixed", "recompute_ns",  "sched_dense_ns_t", "sched_local_ns_t",
+    "sched_strided_ns_t", "sched_streaming_ns_t", "sched_swa_ns_t", "sched_h2o_ns_t"};
+
+const char *const calib_sched_policies[6] = {"dense", "local", "strided", "streaming", "swa", "h2o"};
 
 const int calib_wgemm_rows[6] = {1, 2, 4, 8, 16, 32};
 
@@ -250,20 +255,19 @@ static int bench_copy(const struct llm_config *c, double *gbps, double *lat_us)
     return 0;
 }
 
-/* The executor decoding one sequence to 512 positions (or the model's
- * context) under the scheduler as validation runs it (dense selection,
- * gpu-only placement, room for every token), so the gather of the attended
- * K and V is timed with the attention: the mean per-layer attention time of
- * each step against its context length, fitted; the slope is ns per
- * attended token. */
-static int bench_attention(const struct llm_model *m, double *ns_per_token, double *ns_fixed,
-                           struct alisa_err *e)
+/* The executor decoding one sequence to N positions under the scheduler as
+ * validation runs it (the selection given, gpu-only placement, room for
+ * every token), so the gather of the attended K and V is timed with the
+ * attention: per decode step, the mean per-layer attention time into
+ * ys[*n] (ns) and the context length into xs[*n]. */
+static int attention_run(const struct llm_model *m, const char *selection, uint32_t budget,
+                         uint32_t N, double *xs, double *ys, size_t *n, struct alisa_err *e)
 {
     const struct llm_config *c = &m->c;
-    uint32_t N = c->seq_len < 512 ? c->seq_len : 512;
-    struct scheduler_config sc = {.sel = selection_find("dense"),
+    struct scheduler_config sc = {.sel = selection_find(selection),
                                   .place = placement_find("gpu-only"),
-                                  .n_streams = c->n_layers, .max_len = N};
+                                  .n_streams = c->n_layers, .max_len = N,
+                                  .sel_params = {.budget_tokens = budget}};
     ALISA_ASSERT(sc.sel && sc.place);
     sc.place_params.kv_bytes = 2ull * c->kv_dim * sizeof(float);
     sc.place_params.act_bytes = (uint64_t)c->dim * sizeof(float);
@@ -273,39 +277,32 @@ static int bench_attention(const struct llm_model *m, double *ns_per_token, doub
     struct llm_state *st = NULL;
     struct scheduler *sched = NULL;
     struct kvstore *ks = NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = NULL;
     int rc = scheduler_create(&sched, &sc, NULL, e);
     if (!rc)
         rc = kvstore_create(&ks, c, c->n_layers, N, N, 0, 0, e);
     if (!rc)
         rc = llm_state_create(&st, m, 1, N, e);
-    if (rc) {
-        scheduler_destroy(sched);
-        kvstore_free(ks);
-        return rc;
+    if (!rc && !(f = open_memstream(&buf, &len)))
+        rc = err_set(e, ALISA_ENOMEM, "out of memory for timings");
+    if (!rc) {
+        llm_state_tiered(st, sched, ks, 1);
+        llm_state_timings(st, f);
     }
-    llm_state_tiered(st, sched, ks, 1);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f) {
-        llm_state_free(st);
-        scheduler_destroy(sched);
-        kvstore_free(ks);
-        return err_set(e, ALISA_ENOMEM, "out of memory for timings");
-    }
-    llm_state_timings(st, f);
     for (uint32_t p = 0; p < N && !rc; p++) {
         uint32_t tok = p ? 1 + (p * 7919u) % (m->c.vocab - 1) : 1;
         if (!llm_forward(st, &tok, p, NULL))
             rc = err_set(e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
     }
-    fclose(f);
+    if (f)
+        fclose(f);
     llm_state_free(st);
     scheduler_destroy(sched);
     kvstore_free(ks);
-    double *xs = malloc(N * sizeof *xs), *ys = malloc(N * sizeof *ys);
-    size_t n = 0;
-    for (char *line = buf; !rc && line && *line && xs && ys && n < N;) {
+    *n = 0;
+    for (char *line = buf; !rc && line && *line && *n < N;) {
         char *nl = strchr(line, '\n');
         json_t *j = json_loadb(line, nl ? (size_t)(nl - line) : strlen(line), 0, NULL);
         json_t *layers = j ? json_object_get(j, "layers") : NULL;
@@ -313,24 +310,49 @@ static int bench_attention(const struct llm_model *m, double *ns_per_token, doub
             double sum = 0;
             for (size_t l = 0; l < json_array_size(layers); l++)
                 sum += json_number_value(json_object_get(json_array_get(layers, l), "attention_us"));
-            xs[n] = (double)(json_integer_value(json_object_get(j, "pos")) + 1);
-            ys[n] = sum / (double)json_array_size(layers) * 1e3;
-            n++;
+            xs[*n] = (double)(json_integer_value(json_object_get(j, "pos")) + 1);
+            ys[*n] = sum / (double)json_array_size(layers) * 1e3;
+            (*n)++;
         }
         json_decref(j);
         line = nl ? nl + 1 : NULL;
     }
-    if (!rc && n > 2) {
+    free(buf);
+    return rc;
+}
+
+/* Attention per attended token: the slope of a dense run's per-layer time
+ * against the context (384 positions, or the model's context). Its fixed
+ * cost per sequence and layer: a run attending 16 tokens (local selection)
+ * from position 16 on, its mean time less 16 tokens at that slope. */
+static int bench_attention(const struct llm_model *m, double *ns_per_token, double *ns_fixed,
+                           struct alisa_err *e)
+{
+    const uint32_t N = m->c.seq_len < 384 ? m->c.seq_len : 384, K = 16;
+    double *xs = malloc(N * sizeof *xs), *ys = malloc(N * sizeof *ys);
+    size_t n = 0;
+    int rc = xs && ys ? attention_run(m, "dense", 0, N, xs, ys, &n, e)
+                      : err_set(e, ALISA_ENOMEM, "out of memory for timings");
+    if (!rc && n <= 2)
+        rc = err_set(e, ALISA_EINVAL, "calibration: %zu attention timings, too few to fit", n);
+    if (!rc) {
         double c0, c1, cov00, cov01, cov11, sumsq;
         gsl_fit_linear(xs, 1, ys, 1, n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
         *ns_per_token = c1;
-        *ns_fixed = c0 > 0 ? c0 : 0;
-    } else if (!rc) {
-        rc = err_set(e, ALISA_ENOMEM, "out of memory for timings");
+        rc = attention_run(m, "local", K, N < 8 * K ? N : 8 * K, xs, ys, &n, e);
+    }
+    if (!rc) {
+        double sum = 0, cnt = 0;
+        for (size_t i = 0; i < n; i++)
+            if (xs[i] >= K) {
+                sum += ys[i];
+                cnt++;
+            }
+        double fixed = cnt > 0 ? sum / cnt - K * *ns_per_token : 0;
+        *ns_fixed = fixed > 0 ? fixed : 0;
     }
     free(xs);
     free(ys);
-    free(buf);
     return rc;
 }
 
@@ -363,6 +385,75 @@ static double bench_recompute(const struct llm_model *m)
     return med;
 }
 
+/* The scheduler alone as forward.c drives it per (stream, step): a plan,
+ * then the attention row (weight on the attended tokens, rounded to FP16
+ * as forward.c rounds it) observed. Streams interleaved, so each finds its
+ * state as cold as in the executor. The weights are rows of trace_gen's
+ * attention model (sinks, heavy hitters, recency; drawn before the clock
+ * starts): like real attention they span many orders of magnitude, down to
+ * FP16's subnormals, whose handling is part of the cost. ns per stream,
+ * step and context token. */
+static int bench_schedule(const char *selection, double *ns_per_token, struct alisa_err *e)
+{
+    const uint32_t S = 128, N = 256;
+    struct scheduler_config sc = {.sel = selection_find(selection),
+                                  .place = placement_find("gpu-only"), .n_streams = S,
+                                  .max_len = N, .sel_params = {.sparsity = 0.8}};
+    ALISA_ASSERT(sc.sel && sc.place);
+    sc.place_params.kv_bytes = 1;
+    sc.place_params.act_bytes = 1;
+    sc.place_params.gpu_bytes = N;
+    sc.place_params.load_ns = sc.place_params.recompute_ns = 1;
+    sc.place_params.gpu_fraction = -1;
+    struct scheduler *sched;
+    int rc = scheduler_create(&sched, &sc, NULL, e);
+    float *row = malloc(N * sizeof *row);
+    if (!rc && !row)
+        rc = err_set(e, ALISA_ENOMEM, "out of memory");
+    if (rc) {
+        scheduler_destroy(sched);
+        free(row);
+        return rc;
+    }
+    /* rows 0..N-1 of one synthetic stream, row pos at pool + pos (pos + 1) / 2 */
+    float *pool = malloc((size_t)N * (N + 1) / 2 * sizeof *pool);
+    struct trace_gen_params gp;
+    trace_gen_defaults(&gp);
+    gp.n_layers = 1;
+    struct gen_stream *gs = NULL;
+    if (!pool || (rc = gen_stream_create(&gs, &gp, 0, N, 1, e))) {
+        scheduler_destroy(sched);
+        free(row), free(pool);
+        return rc ? rc : err_set(e, ALISA_ENOMEM, "out of memory");
+    }
+    for (uint32_t pos = 0; pos < N; pos++)
+        gen_stream_row(gs, pos, pool + (size_t)pos * (pos + 1) / 2);
+    gen_stream_destroy(gs);
+    struct scheduler_plan plan;
+    for (uint32_t st = 0; st < S; st++) { /* position 0: a one-token prompt */
+        scheduler_prefill(sched, st, 0, NULL, 1, 0, &plan);
+        row[0] = 1.0f;
+        scheduler_observe_prefill(sched, st, 0, row, 1);
+    }
+    double t0 = now_ns(), tokens = 0;
+    for (uint32_t pos = 1; pos < N; pos++)
+        for (uint32_t st = 0; st < S; st++) {
+            scheduler_step(sched, st, pos, 0, &plan);
+            uint32_t n = pos + 1;
+            memset(row, 0, n * sizeof *row);
+            const float *w = pool + (size_t)pos * (pos + 1) / 2;
+            for (uint32_t a = 0; a < plan.n_attended; a++)
+                row[plan.attended[a]] = fp16_to_float(fp16_from_float(w[plan.attended[a]]));
+            scheduler_observe_dense(sched, st, row);
+            tokens += n;
+        }
+    *ns_per_token = (now_ns() - t0) / tokens;
+    scheduler_destroy(sched);
+    free(row);
+    free(pool);
+    return 0;
+}
+
 int calib_measure(const struct llm_model *m, double out[CALIB_N], struct alisa_err *e)
 {
     for (int i = 0; i < CALIB_N; i++)
@@ -379,6 +470,10 @@ int calib_measure(const struct llm_model *m, double out[CALIB_N], struct alisa_e
     if (out[CALIB_STREAM_GFLOPS] <= 0) /* cache-resident model: its best in-cache rate */
         out[CALIB_STREAM_GFLOPS] = out[CALIB_GEMM_GFLOPS];
     int rc = bench_attention(m, &out[CALIB_ATTN_NS_PER_TOKEN], &out[CALIB_ATTN_NS_FIXED], e);
+    if (rc)
+        return rc;
+    for (int i = 0; i < 6 && !rc; i++)
+        rc = bench_schedule(calib_sched_policies[i], &out[CALIB_SCHED_FIRST + i], e);
     if (rc)
         return rc;
     out[CALIB_RECOMPUTE_NS] = bench_recompute(m);

@@ -20,13 +20,18 @@
  *   load) for sizes from one token's K and V to 16 MiB: weighted
  *   least-squares fit (GSL, relative errors) of time = latency + bytes /
  *   bandwidth.
- * - Attention: the executor's own forward pass decoding to 512 positions
+ * - Attention: the executor's own forward pass decoding to 384 positions
  *   under the scheduler (dense selection, gpu-only placement: the gather of
  *   the attended K and V included), per-layer attention time from its
  *   timings, fitted against the context length: ns per attended token
- *   (slope) and per sequence and layer (intercept).
+ *   (slope); then a run attending 16 tokens (local selection): its mean
+ *   less 16 tokens' worth is the fixed cost per sequence and layer.
  * - Recomputation of one token's K and V (two GEMVs and RoPE), ns, as the
  *   executor runs it: a layer's tokens in a row, its weights hot.
+ * - The scheduler's own time as the executor spends it (a plan, then the
+ *   attention row rounded to FP16 and observed) for each selection at 80%
+ *   sparsity, gpu-only placement, 128 streams interleaved over 256
+ *   positions: ns per stream, step and context token.
  */
 #ifndef ALISA_CALIBRATE_H
 #define ALISA_CALIBRATE_H
@@ -59,8 +64,14 @@ enum calib_figure {
     CALIB_ATTN_NS_PER_TOKEN, /* attention, per layer, per attended token, ns */
     CALIB_ATTN_NS_FIXED,     /* attention, per layer and sequence, fixed, ns */
     CALIB_RECOMPUTE_NS,      /* K and V of one token of one layer, ns */
+    CALIB_SCHED_FIRST,       /* the scheduler's own time per stream, step and context
+                                token, ns, one figure per calib_sched_policies entry */
+    CALIB_SCHED_LAST = CALIB_SCHED_FIRST + 5,
     CALIB_N
 };
+
+/* Selections of CALIB_SCHED_FIRST + i. */
+extern const char *const calib_sched_policies[6];
 
 /* Rows of CALIB_WGEMM_R1 + i. */
 extern const int calib_wgemm_rows[6];

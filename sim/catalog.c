@@ -35,7 +35,7 @@ const char *catalog_models_dir(void)
     return env && *env ? env : ALISA_DEFAULT_MODELS;
 }
 
-enum field_type { FIELD_U32, FIELD_DOUBLE, FIELD_STR, FIELD_GEMM_TABLE };
+enum field_type { FIELD_U32, FIELD_DOUBLE, FIELD_STR, FIELD_GEMM_TABLE, FIELD_NAMED_TABLE };
 
 struct field {
     const char *key;
@@ -86,6 +86,7 @@ static const struct field hw_fields[] = {
     HFO("recompute_ns", FIELD_DOUBLE, recompute_ns),
     HFO("weight_gemm_ns_per_byte", FIELD_GEMM_TABLE, weight_gemm),
     HFO("head_gemm_ns_per_byte", FIELD_GEMM_TABLE, head_gemm),
+    HFO("sched_ns_per_token", FIELD_NAMED_TABLE, sched_ns),
 };
 #define N_MODEL_FIELDS (sizeof model_fields / sizeof model_fields[0])
 #define N_HW_FIELDS (sizeof hw_fields / sizeof hw_fields[0])
@@ -160,6 +161,33 @@ static int parse_value(const struct field *f, const char *value, void *dst, char
         if (t->n == 0) {
             snprintf(msg, cap, "%s: no points", f->key);
             return -1;
+        }
+        return 0;
+    }
+    case FIELD_NAMED_TABLE: { /* "NAME:VALUE NAME:VALUE ..." */
+        struct named_table *t = dst;
+        const char *q = value;
+        t->n = 0;
+        while (*q) {
+            const char *colon = strchr(q, ':'), *sp = strchr(q, ' ');
+            size_t len = colon ? (size_t)(colon - q) : 0;
+            double v = colon && (!sp || colon < sp) ? strtod(colon + 1, &end) : -1;
+            if (!len || len >= sizeof t->name[0] || (sp && sp < colon) || !isfinite(v) ||
+                v < 0 || (*end && *end != ' ')) {
+                snprintf(msg, cap, "%s: '%s' at '%s': expected NAME:VALUE pairs, values "
+                         "non-negative", f->key, value, q);
+                return -1;
+            }
+            if (t->n == NAMED_TABLE_MAX) {
+                snprintf(msg, cap, "%s: more than %d pairs", f->key, NAMED_TABLE_MAX);
+                return -1;
+            }
+            memcpy(t->name[t->n], q, len);
+            t->name[t->n][len] = 0;
+            t->value[t->n++] = v;
+            q = end;
+            while (*q == ' ')
+                q++;
         }
         return 0;
     }

@@ -46,6 +46,14 @@ struct gemm_table {
     double ns_per_byte[GEMM_TABLE_MAX];
 };
 
+/* Measured per-policy costs: NAME:VALUE pairs (sched_ns_per_token). */
+#define NAMED_TABLE_MAX 12
+struct named_table {
+    uint32_t n;
+    char name[NAMED_TABLE_MAX][16];
+    double value[NAMED_TABLE_MAX];
+};
+
 struct hw_profile {
     char name[64];          /* section name, e.g. "H100-80GB" */
     char gpu[64];           /* marketing name */
@@ -70,6 +78,9 @@ struct hw_profile {
                                       weight GEMMs; n 0: roofline */
     struct gemm_table head_gemm;   /* head_gemm_ns_per_byte: the output head's (its own
                                       shape); n 0: as weight_gemm */
+    struct named_table sched_ns; /* sched_ns_per_token = SELECTION:NS ...: the scheduler's
+                                    own time per stream, step and context token, on the
+                                    executor's processor (serial profiles) */
     double recompute_ns;    /* K and V of one token of one layer, ns (0: FLOPs at the
                                compute peak) */
 };

@@ -3,6 +3,8 @@
  */
 #include "costmodel.h"
 
+#include <string.h>
+
 const char *kv_precision_name(enum kv_precision p)
 {
     return p == KV_INT8 ? "int8" : p == KV_FP32 ? "fp32" : "fp16";
@@ -184,4 +186,13 @@ double cost_recompute_all_ns(const struct model_shape *m, const struct hw_profil
         return 0;
     struct kv_shape k = kv_shape_of(m, precision);
     return tokens * m->n_layers * cost_recompute_ns(&k, hw);
+}
+
+double cost_schedule_ns(const struct hw_profile *hw, const char *selection, double streams,
+                        double context)
+{
+    for (uint32_t i = 0; i < hw->sched_ns.n; i++)
+        if (strcmp(hw->sched_ns.name[i], selection) == 0)
+            return streams * context * hw->sched_ns.value[i];
+    return 0;
 }

@@ -97,4 +97,12 @@ double cost_transfer_ns(const struct hw_profile *hw, double bytes, double copies
 double cost_recompute_all_ns(const struct model_shape *m, const struct hw_profile *hw,
                              double tokens, enum kv_precision precision);
 
+/* The scheduler's own time for `streams` (sequence, layer) streams deciding
+ * one step over `context` tokens each under a selection policy: the
+ * profile's measured ns per context token for that policy (sched_ns_per_token;
+ * 0 when the profile has none: on a GPU system the host schedules while
+ * the GPU computes). ns. Cannot fail. */
+double cost_schedule_ns(const struct hw_profile *hw, const char *selection, double streams,
+                        double context);
+
 #endif

@@ -162,7 +162,7 @@ int results_merge(const char *out, const char *const *inputs, int n_inputs, uint
     return rc;
 }
 
-const char *const results_queries[] = {"sim", "plan", "eval", "fidelity", "runs", NULL};
+const char *const results_queries[] = {"sim", "plan", "eval", "fidelity", "validate", "runs", NULL};
 
 #define P(k) "json_extract(config, '$.params." k "')"
 #define R(k) "json_extract(result, '$." k "')"
@@ -213,6 +213,28 @@ static const char q_fidelity[] =
     R("spearman_mean") " AS spearman_mean, " R("mass_kept_mean") " AS mass_kept_mean, wall_s "
     "FROM runs WHERE json_extract(config, '$.command') = 'fidelity'";
 
+static const char q_validate[] =
+    "SELECT sweep, point, status, " R("model") " AS model, " R("profile") " AS profile, "
+    R("selection") " AS selection, " R("placement") " AS placement, " R("sparsity") " AS sparsity, "
+    R("gpu_kv_bytes") " AS gpu_kv_bytes, " R("batch") " AS batch, " R("prompt_len") " AS prompt_len, "
+    R("gen_len") " AS gen_len, " R("phase2_step") " AS phase2_step, "
+    R("phase3_step") " AS phase3_step, " R("measured_s") " AS measured_s, "
+    R("predicted_s") " AS predicted_s, " R("total_error_pct") " AS total_error_pct, "
+    R("mape_pct") " AS mape_pct, " R("max_ape_pct") " AS max_ape_pct, "
+    R("measured_compute_s") " AS measured_compute_s, "
+    R("predicted_compute_s") " AS predicted_compute_s, "
+    R("measured_transfer_s") " AS measured_transfer_s, "
+    R("predicted_transfer_s") " AS predicted_transfer_s, "
+    R("measured_recompute_s") " AS measured_recompute_s, "
+    R("predicted_recompute_s") " AS predicted_recompute_s, "
+    R("measured_schedule_s") " AS measured_schedule_s, "
+    R("predicted_schedule_s") " AS predicted_schedule_s, "
+    R("recomputed_tokens") " AS recomputed_tokens, "
+    R("weight_rate_before_gbps") " AS weight_rate_before_gbps, "
+    R("weight_rate_after_gbps") " AS weight_rate_after_gbps, "
+    R("weight_rate_profile_gbps") " AS weight_rate_profile_gbps, wall_s "
+    "FROM runs WHERE json_extract(config, '$.command') = 'validate'";
+
 static const char q_runs[] =
     "SELECT sweep, point, config_hash, status, error, code_version, wall_s, created, config "
     "FROM runs WHERE 1";
@@ -242,10 +264,11 @@ int results_export(const char *db, const char *query, const char *sweep, FILE *o
                        : strcmp(query, "plan") == 0     ? q_plan
                        : strcmp(query, "eval") == 0     ? q_eval
                        : strcmp(query, "fidelity") == 0 ? q_fidelity
+                       : strcmp(query, "validate") == 0 ? q_validate
                        : strcmp(query, "runs") == 0     ? q_runs
                                                         : NULL;
     if (!base)
-        return err_set(e, ALISA_EINVAL, "unknown query '%s' (sim, plan, eval, fidelity, runs)",
+        return err_set(e, ALISA_EINVAL, "unknown query '%s' (sim, plan, eval, fidelity, validate, runs)",
                        query);
     struct results *r;
     int rc = results_open(&r, db, e);

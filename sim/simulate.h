@@ -92,6 +92,8 @@ struct sim_result {
     double recompute_s;         /* GPU busy recomputing K and V */
     double transfer_s;          /* link busy, both directions */
     double cpu_attention_s;     /* CPU busy with attention (FlexGen's delegation) */
+    double schedule_s;          /* the scheduler's own time, where the profile prices it
+                                   (serial profiles: on the processor, before each layer) */
     double stall_s;             /* GPU idle during decode, waiting for transfers or the CPU */
     double bytes_h2d, bytes_d2h;
     double gpu_kv_capacity_bytes, cpu_kv_capacity_bytes;

@@ -14,6 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* inih keeps a continued key's name in a 50-byte buffer. */
+#define INIH_NAME_CUT 49
+
 struct spec_ctx {
     struct sweep_spec *s;
     char dir[PATH_MAX]; /* directory of the spec, for relative paths */
@@ -29,7 +32,8 @@ static int is_path_key(const char *key)
     if (strcmp(key, "model") == 0)
         return 2;
     return strcmp(key, "trace") == 0 || strcmp(key, "timeline") == 0 || strcmp(key, "log") == 0 ||
-           strcmp(key, "text") == 0 || strcmp(key, "tokenizer") == 0;
+           strcmp(key, "text") == 0 || strcmp(key, "tokenizer") == 0 ||
+           strcmp(key, "profile") == 0 || strcmp(key, "steps") == 0;
 }
 
 /* Splits value on whitespace into p->values. */
@@ -87,9 +91,10 @@ static int spec_handler(void *user, const char *section, const char *name, const
         }
         if (strcmp(name, "command") == 0) {
             if (strcmp(value, "sim") != 0 && strcmp(value, "plan") != 0 &&
-                strcmp(value, "eval") != 0 && strcmp(value, "fidelity") != 0) {
-                snprintf(c->msg, sizeof c->msg, "command '%s' unknown (sim, plan, eval or fidelity)",
-                         value);
+                strcmp(value, "eval") != 0 && strcmp(value, "fidelity") != 0 &&
+                strcmp(value, "validate") != 0) {
+                snprintf(c->msg, sizeof c->msg, "command '%s' unknown (sim, plan, eval, fidelity "
+                         "or validate)", value);
                 return 0;
             }
             strcpy(s->command, value);
@@ -109,22 +114,34 @@ static int spec_handler(void *user, const char *section, const char *name, const
         snprintf(c->msg, sizeof c->msg, "parameter '%s' is not allowed", name);
         return 0;
     }
-    if (find_param(s->fixed, s->n_fixed, name) || find_param(s->vary, s->n_vary, name)) {
+    /* an indented line under a [vary] key continues its list (inih hands it
+     * over under the same name, cut to its 49-character name buffer): the
+     * values append */
+    uint32_t first = 0;
+    struct sweep_param *p = NULL;
+    const char *last = s->n_vary ? s->vary[s->n_vary - 1].key : "";
+    if (vary && s->n_vary && (strcmp(last, name) == 0 ||
+                              (strlen(name) == INIH_NAME_CUT && strlen(last) > INIH_NAME_CUT &&
+                               strncmp(last, name, INIH_NAME_CUT) == 0))) {
+        p = &s->vary[s->n_vary - 1];
+        first = p->n_values;
+    } else if (find_param(s->fixed, s->n_fixed, name) || find_param(s->vary, s->n_vary, name)) {
         snprintf(c->msg, sizeof c->msg, "parameter '%s' given twice", name);
         return 0;
+    } else {
+        struct sweep_param **arr = fixed ? &s->fixed : &s->vary;
+        uint32_t *n = fixed ? &s->n_fixed : &s->n_vary;
+        struct sweep_param *grown = realloc(*arr, (*n + 1) * sizeof **arr);
+        if (!grown) {
+            c->oom = 1;
+            snprintf(c->msg, sizeof c->msg, "out of memory");
+            return 0;
+        }
+        *arr = grown;
+        p = &grown[(*n)++];
+        memset(p, 0, sizeof *p);
+        strcpy(p->key, name);
     }
-    struct sweep_param **arr = fixed ? &s->fixed : &s->vary;
-    uint32_t *n = fixed ? &s->n_fixed : &s->n_vary;
-    struct sweep_param *grown = realloc(*arr, (*n + 1) * sizeof **arr);
-    if (!grown) {
-        c->oom = 1;
-        snprintf(c->msg, sizeof c->msg, "out of memory");
-        return 0;
-    }
-    *arr = grown;
-    struct sweep_param *p = &grown[(*n)++];
-    memset(p, 0, sizeof *p);
-    strcpy(p->key, name);
     if (split_values(p, value, c->dir, is_path_key(name))) {
         c->oom = 1;
         snprintf(c->msg, sizeof c->msg, "out of memory");
@@ -143,7 +160,7 @@ static int spec_handler(void *user, const char *section, const char *name, const
         snprintf(c->msg, sizeof c->msg, "linked parameters '%s' belong in [vary]", name);
         return 0;
     }
-    for (uint32_t i = 0; i < p->n_values; i++) {
+    for (uint32_t i = first; i < p->n_values; i++) {
         size_t commas = 1;
         for (const char *v = p->values[i]; *v; v++)
             commas += *v == ',';
@@ -195,7 +212,7 @@ int sweep_spec_load(struct sweep_spec *s, const char *path, struct alisa_err *e)
         rc = err_set(e, ALISA_EINVAL, "%s:%d: %s", path, line,
                      c.msg[0] ? c.msg : "syntax error (expected [section] or key = value)");
     else if (!s->name[0] || !s->command[0])
-        rc = err_set(e, ALISA_EINVAL, "%s: [sweep] needs a name and a command (sim, plan, eval or fidelity)", path);
+        rc = err_set(e, ALISA_EINVAL, "%s: [sweep] needs a name and a command (sim, plan, eval, fidelity or validate)", path);
     if (rc) {
         sweep_spec_free(s);
         return rc;

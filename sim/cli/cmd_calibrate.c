@@ -23,25 +23,25 @@ void cmd_calibrate_usage(FILE *out)
     fprintf(out,
             "usage: alisa calibrate --model M -o PROFILE [options]\n"
             "\n"
-            "Measures this machine as the CPU executor uses it, with the shapes of model M:\n"
-            "GEMM throughput of its projections (1, 8, 32 and 256 rows; OpenBLAS), the\n"
-            "one-row GEMM's weight bandwidth, host memory read bandwidth, copy bandwidth\n"
-            "and per-copy latency between two arenas (sizes from one token's K and V to\n"
-            "16 MiB, least-squares fit), attention time per attended token (the\n"
-            "executor decoding 512 positions, fitted against the context), and the\n"
-            "recomputation of one token's K and V, and the decode's weight GEMMs over the\n"
-            "model's own matrices for 1 to 32 rows. Each benchmark runs --repeat times;\n"
-            "the mean, minimum, maximum and spread ((max - min) / mean) of every figure\n"
-            "are printed. The profile (one catalog section, alisa catalog's format) maps\n"
-            "them to the cost model's terms: weight_gemm_ns_per_byte and\n"
-            "head_gemm_ns_per_byte = the decode's weight GEMMs over the model's own\n"
-            "matrices, the layers' and the output head's apart, ns per weight byte at 1\n"
-            "to 32 rows (interpolated by the cost model); hbm_gbps and fp16_tflops = their fit\n"
-            "(time per weight byte = 1 / bandwidth + rows / (2 x FLOP rate)), link_* = the copy\n"
-            "fit, host_mem_gbps = the read bandwidth, both efficiencies 1 (rates reached,\n"
-            "not peaks), attn_ns_per_token, attn_ns_fixed and recompute_ns as measured,\n"
-            "serial = 1 and weight_bytes = 4 (the executor: one thread, FP32 weights).\n"
-            "Written to PROFILE.part, renamed when complete.\n"
+            "Measures this machine as the CPU executor uses it, with the shapes of model M,\n"
+            "and writes a hardware profile (one catalog section, alisa catalog's format;\n"
+            "PROFILE.part, renamed when complete). Each benchmark runs --repeat times; the\n"
+            "mean, minimum, maximum and spread ((max - min) / mean) of every figure are\n"
+            "printed. Profile keys and what measures them:\n"
+            "  weight_gemm_ns_per_byte, head_gemm_ns_per_byte  the decode's weight GEMMs\n"
+            "      over the model's own matrices (layers and output head apart), ns per\n"
+            "      weight byte at 1 to 32 rows; the cost model interpolates them\n"
+            "  hbm_gbps, fp16_tflops  their fit: time per byte = 1/bandwidth + rows/(2 x rate)\n"
+            "  link_gbps, link_latency_us  copies between two arenas, 1 token to 16 MiB, fit\n"
+            "  host_mem_gbps    a streaming read of 256 MiB\n"
+            "  attn_ns_per_token, attn_ns_fixed  the executor decoding 384 positions under\n"
+            "      the scheduler, attention time fitted against the context; then a run\n"
+            "      attending 16 tokens gives the fixed cost per sequence and layer\n"
+            "  recompute_ns     K and V of one token from its layer input, weights hot\n"
+            "  sched_ns_per_token  the scheduler's own time per context token, by selection\n"
+            "  serial = 1, weight_bytes = 4  one thread, FP32 weights; efficiencies 1\n"
+            "Reported only: the best in-cache GEMM rate (1 to 256 rows) and its one-row\n"
+            "bandwidth.\n"
             "\n"
             "  --model M        catalog name, llama2.c .bin or GGUF file (its shapes)\n"
             "  --tokenizer T    tokenizer file, loaded and checked when given (not needed)\n"
@@ -172,7 +172,8 @@ int cmd_calibrate(int argc, char **argv)
                    "; attn_ns_per_token, attn_ns_fixed, recompute_ns as measured;\n"
                    "; weight_gemm_ns_per_byte, head_gemm_ns_per_byte = the wgemm_r*_ns_b and\n"
                    "; head_r*_ns_b figures by row count (the cost model prices the layers'\n"
-                   "; weight GEMMs and the output head from these tables).\n");
+                   "; weight GEMMs and the output head from these tables); sched_ns_per_token =\n"
+                   "; the sched_*_ns_t figures by selection.\n");
         fprintf(f, "[%s]\ngpu = CPU executor: %s\ngpu_mem_gib = %.1f\nhbm_gbps = %.4g\n"
                    "fp16_tflops = %.4g\nhost_dram_gib = %.1f\nlink_gbps = %.4g\n"
                    "link_latency_us = %.4g\nhost_mem_gbps = %.4g\ngemm_efficiency = 1\n"
@@ -185,6 +186,9 @@ int cmd_calibrate(int argc, char **argv)
                 st[CALIB_ATTN_NS_FIXED].mean, st[CALIB_RECOMPUTE_NS].mean);
         for (int i = 0; i < 6; i++)
             fprintf(f, " %d:%.5g", calib_wgemm_rows[i], st[CALIB_WGEMM_R1 + i].mean);
+        fprintf(f, "\nsched_ns_per_token =");
+        for (int i = 0; i < 6; i++)
+            fprintf(f, " %s:%.4g", calib_sched_policies[i], st[CALIB_SCHED_FIRST + i].mean);
         fprintf(f, "\nhead_gemm_ns_per_byte =");
         for (int i = 0; i < 6; i++)
             fprintf(f, " %d:%.5g", calib_wgemm_rows[i], st[CALIB_HEAD_R1 + i].mean);

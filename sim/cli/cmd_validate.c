@@ -35,8 +35,8 @@ void cmd_validate_usage(FILE *out)
             "`executor`, and the two are compared over the G decode steps: total time,\n"
             "mean absolute percentage error of the step times, and time per category\n"
             "(compute = GEMMs, attention and the head; transfer = KV moves between the\n"
-            "arenas; recompute). The scheduler's own time is measured and shown but not\n"
-            "priced by the simulator. Prefill runs position by position to record its\n"
+            "arenas; recompute; schedule = the scheduler's own decisions and\n"
+            "observations, priced from the profile's sched_ns_per_token). Prefill runs position by position to record its\n"
             "rows and is shown apart, outside the comparison. Before and after the run\n"
             "the model's weight GEMMs are timed once (one row) and set beside the rate\n"
             "the profile implies: how far the machine has moved since calibration.\n"
@@ -61,7 +61,7 @@ struct validation {
     uint32_t steps;
     double meas_total, pred_total;
     double meas_compute, meas_transfer, meas_recompute, meas_schedule;
-    double pred_compute, pred_transfer, pred_recompute;
+    double pred_compute, pred_transfer, pred_recompute, pred_schedule;
     double meas_prefill, pred_prefill;
     double mape, max_ape;     /* per-step absolute percentage errors, % */
     double rate_before, rate_after, rate_profile; /* one-row weight pass, GB/s */
@@ -76,7 +76,7 @@ static double rel_err(double pred, double meas)
  * timeline), ms. */
 struct step_times {
     double meas, meas_compute, meas_transfer, meas_recompute, meas_schedule;
-    double pred, pred_compute, pred_transfer, pred_recompute;
+    double pred, pred_compute, pred_transfer, pred_recompute, pred_schedule;
 };
 
 /* Parses the executor's timing lines: prefill into *prefill_s, decode step
@@ -132,8 +132,9 @@ static int parse_timings(const char *buf, uint32_t P, uint32_t G, struct step_ti
 }
 
 /* Parses the simulator's timeline CSV (step,end_ms,compute_ms,recompute_ms,
- * transfer_ms,...) into st[j].pred*, step j's time being its end minus the
- * previous step's (the prefill's end for step 0). */
+ * transfer_ms,gpu_kv_bytes,cpu_kv_bytes,schedule_ms) into st[j].pred*, step
+ * j's time being its end minus the previous step's (the prefill's end for
+ * step 0). */
 static int parse_timeline(const char *buf, double prefill_s, uint32_t G, struct step_times *st,
                           struct alisa_err *e)
 {
@@ -142,13 +143,15 @@ static int parse_timeline(const char *buf, double prefill_s, uint32_t G, struct 
     uint32_t n = 0;
     while (line && *++line && n < G) {
         unsigned step;
-        double end, c, r, t;
-        if (sscanf(line, "%u,%lf,%lf,%lf,%lf", &step, &end, &c, &r, &t) != 5 || step != n)
+        double end, c, r, t, gk, ck, k;
+        if (sscanf(line, "%u,%lf,%lf,%lf,%lf,%lf,%lf,%lf", &step, &end, &c, &r, &t, &gk, &ck, &k) !=
+                8 || step != n)
             return err_set(e, ALISA_EINVAL, "simulator timeline line %u: cannot read", n + 2);
         st[n].pred = (end - prev) * 1e-3;
         st[n].pred_compute = c * 1e-3;
         st[n].pred_recompute = r * 1e-3;
         st[n].pred_transfer = t * 1e-3;
+        st[n].pred_schedule = k * 1e-3;
         prev = end;
         n++;
         line = strchr(line, '\n');
@@ -174,6 +177,7 @@ static void validate_compare(const struct step_times *st, uint32_t G, struct val
         v->pred_compute += s->pred_compute;
         v->pred_transfer += s->pred_transfer;
         v->pred_recompute += s->pred_recompute;
+        v->pred_schedule += s->pred_schedule;
         double ape = fabs(rel_err(s->pred, s->meas));
         ape_sum += ape;
         v->max_ape = ape > v->max_ape ? ape : v->max_ape;
@@ -191,13 +195,13 @@ static int write_steps(const char *path, const struct step_times *st, uint32_t P
         return err_set(e, ALISA_EIO, "%s: cannot create steps file", part);
     fprintf(f, "step,pos,measured_ms,predicted_ms,measured_compute_ms,predicted_compute_ms,"
                "measured_transfer_ms,predicted_transfer_ms,measured_recompute_ms,"
-               "predicted_recompute_ms,measured_schedule_ms\n");
+               "predicted_recompute_ms,measured_schedule_ms,predicted_schedule_ms\n");
     for (uint32_t j = 0; j < G; j++) {
         const struct step_times *s = &st[j];
-        fprintf(f, "%u,%u,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", j, P + j, s->meas * 1e3,
-                s->pred * 1e3, s->meas_compute * 1e3, s->pred_compute * 1e3,
+        fprintf(f, "%u,%u,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", j, P + j,
+                s->meas * 1e3, s->pred * 1e3, s->meas_compute * 1e3, s->pred_compute * 1e3,
                 s->meas_transfer * 1e3, s->pred_transfer * 1e3, s->meas_recompute * 1e3,
-                s->pred_recompute * 1e3, s->meas_schedule * 1e3);
+                s->pred_recompute * 1e3, s->meas_schedule * 1e3, s->pred_schedule * 1e3);
     }
     if (fclose(f) != 0) {
         remove(part);
@@ -381,7 +385,7 @@ int cmd_validate(int argc, char **argv)
     if (!rc && json) {
         json_t *o = json_pack(
             "{s:s, s:s, s:s, s:s, s:f, s:I, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, "
-            "s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:f, s:f}",
+            "s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:f, s:f, s:f}",
             "model", l.m->name, "profile", hw->name, "selection", kvo.selection, "placement",
             kvo.placement, "sparsity", kvo.sel.sparsity, "gpu_kv_bytes", (json_int_t)cfg.gpu_kv_bytes,
             "batch", (int)batch, "prompt_len", (int)P, "gen_len", (int)G, "steps", (int)v.steps,
@@ -395,7 +399,7 @@ int cmd_validate(int argc, char **argv)
             "bytes_h2d", r.bytes_h2d, "bytes_d2h", r.bytes_d2h, "phase2_step",
             (json_int_t)r.phase2_step, "phase3_step", (json_int_t)r.phase3_step,
             "weight_rate_before_gbps", v.rate_before, "weight_rate_after_gbps", v.rate_after,
-            "weight_rate_profile_gbps", v.rate_profile);
+            "weight_rate_profile_gbps", v.rate_profile, "predicted_schedule_s", v.pred_schedule);
         json_dumpf(o, stdout, JSON_REAL_PRECISION(6));
         printf("\n");
         json_decref(o);
@@ -410,7 +414,7 @@ int cmd_validate(int argc, char **argv)
         print_row("compute", v.meas_compute, v.pred_compute);
         print_row("transfer", v.meas_transfer, v.pred_transfer);
         print_row("recompute", v.meas_recompute, v.pred_recompute);
-        print_row("schedule (not priced)", v.meas_schedule, 0);
+        print_row("schedule", v.meas_schedule, v.pred_schedule);
         printf("  per-step error: MAPE %.1f%%, largest %.1f%% over %u steps\n", v.mape, v.max_ape,
                v.steps);
         printf("  prefill (apart)        %12.3f %12.3f\n", v.meas_prefill * 1e3,
