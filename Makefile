@@ -2,7 +2,7 @@
 # Both install what is missing (scripts/setup), configure and build.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps models build build-asan test demo reproduce plots clean
+.PHONY: all deps models build build-asan test demo reproduce validate plots clean
 
 all: build
 
@@ -37,6 +37,11 @@ demo: build
 # The full sweeps and every plot (plots/out/, committed); resumable.
 reproduce: build models
 	@bash scripts/reproduce
+
+# Issue 9: calibrate this machine, then the simulator against the executor
+# (plots/out/validation*); about 12 minutes, timings on an otherwise idle machine.
+validate: build models
+	@bash scripts/validate
 
 plots: reproduce
 

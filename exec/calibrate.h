@@ -13,8 +13,10 @@
  *   head_gemm_ns_per_byte tables; the cost model interpolates them), and a
  *   fit (GSL) of the whole pass's time /
  *   weight bytes = 1 / bandwidth + rows / (2 x FLOP rate), reported and
- *   written as hbm_gbps and fp16_tflops. The table exists because the
- *   times are not that line: one row runs as a GEMV (no packing).
+ *   written as hbm_gbps and fp16_tflops (when the fit shows no memory term
+ *   or no arithmetic term, as with weights that stay in cache: the one-row
+ *   rate, the best in-cache GEMM rate). The table exists because the times
+ *   are not that line: one row runs as a GEMV (no packing).
  * - Host memory read bandwidth (cblas_sasum over a 256 MiB array).
  * - Copy between two separately allocated arenas (the executor's offload and
  *   load) for sizes from one token's K and V to 16 MiB: weighted

@@ -153,6 +153,49 @@ check $? "calibrate --backend cuda refused (issue 7)"
 "$alisa" calibrate --model stories260K -o "$tmp/p.ini" --repeat 1 2>/dev/null
 [ $? -eq 2 ]
 check $? "calibrate --repeat 1 refused"
+# validation: the executor against the simulator on the calibrated profile;
+# the comparison's arithmetic checked against its own per-step file
+"$alisa" validate --model stories260K --text "$text/tinystories_val_subset.txt" \
+    --profile "$tmp/cat/hardware.ini" --prompt-len 32 --gen-len 16 --batch 2 --selection swa \
+    --placement alisa --gpu-kv-bytes 50KB --cpu-kv-bytes 25KB --steps "$tmp/steps.csv" --json \
+    >"$tmp/val.json" 2>/dev/null &&
+    python3 -c "
+import csv, json, sys
+d = json.load(open(sys.argv[1]))
+rows = list(csv.DictReader(open(sys.argv[2])))
+meas = sum(float(r['measured_ms']) for r in rows) / 1e3
+pred = sum(float(r['predicted_ms']) for r in rows) / 1e3
+parts = (d['measured_compute_s'] + d['measured_transfer_s'] + d['measured_recompute_s'] +
+         d['measured_schedule_s'])
+ok = (d['steps'] == 16 == len(rows) and d['profile'] == 'cpu-test' and d['measured_s'] > 0
+      and d['predicted_s'] > 0 and abs(meas - d['measured_s']) < 1e-6 + 1e-3 * meas
+      and abs(pred - d['predicted_s']) < 1e-6 + 1e-3 * pred
+      and abs(parts - d['measured_s']) < 1e-6 + 1e-3 * d['measured_s']
+      and d['phase2_step'] >= 0 and d['phase3_step'] >= 0 and d['predicted_schedule_s'] > 0
+      and abs(d['total_error_pct'] - 100 * (d['predicted_s'] - d['measured_s']) / d['measured_s']) < 1e-3)
+sys.exit(not ok)
+" "$tmp/val.json" "$tmp/steps.csv"
+check $? "validate: phases II and III reached, totals and categories add up to the per-step file"
+"$alisa" validate --model stories260K --text "$text/tinystories_val_subset.txt" \
+    --profile "$tmp/cat/hardware.ini" --prompt-len 32 --gen-len 16 --kv-int8 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "kv-int8: not validated yet" "$tmp/err"
+check $? "validate --kv-int8 refused with the reason"
+"$alisa" validate --model stories260K --text "$text/tinystories_val_subset.txt" \
+    --profile "$tmp/none.ini" --prompt-len 32 --gen-len 16 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "none.ini" "$tmp/err"
+check $? "validate names a missing profile"
+printf '; nothing\n' >"$tmp/empty.ini"
+"$alisa" validate --model stories260K --text "$text/tinystories_val_subset.txt" \
+    --profile "$tmp/empty.ini" --prompt-len 32 --gen-len 16 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "empty.ini: no \[section\]" "$tmp/err"
+check $? "validate refuses a profile with no section"
+printf '%s\n' "[sweep]" "name = v" "command = validate" "[fixed]" "model = stories260K" \
+    "text = $text/tinystories_val_subset.txt" "profile = $tmp/cat/hardware.ini" \
+    "prompt-len = 16" "gen-len = 8" "[vary]" "batch,selection,placement = 1,dense,gpu-only" \
+    "    2,h2o,lru" >"$tmp/v.sweep"
+"$alisa" sweep "$tmp/v.sweep" --db "$tmp/v.db" >/dev/null 2>&1 &&
+    [ "$("$alisa" db export --db "$tmp/v.db" --query validate | awk -F, 'NR > 1 && $3 == "ok"' | wc -l)" -eq 2 ]
+check $? "a sweep of validate points exports two rows"
 smol=${3:-}
 if [ -n "$smol" ] && [ -f "$smol" ]; then
     out=$("$alisa" run --model "$smol" --prompt "The capital of France is" -n 6 2>/dev/null)

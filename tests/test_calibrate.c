@@ -47,6 +47,16 @@ static void test_calibrate_figures_are_finite_and_plausible(void **state)
     assert_true(fabs(f[CALIB_COPY_LATENCY_US]) < 1e3);
     assert_true(f[CALIB_ATTN_NS_PER_TOKEN] > 0 && f[CALIB_ATTN_NS_PER_TOKEN] < 1e6);
     assert_true(f[CALIB_RECOMPUTE_NS] > 0 && f[CALIB_RECOMPUTE_NS] < 1e7);
+    assert_true(f[CALIB_STREAM_GBPS] > 0 && f[CALIB_STREAM_GBPS] < 1e4);
+    assert_true(f[CALIB_STREAM_GFLOPS] > 0 && f[CALIB_STREAM_GFLOPS] < 1e4);
+    assert_true(f[CALIB_ATTN_NS_FIXED] >= 0 && f[CALIB_ATTN_NS_FIXED] < 1e7);
+    /* ns per weight byte: above 1e-4 (10 TB/s), below 1e3 (1 MB/s) */
+    for (int i = CALIB_WGEMM_R1; i <= CALIB_HEAD_R32; i++)
+        if (!(f[i] > 1e-4 && f[i] < 1e3))
+            fail_msg("%s = %g ns per byte", calib_name(i), f[i]);
+    for (int i = CALIB_SCHED_FIRST; i <= CALIB_SCHED_LAST; i++)
+        if (!(f[i] > 0 && f[i] < 1e6))
+            fail_msg("%s = %g ns per token", calib_name(i), f[i]);
     llm_free(m);
 }
 

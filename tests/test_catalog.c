@@ -180,6 +180,58 @@ static void test_catalog_bad_hardware_values_are_rejected(void **state)
     free(dir);
 }
 
+/* The executor's optional keys: tables parse into their structs; a bad
+ * table names its line and the spot. */
+static void test_catalog_executor_profile_keys_parse_and_bad_tables_fail(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "profile.ini");
+    const char *base = "[cpu]\ngpu = x\ngpu_mem_gib = 16\nhbm_gbps = 5\nfp16_tflops = 0.1\n"
+                       "host_dram_gib = 16\nlink_gbps = 30\nlink_latency_us = 0.2\n"
+                       "host_mem_gbps = 10\ngemm_efficiency = 1\nhbm_efficiency = 1\n";
+    char text[1024];
+    snprintf(text, sizeof text, "%sserial = 1\nweight_bytes = 4\nattn_ns_per_token = 400\n"
+             "attn_ns_fixed = 1500\nrecompute_ns = 2e4\n"
+             "weight_gemm_ns_per_byte = 1:0.17 2:0.19 4:0.21 32:0.33\n"
+             "head_gemm_ns_per_byte = 1:0.27\nsched_ns_per_token = dense:15.5 swa:16.8\n", base);
+    tu_write(path, (const uint8_t *)text, strlen(text));
+    struct catalog c = {0};
+    struct alisa_err e = {{0}};
+    assert_int_equal(catalog_load_hardware(&c, path, &e), 0);
+    const struct hw_profile *h = catalog_hw(&c, "cpu");
+    assert_non_null(h);
+    assert_int_equal(h->serial, 1);
+    assert_true(h->weight_bytes == 4 && h->attn_ns_per_token == 400 && h->attn_ns_fixed == 1500 &&
+                h->recompute_ns == 2e4);
+    assert_int_equal(h->weight_gemm.n, 4);
+    assert_true(h->weight_gemm.rows[3] == 32 && h->weight_gemm.ns_per_byte[3] == 0.33);
+    assert_int_equal(h->head_gemm.n, 1);
+    assert_int_equal(h->sched_ns.n, 2);
+    assert_string_equal(h->sched_ns.name[1], "swa");
+    assert_true(h->sched_ns.value[1] == 16.8);
+    catalog_deinit(&c);
+
+    const char *bad[][2] = {
+        {"weight_gemm_ns_per_byte = 2:0.1 1:0.2\n", ":12: weight_gemm_ns_per_byte: '2:0.1 1:0.2' at '1:0.2'"},
+        {"weight_gemm_ns_per_byte = 1:0\n", "ns per byte must be a positive number"},
+        {"weight_gemm_ns_per_byte = 1.5:0.2\n", "whole, increasing row counts"},
+        {"sched_ns_per_token = swa\n", ":12: sched_ns_per_token: 'swa' at 'swa': expected NAME:VALUE"},
+        {"sched_ns_per_token = swa:-1\n", "values non-negative"},
+        {"serial = 2\n", ":1: [cpu]: serial = 2 must be 0 or 1"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(text, sizeof text, "%s%s", base, bad[i][0]);
+        tu_write(path, (const uint8_t *)text, strlen(text));
+        memset(&c, 0, sizeof c);
+        assert_int_equal(catalog_load_hardware(&c, path, &e), ALISA_EINVAL);
+        if (!strstr(e.msg, bad[i][1]))
+            fail_msg("case %zu: '%s' lacks '%s'", i, e.msg, bad[i][1]);
+    }
+    tu_rmdir(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -188,6 +240,7 @@ int main(void)
         cmocka_unit_test(test_catalog_missing_checkpoint_is_unavailable_not_fatal),
         cmocka_unit_test(test_catalog_bad_model_files_name_the_line_and_problem),
         cmocka_unit_test(test_catalog_bad_hardware_values_are_rejected),
+        cmocka_unit_test(test_catalog_executor_profile_keys_parse_and_bad_tables_fail),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

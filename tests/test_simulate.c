@@ -143,6 +143,74 @@ static void test_flexgen_attends_its_cpu_share_on_the_cpu(void **state)
     free(dir);
 }
 
+/* A serial profile (the CPU executor's): accelerate's tasks all on one
+ * processor, a GEMM's memory and arithmetic times added, each moved token
+ * two copies, the scheduler priced per context token. Hand-computed from the
+ * accelerate case above. */
+static void test_serial_profile_runs_every_task_in_turn(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "tiny.trace");
+    write_tiny(path);
+    struct hw_profile hw = unit_hw;
+    hw.serial = 1;
+    hw.sched_ns.n = 1;
+    strcpy(hw.sched_ns.name[0], "dense");
+    hw.sched_ns.value[0] = 2;
+    struct sim_config c = toy_config(path, "accelerate", 2);
+    c.hw = &hw;
+    struct sim_result r;
+    struct alisa_err e = {{0}};
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    assert_false(r.oom);
+    /* GEMMs add: layer 256 FLOPs + 256 bytes = 512 a row, head 80 + 80.
+     * prefill: 2 rows 512 + 256, head 160, attention 32 = 960; its offload
+     * 33. step 0: 2 loads + 1 offload = 48 bytes + 6 copies = 54, scheduler
+     * 3 tokens x 2 = 6, compute 512 + 160 + 3 x 16 = 720; step 1: 3 + 1
+     * tokens = 64 bytes + 8 copies = 72, scheduler 8, compute 736. */
+    assert_true(fabs(r.prefill_s - 960e-9) < 1e-15);
+    assert_true(fabs(r.total_s - 2589e-9) < 1e-15);
+    assert_true(fabs(r.compute_s - 1456e-9) < 1e-15);
+    assert_true(fabs(r.schedule_s - 14e-9) < 1e-15);
+    assert_true(fabs(r.transfer_s - (33 + 54 + 72) * 1e-9) < 1e-15);
+    /* one processor: nothing overlaps */
+    assert_true(fabs(r.total_s - r.prefill_s - 33e-9 - r.compute_s - r.schedule_s -
+                     (54 + 72) * 1e-9) < 1e-15);
+    tu_rmdir(dir);
+    free(dir);
+}
+
+/* Measured tables replace the rooflines: weight GEMMs interpolated by rows,
+ * attention per token plus a fixed cost per sequence and layer. */
+static void test_measured_gemm_and_attention_terms_price_the_steps(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "tiny.trace");
+    write_tiny(path);
+    struct hw_profile hw = unit_hw;
+    hw.weight_gemm = (struct gemm_table){2, {1, 3}, {0.5, 1.5}};
+    hw.attn_ns_per_token = 10;
+    hw.attn_ns_fixed = 5;
+    struct sim_config c = toy_config(path, "dense-gpu", 2);
+    c.hw = &hw;
+    struct sim_result r;
+    struct alisa_err e = {{0}};
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    /* layer 128 weights x 2 bytes x 0.5 ns = 128, head 40 x 2 x 0.5 = 40;
+     * step 0 attends 3 tokens: 30 + 5; step 1: 40 + 5 -> 203 + 213. Prefill
+     * over 2 rows: 0.5 + (1.5 - 0.5) / 2 = 1 ns a byte: 256, head 40, causal
+     * attention FLOPs 32 -> 328. */
+    assert_true(fabs(r.compute_s - 416e-9) < 1e-15);
+    assert_true(fabs(r.prefill_s - 328e-9) < 1e-15);
+    /* beyond the last point, the last two points' line: 8 rows, 4 ns a byte */
+    assert_true(fabs(cost_layer_compute_ns(&toy, &hw, 8, 0, KV_FP16, 0, 0) -
+                     (128 * 2 * 4.0 + 8 * 5)) < 1e-9);
+    tu_rmdir(dir);
+    free(dir);
+}
+
 static void test_loads_overlap_the_previous_layers_compute(void **state)
 {
     (void)state;
@@ -339,6 +407,8 @@ int main(void)
         cmocka_unit_test(test_dense_gpu_time_is_prefill_plus_each_steps_compute),
         cmocka_unit_test(test_accelerate_loads_every_step_with_exact_transfer_times),
         cmocka_unit_test(test_flexgen_attends_its_cpu_share_on_the_cpu),
+        cmocka_unit_test(test_serial_profile_runs_every_task_in_turn),
+        cmocka_unit_test(test_measured_gemm_and_attention_terms_price_the_steps),
         cmocka_unit_test(test_loads_overlap_the_previous_layers_compute),
         cmocka_unit_test(test_out_of_memory_is_a_result_with_its_reason),
         cmocka_unit_test(test_trace_shorter_than_the_workload_is_refused),

@@ -73,6 +73,41 @@ static void test_sweep_points_are_the_product_in_odometer_order(void **state)
     free(dir);
 }
 
+/* A [vary] list continues on indented lines, also under a linked key of more
+ * than 49 characters (inih hands continuations over with the name cut). */
+static void test_sweep_vary_lists_continue_on_indented_lines(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "t.sweep");
+    const char *text = "[sweep]\nname = c\ncommand = validate\n[vary]\n"
+                       "batch,selection,placement,gpu-kv-bytes,cpu-kv-bytes = 1,dense,gpu-only,0,0\n"
+                       "    4,swa,alisa,18M,0 4,swa,alisa,18M,7M\n"
+                       "    8,h2o,lru,36M,0\n"
+                       "sparsity = 0.5\n  0.8\n";
+    tu_write(path, (const uint8_t *)text, strlen(text));
+    struct sweep_spec s;
+    struct alisa_err e = {{0}};
+    if (sweep_spec_load(&s, path, &e))
+        fail_msg("%s", e.msg);
+    assert_int_equal(s.n_vary, 2);
+    assert_int_equal(s.n_points, 4 * 2);
+    struct sweep_point p;
+    /* point 5: linked index 2 (4,swa,alisa,18M,7M), sparsity index 1 */
+    assert_int_equal(sweep_point_make(&s, 5, &p, &e), 0);
+    assert_non_null(strstr(p.config, "\"cpu-kv-bytes\":\"7M\""));
+    assert_non_null(strstr(p.config, "\"sparsity\":\"0.8\""));
+    sweep_point_free(&p);
+    sweep_spec_free(&s);
+    /* a repeated key that does not follow itself is still an error */
+    text = "[sweep]\nname = c\ncommand = sim\n[vary]\nbatch = 1\nsparsity = 0.5\nbatch = 2\n";
+    tu_write(path, (const uint8_t *)text, strlen(text));
+    assert_int_equal(sweep_spec_load(&s, path, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, ":7: parameter 'batch' given twice"));
+    tu_rmdir(dir);
+    free(dir);
+}
+
 struct bad_spec {
     const char *what;
     const char *text;
@@ -210,6 +245,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sweep_points_are_the_product_in_odometer_order),
+        cmocka_unit_test(test_sweep_vary_lists_continue_on_indented_lines),
         cmocka_unit_test(test_sweep_bad_specs_name_the_line_and_problem),
         cmocka_unit_test(test_results_rows_skip_replace_merge_and_export),
     };

@@ -1,0 +1,34 @@
+# A Markdown table of `alisa db export --query validate` rows (one or more
+# CSVs): per point the configuration, the phase it reached, the mean step
+# time measured and predicted, the total error, the per-step MAPE and how far
+# the machine's weight rate was from the profile's during the run; then per
+# model the mean and largest absolute total error and MAPE.
+# Usage: awk -f scripts/validation-table.awk a.csv [b.csv ...]
+BEGIN {
+    FS = ","
+    print "| model | batch | selection / placement | phase | step, measured ms | step, predicted ms | total error | per-step MAPE | machine vs profile |"
+    print "|---|---|---|---|---|---|---|---|---|"
+}
+FNR == 1 { next }
+$3 != "ok" { next }
+{
+    model = $4; sub(/\..*$/, "", model)
+    phase = $14 >= 0 ? "III" : ($13 >= 0 ? "II" : "I")
+    now = ($29 + $30) / 2
+    drift = $31 > 0 ? sprintf("%+.0f%%", 100 * (now - $31) / $31) : "-"
+    printf "| %s | %d | %s / %s | %s | %.3f | %.3f | %+.1f%% | %.1f%% | %s |\n", model, $10, $6, $7,
+           phase, $15 * 1e3 / $12, $16 * 1e3 / $12, $17, $18, drift
+    n[model]++
+    e = $17 < 0 ? -$17 : $17
+    se[model] += e; sm[model] += $18
+    if (e > me[model]) me[model] = e
+    if ($18 > mm[model]) mm[model] = $18
+}
+END {
+    print ""
+    print "| model | points | mean abs. total error | largest | mean MAPE | largest |"
+    print "|---|---|---|---|---|---|"
+    for (m in n)
+        printf "| %s | %d | %.1f%% | %.1f%% | %.1f%% | %.1f%% |\n", m, n[m], se[m] / n[m], me[m],
+               sm[m] / n[m], mm[m]
+}
