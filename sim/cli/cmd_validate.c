@@ -325,9 +325,20 @@ int cmd_validate(int argc, char **argv)
     /* the machine's weight-streaming rate around the run, against what the
      * profile says it is: how far this machine has moved since calibration */
     struct validation v = {0};
-    v.rate_profile = hw->weight_gemm.n && hw->weight_gemm.rows[0] == 1
-                         ? 1.0 / hw->weight_gemm.ns_per_byte[0]
-                         : 4.0 / (4.0 / hw->hbm_gbps + 2.0 / (hw->fp16_tflops * 1e3));
+    {
+        /* the pass's layers and head at their own one-row costs, as the
+         * profile prices them (the roofline's when it has no tables) */
+        const struct llm_config *lc = &l.m->c;
+        double d = lc->dim, kvd = lc->kv_dim;
+        double layer_b = 4.0 * lc->n_layers * (2 * d * d + 2 * d * kvd + 3 * d * lc->hidden_dim);
+        double head_b = 4.0 * lc->vocab * d;
+        double roof = 1.0 / hw->hbm_gbps + 0.5 / (hw->fp16_tflops * 1e3);
+        double lt = hw->weight_gemm.n && hw->weight_gemm.rows[0] == 1
+                        ? hw->weight_gemm.ns_per_byte[0] : roof;
+        double ht = hw->head_gemm.n && hw->head_gemm.rows[0] == 1 ? hw->head_gemm.ns_per_byte[0]
+                                                                   : lt;
+        v.rate_profile = (layer_b + head_b) / (layer_b * lt + head_b * ht);
+    }
     if (!rc) {
         v.rate_before = calib_weight_rate(l.m);
         fprintf(stderr, "alisa: executor: %u x (%u + %u) tokens, %s / %s\n", batch, P, G,
