@@ -53,16 +53,21 @@ static void fill(float *x, size_t n)
         x[i] = (float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
 }
 
+/* y (R, out) = x (R, in) W^T as the forward pass calls it. */
+static void gemm_rows(const float *x, const float *w, float *y, int R, int out, int in)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, out, in, 1.0f, x, in, w, in, 0.0f, y,
+                out);
+}
+
 /* ns of y (R, out) = x (R, in) W^T, median of 5 after a warm-up. */
 static double time_gemm(const float *x, const float *w, float *y, int R, int out, int in)
 {
     double t[5];
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, out, in, 1.0f, x, in, w, in, 0.0f, y,
-                out);
+    gemm_rows(x, w, y, R, out, in);
     for (int k = 0; k < 5; k++) {
         double t0 = now_ns();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, out, in, 1.0f, x, in, w, in, 0.0f,
-                    y, out);
+        gemm_rows(x, w, y, R, out, in);
         t[k] = now_ns() - t0;
     }
     return median(t, 5);
@@ -99,13 +104,6 @@ static int bench_gemm(const struct llm_config *c, double *gflops, double *gbps)
     *gbps = one_row_bytes / one_row_ns;
     free(w), free(x), free(y);
     return 0;
-}
-
-/* y (R, out) = x (R, in) W^T as the forward pass calls it. */
-static void gemm_rows(const float *x, const float *w, float *y, int R, int out, int in)
-{
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, out, in, 1.0f, x, in, w, in, 0.0f, y,
-                out);
 }
 
 /* Weights of the decode's GEMMs: every layer's seven matrices and the head. */
@@ -194,6 +192,18 @@ double calib_weight_rate(const struct llm_model *m)
         t[k] = weight_pass(m, x, y, 1, NULL);
     free(x), free(y);
     return model_weight_params(c) * sizeof(float) / median(t, 3);
+}
+
+double calib_profile_weight_rate(const struct llm_model *m, const struct hw_profile *hw)
+{
+    const struct llm_config *c = &m->c;
+    double head_b = (double)c->vocab * c->dim * sizeof(float);
+    double layer_b = model_weight_params(c) * sizeof(float) - head_b;
+    double roof = 1.0 / hw->hbm_gbps + 0.5 / (hw->fp16_tflops * 1e3); /* FP32: 2 FLOPs a 4 bytes */
+    double lt = hw->weight_gemm.n && hw->weight_gemm.rows[0] == 1 ? hw->weight_gemm.ns_per_byte[0]
+                                                                   : roof;
+    double ht = hw->head_gemm.n && hw->head_gemm.rows[0] == 1 ? hw->head_gemm.ns_per_byte[0] : lt;
+    return (layer_b + head_b) / (layer_b * lt + head_b * ht);
 }
 
 /* Streaming read of 256 MiB (cblas_sasum, vectorised), GB/s (median of 3). */

@@ -92,4 +92,10 @@ int calib_measure(const struct llm_model *m, double out[CALIB_N], struct alisa_e
  * NAN when out of memory. */
 double calib_weight_rate(const struct llm_model *m);
 
+/* The rate calib_weight_rate would give on the machine profile hw
+ * describes: the pass's layers and head at the profile's one-row costs
+ * (its tables; the roofline's time per byte where it has none), GB/s.
+ * Cannot fail. */
+double calib_profile_weight_rate(const struct llm_model *m, const struct hw_profile *hw);
+
 #endif

@@ -110,8 +110,8 @@ int llm_state_create(struct llm_state **out, const struct llm_model *m, uint32_t
     size_t cache = (size_t)c->n_layers * B * max_len * kv;
     size_t half = c->head_dim / 2;
     s->att = malloc((size_t)c->n_heads * max_len * sizeof(float));
-    s->key_cache = calloc(cache, sizeof(float));
-    s->value_cache = calloc(cache, sizeof(float));
+    s->key_cache = malloc(cache * sizeof(float));
+    s->value_cache = malloc(cache * sizeof(float));
     s->rope_cos = malloc(2 * (size_t)max_len * half * sizeof(float));
     s->ids = malloc(max_len * sizeof *s->ids);
     s->w = malloc(max_len * sizeof *s->w);
@@ -122,8 +122,8 @@ int llm_state_create(struct llm_state **out, const struct llm_model *m, uint32_t
         return err_set(e, ALISA_ENOMEM, "out of memory for %u sequences of %u tokens", batch,
                        max_len);
     }
-    /* fault the caches in now (calloc maps zero pages lazily), so no timed
-     * step pays for its first touch */
+    /* zeroed by writing, so every page is faulted in now and no timed step
+     * pays for its first touch */
     memset(s->key_cache, 0, cache * sizeof(float));
     memset(s->value_cache, 0, cache * sizeof(float));
     s->rope_sin = s->rope_cos + (size_t)max_len * half;

@@ -72,6 +72,22 @@ int kv_opt(struct kv_opts *o, int ch, const char *opt, const char *arg, struct a
     return 0;
 }
 
+const struct hw_profile *kv_opts_hw(const struct kv_opts *o, const struct catalog *c)
+{
+    return o->hardware ? catalog_hw(c, o->hardware)
+           : o->profile ? &c->hw[c->n_hw - 1]
+                        : catalog_hw(c, "H100-80GB");
+}
+
+void kv_opts_capacity(const struct kv_opts *o, const struct llm_config *c, uint32_t batch,
+                      uint32_t max_len, uint64_t *gpu_bytes, uint64_t *cpu_bytes)
+{
+    struct kv_shape ks = {c->dim, c->kv_dim, o->int8 ? KV_INT8 : KV_FP32};
+    uint64_t all = (uint64_t)max_len * cost_kv_bytes(&ks) * batch * c->n_layers;
+    *gpu_bytes = o->gpu_bytes ? o->gpu_bytes : all;
+    *cpu_bytes = o->cpu_bytes ? o->cpu_bytes : all;
+}
+
 int tiered_attach(struct tiered *t, const struct kv_opts *o, const struct llm_model *m,
                          struct llm_state *st, uint32_t batch, uint32_t max_len,
                          uint32_t prompt_len, struct alisa_err *e)
@@ -94,10 +110,7 @@ int tiered_attach(struct tiered *t, const struct kv_opts *o, const struct llm_mo
     int rc = cli_catalog_load(&cat, catalog_default_dir(), o->profile, e);
     if (rc)
         return rc;
-    /* a profile file's own section (its last) unless one is named */
-    const struct hw_profile *hw = o->hardware ? catalog_hw(&cat, o->hardware)
-                                  : o->profile ? &cat.hw[cat.n_hw - 1]
-                                               : catalog_hw(&cat, "H100-80GB");
+    const struct hw_profile *hw = kv_opts_hw(o, &cat);
     if (!hw) {
         catalog_deinit(&cat);
         return err_set(e, ALISA_ENOTFOUND, "hardware '%s' is not in the catalog", o->hardware);
@@ -108,8 +121,8 @@ int tiered_attach(struct tiered *t, const struct kv_opts *o, const struct llm_mo
     struct place_params *pp = &sc.place_params;
     pp->kv_bytes = cost_kv_bytes(&ks);
     pp->act_bytes = cost_act_bytes(&f32);
-    uint64_t all = (uint64_t)max_len * pp->kv_bytes * sc.n_streams;
-    uint64_t g = o->gpu_bytes ? o->gpu_bytes : all, h = o->cpu_bytes ? o->cpu_bytes : all;
+    uint64_t g, h;
+    kv_opts_capacity(o, c, batch, max_len, &g, &h);
     pp->gpu_bytes = g / sc.n_streams;
     pp->cpu_bytes = h / sc.n_streams;
     pp->load_ns = cost_load_ns(&ks, hw);

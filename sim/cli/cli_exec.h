@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "catalog.h"
 #include "err.h"
 #include "forward.h"
 #include "kvstore.h"
@@ -67,6 +68,17 @@ struct kv_opts {
 /* Handles one KV option (getopt code ch, option as typed, value); returns 1
  * when ch was one, -1 on a bad value (e says why), 0 when not a KV option. */
 int kv_opt(struct kv_opts *o, int ch, const char *opt, const char *arg, struct alisa_err *e);
+
+/* The hardware profile o prices with, in c (loaded with o->profile): the one
+ * --hardware names, else the profile file's own section (its last), else
+ * H100-80GB. NULL when the name is not there. */
+const struct hw_profile *kv_opts_hw(const struct kv_opts *o, const struct catalog *c);
+
+/* The device and host arenas' bytes for `batch` sequences of max_len tokens
+ * of a model of config c: o's, or room for every token (K and V as stored)
+ * where o gives none. */
+void kv_opts_capacity(const struct kv_opts *o, const struct llm_config *c, uint32_t batch,
+                      uint32_t max_len, uint64_t *gpu_bytes, uint64_t *cpu_bytes);
 
 /* A scheduler and arenas for `batch` sequences of max_len tokens. */
 struct tiered {

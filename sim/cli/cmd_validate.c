@@ -288,8 +288,7 @@ int cmd_validate(int argc, char **argv)
     struct catalog cat;
     if (cli_catalog_load(&cat, catalog_default_dir(), kvo.profile, &e))
         return cli_fail(&e);
-    const struct hw_profile *hw = kvo.hardware ? catalog_hw(&cat, kvo.hardware)
-                                               : &cat.hw[cat.n_hw - 1];
+    const struct hw_profile *hw = kv_opts_hw(&kvo, &cat);
     if (!hw) {
         err_set(&e, ALISA_ENOTFOUND, "--hardware %s: not in the catalog or %s", kvo.hardware,
                 kvo.profile);
@@ -325,20 +324,7 @@ int cmd_validate(int argc, char **argv)
     /* the machine's weight-streaming rate around the run, against what the
      * profile says it is: how far this machine has moved since calibration */
     struct validation v = {0};
-    {
-        /* the pass's layers and head at their own one-row costs, as the
-         * profile prices them (the roofline's when it has no tables) */
-        const struct llm_config *lc = &l.m->c;
-        double d = lc->dim, kvd = lc->kv_dim;
-        double layer_b = 4.0 * lc->n_layers * (2 * d * d + 2 * d * kvd + 3 * d * lc->hidden_dim);
-        double head_b = 4.0 * lc->vocab * d;
-        double roof = 1.0 / hw->hbm_gbps + 0.5 / (hw->fp16_tflops * 1e3);
-        double lt = hw->weight_gemm.n && hw->weight_gemm.rows[0] == 1
-                        ? hw->weight_gemm.ns_per_byte[0] : roof;
-        double ht = hw->head_gemm.n && hw->head_gemm.rows[0] == 1 ? hw->head_gemm.ns_per_byte[0]
-                                                                   : lt;
-        v.rate_profile = (layer_b + head_b) / (layer_b * lt + head_b * ht);
-    }
+    v.rate_profile = calib_profile_weight_rate(l.m, hw);
     if (!rc) {
         v.rate_before = calib_weight_rate(l.m);
         fprintf(stderr, "alisa: executor: %u x (%u + %u) tokens, %s / %s\n", batch, P, G,
@@ -352,15 +338,13 @@ int cmd_validate(int argc, char **argv)
     /* the simulator on the recorded trace, the same options and capacities */
     struct model_shape shape;
     llm_model_shape(l.m, &shape);
-    const struct llm_config *c = &l.m->c;
-    struct kv_shape ks = {c->dim, c->kv_dim, KV_FP32};
-    double all = (double)(P + G) * cost_kv_bytes(&ks) * batch * c->n_layers;
+    uint64_t gpu_kv, cpu_kv;
+    kv_opts_capacity(&kvo, &l.m->c, batch, P + G, &gpu_kv, &cpu_kv);
     struct sim_config cfg = {.trace = trace, .model = &shape, .hw = hw,
                              .system = sim_system_find("executor"), .batch = batch,
                              .prompt_len = P, .gen_len = G, .sel_params = kvo.sel,
                              .precision = KV_FP32,
-                             .gpu_kv_bytes = kvo.gpu_bytes ? (double)kvo.gpu_bytes : all,
-                             .cpu_mem_bytes = kvo.cpu_bytes ? (double)kvo.cpu_bytes : all};
+                             .gpu_kv_bytes = (double)gpu_kv, .cpu_mem_bytes = (double)cpu_kv};
     ALISA_ASSERT(cfg.system);
     if (!rc && !(cfg.sel = selection_find(kvo.selection)))
         rc = err_set(&e, ALISA_ENOTFOUND, "unknown selection '%s'", kvo.selection);
