@@ -1,16 +1,19 @@
-/* The CPU backend's forward pass: a batch of sequences decoded in lockstep,
- * one position at a time, GEMMs through CBLAS (OpenBLAS), the rest plain C
- * in llama2.c's formulas (RMSNorm, RoPE, grouped-query attention, SwiGLU).
+/* The executor's forward pass, on a backend: a batch of sequences decoded in
+ * lockstep, one position at a time, LLaMA's layers in llama2.c's formulas
+ * (RMSNorm, RoPE, grouped-query attention, SwiGLU). The CPU backend runs
+ * GEMMs through CBLAS (OpenBLAS) in FP32 (forward.c); the CUDA backend holds
+ * the weights in FP16 on the GPU, runs GEMMs through cuBLAS and the rest in
+ * kernels/ (forward_cuda.c). Both sit behind backend.h's ops table.
  *
- * Owns the activations and a dense KV cache (every token of every
+ * A state owns its activations and a dense KV cache (every token of every
  * (sequence, layer) kept); with llm_state_tiered the scheduler core and a
- * kvstore take over the cache (the dense one then serves as the rows the
- * attended K and V are read into). Optionally returns each layer's head-mean
+ * kvstore take over the cache. Optionally returns each layer's head-mean
  * attention row, the trace format's row.
  */
 #ifndef ALISA_FORWARD_H
 #define ALISA_FORWARD_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -21,11 +24,34 @@
 
 struct llm_state;
 
+enum llm_backend { LLM_BACKEND_CPU, LLM_BACKEND_CUDA };
+
+/* The backend `name` asks for: "cpu", "cuda" (fails, saying why, when this
+ * build or machine has no CUDA device) or "auto" (cuda when built and a
+ * device is found, else cpu). said (n) gets the choice in words, with the
+ * device or the reason for the CPU. Never aborts: the device probe cannot
+ * fail. */
+int llm_backend_choose(const char *name, enum llm_backend *out, char *said, size_t n,
+                       struct alisa_err *e);
+
 /* State for `batch` sequences of up to max_len tokens (<= the model's
- * seq_len). */
+ * seq_len) on backend kind. */
+int llm_state_create_on(struct llm_state **out, enum llm_backend kind, const struct llm_model *m,
+                        uint32_t batch, uint32_t max_len, struct alisa_err *e);
+
+/* llm_state_create_on with the CPU backend. */
 int llm_state_create(struct llm_state **out, const struct llm_model *m, uint32_t batch,
                      uint32_t max_len, struct alisa_err *e);
 void llm_state_free(struct llm_state *s); /* accepts NULL */
+
+enum llm_backend llm_state_backend(const struct llm_state *s); /* cannot fail */
+
+/* A kvstore (kvstore.h's arguments) whose device arena lives where s
+ * computes: host memory on the CPU backend, GPU memory (and a pinned host
+ * arena) on the CUDA one, which refuses int8 (not built yet). Owned by the
+ * caller, freed with kvstore_free after s stops using it. */
+int llm_state_kvstore(struct llm_state *s, uint32_t n_streams, uint32_t max_len, uint32_t dev_cap,
+                      uint32_t host_cap, int int8, struct kvstore **out, struct alisa_err *e);
 
 /* Switches s to the tiered KV cache: from now on every (sequence b, layer l)
  * is scheduler stream b * n_layers + l; positions below prompt_len are
@@ -34,7 +60,8 @@ void llm_state_free(struct llm_state *s); /* accepts NULL */
  * the attended set and the moves; attention reads the device arena only).
  * The selection is fed each attention row with its weights rounded to FP16,
  * as a trace stores them.
- * sched and ks are borrowed and must outlive s. With sched NULL the cache
+ * ks must come from llm_state_kvstore(s, ...) (or, on the CPU backend,
+ * kvstore_create). sched and ks are borrowed and must outlive s. With sched NULL the cache
  * stays dense and only prompt_len is recorded (timings name the phases). */
 void llm_state_tiered(struct llm_state *s, struct scheduler *sched, struct kvstore *ks,
                       uint32_t prompt_len);

@@ -4,6 +4,8 @@
  * token's own position, the same arithmetic as the forward pass. INT8 slots
  * hold bytes; a stream's open token group lives in FP32 in its residual
  * until the group closes and is quantised into the slots its tokens hold.
+ * With tier ops (the CUDA backend) the device arenas are only free lists and
+ * every device access is an op.
  */
 #include "kvstore.h"
 
@@ -15,7 +17,8 @@
 
 struct arena {
     uint32_t cap;
-    unsigned char *k, *v; /* (cap, row) bytes: kv_dim floats or kv_dim INT8 codes */
+    unsigned char *k, *v; /* (cap, row) bytes: kv_dim floats or kv_dim INT8 codes; NULL for
+                           * a device arena behind tier ops */
     uint32_t *free;       /* (cap) free slot stack */
     uint32_t n_free;
 };
@@ -36,6 +39,8 @@ struct kvstore {
     float *res_k, *res_v;     /* (n_streams, GROUP, kv_dim) the open group, exact */
     uint64_t offloads, loads, recomputes;
     uint64_t recompute_ns;    /* wall time in recomputation */
+    const struct kv_tier_ops *ops; /* &tier when the device arena is behind ops, else NULL */
+    struct kv_tier_ops tier;
 };
 
 static uint64_t mono_ns(void)
@@ -45,28 +50,43 @@ static uint64_t mono_ns(void)
     return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
-static int arena_init(struct arena *a, uint32_t cap, size_t row)
+/* bytes: 0 for a device arena behind ops (slots only); ops: pinned host
+ * memory from the tier, else malloc */
+static int arena_init(struct arena *a, uint32_t cap, size_t row, int bytes,
+                      const struct kv_tier_ops *ops)
 {
+    size_t n = (size_t)(cap ? cap : 1) * row;
     a->cap = cap;
-    a->k = malloc((size_t)(cap ? cap : 1) * row);
-    a->v = malloc((size_t)(cap ? cap : 1) * row);
     a->free = malloc((cap ? cap : 1) * sizeof(uint32_t));
-    if (!a->k || !a->v || !a->free)
+    if (!a->free)
         return -1;
-    /* backed now, as a cudaMalloc'd or pinned arena is: no page is first
-     * touched (and faulted in) inside a timed step */
-    memset(a->k, 0, (size_t)cap * row);
-    memset(a->v, 0, (size_t)cap * row);
+    if (bytes) {
+        a->k = ops ? ops->host_alloc(ops->ctx, n) : malloc(n);
+        a->v = ops ? ops->host_alloc(ops->ctx, n) : malloc(n);
+        if (!a->k || !a->v)
+            return -1;
+        /* backed now, as a cudaMalloc'd or pinned arena is: no page is first
+         * touched (and faulted in) inside a timed step */
+        memset(a->k, 0, (size_t)cap * row);
+        memset(a->v, 0, (size_t)cap * row);
+    }
     for (uint32_t i = 0; i < cap; i++)
         a->free[i] = cap - 1 - i;
     a->n_free = cap;
     return 0;
 }
 
-static void arena_deinit(struct arena *a)
+static void arena_deinit(struct arena *a, const struct kv_tier_ops *ops)
 {
-    free(a->k);
-    free(a->v);
+    if (ops) {
+        if (a->k)
+            ops->host_free(ops->ctx, a->k);
+        if (a->v)
+            ops->host_free(ops->ctx, a->v);
+    } else {
+        free(a->k);
+        free(a->v);
+    }
     free(a->free);
 }
 
@@ -76,9 +96,9 @@ void kvstore_free(struct kvstore *ks)
         return;
     for (uint32_t s = 0; s < ks->n_streams; s++) {
         if (ks->dev)
-            arena_deinit(&ks->dev[s]);
+            arena_deinit(&ks->dev[s], NULL);
         if (ks->host)
-            arena_deinit(&ks->host[s]);
+            arena_deinit(&ks->host[s], ks->ops);
     }
     free(ks->dev);
     free(ks->host);
@@ -94,14 +114,19 @@ void kvstore_free(struct kvstore *ks)
     free(ks);
 }
 
-int kvstore_create(struct kvstore **out, const struct llm_config *c, uint32_t n_streams,
-                   uint32_t max_len, uint32_t dev_cap, uint32_t host_cap, int int8,
-                   struct alisa_err *e)
+/* Either kind: ops NULL (both arenas here) or the device arena behind ops. */
+static int create(struct kvstore **out, const struct llm_config *c, uint32_t n_streams,
+                  uint32_t max_len, uint32_t dev_cap, uint32_t host_cap, int int8,
+                  const struct kv_tier_ops *ops, struct alisa_err *e)
 {
     *out = NULL;
     struct kvstore *ks = calloc(1, sizeof *ks);
     if (!ks)
         return err_set(e, ALISA_ENOMEM, "out of memory");
+    if (ops) {
+        ks->tier = *ops;
+        ks->ops = &ks->tier;
+    }
     ks->n_streams = n_streams;
     ks->max_len = max_len;
     ks->kv_dim = c->kv_dim;
@@ -113,9 +138,10 @@ int kvstore_create(struct kvstore **out, const struct llm_config *c, uint32_t n_
     ks->host = calloc(n_streams, sizeof *ks->host);
     ks->dev_slot = malloc(tokens * sizeof *ks->dev_slot);
     ks->host_slot = malloc(tokens * sizeof *ks->host_slot);
-    ks->act = malloc(tokens * c->dim * sizeof *ks->act);
+    ks->act = ops ? NULL : malloc(tokens * c->dim * sizeof *ks->act);
     ks->scratch = malloc(2 * (size_t)c->kv_dim * sizeof *ks->scratch);
-    int bad = !ks->dev || !ks->host || !ks->dev_slot || !ks->host_slot || !ks->act || !ks->scratch;
+    int bad = !ks->dev || !ks->host || !ks->dev_slot || !ks->host_slot || (!ops && !ks->act) ||
+              !ks->scratch;
     if (!bad && ks->int8) {
         ks->n_groups = (max_len + KVSTORE_INT8_GROUP - 1) / KVSTORE_INT8_GROUP;
         size_t params = (size_t)n_streams * ks->n_groups * 2 * c->kv_dim;
@@ -128,15 +154,47 @@ int kvstore_create(struct kvstore **out, const struct llm_config *c, uint32_t n_
         bad = !ks->n_closed || !ks->qk || !ks->qv || !ks->res_k || !ks->res_v;
     }
     for (uint32_t s = 0; !bad && s < n_streams; s++)
-        bad = arena_init(&ks->dev[s], dev_cap, ks->row) || arena_init(&ks->host[s], host_cap, ks->row);
+        bad = arena_init(&ks->dev[s], dev_cap, ks->row, !ops, NULL) ||
+              arena_init(&ks->host[s], host_cap, ks->row, 1, ks->ops);
     if (bad) {
         kvstore_free(ks);
         return err_set(e, ALISA_ENOMEM, "out of memory for KV arenas of %u streams", n_streams);
     }
     for (size_t i = 0; i < tokens; i++)
         ks->dev_slot[i] = ks->host_slot[i] = -1;
-    memset(ks->act, 0, tokens * c->dim * sizeof *ks->act); /* backed now, as the arenas */
+    if (ks->act)
+        memset(ks->act, 0, tokens * c->dim * sizeof *ks->act); /* backed now, as the arenas */
     *out = ks;
+    return 0;
+}
+
+int kvstore_create(struct kvstore **out, const struct llm_config *c, uint32_t n_streams,
+                   uint32_t max_len, uint32_t dev_cap, uint32_t host_cap, int int8,
+                   struct alisa_err *e)
+{
+    return create(out, c, n_streams, max_len, dev_cap, host_cap, int8, NULL, e);
+}
+
+int kvstore_create_tiered(struct kvstore **out, const struct llm_config *c, uint32_t n_streams,
+                          uint32_t max_len, uint32_t dev_cap, uint32_t host_cap,
+                          const struct kv_tier_ops *ops, struct alisa_err *e)
+{
+    return create(out, c, n_streams, max_len, dev_cap, host_cap, 0, ops, e);
+}
+
+int32_t kvstore_dev_slot(const struct kvstore *ks, uint32_t stream, uint32_t t)
+{
+    return ks->dev_slot[(size_t)stream * ks->max_len + t];
+}
+
+int kvstore_host_row(const struct kvstore *ks, uint32_t stream, uint32_t t, const void **k,
+                     const void **v)
+{
+    int32_t slot = ks->host_slot[(size_t)stream * ks->max_len + t];
+    if (slot < 0)
+        return -1;
+    *k = ks->host[stream].k + (size_t)slot * ks->row;
+    *v = ks->host[stream].v + (size_t)slot * ks->row;
     return 0;
 }
 
@@ -174,7 +232,7 @@ static float *group_params(const struct kvstore *ks, float *base, uint32_t s, ui
 }
 
 /* Channel-wise scale and zero point of n rows x (kv_dim) into p. */
-static void quant_params(float *p, const float *x, uint32_t n, uint32_t kv)
+void kvstore_quant_params(float *p, const float *x, uint32_t n, uint32_t kv)
 {
     for (uint32_t c = 0; c < kv; c++) {
         float lo = x[c], hi = x[c];
@@ -191,7 +249,7 @@ static void quant_params(float *p, const float *x, uint32_t n, uint32_t kv)
     }
 }
 
-static void quantise(unsigned char *q, const float *x, const float *p, uint32_t kv)
+void kvstore_quantise(unsigned char *q, const float *x, const float *p, uint32_t kv)
 {
     for (uint32_t c = 0; c < kv; c++) {
         float y = roundf(x[c] / p[c]) + p[kv + c];
@@ -199,7 +257,7 @@ static void quantise(unsigned char *q, const float *x, const float *p, uint32_t 
     }
 }
 
-static void dequantise(float *x, const unsigned char *q, const float *p, uint32_t kv)
+void kvstore_dequantise(float *x, const unsigned char *q, const float *p, uint32_t kv)
 {
     for (uint32_t c = 0; c < kv; c++)
         x[c] = ((float)q[c] - p[kv + c]) * p[c];
@@ -221,8 +279,8 @@ static void store(const struct kvstore *ks, uint32_t s, uint32_t t, unsigned cha
         memcpy(qv, v, ks->row);
     } else if (closed(ks, s, t)) {
         uint32_t g = t / KVSTORE_INT8_GROUP;
-        quantise(qk, k, group_params(ks, ks->qk, s, g), ks->kv_dim);
-        quantise(qv, v, group_params(ks, ks->qv, s, g), ks->kv_dim);
+        kvstore_quantise(qk, k, group_params(ks, ks->qk, s, g), ks->kv_dim);
+        kvstore_quantise(qv, v, group_params(ks, ks->qv, s, g), ks->kv_dim);
     }
 }
 
@@ -235,8 +293,8 @@ static void load(const struct kvstore *ks, uint32_t s, uint32_t t, const unsigne
         memcpy(k, qk, ks->row);
         memcpy(v, qv, ks->row);
     } else if (closed(ks, s, t)) {
-        dequantise(k, qk, group_params(ks, ks->qk, s, g), kv);
-        dequantise(v, qv, group_params(ks, ks->qv, s, g), kv);
+        kvstore_dequantise(k, qk, group_params(ks, ks->qk, s, g), kv);
+        kvstore_dequantise(v, qv, group_params(ks, ks->qv, s, g), kv);
     } else {
         size_t r = ((size_t)s * KVSTORE_INT8_GROUP + t % KVSTORE_INT8_GROUP) * kv;
         memcpy(k, ks->res_k + r, kv * sizeof(float));
@@ -255,8 +313,8 @@ static void int8_add(struct kvstore *ks, uint32_t s, uint32_t t, const float *k,
     memcpy(rv + (size_t)(t % G) * kv, v, kv * sizeof(float));
     if (t % G != G - 1)
         return;
-    quant_params(group_params(ks, ks->qk, s, g), rk, G, kv);
-    quant_params(group_params(ks, ks->qv, s, g), rv, G, kv);
+    kvstore_quant_params(group_params(ks, ks->qk, s, g), rk, G, kv);
+    kvstore_quant_params(group_params(ks, ks->qv, s, g), rv, G, kv);
     ks->n_closed[s] = g + 1;
     const int32_t *ds = ks->dev_slot + (size_t)s * ks->max_len;
     const int32_t *hs = ks->host_slot + (size_t)s * ks->max_len;
@@ -297,8 +355,13 @@ int kvstore_apply(struct kvstore *ks, const struct scheduler_plan *plan, const u
         int slot = take(host);
         if (ds[t] < 0 || slot < 0)
             return err_set(e, ALISA_EINVAL, "stream %u step %u: cannot offload token %u", s, pos, t);
-        memcpy(host->k + (size_t)slot * row, dev->k + (size_t)ds[t] * row, row);
-        memcpy(host->v + (size_t)slot * row, dev->v + (size_t)ds[t] * row, row);
+        if (ks->ops) {
+            ks->ops->offload(ks->ops->ctx, s, (uint32_t)ds[t], host->k + (size_t)slot * row,
+                             host->v + (size_t)slot * row);
+        } else {
+            memcpy(host->k + (size_t)slot * row, dev->k + (size_t)ds[t] * row, row);
+            memcpy(host->v + (size_t)slot * row, dev->v + (size_t)ds[t] * row, row);
+        }
         hs[t] = slot;
         ks->offloads++;
     }
@@ -314,8 +377,13 @@ int kvstore_apply(struct kvstore *ks, const struct scheduler_plan *plan, const u
         int slot = take(dev);
         if (hs[t] < 0 || slot < 0)
             return err_set(e, ALISA_EINVAL, "stream %u step %u: cannot load token %u", s, pos, t);
-        memcpy(dev->k + (size_t)slot * row, host->k + (size_t)hs[t] * row, row);
-        memcpy(dev->v + (size_t)slot * row, host->v + (size_t)hs[t] * row, row);
+        if (ks->ops) {
+            ks->ops->load(ks->ops->ctx, s, host->k + (size_t)hs[t] * row,
+                          host->v + (size_t)hs[t] * row, (uint32_t)slot);
+        } else {
+            memcpy(dev->k + (size_t)slot * row, host->k + (size_t)hs[t] * row, row);
+            memcpy(dev->v + (size_t)slot * row, host->v + (size_t)hs[t] * row, row);
+        }
         ds[t] = slot;
         ks->loads++;
     }
@@ -325,6 +393,12 @@ int kvstore_apply(struct kvstore *ks, const struct scheduler_plan *plan, const u
         if (slot < 0)
             return err_set(e, ALISA_EINVAL, "stream %u step %u: no device slot to recompute %u", s,
                            pos, t);
+        if (ks->ops) {
+            ks->ops->recompute(ks->ops->ctx, s, layer, t, (uint32_t)slot);
+            ds[t] = slot;
+            ks->recomputes++;
+            continue;
+        }
         uint64_t t0 = mono_ns();
         float *rk = ks->scratch, *rv = ks->scratch + ks->kv_dim;
         kvstore_recompute(m, layer, ks->act + ((size_t)s * ks->max_len + t) * ks->dim, t, rk, rv);
@@ -340,6 +414,10 @@ int kvstore_apply(struct kvstore *ks, const struct scheduler_plan *plan, const u
             return err_set(e, ALISA_EINVAL, "stream %u step %u: no device slot for the new token", s,
                            pos);
         ds[pos] = slot;
+        if (ks->ops) {
+            ks->ops->store(ks->ops->ctx, s, pos, (uint32_t)slot, k, v, act);
+            return 0;
+        }
         memcpy(ks->act + ((size_t)s * ks->max_len + pos) * ks->dim, act, ks->dim * sizeof(float));
         if (ks->int8)
             int8_add(ks, s, pos, k, v); /* may close the group, this slot included */
@@ -350,6 +428,7 @@ int kvstore_apply(struct kvstore *ks, const struct scheduler_plan *plan, const u
 
 int kvstore_read(const struct kvstore *ks, uint32_t stream, uint32_t t, float *k, float *v)
 {
+    ALISA_ASSERT(!ks->ops);
     int32_t slot = ks->dev_slot[(size_t)stream * ks->max_len + t];
     if (slot < 0)
         return -1;
@@ -361,6 +440,7 @@ int kvstore_read(const struct kvstore *ks, uint32_t stream, uint32_t t, float *k
 void kvstore_fetch(struct kvstore *ks, const struct llm_model *m, uint32_t stream, uint32_t layer,
                    uint32_t t, float *k, float *v)
 {
+    ALISA_ASSERT(!ks->ops);
     size_t i = (size_t)stream * ks->max_len + t;
     const struct arena *a = ks->dev_slot[i] >= 0 ? &ks->dev[stream] : &ks->host[stream];
     int32_t slot = ks->dev_slot[i] >= 0 ? ks->dev_slot[i] : ks->host_slot[i];

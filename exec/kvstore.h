@@ -42,6 +42,47 @@ int kvstore_create(struct kvstore **out, const struct llm_config *c, uint32_t n_
                    struct alisa_err *e);
 void kvstore_free(struct kvstore *ks); /* accepts NULL */
 
+/* Where the device arena's bytes live when they are not host memory (the
+ * CUDA backend: STYLE.md's tier ops). The kvstore keeps the bookkeeping
+ * (slots, token maps, free lists, the host arena's bytes) and calls these for
+ * every access to a device slot; it keeps no layer inputs of its own then
+ * (store receives them, recompute finds them). Calls may be queued until the
+ * backend synchronises, but it must carry them out so that every offload
+ * reads its slot before a load, recompute or store queued with it writes
+ * one, and finish writing the offloaded host bytes before the next
+ * kvstore_apply. */
+struct kv_tier_ops {
+    void *ctx; /* the backend's, passed to every call */
+    /* host arena bytes (pinned memory); NULL when out of memory */
+    void *(*host_alloc)(void *ctx, size_t bytes);
+    void (*host_free)(void *ctx, void *p);
+    /* device slot's K and V into host bytes hk, hv (a slot's row each) */
+    void (*offload)(void *ctx, uint32_t stream, uint32_t dev_slot, void *hk, void *hv);
+    /* host bytes hk, hv into the device slot */
+    void (*load)(void *ctx, uint32_t stream, const void *hk, const void *hv, uint32_t dev_slot);
+    /* token t's K and V recomputed from its layer input into the slot */
+    void (*recompute)(void *ctx, uint32_t stream, uint32_t layer, uint32_t t, uint32_t dev_slot);
+    /* the new token pos: k, v (kv_dim) into the slot, act (dim) kept; the
+     * pointers are what the backend passed to kvstore_apply */
+    void (*store)(void *ctx, uint32_t stream, uint32_t pos, uint32_t dev_slot, const float *k,
+                  const float *v, const float *act);
+};
+
+/* kvstore_create with the device arena behind ops (FP32 K and V; INT8 is
+ * not built for it). ops is copied. */
+int kvstore_create_tiered(struct kvstore **out, const struct llm_config *c, uint32_t n_streams,
+                          uint32_t max_len, uint32_t dev_cap, uint32_t host_cap,
+                          const struct kv_tier_ops *ops, struct alisa_err *e);
+
+/* The device slot of token t of a stream, -1 when it has no device copy.
+ * Cannot fail. */
+int32_t kvstore_dev_slot(const struct kvstore *ks, uint32_t stream, uint32_t t);
+
+/* The host copy's K and V bytes of token t of a stream into *k, *v; returns
+ * 0, or -1 when it has none. Cannot fail. */
+int kvstore_host_row(const struct kvstore *ks, uint32_t stream, uint32_t t, const void **k,
+                     const void **v);
+
 /* Applies the plan of stream `stream` for step pos, in this order: free the
  * host copies the scheduler's flags no longer hold; copy the offloaded
  * tokens to the host; free the device copies it no longer holds; load
@@ -55,7 +96,8 @@ int kvstore_apply(struct kvstore *ks, const struct scheduler_plan *plan, const u
                   const struct llm_model *m, uint32_t layer, uint32_t pos, const float *k,
                   const float *v, const float *act, struct alisa_err *e);
 
-/* K and V of token t of a stream from its device copy into k and v,
+/* Not for a kvstore_create_tiered store (its device bytes are not here):
+ * K and V of token t of a stream from its device copy into k and v,
  * (kv_dim) each, dequantised when INT8. Returns 0, or -1 when the token has
  * no device copy. */
 int kvstore_read(const struct kvstore *ks, uint32_t stream, uint32_t t, float *k, float *v);
@@ -71,6 +113,13 @@ void kvstore_fetch(struct kvstore *ks, const struct llm_model *m, uint32_t strea
  * RoPE at t. What a recomputation does. Cannot fail. */
 void kvstore_recompute(const struct llm_model *m, uint32_t layer, const float *act, uint32_t t,
                        float *k, float *v);
+
+/* INT8 storage's arithmetic, exposed as the oracle of the CUDA kernels:
+ * channel-wise scale and zero point of n rows x (kv) into p (2, kv); codes q
+ * (kv) of one row x; one row x back from its codes. Cannot fail. */
+void kvstore_quant_params(float *p, const float *x, uint32_t n, uint32_t kv);
+void kvstore_quantise(unsigned char *q, const float *x, const float *p, uint32_t kv);
+void kvstore_dequantise(float *x, const unsigned char *q, const float *p, uint32_t kv);
 
 /* Moves so far (all streams): tokens copied device->host, host->device,
  * recomputed. Cannot fail. */

@@ -33,6 +33,19 @@ check $? "greedy run is deterministic"
 c=$("$alisa" run --model stories260K --prompt "Once upon a time" -n 40 --batch 3 2>/dev/null | grep -c "^\[")
 [ "$c" -eq 3 ]
 check $? "batched run prints 3 sequences"
+# the backend choice: auto says which it took (the CPU where no device is,
+# with the same text), a bad name and cuda without a device fail naming why
+if "$alisa" version | grep -q "^device: none"; then
+    d=$("$alisa" run --model stories260K --prompt "Once upon a time" -n 40 --backend auto 2>"$tmp/err")
+    [ "$d" = "$a" ] && grep -q "^alisa: backend: cpu (auto: " "$tmp/err"
+    check $? "--backend auto takes the CPU without a device, says so, same text"
+    "$alisa" run --model stories260K --prompt "Once" -n 4 --backend cuda 2>"$tmp/err"
+    [ $? -eq 1 ] && grep -q "error: --backend cuda: " "$tmp/err"
+    check $? "--backend cuda without a device fails naming why"
+fi
+"$alisa" run --model stories260K --prompt "Once" -n 4 --backend gpu 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q "expected cpu, cuda or auto" "$tmp/err"
+check $? "--backend gpu refused"
 "$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
     --gen-len 64 --batch 2 -o "$tmp/r.trace" 2>/dev/null
 check $? "record"
@@ -149,7 +162,7 @@ check $? "plan prices with a calibrated profile (--profile)"
 check $? "a missing profile named"
 "$alisa" calibrate --model stories260K -o "$tmp/p.ini" --backend cuda 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "only the cpu backend" "$tmp/err"
-check $? "calibrate --backend cuda refused (issue 7)"
+check $? "calibrate --backend cuda refused (its microbenchmarks are not written)"
 "$alisa" calibrate --model stories260K -o "$tmp/p.ini" --repeat 1 2>/dev/null
 [ $? -eq 2 ]
 check $? "calibrate --repeat 1 refused"

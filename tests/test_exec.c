@@ -3,7 +3,9 @@
  * the continuation recorded in ../shared/models/SOURCES.md by an independent
  * numpy forward pass, batched decoding equal to single decoding, and
  * chunked (prefill-as-GEMM) runs equal to position-by-position runs, and
- * INT8 KV storage (error bound, open group exact, placement invariance).
+ * INT8 KV storage (error bound, open group exact, placement invariance),
+ * the kvstore's tier ops behind a fake device tier that defers its work as
+ * the CUDA backend does, and the backend choice without a device.
  * Under CI=true a missing model fails instead of skipping. */
 #include <math.h>
 #include <setjmp.h>
@@ -541,6 +543,253 @@ static void test_exec_int8_kv_tracks_fp32_and_is_placement_invariant(void **stat
     llm_free(m);
 }
 
+/* A device tier in host memory that defers its work as the CUDA backend does
+ * (kvstore.h's tier-op contract): ops are queued during an apply and carried
+ * out at flush in the contract's order (offloads read first; the rest in
+ * order), and the offloads' host bytes are written only at finish, before
+ * the next apply. */
+struct fake_tier {
+    const struct llm_model *m;
+    uint32_t dev_cap, max_len, kv, dim;
+    float *dk, *dv;      /* (streams * dev_cap, kv) the "device" arena */
+    float *act;          /* (streams * max_len, dim) kept layer inputs */
+    float *pend;         /* (2 * 4096, kv) offloaded rows waiting for finish */
+    void *pend_dst[2 * 4096];
+    uint32_t n_pend;
+    struct fake_op { int kind; uint32_t stream, slot, t, layer; const void *hk, *hv; void *dk, *dv;
+                     const float *k, *v, *a; } ops[4096];
+    uint32_t n_ops;
+    int hosts;           /* host_alloc calls minus host_free calls */
+};
+
+static void *fake_host_alloc(void *ctx, size_t bytes)
+{
+    ((struct fake_tier *)ctx)->hosts++;
+    return malloc(bytes);
+}
+
+static void fake_host_free(void *ctx, void *p)
+{
+    ((struct fake_tier *)ctx)->hosts--;
+    free(p);
+}
+
+static struct fake_op *fake_push(struct fake_tier *f, int kind, uint32_t stream, uint32_t slot)
+{
+    assert_true(f->n_ops < 4096);
+    struct fake_op *o = &f->ops[f->n_ops++];
+    memset(o, 0, sizeof *o);
+    o->kind = kind;
+    o->stream = stream;
+    o->slot = slot;
+    return o;
+}
+
+static void fake_offload(void *ctx, uint32_t stream, uint32_t slot, void *hk, void *hv)
+{
+    struct fake_op *o = fake_push(ctx, 0, stream, slot);
+    o->dk = hk;
+    o->dv = hv;
+}
+
+static void fake_load(void *ctx, uint32_t stream, const void *hk, const void *hv, uint32_t slot)
+{
+    struct fake_op *o = fake_push(ctx, 1, stream, slot);
+    o->hk = hk;
+    o->hv = hv;
+}
+
+static void fake_recompute(void *ctx, uint32_t stream, uint32_t layer, uint32_t t, uint32_t slot)
+{
+    struct fake_op *o = fake_push(ctx, 2, stream, slot);
+    o->t = t;
+    o->layer = layer;
+}
+
+static void fake_store(void *ctx, uint32_t stream, uint32_t pos, uint32_t slot, const float *k,
+                       const float *v, const float *act)
+{
+    struct fake_tier *f = ctx;
+    struct fake_op *o = fake_push(f, 3, stream, slot);
+    o->t = pos;
+    o->k = k; /* the caller's rows stay valid until flush, as the forward's do */
+    o->v = v;
+    o->a = act;
+}
+
+static void fake_flush(struct fake_tier *f)
+{
+    size_t row = f->kv * sizeof(float);
+    for (uint32_t i = 0; i < f->n_ops; i++) { /* offloads first: their slots may be reused */
+        struct fake_op *o = &f->ops[i];
+        if (o->kind != 0)
+            continue;
+        size_t r = (size_t)o->stream * f->dev_cap + o->slot;
+        memcpy(f->pend + (size_t)(2 * f->n_pend) * f->kv, f->dk + r * f->kv, row);
+        memcpy(f->pend + (size_t)(2 * f->n_pend + 1) * f->kv, f->dv + r * f->kv, row);
+        f->pend_dst[2 * f->n_pend] = o->dk;
+        f->pend_dst[2 * f->n_pend++ + 1] = o->dv;
+    }
+    for (uint32_t i = 0; i < f->n_ops; i++) {
+        struct fake_op *o = &f->ops[i];
+        size_t r = (size_t)o->stream * f->dev_cap + o->slot;
+        float *k = f->dk + r * f->kv, *v = f->dv + r * f->kv;
+        if (o->kind == 1) {
+            memcpy(k, o->hk, row);
+            memcpy(v, o->hv, row);
+        } else if (o->kind == 2) {
+            kvstore_recompute(f->m, o->layer, f->act + ((size_t)o->stream * f->max_len + o->t) * f->dim,
+                              o->t, k, v);
+        } else if (o->kind == 3) {
+            memcpy(k, o->k, row);
+            memcpy(v, o->v, row);
+            memcpy(f->act + ((size_t)o->stream * f->max_len + o->t) * f->dim, o->a,
+                   f->dim * sizeof(float));
+        }
+    }
+    f->n_ops = 0;
+}
+
+static void fake_finish(struct fake_tier *f)
+{
+    for (uint32_t i = 0; i < 2 * f->n_pend; i++)
+        memcpy(f->pend_dst[i], f->pend + (size_t)i * f->kv, f->kv * sizeof(float));
+    f->n_pend = 0;
+}
+
+/* The same plans applied to a plain kvstore and to one whose device arena is
+ * the fake tier leave the same bookkeeping and the same K and V in every
+ * device and host copy, through prefill and decode with offloads, loads and
+ * recomputations (strided over 12 tokens: old tokens come back as the
+ * stride changes; ALISA placement, 20 device and 24 host slots). */
+static void test_exec_tier_ops_carry_out_the_plans_of_a_plain_kvstore(void **state)
+{
+    (void)state;
+    struct llm_model *m = load_model_or_skip();
+    struct alisa_err e = {{0}};
+    const struct llm_config *c = &m->c;
+    const uint32_t S = 2, N = 90, P = 8, dev = 20, host = 24;
+    struct fake_tier *f = calloc(1, sizeof *f);
+    f->m = m;
+    f->dev_cap = dev;
+    f->max_len = N;
+    f->kv = c->kv_dim;
+    f->dim = c->dim;
+    f->dk = calloc((size_t)S * dev * c->kv_dim, sizeof(float));
+    f->dv = calloc((size_t)S * dev * c->kv_dim, sizeof(float));
+    f->act = calloc((size_t)S * N * c->dim, sizeof(float));
+    f->pend = calloc((size_t)2 * 4096 * c->kv_dim, sizeof(float));
+    struct kv_tier_ops ops = {.ctx = f, .host_alloc = fake_host_alloc, .host_free = fake_host_free,
+                              .offload = fake_offload, .load = fake_load,
+                              .recompute = fake_recompute, .store = fake_store};
+    struct scheduler_config sc = {.sel = &sel_strided_ops, .sel_params = {.budget_tokens = 12},
+                                  .place = &place_alisa_ops, .n_streams = S, .max_len = N};
+    sc.place_params = (struct place_params){.kv_bytes = 1, .act_bytes = 1, .gpu_bytes = dev,
+                                            .cpu_bytes = host, .load_ns = 2, .recompute_ns = 5,
+                                            .gpu_fraction = -1};
+    struct scheduler *sched;
+    struct kvstore *plain, *tiered;
+    if (scheduler_create(&sched, &sc, NULL, &e) ||
+        kvstore_create(&plain, c, S, N, dev, host, 0, &e) ||
+        kvstore_create_tiered(&tiered, c, S, N, dev, host, &ops, &e))
+        fail_msg("%s", e.msg);
+    assert_int_equal(f->hosts, 2 * (int)S);
+    float *k = malloc(c->kv_dim * sizeof *k), *v = malloc(c->kv_dim * sizeof *v);
+    float *a = malloc(c->dim * sizeof *a), *row = malloc(N * sizeof *row);
+    float *pk = malloc(c->kv_dim * sizeof *pk), *pv = malloc(c->kv_dim * sizeof *pv);
+    uint32_t seed = 12345;
+    for (uint32_t pos = 0; pos < N; pos++)
+        for (uint32_t s = 0; s < S; s++) {
+            struct scheduler_plan plan;
+            if (pos < P)
+                scheduler_prefill(sched, s, pos, NULL, P, 0, &plan);
+            else
+                scheduler_step(sched, s, pos, 0, &plan);
+            assert_false(plan.place.oom);
+            for (uint32_t i = 0; i < c->dim; i++) {
+                seed = seed * 1103515245u + 12345u;
+                a[i] = (float)((seed >> 8) & 0xffff) / 65536.0f - 0.5f;
+            }
+            kvstore_recompute(m, 0, a, pos, k, v); /* a token's K and V follow from its input */
+            const uint8_t *flags = scheduler_stream_flags(sched, s);
+            fake_finish(f);
+            if (kvstore_apply(plain, &plan, flags, m, 0, pos, k, v, a, &e) ||
+                kvstore_apply(tiered, &plan, flags, m, 0, pos, k, v, a, &e))
+                fail_msg("position %u stream %u: %s", pos, s, e.msg);
+            fake_flush(f);
+            fake_finish(f);
+            for (uint32_t t = 0; t <= pos; t++) {
+                int32_t slot = kvstore_dev_slot(tiered, s, t);
+                int on_dev = kvstore_read(plain, s, t, pk, pv) == 0;
+                assert_int_equal(on_dev, slot >= 0);
+                if (on_dev) {
+                    size_t r = ((size_t)s * dev + (uint32_t)slot) * c->kv_dim;
+                    if (memcmp(pk, f->dk + r, c->kv_dim * sizeof(float)) ||
+                        memcmp(pv, f->dv + r, c->kv_dim * sizeof(float)))
+                        fail_msg("position %u stream %u: token %u's device copy differs", pos, s, t);
+                }
+                const void *hk, *hv, *qk, *qv;
+                int h_plain = kvstore_host_row(plain, s, t, &qk, &qv) == 0;
+                assert_int_equal(h_plain, kvstore_host_row(tiered, s, t, &hk, &hv) == 0);
+                if (h_plain && (memcmp(hk, qk, c->kv_dim * sizeof(float)) ||
+                                memcmp(hv, qv, c->kv_dim * sizeof(float))))
+                    fail_msg("position %u stream %u: token %u's host copy differs", pos, s, t);
+            }
+            /* attention favouring a set of old tokens that changes every
+             * few steps, so SWA's global set reaches back to offloaded ones */
+            uint32_t hot = pos > 30 ? (pos / 5 * 17) % (pos - 20) : 0;
+            for (uint32_t t = 0; t <= pos; t++)
+                row[t] = (t == hot ? 30.0f : 1.0f) / (float)(pos + 30);
+            if (pos < P)
+                scheduler_observe_prefill(sched, s, pos, row, P);
+            else
+                scheduler_observe_dense(sched, s, row);
+        }
+    uint64_t off, ld, rc;
+    kvstore_counts(tiered, &off, &ld, &rc);
+    print_message("offloads %llu loads %llu recomputes %llu\n", (unsigned long long)off,
+                  (unsigned long long)ld, (unsigned long long)rc);
+    assert_true(off > 0 && ld > 0 && rc > 0); /* every kind of move happened */
+    kvstore_free(tiered);
+    assert_int_equal(f->hosts, 0);
+    kvstore_free(plain);
+    scheduler_destroy(sched);
+    free(k); free(v); free(a); free(row); free(pk); free(pv);
+    free(f->dk); free(f->dv); free(f->act); free(f->pend); free(f);
+    llm_free(m);
+}
+
+/* Asking for a backend: names are checked; without a device (or without
+ * CUDA in the build) auto takes the CPU and says why, cuda fails saying
+ * why, and a CUDA state cannot be made. Runs on any machine: with a device
+ * present the CUDA answers are the other branch. */
+static void test_exec_backend_choice_says_why_without_a_device(void **state)
+{
+    (void)state;
+    struct alisa_err e = {{0}};
+    enum llm_backend kind;
+    char said[320];
+    assert_int_equal(llm_backend_choose("gpu", &kind, said, sizeof said, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "expected cpu, cuda or auto"));
+    assert_int_equal(llm_backend_choose("cpu", &kind, said, sizeof said, &e), 0);
+    assert_int_equal(kind, LLM_BACKEND_CPU);
+    assert_int_equal(llm_backend_choose("auto", &kind, said, sizeof said, &e), 0);
+    if (kind == LLM_BACKEND_CUDA) {
+        assert_non_null(strstr(said, "cuda ("));
+        return;
+    }
+    assert_non_null(strstr(said, "cpu (auto: "));
+    e.msg[0] = 0;
+    assert_int_equal(llm_backend_choose("cuda", &kind, said, sizeof said, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "--backend cuda: "));
+    struct llm_model *m = load_model_or_skip();
+    struct llm_state *st = NULL;
+    assert_true(llm_state_create_on(&st, LLM_BACKEND_CUDA, m, 1, 16, &e) < 0);
+    assert_null(st);
+    assert_true(e.msg[0] != 0);
+    llm_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -554,6 +803,8 @@ int main(void)
         cmocka_unit_test(test_exec_attends_exactly_the_selected_tokens),
         cmocka_unit_test(test_exec_int8_kv_is_within_half_a_step_per_channel_and_group),
         cmocka_unit_test(test_exec_int8_kv_tracks_fp32_and_is_placement_invariant),
+        cmocka_unit_test(test_exec_tier_ops_carry_out_the_plans_of_a_plain_kvstore),
+        cmocka_unit_test(test_exec_backend_choice_says_why_without_a_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -68,6 +68,7 @@ int kv_opt(struct kv_opts *o, int ch, const char *opt, const char *arg, struct a
     case 1006: return cli_parse_bytes(opt, arg, &o->cpu_bytes, e) ? -1 : 1;
     case 1007: o->hardware = arg; return 1;
     case 1008: o->int8 = 1; return 1;
+    case 1009: o->backend = arg; return 1;
     }
     return 0;
 }
@@ -86,6 +87,21 @@ void kv_opts_capacity(const struct kv_opts *o, const struct llm_config *c, uint3
     uint64_t all = (uint64_t)max_len * cost_kv_bytes(&ks) * batch * c->n_layers;
     *gpu_bytes = o->gpu_bytes ? o->gpu_bytes : all;
     *cpu_bytes = o->cpu_bytes ? o->cpu_bytes : all;
+}
+
+int exec_state_create(struct llm_state **st, const struct kv_opts *o, const struct llm_model *m,
+                      uint32_t batch, uint32_t max_len, struct alisa_err *e)
+{
+    enum llm_backend kind;
+    char said[320];
+    const char *name = o->backend ? o->backend : "cpu";
+    *st = NULL;
+    int rc = llm_backend_choose(name, &kind, said, sizeof said, e);
+    if (rc)
+        return rc;
+    if (strcmp(name, "auto") == 0)
+        fprintf(stderr, "alisa: backend: %s\n", said);
+    return llm_state_create_on(st, kind, m, batch, max_len, e);
 }
 
 int tiered_attach(struct tiered *t, const struct kv_opts *o, const struct llm_model *m,
@@ -134,7 +150,7 @@ int tiered_attach(struct tiered *t, const struct kv_opts *o, const struct llm_mo
     uint32_t host = (uint32_t)(pp->cpu_bytes / pp->kv_bytes < max_len ? pp->cpu_bytes / pp->kv_bytes
                                                                       : max_len);
     if ((rc = scheduler_create(&t->sched, &sc, NULL, e)) ||
-        (rc = kvstore_create(&t->ks, c, sc.n_streams, max_len, dev, host, o->int8, e))) {
+        (rc = llm_state_kvstore(st, sc.n_streams, max_len, dev, host, o->int8, &t->ks, e))) {
         scheduler_destroy(t->sched);
         t->sched = NULL;
         return rc;
@@ -252,22 +268,23 @@ int record_trace(const struct record_job *j, struct alisa_err *e)
                  kvo->sel.sparsity, kvo->sel.budget_tokens,
                  kvo->placement ? kvo->placement : "gpu-only", (unsigned long long)kvo->gpu_bytes,
                  (unsigned long long)kvo->cpu_bytes, kvo->int8 ? " --kv-int8" : "");
-    snprintf(h.generator, sizeof h.generator,
-             "alisa record --model %s --prompt-len %u --gen-len %u --batch %u --offset %u "
-             "--threshold %g (teacher-forced, %s, CPU executor)",
-             m->name, P, G, batch, offset, j->threshold, kv_desc);
     struct trace_writer *w = NULL;
     struct llm_state *st = NULL;
     float *rows = malloc((size_t)batch * c->n_layers * N * sizeof *rows);
     uint32_t *cur = malloc(batch * sizeof *cur);
     if (!rc && (!rows || !cur))
         rc = err_set(e, ALISA_ENOMEM, "out of memory");
+    if (!rc) /* first: the trace names the backend it took */
+        rc = exec_state_create(&st, kvo, m, batch, N, e);
+    snprintf(h.generator, sizeof h.generator,
+             "alisa record --model %s --prompt-len %u --gen-len %u --batch %u --offset %u "
+             "--threshold %g (teacher-forced, %s, %s executor)",
+             m->name, P, G, batch, offset, j->threshold, kv_desc,
+             st && llm_state_backend(st) == LLM_BACKEND_CUDA ? "CUDA" : "CPU");
     if (!rc)
         rc = trace_writer_open(&w, j->out, &h, e);
     for (uint32_t b = 0; !rc && b < batch; b++)
         rc = trace_writer_seq(w, b, P, G, 0, ids + offset + (size_t)b * N, e);
-    if (!rc)
-        rc = llm_state_create(&st, m, batch, N, e);
     struct tiered tr = {0};
     if (!rc)
         rc = tiered_attach(&tr, kvo, m, st, batch, N, P, e);

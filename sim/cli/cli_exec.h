@@ -40,6 +40,7 @@ void loaded_free(struct loaded *l); /* accepts an empty l */
 struct kv_opts {
     const char *selection, *placement, *hardware;
     const char *profile;           /* hardware profiles added to the catalog, or NULL */
+    const char *backend;           /* cpu (NULL), cuda or auto */
     struct sel_params sel;
     int int8;                      /* INT8 K and V in the arenas */
     uint64_t gpu_bytes, cpu_bytes; /* totals over all streams */
@@ -49,7 +50,8 @@ struct kv_opts {
     {"selection", required_argument, 0, 1001}, {"sparsity", required_argument, 0, 1002}, \
     {"budget-tokens", required_argument, 0, 1003}, {"placement", required_argument, 0, 1004}, \
     {"gpu-kv-bytes", required_argument, 0, 1005}, {"cpu-kv-bytes", required_argument, 0, 1006}, \
-    {"hardware", required_argument, 0, 1007}, {"kv-int8", no_argument, 0, 1008}
+    {"hardware", required_argument, 0, 1007}, {"kv-int8", no_argument, 0, 1008},      \
+    {"backend", required_argument, 0, 1009}
 
 #define KV_OPT_HELP                                                                          \
     "  --selection NAME   tokens each layer attends (alisa policy list; default: all)\n"     \
@@ -63,7 +65,10 @@ struct kv_opts {
     "  --hardware NAME    profile pricing load against recompute (default H100-80GB)\n"    \
     "  --kv-int8          store K and V in INT8, channel-wise asymmetric per group of 32\n" \
     "                     tokens of a (sequence, layer); the open group stays exact until\n" \
-    "                     its last token arrives (alone: dense selection, one arena)\n"
+    "                     its last token arrives (alone: dense selection, one arena)\n"  \
+    "  --backend B        cpu (default), cuda (the GPU: FP16 weights, cuBLAS, the device\n" \
+    "                     arena in GPU memory, the host arena pinned) or auto (cuda when\n" \
+    "                     built and a device is found, else cpu; says which)\n"
 
 /* Handles one KV option (getopt code ch, option as typed, value); returns 1
  * when ch was one, -1 on a bad value (e says why), 0 when not a KV option. */
@@ -79,6 +84,11 @@ const struct hw_profile *kv_opts_hw(const struct kv_opts *o, const struct catalo
  * where o gives none. */
 void kv_opts_capacity(const struct kv_opts *o, const struct llm_config *c, uint32_t batch,
                       uint32_t max_len, uint64_t *gpu_bytes, uint64_t *cpu_bytes);
+
+/* An executor state on o's backend (see --backend) for `batch` sequences of
+ * max_len tokens; with auto, says on stderr which backend it took. */
+int exec_state_create(struct llm_state **st, const struct kv_opts *o, const struct llm_model *m,
+                      uint32_t batch, uint32_t max_len, struct alisa_err *e);
 
 /* A scheduler and arenas for `batch` sequences of max_len tokens. */
 struct tiered {

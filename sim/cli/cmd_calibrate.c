@@ -46,7 +46,7 @@ void cmd_calibrate_usage(FILE *out)
             "  --model M        catalog name, llama2.c .bin or GGUF file (its shapes)\n"
             "  --tokenizer T    tokenizer file, loaded and checked when given (not needed)\n"
             "  -o, --output P   profile to write\n"
-            "  --backend B      cpu (default); cuda is issue 7 and not built yet\n"
+            "  --backend B      cpu (default; the only one calibrated yet)\n"
             "  --repeat N       runs of every benchmark (default 3, at least 2)\n"
             "  --name NAME      section name (default cpu-<hostname>)\n"
             "  --json           print the runs and statistics as JSON\n"
@@ -117,8 +117,8 @@ int cmd_calibrate(int argc, char **argv)
         return cli_usage_error(cmd_calibrate_usage, "--repeat %u: at least 2 runs show a spread",
                                repeat);
     if (strcmp(backend, "cpu") != 0) {
-        err_set(&e, ALISA_EINVAL, "--backend %s: only the cpu backend exists (the CUDA backend is "
-                "issue 7)", backend);
+        err_set(&e, ALISA_EINVAL, "--backend %s: only the cpu backend can be calibrated yet (the "
+                "CUDA backend runs, but its microbenchmarks are not written)", backend);
         return cli_fail(&e);
     }
     char host[64] = "host", section[96];

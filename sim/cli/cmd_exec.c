@@ -41,7 +41,7 @@ void cmd_run_usage(FILE *out)
     fprintf(out,
             "usage: alisa run --model M --prompt TEXT -n N [options]\n"
             "\n"
-            "Generates N tokens after TEXT with the CPU executor and prints the prompt and\n"
+            "Generates N tokens after TEXT with the executor (--backend) and prints the prompt and\n"
             "its continuation on stdout (one block per sequence when --batch > 1) and the\n"
             "decode speed on stderr. The prompt is encoded with BOS and prefilled in chunks\n"
             "of up to 32 positions (each chunk's projections and FFN one GEMM over its\n"
@@ -153,7 +153,7 @@ int cmd_run(int argc, char **argv)
             rc = err_set(&e, ALISA_ENOMEM, "out of memory");
     struct tiered tr = {0};
     if (!rc)
-        rc = llm_state_create(&st, l.m, batch, (uint32_t)np + n, &e);
+        rc = exec_state_create(&st, &kvo, l.m, batch, (uint32_t)np + n, &e);
     if (!rc)
         rc = tiered_attach(&tr, &kvo, l.m, st, batch, (uint32_t)np + n, (uint32_t)np, &e);
     if (!rc && !tr.sched)
@@ -213,8 +213,9 @@ int cmd_run(int argc, char **argv)
         printf("\n");
     }
     if (!rc) {
-        fprintf(stderr, "alisa: %u tokens x %u sequences in %.3f s: %.1f tokens/s (decode, CPU)\n",
-                n, batch, dt, dt > 0 ? (double)n * batch / dt : 0.0);
+        fprintf(stderr, "alisa: %u tokens x %u sequences in %.3f s: %.1f tokens/s (decode, %s)\n",
+                n, batch, dt, dt > 0 ? (double)n * batch / dt : 0.0,
+                llm_state_backend(st) == LLM_BACKEND_CUDA ? "CUDA" : "CPU");
         if (tr.ks) {
             uint64_t off, ld, rcmp;
             kvstore_counts(tr.ks, &off, &ld, &rcmp);
@@ -406,9 +407,9 @@ int cmd_eval(int argc, char **argv)
     for (uint64_t w0 = 0; !rc && w0 < windows; w0 += batch) {
         uint32_t B = (uint32_t)(windows - w0 < batch ? windows - w0 : batch);
         struct llm_state *st, *ref = NULL;
-        if ((rc = llm_state_create(&st, l.m, B, ctx, &e)))
+        if ((rc = exec_state_create(&st, &kvo, l.m, B, ctx, &e)))
             break;
-        if (with_ref && (rc = llm_state_create(&ref, l.m, B, ctx, &e))) {
+        if (with_ref && (rc = exec_state_create(&ref, &kvo, l.m, B, ctx, &e))) {
             llm_state_free(st);
             break;
         }

@@ -274,6 +274,12 @@ int cmd_validate(int argc, char **argv)
     if (!model || !text || !kvo.profile || !P || !G || !batch)
         return cli_usage_error(cmd_validate_usage, "--model, --text, --profile, --prompt-len and "
                                "--gen-len are required");
+    if (kvo.backend && strcmp(kvo.backend, "cpu") != 0) {
+        err_set(&e, ALISA_EINVAL, "--backend %s: validate runs the cpu backend only (the CUDA "
+                "backend has no calibrated profile yet: `alisa calibrate --backend cuda` is not "
+                "written)", kvo.backend);
+        return cli_fail(&e);
+    }
     if (kvo.int8) {
         err_set(&e, ALISA_EINVAL, "--kv-int8: not validated yet (the executor keeps INT8 "
                 "parameters per group of 32 tokens, the simulator prices them per stream)");

@@ -1,0 +1,213 @@
+/* forward.h's public calls, dispatched to a backend (backend.h), and what
+ * the backends share: the scheduler's side of a step, the timings line, the
+ * RoPE tables. Choosing "auto" probes for a device and never fails for lack
+ * of one; it says which backend it took and why.
+ */
+#include "backend.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "device.h"
+#include "fp16.h"
+#include "planlog.h"
+
+struct llm_state {
+    const struct backend_ops *ops;
+    void *be;                 /* the backend's own state */
+    enum llm_backend kind;
+    struct backend_common c;
+};
+
+uint64_t backend_mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+int llm_backend_choose(const char *name, enum llm_backend *out, char *said, size_t n,
+                       struct alisa_err *e)
+{
+    struct device_info d;
+    int want_cuda = strcmp(name, "cuda") == 0, is_auto = strcmp(name, "auto") == 0;
+    if (!want_cuda && !is_auto && strcmp(name, "cpu") != 0)
+        return err_set(e, ALISA_EINVAL, "--backend %s: expected cpu, cuda or auto", name);
+    *out = LLM_BACKEND_CPU;
+    if (!want_cuda && !is_auto) {
+        snprintf(said, n, "cpu");
+        return 0;
+    }
+    device_probe(&d);
+    if (d.n_devices > 0) {
+        *out = LLM_BACKEND_CUDA;
+        snprintf(said, n, "cuda (%s, %.1f GiB)", d.name, (double)d.mem_bytes / (1u << 30));
+        return 0;
+    }
+    if (want_cuda)
+        return err_set(e, ALISA_EINVAL, "--backend cuda: %s", d.note);
+    snprintf(said, n, "cpu (auto: %s)", d.note);
+    return 0;
+}
+
+int llm_state_create_on(struct llm_state **out, enum llm_backend kind, const struct llm_model *m,
+                        uint32_t batch, uint32_t max_len, struct alisa_err *e)
+{
+    *out = NULL;
+    const struct llm_config *c = &m->c;
+    if (!batch || !max_len || max_len > c->seq_len)
+        return err_set(e, ALISA_EINVAL, "batch %u and length %u must be positive, the length at "
+                       "most the model's context %u", batch, max_len, c->seq_len);
+    const struct backend_ops *ops = &backend_cpu;
+    if (kind == LLM_BACKEND_CUDA) {
+#ifdef ALISA_WITH_CUDA
+        ops = &backend_cuda;
+#else
+        return err_set(e, ALISA_EINVAL, "the cuda backend: this binary was built without CUDA (no "
+                       "nvcc at configure time)");
+#endif
+    }
+    struct llm_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return err_set(e, ALISA_ENOMEM, "out of memory");
+    s->ops = ops;
+    s->kind = kind;
+    s->c.m = m;
+    s->c.batch = batch;
+    s->c.max_len = max_len;
+    s->c.t_layer = calloc((size_t)c->n_layers * T_N, sizeof *s->c.t_layer);
+    int rc = s->c.t_layer ? ops->create(&s->be, &s->c, e)
+                          : err_set(e, ALISA_ENOMEM, "out of memory");
+    if (rc) {
+        free(s->c.t_layer);
+        free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+int llm_state_create(struct llm_state **out, const struct llm_model *m, uint32_t batch,
+                     uint32_t max_len, struct alisa_err *e)
+{
+    return llm_state_create_on(out, LLM_BACKEND_CPU, m, batch, max_len, e);
+}
+
+void llm_state_free(struct llm_state *s)
+{
+    if (!s)
+        return;
+    s->ops->destroy(s->be);
+    free(s->c.t_layer);
+    free(s);
+}
+
+enum llm_backend llm_state_backend(const struct llm_state *s) { return s->kind; }
+
+int llm_state_kvstore(struct llm_state *s, uint32_t n_streams, uint32_t max_len, uint32_t dev_cap,
+                      uint32_t host_cap, int int8, struct kvstore **out, struct alisa_err *e)
+{
+    return s->ops->kvstore(s->be, n_streams, max_len, dev_cap, host_cap, int8, out, e);
+}
+
+void llm_state_tiered(struct llm_state *s, struct scheduler *sched, struct kvstore *ks,
+                      uint32_t prompt_len)
+{
+    s->c.sched = sched;
+    s->c.ks = sched ? ks : NULL;
+    s->c.prompt_len = prompt_len;
+}
+
+const struct alisa_err *llm_state_error(const struct llm_state *s) { return &s->c.err; }
+
+void llm_state_timings(struct llm_state *s, FILE *f) { s->c.timings = f; }
+
+void llm_state_plan_log(struct llm_state *s, FILE *f) { s->c.plan_log = f; }
+
+const float *llm_forward_chunk(struct llm_state *s, const uint32_t *tokens, uint32_t pos0,
+                               uint32_t P, float *rows)
+{
+    ALISA_ASSERT(P >= 1 && pos0 + P <= s->c.max_len && (!rows || P == 1));
+    for (uint32_t r = 0; r < s->c.batch * P; r++)
+        ALISA_ASSERT(tokens[r] < s->c.m->c.vocab);
+    memset(s->c.t_layer, 0, (size_t)s->c.m->c.n_layers * T_N * sizeof *s->c.t_layer);
+    return s->ops->forward(s->be, &s->c, tokens, pos0, P, rows);
+}
+
+const float *llm_forward(struct llm_state *s, const uint32_t *tokens, uint32_t pos, float *rows)
+{
+    return llm_forward_chunk(s, tokens, pos, 1, rows);
+}
+
+int backend_plan(struct backend_common *c, uint32_t b, uint32_t l, uint32_t pos,
+                 struct scheduler_plan *plan, double *tl)
+{
+    uint32_t stream = b * c->m->c.n_layers + l;
+    uint64_t t0 = backend_mono_ns();
+    if (pos < c->prompt_len)
+        scheduler_prefill(c->sched, stream, pos, NULL, c->prompt_len, 0, plan);
+    else
+        scheduler_step(c->sched, stream, pos, 0, plan);
+    if (c->plan_log)
+        planlog_write(c->plan_log, plan, b, l);
+    tl[T_SCHED] += (double)(backend_mono_ns() - t0);
+    if (plan->place.oom) {
+        err_set(&c->err, ALISA_EINVAL, "sequence %u layer %u position %u: the device KV arena "
+                "(%u tokens) cannot hold the step's tokens", b, l, pos,
+                scheduler_stream_gpu_cap(c->sched, stream));
+        return -1;
+    }
+    return 0;
+}
+
+double backend_observe(struct backend_common *c, uint32_t b, uint32_t l, uint32_t pos,
+                       const uint32_t *ids, const float *w, uint32_t n_att, float *dense,
+                       double *tl)
+{
+    /* the selection sees the row as a trace stores it (FP16 weights), so
+     * replaying the recorded trace feeds it exactly the same */
+    uint64_t t0 = backend_mono_ns();
+    uint32_t stream = b * c->m->c.n_layers + l;
+    memset(dense, 0, (pos + 1) * sizeof *dense);
+    for (uint32_t a = 0; a < n_att; a++)
+        dense[ids[a]] = fp16_to_float(fp16_from_float(w[a]));
+    if (pos < c->prompt_len)
+        scheduler_observe_prefill(c->sched, stream, pos, dense, c->prompt_len);
+    else
+        scheduler_observe_dense(c->sched, stream, dense);
+    double dt = (double)(backend_mono_ns() - t0);
+    tl[T_SCHED] += dt;
+    return dt;
+}
+
+void backend_write_timings(const struct backend_common *c, uint32_t pos0, uint32_t P,
+                           double total_ns, double head_ns)
+{
+    if (!c->timings)
+        return;
+    fprintf(c->timings, "{\"pos\": %u, \"positions\": %u, \"phase\": \"%s\", \"batch\": %u, "
+            "\"total_us\": %.3f, \"head_us\": %.3f, \"layers\": [", pos0, P,
+            pos0 < c->prompt_len ? "prefill" : "decode", c->batch, total_ns * 1e-3, head_ns * 1e-3);
+    for (uint32_t l = 0; l < c->m->c.n_layers; l++) {
+        const double *tl = c->t_layer + (size_t)l * T_N;
+        fprintf(c->timings, "%s{\"gemm_us\": %.3f, \"attention_us\": %.3f, \"transfer_us\": "
+                "%.3f, \"recompute_us\": %.3f, \"schedule_us\": %.3f}", l ? ", " : "",
+                tl[T_GEMM] * 1e-3, tl[T_ATTN] * 1e-3, tl[T_MOVE] * 1e-3, tl[T_RECOMP] * 1e-3,
+                tl[T_SCHED] * 1e-3);
+    }
+    fprintf(c->timings, "]}\n");
+}
+
+void backend_rope_tables(const struct llm_config *c, uint32_t max_len, float *cs, float *sn)
+{
+    uint32_t half = c->head_dim / 2;
+    for (uint32_t pos = 0; pos < max_len; pos++)
+        for (uint32_t i = 0; i < half; i++) {
+            float freq = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)c->head_dim);
+            float val = (float)pos * freq;
+            cs[(size_t)pos * half + i] = cosf(val);
+            sn[(size_t)pos * half + i] = sinf(val);
+        }
+}

@@ -1,0 +1,84 @@
+/* The executor's backend interface (STYLE.md: a table of function pointers
+ * plus a context): the CPU backend (forward.c) and the CUDA backend
+ * (forward_cuda.c) implement struct backend_ops; forward.h's public calls
+ * dispatch through it. What both share lives here too: the state every
+ * backend keeps (tiered cache, logs, per-layer timings), asking the
+ * scheduler for a step, feeding it the attention row, and the timings line.
+ *
+ * Internal to exec/; callers use forward.h.
+ */
+#ifndef ALISA_BACKEND_H
+#define ALISA_BACKEND_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "err.h"
+#include "forward.h"
+#include "kvstore.h"
+#include "model.h"
+#include "scheduler.h"
+
+/* Timing categories of a layer: weight GEMMs (and the element-wise work
+ * between them), attention (the gather of the attended K and V included),
+ * KV moves between the arenas, recomputation, and the scheduler's decisions
+ * and observations. */
+enum { T_GEMM, T_ATTN, T_MOVE, T_RECOMP, T_SCHED, T_N };
+
+/* What every backend's state holds besides its own buffers. */
+struct backend_common {
+    const struct llm_model *m;
+    uint32_t batch, max_len;
+    struct scheduler *sched; /* tiered mode when non-NULL (borrowed) */
+    struct kvstore *ks;      /* borrowed, made by the backend's kvstore op */
+    uint32_t prompt_len;
+    struct alisa_err err;    /* of the last failed forward */
+    FILE *timings;           /* JSON lines, borrowed; NULL: off */
+    FILE *plan_log;          /* decision log (planlog.h), borrowed; NULL: off */
+    double *t_layer;         /* (n_layers, T_N) ns per category of the current call */
+};
+
+struct backend_ops {
+    const char *name;
+    /* A state for c->batch sequences of c->max_len tokens of c->m into *be.
+     * Returns 0 or a negative status with e set. */
+    int (*create)(void **be, const struct backend_common *c, struct alisa_err *e);
+    void (*destroy)(void *be); /* accepts NULL */
+    /* A kvstore whose device arena lives where this backend computes. */
+    int (*kvstore)(void *be, uint32_t n_streams, uint32_t max_len, uint32_t dev_cap,
+                   uint32_t host_cap, int int8, struct kvstore **out, struct alisa_err *e);
+    /* llm_forward_chunk's contract; c->err on failure. */
+    const float *(*forward)(void *be, struct backend_common *c, const uint32_t *tokens,
+                            uint32_t pos0, uint32_t P, float *rows);
+};
+
+extern const struct backend_ops backend_cpu;
+extern const struct backend_ops backend_cuda; /* CUDA builds only */
+
+/* Monotonic clock, ns. Cannot fail. */
+uint64_t backend_mono_ns(void);
+
+/* Asks the scheduler for (sequence b, layer l)'s plan at pos (prefill below
+ * c->prompt_len), logs it, and adds the time to tl[T_SCHED]. Returns 0, or
+ * -1 with c->err set when the device arena cannot hold the step. */
+int backend_plan(struct backend_common *c, uint32_t b, uint32_t l, uint32_t pos,
+                 struct scheduler_plan *plan, double *tl);
+
+/* Feeds the scheduler (sequence b, layer l)'s attention row at pos: w (n_att)
+ * head-mean weights of tokens ids (n_att), rounded to FP16 as a trace stores
+ * them, spread over dense (pos + 1, scratch). Adds the time to tl[T_SCHED]
+ * and returns it, ns. */
+double backend_observe(struct backend_common *c, uint32_t b, uint32_t l, uint32_t pos,
+                       const uint32_t *ids, const float *w, uint32_t n_att, float *dense,
+                       double *tl);
+
+/* Writes the timings line of a call (see llm_state_timings) when c->timings
+ * is set: total and head wall times, ns, and c->t_layer. */
+void backend_write_timings(const struct backend_common *c, uint32_t pos0, uint32_t P,
+                           double total_ns, double head_ns);
+
+/* The RoPE tables of c's model for max_len positions into cs and sn
+ * (max_len, head_dim / 2 each), run.c's float formula. Cannot fail. */
+void backend_rope_tables(const struct llm_config *c, uint32_t max_len, float *cs, float *sn);
+
+#endif

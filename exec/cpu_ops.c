@@ -1,0 +1,101 @@
+/* CPU operations of the forward pass (contract in cpu_ops.h). Matrices are
+ * [out][in] row-major, so y = x W^T is one cblas_sgemm for a whole batch.
+ * The reductions are sequential in FP32, as llama2.c's run.c writes them;
+ * the CUDA kernels' block-wide sums differ from them by rounding only.
+ */
+#include "cpu_ops.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int reference_gemm = -1;
+
+void cpu_matmul(int transb, uint32_t M, uint32_t N, uint32_t K, float alpha, const float *A,
+                uint32_t lda, const float *B, uint32_t ldb, float *C, uint32_t ldc)
+{
+    if (reference_gemm < 0) {
+        const char *env = getenv("ALISA_REFERENCE_GEMM");
+        reference_gemm = env && strcmp(env, "1") == 0;
+    }
+    if (reference_gemm) {
+        for (uint32_t i = 0; i < M; i++)
+            for (uint32_t j = 0; j < N; j++) {
+                float acc = 0.0f;
+                for (uint32_t k = 0; k < K; k++)
+                    acc += A[(size_t)i * lda + k] *
+                           (transb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
+                C[(size_t)i * ldc + j] = alpha * acc;
+            }
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, transb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
+                (int)K, alpha, A, (int)lda, B, (int)ldb, 0.0f, C, (int)ldc);
+}
+
+void cpu_gemm(float *y, const float *x, const float *w, uint32_t R, uint32_t out, uint32_t in)
+{
+    cpu_matmul(1, R, out, in, 1.0f, x, in, w, in, y, out);
+}
+
+void cpu_rmsnorm(float *o, const float *x, const float *w, uint32_t n, float eps)
+{
+    float ss = 0.0f;
+    for (uint32_t j = 0; j < n; j++)
+        ss += x[j] * x[j];
+    ss = 1.0f / sqrtf(ss / (float)n + eps);
+    for (uint32_t j = 0; j < n; j++)
+        o[j] = w[j] * (ss * x[j]);
+}
+
+void cpu_rope(float *vec, uint32_t n, uint32_t head_dim, const float *cs, const float *sn)
+{
+    for (uint32_t i = 0; i < n; i += 2) {
+        uint32_t j = (i % head_dim) / 2;
+        float v0 = vec[i], v1 = vec[i + 1];
+        vec[i] = v0 * cs[j] - v1 * sn[j];
+        vec[i + 1] = v0 * sn[j] + v1 * cs[j];
+    }
+}
+
+void cpu_swiglu(float *hb, const float *hb2, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float g = hb[i];
+        hb[i] = g / (1.0f + expf(-g)) * hb2[i];
+    }
+}
+
+void cpu_softmax(float *a, uint32_t n)
+{
+    float mx = -INFINITY, sum = 0.0f;
+    for (uint32_t t = 0; t < n; t++)
+        mx = a[t] > mx ? a[t] : mx;
+    for (uint32_t t = 0; t < n; t++) {
+        a[t] = expf(a[t] - mx);
+        sum += a[t];
+    }
+    for (uint32_t t = 0; t < n; t++)
+        a[t] /= sum;
+}
+
+void cpu_attend(const float *q, const float *K, const float *V, uint32_t n, uint32_t kv_dim,
+                uint32_t hs, uint32_t group, uint32_t H, float *att, uint32_t ld, float *w,
+                float *out)
+{
+    const float scale = 1.0f / sqrtf((float)hs);
+    memset(w, 0, n * sizeof *w);
+    for (uint32_t g = 0; g < H / group; g++) {
+        size_t koff = (size_t)g * hs;
+        float *ag = att + (size_t)g * group * ld;
+        cpu_matmul(1, group, n, hs, scale, q + koff * group, hs, K + koff, kv_dim, ag, ld);
+        for (uint32_t h = 0; h < group; h++) {
+            float *a = ag + (size_t)h * ld;
+            cpu_softmax(a, n);
+            for (uint32_t t = 0; t < n; t++)
+                w[t] += a[t] / (float)H;
+        }
+        cpu_matmul(0, group, hs, n, 1.0f, ag, ld, V + koff, kv_dim, out + koff * group, hs);
+    }
+}

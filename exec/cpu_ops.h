@@ -1,0 +1,45 @@
+/* The CPU backend's operations on activations: GEMMs through CBLAS
+ * (OpenBLAS), RMSNorm, RoPE, SwiGLU, softmax and attention over gathered
+ * K/V rows, in llama2.c's formulas. The CPU forward pass is built from them,
+ * and they are the oracle every CUDA kernel is tested against.
+ *
+ * Stateless; nothing here allocates or can fail.
+ */
+#ifndef ALISA_CPU_OPS_H
+#define ALISA_CPU_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* C (M, N) = alpha A (M, K) B, B being (K, N), or (N, K) used transposed
+ * when transb; row-major with leading dimensions lda, ldb, ldc.
+ * ALISA_REFERENCE_GEMM=1 in the environment makes it a plain loop (the
+ * benchmark's reference point, experiments/bench/exec.sh). */
+void cpu_matmul(int transb, uint32_t M, uint32_t N, uint32_t K, float alpha, const float *A,
+                uint32_t lda, const float *B, uint32_t ldb, float *C, uint32_t ldc);
+
+/* y (R, out) = x (R, in) W^T, W (out, in). */
+void cpu_gemm(float *y, const float *x, const float *w, uint32_t R, uint32_t out, uint32_t in);
+
+/* o (n) = w (n) * x / sqrt(mean(x^2) + eps); o may be x. */
+void cpu_rmsnorm(float *o, const float *x, const float *w, uint32_t n, float eps);
+
+/* Rotates vec (n) in place, pairs of each head_dim-channel head by the
+ * angles cs/sn (head_dim / 2) of one position. */
+void cpu_rope(float *vec, uint32_t n, uint32_t head_dim, const float *cs, const float *sn);
+
+/* hb (n) = silu(hb) * hb2. */
+void cpu_swiglu(float *hb, const float *hb2, size_t n);
+
+/* Softmax of a (n) in place. */
+void cpu_softmax(float *a, uint32_t n);
+
+/* Attention of one query q (H * hs) over n rows of K and V (stride kv_dim,
+ * contiguous): per KV head, its group of query heads as two GEMMs with a
+ * softmax per head between them. att (H, ld) is scratch (ld >= n); out
+ * (H * hs) gets the output, w (n) the heads' mean weights. */
+void cpu_attend(const float *q, const float *K, const float *V, uint32_t n, uint32_t kv_dim,
+                uint32_t hs, uint32_t group, uint32_t H, float *att, uint32_t ld, float *w,
+                float *out);
+
+#endif

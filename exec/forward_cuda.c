@@ -1,0 +1,895 @@
+/* The CUDA backend (backend.h's ops; contract in forward.h). Weights are
+ * dequantised at load and held in FP16 on the GPU; GEMMs are cublasGemmEx
+ * (FP16 inputs, FP32 accumulate and output); the rest runs in kernels/.
+ * The scheduler core stays on the host, unchanged: per layer the host plans
+ * every sequence, the kvstore turns the plans into tier ops, which this file
+ * queues and carries out as token-level gathers/scatters, cudaMemcpyAsync on
+ * their own streams (host->device, device->host) and K/V recomputation by
+ * cuBLAS, ordered by events. Every CUDA and cuBLAS call is checked and
+ * names its file:line; nothing aborts. INT8 KV is not built for this
+ * backend (llm_state_kvstore refuses it).
+ */
+#include "backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fp16.h"
+#include "kernels.h"
+
+static int cu_check(cudaError_t rc, struct alisa_err *e, const char *file, int line,
+                    const char *what)
+{
+    if (rc == cudaSuccess)
+        return 0;
+    return err_set(e, ALISA_EIO, "%s:%d: %s: %s", file, line, what, cudaGetErrorString(rc));
+}
+
+static int blas_check(cublasStatus_t rc, struct alisa_err *e, const char *file, int line,
+                      const char *what)
+{
+    if (rc == CUBLAS_STATUS_SUCCESS)
+        return 0;
+    return err_set(e, ALISA_EIO, "%s:%d: %s: %s", file, line, what, cublasGetStatusString(rc));
+}
+
+/* Non-zero (a negative status, e set) when the call failed. */
+#define CU(e, call) cu_check((call), (e), __FILE__, __LINE__, #call)
+#define BL(e, call) blas_check((call), (e), __FILE__, __LINE__, #call)
+
+/* Events of one layer, recorded every call so every elapsed time is
+ * defined: start, after the QKV GEMMs and RoPE, moves (compute stream) start
+ * and end, recomputation start and end, attention start and end, FFN end,
+ * device->host copies start and end (their own stream). */
+enum { E_START, E_QKV, E_MOVE0, E_MOVE1, E_REC0, E_REC1, E_ATT0, E_ATT1, E_FFN, E_D2H0, E_D2H1,
+       E_N };
+
+/* Tier ops queued since the last flush (host side; the row and position
+ * lists are pinned so they can be copied up asynchronously). */
+struct queue {
+    uint32_t cap;
+    uint32_t n_off, n_load, n_rec, n_store;
+    int32_t *off_row;           /* (cap) pinned: arena rows to copy down */
+    void **off_hk, **off_hv;    /* (cap) host destinations */
+    int32_t *load_row;          /* (cap) pinned: destination rows */
+    const void **load_hk, **load_hv; /* (cap) host sources */
+    int32_t *rec_act;           /* (cap) pinned: layer-input rows */
+    uint32_t *rec_pos;          /* (cap) pinned: their positions */
+    int32_t *rec_row;           /* (cap) pinned: destination rows */
+    int32_t *store_src;         /* (cap) pinned: activation rows of the new tokens */
+    int32_t *store_row;         /* (cap) pinned: destination rows */
+    int32_t *store_act;         /* (cap) pinned: layer-input rows to keep them at */
+};
+
+struct cuda_state {
+    const struct llm_model *m;
+    uint32_t batch, max_len, rows_cap;
+    cudaStream_t compute, h2d, d2h;
+    cublasHandle_t blas;
+    cudaEvent_t *ev;            /* (n_layers + 1, E_N); the last row times the head */
+    cudaEvent_t ev_gathered;    /* offload rows gathered: the d2h stream may copy */
+    cudaEvent_t ev_loaded;      /* staged rows up: the compute stream may scatter */
+    /* weights */
+    uint16_t *w16;              /* one allocation, FP16, carved below */
+    uint16_t *emb;              /* (vocab, dim) */
+    uint16_t *wq, *wo;          /* (n_layers, dim, dim) */
+    uint16_t *wk, *wv;          /* (n_layers, kv_dim, dim) */
+    uint16_t *w1, *w3;          /* (n_layers, hidden_dim, dim) */
+    uint16_t *w2;               /* (n_layers, dim, hidden_dim) */
+    uint16_t *wcls;             /* (vocab, dim); emb when tied */
+    float *rms;                 /* (2 n_layers + 1, dim): attention, FFN, final norms */
+    float *rope_cos, *rope_sin; /* (max_len, head_dim / 2) */
+    /* activations, rows_cap rows (batch x positions), one allocation */
+    float *act_block;
+    float *x, *xb, *xb2, *q;    /* (rows, dim) */
+    float *k, *v;               /* (rows, kv_dim) */
+    float *hb, *hb2;            /* (rows, hidden_dim) */
+    float *logits;              /* (rows, vocab) */
+    float *scores;              /* (rows, n_heads, max_len) */
+    float *wmean;               /* (rows, max_len) head-mean weights */
+    uint16_t *a16;              /* (rows, max(dim, hidden_dim)) FP16 GEMM input */
+    uint32_t *d_tokens, *d_pos, *d_count; /* (rows) */
+    int32_t *d_base, *d_idx;    /* (rows), (batch, max_len) */
+    /* host mirrors, pinned */
+    void *pin_block;
+    float *h_logits;            /* (rows, vocab) */
+    float *h_wmean;             /* (batch, max_len) */
+    uint32_t *h_tokens, *h_pos, *h_count; /* (rows) */
+    int32_t *h_base, *h_dst, *h_idx;      /* (rows), (rows), (batch, max_len) */
+    int32_t *d_dst;             /* (rows) dense-cache rows of this call's tokens */
+    /* the dense cache, allocated on first dense call */
+    float *kc, *vc;             /* (n_layers, batch, max_len, kv_dim) */
+    /* tiered: arenas and layer inputs behind the kvstore's tier ops */
+    struct kvstore *ks;         /* the one kvstore made for this state */
+    uint32_t n_streams, dev_cap;
+    float *ak, *av;             /* (n_streams * dev_cap + batch * max_len, kv_dim): the device
+                                 * arenas, then each sequence's prefill staging rows */
+    float *act;                 /* (n_streams * max_len, dim) kept layer inputs */
+    struct queue qu;
+    void *qu_pin;               /* the queue's pinned lists, one allocation */
+    float *d_ok, *d_ov;         /* (cap, kv_dim) device staging of the offloads (read by the
+                                 * d2h stream while the compute stream goes on) */
+    float *d_qk, *d_qv;         /* (cap, kv_dim) device staging of loads, recomputes, stores */
+    float *d_qact;              /* (cap, dim) gathered layer inputs */
+    uint16_t *d_q16;            /* (cap, dim) their FP16 */
+    int32_t *d_qrow, *d_qrow2;  /* (cap) row lists on the device */
+    uint32_t *d_qpos;           /* (cap) */
+    float *h_qk, *h_qv;         /* (cap, kv_dim) pinned: offload copies land here */
+    float *h_lk, *h_lv;         /* (cap, kv_dim) pinned: load copies leave from here */
+    struct alisa_err op_err;    /* the first failure inside a tier op, reported at flush */
+    float *h_dense;             /* (max_len) host scratch: an attention row spread out */
+    float *chunk_logits;        /* (batch, chunk_cap, vocab) host: tiered chunks' logits */
+    uint32_t chunk_cap;
+};
+
+static size_t rows_floats(const struct llm_config *c, uint32_t max_len)
+{
+    return 4 * (size_t)c->dim + 2 * (size_t)c->kv_dim + 2 * (size_t)c->hidden_dim + c->vocab +
+           (size_t)c->n_heads * max_len + max_len;
+}
+
+static void cuda_destroy(void *be)
+{
+    struct cuda_state *s = be;
+    if (!s)
+        return;
+    /* frees are not checked: there is nothing left to do on failure */
+    cudaFree(s->w16);
+    cudaFree(s->rms);
+    cudaFree(s->rope_cos);
+    cudaFree(s->act_block);
+    cudaFree(s->a16);
+    cudaFree(s->d_tokens);
+    cudaFreeHost(s->pin_block);
+    cudaFree(s->kc);
+    cudaFree(s->vc);
+    cudaFree(s->ak);
+    cudaFree(s->av);
+    cudaFree(s->act);
+    cudaFreeHost(s->qu_pin);
+    free(s->qu.off_hk);
+    cudaFree(s->d_ok);
+    cudaFreeHost(s->h_qk);
+    free(s->h_dense);
+    free(s->chunk_logits);
+    if (s->ev)
+        for (size_t i = 0; i < (size_t)(s->m->c.n_layers + 1) * E_N; i++)
+            if (s->ev[i])
+                cudaEventDestroy(s->ev[i]);
+    free(s->ev);
+    if (s->ev_gathered)
+        cudaEventDestroy(s->ev_gathered);
+    if (s->ev_loaded)
+        cudaEventDestroy(s->ev_loaded);
+    if (s->blas)
+        cublasDestroy(s->blas);
+    if (s->compute)
+        cudaStreamDestroy(s->compute);
+    if (s->h2d)
+        cudaStreamDestroy(s->h2d);
+    if (s->d2h)
+        cudaStreamDestroy(s->d2h);
+    free(s);
+}
+
+/* Grows the per-row buffers (device and pinned) to `rows` rows. */
+static int ensure_rows(struct cuda_state *s, uint32_t rows, struct alisa_err *e)
+{
+    if (rows <= s->rows_cap)
+        return 0;
+    const struct llm_config *c = &s->m->c;
+    size_t R = rows, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim, L = s->max_len;
+    size_t wide = d > hd ? d : hd;
+    cudaFree(s->act_block);
+    cudaFree(s->a16);
+    cudaFree(s->d_tokens);
+    cudaFreeHost(s->pin_block);
+    s->act_block = NULL;
+    s->a16 = NULL;
+    s->d_tokens = NULL;
+    s->pin_block = NULL;
+    s->rows_cap = 0;
+    if (CU(e, cudaMalloc((void **)&s->act_block, R * rows_floats(c, s->max_len) * sizeof(float))) ||
+        CU(e, cudaMalloc((void **)&s->a16, R * wide * sizeof(uint16_t))) ||
+        CU(e, cudaMalloc((void **)&s->d_tokens, (5 * R + (size_t)s->batch * L) * sizeof(int32_t))) ||
+        CU(e, cudaHostAlloc(&s->pin_block, (R * c->vocab + (size_t)s->batch * L) * sizeof(float) +
+                            (5 * R + (size_t)s->batch * L) * sizeof(int32_t), cudaHostAllocDefault)))
+        return ALISA_ENOMEM;
+    float *p = s->act_block;
+    s->x = p; p += R * d;
+    s->xb = p; p += R * d;
+    s->xb2 = p; p += R * d;
+    s->q = p; p += R * d;
+    s->k = p; p += R * kv;
+    s->v = p; p += R * kv;
+    s->hb = p; p += R * hd;
+    s->hb2 = p; p += R * hd;
+    s->logits = p; p += R * c->vocab;
+    s->scores = p; p += R * c->n_heads * L;
+    s->wmean = p;
+    uint32_t *u = s->d_tokens;
+    s->d_pos = u + R;
+    s->d_count = u + 2 * R;
+    s->d_base = (int32_t *)(u + 3 * R);
+    s->d_dst = (int32_t *)(u + 4 * R);
+    s->d_idx = (int32_t *)(u + 5 * R);
+    float *h = s->pin_block;
+    s->h_logits = h;
+    s->h_wmean = h + R * c->vocab;
+    uint32_t *hu = (uint32_t *)(s->h_wmean + (size_t)s->batch * L);
+    s->h_tokens = hu;
+    s->h_pos = hu + R;
+    s->h_count = hu + 2 * R;
+    s->h_base = (int32_t *)(hu + 3 * R);
+    s->h_dst = (int32_t *)(hu + 4 * R);
+    s->h_idx = (int32_t *)(hu + 5 * R);
+    s->rows_cap = rows;
+    return 0;
+}
+
+/* One FP32 host tensor of n values to FP16 at dst on the device, through a
+ * host buffer tmp (n). */
+static int upload16(uint16_t *dst, const float *src, size_t n, uint16_t *tmp, struct alisa_err *e)
+{
+    for (size_t i = 0; i < n; i++)
+        tmp[i] = fp16_from_float(src[i]);
+    return CU(e, cudaMemcpy(dst, tmp, n * sizeof *tmp, cudaMemcpyHostToDevice));
+}
+
+static int upload_weights(struct cuda_state *s, struct alisa_err *e)
+{
+    const struct llm_config *c = &s->m->c;
+    const struct llm_weights *w = &s->m->w;
+    size_t L = c->n_layers, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim, V = c->vocab;
+    int tied = w->wcls == w->token_embedding;
+    size_t sizes[9] = {V * d, L * d * d, L * kv * d, L * kv * d, L * d * d, L * hd * d,
+                       L * d * hd, L * hd * d, tied ? 0 : V * d};
+    const float *src[9] = {w->token_embedding, w->wq, w->wk, w->wv, w->wo, w->w1, w->w2, w->w3,
+                           w->wcls};
+    uint16_t **dst[9] = {&s->emb, &s->wq, &s->wk, &s->wv, &s->wo, &s->w1, &s->w2, &s->w3, &s->wcls};
+    size_t total = 0, biggest = 0;
+    for (int i = 0; i < 9; i++) {
+        total += sizes[i];
+        biggest = sizes[i] > biggest ? sizes[i] : biggest;
+    }
+    if (CU(e, cudaMalloc((void **)&s->w16, total * sizeof(uint16_t))))
+        return ALISA_ENOMEM;
+    uint16_t *tmp = malloc(biggest * sizeof *tmp);
+    if (!tmp)
+        return err_set(e, ALISA_ENOMEM, "out of memory converting the weights to FP16");
+    uint16_t *p = s->w16;
+    int rc = 0;
+    for (int i = 0; i < 9 && !rc; i++) {
+        *dst[i] = p;
+        rc = upload16(p, src[i], sizes[i], tmp, e);
+        p += sizes[i];
+    }
+    free(tmp);
+    if (tied)
+        s->wcls = s->emb;
+    if (rc)
+        return rc;
+    /* norms stay FP32, as the CPU backend's */
+    if (CU(e, cudaMalloc((void **)&s->rms, (2 * L + 1) * d * sizeof(float))) ||
+        CU(e, cudaMemcpy(s->rms, w->rms_att, L * d * sizeof(float), cudaMemcpyHostToDevice)) ||
+        CU(e, cudaMemcpy(s->rms + L * d, w->rms_ffn, L * d * sizeof(float),
+                         cudaMemcpyHostToDevice)) ||
+        CU(e, cudaMemcpy(s->rms + 2 * L * d, w->rms_final, d * sizeof(float),
+                         cudaMemcpyHostToDevice)))
+        return ALISA_EIO;
+    return 0;
+}
+
+static int cuda_create(void **be, const struct backend_common *cm, struct alisa_err *e)
+{
+    *be = NULL;
+    const struct llm_config *c = &cm->m->c;
+    struct cuda_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return err_set(e, ALISA_ENOMEM, "out of memory");
+    s->m = cm->m;
+    s->batch = cm->batch;
+    s->max_len = cm->max_len;
+    size_t half = c->head_dim / 2, n_ev = (size_t)(c->n_layers + 1) * E_N;
+    float *tables = malloc(2 * (size_t)s->max_len * half * sizeof(float));
+    int rc = ALISA_EIO;
+    if (!tables || !(s->ev = calloc(n_ev, sizeof *s->ev)) ||
+        !(s->h_dense = malloc(s->max_len * sizeof *s->h_dense))) {
+        rc = err_set(e, ALISA_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (CU(e, cudaSetDevice(0)) || CU(e, cudaStreamCreateWithFlags(&s->compute, cudaStreamNonBlocking)) ||
+        CU(e, cudaStreamCreateWithFlags(&s->h2d, cudaStreamNonBlocking)) ||
+        CU(e, cudaStreamCreateWithFlags(&s->d2h, cudaStreamNonBlocking)) ||
+        BL(e, cublasCreate(&s->blas)) || BL(e, cublasSetStream(s->blas, s->compute)) ||
+        CU(e, cudaEventCreateWithFlags(&s->ev_gathered, cudaEventDisableTiming)) ||
+        CU(e, cudaEventCreateWithFlags(&s->ev_loaded, cudaEventDisableTiming)))
+        goto fail;
+    for (size_t i = 0; i < n_ev; i++)
+        if (CU(e, cudaEventCreate(&s->ev[i])))
+            goto fail;
+    if ((rc = upload_weights(s, e)))
+        goto fail;
+    rc = ALISA_EIO;
+    backend_rope_tables(c, s->max_len, tables, tables + (size_t)s->max_len * half);
+    if (CU(e, cudaMalloc((void **)&s->rope_cos, 2 * (size_t)s->max_len * half * sizeof(float))) ||
+        CU(e, cudaMemcpy(s->rope_cos, tables, 2 * (size_t)s->max_len * half * sizeof(float),
+                         cudaMemcpyHostToDevice)))
+        goto fail;
+    s->rope_sin = s->rope_cos + (size_t)s->max_len * half;
+    if ((rc = ensure_rows(s, s->batch, e)))
+        goto fail;
+    free(tables);
+    *be = s;
+    return 0;
+fail:
+    free(tables);
+    cuda_destroy(s);
+    return rc ? rc : ALISA_EIO;
+}
+
+/* ---- tier ops: queued on the host, carried out by flush ---- */
+
+static void *tier_host_alloc(void *ctx, size_t bytes)
+{
+    void *p = NULL;
+    return cudaHostAlloc(&p, bytes, cudaHostAllocDefault) == cudaSuccess ? p : NULL;
+}
+
+static void tier_host_free(void *ctx, void *p) { cudaFreeHost(p); }
+
+static int32_t arena_row(const struct cuda_state *s, uint32_t stream, uint32_t slot)
+{
+    return (int32_t)((size_t)stream * s->dev_cap + slot);
+}
+
+/* Room in the queue, else the op is recorded as failed (reported at flush;
+ * the queue is sized for a whole layer's moves, so this is a bug). */
+static int room(struct cuda_state *s, uint32_t n)
+{
+    if (n < s->qu.cap)
+        return 1;
+    if (!s->op_err.msg[0])
+        err_set(&s->op_err, ALISA_EINVAL, "the CUDA backend's move queue (%u) overflowed",
+                s->qu.cap);
+    return 0;
+}
+
+static void tier_offload(void *ctx, uint32_t stream, uint32_t dev_slot, void *hk, void *hv)
+{
+    struct cuda_state *s = ctx;
+    struct queue *q = &s->qu;
+    if (!room(s, q->n_off))
+        return;
+    q->off_row[q->n_off] = arena_row(s, stream, dev_slot);
+    q->off_hk[q->n_off] = hk;
+    q->off_hv[q->n_off++] = hv;
+}
+
+static void queue_load(struct cuda_state *s, const void *hk, const void *hv, int32_t row)
+{
+    struct queue *q = &s->qu;
+    if (!room(s, q->n_load))
+        return;
+    q->load_row[q->n_load] = row;
+    q->load_hk[q->n_load] = hk;
+    q->load_hv[q->n_load++] = hv;
+}
+
+static void tier_load(void *ctx, uint32_t stream, const void *hk, const void *hv, uint32_t dev_slot)
+{
+    struct cuda_state *s = ctx;
+    queue_load(s, hk, hv, arena_row(s, stream, dev_slot));
+}
+
+static void queue_recompute(struct cuda_state *s, uint32_t stream, uint32_t t, int32_t row)
+{
+    struct queue *q = &s->qu;
+    if (!room(s, q->n_rec))
+        return;
+    q->rec_act[q->n_rec] = (int32_t)((size_t)stream * s->max_len + t);
+    q->rec_pos[q->n_rec] = t;
+    q->rec_row[q->n_rec++] = row;
+}
+
+static void tier_recompute(void *ctx, uint32_t stream, uint32_t layer, uint32_t t, uint32_t dev_slot)
+{
+    struct cuda_state *s = ctx;
+    queue_recompute(s, stream, t, arena_row(s, stream, dev_slot));
+}
+
+static void tier_store(void *ctx, uint32_t stream, uint32_t pos, uint32_t dev_slot, const float *k,
+                       const float *v, const float *act)
+{
+    struct cuda_state *s = ctx;
+    struct queue *q = &s->qu;
+    if (!room(s, q->n_store))
+        return;
+    /* k, v and act are this call's rows of s->k, s->v and s->xb */
+    q->store_src[q->n_store] = (int32_t)((k - s->k) / s->m->c.kv_dim);
+    q->store_row[q->n_store] = arena_row(s, stream, dev_slot);
+    q->store_act[q->n_store++] = (int32_t)((size_t)stream * s->max_len + pos);
+}
+
+static int cuda_kvstore(void *be, uint32_t n_streams, uint32_t max_len, uint32_t dev_cap,
+                        uint32_t host_cap, int int8, struct kvstore **out, struct alisa_err *e)
+{
+    struct cuda_state *s = be;
+    const struct llm_config *c = &s->m->c;
+    *out = NULL;
+    if (int8)
+        return err_set(e, ALISA_EINVAL, "--kv-int8 on the cuda backend: not built yet (the INT8 "
+                       "kernels exist and are tested; the arenas do not use them)");
+    if (s->ks)
+        return err_set(e, ALISA_EINVAL, "the cuda backend makes one kvstore per state");
+    if (n_streams != s->batch * c->n_layers || max_len != s->max_len)
+        return err_set(e, ALISA_EINVAL, "a kvstore of %u streams x %u tokens for a state of %u "
+                       "sequences x %u layers x %u tokens", n_streams, max_len, s->batch,
+                       c->n_layers, s->max_len);
+    size_t kv = c->kv_dim, d = c->dim;
+    size_t rows = (size_t)n_streams * dev_cap + (size_t)s->batch * max_len;
+    uint32_t cap = s->batch * max_len + 1;
+    s->n_streams = n_streams;
+    s->dev_cap = dev_cap;
+    s->qu.cap = cap;
+    size_t pin = (size_t)cap * 9 * sizeof(int32_t);
+    if (CU(e, cudaMalloc((void **)&s->ak, rows * kv * sizeof(float))) ||
+        CU(e, cudaMalloc((void **)&s->av, rows * kv * sizeof(float))) ||
+        CU(e, cudaMemset(s->ak, 0, rows * kv * sizeof(float))) ||
+        CU(e, cudaMemset(s->av, 0, rows * kv * sizeof(float))) ||
+        CU(e, cudaMalloc((void **)&s->act, (size_t)n_streams * max_len * d * sizeof(float))) ||
+        CU(e, cudaHostAlloc(&s->qu_pin, pin, cudaHostAllocDefault)) ||
+        CU(e, cudaMalloc((void **)&s->d_ok, (size_t)cap * (4 * kv + d) * sizeof(float) +
+                         (size_t)cap * d * sizeof(uint16_t) + 3 * (size_t)cap * sizeof(int32_t))) ||
+        CU(e, cudaHostAlloc((void **)&s->h_qk, (size_t)cap * 4 * kv * sizeof(float),
+                            cudaHostAllocDefault)))
+        return ALISA_ENOMEM;
+    if (!(s->qu.off_hk = malloc((size_t)cap * 4 * sizeof(void *))))
+        return err_set(e, ALISA_ENOMEM, "out of memory for the move queue");
+    struct queue *q = &s->qu;
+    q->off_hv = q->off_hk + cap;
+    q->load_hk = (const void **)(q->off_hk + 2 * (size_t)cap);
+    q->load_hv = (const void **)(q->off_hk + 3 * (size_t)cap);
+    int32_t *p = s->qu_pin;
+    q->off_row = p; p += cap;
+    q->load_row = p; p += cap;
+    q->rec_act = p; p += cap;
+    q->rec_pos = (uint32_t *)p; p += cap;
+    q->rec_row = p; p += cap;
+    q->store_src = p; p += cap;
+    q->store_row = p; p += cap;
+    q->store_act = p;
+    s->d_ov = s->d_ok + (size_t)cap * kv;
+    s->d_qk = s->d_ov + (size_t)cap * kv;
+    s->d_qv = s->d_qk + (size_t)cap * kv;
+    s->d_qact = s->d_qv + (size_t)cap * kv;
+    s->d_q16 = (uint16_t *)(s->d_qact + (size_t)cap * d);
+    s->d_qrow = (int32_t *)(s->d_q16 + (size_t)cap * d);
+    s->d_qrow2 = s->d_qrow + cap;
+    s->d_qpos = (uint32_t *)(s->d_qrow2 + cap);
+    s->h_qv = s->h_qk + (size_t)cap * kv;
+    s->h_lk = s->h_qv + (size_t)cap * kv;
+    s->h_lv = s->h_lk + (size_t)cap * kv;
+    struct kv_tier_ops ops = {
+        .ctx = s,
+        .host_alloc = tier_host_alloc,
+        .host_free = tier_host_free,
+        .offload = tier_offload,
+        .load = tier_load,
+        .recompute = tier_recompute,
+        .store = tier_store,
+    };
+    int rc = kvstore_create_tiered(out, c, n_streams, max_len, dev_cap, host_cap, &ops, e);
+    if (!rc)
+        s->ks = *out;
+    return rc;
+}
+
+/* ---- the forward pass ---- */
+
+/* y (R, out) = x (R, in) W^T with W (out, in) FP16: x goes to FP16 first.
+ * Row-major y is column-major (out, R) = W (column-major (in, out))^T x. */
+static int gemm(struct cuda_state *s, float *y, const float *x, const uint16_t *w, uint32_t R,
+                uint32_t out, uint32_t in, struct alisa_err *e)
+{
+    const float one = 1.0f, zero = 0.0f;
+    if (CU(e, kern_f32_to_f16(s->a16, x, (size_t)R * in, s->compute)))
+        return ALISA_EIO;
+    return BL(e, cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)R, (int)in, &one,
+                              w, CUDA_R_16F, (int)in, s->a16, CUDA_R_16F, (int)in, &zero, y,
+                              CUDA_R_32F, (int)out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+/* Carries out the queued tier ops of layer l on the device: offloads are
+ * gathered first (their slots may be reused by what follows), copied down on
+ * the d2h stream; loads are packed, copied up on the h2d stream and
+ * scattered; recomputations are a gather of layer inputs, two GEMMs, RoPE and
+ * a scatter; new tokens are copied in last. Host destinations of the
+ * offloads are written by finish(). */
+static int flush(struct cuda_state *s, uint32_t l, cudaEvent_t *ev, struct alisa_err *e)
+{
+    const struct llm_config *c = &s->m->c;
+    struct queue *q = &s->qu;
+    const size_t kv = c->kv_dim, d = c->dim, row = kv * sizeof(float);
+    cudaStream_t cs = s->compute;
+    if (s->op_err.msg[0]) {
+        *e = s->op_err;
+        return ALISA_EINVAL;
+    }
+    if (CU(e, cudaEventRecord(ev[E_MOVE0], cs)))
+        return ALISA_EIO;
+    if (q->n_off) {
+        uint32_t n = q->n_off;
+        /* D2H0 after the wait: the copy engine's time alone */
+        if (CU(e, cudaMemcpyAsync(s->d_qrow, q->off_row, n * sizeof(int32_t), cudaMemcpyHostToDevice, cs)) ||
+            CU(e, kern_gather_rows(s->d_ok, s->ak, s->d_qrow, n, (uint32_t)kv, cs)) ||
+            CU(e, kern_gather_rows(s->d_ov, s->av, s->d_qrow, n, (uint32_t)kv, cs)) ||
+            CU(e, cudaEventRecord(s->ev_gathered, cs)) ||
+            CU(e, cudaStreamWaitEvent(s->d2h, s->ev_gathered, 0)) ||
+            CU(e, cudaEventRecord(ev[E_D2H0], s->d2h)) ||
+            CU(e, cudaMemcpyAsync(s->h_qk, s->d_ok, n * row, cudaMemcpyDeviceToHost, s->d2h)) ||
+            CU(e, cudaMemcpyAsync(s->h_qv, s->d_ov, n * row, cudaMemcpyDeviceToHost, s->d2h)))
+            return ALISA_EIO;
+    } else if (CU(e, cudaEventRecord(ev[E_D2H0], s->d2h))) {
+        return ALISA_EIO;
+    }
+    if (CU(e, cudaEventRecord(ev[E_D2H1], s->d2h)))
+        return ALISA_EIO;
+    if (q->n_load) {
+        uint32_t n = q->n_load;
+        for (uint32_t i = 0; i < n; i++) {
+            memcpy(s->h_lk + i * kv, q->load_hk[i], row);
+            memcpy(s->h_lv + i * kv, q->load_hv[i], row);
+        }
+        float *dk = s->d_qk, *dv = s->d_qv;
+        /* the previous flush's scatter of these staging rows is done when
+         * the compute stream reached this flush */
+        if (CU(e, cudaStreamWaitEvent(s->h2d, ev[E_MOVE0], 0)) ||
+            CU(e, cudaMemcpyAsync(dk, s->h_lk, n * row, cudaMemcpyHostToDevice, s->h2d)) ||
+            CU(e, cudaMemcpyAsync(dv, s->h_lv, n * row, cudaMemcpyHostToDevice, s->h2d)) ||
+            CU(e, cudaMemcpyAsync(s->d_qrow2, q->load_row, n * sizeof(int32_t),
+                                  cudaMemcpyHostToDevice, s->h2d)) ||
+            CU(e, cudaEventRecord(s->ev_loaded, s->h2d)) ||
+            CU(e, cudaStreamWaitEvent(cs, s->ev_loaded, 0)) ||
+            CU(e, kern_scatter_rows(s->ak, s->d_qrow2, dk, n, (uint32_t)kv, cs)) ||
+            CU(e, kern_scatter_rows(s->av, s->d_qrow2, dv, n, (uint32_t)kv, cs)))
+            return ALISA_EIO;
+    }
+    if (CU(e, cudaEventRecord(ev[E_REC0], cs)))
+        return ALISA_EIO;
+    if (q->n_rec) {
+        uint32_t n = q->n_rec;
+        if (CU(e, cudaMemcpyAsync(s->d_qrow, q->rec_act, n * sizeof(int32_t), cudaMemcpyHostToDevice, cs)) ||
+            CU(e, cudaMemcpyAsync(s->d_qrow2, q->rec_row, n * sizeof(int32_t), cudaMemcpyHostToDevice, cs)) ||
+            CU(e, cudaMemcpyAsync(s->d_qpos, q->rec_pos, n * sizeof(uint32_t), cudaMemcpyHostToDevice, cs)) ||
+            CU(e, kern_gather_rows(s->d_qact, s->act, s->d_qrow, n, (uint32_t)d, cs)) ||
+            CU(e, kern_f32_to_f16(s->d_q16, s->d_qact, (size_t)n * d, cs)))
+            return ALISA_EIO;
+        const float one = 1.0f, zero = 0.0f;
+        if (BL(e, cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)kv, (int)n, (int)d, &one,
+                               s->wk + (size_t)l * kv * d, CUDA_R_16F, (int)d, s->d_q16, CUDA_R_16F,
+                               (int)d, &zero, s->d_qk, CUDA_R_32F, (int)kv, CUBLAS_COMPUTE_32F,
+                               CUBLAS_GEMM_DEFAULT)) ||
+            BL(e, cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)kv, (int)n, (int)d, &one,
+                               s->wv + (size_t)l * kv * d, CUDA_R_16F, (int)d, s->d_q16, CUDA_R_16F,
+                               (int)d, &zero, s->d_qv, CUDA_R_32F, (int)kv, CUBLAS_COMPUTE_32F,
+                               CUBLAS_GEMM_DEFAULT)) ||
+            CU(e, kern_rope(s->d_qk, n, (uint32_t)kv, c->head_dim, s->d_qpos, s->rope_cos,
+                            s->rope_sin, cs)) ||
+            CU(e, kern_scatter_rows(s->ak, s->d_qrow2, s->d_qk, n, (uint32_t)kv, cs)) ||
+            CU(e, kern_scatter_rows(s->av, s->d_qrow2, s->d_qv, n, (uint32_t)kv, cs)))
+            return ALISA_EIO;
+    }
+    if (CU(e, cudaEventRecord(ev[E_REC1], cs)))
+        return ALISA_EIO;
+    if (q->n_store) {
+        uint32_t n = q->n_store;
+        int32_t *src = s->d_qrow, *dst = s->d_qrow2, *act = (int32_t *)s->d_qpos;
+        if (CU(e, cudaMemcpyAsync(src, q->store_src, n * sizeof(int32_t), cudaMemcpyHostToDevice, cs)) ||
+            CU(e, cudaMemcpyAsync(dst, q->store_row, n * sizeof(int32_t), cudaMemcpyHostToDevice, cs)) ||
+            CU(e, cudaMemcpyAsync(act, q->store_act, n * sizeof(int32_t), cudaMemcpyHostToDevice, cs)) ||
+            CU(e, kern_gather_rows(s->d_qk, s->k, src, n, (uint32_t)kv, cs)) ||
+            CU(e, kern_scatter_rows(s->ak, dst, s->d_qk, n, (uint32_t)kv, cs)) ||
+            CU(e, kern_gather_rows(s->d_qv, s->v, src, n, (uint32_t)kv, cs)) ||
+            CU(e, kern_scatter_rows(s->av, dst, s->d_qv, n, (uint32_t)kv, cs)) ||
+            CU(e, kern_gather_rows(s->d_qact, s->xb, src, n, (uint32_t)d, cs)) ||
+            CU(e, kern_scatter_rows(s->act, act, s->d_qact, n, (uint32_t)d, cs)))
+            return ALISA_EIO;
+    }
+    if (CU(e, cudaEventRecord(ev[E_MOVE1], cs)))
+        return ALISA_EIO;
+    q->n_load = q->n_rec = q->n_store = 0; /* offloads wait for finish() */
+    return 0;
+}
+
+/* Waits for the compute stream and the offloads' copies, then writes the
+ * offloaded rows to their host slots. */
+static int finish(struct cuda_state *s, struct alisa_err *e)
+{
+    struct queue *q = &s->qu;
+    size_t kv = s->m->c.kv_dim, row = kv * sizeof(float);
+    if (CU(e, cudaStreamSynchronize(s->compute)) || CU(e, cudaStreamSynchronize(s->d2h)))
+        return ALISA_EIO;
+    for (uint32_t i = 0; i < q->n_off; i++) {
+        memcpy(q->off_hk[i], s->h_qk + i * kv, row);
+        memcpy(q->off_hv[i], s->h_qv + i * kv, row);
+    }
+    q->n_off = 0;
+    return 0;
+}
+
+/* Tiered mode, one position (P == 1): plans and applies every sequence's
+ * step of layer l, carries the moves out, and fills the attention's row
+ * lists (h_idx, h_count). ids (batch, max_len) gets the attended tokens. */
+static int tiered_layer(struct cuda_state *s, struct backend_common *cm, uint32_t l, uint32_t pos,
+                        cudaEvent_t *ev, uint32_t *ids, double *tl, struct alisa_err *e)
+{
+    const struct llm_config *c = &s->m->c;
+    const uint32_t B = s->batch, kv = c->kv_dim, d = c->dim, L = s->max_len;
+    int prefill = pos < cm->prompt_len;
+    for (uint32_t b = 0; b < B; b++) {
+        uint32_t stream = b * c->n_layers + l;
+        struct scheduler_plan plan;
+        if (backend_plan(cm, b, l, pos, &plan, tl))
+            return ALISA_EINVAL;
+        uint64_t t0 = backend_mono_ns();
+        if (kvstore_apply(s->ks, &plan, scheduler_stream_flags(cm->sched, stream), s->m, l, pos,
+                          s->k + (size_t)b * kv, s->v + (size_t)b * kv, s->xb + (size_t)b * d, e))
+            return ALISA_EINVAL;
+        tl[T_MOVE] += (double)(backend_mono_ns() - t0);
+        uint32_t *id = ids + (size_t)b * L;
+        int32_t *idx = s->h_idx + (size_t)b * L;
+        if (prefill) {
+            s->h_count[b] = pos + 1;
+            for (uint32_t t = 0; t <= pos; t++)
+                id[t] = t;
+            continue;
+        }
+        s->h_count[b] = plan.n_attended;
+        for (uint32_t i = 0; i < plan.n_attended; i++) {
+            uint32_t t = plan.attended[i];
+            int32_t slot = kvstore_dev_slot(s->ks, stream, t);
+            if (slot < 0)
+                return err_set(e, ALISA_EINVAL, "stream %u position %u: attended token %u is "
+                               "not on the device", stream, pos, t);
+            id[i] = t;
+            idx[i] = arena_row(s, stream, (uint32_t)slot);
+        }
+    }
+    if (flush(s, l, ev, e))
+        return ALISA_EIO;
+    if (!prefill)
+        return 0;
+    /* prefill attends the whole prompt so far from wherever it lies: the
+     * moves land first (an offload of this step must reach its host slot),
+     * then host copies are staged and dropped tokens recomputed into each
+     * sequence's staging rows */
+    if (finish(s, e))
+        return ALISA_EIO;
+    for (uint32_t b = 0; b < B; b++) {
+        uint32_t stream = b * c->n_layers + l;
+        int32_t *idx = s->h_idx + (size_t)b * L;
+        int32_t staging = (int32_t)((size_t)s->n_streams * s->dev_cap + (size_t)b * L);
+        for (uint32_t t = 0; t <= pos; t++) {
+            int32_t slot = kvstore_dev_slot(s->ks, stream, t);
+            const void *hk, *hv;
+            if (slot >= 0) {
+                idx[t] = arena_row(s, stream, (uint32_t)slot);
+            } else if (!kvstore_host_row(s->ks, stream, t, &hk, &hv)) {
+                idx[t] = staging + (int32_t)t;
+                queue_load(s, hk, hv, idx[t]);
+            } else {
+                idx[t] = staging + (int32_t)t;
+                queue_recompute(s, stream, t, idx[t]);
+            }
+        }
+    }
+    return flush(s, l, ev, e);
+}
+
+static double elapsed_ns(cudaEvent_t a, cudaEvent_t b)
+{
+    float ms = 0.0f;
+    return cudaEventElapsedTime(&ms, a, b) == cudaSuccess ? (double)ms * 1e6 : 0.0;
+}
+
+static const float *cuda_forward(void *be, struct backend_common *cm, const uint32_t *tokens,
+                                 uint32_t pos0, uint32_t P, float *rows)
+{
+    struct cuda_state *s = be;
+    struct alisa_err *e = &cm->err;
+    const struct llm_config *c = &s->m->c;
+    const uint32_t B = s->batch, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim, L = s->max_len;
+    const uint32_t H = c->n_heads, KVH = c->n_kv_heads, hs = c->head_dim, R = B * P;
+    const float scale = 1.0f / sqrtf((float)hs);
+    cudaStream_t cs = s->compute;
+    uint32_t *ids = NULL;
+    if (cm->sched && (cm->ks != s->ks || !s->ks)) {
+        err_set(e, ALISA_EINVAL, "the cuda backend's tiered cache needs the kvstore made by "
+                "llm_state_kvstore for this state");
+        return NULL;
+    }
+    if (cm->sched && P > 1) { /* the scheduler decides position by position */
+        size_t V = c->vocab;
+        if (P > s->chunk_cap) {
+            free(s->chunk_logits);
+            s->chunk_cap = 0;
+            if (!(s->chunk_logits = malloc((size_t)B * P * V * sizeof(float)))) {
+                err_set(e, ALISA_ENOMEM, "out of memory for %u x %u logits", B, P);
+                return NULL;
+            }
+            s->chunk_cap = P;
+        }
+        for (uint32_t i = 0; i < P; i++) {
+            uint32_t *tk = malloc(B * sizeof *tk);
+            if (!tk) {
+                err_set(e, ALISA_ENOMEM, "out of memory");
+                return NULL;
+            }
+            for (uint32_t b = 0; b < B; b++)
+                tk[b] = tokens[(size_t)b * P + i];
+            memset(cm->t_layer, 0, (size_t)c->n_layers * T_N * sizeof *cm->t_layer);
+            const float *lg = cuda_forward(be, cm, tk, pos0 + i, 1, NULL);
+            free(tk);
+            if (!lg)
+                return NULL;
+            for (uint32_t b = 0; b < B; b++)
+                memcpy(s->chunk_logits + ((size_t)b * P + i) * V, lg + (size_t)b * V,
+                       V * sizeof(float));
+        }
+        return s->chunk_logits;
+    }
+    if (ensure_rows(s, R, e))
+        return NULL;
+    if (!cm->sched && !s->kc) {
+        size_t n = (size_t)c->n_layers * B * L * kv;
+        if (CU(e, cudaMalloc((void **)&s->kc, n * sizeof(float))) ||
+            CU(e, cudaMalloc((void **)&s->vc, n * sizeof(float))))
+            return NULL;
+    }
+    int per_layer_sync = cm->sched || rows;
+    if (per_layer_sync && !(ids = malloc((size_t)B * L * sizeof *ids))) {
+        err_set(e, ALISA_ENOMEM, "out of memory");
+        return NULL;
+    }
+    const float *result = NULL;
+    uint64_t t_start = backend_mono_ns();
+    /* row r = b * P + i holds sequence b at position pos0 + i */
+    for (uint32_t b = 0; b < B; b++)
+        for (uint32_t i = 0; i < P; i++) {
+            uint32_t r = b * P + i;
+            s->h_tokens[r] = tokens[r];
+            s->h_pos[r] = pos0 + i;
+            s->h_count[r] = pos0 + i + 1;
+            s->h_base[r] = (int32_t)((size_t)b * L);
+            s->h_dst[r] = (int32_t)((size_t)b * L + pos0 + i);
+        }
+    if (CU(e, cudaMemcpyAsync(s->d_tokens, s->h_tokens, 5 * (size_t)R * sizeof(uint32_t),
+                              cudaMemcpyHostToDevice, cs)))
+        goto out;
+    /* the five lists lie one after another in both places: tokens, pos,
+     * count, base, dst */
+    if (CU(e, kern_embed(s->x, s->emb, s->d_tokens, R, d, cs)))
+        goto out;
+    for (uint32_t l = 0; l < c->n_layers; l++) {
+        cudaEvent_t *ev = s->ev + (size_t)l * E_N;
+        double *tl = cm->t_layer + (size_t)l * T_N;
+        const float *rms_att = s->rms + (size_t)l * d, *rms_ffn = s->rms + ((size_t)c->n_layers + l) * d;
+        if (CU(e, cudaEventRecord(ev[E_START], cs)) ||
+            CU(e, kern_rmsnorm(s->xb, s->x, rms_att, R, d, c->norm_eps, cs)) ||
+            gemm(s, s->q, s->xb, s->wq + (size_t)l * d * d, R, d, d, e) ||
+            gemm(s, s->k, s->xb, s->wk + (size_t)l * kv * d, R, kv, d, e) ||
+            gemm(s, s->v, s->xb, s->wv + (size_t)l * kv * d, R, kv, d, e) ||
+            CU(e, kern_rope(s->q, R, d, hs, s->d_pos, s->rope_cos, s->rope_sin, cs)) ||
+            CU(e, kern_rope(s->k, R, kv, hs, s->d_pos, s->rope_cos, s->rope_sin, cs)) ||
+            CU(e, cudaEventRecord(ev[E_QKV], cs)))
+            goto out;
+        struct kern_rows rw = {.count = s->d_count, .ld = L};
+        const float *K, *V;
+        if (cm->sched) {
+            if (tiered_layer(s, cm, l, pos0, ev, ids, tl, e) ||
+                CU(e, cudaMemcpyAsync(s->d_count, s->h_count, B * sizeof(uint32_t),
+                                      cudaMemcpyHostToDevice, cs)) ||
+                CU(e, cudaMemcpyAsync(s->d_idx, s->h_idx, (size_t)B * L * sizeof(int32_t),
+                                      cudaMemcpyHostToDevice, cs)))
+                goto out;
+            rw.idx = s->d_idx;
+            K = s->ak;
+            V = s->av;
+        } else {
+            /* this call's K and V into the dense cache, then every row attends
+             * its sequence's positions up to its own */
+            float *kl = s->kc + (size_t)l * B * L * kv, *vl = s->vc + (size_t)l * B * L * kv;
+            if (CU(e, cudaEventRecord(ev[E_MOVE0], cs)) || CU(e, cudaEventRecord(ev[E_D2H0], s->d2h)) ||
+                CU(e, cudaEventRecord(ev[E_D2H1], s->d2h)) ||
+                CU(e, kern_scatter_rows(kl, s->d_dst, s->k, R, kv, cs)) ||
+                CU(e, kern_scatter_rows(vl, s->d_dst, s->v, R, kv, cs)) ||
+                CU(e, cudaEventRecord(ev[E_REC0], cs)) || CU(e, cudaEventRecord(ev[E_REC1], cs)) ||
+                CU(e, cudaEventRecord(ev[E_MOVE1], cs)))
+                goto out;
+            rw.base = s->d_base;
+            K = kl;
+            V = vl;
+        }
+        /* the attention's output replaces the normed input, as on the CPU */
+        if (CU(e, cudaEventRecord(ev[E_ATT0], cs)) ||
+            CU(e, kern_attn_scores(s->scores, s->q, K, rw, R, H, KVH, hs, scale, cs)) ||
+            CU(e, kern_softmax(s->scores, R * H, L, s->d_count, H, cs)) ||
+            CU(e, kern_attn_output(s->xb, s->scores, V, rw, R, H, KVH, hs, cs)) ||
+            CU(e, cudaEventRecord(ev[E_ATT1], cs)))
+            goto out;
+        if (per_layer_sync) {
+            if (CU(e, kern_head_mean(s->wmean, s->scores, s->d_count, B, H, L, cs)) ||
+                CU(e, cudaMemcpyAsync(s->h_wmean, s->wmean, (size_t)B * L * sizeof(float),
+                                      cudaMemcpyDeviceToHost, cs)) ||
+                finish(s, e))
+                goto out;
+            for (uint32_t b = 0; b < B; b++) {
+                uint32_t pos = pos0, n = pos + 1, n_att = s->h_count[b];
+                const uint32_t *id = ids + (size_t)b * L;
+                const float *w = s->h_wmean + (size_t)b * L;
+                if (!cm->sched) {
+                    for (uint32_t t = 0; t < n; t++)
+                        ids[(size_t)b * L + t] = t;
+                }
+                if (rows) {
+                    float *row = rows + ((size_t)b * c->n_layers + l) * n;
+                    memset(row, 0, n * sizeof *row);
+                    for (uint32_t a = 0; a < n_att; a++)
+                        row[id[a]] = w[a];
+                }
+                if (cm->sched)
+                    backend_observe(cm, b, l, pos, id, w, n_att, s->h_dense, tl);
+            }
+        }
+        if (gemm(s, s->xb2, s->xb, s->wo + (size_t)l * d * d, R, d, d, e) ||
+            CU(e, kern_add(s->x, s->xb2, (size_t)R * d, cs)) ||
+            CU(e, kern_rmsnorm(s->xb, s->x, rms_ffn, R, d, c->norm_eps, cs)) ||
+            gemm(s, s->hb, s->xb, s->w1 + (size_t)l * hd * d, R, hd, d, e) ||
+            gemm(s, s->hb2, s->xb, s->w3 + (size_t)l * hd * d, R, hd, d, e) ||
+            CU(e, kern_swiglu(s->hb, s->hb2, (size_t)R * hd, cs)) ||
+            gemm(s, s->xb2, s->hb, s->w2 + (size_t)l * d * hd, R, d, hd, e) ||
+            CU(e, kern_add(s->x, s->xb2, (size_t)R * d, cs)) ||
+            CU(e, cudaEventRecord(ev[E_FFN], cs)))
+            goto out;
+    }
+    cudaEvent_t *hv = s->ev + (size_t)c->n_layers * E_N;
+    if (CU(e, cudaEventRecord(hv[E_START], cs)) ||
+        CU(e, kern_rmsnorm(s->xb, s->x, s->rms + 2 * (size_t)c->n_layers * d, R, d, c->norm_eps, cs)) ||
+        gemm(s, s->logits, s->xb, s->wcls, R, c->vocab, d, e) ||
+        CU(e, cudaEventRecord(hv[E_FFN], cs)) ||
+        CU(e, cudaMemcpyAsync(s->h_logits, s->logits, (size_t)R * c->vocab * sizeof(float),
+                              cudaMemcpyDeviceToHost, cs)) ||
+        finish(s, e))
+        goto out;
+    uint64_t end = backend_mono_ns();
+    for (uint32_t l = 0; l < c->n_layers; l++) {
+        cudaEvent_t *ev = s->ev + (size_t)l * E_N;
+        double *tl = cm->t_layer + (size_t)l * T_N;
+        /* GPU time per category; the moves' host bookkeeping and the
+         * scheduler were added on the host clock as they ran. Transfers are
+         * the compute stream's moves (waiting for host->device copies
+         * included) plus the device->host copy engine's time. */
+        tl[T_GEMM] += elapsed_ns(ev[E_START], ev[E_QKV]) + elapsed_ns(ev[E_ATT1], ev[E_FFN]);
+        tl[T_MOVE] += elapsed_ns(ev[E_MOVE0], ev[E_REC0]) + elapsed_ns(ev[E_REC1], ev[E_MOVE1]) +
+                      elapsed_ns(ev[E_D2H0], ev[E_D2H1]);
+        tl[T_RECOMP] += elapsed_ns(ev[E_REC0], ev[E_REC1]);
+        tl[T_ATTN] += elapsed_ns(ev[E_ATT0], ev[E_ATT1]);
+    }
+    backend_write_timings(cm, pos0, P, (double)(end - t_start), elapsed_ns(hv[E_START], hv[E_FFN]));
+    result = s->h_logits;
+out:
+    free(ids);
+    return result;
+}
+
+const struct backend_ops backend_cuda = {
+    .name = "cuda",
+    .create = cuda_create,
+    .destroy = cuda_destroy,
+    .kvstore = cuda_kvstore,
+    .forward = cuda_forward,
+};

@@ -1,0 +1,386 @@
+/* CUDA kernels of the executor's CUDA backend (contract in kernels.h).
+ * Plain and readable rather than tuned: one block per row for reductions
+ * (RMSNorm, softmax, INT8 ranges), one thread per output element elsewhere.
+ * Attention is three passes over the gathered rows (scores, softmax, output)
+ * so each pass has its own CPU oracle. Reductions use block-wide sums in
+ * FP32; they differ from the CPU's sequential sums by rounding only.
+ */
+#include "kernels.h"
+
+#include <cuda_fp16.h>
+#include <math.h>
+
+/* Dimensions, declared once: R query rows, H query heads, KVH key/value
+ * heads, hs channels a head, ld the row stride of scores and index lists. */
+#define BLOCK 256u
+
+static unsigned blocks(size_t n) { return (unsigned)((n + BLOCK - 1) / BLOCK); }
+
+/* Sum of v over the block (blockDim.x a multiple of 32, at most 1024). */
+__device__ static float block_sum(float v)
+{
+    __shared__ float part[32];
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    if ((threadIdx.x & 31) == 0)
+        part[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float s = 0.0f;
+    for (unsigned i = 0; i < blockDim.x / 32; i++)
+        s += part[i];
+    __syncthreads();
+    return s;
+}
+
+__device__ static float block_max(float v)
+{
+    __shared__ float part[32];
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    if ((threadIdx.x & 31) == 0)
+        part[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float m = -INFINITY;
+    for (unsigned i = 0; i < blockDim.x / 32; i++)
+        m = fmaxf(m, part[i]);
+    __syncthreads();
+    return m;
+}
+
+__device__ static float block_min(float v) { return -block_max(-v); }
+
+__global__ static void f32_to_f16(__half *dst, const float *src, size_t n)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        dst[i] = __float2half_rn(src[i]);
+}
+
+cudaError_t kern_f32_to_f16(uint16_t *dst, const float *src, size_t n, cudaStream_t stream)
+{
+    if (n)
+        f32_to_f16<<<blocks(n), BLOCK, 0, stream>>>((__half *)dst, src, n);
+    return cudaGetLastError();
+}
+
+__global__ static void embed(float *x, const __half *emb, const uint32_t *tokens, uint32_t d)
+{
+    uint32_t r = blockIdx.y;
+    for (uint32_t j = blockIdx.x * blockDim.x + threadIdx.x; j < d; j += gridDim.x * blockDim.x)
+        x[(size_t)r * d + j] = __half2float(emb[(size_t)tokens[r] * d + j]);
+}
+
+cudaError_t kern_embed(float *x, const uint16_t *emb, const uint32_t *tokens, uint32_t R,
+                       uint32_t d, cudaStream_t stream)
+{
+    if (R)
+        embed<<<dim3(blocks(d), R), BLOCK, 0, stream>>>(x, (const __half *)emb, tokens, d);
+    return cudaGetLastError();
+}
+
+__global__ static void rmsnorm(float *o, const float *x, const float *w, uint32_t n, float eps)
+{
+    const float *xr = x + (size_t)blockIdx.x * n;
+    float *orow = o + (size_t)blockIdx.x * n;
+    float ss = 0.0f;
+    for (uint32_t j = threadIdx.x; j < n; j += blockDim.x)
+        ss += xr[j] * xr[j];
+    ss = block_sum(ss);
+    float inv = 1.0f / sqrtf(ss / (float)n + eps);
+    for (uint32_t j = threadIdx.x; j < n; j += blockDim.x)
+        orow[j] = w[j] * (inv * xr[j]);
+}
+
+cudaError_t kern_rmsnorm(float *o, const float *x, const float *w, uint32_t R, uint32_t n,
+                         float eps, cudaStream_t stream)
+{
+    if (R)
+        rmsnorm<<<R, BLOCK, 0, stream>>>(o, x, w, n, eps);
+    return cudaGetLastError();
+}
+
+__global__ static void rope(float *x, uint32_t R, uint32_t n, uint32_t hd, const uint32_t *pos,
+                            const float *cs, const float *sn)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; /* pair index */
+    uint32_t pairs = n / 2;
+    if (i >= (size_t)R * pairs)
+        return;
+    uint32_t r = (uint32_t)(i / pairs), c = (uint32_t)(i % pairs) * 2;
+    uint32_t j = (c % hd) / 2, half = hd / 2;
+    float *v = x + (size_t)r * n + c;
+    float c0 = cs[(size_t)pos[r] * half + j], s0 = sn[(size_t)pos[r] * half + j];
+    float v0 = v[0], v1 = v[1];
+    v[0] = v0 * c0 - v1 * s0;
+    v[1] = v0 * s0 + v1 * c0;
+}
+
+cudaError_t kern_rope(float *x, uint32_t R, uint32_t n, uint32_t head_dim, const uint32_t *pos,
+                      const float *cos_t, const float *sin_t, cudaStream_t stream)
+{
+    size_t pairs = (size_t)R * (n / 2);
+    if (pairs)
+        rope<<<blocks(pairs), BLOCK, 0, stream>>>(x, R, n, head_dim, pos, cos_t, sin_t);
+    return cudaGetLastError();
+}
+
+__global__ static void swiglu(float *hb, const float *hb2, size_t n)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float g = hb[i];
+        hb[i] = g / (1.0f + expf(-g)) * hb2[i];
+    }
+}
+
+cudaError_t kern_swiglu(float *hb, const float *hb2, size_t n, cudaStream_t stream)
+{
+    if (n)
+        swiglu<<<blocks(n), BLOCK, 0, stream>>>(hb, hb2, n);
+    return cudaGetLastError();
+}
+
+__global__ static void add(float *x, const float *y, size_t n)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        x[i] += y[i];
+}
+
+cudaError_t kern_add(float *x, const float *y, size_t n, cudaStream_t stream)
+{
+    if (n)
+        add<<<blocks(n), BLOCK, 0, stream>>>(x, y, n);
+    return cudaGetLastError();
+}
+
+__global__ static void softmax(float *x, uint32_t ld, const uint32_t *count, uint32_t per)
+{
+    float *row = x + (size_t)blockIdx.x * ld;
+    uint32_t n = count ? count[blockIdx.x / per] : ld;
+    float mx = -INFINITY;
+    for (uint32_t t = threadIdx.x; t < n; t += blockDim.x)
+        mx = fmaxf(mx, row[t]);
+    mx = block_max(mx);
+    float sum = 0.0f;
+    for (uint32_t t = threadIdx.x; t < n; t += blockDim.x) {
+        float e = expf(row[t] - mx);
+        row[t] = e;
+        sum += e;
+    }
+    sum = block_sum(sum);
+    for (uint32_t t = threadIdx.x; t < n; t += blockDim.x)
+        row[t] /= sum;
+}
+
+cudaError_t kern_softmax(float *x, uint32_t rows, uint32_t ld, const uint32_t *count, uint32_t per,
+                         cudaStream_t stream)
+{
+    if (rows)
+        softmax<<<rows, BLOCK, 0, stream>>>(x, ld, count, per ? per : 1);
+    return cudaGetLastError();
+}
+
+__device__ static int32_t kv_row(const struct kern_rows &rw, uint32_t r, uint32_t t)
+{
+    return rw.idx ? rw.idx[(size_t)r * rw.ld + t] : rw.base[r] + (int32_t)t;
+}
+
+/* grid (token blocks, H, R): one thread per (r, h, t). */
+__global__ static void attn_scores(float *scores, const float *q, const float *K,
+                                   struct kern_rows rw, uint32_t H, uint32_t KVH, uint32_t hs,
+                                   float scale)
+{
+    uint32_t t = blockIdx.x * blockDim.x + threadIdx.x, h = blockIdx.y, r = blockIdx.z;
+    if (t >= rw.count[r])
+        return;
+    uint32_t g = h / (H / KVH), kvd = KVH * hs;
+    const float *qh = q + ((size_t)r * H + h) * hs;
+    const float *k = K + (size_t)kv_row(rw, r, t) * kvd + (size_t)g * hs;
+    float acc = 0.0f;
+    for (uint32_t j = 0; j < hs; j++)
+        acc += qh[j] * k[j];
+    scores[((size_t)r * H + h) * rw.ld + t] = scale * acc;
+}
+
+cudaError_t kern_attn_scores(float *scores, const float *q, const float *K, struct kern_rows rows,
+                             uint32_t R, uint32_t H, uint32_t KVH, uint32_t hs, float scale,
+                             cudaStream_t stream)
+{
+    if (R && rows.ld)
+        attn_scores<<<dim3(blocks(rows.ld), H, R), BLOCK, 0, stream>>>(scores, q, K, rows, H, KVH,
+                                                                       hs, scale);
+    return cudaGetLastError();
+}
+
+/* grid (H, R), one thread per output channel of the head. */
+__global__ static void attn_output(float *out, const float *p, const float *V,
+                                   struct kern_rows rw, uint32_t H, uint32_t KVH, uint32_t hs)
+{
+    uint32_t h = blockIdx.x, r = blockIdx.y, g = h / (H / KVH), kvd = KVH * hs;
+    const float *ph = p + ((size_t)r * H + h) * rw.ld;
+    for (uint32_t j = threadIdx.x; j < hs; j += blockDim.x) {
+        float acc = 0.0f;
+        for (uint32_t t = 0; t < rw.count[r]; t++)
+            acc += ph[t] * V[(size_t)kv_row(rw, r, t) * kvd + (size_t)g * hs + j];
+        out[((size_t)r * H + h) * hs + j] = acc;
+    }
+}
+
+cudaError_t kern_attn_output(float *out, const float *p, const float *V, struct kern_rows rows,
+                             uint32_t R, uint32_t H, uint32_t KVH, uint32_t hs,
+                             cudaStream_t stream)
+{
+    unsigned threads = hs < 32 ? 32 : hs > 1024 ? 1024 : hs;
+    if (R)
+        attn_output<<<dim3(H, R), threads, 0, stream>>>(out, p, V, rows, H, KVH, hs);
+    return cudaGetLastError();
+}
+
+__global__ static void head_mean(float *w, const float *p, const uint32_t *count, uint32_t H,
+                                 uint32_t ld)
+{
+    uint32_t r = blockIdx.y, t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= count[r])
+        return;
+    float acc = 0.0f;
+    for (uint32_t h = 0; h < H; h++)
+        acc += p[((size_t)r * H + h) * ld + t] / (float)H;
+    w[(size_t)r * ld + t] = acc;
+}
+
+cudaError_t kern_head_mean(float *w, const float *p, const uint32_t *count, uint32_t R,
+                           uint32_t H, uint32_t ld, cudaStream_t stream)
+{
+    if (R && ld)
+        head_mean<<<dim3(blocks(ld), R), BLOCK, 0, stream>>>(w, p, count, H, ld);
+    return cudaGetLastError();
+}
+
+__global__ static void gather_rows(float *dst, const float *src, const int32_t *rows,
+                                   uint32_t n, uint32_t width)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)n * width)
+        return;
+    size_t r = i / width, c = i % width;
+    dst[i] = src[(size_t)rows[r] * width + c];
+}
+
+cudaError_t kern_gather_rows(float *dst, const float *src, const int32_t *rows, uint32_t n,
+                             uint32_t width, cudaStream_t stream)
+{
+    size_t total = (size_t)n * width;
+    if (total)
+        gather_rows<<<blocks(total), BLOCK, 0, stream>>>(dst, src, rows, n, width);
+    return cudaGetLastError();
+}
+
+__global__ static void scatter_rows(float *dst, const int32_t *rows, const float *src,
+                                    uint32_t n, uint32_t width)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)n * width)
+        return;
+    size_t r = i / width, c = i % width;
+    dst[(size_t)rows[r] * width + c] = src[i];
+}
+
+cudaError_t kern_scatter_rows(float *dst, const int32_t *rows, const float *src, uint32_t n,
+                              uint32_t width, cudaStream_t stream)
+{
+    size_t total = (size_t)n * width;
+    if (total)
+        scatter_rows<<<blocks(total), BLOCK, 0, stream>>>(dst, rows, src, n, width);
+    return cudaGetLastError();
+}
+
+/* one block per channel: its range over the n rows */
+__global__ static void quant_params(float *p, const float *x, uint32_t n, uint32_t kv)
+{
+    uint32_t c = blockIdx.x;
+    float lo = INFINITY, hi = -INFINITY;
+    for (uint32_t r = threadIdx.x; r < n; r += blockDim.x) {
+        float y = x[(size_t)r * kv + c];
+        lo = fminf(lo, y);
+        hi = fmaxf(hi, y);
+    }
+    lo = block_min(lo);
+    hi = block_max(hi);
+    if (threadIdx.x == 0) {
+        float scale = (hi - lo) / 255.0f;
+        if (!(scale > 1e-30f)) /* a constant channel: put it at code 0 */
+            scale = fmaxf(fabsf(lo), 1e-30f) / 255.0f;
+        p[c] = scale;
+        p[kv + c] = -roundf(lo / scale);
+    }
+}
+
+cudaError_t kern_quant_params(float *p, const float *x, uint32_t n, uint32_t kv,
+                              cudaStream_t stream)
+{
+    if (n && kv)
+        quant_params<<<kv, BLOCK, 0, stream>>>(p, x, n, kv);
+    return cudaGetLastError();
+}
+
+__global__ static void quantise(uint8_t *q, const float *x, const float *p, uint32_t n, uint32_t kv)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)n * kv)
+        return;
+    uint32_t c = (uint32_t)(i % kv);
+    float y = roundf(x[i] / p[c]) + p[kv + c];
+    q[i] = (uint8_t)(y < 0.0f ? 0.0f : y > 255.0f ? 255.0f : y);
+}
+
+cudaError_t kern_quantise(uint8_t *q, const float *x, const float *p, uint32_t n, uint32_t kv,
+                          cudaStream_t stream)
+{
+    size_t total = (size_t)n * kv;
+    if (total)
+        quantise<<<blocks(total), BLOCK, 0, stream>>>(q, x, p, n, kv);
+    return cudaGetLastError();
+}
+
+__global__ static void dequantise(float *x, const uint8_t *q, const float *p, uint32_t n,
+                                  uint32_t kv)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)n * kv)
+        return;
+    uint32_t c = (uint32_t)(i % kv);
+    x[i] = ((float)q[i] - p[kv + c]) * p[c];
+}
+
+cudaError_t kern_dequantise(float *x, const uint8_t *q, const float *p, uint32_t n, uint32_t kv,
+                            cudaStream_t stream)
+{
+    size_t total = (size_t)n * kv;
+    if (total)
+        dequantise<<<blocks(total), BLOCK, 0, stream>>>(x, q, p, n, kv);
+    return cudaGetLastError();
+}
+
+__global__ static void swa_sum_update(int64_t *sum, const uint32_t *ids, const float *w,
+                                      uint32_t n, const uint32_t *old_ids, const int64_t *old_w,
+                                      uint32_t n_old)
+{
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n && w[i] != 0.0f) { /* selection.h's sel_weight_fixed */
+        int64_t fx = (int64_t)((double)w[i] * 1099511627776.0 + 0.5);
+        atomicAdd((unsigned long long *)&sum[ids[i]], (unsigned long long)fx);
+    }
+    if (i < n_old)
+        atomicAdd((unsigned long long *)&sum[old_ids[i]], (unsigned long long)(-old_w[i]));
+}
+
+cudaError_t kern_swa_sum_update(int64_t *sum, const uint32_t *ids, const float *w, uint32_t n,
+                                const uint32_t *old_ids, const int64_t *old_w, uint32_t n_old,
+                                cudaStream_t stream)
+{
+    uint32_t m = n > n_old ? n : n_old;
+    if (m)
+        swa_sum_update<<<blocks(m), BLOCK, 0, stream>>>(sum, ids, w, n, old_ids, old_w, n_old);
+    return cudaGetLastError();
+}

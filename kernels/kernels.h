@@ -1,0 +1,111 @@
+/* The CUDA backend's kernels, behind C launchers: element-wise and row
+ * operations of the forward pass, attention over a gathered list of KV rows
+ * with grouped-query heads, token-level gather/scatter between KV arenas and
+ * packed staging buffers, INT8 KV quantisation and the SWA local-sum update.
+ *
+ * Every pointer is device memory unless its comment says host. Every
+ * launcher enqueues on `stream` and returns the launch's cudaError_t (0 when
+ * it was queued); errors inside a kernel surface at the next synchronising
+ * call. Half-precision data is passed as uint16_t bit patterns so C callers
+ * need no half type. The CPU oracles are exec/cpu_ops.h (forward pass),
+ * kvstore.h (INT8) and selection.h (sel_weight_fixed, SWA).
+ */
+#ifndef ALISA_KERNELS_H
+#define ALISA_KERNELS_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* dst (n) FP16 = src (n) FP32, round to nearest even. */
+cudaError_t kern_f32_to_f16(uint16_t *dst, const float *src, size_t n, cudaStream_t stream);
+
+/* x (R, d) FP32 = rows tokens[r] of the FP16 embedding emb (vocab, d). */
+cudaError_t kern_embed(float *x, const uint16_t *emb, const uint32_t *tokens, uint32_t R,
+                       uint32_t d, cudaStream_t stream);
+
+/* o (R, n) = w (n) * x / sqrt(mean(x^2) + eps), row by row; o may be x. */
+cudaError_t kern_rmsnorm(float *o, const float *x, const float *w, uint32_t R, uint32_t n,
+                         float eps, cudaStream_t stream);
+
+/* Rotates x (R, n) in place: row r at position pos[r], pairs (2i, 2i+1) of
+ * each head of head_dim channels by the angle in cos_t/sin_t
+ * (max_pos, head_dim / 2). */
+cudaError_t kern_rope(float *x, uint32_t R, uint32_t n, uint32_t head_dim, const uint32_t *pos,
+                      const float *cos_t, const float *sin_t, cudaStream_t stream);
+
+/* hb (n) = silu(hb) * hb2. */
+cudaError_t kern_swiglu(float *hb, const float *hb2, size_t n, cudaStream_t stream);
+
+/* x (n) += y (n). */
+cudaError_t kern_add(float *x, const float *y, size_t n, cudaStream_t stream);
+
+/* Softmax in place of each row i of x (rows, ld) over its first
+ * count[i / per] entries (count NULL: all ld). */
+cudaError_t kern_softmax(float *x, uint32_t rows, uint32_t ld, const uint32_t *count, uint32_t per,
+                         cudaStream_t stream);
+
+/* Where query row r's attended K/V rows lie: the t-th is row idx[r * ld + t]
+ * of K and V (kv_dim floats a row), or base[r] + t when idx is NULL; count[r]
+ * of them. */
+struct kern_rows {
+    const int32_t *idx;    /* (R, ld) or NULL */
+    const int32_t *base;   /* (R), used when idx is NULL */
+    const uint32_t *count; /* (R) */
+    uint32_t ld;           /* row stride of idx and of the scores, >= every count */
+};
+
+/* scores (R, H, ld) = scale * q . K for each query row r (q: (R, H * hs)),
+ * head h against KV head h / (H / KVH). */
+cudaError_t kern_attn_scores(float *scores, const float *q, const float *K, struct kern_rows rows,
+                             uint32_t R, uint32_t H, uint32_t KVH, uint32_t hs, float scale,
+                             cudaStream_t stream);
+
+/* out (R, H * hs) = p (R, H, ld, softmaxed) . V, grouped as the scores. */
+cudaError_t kern_attn_output(float *out, const float *p, const float *V, struct kern_rows rows,
+                             uint32_t R, uint32_t H, uint32_t KVH, uint32_t hs,
+                             cudaStream_t stream);
+
+/* w (R, ld) = the heads' mean of p (R, H, ld) over each row's count, summed
+ * head by head in order as the CPU backend does. */
+cudaError_t kern_head_mean(float *w, const float *p, const uint32_t *count, uint32_t R,
+                           uint32_t H, uint32_t ld, cudaStream_t stream);
+
+/* dst (n, width) = src rows rows[i]. */
+cudaError_t kern_gather_rows(float *dst, const float *src, const int32_t *rows, uint32_t n,
+                             uint32_t width, cudaStream_t stream);
+
+/* dst rows rows[i] = src (n, width). */
+cudaError_t kern_scatter_rows(float *dst, const int32_t *rows, const float *src, uint32_t n,
+                              uint32_t width, cudaStream_t stream);
+
+/* Channel-wise INT8 parameters of x (n, kv) into p (2, kv): scale, then zero
+ * point (kvstore.h's formula). */
+cudaError_t kern_quant_params(float *p, const float *x, uint32_t n, uint32_t kv,
+                              cudaStream_t stream);
+
+/* q (n, kv) codes of x (n, kv) under p (2, kv). */
+cudaError_t kern_quantise(uint8_t *q, const float *x, const float *p, uint32_t n, uint32_t kv,
+                          cudaStream_t stream);
+
+/* x (n, kv) = (q - zero) * scale under p (2, kv). */
+cudaError_t kern_dequantise(float *x, const uint8_t *q, const float *p, uint32_t n, uint32_t kv,
+                            cudaStream_t stream);
+
+/* SWA's local attention sum S (ALISA.md 1), fixed point: sum[ids[i]] +=
+ * fixed(w[i]) for the row entering the window, sum[old_ids[j]] -= old_w[j]
+ * for the row leaving it (n_old may be 0). Integer, so the order of the
+ * atomic adds does not matter. */
+cudaError_t kern_swa_sum_update(int64_t *sum, const uint32_t *ids, const float *w, uint32_t n,
+                                const uint32_t *old_ids, const int64_t *old_w, uint32_t n_old,
+                                cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,463 @@
+/* The CUDA backend against the CPU backend as oracle (STYLE.md): every
+ * kernel on random data against cpu_ops.h, kvstore.h's INT8 arithmetic and
+ * selection.h's fixed point (tolerance atol + rtol |ref|, the first
+ * mismatches printed), then whole models: greedy decoding on stories260K and
+ * SmolLM2-135M gives the CPU backend's tokens for 64 steps with logits within
+ * tolerance, dense and tiered (SWA under ALISA placement with a device arena
+ * small enough for phases II and III), attention rows included.
+ *
+ * Every test skips when there is no CUDA device (this program is built
+ * whenever nvcc is, so the CUDA code always compiles); with a device and
+ * CI=true a missing model fails.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <cuda_runtime_api.h>
+
+#include "backend.h"
+#include "cpu_ops.h"
+#include "device.h"
+#include "fp16.h"
+#include "kernels.h"
+#include "kvstore.h"
+#include "selection.h"
+#include "testutil.h"
+
+static void need_device(void)
+{
+    struct device_info d;
+    device_probe(&d);
+    if (d.n_devices > 0)
+        return;
+    print_message("no CUDA device (%s): skipped\n", d.note);
+    skip();
+}
+
+static uint32_t seed = 2024;
+
+static float rnd(void) /* uniform in [-1, 1) */
+{
+    seed = seed * 1664525u + 1013904223u;
+    return (float)(seed >> 8) / 8388608.0f - 1.0f;
+}
+
+static float *rnd_vec(size_t n, float scale)
+{
+    float *x = malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = scale * rnd();
+    return x;
+}
+
+static void *up(const void *h, size_t bytes)
+{
+    void *d = NULL;
+    assert_int_equal(cudaMalloc(&d, bytes ? bytes : 1), cudaSuccess);
+    if (h && bytes)
+        assert_int_equal(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    return d;
+}
+
+static void down(void *h, const void *d, size_t bytes)
+{
+    assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);
+    assert_int_equal(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+}
+
+/* Fails naming the first mismatches when any |got - ref| > atol + rtol |ref|. */
+static void check_close(const char *what, const float *got, const float *ref, size_t n, float atol,
+                        float rtol)
+{
+    size_t bad = 0;
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - ref[i]);
+        worst = d > worst ? d : worst;
+        if (!(d <= atol + rtol * fabs(ref[i]))) {
+            if (bad < 5)
+                print_message("%s[%zu]: cuda %.9g, cpu %.9g\n", what, i, got[i], ref[i]);
+            bad++;
+        }
+    }
+    if (bad)
+        fail_msg("%s: %zu of %zu values off (largest difference %g)", what, bad, n, worst);
+}
+
+static void test_cuda_fp16_narrowing_and_embedding_equal_the_cpu(void **state)
+{
+    (void)state;
+    need_device();
+    const uint32_t V = 50, d = 96, R = 4, toks[4] = {3, 49, 0, 3};
+    float *emb = rnd_vec((size_t)V * d, 4.0f);
+    uint16_t *h16 = malloc((size_t)V * d * sizeof *h16), *ref16 = malloc((size_t)V * d * sizeof *ref16);
+    float *d_emb = up(emb, (size_t)V * d * sizeof(float));
+    uint16_t *d16 = up(NULL, (size_t)V * d * sizeof *d16);
+    assert_int_equal(kern_f32_to_f16(d16, d_emb, (size_t)V * d, 0), cudaSuccess);
+    down(h16, d16, (size_t)V * d * sizeof *h16);
+    for (size_t i = 0; i < (size_t)V * d; i++)
+        ref16[i] = fp16_from_float(emb[i]);
+    assert_memory_equal(h16, ref16, (size_t)V * d * sizeof *h16);
+    uint32_t *d_tok = up(toks, sizeof toks);
+    float *d_x = up(NULL, (size_t)R * d * sizeof(float)), *x = malloc((size_t)R * d * sizeof *x);
+    assert_int_equal(kern_embed(d_x, d16, d_tok, R, d, 0), cudaSuccess);
+    down(x, d_x, (size_t)R * d * sizeof *x);
+    for (uint32_t r = 0; r < R; r++)
+        for (uint32_t j = 0; j < d; j++)
+            assert_true(x[r * d + j] == fp16_to_float(ref16[(size_t)toks[r] * d + j]));
+    cudaFree(d_emb); cudaFree(d16); cudaFree(d_tok); cudaFree(d_x);
+    free(emb); free(h16); free(ref16); free(x);
+}
+
+static void test_cuda_rmsnorm_rope_swiglu_add_equal_the_cpu(void **state)
+{
+    (void)state;
+    need_device();
+    const uint32_t R = 4, n = 576, hd = 64, half = hd / 2, L = 400;
+    const uint32_t pos[4] = {0, 5, 77, 399};
+    struct llm_config c = {.head_dim = hd, .rope_theta = 10000.0f};
+    float *x = rnd_vec((size_t)R * n, 3.0f), *w = rnd_vec(n, 1.0f), *y = rnd_vec((size_t)R * n, 2.0f);
+    float *tab = malloc(2 * (size_t)L * half * sizeof *tab);
+    backend_rope_tables(&c, L, tab, tab + (size_t)L * half);
+    float *ref = malloc((size_t)R * n * sizeof *ref), *got = malloc((size_t)R * n * sizeof *got);
+    float *d_x = up(x, (size_t)R * n * sizeof(float)), *d_w = up(w, n * sizeof(float));
+    float *d_y = up(y, (size_t)R * n * sizeof(float)), *d_tab = up(tab, 2 * (size_t)L * half * sizeof(float));
+    uint32_t *d_pos = up(pos, sizeof pos);
+    /* RMSNorm */
+    float *d_o = up(NULL, (size_t)R * n * sizeof(float));
+    assert_int_equal(kern_rmsnorm(d_o, d_x, d_w, R, n, 1e-5f, 0), cudaSuccess);
+    down(got, d_o, (size_t)R * n * sizeof *got);
+    for (uint32_t r = 0; r < R; r++)
+        cpu_rmsnorm(ref + (size_t)r * n, x + (size_t)r * n, w, n, 1e-5f);
+    check_close("rmsnorm", got, ref, (size_t)R * n, 1e-5f, 1e-5f);
+    /* RoPE, each row at its own position */
+    assert_int_equal(kern_rope(d_x, R, n, hd, d_pos, d_tab, d_tab + (size_t)L * half, 0), cudaSuccess);
+    down(got, d_x, (size_t)R * n * sizeof *got);
+    memcpy(ref, x, (size_t)R * n * sizeof *ref);
+    for (uint32_t r = 0; r < R; r++)
+        cpu_rope(ref + (size_t)r * n, n, hd, tab + (size_t)pos[r] * half,
+                 tab + (size_t)L * half + (size_t)pos[r] * half);
+    check_close("rope", got, ref, (size_t)R * n, 1e-6f, 1e-6f);
+    /* SwiGLU, then the residual add, over the rotated rows */
+    memcpy(ref, got, (size_t)R * n * sizeof *ref);
+    assert_int_equal(kern_swiglu(d_x, d_y, (size_t)R * n, 0), cudaSuccess);
+    assert_int_equal(kern_add(d_x, d_y, (size_t)R * n, 0), cudaSuccess);
+    down(got, d_x, (size_t)R * n * sizeof *got);
+    cpu_swiglu(ref, y, (size_t)R * n);
+    for (size_t i = 0; i < (size_t)R * n; i++)
+        ref[i] += y[i];
+    check_close("swiglu+add", got, ref, (size_t)R * n, 1e-6f, 1e-5f);
+    cudaFree(d_x); cudaFree(d_w); cudaFree(d_y); cudaFree(d_tab); cudaFree(d_pos); cudaFree(d_o);
+    free(x); free(w); free(y); free(tab); free(ref); free(got);
+}
+
+static void test_cuda_softmax_over_each_rows_count_equals_the_cpu(void **state)
+{
+    (void)state;
+    need_device();
+    const uint32_t rows = 6, ld = 300, per = 2, count[3] = {1, 77, 300};
+    float *x = rnd_vec((size_t)rows * ld, 8.0f), *got = malloc((size_t)rows * ld * sizeof *got);
+    float *d_x = up(x, (size_t)rows * ld * sizeof(float));
+    uint32_t *d_c = up(count, sizeof count);
+    assert_int_equal(kern_softmax(d_x, rows, ld, d_c, per, 0), cudaSuccess);
+    down(got, d_x, (size_t)rows * ld * sizeof *got);
+    for (uint32_t i = 0; i < rows; i++) {
+        uint32_t n = count[i / per];
+        cpu_softmax(x + (size_t)i * ld, n);
+        check_close("softmax", got + (size_t)i * ld, x + (size_t)i * ld, n, 1e-7f, 1e-5f);
+    }
+    cudaFree(d_x); cudaFree(d_c);
+    free(x); free(got);
+}
+
+/* Gathered grouped-query attention (SmolLM2's heads: 9 query over 3 KV heads
+ * of 64) over arena rows listed per query row, and over contiguous rows
+ * from a base: output and head-mean weights equal cpu_attend's over the
+ * same rows copied out. */
+static void test_cuda_gathered_attention_equals_the_cpu(void **state)
+{
+    (void)state;
+    need_device();
+    const uint32_t H = 9, KVH = 3, hs = 64, kvd = KVH * hs, A = 120, R = 3, ld = 64;
+    const uint32_t count[3] = {1, 17, 64};
+    float *K = rnd_vec((size_t)A * kvd, 1.0f), *V = rnd_vec((size_t)A * kvd, 1.0f);
+    float *q = rnd_vec((size_t)R * H * hs, 1.0f);
+    for (int mode = 0; mode < 2; mode++) {
+        int32_t idx[3 * 64], base[3] = {0, 30, 56};
+        for (uint32_t r = 0; r < R; r++)
+            for (uint32_t t = 0; t < ld; t++) /* distinct rows, out of order */
+                idx[r * ld + t] = (int32_t)((t * 37 + r * 11) % A);
+        float *d_K = up(K, (size_t)A * kvd * sizeof(float)), *d_V = up(V, (size_t)A * kvd * sizeof(float));
+        float *d_q = up(q, (size_t)R * H * hs * sizeof(float));
+        int32_t *d_idx = up(idx, sizeof idx), *d_base = up(base, sizeof base);
+        uint32_t *d_c = up(count, sizeof count);
+        float *d_s = up(NULL, (size_t)R * H * ld * sizeof(float));
+        float *d_out = up(NULL, (size_t)R * H * hs * sizeof(float)), *d_w = up(NULL, (size_t)R * ld * sizeof(float));
+        struct kern_rows rw = {.idx = mode ? NULL : d_idx, .base = d_base, .count = d_c, .ld = ld};
+        assert_int_equal(kern_attn_scores(d_s, d_q, d_K, rw, R, H, KVH, hs, 1.0f / sqrtf((float)hs), 0), cudaSuccess);
+        assert_int_equal(kern_softmax(d_s, R * H, ld, d_c, H, 0), cudaSuccess);
+        assert_int_equal(kern_attn_output(d_out, d_s, d_V, rw, R, H, KVH, hs, 0), cudaSuccess);
+        assert_int_equal(kern_head_mean(d_w, d_s, d_c, R, H, ld, 0), cudaSuccess);
+        float *out = malloc((size_t)R * H * hs * sizeof *out), *w = malloc((size_t)R * ld * sizeof *w);
+        down(out, d_out, (size_t)R * H * hs * sizeof *out);
+        down(w, d_w, (size_t)R * ld * sizeof *w);
+        float *Kr = malloc((size_t)ld * kvd * sizeof *Kr), *Vr = malloc((size_t)ld * kvd * sizeof *Vr);
+        float *att = malloc((size_t)H * ld * sizeof *att), *wr = malloc(ld * sizeof *wr);
+        float *outr = malloc((size_t)H * hs * sizeof *outr);
+        for (uint32_t r = 0; r < R; r++) {
+            for (uint32_t t = 0; t < count[r]; t++) {
+                int32_t row = mode ? base[r] + (int32_t)t : idx[r * ld + t];
+                memcpy(Kr + (size_t)t * kvd, K + (size_t)row * kvd, kvd * sizeof(float));
+                memcpy(Vr + (size_t)t * kvd, V + (size_t)row * kvd, kvd * sizeof(float));
+            }
+            cpu_attend(q + (size_t)r * H * hs, Kr, Vr, count[r], kvd, hs, H / KVH, H, att, ld, wr, outr);
+            check_close(mode ? "attention output (base)" : "attention output (gathered)",
+                        out + (size_t)r * H * hs, outr, (size_t)H * hs, 1e-5f, 1e-4f);
+            check_close("head-mean weights", w + (size_t)r * ld, wr, count[r], 1e-6f, 1e-4f);
+        }
+        cudaFree(d_K); cudaFree(d_V); cudaFree(d_q); cudaFree(d_idx); cudaFree(d_base);
+        cudaFree(d_c); cudaFree(d_s); cudaFree(d_out); cudaFree(d_w);
+        free(out); free(w); free(Kr); free(Vr); free(att); free(wr); free(outr);
+    }
+    free(K); free(V); free(q);
+}
+
+static void test_cuda_gather_and_scatter_move_rows_exactly(void **state)
+{
+    (void)state;
+    need_device();
+    const uint32_t A = 40, width = 192, n = 7;
+    const int32_t rows[7] = {39, 0, 12, 13, 5, 30, 21};
+    float *arena = rnd_vec((size_t)A * width, 1.0f), *packed = malloc((size_t)n * width * sizeof *packed);
+    float *d_a = up(arena, (size_t)A * width * sizeof(float)), *d_p = up(NULL, (size_t)n * width * sizeof(float));
+    int32_t *d_r = up(rows, sizeof rows);
+    assert_int_equal(kern_gather_rows(d_p, d_a, d_r, n, width, 0), cudaSuccess);
+    down(packed, d_p, (size_t)n * width * sizeof *packed);
+    for (uint32_t i = 0; i < n; i++)
+        assert_memory_equal(packed + (size_t)i * width, arena + (size_t)rows[i] * width, width * sizeof(float));
+    float *fresh = rnd_vec((size_t)n * width, 5.0f), *after = malloc((size_t)A * width * sizeof *after);
+    float *d_f = up(fresh, (size_t)n * width * sizeof(float));
+    assert_int_equal(kern_scatter_rows(d_a, d_r, d_f, n, width, 0), cudaSuccess);
+    down(after, d_a, (size_t)A * width * sizeof *after);
+    for (uint32_t i = 0; i < n; i++)
+        memcpy(arena + (size_t)rows[i] * width, fresh + (size_t)i * width, width * sizeof(float));
+    assert_memory_equal(after, arena, (size_t)A * width * sizeof(float));
+    cudaFree(d_a); cudaFree(d_p); cudaFree(d_r); cudaFree(d_f);
+    free(arena); free(packed); free(fresh); free(after);
+}
+
+static void test_cuda_int8_quantisation_equals_the_kvstore(void **state)
+{
+    (void)state;
+    need_device();
+    const uint32_t n = KVSTORE_INT8_GROUP, kv = 192;
+    float *x = rnd_vec((size_t)n * kv, 3.0f);
+    for (uint32_t r = 0; r < n; r++)
+        x[(size_t)r * kv + 5] = 0.25f; /* a constant channel */
+    float p_ref[2 * 192], p[2 * 192];
+    kvstore_quant_params(p_ref, x, n, kv);
+    float *d_x = up(x, (size_t)n * kv * sizeof(float)), *d_p = up(NULL, sizeof p);
+    uint8_t *d_q = up(NULL, (size_t)n * kv);
+    assert_int_equal(kern_quant_params(d_p, d_x, n, kv, 0), cudaSuccess);
+    down(p, d_p, sizeof p);
+    assert_memory_equal(p, p_ref, sizeof p);
+    assert_int_equal(kern_quantise(d_q, d_x, d_p, n, kv, 0), cudaSuccess);
+    uint8_t *q = malloc((size_t)n * kv), *q_ref = malloc((size_t)n * kv);
+    down(q, d_q, (size_t)n * kv);
+    for (uint32_t r = 0; r < n; r++)
+        kvstore_quantise(q_ref + (size_t)r * kv, x + (size_t)r * kv, p_ref, kv);
+    assert_memory_equal(q, q_ref, (size_t)n * kv);
+    float *y = malloc((size_t)n * kv * sizeof *y), *y_ref = malloc((size_t)n * kv * sizeof *y_ref);
+    assert_int_equal(kern_dequantise(d_x, d_q, d_p, n, kv, 0), cudaSuccess);
+    down(y, d_x, (size_t)n * kv * sizeof *y);
+    for (uint32_t r = 0; r < n; r++)
+        kvstore_dequantise(y_ref + (size_t)r * kv, q_ref + (size_t)r * kv, p_ref, kv);
+    check_close("dequantised", y, y_ref, (size_t)n * kv, 0.0f, 1e-6f);
+    cudaFree(d_x); cudaFree(d_p); cudaFree(d_q);
+    free(x); free(q); free(q_ref); free(y); free(y_ref);
+}
+
+static void test_cuda_swa_sum_update_equals_the_fixed_point_sum(void **state)
+{
+    (void)state;
+    need_device();
+    const uint32_t N = 500, n = 300, n_old = 200;
+    int64_t *sum = calloc(N, sizeof *sum), *ref = calloc(N, sizeof *ref);
+    uint32_t ids[300], old_ids[200];
+    float w[300];
+    int64_t old_w[200];
+    for (uint32_t i = 0; i < n; i++) {
+        ids[i] = (i * 7) % N;
+        w[i] = i % 9 == 0 ? 0.0f : fabsf(rnd()) / (float)n;
+    }
+    for (uint32_t j = 0; j < n_old; j++) {
+        old_ids[j] = (j * 13) % N;
+        old_w[j] = sel_weight_fixed(fabsf(rnd()) / (float)n);
+        sum[old_ids[j]] += old_w[j]; /* what the leaving row once added */
+    }
+    memcpy(ref, sum, N * sizeof *ref);
+    for (uint32_t i = 0; i < n; i++)
+        if (w[i] != 0.0f)
+            ref[ids[i]] += sel_weight_fixed(w[i]);
+    for (uint32_t j = 0; j < n_old; j++)
+        ref[old_ids[j]] -= old_w[j];
+    int64_t *d_sum = up(sum, N * sizeof *sum), *d_ow = up(old_w, sizeof old_w);
+    uint32_t *d_ids = up(ids, sizeof ids), *d_oids = up(old_ids, sizeof old_ids);
+    float *d_w = up(w, sizeof w);
+    assert_int_equal(kern_swa_sum_update(d_sum, d_ids, d_w, n, d_oids, d_ow, n_old, 0), cudaSuccess);
+    down(sum, d_sum, N * sizeof *sum);
+    assert_memory_equal(sum, ref, N * sizeof *sum);
+    cudaFree(d_sum); cudaFree(d_ow); cudaFree(d_ids); cudaFree(d_oids); cudaFree(d_w);
+    free(sum); free(ref);
+}
+
+/* ---- whole models ---- */
+
+/* The model at path, or a skip when absent (a failure under CI=true). */
+static struct llm_model *model_or_skip(const char *path)
+{
+    if (access(path, R_OK) != 0) {
+        if (tu_ci())
+            fail_msg("CI=true and %s is missing", path);
+        skip();
+    }
+    struct llm_model *m;
+    struct alisa_err e = {{0}};
+    if (llm_load(&m, path, &e))
+        fail_msg("%s", e.msg);
+    return m;
+}
+
+/* A tiered cache on st: SWA over 16 tokens under ALISA placement with dev
+ * device and dev host slots per stream (phases II and III when 2 dev is
+ * less than the run), a load priced 2 and a recomputation recompute_ns, made
+ * by the state's own backend. */
+static void tiers(struct llm_state *st, const struct llm_model *m, uint32_t B, uint32_t N,
+                  uint32_t P, uint32_t dev, uint64_t recompute_ns, struct scheduler **sched,
+                  struct kvstore **ks)
+{
+    struct alisa_err e = {{0}};
+    struct scheduler_config sc = {.sel = &sel_swa_ops, .sel_params = {.budget_tokens = 16},
+                                  .place = &place_alisa_ops, .n_streams = B * m->c.n_layers,
+                                  .max_len = N};
+    sc.place_params = (struct place_params){.kv_bytes = 1, .act_bytes = 1, .gpu_bytes = dev,
+                                            .cpu_bytes = dev, .load_ns = 2,
+                                            .recompute_ns = recompute_ns, .gpu_fraction = -1};
+    if (scheduler_create(sched, &sc, NULL, &e) ||
+        llm_state_kvstore(st, sc.n_streams, N, dev, dev, 0, ks, &e))
+        fail_msg("%s", e.msg);
+    llm_state_tiered(st, *sched, *ks, P);
+}
+
+/* Greedy decoding of B sequences for N positions (a P-token prompt of fixed
+ * tokens, then each sequence's argmax) on the CPU and the CUDA backend in
+ * lockstep: the same token every step, logits and attention rows within
+ * tolerance (FP16 weights and GEMM inputs against FP32). dev 0: dense;
+ * else tiered, evicted tokens coming back by load when recompute_ns is 3 and
+ * by recomputation when it is 1 (measured on the CPU: both happen). */
+static void greedy_both(const char *path, uint32_t B, uint32_t N, uint32_t P, uint32_t dev,
+                        uint64_t recompute_ns)
+{
+    need_device();
+    struct llm_model *m = model_or_skip(path);
+    const struct llm_config *c = &m->c;
+    struct alisa_err e = {{0}};
+    struct llm_state *cpu, *gpu;
+    struct scheduler *s_cpu = NULL, *s_gpu = NULL;
+    struct kvstore *k_cpu = NULL, *k_gpu = NULL;
+    if (llm_state_create_on(&cpu, LLM_BACKEND_CPU, m, B, N, &e) ||
+        llm_state_create_on(&gpu, LLM_BACKEND_CUDA, m, B, N, &e))
+        fail_msg("%s", e.msg);
+    if (dev) {
+        tiers(cpu, m, B, N, P, dev, recompute_ns, &s_cpu, &k_cpu);
+        tiers(gpu, m, B, N, P, dev, recompute_ns, &s_gpu, &k_gpu);
+    }
+    uint32_t *cur = malloc(B * sizeof *cur);
+    float *lc = malloc((size_t)B * c->vocab * sizeof *lc);
+    float *rc = malloc((size_t)B * c->n_layers * N * sizeof *rc);
+    float *rg = malloc((size_t)B * c->n_layers * N * sizeof *rg);
+    for (uint32_t b = 0; b < B; b++)
+        cur[b] = 1;
+    for (uint32_t p = 0; p + 1 < N; p++) {
+        const float *a = llm_forward(cpu, cur, p, rc);
+        if (!a)
+            fail_msg("cpu position %u: %s", p, llm_state_error(cpu)->msg);
+        memcpy(lc, a, (size_t)B * c->vocab * sizeof *lc);
+        const float *g = llm_forward(gpu, cur, p, rg);
+        if (!g)
+            fail_msg("cuda position %u: %s", p, llm_state_error(gpu)->msg);
+        char what[64];
+        snprintf(what, sizeof what, "logits at position %u", p);
+        check_close(what, g, lc, (size_t)B * c->vocab, 0.05f, 0.05f);
+        snprintf(what, sizeof what, "attention rows at position %u", p);
+        check_close(what, rg, rc, (size_t)B * c->n_layers * (p + 1), 5e-3f, 0.05f);
+        for (uint32_t b = 0; b < B; b++) {
+            uint32_t best = 0, gbest = 0;
+            for (uint32_t v = 1; v < c->vocab; v++) {
+                best = lc[(size_t)b * c->vocab + v] > lc[(size_t)b * c->vocab + best] ? v : best;
+                gbest = g[(size_t)b * c->vocab + v] > g[(size_t)b * c->vocab + gbest] ? v : gbest;
+            }
+            if (p + 1 >= P && best != gbest)
+                fail_msg("sequence %u position %u: cpu chose %u, cuda %u", b, p, best, gbest);
+            cur[b] = p + 1 < P ? (uint32_t)(1 + 37 * (p + 1) + 11 * b) % c->vocab : best;
+        }
+    }
+    if (dev) {
+        uint64_t off, ld, rcp;
+        kvstore_counts(k_gpu, &off, &ld, &rcp);
+        print_message("cuda tiers: %llu offloads, %llu loads, %llu recomputes\n",
+                      (unsigned long long)off, (unsigned long long)ld, (unsigned long long)rcp);
+        assert_true(off > 0 && (recompute_ns > 2 ? ld : rcp) > 0); /* phase II, III */
+    }
+    llm_state_free(gpu);
+    llm_state_free(cpu);
+    kvstore_free(k_gpu);
+    kvstore_free(k_cpu);
+    scheduler_destroy(s_gpu);
+    scheduler_destroy(s_cpu);
+    free(cur); free(lc); free(rc); free(rg);
+    llm_free(m);
+}
+
+static char stories[600], smollm2[600];
+
+static void test_cuda_stories260k_greedy_equals_the_cpu_dense_and_tiered(void **state)
+{
+    (void)state;
+    greedy_both(stories, 3, 72, 8, 0, 0);
+    greedy_both(stories, 3, 72, 8, 24, 3);
+    greedy_both(stories, 3, 72, 8, 24, 1);
+}
+
+static void test_cuda_smollm2_greedy_equals_the_cpu_dense_and_tiered(void **state)
+{
+    (void)state;
+    greedy_both(smollm2, 2, 72, 8, 0, 0);
+    greedy_both(smollm2, 2, 72, 8, 24, 3);
+    greedy_both(smollm2, 2, 72, 8, 24, 1);
+}
+
+int main(void)
+{
+    snprintf(stories, sizeof stories, "%s/stories260K/stories260K.bin", tu_models_dir());
+    snprintf(smollm2, sizeof smollm2, "%s", ALISA_SMOLLM2_GGUF);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cuda_fp16_narrowing_and_embedding_equal_the_cpu),
+        cmocka_unit_test(test_cuda_rmsnorm_rope_swiglu_add_equal_the_cpu),
+        cmocka_unit_test(test_cuda_softmax_over_each_rows_count_equals_the_cpu),
+        cmocka_unit_test(test_cuda_gathered_attention_equals_the_cpu),
+        cmocka_unit_test(test_cuda_gather_and_scatter_move_rows_exactly),
+        cmocka_unit_test(test_cuda_int8_quantisation_equals_the_kvstore),
+        cmocka_unit_test(test_cuda_swa_sum_update_equals_the_fixed_point_sum),
+        cmocka_unit_test(test_cuda_stories260k_greedy_equals_the_cpu_dense_and_tiered),
+        cmocka_unit_test(test_cuda_smollm2_greedy_equals_the_cpu_dense_and_tiered),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
