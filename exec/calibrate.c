@@ -1,6 +1,8 @@
-/* CPU calibration microbenchmarks (contract in calibrate.h). Times are wall
- * clock (CLOCK_MONOTONIC); each measurement is the median of several runs so
- * one interruption does not move it. Fits are gsl_fit_linear.
+/* CPU calibration (contract in calibrate.h): microbenchmarks of the
+ * machine, and in-situ measurements read from the executor's own timings on
+ * synthetic tokens. Times are wall clock (CLOCK_MONOTONIC); each figure is a
+ * median (or a fit) over several steps so one interruption does not move
+ * it. Fits are gsl_fit_linear.
  */
 #include "calibrate.h"
 
@@ -16,9 +18,7 @@
 #include <time.h>
 
 #include "forward.h"
-#include "fp16.h"
 #include "kvstore.h"
-#include "trace_gen.h"
 
 static double now_ns(void)
 {
@@ -33,11 +33,16 @@ static const char *const names[CALIB_N] = {
     "wgemm_r8_ns_b", "wgemm_r16_ns_b", "wgemm_r32_ns_b", "head_r1_ns_b",  "head_r2_ns_b",
     "head_r4_ns_b",  "head_r8_ns_b",  "head_r16_ns_b", "head_r32_ns_b", "attn_ns_per_token",
     "attn_ns_fixed", "recompute_ns",  "sched_dense_ns_t", "sched_local_ns_t",
-    "sched_strided_ns_t", "sched_streaming_ns_t", "sched_swa_ns_t", "sched_h2o_ns_t"};
+    "sched_strided_ns_t", "sched_streaming_ns_t", "sched_swa_ns_t", "sched_h2o_ns_t",
+    "sched_dense_layer_ns", "sched_local_layer_ns", "sched_strided_layer_ns",
+    "sched_streaming_layer_ns", "sched_swa_layer_ns", "sched_h2o_layer_ns",
+    "kv_ns_per_token", "kv_ns_per_layer"};
 
 const char *const calib_sched_policies[6] = {"dense", "local", "strided", "streaming", "swa", "h2o"};
 
 const int calib_wgemm_rows[6] = {1, 2, 4, 8, 16, 32};
+
+const uint32_t calib_sched_batch[2] = {1, 16};
 
 const char *calib_name(enum calib_figure f) { return names[f]; }
 
@@ -113,87 +118,6 @@ static double model_weight_params(const struct llm_config *c)
     return c->n_layers * (2 * d * d + 2 * d * kv + 3 * d * c->hidden_dim) + c->vocab * d;
 }
 
-/* One pass over the model's weight matrices with R rows, ns; the head's
- * share into *head_ns when non-NULL. */
-static double weight_pass(const struct llm_model *m, const float *x, float *y, int R,
-                          double *head_ns)
-{
-    const struct llm_config *c = &m->c;
-    const struct llm_weights *w = &m->w;
-    const int d = (int)c->dim, kv = (int)c->kv_dim, hd = (int)c->hidden_dim;
-    double t0 = now_ns();
-    for (uint32_t l = 0; l < c->n_layers; l++) {
-        gemm_rows(x, w->wq + (size_t)l * d * d, y, R, d, d);
-        gemm_rows(x, w->wk + (size_t)l * kv * d, y, R, kv, d);
-        gemm_rows(x, w->wv + (size_t)l * kv * d, y, R, kv, d);
-        gemm_rows(x, w->wo + (size_t)l * d * d, y, R, d, d);
-        gemm_rows(x, w->w1 + (size_t)l * hd * d, y, R, hd, d);
-        gemm_rows(x, w->w3 + (size_t)l * hd * d, y, R, hd, d);
-        gemm_rows(x, w->w2 + (size_t)l * d * hd, y, R, d, hd);
-    }
-    double t1 = now_ns();
-    gemm_rows(x, w->wcls, y, R, (int)c->vocab, d);
-    double t2 = now_ns();
-    if (head_ns)
-        *head_ns = t2 - t1;
-    return t2 - t0;
-}
-
-/* The decode's weight GEMMs over the model's own matrices (calibrate.h):
- * time / bytes = 1 / bandwidth + rows / (2 x FLOP rate), fitted over rows
- * 1..32 (median of 3 passes each). */
-static int bench_stream(const struct llm_model *m, double *gbps, double *gflops,
-                        double layers_ns_per_byte[6], double head_ns_per_byte[6])
-{
-    const struct llm_config *c = &m->c;
-    const int *rows = calib_wgemm_rows;
-    size_t wide = c->vocab > c->hidden_dim ? c->vocab : c->hidden_dim;
-    float *x = malloc((size_t)32 * wide * sizeof *x), *y = malloc((size_t)32 * wide * sizeof *y);
-    if (!x || !y) {
-        free(x), free(y);
-        return -1;
-    }
-    fill(x, (size_t)32 * wide);
-    double bytes = model_weight_params(c) * sizeof(float), xs[6], ys[6];
-    double head_bytes = (double)c->vocab * c->dim * sizeof(float);
-    weight_pass(m, x, y, 1, NULL); /* warm-up */
-    for (int i = 0; i < 6; i++) {
-        double t[3], th[3], tl[3];
-        for (int k = 0; k < 3; k++) {
-            t[k] = weight_pass(m, x, y, rows[i], &th[k]);
-            tl[k] = t[k] - th[k];
-        }
-        xs[i] = rows[i];
-        ys[i] = median(t, 3) / bytes;
-        layers_ns_per_byte[i] = median(tl, 3) / (bytes - head_bytes);
-        head_ns_per_byte[i] = median(th, 3) / head_bytes;
-    }
-    double c0, c1, cov00, cov01, cov11, sumsq;
-    gsl_fit_linear(xs, 1, ys, 1, 6, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
-    *gbps = c0 > 0 ? 1.0 / c0 : 0; /* 0: no memory term showed (weights in cache) */
-    *gflops = c1 > 0 ? 1.0 / (2.0 * c1) : 0; /* 0: the arithmetic did not show */
-    free(x), free(y);
-    return 0;
-}
-
-double calib_weight_rate(const struct llm_model *m)
-{
-    const struct llm_config *c = &m->c;
-    size_t wide = c->vocab > c->hidden_dim ? c->vocab : c->hidden_dim;
-    float *x = malloc(wide * sizeof *x), *y = malloc(wide * sizeof *y);
-    if (!x || !y) {
-        free(x), free(y);
-        return NAN;
-    }
-    fill(x, wide);
-    double t[3];
-    weight_pass(m, x, y, 1, NULL);
-    for (int k = 0; k < 3; k++)
-        t[k] = weight_pass(m, x, y, 1, NULL);
-    free(x), free(y);
-    return model_weight_params(c) * sizeof(float) / median(t, 3);
-}
-
 double calib_profile_weight_rate(const struct llm_model *m, const struct hw_profile *hw)
 {
     const struct llm_config *c = &m->c;
@@ -265,20 +189,43 @@ static int bench_copy(const struct llm_config *c, double *gbps, double *lat_us)
     return 0;
 }
 
-/* The executor decoding one sequence to N positions under the scheduler as
- * validation runs it (the selection given, gpu-only placement, room for
- * every token), so the gather of the attended K and V is timed with the
- * attention: per decode step, the mean per-layer attention time into
- * ys[*n] (ns) and the context length into xs[*n]. */
-static int attention_run(const struct llm_model *m, const char *selection, uint32_t budget,
-                         uint32_t N, double *xs, double *ys, size_t *n, struct alisa_err *e)
+/* ---- in situ: the executor's own forward pass and its timings ---- */
+
+/* A figure measured in situ repeats its run until INSITU_MIN_NS have passed
+ * (at most INSITU_MAX_RUNS runs) and takes the median: a small model's runs
+ * last milliseconds, and single runs of one figure were seen 35% apart. */
+#define INSITU_MIN_NS 5e8
+#define INSITU_MAX_RUNS 64
+
+/* One decode step of an in-situ run: its position, each timing category
+ * summed over the layers (backend.h's order: GEMMs, attention, transfer,
+ * recomputation, scheduler) and the head, ns. */
+struct insitu_step {
+    double pos;
+    double cat[5];
+    double head;
+};
+
+static const char *const insitu_keys[5] = {"gemm_us", "attention_us", "transfer_us",
+                                           "recompute_us", "schedule_us"};
+enum { IS_GEMM, IS_ATTN, IS_MOVE, IS_RECOMP, IS_SCHED };
+
+/* Runs the executor's forward pass on synthetic tokens with timings: B
+ * sequences, a P-position prompt as one chunk, then decode steps to N
+ * positions, under selection sel (budget tokens when budget is non-zero,
+ * else 80% sparsity) with gpu-only placement and room for every token.
+ * The decode steps' timings go to steps (room for N - P); *n their count. */
+static int insitu_run(const struct llm_model *m, const char *sel, uint32_t budget, uint32_t B,
+                      uint32_t P, uint32_t N, struct insitu_step *steps, size_t *n,
+                      struct alisa_err *e)
 {
     const struct llm_config *c = &m->c;
-    struct scheduler_config sc = {.sel = selection_find(selection),
+    struct scheduler_config sc = {.sel = selection_find(sel),
                                   .place = placement_find("gpu-only"),
-                                  .n_streams = c->n_layers, .max_len = N,
-                                  .sel_params = {.budget_tokens = budget}};
-    ALISA_ASSERT(sc.sel && sc.place);
+                                  .n_streams = B * c->n_layers, .max_len = N,
+                                  .sel_params = {.budget_tokens = budget,
+                                                 .sparsity = budget ? 0 : 0.8}};
+    ALISA_ASSERT(sc.sel && sc.place && P >= 1 && P < N && N <= c->seq_len);
     sc.place_params.kv_bytes = 2ull * c->kv_dim * sizeof(float);
     sc.place_params.act_bytes = (uint64_t)c->dim * sizeof(float);
     sc.place_params.gpu_bytes = (uint64_t)N * sc.place_params.kv_bytes;
@@ -290,20 +237,29 @@ static int attention_run(const struct llm_model *m, const char *selection, uint3
     char *buf = NULL;
     size_t len = 0;
     FILE *f = NULL;
-    int rc = scheduler_create(&sched, &sc, NULL, e);
+    uint32_t *tok = malloc((size_t)B * P * sizeof *tok);
+    int rc = tok ? scheduler_create(&sched, &sc, NULL, e) : err_set(e, ALISA_ENOMEM, "out of memory");
     if (!rc)
-        rc = kvstore_create(&ks, c, c->n_layers, N, N, 0, 0, e);
+        rc = kvstore_create(&ks, c, sc.n_streams, N, N, 0, 0, e);
     if (!rc)
-        rc = llm_state_create(&st, m, 1, N, e);
+        rc = llm_state_create(&st, m, B, N, e);
     if (!rc && !(f = open_memstream(&buf, &len)))
         rc = err_set(e, ALISA_ENOMEM, "out of memory for timings");
     if (!rc) {
-        llm_state_tiered(st, sched, ks, 1);
+        llm_state_tiered(st, sched, ks, P);
         llm_state_timings(st, f);
     }
+    /* token ids spread over the vocabulary, different per sequence */
     for (uint32_t p = 0; p < N && !rc; p++) {
-        uint32_t tok = p ? 1 + (p * 7919u) % (m->c.vocab - 1) : 1;
-        if (!llm_forward(st, &tok, p, NULL))
+        uint32_t width = p ? 1 : P;
+        if (p && p < P)
+            continue;
+        for (uint32_t b = 0; b < B; b++)
+            for (uint32_t i = 0; i < width; i++) {
+                uint32_t q = p + i;
+                tok[(size_t)b * width + i] = q ? 1 + (q * 7919u + b * 104729u) % (c->vocab - 1) : 1;
+            }
+        if (!llm_forward_chunk(st, tok, p, width, NULL))
             rc = err_set(e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
     }
     if (f)
@@ -311,59 +267,192 @@ static int attention_run(const struct llm_model *m, const char *selection, uint3
     llm_state_free(st);
     scheduler_destroy(sched);
     kvstore_free(ks);
+    free(tok);
     *n = 0;
-    for (char *line = buf; !rc && line && *line && *n < N;) {
+    for (char *line = buf; !rc && line && *line && *n < N - P;) {
         char *nl = strchr(line, '\n');
         json_t *j = json_loadb(line, nl ? (size_t)(nl - line) : strlen(line), 0, NULL);
         json_t *layers = j ? json_object_get(j, "layers") : NULL;
-        if (layers && json_array_size(layers) && json_integer_value(json_object_get(j, "pos")) > 0) {
-            double sum = 0;
+        const char *phase = j ? json_string_value(json_object_get(j, "phase")) : NULL;
+        if (layers && phase && strcmp(phase, "decode") == 0) {
+            struct insitu_step *s = &steps[(*n)++];
+            memset(s, 0, sizeof *s);
+            s->pos = (double)json_integer_value(json_object_get(j, "pos"));
+            s->head = json_number_value(json_object_get(j, "head_us")) * 1e3;
             for (size_t l = 0; l < json_array_size(layers); l++)
-                sum += json_number_value(json_object_get(json_array_get(layers, l), "attention_us"));
-            xs[*n] = (double)(json_integer_value(json_object_get(j, "pos")) + 1);
-            ys[*n] = sum / (double)json_array_size(layers) * 1e3;
-            (*n)++;
+                for (int k = 0; k < 5; k++)
+                    s->cat[k] += json_number_value(json_object_get(json_array_get(layers, l),
+                                                                   insitu_keys[k])) * 1e3;
         }
         json_decref(j);
         line = nl ? nl + 1 : NULL;
     }
     free(buf);
+    if (!rc && *n == 0)
+        rc = err_set(e, ALISA_EINVAL, "calibration: no decode timings from the executor");
     return rc;
 }
 
+/* Bytes of the layers' weights and of the head, FP32. */
+static void weight_bytes(const struct llm_config *c, double *layers, double *head)
+{
+    *head = (double)c->vocab * c->dim * sizeof(float);
+    *layers = model_weight_params(c) * sizeof(float) - *head;
+}
+
+/* The decode's weight GEMMs in situ (calibrate.h): for each row count R,
+ * R sequences after a 4-token prompt, 12 decode steps; the median step's
+ * layer GEMM time (with the element-wise work between the GEMMs, as the
+ * executor counts it) per layer weight byte, and the head's per head byte.
+ * Then the fit of the whole pass's time per byte against rows. */
+static int bench_stream(const struct llm_model *m, double *gbps, double *gflops,
+                        double layers_ns_per_byte[6], double head_ns_per_byte[6],
+                        struct alisa_err *e)
+{
+    const int *rows = calib_wgemm_rows;
+    const uint32_t P = 4, G = 12;
+    struct insitu_step steps[12];
+    double lb, hb, xs[6], ys[6], tl[12 * INSITU_MAX_RUNS], th[12 * INSITU_MAX_RUNS],
+        tt[12 * INSITU_MAX_RUNS];
+    weight_bytes(&m->c, &lb, &hb);
+    for (int i = 0; i < 6; i++) {
+        size_t n = 0, all = 0;
+        double t0 = now_ns();
+        for (int r = 0; r < INSITU_MAX_RUNS && (r == 0 || now_ns() - t0 < INSITU_MIN_NS); r++) {
+            int rc = insitu_run(m, "dense", 0, (uint32_t)rows[i], P, P + G, steps, &n, e);
+            if (rc)
+                return rc;
+            for (size_t k = 0; k < n; k++, all++) {
+                tl[all] = steps[k].cat[IS_GEMM];
+                th[all] = steps[k].head;
+                tt[all] = tl[all] + th[all];
+            }
+        }
+        layers_ns_per_byte[i] = median(tl, all) / lb;
+        head_ns_per_byte[i] = median(th, all) / hb;
+        xs[i] = rows[i];
+        ys[i] = median(tt, all) / (lb + hb);
+    }
+    double c0, c1, cov00, cov01, cov11, sumsq;
+    gsl_fit_linear(xs, 1, ys, 1, 6, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
+    *gbps = c0 > 0 ? 1.0 / c0 : 0; /* 0: no memory term showed (weights in cache) */
+    *gflops = c1 > 0 ? 1.0 / (2.0 * c1) : 0; /* 0: the arithmetic did not show */
+    return 0;
+}
+
+double calib_weight_rate(const struct llm_model *m)
+{
+    struct insitu_step steps[8];
+    double t[8 * INSITU_MAX_RUNS], lb, hb, t0 = now_ns();
+    size_t n = 0, all = 0;
+    struct alisa_err e;
+    for (int r = 0; r < INSITU_MAX_RUNS && (r == 0 || now_ns() - t0 < INSITU_MIN_NS); r++) {
+        if (insitu_run(m, "dense", 0, 1, 1, 9, steps, &n, &e))
+            return NAN;
+        for (size_t k = 0; k < n; k++)
+            t[all++] = steps[k].cat[IS_GEMM] + steps[k].head;
+    }
+    weight_bytes(&m->c, &lb, &hb);
+    return (lb + hb) / median(t, all);
+}
+
 /* Attention per attended token: the slope of a dense run's per-layer time
- * against the context (384 positions, or the model's context). Its fixed
- * cost per sequence and layer: a run attending 16 tokens (local selection)
- * from position 16 on, its mean time less 16 tokens at that slope. */
+ * against the context (one sequence to 384 positions, or the model's
+ * context); its fixed cost per sequence and layer: a run attending 16
+ * tokens (local selection), its mean less 16 tokens' worth. */
 static int bench_attention(const struct llm_model *m, double *ns_per_token, double *ns_fixed,
                            struct alisa_err *e)
 {
-    const uint32_t N = m->c.seq_len < 384 ? m->c.seq_len : 384, K = 16;
+    const uint32_t N = m->c.seq_len < 384 ? m->c.seq_len : 384, K = 16, L = m->c.n_layers;
+    struct insitu_step *steps = malloc(N * sizeof *steps);
     double *xs = malloc(N * sizeof *xs), *ys = malloc(N * sizeof *ys);
     size_t n = 0;
-    int rc = xs && ys ? attention_run(m, "dense", 0, N, xs, ys, &n, e)
-                      : err_set(e, ALISA_ENOMEM, "out of memory for timings");
+    int rc = steps && xs && ys ? insitu_run(m, "dense", 0, 1, 1, N, steps, &n, e)
+                               : err_set(e, ALISA_ENOMEM, "out of memory for timings");
     if (!rc && n <= 2)
         rc = err_set(e, ALISA_EINVAL, "calibration: %zu attention timings, too few to fit", n);
     if (!rc) {
+        for (size_t i = 0; i < n; i++) {
+            xs[i] = steps[i].pos + 1;
+            ys[i] = steps[i].cat[IS_ATTN] / L;
+        }
         double c0, c1, cov00, cov01, cov11, sumsq;
         gsl_fit_linear(xs, 1, ys, 1, n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
         *ns_per_token = c1;
-        rc = attention_run(m, "local", K, N < 8 * K ? N : 8 * K, xs, ys, &n, e);
+        rc = insitu_run(m, "local", K, 1, K, N < 8 * K ? N : 8 * K, steps, &n, e);
     }
     if (!rc) {
-        double sum = 0, cnt = 0;
+        double sum = 0;
         for (size_t i = 0; i < n; i++)
-            if (xs[i] >= K) {
-                sum += ys[i];
-                cnt++;
-            }
-        double fixed = cnt > 0 ? sum / cnt - K * *ns_per_token : 0;
+            sum += steps[i].cat[IS_ATTN] / L;
+        double fixed = sum / (double)n - K * *ns_per_token;
         *ns_fixed = fixed > 0 ? fixed : 0;
     }
+    free(steps);
     free(xs);
     free(ys);
     return rc;
+}
+
+/* a + B x c x b through two points (B1 c1, T1) and (B2 c2, T2), ns per
+ * layer and step: a, the fixed part, and b, per stream and context token;
+ * when noise makes either negative, b alone through the larger run. */
+static void two_terms(double bc1, double t1, double bc2, double t2, double *a, double *b)
+{
+    *b = (t2 - t1) / (bc2 - bc1);
+    *a = t1 - bc1 * *b;
+    if (*a < 0 || *b < 0) {
+        *a = 0;
+        *b = t2 / bc2;
+    }
+}
+
+/* The scheduler's own time (plans, and the attention rows rounded to FP16
+ * and observed) and the arenas' bookkeeping, as the executor spends them:
+ * for each selection and each of calib_sched_batch's sequence counts, a
+ * prompt of 48 tokens (as one chunk; less for a short context) and 12
+ * decode steps, the median time per layer and step over the runs; then
+ * two_terms through the two counts. */
+static int bench_schedule(const struct llm_model *m, double out[CALIB_N], struct alisa_err *e)
+{
+    const uint32_t G = 12, L = m->c.n_layers;
+    const uint32_t P = m->c.seq_len >= 48 + G ? 48 : m->c.seq_len / 2;
+    struct insitu_step steps[12];
+    double sched[INSITU_MAX_RUNS], kv[INSITU_MAX_RUNS], ts[2], tk[2], bc[2];
+    for (int i = 0; i < 6; i++) {
+        int dense = strcmp(calib_sched_policies[i], "dense") == 0;
+        for (int w = 0; w < 2; w++) {
+            const uint32_t B = calib_sched_batch[w];
+            int runs = 0;
+            double t0 = now_ns(), ctx = 0;
+            for (; runs < INSITU_MAX_RUNS && (runs == 0 || now_ns() - t0 < INSITU_MIN_NS);
+                 runs++) {
+                size_t n = 0;
+                int rc = insitu_run(m, calib_sched_policies[i], 0, B, P, P + G, steps, &n, e);
+                if (rc)
+                    return rc;
+                double t = 0, mv = 0;
+                ctx = 0;
+                for (size_t k = 0; k < n; k++) {
+                    t += steps[k].cat[IS_SCHED];
+                    mv += steps[k].cat[IS_MOVE];
+                    ctx += steps[k].pos + 1;
+                }
+                sched[runs] = t / ((double)L * n);
+                kv[runs] = mv / ((double)L * n);
+                ctx /= (double)n;
+            }
+            bc[w] = B * ctx;
+            ts[w] = median(sched, (size_t)runs);
+            tk[w] = median(kv, (size_t)runs);
+        }
+        two_terms(bc[0], ts[0], bc[1], ts[1], &out[CALIB_SCHED_LAYER_FIRST + i],
+                  &out[CALIB_SCHED_FIRST + i]);
+        if (dense)
+            two_terms(bc[0], tk[0], bc[1], tk[1], &out[CALIB_KV_NS_PER_LAYER],
+                      &out[CALIB_KV_NS_PER_TOKEN]);
+    }
+    return 0;
 }
 
 /* K and V of one token from its layer input (kvstore_recompute, the
@@ -395,95 +484,24 @@ static double bench_recompute(const struct llm_model *m)
     return med;
 }
 
-/* The scheduler alone as forward.c drives it per (stream, step): a plan,
- * then the attention row (weight on the attended tokens, rounded to FP16
- * as forward.c rounds it) observed. Streams interleaved, so each finds its
- * state as cold as in the executor. The weights are rows of trace_gen's
- * attention model (sinks, heavy hitters, recency; drawn before the clock
- * starts): like real attention they span many orders of magnitude, down to
- * FP16's subnormals, whose handling is part of the cost. ns per stream,
- * step and context token. */
-static int bench_schedule(const char *selection, double *ns_per_token, struct alisa_err *e)
-{
-    const uint32_t S = 128, N = 256;
-    struct scheduler_config sc = {.sel = selection_find(selection),
-                                  .place = placement_find("gpu-only"), .n_streams = S,
-                                  .max_len = N, .sel_params = {.sparsity = 0.8}};
-    ALISA_ASSERT(sc.sel && sc.place);
-    sc.place_params.kv_bytes = 1;
-    sc.place_params.act_bytes = 1;
-    sc.place_params.gpu_bytes = N;
-    sc.place_params.load_ns = sc.place_params.recompute_ns = 1;
-    sc.place_params.gpu_fraction = -1;
-    struct scheduler *sched;
-    int rc = scheduler_create(&sched, &sc, NULL, e);
-    float *row = malloc(N * sizeof *row);
-    if (!rc && !row)
-        rc = err_set(e, ALISA_ENOMEM, "out of memory");
-    if (rc) {
-        scheduler_destroy(sched);
-        free(row);
-        return rc;
-    }
-    /* rows 0..N-1 of one synthetic stream, row pos at pool + pos (pos + 1) / 2 */
-    float *pool = malloc((size_t)N * (N + 1) / 2 * sizeof *pool);
-    struct trace_gen_params gp;
-    trace_gen_defaults(&gp);
-    gp.n_layers = 1;
-    struct gen_stream *gs = NULL;
-    if (!pool || (rc = gen_stream_create(&gs, &gp, 0, N, 1, e))) {
-        scheduler_destroy(sched);
-        free(row), free(pool);
-        return rc ? rc : err_set(e, ALISA_ENOMEM, "out of memory");
-    }
-    for (uint32_t pos = 0; pos < N; pos++)
-        gen_stream_row(gs, pos, pool + (size_t)pos * (pos + 1) / 2);
-    gen_stream_destroy(gs);
-    struct scheduler_plan plan;
-    for (uint32_t st = 0; st < S; st++) { /* position 0: a one-token prompt */
-        scheduler_prefill(sched, st, 0, NULL, 1, 0, &plan);
-        row[0] = 1.0f;
-        scheduler_observe_prefill(sched, st, 0, row, 1);
-    }
-    double t0 = now_ns(), tokens = 0;
-    for (uint32_t pos = 1; pos < N; pos++)
-        for (uint32_t st = 0; st < S; st++) {
-            scheduler_step(sched, st, pos, 0, &plan);
-            uint32_t n = pos + 1;
-            memset(row, 0, n * sizeof *row);
-            const float *w = pool + (size_t)pos * (pos + 1) / 2;
-            for (uint32_t a = 0; a < plan.n_attended; a++)
-                row[plan.attended[a]] = fp16_to_float(fp16_from_float(w[plan.attended[a]]));
-            scheduler_observe_dense(sched, st, row);
-            tokens += n;
-        }
-    *ns_per_token = (now_ns() - t0) / tokens;
-    scheduler_destroy(sched);
-    free(row);
-    free(pool);
-    return 0;
-}
-
 int calib_measure(const struct llm_model *m, double out[CALIB_N], struct alisa_err *e)
 {
     for (int i = 0; i < CALIB_N; i++)
         out[i] = NAN;
     if (bench_gemm(&m->c, &out[CALIB_GEMM_GFLOPS], &out[CALIB_GEMV_GBPS]) ||
         bench_mem(&out[CALIB_MEM_GBPS]) ||
-        bench_copy(&m->c, &out[CALIB_COPY_GBPS], &out[CALIB_COPY_LATENCY_US]) ||
-        bench_stream(m, &out[CALIB_STREAM_GBPS], &out[CALIB_STREAM_GFLOPS], &out[CALIB_WGEMM_R1],
-                     &out[CALIB_HEAD_R1]))
+        bench_copy(&m->c, &out[CALIB_COPY_GBPS], &out[CALIB_COPY_LATENCY_US]))
         return err_set(e, ALISA_ENOMEM, "out of memory for the calibration buffers");
+    int rc = bench_stream(m, &out[CALIB_STREAM_GBPS], &out[CALIB_STREAM_GFLOPS],
+                          &out[CALIB_WGEMM_R1], &out[CALIB_HEAD_R1], e);
+    if (rc)
+        return rc;
     if (!(out[CALIB_STREAM_GBPS] > 0)) /* no positive intercept: the one-row rate */
         out[CALIB_STREAM_GBPS] = 1.0 / out[CALIB_WGEMM_R1];
     if (out[CALIB_STREAM_GFLOPS] <= 0) /* cache-resident model: its best in-cache rate */
         out[CALIB_STREAM_GFLOPS] = out[CALIB_GEMM_GFLOPS];
-    int rc = bench_attention(m, &out[CALIB_ATTN_NS_PER_TOKEN], &out[CALIB_ATTN_NS_FIXED], e);
-    if (rc)
-        return rc;
-    for (int i = 0; i < 6 && !rc; i++)
-        rc = bench_schedule(calib_sched_policies[i], &out[CALIB_SCHED_FIRST + i], e);
-    if (rc)
+    if ((rc = bench_attention(m, &out[CALIB_ATTN_NS_PER_TOKEN], &out[CALIB_ATTN_NS_FIXED], e)) ||
+        (rc = bench_schedule(m, out, e)))
         return rc;
     out[CALIB_RECOMPUTE_NS] = bench_recompute(m);
     if (isnan(out[CALIB_RECOMPUTE_NS]))

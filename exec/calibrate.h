@@ -5,18 +5,19 @@
  * - GEMM throughput of the model's projection shapes (batch x positions rows
  *   of 1, 8, 32 and 256) through OpenBLAS, each matrix hot in cache: the
  *   best rate, and one row's weight bytes over time (both reported).
- * - The decode's weight GEMMs as the forward pass runs them: one pass over
- *   all the model's own matrices (every layer's seven and the head) for
- *   1, 2, 4, 8, 16 and 32 rows, the weights streamed from memory: ns per
- *   weight byte at each row count, the layers' matrices and the output head
- *   (a shape of its own) apart (the profile's weight_gemm_ns_per_byte and
- *   head_gemm_ns_per_byte tables; the cost model interpolates them), and a
- *   fit (GSL) of the whole pass's time /
- *   weight bytes = 1 / bandwidth + rows / (2 x FLOP rate), reported and
- *   written as hbm_gbps and fp16_tflops (when the fit shows no memory term
- *   or no arithmetic term, as with weights that stay in cache: the one-row
- *   rate, the best in-cache GEMM rate). The table exists because the times
- *   are not that line: one row runs as a GEMV (no packing).
+ * - The decode's weight GEMMs in situ: the executor's own forward pass
+ *   decoding R sequences (R = 1, 2, 4, 8, 16 and 32) of synthetic tokens,
+ *   12 steps after a 4-token prompt, its timings read back: the median
+ *   step's layer GEMM time (with the element-wise work between the GEMMs,
+ *   as the executor counts it) per layer weight byte, and the output head's
+ *   (a shape of its own) per head byte (the profile's
+ *   weight_gemm_ns_per_byte and head_gemm_ns_per_byte tables; the cost model
+ *   interpolates them), and a fit (GSL) of the whole pass's time / weight
+ *   bytes = 1 / bandwidth + rows / (2 x FLOP rate), reported and written as
+ *   hbm_gbps and fp16_tflops (when the fit shows no memory term or no
+ *   arithmetic term, as with weights that stay in cache: the one-row rate,
+ *   the best in-cache GEMM rate). In situ, because the same GEMMs timed
+ *   alone ran up to 30% slower than inside the executor (issue 9).
  * - Host memory read bandwidth (cblas_sasum over a 256 MiB array).
  * - Copy between two separately allocated arenas (the executor's offload and
  *   load) for sizes from one token's K and V to 16 MiB: weighted
@@ -31,9 +32,17 @@
  * - Recomputation of one token's K and V (two GEMVs and RoPE), ns, as the
  *   executor runs it: a layer's tokens in a row, its weights hot.
  * - The scheduler's own time as the executor spends it (a plan, then the
- *   attention row rounded to FP16 and observed) for each selection at 80%
- *   sparsity, gpu-only placement, 128 streams interleaved over 256
- *   positions: ns per stream, step and context token.
+ *   attention row rounded to FP16 and observed), in situ: for each
+ *   selection at 80% sparsity (gpu-only placement), 1 and 16 sequences
+ *   decoding 12 steps after a 48-token prompt. Per layer and step it is
+ *   taken as a + B x context x b: the two runs give b, ns per stream, step
+ *   and context token, and a, the fixed ns per layer and step (the
+ *   scheduler's shared state brought back after the layer's GEMMs have
+ *   pushed it out of the caches: large beside a model whose weights stream
+ *   from memory, small beside one that stays in cache). Timed alone, the
+ *   scheduler ran at a half to a third of this.
+ * - The KV arenas' bookkeeping in the same dense runs (the plan applied:
+ *   freed copies found, the new token stored), the same two terms.
  */
 #ifndef ALISA_CALIBRATE_H
 #define ALISA_CALIBRATE_H
@@ -69,11 +78,18 @@ enum calib_figure {
     CALIB_SCHED_FIRST,       /* the scheduler's own time per stream, step and context
                                 token, ns, one figure per calib_sched_policies entry */
     CALIB_SCHED_LAST = CALIB_SCHED_FIRST + 5,
+    CALIB_SCHED_LAYER_FIRST, /* ... and its fixed time per layer and step, ns */
+    CALIB_SCHED_LAYER_LAST = CALIB_SCHED_LAYER_FIRST + 5,
+    CALIB_KV_NS_PER_TOKEN,   /* the arenas' bookkeeping per stream, step and context token, ns */
+    CALIB_KV_NS_PER_LAYER,   /* ... and its fixed time per layer and step, ns */
     CALIB_N
 };
 
-/* Selections of CALIB_SCHED_FIRST + i. */
+/* Selections of CALIB_SCHED_FIRST + i and CALIB_SCHED_LAYER_FIRST + i. */
 extern const char *const calib_sched_policies[6];
+
+/* Sequences of the scheduler's two runs per selection. */
+extern const uint32_t calib_sched_batch[2];
 
 /* Rows of CALIB_WGEMM_R1 + i. */
 extern const int calib_wgemm_rows[6];
@@ -86,10 +102,10 @@ const char *calib_name(enum calib_figure f);
  * out[CALIB_N]. Returns 0, or ALISA_ENOMEM. */
 int calib_measure(const struct llm_model *m, double out[CALIB_N], struct alisa_err *e);
 
-/* One pass of the decode's weight GEMMs over the model's own matrices with
- * one row (median of 3 after a warm-up): weight bytes / time, GB/s. The
- * machine's state now, to set beside a profile measured earlier. Returns
- * NAN when out of memory. */
+/* The decode's weight pass in situ with one sequence (the median of 8
+ * decode steps' layer GEMMs and head, as bench_stream times them): weight
+ * bytes / time, GB/s. The machine's state now, to set beside a profile
+ * measured earlier. Returns NAN when the run fails. */
 double calib_weight_rate(const struct llm_model *m);
 
 /* The rate calib_weight_rate would give on the machine profile hw

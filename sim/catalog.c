@@ -87,6 +87,9 @@ static const struct field hw_fields[] = {
     HFO("weight_gemm_ns_per_byte", FIELD_GEMM_TABLE, weight_gemm),
     HFO("head_gemm_ns_per_byte", FIELD_GEMM_TABLE, head_gemm),
     HFO("sched_ns_per_token", FIELD_NAMED_TABLE, sched_ns),
+    HFO("sched_ns_per_layer", FIELD_NAMED_TABLE, sched_layer_ns),
+    HFO("kv_ns_per_token", FIELD_DOUBLE, kv_ns_per_token),
+    HFO("kv_ns_per_layer", FIELD_DOUBLE, kv_ns_per_layer),
 };
 #define N_MODEL_FIELDS (sizeof model_fields / sizeof model_fields[0])
 #define N_HW_FIELDS (sizeof hw_fields / sizeof hw_fields[0])

@@ -81,8 +81,14 @@ struct hw_profile {
     struct named_table sched_ns; /* sched_ns_per_token = SELECTION:NS ...: the scheduler's
                                     own time per stream, step and context token, on the
                                     executor's processor (serial profiles) */
+    struct named_table sched_layer_ns; /* sched_ns_per_layer = SELECTION:NS ...: its fixed
+                                          time per layer and step */
     double recompute_ns;    /* K and V of one token of one layer, ns (0: FLOPs at the
                                compute peak) */
+    double kv_ns_per_token; /* the KV arenas' bookkeeping per stream, step and context
+                               token (the plan applied: freed copies found, the new
+                               token stored), ns; 0: not priced */
+    double kv_ns_per_layer; /* ... and its fixed time per layer and step, ns */
 };
 
 struct catalog {

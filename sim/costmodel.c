@@ -188,11 +188,24 @@ double cost_recompute_all_ns(const struct model_shape *m, const struct hw_profil
     return tokens * m->n_layers * cost_recompute_ns(&k, hw);
 }
 
+/* The named table's value for name, 0 when absent. */
+static double named(const struct named_table *t, const char *name)
+{
+    for (uint32_t i = 0; i < t->n; i++)
+        if (strcmp(t->name[i], name) == 0)
+            return t->value[i];
+    return 0;
+}
+
 double cost_schedule_ns(const struct hw_profile *hw, const char *selection, double streams,
                         double context)
 {
-    for (uint32_t i = 0; i < hw->sched_ns.n; i++)
-        if (strcmp(hw->sched_ns.name[i], selection) == 0)
-            return streams * context * hw->sched_ns.value[i];
-    return 0;
+    double per_token = named(&hw->sched_ns, selection);
+    double fixed = streams > 0 ? named(&hw->sched_layer_ns, selection) : 0;
+    return streams * context * per_token + fixed;
+}
+
+double cost_kvstore_ns(const struct hw_profile *hw, double streams, double context)
+{
+    return streams > 0 ? streams * context * hw->kv_ns_per_token + hw->kv_ns_per_layer : 0;
 }

@@ -97,12 +97,20 @@ double cost_transfer_ns(const struct hw_profile *hw, double bytes, double copies
 double cost_recompute_all_ns(const struct model_shape *m, const struct hw_profile *hw,
                              double tokens, enum kv_precision precision);
 
-/* The scheduler's own time for `streams` (sequence, layer) streams deciding
- * one step over `context` tokens each under a selection policy: the
- * profile's measured ns per context token for that policy (sched_ns_per_token;
- * 0 when the profile has none: on a GPU system the host schedules while
- * the GPU computes). ns. Cannot fail. */
+/* The scheduler's own time for one layer's `streams` (sequence, layer)
+ * streams deciding one step over `context` tokens each under a selection
+ * policy: the profile's measured ns per stream and context token for that
+ * policy (sched_ns_per_token) times both, plus its fixed ns per layer
+ * (sched_ns_per_layer: the scheduler's shared state brought back after the
+ * layer's other work); 0 when the profile has neither (on a GPU system the
+ * host schedules while the GPU computes). ns. Cannot fail. */
 double cost_schedule_ns(const struct hw_profile *hw, const char *selection, double streams,
                         double context);
+
+/* The KV arenas' bookkeeping for one layer's `streams` streams applying one
+ * step's plan over `context` tokens each (the profile's kv_ns_per_token per
+ * stream and token, plus kv_ns_per_layer; 0 when it has neither). Part of
+ * the transfer time. ns. Cannot fail. */
+double cost_kvstore_ns(const struct hw_profile *hw, double streams, double context);
 
 #endif

@@ -639,8 +639,12 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
                 r->bytes_h2d += layer_weights;
                 copies += 1;
             }
-            g.t[T_LOAD(x)] = (struct task){.res = res_h2d,
-                                           .dur_ns = ns_of(cost_transfer_ns(cfg->hw, h2d, copies))};
+            /* the arenas' own bookkeeping, where the profile prices it,
+             * goes with the copies */
+            g.t[T_LOAD(x)] = (struct task){
+                .res = res_h2d,
+                .dur_ns = ns_of(cost_transfer_ns(cfg->hw, h2d, copies) +
+                                cost_kvstore_ns(cfg->hw, B, (double)cfg->prompt_len + j + 1))};
             g.t[T_RECOMP(x)] = (struct task){.res = RES_GPU,
                                              .dur_ns = ns_of(cost_recompute_gpu_ns(m, cfg->hw, rec,
                                                                                    cfg->precision))};

@@ -57,6 +57,12 @@ static void test_calibrate_figures_are_finite_and_plausible(void **state)
     for (int i = CALIB_SCHED_FIRST; i <= CALIB_SCHED_LAST; i++)
         if (!(f[i] > 0 && f[i] < 1e6))
             fail_msg("%s = %g ns per token", calib_name(i), f[i]);
+    /* fixed parts per layer and step: never negative, under a millisecond */
+    for (int i = CALIB_SCHED_LAYER_FIRST; i <= CALIB_SCHED_LAYER_LAST; i++)
+        if (!(f[i] >= 0 && f[i] < 1e6))
+            fail_msg("%s = %g ns per layer", calib_name(i), f[i]);
+    assert_true(f[CALIB_KV_NS_PER_TOKEN] > 0 && f[CALIB_KV_NS_PER_TOKEN] < 1e5);
+    assert_true(f[CALIB_KV_NS_PER_LAYER] >= 0 && f[CALIB_KV_NS_PER_LAYER] < 1e6);
     llm_free(m);
 }
 

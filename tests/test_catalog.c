@@ -194,7 +194,9 @@ static void test_catalog_executor_profile_keys_parse_and_bad_tables_fail(void **
     snprintf(text, sizeof text, "%sserial = 1\nweight_bytes = 4\nattn_ns_per_token = 400\n"
              "attn_ns_fixed = 1500\nrecompute_ns = 2e4\n"
              "weight_gemm_ns_per_byte = 1:0.17 2:0.19 4:0.21 32:0.33\n"
-             "head_gemm_ns_per_byte = 1:0.27\nsched_ns_per_token = dense:15.5 swa:16.8\n", base);
+             "head_gemm_ns_per_byte = 1:0.27\nsched_ns_per_token = dense:15.5 swa:16.8\n"
+             "kv_ns_per_token = 6.5\nkv_ns_per_layer = 120\nsched_ns_per_layer = swa:900\n",
+             base);
     tu_write(path, (const uint8_t *)text, strlen(text));
     struct catalog c = {0};
     struct alisa_err e = {{0}};
@@ -210,6 +212,9 @@ static void test_catalog_executor_profile_keys_parse_and_bad_tables_fail(void **
     assert_int_equal(h->sched_ns.n, 2);
     assert_string_equal(h->sched_ns.name[1], "swa");
     assert_true(h->sched_ns.value[1] == 16.8);
+    assert_true(h->kv_ns_per_token == 6.5 && h->kv_ns_per_layer == 120);
+    assert_int_equal(h->sched_layer_ns.n, 1);
+    assert_true(h->sched_layer_ns.value[0] == 900);
     catalog_deinit(&c);
 
     const char *bad[][2] = {

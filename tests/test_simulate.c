@@ -145,7 +145,8 @@ static void test_flexgen_attends_its_cpu_share_on_the_cpu(void **state)
 
 /* A serial profile (the CPU executor's): accelerate's tasks all on one
  * processor, a GEMM's memory and arithmetic times added, each moved token
- * two copies, the scheduler priced per context token. Hand-computed from the
+ * two copies, the scheduler and the arenas' bookkeeping priced per context
+ * token and per layer. Hand-computed from the
  * accelerate case above. */
 static void test_serial_profile_runs_every_task_in_turn(void **state)
 {
@@ -177,6 +178,19 @@ static void test_serial_profile_runs_every_task_in_turn(void **state)
     /* one processor: nothing overlaps */
     assert_true(fabs(r.total_s - r.prefill_s - 33e-9 - r.compute_s - r.schedule_s -
                      (54 + 72) * 1e-9) < 1e-15);
+    /* the arenas' bookkeeping at 3 ns per context token joins the
+     * transfers: 3 x 3 + 4 x 3 = 21 ns more */
+    hw.kv_ns_per_token = 3;
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    assert_true(fabs(r.total_s - 2610e-9) < 1e-15);
+    assert_true(fabs(r.transfer_s - (33 + 54 + 72 + 21) * 1e-9) < 1e-15);
+    /* fixed parts per layer and step: the scheduler 5 ns, the arenas 4 */
+    hw.sched_layer_ns = (struct named_table){1, {"dense"}, {5}};
+    hw.kv_ns_per_layer = 4;
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    assert_true(fabs(r.total_s - 2628e-9) < 1e-15);
+    assert_true(fabs(r.schedule_s - 24e-9) < 1e-15);
+    assert_true(fabs(r.transfer_s - (33 + 54 + 72 + 21 + 8) * 1e-9) < 1e-15);
     tu_rmdir(dir);
     free(dir);
 }

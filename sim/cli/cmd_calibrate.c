@@ -29,7 +29,8 @@ void cmd_calibrate_usage(FILE *out)
             "mean, minimum, maximum and spread ((max - min) / mean) of every figure are\n"
             "printed. Profile keys and what measures them:\n"
             "  weight_gemm_ns_per_byte, head_gemm_ns_per_byte  the decode's weight GEMMs\n"
-            "      over the model's own matrices (layers and output head apart), ns per\n"
+            "      in the executor's own timings (1 to 32 sequences of synthetic tokens;\n"
+            "      layers, with their element-wise work, and output head apart), ns per\n"
             "      weight byte at 1 to 32 rows; the cost model interpolates them\n"
             "  hbm_gbps, fp16_tflops  their fit: time per byte = 1/bandwidth + rows/(2 x rate)\n"
             "  link_gbps, link_latency_us  copies between two arenas, 1 token to 16 MiB, fit\n"
@@ -38,7 +39,10 @@ void cmd_calibrate_usage(FILE *out)
             "      the scheduler, attention time fitted against the context; then a run\n"
             "      attending 16 tokens gives the fixed cost per sequence and layer\n"
             "  recompute_ns     K and V of one token from its layer input, weights hot\n"
-            "  sched_ns_per_token  the scheduler's own time per context token, by selection\n"
+            "  sched_ns_per_token, sched_ns_per_layer  the scheduler's own time per stream\n"
+            "      and context token, and fixed per layer, by selection, from the executor's\n"
+            "      timings with 1 and 16 sequences (12 steps after 48 prompt tokens)\n"
+            "  kv_ns_per_token, kv_ns_per_layer  the KV arenas' bookkeeping, same runs\n"
             "  serial = 1, weight_bytes = 4  one thread, FP32 weights; efficiencies 1\n"
             "Reported only: the best in-cache GEMM rate (1 to 256 rows) and its one-row\n"
             "bandwidth.\n"
@@ -173,7 +177,8 @@ int cmd_calibrate(int argc, char **argv)
                    "; weight_gemm_ns_per_byte, head_gemm_ns_per_byte = the wgemm_r*_ns_b and\n"
                    "; head_r*_ns_b figures by row count (the cost model prices the layers'\n"
                    "; weight GEMMs and the output head from these tables); sched_ns_per_token =\n"
-                   "; the sched_*_ns_t figures by selection.\n");
+                   "; the sched_*_ns_t figures by selection; sched_ns_per_layer = the\n"
+                   "; sched_*_layer_ns figures; kv_ns_per_token, kv_ns_per_layer as measured.\n");
         fprintf(f, "[%s]\ngpu = CPU executor: %s\ngpu_mem_gib = %.1f\nhbm_gbps = %.4g\n"
                    "fp16_tflops = %.4g\nhost_dram_gib = %.1f\nlink_gbps = %.4g\n"
                    "link_latency_us = %.4g\nhost_mem_gbps = %.4g\ngemm_efficiency = 1\n"
@@ -189,10 +194,14 @@ int cmd_calibrate(int argc, char **argv)
         fprintf(f, "\nsched_ns_per_token =");
         for (int i = 0; i < 6; i++)
             fprintf(f, " %s:%.4g", calib_sched_policies[i], st[CALIB_SCHED_FIRST + i].mean);
+        fprintf(f, "\nsched_ns_per_layer =");
+        for (int i = 0; i < 6; i++)
+            fprintf(f, " %s:%.4g", calib_sched_policies[i], st[CALIB_SCHED_LAYER_FIRST + i].mean);
         fprintf(f, "\nhead_gemm_ns_per_byte =");
         for (int i = 0; i < 6; i++)
             fprintf(f, " %d:%.5g", calib_wgemm_rows[i], st[CALIB_HEAD_R1 + i].mean);
-        fprintf(f, "\n");
+        fprintf(f, "\nkv_ns_per_token = %.4g\nkv_ns_per_layer = %.4g\n",
+                st[CALIB_KV_NS_PER_TOKEN].mean, st[CALIB_KV_NS_PER_LAYER].mean);
         if (fclose(f) != 0)
             rc = err_set(&e, ALISA_EIO, "%s: write failed", part);
         else if (rename(part, out) != 0)
