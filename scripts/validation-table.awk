@@ -2,7 +2,9 @@
 # CSVs): per point the configuration, the phase it reached, the mean step
 # time measured and predicted, the total error, the per-step MAPE and how far
 # the machine's weight rate was from the profile's during the run; then per
-# model the mean and largest absolute total error and MAPE.
+# model the mean and largest absolute total error and MAPE, and the Pearson
+# correlation between the total error and that drift (near 1: the error
+# follows the machine, not the model).
 # Usage: awk -f scripts/validation-table.awk a.csv [b.csv ...]
 BEGIN {
     FS = ","
@@ -23,12 +25,24 @@ $3 != "ok" { next }
     se[model] += e; sm[model] += $18
     if (e > me[model]) me[model] = e
     if ($18 > mm[model]) mm[model] = $18
+    if ($31 > 0) {
+        d = 100 * (now - $31) / $31
+        k[model]++; sx[model] += d; sy[model] += $17
+        sxx[model] += d * d; syy[model] += $17 * $17; sxy[model] += d * $17
+    }
 }
 END {
     print ""
-    print "| model | points | mean abs. total error | largest | mean MAPE | largest |"
-    print "|---|---|---|---|---|---|"
-    for (m in n)
-        printf "| %s | %d | %.1f%% | %.1f%% | %.1f%% | %.1f%% |\n", m, n[m], se[m] / n[m], me[m],
-               sm[m] / n[m], mm[m]
+    print "| model | points | mean abs. total error | largest | mean MAPE | largest | error vs machine drift, r |"
+    print "|---|---|---|---|---|---|---|"
+    for (m in n) {
+        r = "-"
+        if (k[m] > 2) {
+            vx = sxx[m] - sx[m] * sx[m] / k[m]; vy = syy[m] - sy[m] * sy[m] / k[m]
+            if (vx > 0 && vy > 0)
+                r = sprintf("%.2f", (sxy[m] - sx[m] * sy[m] / k[m]) / sqrt(vx * vy))
+        }
+        printf "| %s | %d | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %s |\n", m, n[m], se[m] / n[m],
+               me[m], sm[m] / n[m], mm[m], r
+    }
 }
