@@ -36,13 +36,16 @@ static const char *const names[CALIB_N] = {
     "sched_strided_ns_t", "sched_streaming_ns_t", "sched_swa_ns_t", "sched_h2o_ns_t",
     "sched_dense_layer_ns", "sched_local_layer_ns", "sched_strided_layer_ns",
     "sched_streaming_layer_ns", "sched_swa_layer_ns", "sched_h2o_layer_ns",
-    "kv_ns_per_token", "kv_ns_per_layer"};
+    "kv_ns_per_token", "kv_ns_per_layer", "weight_probe_gbps", "attn_b1_ns_t", "attn_b4_ns_t",
+    "attn_b16_ns_t", "attn_b64_ns_t"};
 
 const char *const calib_sched_policies[6] = {"dense", "local", "strided", "streaming", "swa", "h2o"};
 
 const int calib_wgemm_rows[6] = {1, 2, 4, 8, 16, 32};
 
 const uint32_t calib_sched_batch[2] = {1, 16};
+
+const uint32_t calib_attn_batch[4] = {1, 4, 16, 64};
 
 const char *calib_name(enum calib_figure f) { return names[f]; }
 
@@ -340,14 +343,14 @@ static int bench_stream(const struct llm_model *m, double *gbps, double *gflops,
     return 0;
 }
 
-double calib_weight_rate(const struct llm_model *m)
+double calib_weight_rate(const struct llm_model *m, double min_s)
 {
-    struct insitu_step steps[8];
-    double t[8 * INSITU_MAX_RUNS], lb, hb, t0 = now_ns();
+    struct insitu_step steps[2];
+    double t[2 * INSITU_MAX_RUNS], lb, hb, t0 = now_ns();
     size_t n = 0, all = 0;
     struct alisa_err e;
-    for (int r = 0; r < INSITU_MAX_RUNS && (r == 0 || now_ns() - t0 < INSITU_MIN_NS); r++) {
-        if (insitu_run(m, "dense", 0, 1, 1, 9, steps, &n, &e))
+    for (int r = 0; r < INSITU_MAX_RUNS && (r == 0 || now_ns() - t0 < min_s * 1e9); r++) {
+        if (insitu_run(m, "dense", 0, 1, 1, 3, steps, &n, &e))
             return NAN;
         for (size_t k = 0; k < n; k++)
             t[all++] = steps[k].cat[IS_GEMM] + steps[k].head;
@@ -358,40 +361,102 @@ double calib_weight_rate(const struct llm_model *m)
 
 /* Attention per attended token: the slope of a dense run's per-layer time
  * against the context (one sequence to 384 positions, or the model's
- * context); its fixed cost per sequence and layer: a run attending 16
- * tokens (local selection), its mean less 16 tokens' worth. */
+ * context; each position's median over the repeated runs); its fixed cost
+ * per sequence and layer: runs attending 16 tokens (local selection), their
+ * median step less 16 tokens' worth. */
 static int bench_attention(const struct llm_model *m, double *ns_per_token, double *ns_fixed,
                            struct alisa_err *e)
 {
     const uint32_t N = m->c.seq_len < 384 ? m->c.seq_len : 384, K = 16, L = m->c.n_layers;
     struct insitu_step *steps = malloc(N * sizeof *steps);
     double *xs = malloc(N * sizeof *xs), *ys = malloc(N * sizeof *ys);
-    size_t n = 0;
-    int rc = steps && xs && ys ? insitu_run(m, "dense", 0, 1, 1, N, steps, &n, e)
-                               : err_set(e, ALISA_ENOMEM, "out of memory for timings");
-    if (!rc && n <= 2)
-        rc = err_set(e, ALISA_EINVAL, "calibration: %zu attention timings, too few to fit", n);
-    if (!rc) {
-        for (size_t i = 0; i < n; i++) {
+    double *per = malloc((size_t)N * INSITU_MAX_RUNS * sizeof *per), t0 = now_ns();
+    size_t n = 0, n0 = 0, runs = 0;
+    int rc = steps && xs && ys && per ? 0 : err_set(e, ALISA_ENOMEM, "out of memory for timings");
+    /* the run repeated (a small model's lasts a tenth of a second, and
+     * single runs were seen 30% apart): each position's median */
+    for (; !rc && runs < INSITU_MAX_RUNS && (runs == 0 || now_ns() - t0 < INSITU_MIN_NS); runs++) {
+        rc = insitu_run(m, "dense", 0, 1, 1, N, steps, &n, e);
+        if (!rc && n <= 2)
+            rc = err_set(e, ALISA_EINVAL, "calibration: %zu attention timings, too few to fit", n);
+        if (!rc && runs > 0 && n != n0)
+            rc = err_set(e, ALISA_EINVAL, "calibration: attention runs of %zu and %zu steps", n0, n);
+        for (size_t i = 0; !rc && i < n; i++) {
             xs[i] = steps[i].pos + 1;
-            ys[i] = steps[i].cat[IS_ATTN] / L;
+            per[i * INSITU_MAX_RUNS + runs] = steps[i].cat[IS_ATTN] / L;
         }
+        n0 = n;
+    }
+    if (!rc) {
+        for (size_t i = 0; i < n; i++)
+            ys[i] = median(per + i * INSITU_MAX_RUNS, runs);
         double c0, c1, cov00, cov01, cov11, sumsq;
         gsl_fit_linear(xs, 1, ys, 1, n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
         *ns_per_token = c1;
+    }
+    /* the fixed part: runs attending K tokens, the median step */
+    size_t all = 0;
+    t0 = now_ns();
+    for (size_t r = 0; !rc && r < INSITU_MAX_RUNS && (r == 0 || now_ns() - t0 < INSITU_MIN_NS);
+         r++) {
         rc = insitu_run(m, "local", K, 1, K, N < 8 * K ? N : 8 * K, steps, &n, e);
+        for (size_t i = 0; !rc && i < n && all < (size_t)N * INSITU_MAX_RUNS; i++)
+            per[all++] = steps[i].cat[IS_ATTN] / L;
     }
     if (!rc) {
-        double sum = 0;
-        for (size_t i = 0; i < n; i++)
-            sum += steps[i].cat[IS_ATTN] / L;
-        double fixed = sum / (double)n - K * *ns_per_token;
+        double fixed = median(per, all) - K * *ns_per_token;
         *ns_fixed = fixed > 0 ? fixed : 0;
     }
     free(steps);
     free(xs);
     free(ys);
+    free(per);
     return rc;
+}
+
+#define ATTN_STEPS 8
+
+/* The prompt of the batch runs: CALIB_ATTN_PROMPT, or half a short context. */
+static uint32_t attn_prompt(const struct llm_config *c)
+{
+    return c->seq_len >= 2 * CALIB_ATTN_PROMPT ? CALIB_ATTN_PROMPT : c->seq_len / 2;
+}
+
+double calib_attn_kv_bytes(const struct llm_config *c, uint32_t B)
+{
+    double context = attn_prompt(c) + (ATTN_STEPS + 1) / 2.0; /* step at pos attends pos + 1 */
+    return (double)B * c->n_layers * context * 2.0 * c->kv_dim * sizeof(float);
+}
+
+/* Attention per attended token with more sequences, whose KV outgrows the
+ * caches: for each calib_attn_batch count, dense runs of ATTN_STEPS decode
+ * steps after an attn_prompt() prompt (repeated for INSITU_MIN_NS), each
+ * step's attention per layer less `fixed` per sequence, over the tokens
+ * attended; the median. */
+static int bench_attention_batches(const struct llm_model *m, double fixed, double out[4],
+                                   struct alisa_err *e)
+{
+    const struct llm_config *c = &m->c;
+    const uint32_t P = attn_prompt(c), L = c->n_layers;
+    struct insitu_step steps[ATTN_STEPS];
+    double per[ATTN_STEPS * INSITU_MAX_RUNS];
+    for (int i = 0; i < 4; i++) {
+        uint32_t B = calib_attn_batch[i];
+        out[i] = 0;
+        if (calib_attn_kv_bytes(c, B) > CALIB_ATTN_MAX_KV)
+            continue;
+        size_t n = 0, all = 0;
+        double t0 = now_ns();
+        for (int r = 0; r < INSITU_MAX_RUNS && (r == 0 || now_ns() - t0 < INSITU_MIN_NS); r++) {
+            int rc = insitu_run(m, "dense", 0, B, P, P + ATTN_STEPS, steps, &n, e);
+            if (rc)
+                return rc;
+            for (size_t k = 0; k < n; k++)
+                per[all++] = (steps[k].cat[IS_ATTN] / L - B * fixed) / (B * (steps[k].pos + 1));
+        }
+        out[i] = median(per, all);
+    }
+    return 0;
 }
 
 /* a + B x c x b through two points (B1 c1, T1) and (B2 c2, T2), ns per
@@ -506,5 +571,11 @@ int calib_measure(const struct llm_model *m, double out[CALIB_N], struct alisa_e
     out[CALIB_RECOMPUTE_NS] = bench_recompute(m);
     if (isnan(out[CALIB_RECOMPUTE_NS]))
         return err_set(e, ALISA_ENOMEM, "out of memory for the calibration buffers");
+    if ((rc = bench_attention_batches(m, out[CALIB_ATTN_NS_FIXED], &out[CALIB_ATTN_BATCH_FIRST],
+                                      e)))
+        return rc;
+    out[CALIB_WEIGHT_PROBE_GBPS] = calib_weight_rate(m, 0.5);
+    if (isnan(out[CALIB_WEIGHT_PROBE_GBPS]))
+        return err_set(e, ALISA_ENOMEM, "out of memory for the weight-rate probe");
     return 0;
 }

@@ -82,6 +82,13 @@ enum calib_figure {
     CALIB_SCHED_LAYER_LAST = CALIB_SCHED_LAYER_FIRST + 5,
     CALIB_KV_NS_PER_TOKEN,   /* the arenas' bookkeeping per stream, step and context token, ns */
     CALIB_KV_NS_PER_LAYER,   /* ... and its fixed time per layer and step, ns */
+    CALIB_WEIGHT_PROBE_GBPS, /* calib_weight_rate for 0.5 s: the machine's speed now, in the
+                                units alisa validate samples it in */
+    CALIB_ATTN_BATCH_FIRST,  /* attention per attended token, sequence and layer, ns, with
+                                calib_attn_batch[i] sequences decoding at context
+                                CALIB_ATTN_CONTEXT: one figure per batch (0: not run, its
+                                KV past CALIB_ATTN_MAX_KV) */
+    CALIB_ATTN_BATCH_LAST = CALIB_ATTN_BATCH_FIRST + 3,
     CALIB_N
 };
 
@@ -90,6 +97,18 @@ extern const char *const calib_sched_policies[6];
 
 /* Sequences of the scheduler's two runs per selection. */
 extern const uint32_t calib_sched_batch[2];
+
+/* Sequences of CALIB_ATTN_BATCH_FIRST + i; those runs decode positions
+ * CALIB_ATTN_PROMPT .. + 7, and a batch runs only while the KV it reads in a
+ * step stays under CALIB_ATTN_MAX_KV bytes. */
+extern const uint32_t calib_attn_batch[4];
+#define CALIB_ATTN_PROMPT 128
+#define CALIB_ATTN_MAX_KV (256.0 * 1024 * 1024)
+
+/* The KV bytes one decode step of batch B reads in those runs (every layer,
+ * FP32 K and V, at their mean context): what the profile's attention table
+ * is keyed by. Cannot fail. */
+double calib_attn_kv_bytes(const struct llm_config *c, uint32_t B);
 
 /* Rows of CALIB_WGEMM_R1 + i. */
 extern const int calib_wgemm_rows[6];
@@ -102,11 +121,13 @@ const char *calib_name(enum calib_figure f);
  * out[CALIB_N]. Returns 0, or ALISA_ENOMEM. */
 int calib_measure(const struct llm_model *m, double out[CALIB_N], struct alisa_err *e);
 
-/* The decode's weight pass in situ with one sequence (the median of 8
- * decode steps' layer GEMMs and head, as bench_stream times them): weight
- * bytes / time, GB/s. The machine's state now, to set beside a profile
- * measured earlier. Returns NAN when the run fails. */
-double calib_weight_rate(const struct llm_model *m);
+/* The decode's weight pass in situ with one sequence (the layer GEMMs and
+ * head of the decode steps of runs of one prompt token and two decode
+ * steps, as bench_stream times them, repeated until min_s seconds have
+ * passed; the median step): weight bytes / time, GB/s. The machine's state
+ * now, to set beside a profile measured earlier; alisa validate samples it
+ * before, during and after its run. Returns NAN when the run fails. */
+double calib_weight_rate(const struct llm_model *m, double min_s);
 
 /* The rate calib_weight_rate would give on the machine profile hw
  * describes: the pass's layers and head at the profile's one-row costs

@@ -167,6 +167,7 @@ static const float *cpu_forward(void *be, struct backend_common *cm, const uint3
     const uint32_t B = s->batch, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim;
     const uint32_t H = c->n_heads, hs = c->head_dim, group = c->n_heads / c->n_kv_heads;
     const uint32_t half = hs / 2, R = B * P;
+    cpu_flush_subnormals();
     if (ensure_rows(s, R)) {
         err_set(&cm->err, ALISA_ENOMEM, "out of memory for %u x %u activation rows", B, P);
         return NULL;

@@ -83,6 +83,7 @@ static const struct field hw_fields[] = {
     HFO("weight_bytes", FIELD_DOUBLE, weight_bytes),
     HFO("attn_ns_per_token", FIELD_DOUBLE, attn_ns_per_token),
     HFO("attn_ns_fixed", FIELD_DOUBLE, attn_ns_fixed),
+    HFO("attn_ns_per_token_by_kv", FIELD_GEMM_TABLE, attn_by_kv),
     HFO("recompute_ns", FIELD_DOUBLE, recompute_ns),
     HFO("weight_gemm_ns_per_byte", FIELD_GEMM_TABLE, weight_gemm),
     HFO("head_gemm_ns_per_byte", FIELD_GEMM_TABLE, head_gemm),
@@ -90,6 +91,7 @@ static const struct field hw_fields[] = {
     HFO("sched_ns_per_layer", FIELD_NAMED_TABLE, sched_layer_ns),
     HFO("kv_ns_per_token", FIELD_DOUBLE, kv_ns_per_token),
     HFO("kv_ns_per_layer", FIELD_DOUBLE, kv_ns_per_layer),
+    HFO("weight_probe_gbps", FIELD_DOUBLE, weight_probe_gbps),
 };
 #define N_MODEL_FIELDS (sizeof model_fields / sizeof model_fields[0])
 #define N_HW_FIELDS (sizeof hw_fields / sizeof hw_fields[0])
@@ -141,13 +143,14 @@ static int parse_value(const struct field *f, const char *value, void *dst, char
             double r = strtod(q, &colon), v;
             if (colon == q || *colon != ':' || !(r >= 1) || r != floor(r) ||
                 (t->n && r <= t->rows[t->n - 1])) {
-                snprintf(msg, cap, "%s: '%s' at '%s': expected ROWS:NS with whole, increasing "
-                         "row counts", f->key, value, q);
+                snprintf(msg, cap, "%s: '%s' at '%s': expected KEY:VALUE pairs with whole, "
+                         "increasing keys (rows, KiB)", f->key, value, q);
                 return -1;
             }
             v = strtod(colon + 1, &end);
             if (end == colon + 1 || !isfinite(v) || v <= 0 || (*end && *end != ' ')) {
-                snprintf(msg, cap, "%s: '%s' at '%s': ns per byte must be a positive number",
+                snprintf(msg, cap, "%s: '%s' at '%s': each value (ns) must be a positive "
+                         "number",
                          f->key, value, q);
                 return -1;
             }

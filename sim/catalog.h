@@ -38,7 +38,8 @@ struct model_shape {
 
 /* Measured weight-GEMM times: ns per weight byte at n row counts (rows
  * strictly increasing); between them linear, beyond the last the last two
- * points' line. */
+ * points' line. Also the attention table, keyed by KiB (costmodel.c reads
+ * it its own way). */
 #define GEMM_TABLE_MAX 12
 struct gemm_table {
     uint32_t n;
@@ -74,6 +75,10 @@ struct hw_profile {
     double attn_ns_per_token; /* attention per attended token per sequence and layer, ns
                                  (0: memory-bound over the KV bytes at hbm_gbps) */
     double attn_ns_fixed;   /* attention's fixed cost per sequence and layer, ns */
+    struct gemm_table attn_by_kv; /* attn_ns_per_token_by_kv = KIB:NS ...: attention per
+                                     attended token, sequence and layer by the KV KiB a
+                                     decode step reads in all (every layer and sequence):
+                                     past the caches it costs more; n 0: attn_ns_per_token */
     struct gemm_table weight_gemm; /* weight_gemm_ns_per_byte = ROWS:NS ...: the layers'
                                       weight GEMMs; n 0: roofline */
     struct gemm_table head_gemm;   /* head_gemm_ns_per_byte: the output head's (its own
@@ -89,6 +94,9 @@ struct hw_profile {
                                token (the plan applied: freed copies found, the new
                                token stored), ns; 0: not priced */
     double kv_ns_per_layer; /* ... and its fixed time per layer and step, ns */
+    double weight_probe_gbps; /* the one-row weight pass alisa validate samples the machine
+                                 with, as calibration measured it, GB/s (0: not measured;
+                                 validate then derives it from the weight tables) */
 };
 
 struct catalog {

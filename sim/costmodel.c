@@ -3,6 +3,8 @@
  */
 #include "costmodel.h"
 
+#include <math.h>
+
 #include <string.h>
 
 const char *kv_precision_name(enum kv_precision p)
@@ -107,6 +109,21 @@ static double head_ns(const struct hw_profile *hw, const struct model_shape *m, 
                            : gemm_ns(hw, params, tokens);
 }
 
+/* Attention per attended token from the profile's table by the KV KiB the
+ * step reads: linear in log2(KiB) between points (the caches between them
+ * fill gradually), the end points' values beyond them. */
+static double attn_table_ns(const struct gemm_table *t, double kib)
+{
+    if (t->n == 1 || kib <= t->rows[0])
+        return t->ns_per_byte[0];
+    for (uint32_t i = 1; i < t->n; i++)
+        if (kib <= t->rows[i]) {
+            double w = log2(kib / t->rows[i - 1]) / log2(t->rows[i] / t->rows[i - 1]);
+            return t->ns_per_byte[i - 1] + w * (t->ns_per_byte[i] - t->ns_per_byte[i - 1]);
+        }
+    return t->ns_per_byte[t->n - 1];
+}
+
 double cost_layer_compute_ns(const struct model_shape *m, const struct hw_profile *hw,
                              uint32_t batch, double attended_total, enum kv_precision precision,
                              int sparse, int with_head)
@@ -115,6 +132,11 @@ double cost_layer_compute_ns(const struct model_shape *m, const struct hw_profil
     double t = gemm_ns(hw, layer_params(m, &k), batch);
     if (with_head)
         t += head_ns(hw, m, batch);
+    if (hw->attn_by_kv.n) { /* measured on the executor by the step's KV, its gather included */
+        double kib = m->n_layers * attended_total * (double)cost_kv_bytes(&k) / 1024.0;
+        return t + attended_total * attn_table_ns(&hw->attn_by_kv, kib) +
+               batch * hw->attn_ns_fixed;
+    }
     if (hw->attn_ns_per_token > 0) /* measured on the executor, its gather included */
         return t + attended_total * hw->attn_ns_per_token + batch * hw->attn_ns_fixed;
     /* Attention: read the attended K and V. */

@@ -232,7 +232,12 @@ static const char q_validate[] =
     R("recomputed_tokens") " AS recomputed_tokens, "
     R("weight_rate_before_gbps") " AS weight_rate_before_gbps, "
     R("weight_rate_after_gbps") " AS weight_rate_after_gbps, "
-    R("weight_rate_profile_gbps") " AS weight_rate_profile_gbps, wall_s "
+    R("weight_rate_profile_gbps") " AS weight_rate_profile_gbps, "
+    R("normalised_total_error_pct") " AS normalised_total_error_pct, "
+    R("normalised_mape_pct") " AS normalised_mape_pct, "
+    R("weight_rate_samples") " AS weight_rate_samples, "
+    R("weight_rate_min_gbps") " AS weight_rate_min_gbps, "
+    R("weight_rate_max_gbps") " AS weight_rate_max_gbps, " R("repeat") " AS repeat, wall_s "
     "FROM runs WHERE json_extract(config, '$.command') = 'validate'";
 
 static const char q_runs[] =

@@ -150,8 +150,11 @@ mkdir -p "$tmp/cat" && cp "$(dirname "$0")/../sim/catalog/models.ini" "$tmp/cat/
 import json, sys
 d = json.load(open(sys.argv[1]))
 sys.exit(not all(len(d[k]['runs']) == 2 and d[k]['min'] <= d[k]['mean'] <= d[k]['max']
-                 for k in ('gemm_gflops', 'copy_gbps', 'attn_ns_per_token', 'recompute_ns')))
-" "$tmp/cal.json"
+                 for k in ('gemm_gflops', 'copy_gbps', 'attn_ns_per_token', 'recompute_ns',
+                           'weight_probe_gbps', 'attn_b1_ns_t', 'attn_b64_ns_t')))
+" "$tmp/cal.json" &&
+    grep -q "^weight_probe_gbps = " "$tmp/cat/hardware.ini" &&
+    grep -Eq "^attn_ns_per_token_by_kv = [0-9]+:[0-9.e+]+ [0-9]+:" "$tmp/cat/hardware.ini"
 check $? "calibrate writes a profile the catalog loads, with two runs per figure"
 "$alisa" plan --trace "$tmp/par.trace" --selection streaming --placement fifo --kv-fp32 \
     --gpu-kv-bytes 80KiB --cpu-kv-bytes 40KiB --profile "$tmp/cat/hardware.ini" \
@@ -171,7 +174,8 @@ check $? "calibrate --repeat 1 refused"
 "$alisa" validate --model stories260K --text "$text/tinystories_val_subset.txt" \
     --profile "$tmp/cat/hardware.ini" --prompt-len 32 --gen-len 16 --batch 2 --selection swa \
     --placement alisa --gpu-kv-bytes 50KB --cpu-kv-bytes 25KB --steps "$tmp/steps.csv" --json \
-    >"$tmp/val.json" 2>/dev/null &&
+    --repeat 3 --timings "$tmp/tim.jsonl" >"$tmp/val.json" 2>/dev/null &&
+    [ "$(wc -l <"$tmp/tim.jsonl")" -eq $((3 * (32 + 16))) ] &&
     python3 -c "
 import csv, json, sys
 d = json.load(open(sys.argv[1]))
@@ -186,9 +190,23 @@ ok = (d['steps'] == 16 == len(rows) and d['profile'] == 'cpu-test' and d['measur
       and abs(parts - d['measured_s']) < 1e-6 + 1e-3 * d['measured_s']
       and d['phase2_step'] >= 0 and d['phase3_step'] >= 0 and d['predicted_schedule_s'] > 0
       and abs(d['total_error_pct'] - 100 * (d['predicted_s'] - d['measured_s']) / d['measured_s']) < 1e-3)
+# the machine sampled before and after each of the 3 runs; each step's
+# normalised prediction is its prediction x profile rate / its machine rate
+norm = sum(float(r['normalised_predicted_ms']) for r in rows) / 1e3
+ok = ok and d['repeat'] == 3 and d['weight_rate_samples'] >= 6 and all(
+    abs(float(r['normalised_predicted_ms']) - float(r['predicted_ms'])
+        * d['weight_rate_profile_gbps'] / float(r['machine_rate_gbps']))
+    < 1e-3 + 1e-3 * float(r['predicted_ms']) for r in rows) and abs(
+    norm - d['normalised_predicted_s']) < 1e-6 + 1e-3 * norm and all(
+    d['weight_rate_min_gbps'] <= float(r['machine_rate_gbps']) <= d['weight_rate_max_gbps']
+    for r in rows)
 sys.exit(not ok)
 " "$tmp/val.json" "$tmp/steps.csv"
 check $? "validate: phases II and III reached, totals and categories add up to the per-step file"
+"$alisa" validate --model stories260K --text "$text/tinystories_val_subset.txt" \
+    --profile "$tmp/cat/hardware.ini" --prompt-len 32 --gen-len 16 --repeat 0 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "repeat 0: between 1 and 31" "$tmp/err"
+check $? "validate --repeat 0 refused"
 "$alisa" validate --model stories260K --text "$text/tinystories_val_subset.txt" \
     --profile "$tmp/cat/hardware.ini" --prompt-len 32 --gen-len 16 --kv-int8 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "kv-int8: not validated yet" "$tmp/err"

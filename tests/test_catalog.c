@@ -195,7 +195,8 @@ static void test_catalog_executor_profile_keys_parse_and_bad_tables_fail(void **
              "attn_ns_fixed = 1500\nrecompute_ns = 2e4\n"
              "weight_gemm_ns_per_byte = 1:0.17 2:0.19 4:0.21 32:0.33\n"
              "head_gemm_ns_per_byte = 1:0.27\nsched_ns_per_token = dense:15.5 swa:16.8\n"
-             "kv_ns_per_token = 6.5\nkv_ns_per_layer = 120\nsched_ns_per_layer = swa:900\n",
+             "kv_ns_per_token = 6.5\nkv_ns_per_layer = 120\nsched_ns_per_layer = swa:900\n"
+             "attn_ns_per_token_by_kv = 166:183 10600:218\nweight_probe_gbps = 23.5\n",
              base);
     tu_write(path, (const uint8_t *)text, strlen(text));
     struct catalog c = {0};
@@ -215,12 +216,16 @@ static void test_catalog_executor_profile_keys_parse_and_bad_tables_fail(void **
     assert_true(h->kv_ns_per_token == 6.5 && h->kv_ns_per_layer == 120);
     assert_int_equal(h->sched_layer_ns.n, 1);
     assert_true(h->sched_layer_ns.value[0] == 900);
+    assert_int_equal(h->attn_by_kv.n, 2);
+    assert_true(h->attn_by_kv.rows[1] == 10600 && h->attn_by_kv.ns_per_byte[1] == 218);
+    assert_true(h->weight_probe_gbps == 23.5);
     catalog_deinit(&c);
 
     const char *bad[][2] = {
         {"weight_gemm_ns_per_byte = 2:0.1 1:0.2\n", ":12: weight_gemm_ns_per_byte: '2:0.1 1:0.2' at '1:0.2'"},
-        {"weight_gemm_ns_per_byte = 1:0\n", "ns per byte must be a positive number"},
-        {"weight_gemm_ns_per_byte = 1.5:0.2\n", "whole, increasing row counts"},
+        {"weight_gemm_ns_per_byte = 1:0\n", "must be a positive number"},
+        {"weight_gemm_ns_per_byte = 1.5:0.2\n", "whole, increasing keys"},
+        {"attn_ns_per_token_by_kv = 166:183 100:200\n", "whole, increasing keys"},
         {"sched_ns_per_token = swa\n", ":12: sched_ns_per_token: 'swa' at 'swa': expected NAME:VALUE"},
         {"sched_ns_per_token = swa:-1\n", "values non-negative"},
         {"serial = 2\n", ":1: [cpu]: serial = 2 must be 0 or 1"},

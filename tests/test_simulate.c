@@ -225,6 +225,30 @@ static void test_measured_gemm_and_attention_terms_price_the_steps(void **state)
     free(dir);
 }
 
+/* The attention table by the KV a step reads replaces the single per-token
+ * figure: toy's KV is 16 bytes a token (FP16, one layer), so 64 attended
+ * tokens read 1 KiB. Between points linear in log2(KiB); flat beyond. */
+static void test_attention_priced_by_the_kv_a_step_reads(void **state)
+{
+    (void)state;
+    struct hw_profile hw = unit_hw;
+    hw.weight_gemm = (struct gemm_table){1, {1}, {0.5}}; /* 128 weights x 2 bytes: 128 ns */
+    hw.attn_ns_per_token = 1000;                          /* ignored beside the table */
+    hw.attn_ns_fixed = 5;
+    hw.attn_by_kv = (struct gemm_table){2, {1, 4}, {10, 30}};
+    const double want[][2] = {{32, 10}, {64, 10}, {128, 20}, {256, 30}, {512, 30}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        double got = cost_layer_compute_ns(&toy, &hw, 1, want[i][0], KV_FP16, 0, 0);
+        if (fabs(got - (128 + want[i][0] * want[i][1] + 5)) > 1e-9)
+            fail_msg("%g tokens: %g ns, want %g", want[i][0], got,
+                     128 + want[i][0] * want[i][1] + 5);
+    }
+    /* without the table, the single figure */
+    hw.attn_by_kv.n = 0;
+    assert_true(fabs(cost_layer_compute_ns(&toy, &hw, 1, 64, KV_FP16, 0, 0) -
+                     (128 + 64 * 1000.0 + 5)) < 1e-9);
+}
+
 static void test_loads_overlap_the_previous_layers_compute(void **state)
 {
     (void)state;
@@ -423,6 +447,7 @@ int main(void)
         cmocka_unit_test(test_flexgen_attends_its_cpu_share_on_the_cpu),
         cmocka_unit_test(test_serial_profile_runs_every_task_in_turn),
         cmocka_unit_test(test_measured_gemm_and_attention_terms_price_the_steps),
+        cmocka_unit_test(test_attention_priced_by_the_kv_a_step_reads),
         cmocka_unit_test(test_loads_overlap_the_previous_layers_compute),
         cmocka_unit_test(test_out_of_memory_is_a_result_with_its_reason),
         cmocka_unit_test(test_trace_shorter_than_the_workload_is_refused),

@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 int cli_fail(const struct alisa_err *e)
 {
@@ -124,4 +125,11 @@ int cli_catalog_load(struct catalog *c, const char *dir, const char *profile, st
         rc = err_set(e, ALISA_EINVAL, "%s: no [section] with a hardware profile", profile);
     }
     return rc;
+}
+
+double cli_now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
 }

@@ -57,4 +57,7 @@ int cli_catalog_load(struct catalog *c, const char *dir, const char *profile, st
 /* getopt_long needs a reset between subcommands (glibc: optind = 0). */
 void cli_reset_getopt(void);
 
+/* Seconds on the monotonic clock. */
+double cli_now_s(void);
+
 #endif

@@ -300,6 +300,8 @@ int record_trace(const struct record_job *j, struct alisa_err *e)
     for (uint32_t p = 0; !rc && p < N; p++) {
         for (uint32_t b = 0; b < batch; b++)
             cur[b] = ids[offset + (size_t)b * N + p];
+        if (j->between && p >= P)
+            j->between(j->between_ctx, p - P);
         if (!llm_forward(st, cur, p, rows)) {
             rc = err_set(e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
             break;

@@ -123,6 +123,10 @@ struct record_job {
     struct kv_opts kv;
     FILE *log;      /* decision log (needs a scheduler), or NULL */
     FILE *timings;  /* llm_state_timings' lines, or NULL */
+    /* called before each decode step's forward pass (step 0 = position P),
+     * outside the executor's timings; or NULL */
+    void (*between)(void *ctx, uint32_t step);
+    void *between_ctx;
 };
 
 int record_trace(const struct record_job *j, struct alisa_err *e);

@@ -36,13 +36,20 @@ void cmd_calibrate_usage(FILE *out)
             "  link_gbps, link_latency_us  copies between two arenas, 1 token to 16 MiB, fit\n"
             "  host_mem_gbps    a streaming read of 256 MiB\n"
             "  attn_ns_per_token, attn_ns_fixed  the executor decoding 384 positions under\n"
-            "      the scheduler, attention time fitted against the context; then a run\n"
-            "      attending 16 tokens gives the fixed cost per sequence and layer\n"
+            "      the scheduler (repeated for 0.5 s, each position's median), attention\n"
+            "      time fitted against the context; then runs attending 16 tokens give\n"
+            "      the fixed cost per sequence and layer\n"
             "  recompute_ns     K and V of one token from its layer input, weights hot\n"
             "  sched_ns_per_token, sched_ns_per_layer  the scheduler's own time per stream\n"
             "      and context token, and fixed per layer, by selection, from the executor's\n"
             "      timings with 1 and 16 sequences (12 steps after 48 prompt tokens)\n"
             "  kv_ns_per_token, kv_ns_per_layer  the KV arenas' bookkeeping, same runs\n"
+            "  attn_ns_per_token_by_kv  attention per attended token by the KV a step\n"
+            "      reads (KiB, every layer): 1, 4, 16 and 64 sequences decoding 8 steps\n"
+            "      after 128 prompt tokens, while that KV stays under 256 MiB; it replaces\n"
+            "      attn_ns_per_token (one sequence, in cache) in the cost model\n"
+            "  weight_probe_gbps  the one-row weight pass alisa validate samples the\n"
+            "      machine with (runs of 1 prompt token and 2 decode steps, 0.5 s)\n"
             "  serial = 1, weight_bytes = 4  one thread, FP32 weights; efficiencies 1\n"
             "Reported only: the best in-cache GEMM rate (1 to 256 rows) and its one-row\n"
             "bandwidth.\n"
@@ -178,7 +185,10 @@ int cmd_calibrate(int argc, char **argv)
                    "; head_r*_ns_b figures by row count (the cost model prices the layers'\n"
                    "; weight GEMMs and the output head from these tables); sched_ns_per_token =\n"
                    "; the sched_*_ns_t figures by selection; sched_ns_per_layer = the\n"
-                   "; sched_*_layer_ns figures; kv_ns_per_token, kv_ns_per_layer as measured.\n");
+                   "; sched_*_layer_ns figures; kv_ns_per_token, kv_ns_per_layer and\n"
+                   "; weight_probe_gbps (what alisa validate sets its own samples beside)\n"
+                   "; and attn_ns_per_token_by_kv (KiB read by the run: attn_b*_ns_t)\n"
+                   "; as measured.\n");
         fprintf(f, "[%s]\ngpu = CPU executor: %s\ngpu_mem_gib = %.1f\nhbm_gbps = %.4g\n"
                    "fp16_tflops = %.4g\nhost_dram_gib = %.1f\nlink_gbps = %.4g\n"
                    "link_latency_us = %.4g\nhost_mem_gbps = %.4g\ngemm_efficiency = 1\n"
@@ -200,8 +210,17 @@ int cmd_calibrate(int argc, char **argv)
         fprintf(f, "\nhead_gemm_ns_per_byte =");
         for (int i = 0; i < 6; i++)
             fprintf(f, " %d:%.5g", calib_wgemm_rows[i], st[CALIB_HEAD_R1 + i].mean);
-        fprintf(f, "\nkv_ns_per_token = %.4g\nkv_ns_per_layer = %.4g\n",
-                st[CALIB_KV_NS_PER_TOKEN].mean, st[CALIB_KV_NS_PER_LAYER].mean);
+        fprintf(f, "\nkv_ns_per_token = %.4g\nkv_ns_per_layer = %.4g\nweight_probe_gbps = %.4g\n",
+                st[CALIB_KV_NS_PER_TOKEN].mean, st[CALIB_KV_NS_PER_LAYER].mean,
+                st[CALIB_WEIGHT_PROBE_GBPS].mean);
+        int points = 0;
+        for (int i = 0; i < 4; i++)
+            if (st[CALIB_ATTN_BATCH_FIRST + i].min > 0)
+                fprintf(f, "%s %.0f:%.4g", points++ ? "" : "attn_ns_per_token_by_kv =",
+                        ceil(calib_attn_kv_bytes(&m->c, calib_attn_batch[i]) / 1024),
+                        st[CALIB_ATTN_BATCH_FIRST + i].mean);
+        if (points)
+            fprintf(f, "\n");
         if (fclose(f) != 0)
             rc = err_set(&e, ALISA_EIO, "%s: write failed", part);
         else if (rename(part, out) != 0)

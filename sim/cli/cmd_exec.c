@@ -27,13 +27,6 @@
  * batch x CHUNK rows while the logits stay (batch, CHUNK, vocab) in memory. */
 #define CHUNK 32u
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
 /* ---- alisa run ---- */
 
 void cmd_run_usage(FILE *out)
@@ -182,7 +175,7 @@ int cmd_run(int argc, char **argv)
         cur[b] = ids[np - 1];
     if (!rc && !(logits = llm_forward(st, cur, (uint32_t)np - 1, NULL)))
         rc = err_set(&e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
-    double t0 = now_s();
+    double t0 = cli_now_s();
     for (uint32_t j = 0; j < n && !rc; j++) {
         for (uint32_t b = 0; b < batch; b++) {
             const float *lg = logits + (size_t)b * l.m->c.vocab;
@@ -193,7 +186,7 @@ int cmd_run(int argc, char **argv)
         if (j + 1 < n && !(logits = llm_forward(st, cur, (uint32_t)np + j, NULL)))
             rc = err_set(&e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
     }
-    double dt = now_s() - t0;
+    double dt = cli_now_s() - t0;
     for (uint32_t b = 0; b < batch && !rc; b++) {
         if (batch > 1)
             printf("[%u] ", b);
@@ -400,7 +393,7 @@ int cmd_eval(int argc, char **argv)
     struct eval_acc acc = {0};
     int with_ref = !no_ref && (kvo.selection || kvo.placement || kvo.int8);
     uint32_t pre = prefill < ctx ? prefill : ctx;
-    double t0 = now_s();
+    double t0 = cli_now_s();
     uint32_t *cur = malloc((size_t)batch * CHUNK * sizeof *cur);
     if (!rc && !cur)
         rc = err_set(&e, ALISA_ENOMEM, "out of memory");
@@ -442,7 +435,7 @@ int cmd_eval(int argc, char **argv)
         llm_state_free(ref);
         llm_state_free(st);
     }
-    double dt = now_s() - t0;
+    double dt = cli_now_s() - t0;
     free(cur);
     free(ids);
     loaded_free(&l);

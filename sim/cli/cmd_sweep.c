@@ -90,13 +90,6 @@ struct job {
     struct timespec start;
 };
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
 static int job_start(struct job *j)
 {
     int out[2], err[2];
@@ -209,7 +202,7 @@ static void progress_show(struct progress *pg, const struct sweep_spec *s,
                           const struct sweep_point *p, int ok, double wall)
 {
     uint64_t finished = pg->skipped + pg->done + pg->failed;
-    double elapsed = now_s() - pg->t0;
+    double elapsed = cli_now_s() - pg->t0;
     double rate = elapsed > 0 ? (pg->done + pg->failed) / elapsed : 0;
     double eta = rate > 0 ? (pg->total - finished) / rate : 0;
     if (pg->tty) {
@@ -236,7 +229,7 @@ static int job_finish(struct job *j, const struct sweep_spec *s, struct results 
     int status = 0;
     while (waitpid(j->pid, &status, 0) < 0 && errno == EINTR)
         ;
-    double wall = now_s() - (j->start.tv_sec + j->start.tv_nsec * 1e-9);
+    double wall = cli_now_s() - (j->start.tv_sec + j->start.tv_nsec * 1e-9);
     int exited_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     json_error_t jerr;
     json_t *res = exited_ok && j->buf[0] ? json_loads(j->buf[0], 0, &jerr) : NULL;
@@ -335,7 +328,7 @@ int cmd_sweep(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     struct progress pg = {isatty(STDERR_FILENO), only != UINT64_MAX ? 1 : s.n_points, 0, 0, 0,
-                          now_s()};
+                          cli_now_s()};
     struct job *active = calloc(jobs, sizeof *active);
     uint32_t n_active = 0;
     uint64_t next = only != UINT64_MAX ? only : 0, end = only != UINT64_MAX ? only + 1 : s.n_points;
@@ -390,7 +383,7 @@ int cmd_sweep(int argc, char **argv)
                 continue;
             }
             int failed = job_finish(j, &s, db, &db_rc, &e);
-            double wall = now_s() - (j->start.tv_sec + j->start.tv_nsec * 1e-9);
+            double wall = cli_now_s() - (j->start.tv_sec + j->start.tv_nsec * 1e-9);
             if (failed)
                 pg.failed++;
             else

@@ -6,6 +6,7 @@
  * arithmetic is validate_compare below, the only place it is done.
  */
 #include <getopt.h>
+#include <gsl/gsl_sort.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -36,10 +37,20 @@ void cmd_validate_usage(FILE *out)
             "mean absolute percentage error of the step times, and time per category\n"
             "(compute = GEMMs, attention and the head; transfer = KV moves between the\n"
             "arenas; recompute; schedule = the scheduler's own decisions and\n"
-            "observations, priced from the profile's sched_ns_per_token). Prefill runs position by position to record its\n"
-            "rows and is shown apart, outside the comparison. Before and after the run\n"
-            "the model's weight GEMMs are timed once (one row) and set beside the rate\n"
-            "the profile implies: how far the machine has moved since calibration.\n"
+            "observations, priced from the profile's sched_ns_per_token). Prefill runs\n"
+            "position by position to record its rows and is shown apart, outside the\n"
+            "comparison.\n"
+            "\n"
+            "The machine's own speed is sampled too: the model's one-row weight pass\n"
+            "(calib_weight_rate) for 0.5 s before and after the run and for 0.1 s\n"
+            "between decode steps every 2 s of the run (outside the executor's timings),\n"
+            "set beside the profile's weight_probe_gbps (the same probe at calibration;\n"
+            "profiles without it: the rate their weight tables imply). Each step's\n"
+            "prediction scaled by\n"
+            "the profile's rate over the machine's rate then (interpolated between\n"
+            "samples) gives the normalised error: the cost model's error with the\n"
+            "machine's drift since calibration taken out. The plain error is the\n"
+            "prediction as a user gets it; both are printed.\n"
             "\n"
             "  --model M          catalog name, llama2.c .bin or GGUF file\n"
             "  --tokenizer T      tokenizer file (default: the catalog's or the GGUF's)\n"
@@ -51,13 +62,22 @@ void cmd_validate_usage(FILE *out)
             "  --offset K         first token of the first window (default 0)\n"
             "  --trace X          keep the recorded trace here (default: a temporary file)\n"
             "  --steps CSV        per-step measured and predicted times\n"
+            "  --repeat R         run the executor R times (1 to 31, default 1): each step's\n"
+            "                     measured times are those of the run with the median time\n"
+            "                     for that step (odd R: the middle one)\n"
+            "  --timings FILE     the executor's own timing lines (as alisa run --timings\n"
+            "                     writes them: per forward call, per layer and category),\n"
+            "                     run after run\n"
             "  --json             print the comparison as JSON\n"
             KV_OPT_HELP
             "  -h, --help         this text\n");
 }
 
 /* Measured and predicted decode time, totals and per category, seconds. */
+#define VALIDATE_REPEAT_MAX 31
+
 struct validation {
+    uint32_t repeat;          /* executor runs; measured = the per-step median */
     uint32_t steps;
     double meas_total, pred_total;
     double meas_compute, meas_transfer, meas_recompute, meas_schedule;
@@ -65,6 +85,9 @@ struct validation {
     double meas_prefill, pred_prefill;
     double mape, max_ape;     /* per-step absolute percentage errors, % */
     double rate_before, rate_after, rate_profile; /* one-row weight pass, GB/s */
+    double rate_min, rate_max; /* over all samples, GB/s */
+    uint32_t rate_samples;
+    double norm_total, norm_mape; /* predictions scaled by the machine's drift */
 };
 
 static double rel_err(double pred, double meas)
@@ -77,7 +100,58 @@ static double rel_err(double pred, double meas)
 struct step_times {
     double meas, meas_compute, meas_transfer, meas_recompute, meas_schedule;
     double pred, pred_compute, pred_transfer, pred_recompute, pred_schedule;
+    double rate;      /* the machine's one-row weight rate then, GB/s (0: unknown) */
+    double pred_norm; /* pred scaled by rate_profile / rate */
 };
+
+/* The machine's one-row weight rate (calib_weight_rate) sampled around and
+ * during the executor's run: at step -0.5 (before), j - 0.5 (between decode
+ * steps j - 1 and j, once SAMPLE_EVERY_S have passed since the last) and
+ * G - 0.5 (after). */
+#define SAMPLE_EVERY_S 2.0
+#define SAMPLE_AROUND_S 0.5
+#define SAMPLE_DURING_S 0.1
+#define SAMPLES_MAX 64
+struct machine {
+    const struct llm_model *m;
+    double next_s; /* sample between steps from this time on */
+    uint32_t n;
+    double at[SAMPLES_MAX], rate[SAMPLES_MAX];
+};
+
+static void machine_sample(struct machine *mc, double at, double min_s)
+{
+    double r = calib_weight_rate(mc->m, min_s);
+    if (mc->n < SAMPLES_MAX && isfinite(r) && r > 0) {
+        mc->at[mc->n] = at;
+        mc->rate[mc->n++] = r;
+    }
+    mc->next_s = cli_now_s() + SAMPLE_EVERY_S;
+}
+
+/* record_job's between-steps hook; keeps a slot for the sample after */
+static void machine_between(void *ctx, uint32_t step)
+{
+    struct machine *mc = ctx;
+    if (step > 0 && mc->n < SAMPLES_MAX - 1 && cli_now_s() >= mc->next_s)
+        machine_sample(mc, step - 0.5, SAMPLE_DURING_S);
+}
+
+/* The rate at step j: linear between the samples either side, the nearest
+ * past either end; 0 with no samples. */
+static double machine_rate_at(const struct machine *mc, double j)
+{
+    if (mc->n == 0)
+        return 0;
+    if (j <= mc->at[0])
+        return mc->rate[0];
+    for (uint32_t i = 1; i < mc->n; i++)
+        if (j <= mc->at[i]) {
+            double w = (j - mc->at[i - 1]) / (mc->at[i] - mc->at[i - 1]);
+            return mc->rate[i - 1] + w * (mc->rate[i] - mc->rate[i - 1]);
+        }
+    return mc->rate[mc->n - 1];
+}
 
 /* Parses the executor's timing lines: prefill into *prefill_s, decode step
  * j (position P + j) into st[j]. Returns 0, or an error naming the line. */
@@ -131,6 +205,39 @@ static int parse_timings(const char *buf, uint32_t P, uint32_t G, struct step_ti
     return 0;
 }
 
+/* One run of the executor: its timing lines, the machine around it and its
+ * prefill time. */
+struct exec_run {
+    char *buf;
+    size_t len;
+    struct machine mc;
+    double prefill_s;
+};
+
+/* Each step's measured times from the run whose total for that step is the
+ * median (the lower of the middle two for an even count), so its categories
+ * still add up, with the machine's rate in that run then; runs holds run k's
+ * step j at k * G + j. Returns the median prefill time. */
+static double pick_median(const struct exec_run *ex, const struct step_times *runs,
+                          uint32_t repeat, uint32_t G, struct step_times *st)
+{
+    size_t idx[VALIDATE_REPEAT_MAX];
+    double meas[VALIDATE_REPEAT_MAX];
+    for (uint32_t j = 0; j < G; j++) {
+        for (uint32_t k = 0; k < repeat; k++)
+            meas[k] = runs[(size_t)k * G + j].meas;
+        gsl_sort_index(idx, meas, 1, repeat);
+        size_t k = idx[(repeat - 1) / 2];
+        st[j] = runs[k * G + j];
+        st[j].rate = machine_rate_at(&ex[k].mc, j);
+    }
+    double pre[VALIDATE_REPEAT_MAX];
+    for (uint32_t k = 0; k < repeat; k++)
+        pre[k] = ex[k].prefill_s;
+    gsl_sort(pre, 1, repeat);
+    return pre[(repeat - 1) / 2];
+}
+
 /* Parses the simulator's timeline CSV (step,end_ms,compute_ms,recompute_ms,
  * transfer_ms,gpu_kv_bytes,cpu_kv_bytes,schedule_ms) into st[j].pred*, step
  * j's time being its end minus the previous step's (the prefill's end for
@@ -161,13 +268,18 @@ static int parse_timeline(const char *buf, double prefill_s, uint32_t G, struct 
     return 0;
 }
 
-static void validate_compare(const struct step_times *st, uint32_t G, struct validation *v)
+/* Totals, categories and per-step errors into v; with v->rate_profile and
+ * each step's rate known, the normalised prediction and its errors too. */
+static void validate_compare(struct step_times *st, uint32_t G, struct validation *v)
 {
-    double ape_sum = 0;
+    double ape_sum = 0, norm_ape_sum = 0;
+    int norm = v->rate_profile > 0;
+    for (uint32_t j = 0; j < G; j++)
+        norm = norm && st[j].rate > 0;
     v->steps = G;
     v->max_ape = 0;
     for (uint32_t j = 0; j < G; j++) {
-        const struct step_times *s = &st[j];
+        struct step_times *s = &st[j];
         v->meas_total += s->meas;
         v->pred_total += s->pred;
         v->meas_compute += s->meas_compute;
@@ -181,8 +293,12 @@ static void validate_compare(const struct step_times *st, uint32_t G, struct val
         double ape = fabs(rel_err(s->pred, s->meas));
         ape_sum += ape;
         v->max_ape = ape > v->max_ape ? ape : v->max_ape;
+        s->pred_norm = norm ? s->pred * v->rate_profile / s->rate : 0;
+        v->norm_total += s->pred_norm;
+        norm_ape_sum += fabs(rel_err(s->pred_norm, s->meas));
     }
     v->mape = G ? ape_sum / G : 0;
+    v->norm_mape = G && norm ? norm_ape_sum / G : 0;
 }
 
 static int write_steps(const char *path, const struct step_times *st, uint32_t P, uint32_t G,
@@ -195,15 +311,41 @@ static int write_steps(const char *path, const struct step_times *st, uint32_t P
         return err_set(e, ALISA_EIO, "%s: cannot create steps file", part);
     fprintf(f, "step,pos,measured_ms,predicted_ms,measured_compute_ms,predicted_compute_ms,"
                "measured_transfer_ms,predicted_transfer_ms,measured_recompute_ms,"
-               "predicted_recompute_ms,measured_schedule_ms,predicted_schedule_ms\n");
+               "predicted_recompute_ms,measured_schedule_ms,predicted_schedule_ms,"
+               "machine_rate_gbps,normalised_predicted_ms\n");
     for (uint32_t j = 0; j < G; j++) {
         const struct step_times *s = &st[j];
-        fprintf(f, "%u,%u,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", j, P + j,
-                s->meas * 1e3, s->pred * 1e3, s->meas_compute * 1e3, s->pred_compute * 1e3,
-                s->meas_transfer * 1e3, s->pred_transfer * 1e3, s->meas_recompute * 1e3,
-                s->pred_recompute * 1e3, s->meas_schedule * 1e3, s->pred_schedule * 1e3);
+        fprintf(f, "%u,%u,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", j,
+                P + j, s->meas * 1e3, s->pred * 1e3, s->meas_compute * 1e3,
+                s->pred_compute * 1e3, s->meas_transfer * 1e3, s->pred_transfer * 1e3,
+                s->meas_recompute * 1e3, s->pred_recompute * 1e3, s->meas_schedule * 1e3,
+                s->pred_schedule * 1e3, s->rate, s->pred_norm * 1e3);
     }
     if (fclose(f) != 0) {
+        remove(part);
+        return err_set(e, ALISA_EIO, "%s: write failed", part);
+    }
+    if (rename(part, path) != 0) {
+        remove(part);
+        return err_set(e, ALISA_EIO, "%s: cannot rename to %s", part, path);
+    }
+    return 0;
+}
+
+/* The executor's timing lines as they were captured, run after run, written
+ * whole or not at all (through PATH.part). */
+static int write_timings(const char *path, const struct exec_run *ex, uint32_t repeat,
+                         struct alisa_err *e)
+{
+    char part[1100];
+    snprintf(part, sizeof part, "%s.part", path);
+    FILE *f = fopen(part, "w");
+    if (!f)
+        return err_set(e, ALISA_EIO, "%s: cannot create timings file", part);
+    int ok = 1;
+    for (uint32_t k = 0; k < repeat; k++)
+        ok = ok && fwrite(ex[k].buf, 1, ex[k].len, f) == ex[k].len;
+    if (fclose(f) != 0 || !ok) {
         remove(part);
         return err_set(e, ALISA_EIO, "%s: write failed", part);
     }
@@ -235,13 +377,16 @@ int cmd_validate(int argc, char **argv)
                                          {"offset", required_argument, 0, 'O'},
                                          {"trace", required_argument, 0, 'T'},
                                          {"steps", required_argument, 0, 'S'},
+                                         {"timings", required_argument, 0, 'J'},
+                                         {"repeat", required_argument, 0, 'R'},
                                          {"json", no_argument, 0, 'j'},
                                          KV_OPT_LIST,
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *model = NULL, *tokenizer = NULL, *text = NULL, *trace = NULL, *steps = NULL;
+    const char *timings = NULL;
     struct kv_opts kvo = {.sel = {.sparsity = 0.8}};
-    uint32_t P = 0, G = 0, batch = 1, offset = 0;
+    uint32_t P = 0, G = 0, batch = 1, offset = 0, repeat = 1;
     int json = 0, bad = 0, ch;
     struct alisa_err e = {{0}};
     cli_reset_getopt();
@@ -259,6 +404,8 @@ int cmd_validate(int argc, char **argv)
         case 'p': kvo.profile = optarg; break;
         case 'T': trace = optarg; break;
         case 'S': steps = optarg; break;
+        case 'J': timings = optarg; break;
+        case 'R': bad = cli_parse_u32(opt, optarg, &repeat, &e); break;
         case 'j': json = 1; break;
         case 'P': bad = cli_parse_u32(opt, optarg, &P, &e); break;
         case 'G': bad = cli_parse_u32(opt, optarg, &G, &e); break;
@@ -274,6 +421,9 @@ int cmd_validate(int argc, char **argv)
     if (!model || !text || !kvo.profile || !P || !G || !batch)
         return cli_usage_error(cmd_validate_usage, "--model, --text, --profile, --prompt-len and "
                                "--gen-len are required");
+    if (repeat < 1 || repeat > VALIDATE_REPEAT_MAX)
+        return cli_usage_error(cmd_validate_usage, "--repeat %u: between 1 and %d runs", repeat,
+                               VALIDATE_REPEAT_MAX);
     if (kvo.backend && strcmp(kvo.backend, "cpu") != 0) {
         err_set(&e, ALISA_EINVAL, "--backend %s: validate runs the cpu backend only (the CUDA "
                 "backend has no calibrated profile yet: `alisa calibrate --backend cuda` is not "
@@ -320,26 +470,47 @@ int cmd_validate(int argc, char **argv)
             close(fd);
         trace = tmp;
     }
-    char *tbuf = NULL, *sbuf = NULL;
-    size_t tlen = 0, slen = 0;
-    FILE *tf = rc ? NULL : open_memstream(&tbuf, &tlen);
-    if (!rc && !tf)
+    char *sbuf = NULL;
+    size_t slen = 0;
+    /* the executor, repeat times; each run's weight-streaming rate around
+     * and during it, against what the profile says: how far this machine
+     * has moved since calibration */
+    struct exec_run *ex = rc ? NULL : calloc(repeat, sizeof *ex);
+    struct step_times *runs = rc ? NULL : calloc((size_t)repeat * G, sizeof *runs);
+    if (!rc && (!ex || !runs))
         rc = err_set(&e, ALISA_ENOMEM, "out of memory for timings");
     struct record_job job = {.l = &l, .text = text, .out = trace, .P = P, .G = G, .batch = batch,
-                             .offset = offset, .threshold = 0, .kv = kvo, .timings = tf};
-    /* the machine's weight-streaming rate around the run, against what the
-     * profile says it is: how far this machine has moved since calibration */
-    struct validation v = {0};
-    v.rate_profile = calib_profile_weight_rate(l.m, hw);
-    if (!rc) {
-        v.rate_before = calib_weight_rate(l.m);
-        fprintf(stderr, "alisa: executor: %u x (%u + %u) tokens, %s / %s\n", batch, P, G,
-                kvo.selection, kvo.placement);
+                             .offset = offset, .threshold = 0, .kv = kvo,
+                             .between = machine_between};
+    struct validation v = {.repeat = repeat};
+    v.rate_profile = hw->weight_probe_gbps > 0 ? hw->weight_probe_gbps
+                                               : calib_profile_weight_rate(l.m, hw);
+    for (uint32_t k = 0; k < repeat && !rc; k++) {
+        struct exec_run *x = &ex[k];
+        FILE *tf = open_memstream(&x->buf, &x->len);
+        if (!tf) {
+            rc = err_set(&e, ALISA_ENOMEM, "out of memory for timings");
+            break;
+        }
+        x->mc.m = l.m;
+        job.timings = tf;
+        job.between_ctx = &x->mc;
+        machine_sample(&x->mc, -0.5, SAMPLE_AROUND_S);
+        fprintf(stderr, "alisa: executor, run %u of %u: %u x (%u + %u) tokens, %s / %s\n", k + 1,
+                repeat, batch, P, G, kvo.selection, kvo.placement);
         rc = record_trace(&job, &e);
-        v.rate_after = calib_weight_rate(l.m);
-    }
-    if (tf)
+        machine_sample(&x->mc, G - 0.5, SAMPLE_AROUND_S);
         fclose(tf);
+        if (!rc)
+            rc = parse_timings(x->buf, P, G, runs + (size_t)k * G, &x->prefill_s, &e);
+        for (uint32_t i = 0; i < x->mc.n; i++) {
+            double q = x->mc.rate[i];
+            v.rate_min = v.rate_samples == 0 || q < v.rate_min ? q : v.rate_min;
+            v.rate_max = q > v.rate_max ? q : v.rate_max;
+            v.rate_before = v.rate_samples++ == 0 ? q : v.rate_before;
+            v.rate_after = q;
+        }
+    }
 
     /* the simulator on the recorded trace, the same options and capacities */
     struct model_shape shape;
@@ -373,16 +544,18 @@ int cmd_validate(int argc, char **argv)
     struct step_times *st = rc ? NULL : calloc(G, sizeof *st);
     if (!rc && !st)
         rc = err_set(&e, ALISA_ENOMEM, "out of memory");
-    if (!rc)
-        rc = parse_timings(tbuf, P, G, st, &v.meas_prefill, &e);
-    if (!rc)
+    if (!rc) {
+        v.meas_prefill = pick_median(ex, runs, repeat, G, st);
         rc = parse_timeline(sbuf, r.prefill_s, G, st, &e);
+    }
     if (!rc) {
         validate_compare(st, G, &v);
         v.pred_prefill = r.prefill_s;
     }
     if (!rc && steps)
         rc = write_steps(steps, st, P, G, &e);
+    if (!rc && timings)
+        rc = write_timings(timings, ex, repeat, &e);
     if (!rc && json) {
         json_t *o = json_pack(
             "{s:s, s:s, s:s, s:s, s:f, s:I, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, "
@@ -401,6 +574,15 @@ int cmd_validate(int argc, char **argv)
             (json_int_t)r.phase2_step, "phase3_step", (json_int_t)r.phase3_step,
             "weight_rate_before_gbps", v.rate_before, "weight_rate_after_gbps", v.rate_after,
             "weight_rate_profile_gbps", v.rate_profile, "predicted_schedule_s", v.pred_schedule);
+        int norm = v.norm_total > 0;
+        json_object_set_new(o, "repeat", json_integer(v.repeat));
+        json_object_set_new(o, "weight_rate_samples", json_integer(v.rate_samples));
+        json_object_set_new(o, "weight_rate_min_gbps", json_real(v.rate_min));
+        json_object_set_new(o, "weight_rate_max_gbps", json_real(v.rate_max));
+        json_object_set_new(o, "normalised_predicted_s", norm ? json_real(v.norm_total) : json_null());
+        json_object_set_new(o, "normalised_total_error_pct",
+                            norm ? json_real(rel_err(v.norm_total, v.meas_total)) : json_null());
+        json_object_set_new(o, "normalised_mape_pct", norm ? json_real(v.norm_mape) : json_null());
         json_dumpf(o, stdout, JSON_REAL_PRECISION(6));
         printf("\n");
         json_decref(o);
@@ -418,14 +600,24 @@ int cmd_validate(int argc, char **argv)
         print_row("schedule", v.meas_schedule, v.pred_schedule);
         printf("  per-step error: MAPE %.1f%%, largest %.1f%% over %u steps\n", v.mape, v.max_ape,
                v.steps);
+        if (v.repeat > 1)
+            printf("  measured: each step the median of %u executor runs\n", v.repeat);
         printf("  prefill (apart)        %12.3f %12.3f\n", v.meas_prefill * 1e3,
                v.pred_prefill * 1e3);
-        printf("  machine: one-row weight pass %.2f GB/s before the run, %.2f after; the profile "
-               "says %.2f (%+.0f%%)\n", v.rate_before, v.rate_after, v.rate_profile,
+        printf("  machine: one-row weight pass %.2f GB/s before the run, %.2f after, %.2f to %.2f "
+               "over %u samples; the profile says %.2f (%+.0f%%)\n", v.rate_before,
+               v.rate_after, v.rate_min, v.rate_max, v.rate_samples, v.rate_profile,
                rel_err(v.rate_profile, 0.5 * (v.rate_before + v.rate_after)));
+        if (v.norm_total > 0)
+            printf("  normalised (each step's prediction x profile rate / machine rate then): "
+                   "total %.3f ms, error %+.1f%%, MAPE %.1f%%\n", v.norm_total * 1e3,
+                   rel_err(v.norm_total, v.meas_total), v.norm_mape);
     }
     free(st);
-    free(tbuf);
+    for (uint32_t k = 0; ex && k < repeat; k++)
+        free(ex[k].buf);
+    free(ex);
+    free(runs);
     free(sbuf);
     if (trace == tmp)
         remove(tmp);
