@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fit.h"
 #include "forward.h"
 #include "kvstore.h"
 
@@ -37,13 +38,17 @@ static const char *const names[CALIB_N] = {
     "sched_dense_layer_ns", "sched_local_layer_ns", "sched_strided_layer_ns",
     "sched_streaming_layer_ns", "sched_swa_layer_ns", "sched_h2o_layer_ns",
     "kv_ns_per_token", "kv_ns_per_layer", "weight_probe_gbps", "attn_b1_ns_t", "attn_b4_ns_t",
-    "attn_b16_ns_t", "attn_b64_ns_t"};
+    "attn_b16_ns_t", "attn_b64_ns_t", "sched_dense_stream_ns", "sched_local_stream_ns",
+    "sched_strided_stream_ns", "sched_streaming_stream_ns", "sched_swa_stream_ns",
+    "sched_h2o_stream_ns"};
 
 const char *const calib_sched_policies[6] = {"dense", "local", "strided", "streaming", "swa", "h2o"};
 
 const int calib_wgemm_rows[6] = {1, 2, 4, 8, 16, 32};
 
-const uint32_t calib_sched_batch[2] = {1, 16};
+const uint32_t calib_sched_batch[3] = {1, 16, 4};
+
+const uint32_t calib_sched_prompt[3] = {48, 48, 144};
 
 const uint32_t calib_attn_batch[4] = {1, 4, 16, 64};
 
@@ -218,7 +223,8 @@ enum { IS_GEMM, IS_ATTN, IS_MOVE, IS_RECOMP, IS_SCHED };
  * positions, under selection sel (budget tokens when budget is non-zero,
  * else 80% sparsity) with gpu-only placement and room for every token.
  * The decode steps' timings go to steps (room for N - P); *n their count. */
-static int insitu_run(const struct llm_model *m, const char *sel, uint32_t budget, uint32_t B,
+static int insitu_run(const struct llm_model *m, const struct calib_text *tx, const char *sel,
+                      uint32_t budget, uint32_t B,
                       uint32_t P, uint32_t N, struct insitu_step *steps, size_t *n,
                       struct alisa_err *e)
 {
@@ -252,7 +258,8 @@ static int insitu_run(const struct llm_model *m, const char *sel, uint32_t budge
         llm_state_tiered(st, sched, ks, P);
         llm_state_timings(st, f);
     }
-    /* token ids spread over the vocabulary, different per sequence */
+    /* the text's tokens, each sequence its own window (wrapping); without a
+     * text, ids spread over the vocabulary, different per sequence */
     for (uint32_t p = 0; p < N && !rc; p++) {
         uint32_t width = p ? 1 : P;
         if (p && p < P)
@@ -260,7 +267,9 @@ static int insitu_run(const struct llm_model *m, const char *sel, uint32_t budge
         for (uint32_t b = 0; b < B; b++)
             for (uint32_t i = 0; i < width; i++) {
                 uint32_t q = p + i;
-                tok[(size_t)b * width + i] = q ? 1 + (q * 7919u + b * 104729u) % (c->vocab - 1) : 1;
+                tok[(size_t)b * width + i] =
+                    tx ? tx->ids[((size_t)b * N + q) % tx->n]
+                       : q ? 1 + (q * 7919u + b * 104729u) % (c->vocab - 1) : 1;
             }
         if (!llm_forward_chunk(st, tok, p, width, NULL))
             rc = err_set(e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
@@ -308,7 +317,8 @@ static void weight_bytes(const struct llm_config *c, double *layers, double *hea
  * layer GEMM time (with the element-wise work between the GEMMs, as the
  * executor counts it) per layer weight byte, and the head's per head byte.
  * Then the fit of the whole pass's time per byte against rows. */
-static int bench_stream(const struct llm_model *m, double *gbps, double *gflops,
+static int bench_stream(const struct llm_model *m, const struct calib_text *tx, double *gbps,
+                        double *gflops,
                         double layers_ns_per_byte[6], double head_ns_per_byte[6],
                         struct alisa_err *e)
 {
@@ -322,7 +332,7 @@ static int bench_stream(const struct llm_model *m, double *gbps, double *gflops,
         size_t n = 0, all = 0;
         double t0 = now_ns();
         for (int r = 0; r < INSITU_MAX_RUNS && (r == 0 || now_ns() - t0 < INSITU_MIN_NS); r++) {
-            int rc = insitu_run(m, "dense", 0, (uint32_t)rows[i], P, P + G, steps, &n, e);
+            int rc = insitu_run(m, tx, "dense", 0, (uint32_t)rows[i], P, P + G, steps, &n, e);
             if (rc)
                 return rc;
             for (size_t k = 0; k < n; k++, all++) {
@@ -350,7 +360,7 @@ double calib_weight_rate(const struct llm_model *m, double min_s)
     size_t n = 0, all = 0;
     struct alisa_err e;
     for (int r = 0; r < INSITU_MAX_RUNS && (r == 0 || now_ns() - t0 < min_s * 1e9); r++) {
-        if (insitu_run(m, "dense", 0, 1, 1, 3, steps, &n, &e))
+        if (insitu_run(m, NULL, "dense", 0, 1, 1, 3, steps, &n, &e))
             return NAN;
         for (size_t k = 0; k < n; k++)
             t[all++] = steps[k].cat[IS_GEMM] + steps[k].head;
@@ -364,7 +374,8 @@ double calib_weight_rate(const struct llm_model *m, double min_s)
  * context; each position's median over the repeated runs); its fixed cost
  * per sequence and layer: runs attending 16 tokens (local selection), their
  * median step less 16 tokens' worth. */
-static int bench_attention(const struct llm_model *m, double *ns_per_token, double *ns_fixed,
+static int bench_attention(const struct llm_model *m, const struct calib_text *tx,
+                           double *ns_per_token, double *ns_fixed,
                            struct alisa_err *e)
 {
     const uint32_t N = m->c.seq_len < 384 ? m->c.seq_len : 384, K = 16, L = m->c.n_layers;
@@ -376,11 +387,12 @@ static int bench_attention(const struct llm_model *m, double *ns_per_token, doub
     /* the run repeated (a small model's lasts a tenth of a second, and
      * single runs were seen 30% apart): each position's median */
     for (; !rc && runs < INSITU_MAX_RUNS && (runs == 0 || now_ns() - t0 < INSITU_MIN_NS); runs++) {
-        rc = insitu_run(m, "dense", 0, 1, 1, N, steps, &n, e);
+        rc = insitu_run(m, tx, "dense", 0, 1, 1, N, steps, &n, e);
         if (!rc && n <= 2)
             rc = err_set(e, ALISA_EINVAL, "calibration: %zu attention timings, too few to fit", n);
         if (!rc && runs > 0 && n != n0)
-            rc = err_set(e, ALISA_EINVAL, "calibration: attention runs of %zu and %zu steps", n0, n);
+            rc = err_set(e, ALISA_EINVAL, "calibration: attention runs of %zu and %zu steps",
+                         n0, n);
         for (size_t i = 0; !rc && i < n; i++) {
             xs[i] = steps[i].pos + 1;
             per[i * INSITU_MAX_RUNS + runs] = steps[i].cat[IS_ATTN] / L;
@@ -399,7 +411,7 @@ static int bench_attention(const struct llm_model *m, double *ns_per_token, doub
     t0 = now_ns();
     for (size_t r = 0; !rc && r < INSITU_MAX_RUNS && (r == 0 || now_ns() - t0 < INSITU_MIN_NS);
          r++) {
-        rc = insitu_run(m, "local", K, 1, K, N < 8 * K ? N : 8 * K, steps, &n, e);
+        rc = insitu_run(m, tx, "local", K, 1, K, N < 8 * K ? N : 8 * K, steps, &n, e);
         for (size_t i = 0; !rc && i < n && all < (size_t)N * INSITU_MAX_RUNS; i++)
             per[all++] = steps[i].cat[IS_ATTN] / L;
     }
@@ -433,7 +445,8 @@ double calib_attn_kv_bytes(const struct llm_config *c, uint32_t B)
  * steps after an attn_prompt() prompt (repeated for INSITU_MIN_NS), each
  * step's attention per layer less `fixed` per sequence, over the tokens
  * attended; the median. */
-static int bench_attention_batches(const struct llm_model *m, double fixed, double out[4],
+static int bench_attention_batches(const struct llm_model *m, const struct calib_text *tx,
+                                   double fixed, double out[4],
                                    struct alisa_err *e)
 {
     const struct llm_config *c = &m->c;
@@ -448,7 +461,7 @@ static int bench_attention_batches(const struct llm_model *m, double fixed, doub
         size_t n = 0, all = 0;
         double t0 = now_ns();
         for (int r = 0; r < INSITU_MAX_RUNS && (r == 0 || now_ns() - t0 < INSITU_MIN_NS); r++) {
-            int rc = insitu_run(m, "dense", 0, B, P, P + ATTN_STEPS, steps, &n, e);
+            int rc = insitu_run(m, tx, "dense", 0, B, P, P + ATTN_STEPS, steps, &n, e);
             if (rc)
                 return rc;
             for (size_t k = 0; k < n; k++)
@@ -459,41 +472,31 @@ static int bench_attention_batches(const struct llm_model *m, double fixed, doub
     return 0;
 }
 
-/* a + B x c x b through two points (B1 c1, T1) and (B2 c2, T2), ns per
- * layer and step: a, the fixed part, and b, per stream and context token;
- * when noise makes either negative, b alone through the larger run. */
-static void two_terms(double bc1, double t1, double bc2, double t2, double *a, double *b)
-{
-    *b = (t2 - t1) / (bc2 - bc1);
-    *a = t1 - bc1 * *b;
-    if (*a < 0 || *b < 0) {
-        *a = 0;
-        *b = t2 / bc2;
-    }
-}
-
 /* The scheduler's own time (plans, and the attention rows rounded to FP16
  * and observed) and the arenas' bookkeeping, as the executor spends them:
- * for each selection and each of calib_sched_batch's sequence counts, a
- * prompt of 48 tokens (as one chunk; less for a short context) and 12
- * decode steps, the median time per layer and step over the runs; then
- * two_terms through the two counts. */
-static int bench_schedule(const struct llm_model *m, double out[CALIB_N], struct alisa_err *e)
+ * for each selection, runs of calib_sched_batch[w] sequences after
+ * calib_sched_prompt[w] prompt tokens (as one chunk; less for a short
+ * context) and 12 decode steps, the median time per layer and step over the
+ * runs; then fit_three_terms through the three (the arenas: fit_two_terms
+ * through the first two). */
+static int bench_schedule(const struct llm_model *m, const struct calib_text *tx,
+                          double out[CALIB_N], struct alisa_err *e)
 {
     const uint32_t G = 12, L = m->c.n_layers;
-    const uint32_t P = m->c.seq_len >= 48 + G ? 48 : m->c.seq_len / 2;
     struct insitu_step steps[12];
-    double sched[INSITU_MAX_RUNS], kv[INSITU_MAX_RUNS], ts[2], tk[2], bc[2];
+    double sched[INSITU_MAX_RUNS], kv[INSITU_MAX_RUNS], ts[3], tk[3], bs[3], cs[3];
     for (int i = 0; i < 6; i++) {
         int dense = strcmp(calib_sched_policies[i], "dense") == 0;
-        for (int w = 0; w < 2; w++) {
+        for (int w = 0; w < 3; w++) {
             const uint32_t B = calib_sched_batch[w];
+            const uint32_t P = m->c.seq_len >= calib_sched_prompt[w] + G ? calib_sched_prompt[w]
+                                                                          : m->c.seq_len / 2;
             int runs = 0;
             double t0 = now_ns(), ctx = 0;
             for (; runs < INSITU_MAX_RUNS && (runs == 0 || now_ns() - t0 < INSITU_MIN_NS);
                  runs++) {
                 size_t n = 0;
-                int rc = insitu_run(m, calib_sched_policies[i], 0, B, P, P + G, steps, &n, e);
+                int rc = insitu_run(m, tx, calib_sched_policies[i], 0, B, P, P + G, steps, &n, e);
                 if (rc)
                     return rc;
                 double t = 0, mv = 0;
@@ -507,14 +510,15 @@ static int bench_schedule(const struct llm_model *m, double out[CALIB_N], struct
                 kv[runs] = mv / ((double)L * n);
                 ctx /= (double)n;
             }
-            bc[w] = B * ctx;
+            bs[w] = B;
+            cs[w] = ctx;
             ts[w] = median(sched, (size_t)runs);
             tk[w] = median(kv, (size_t)runs);
         }
-        two_terms(bc[0], ts[0], bc[1], ts[1], &out[CALIB_SCHED_LAYER_FIRST + i],
-                  &out[CALIB_SCHED_FIRST + i]);
+        fit_three_terms(bs, cs, ts, &out[CALIB_SCHED_LAYER_FIRST + i],
+                    &out[CALIB_SCHED_STREAM_FIRST + i], &out[CALIB_SCHED_FIRST + i]);
         if (dense)
-            two_terms(bc[0], tk[0], bc[1], tk[1], &out[CALIB_KV_NS_PER_LAYER],
+            fit_two_terms(bs[0] * cs[0], tk[0], bs[1] * cs[1], tk[1], &out[CALIB_KV_NS_PER_LAYER],
                       &out[CALIB_KV_NS_PER_TOKEN]);
     }
     return 0;
@@ -549,7 +553,8 @@ static double bench_recompute(const struct llm_model *m)
     return med;
 }
 
-int calib_measure(const struct llm_model *m, double out[CALIB_N], struct alisa_err *e)
+int calib_measure(const struct llm_model *m, const struct calib_text *tx, double out[CALIB_N],
+                  struct alisa_err *e)
 {
     for (int i = 0; i < CALIB_N; i++)
         out[i] = NAN;
@@ -557,7 +562,7 @@ int calib_measure(const struct llm_model *m, double out[CALIB_N], struct alisa_e
         bench_mem(&out[CALIB_MEM_GBPS]) ||
         bench_copy(&m->c, &out[CALIB_COPY_GBPS], &out[CALIB_COPY_LATENCY_US]))
         return err_set(e, ALISA_ENOMEM, "out of memory for the calibration buffers");
-    int rc = bench_stream(m, &out[CALIB_STREAM_GBPS], &out[CALIB_STREAM_GFLOPS],
+    int rc = bench_stream(m, tx, &out[CALIB_STREAM_GBPS], &out[CALIB_STREAM_GFLOPS],
                           &out[CALIB_WGEMM_R1], &out[CALIB_HEAD_R1], e);
     if (rc)
         return rc;
@@ -565,13 +570,14 @@ int calib_measure(const struct llm_model *m, double out[CALIB_N], struct alisa_e
         out[CALIB_STREAM_GBPS] = 1.0 / out[CALIB_WGEMM_R1];
     if (out[CALIB_STREAM_GFLOPS] <= 0) /* cache-resident model: its best in-cache rate */
         out[CALIB_STREAM_GFLOPS] = out[CALIB_GEMM_GFLOPS];
-    if ((rc = bench_attention(m, &out[CALIB_ATTN_NS_PER_TOKEN], &out[CALIB_ATTN_NS_FIXED], e)) ||
-        (rc = bench_schedule(m, out, e)))
+    if ((rc = bench_attention(m, tx, &out[CALIB_ATTN_NS_PER_TOKEN], &out[CALIB_ATTN_NS_FIXED],
+                              e)) ||
+        (rc = bench_schedule(m, tx, out, e)))
         return rc;
     out[CALIB_RECOMPUTE_NS] = bench_recompute(m);
     if (isnan(out[CALIB_RECOMPUTE_NS]))
         return err_set(e, ALISA_ENOMEM, "out of memory for the calibration buffers");
-    if ((rc = bench_attention_batches(m, out[CALIB_ATTN_NS_FIXED], &out[CALIB_ATTN_BATCH_FIRST],
+    if ((rc = bench_attention_batches(m, tx, out[CALIB_ATTN_NS_FIXED], &out[CALIB_ATTN_BATCH_FIRST],
                                       e)))
         return rc;
     out[CALIB_WEIGHT_PROBE_GBPS] = calib_weight_rate(m, 0.5);

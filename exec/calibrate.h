@@ -85,18 +85,26 @@ enum calib_figure {
     CALIB_WEIGHT_PROBE_GBPS, /* calib_weight_rate for 0.5 s: the machine's speed now, in the
                                 units alisa validate samples it in */
     CALIB_ATTN_BATCH_FIRST,  /* attention per attended token, sequence and layer, ns, with
-                                calib_attn_batch[i] sequences decoding at context
-                                CALIB_ATTN_CONTEXT: one figure per batch (0: not run, its
-                                KV past CALIB_ATTN_MAX_KV) */
+                                calib_attn_batch[i] sequences decoding after
+                                CALIB_ATTN_PROMPT tokens: one figure per batch (0: not
+                                run, its KV past CALIB_ATTN_MAX_KV) */
     CALIB_ATTN_BATCH_LAST = CALIB_ATTN_BATCH_FIRST + 3,
+    CALIB_SCHED_STREAM_FIRST, /* the scheduler's fixed time per stream and step, ns, one
+                                 figure per calib_sched_policies entry (with
+                                 CALIB_SCHED_FIRST + i and CALIB_SCHED_LAYER_FIRST + i:
+                                 layer + streams x (this + context x per token)) */
+    CALIB_SCHED_STREAM_LAST = CALIB_SCHED_STREAM_FIRST + 5,
     CALIB_N
 };
 
 /* Selections of CALIB_SCHED_FIRST + i and CALIB_SCHED_LAYER_FIRST + i. */
 extern const char *const calib_sched_policies[6];
 
-/* Sequences of the scheduler's two runs per selection. */
-extern const uint32_t calib_sched_batch[2];
+/* Sequences and prompt tokens of the scheduler's three runs per selection
+ * (12 decode steps each): two batches at one context, one batch at a longer
+ * context, which separates the per-layer, per-stream and per-token terms. */
+extern const uint32_t calib_sched_batch[3];
+extern const uint32_t calib_sched_prompt[3];
 
 /* Sequences of CALIB_ATTN_BATCH_FIRST + i; those runs decode positions
  * CALIB_ATTN_PROMPT .. + 7, and a batch runs only while the KV it reads in a
@@ -116,10 +124,22 @@ extern const int calib_wgemm_rows[6];
 /* Name of a figure, as in the JSON output ("gemm_gflops", ...). */
 const char *calib_name(enum calib_figure f);
 
+/* Token ids the in-situ runs feed the model: sequence b of a run to N
+ * positions reads ids[(b N + q) % n] at position q. The scheduler's and
+ * attention's costs depend on the attention the tokens produce, so a real
+ * text gives the figures a real text will see. */
+struct calib_text {
+    const uint32_t *ids;
+    size_t n; /* at least 1 */
+};
+
 /* Runs every microbenchmark once for the shapes of model m (which must be
  * loaded: the attention benchmark runs it) and writes the figures into
- * out[CALIB_N]. Returns 0, or ALISA_ENOMEM. */
-int calib_measure(const struct llm_model *m, double out[CALIB_N], struct alisa_err *e);
+ * out[CALIB_N]. The in-situ runs read their tokens from tx; NULL: ids
+ * spread over the vocabulary (synthetic; calib_weight_rate always uses
+ * them). Returns 0, or ALISA_ENOMEM. */
+int calib_measure(const struct llm_model *m, const struct calib_text *tx, double out[CALIB_N],
+                  struct alisa_err *e);
 
 /* The decode's weight pass in situ with one sequence (the layer GEMMs and
  * head of the decode steps of runs of one prompt token and two decode

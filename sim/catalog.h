@@ -88,6 +88,8 @@ struct hw_profile {
                                     executor's processor (serial profiles) */
     struct named_table sched_layer_ns; /* sched_ns_per_layer = SELECTION:NS ...: its fixed
                                           time per layer and step */
+    struct named_table sched_stream_ns; /* sched_ns_per_stream = SELECTION:NS ...: its fixed
+                                           time per stream and step */
     double recompute_ns;    /* K and V of one token of one layer, ns (0: FLOPs at the
                                compute peak) */
     double kv_ns_per_token; /* the KV arenas' bookkeeping per stream, step and context

@@ -223,8 +223,9 @@ double cost_schedule_ns(const struct hw_profile *hw, const char *selection, doub
                         double context)
 {
     double per_token = named(&hw->sched_ns, selection);
+    double per_stream = named(&hw->sched_stream_ns, selection);
     double fixed = streams > 0 ? named(&hw->sched_layer_ns, selection) : 0;
-    return streams * context * per_token + fixed;
+    return streams * (per_stream + context * per_token) + fixed;
 }
 
 double cost_kvstore_ns(const struct hw_profile *hw, double streams, double context)

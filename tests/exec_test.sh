@@ -144,7 +144,8 @@ check $? "record --log without a scheduler refused, no trace left"
 check $? "calibrate into a missing directory fails, nothing written"
 mkdir -p "$tmp/cat" && cp "$(dirname "$0")/../sim/catalog/models.ini" "$tmp/cat/"
 "$alisa" calibrate --model stories260K -o "$tmp/cat/hardware.ini" --repeat 2 --name cpu-test \
-    --json >"$tmp/cal.json" 2>/dev/null &&
+    --text "$text/tinystories_val_subset.txt" --json >"$tmp/cal.json" 2>/dev/null &&
+    grep -q "^; in-situ runs on the text's tokens [0-9]* to [0-9]* of [0-9]*" "$tmp/cat/hardware.ini" &&
     "$alisa" catalog hardware --catalog "$tmp/cat" | grep -q "cpu-test" &&
     python3 -c "
 import json, sys
@@ -154,6 +155,7 @@ sys.exit(not all(len(d[k]['runs']) == 2 and d[k]['min'] <= d[k]['mean'] <= d[k][
                            'weight_probe_gbps', 'attn_b1_ns_t', 'attn_b64_ns_t')))
 " "$tmp/cal.json" &&
     grep -q "^weight_probe_gbps = " "$tmp/cat/hardware.ini" &&
+    grep -Eq "^sched_ns_per_stream = dense:[0-9.e+]+ local:" "$tmp/cat/hardware.ini" &&
     grep -Eq "^attn_ns_per_token_by_kv = [0-9]+:[0-9.e+]+ [0-9]+:" "$tmp/cat/hardware.ini"
 check $? "calibrate writes a profile the catalog loads, with two runs per figure"
 "$alisa" plan --trace "$tmp/par.trace" --selection streaming --placement fifo --kv-fp32 \
@@ -166,6 +168,9 @@ check $? "a missing profile named"
 "$alisa" calibrate --model stories260K -o "$tmp/p.ini" --backend cuda 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "only the cpu backend" "$tmp/err"
 check $? "calibrate --backend cuda refused (its microbenchmarks are not written)"
+"$alisa" calibrate --model stories260K -o "$tmp/p.ini" --text "$tmp/no-such.txt" 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "no-such.txt" "$tmp/err" && [ ! -e "$tmp/p.ini" ]
+check $? "calibrate --text names a missing text, nothing written"
 "$alisa" calibrate --model stories260K -o "$tmp/p.ini" --repeat 1 2>/dev/null
 [ $? -eq 2 ]
 check $? "calibrate --repeat 1 refused"

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "calibrate.h"
+#include "fit.h"
 #include "model.h"
 #include "testutil.h"
 
@@ -33,7 +34,7 @@ static void test_calibrate_figures_are_finite_and_plausible(void **state)
     if (llm_load(&m, path, &e))
         fail_msg("%s", e.msg);
     double f[CALIB_N];
-    if (calib_measure(m, f, &e))
+    if (calib_measure(m, NULL, f, &e))
         fail_msg("%s", e.msg);
     for (int i = 0; i < CALIB_N; i++) {
         print_message("%s = %g\n", calib_name(i), f[i]);
@@ -61,14 +62,51 @@ static void test_calibrate_figures_are_finite_and_plausible(void **state)
     for (int i = CALIB_SCHED_LAYER_FIRST; i <= CALIB_SCHED_LAYER_LAST; i++)
         if (!(f[i] >= 0 && f[i] < 1e6))
             fail_msg("%s = %g ns per layer", calib_name(i), f[i]);
+    for (int i = CALIB_SCHED_STREAM_FIRST; i <= CALIB_SCHED_STREAM_LAST; i++)
+        if (!(f[i] >= 0 && f[i] < 1e6))
+            fail_msg("%s = %g ns per stream", calib_name(i), f[i]);
     assert_true(f[CALIB_KV_NS_PER_TOKEN] > 0 && f[CALIB_KV_NS_PER_TOKEN] < 1e5);
     assert_true(f[CALIB_KV_NS_PER_LAYER] >= 0 && f[CALIB_KV_NS_PER_LAYER] < 1e6);
     llm_free(m);
 }
 
+/* The fits recover known terms exactly, and fall back as fit.h says. */
+static void test_fits_recover_known_terms(void **state)
+{
+    (void)state;
+    double a, s, b;
+    /* t = 300 + 16 ns x: two points */
+    fit_two_terms(10, 460, 100, 1900, &a, &b);
+    assert_true(fabs(a - 300) < 1e-9 && fabs(b - 16) < 1e-9);
+    /* a negative intercept: all of it per unit, through the second point */
+    fit_two_terms(10, 100, 100, 1900, &a, &b);
+    assert_true(a == 0 && fabs(b - 19) < 1e-9);
+    /* t = 40 + B (2000 + 5 c), the scheduler's three runs */
+    const double B[3] = {1, 16, 4}, c[3] = {54.5, 54.5, 150.5};
+    double t[3];
+    for (int i = 0; i < 3; i++)
+        t[i] = 40 + B[i] * (2000 + 5 * c[i]);
+    fit_three_terms(B, c, t, &a, &s, &b);
+    assert_true(fabs(a - 40) < 1e-6 && fabs(s - 2000) < 1e-6 && fabs(b - 5) < 1e-9);
+    /* a per-stream cost that would come out negative: none, the two-point line */
+    for (int i = 0; i < 3; i++)
+        t[i] = 40 + B[i] * (-500 + 30 * c[i]);
+    fit_three_terms(B, c, t, &a, &s, &b);
+    double a2, b2;
+    fit_two_terms(B[0] * c[0], t[0], B[1] * c[1], t[1], &a2, &b2);
+    assert_true(s == 0 && a == a2 && b == b2);
+    /* singular: the same context everywhere */
+    const double same[3] = {54.5, 54.5, 54.5};
+    for (int i = 0; i < 3; i++)
+        t[i] = 40 + B[i] * 5 * same[i];
+    fit_three_terms(B, same, t, &a, &s, &b);
+    assert_true(s == 0 && fabs(a - 40) < 1e-6 && fabs(b - 5) < 1e-9);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fits_recover_known_terms),
         cmocka_unit_test(test_calibrate_figures_are_finite_and_plausible),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

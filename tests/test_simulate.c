@@ -187,6 +187,14 @@ static void test_serial_profile_runs_every_task_in_turn(void **state)
     /* fixed parts per layer and step: the scheduler 5 ns, the arenas 4 */
     hw.sched_layer_ns = (struct named_table){1, {"dense"}, {5}};
     hw.kv_ns_per_layer = 4;
+    /* the scheduler's three terms: streams x (per stream + context x per
+     * token) + per layer; nothing without streams; another policy's alone */
+    struct hw_profile h3 = hw;
+    h3.sched_ns = (struct named_table){2, {"dense", "h2o"}, {2, 1}};
+    h3.sched_stream_ns = (struct named_table){1, {"dense"}, {7}};
+    assert_true(fabs(cost_schedule_ns(&h3, "dense", 3, 10) - (3 * (7 + 10 * 2) + 5)) < 1e-12);
+    assert_true(cost_schedule_ns(&h3, "dense", 0, 10) == 0);
+    assert_true(fabs(cost_schedule_ns(&h3, "h2o", 3, 10) - 30) < 1e-12);
     assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
     assert_true(fabs(r.total_s - 2628e-9) < 1e-15);
     assert_true(fabs(r.schedule_s - 24e-9) < 1e-15);

@@ -29,7 +29,7 @@ void cmd_calibrate_usage(FILE *out)
             "mean, minimum, maximum and spread ((max - min) / mean) of every figure are\n"
             "printed. Profile keys and what measures them:\n"
             "  weight_gemm_ns_per_byte, head_gemm_ns_per_byte  the decode's weight GEMMs\n"
-            "      in the executor's own timings (1 to 32 sequences of synthetic tokens;\n"
+            "      in the executor's own timings (1 to 32 sequences of --text tokens;\n"
             "      layers, with their element-wise work, and output head apart), ns per\n"
             "      weight byte at 1 to 32 rows; the cost model interpolates them\n"
             "  hbm_gbps, fp16_tflops  their fit: time per byte = 1/bandwidth + rows/(2 x rate)\n"
@@ -40,9 +40,11 @@ void cmd_calibrate_usage(FILE *out)
             "      time fitted against the context; then runs attending 16 tokens give\n"
             "      the fixed cost per sequence and layer\n"
             "  recompute_ns     K and V of one token from its layer input, weights hot\n"
-            "  sched_ns_per_token, sched_ns_per_layer  the scheduler's own time per stream\n"
-            "      and context token, and fixed per layer, by selection, from the executor's\n"
-            "      timings with 1 and 16 sequences (12 steps after 48 prompt tokens)\n"
+            "  sched_ns_per_token, sched_ns_per_stream, sched_ns_per_layer  the scheduler's\n"
+            "      own time per stream and context token, per stream, and per layer, by\n"
+            "      selection, from the executor's timings with 1 and 16 sequences after 48\n"
+            "      prompt tokens and 4 after 144 (12 decode steps each; the three terms\n"
+            "      solved exactly, the per-stream one 0 when noise makes one negative)\n"
             "  kv_ns_per_token, kv_ns_per_layer  the KV arenas' bookkeeping, same runs\n"
             "  attn_ns_per_token_by_kv  attention per attended token by the KV a step\n"
             "      reads (KiB, every layer): 1, 4, 16 and 64 sequences decoding 8 steps\n"
@@ -55,7 +57,13 @@ void cmd_calibrate_usage(FILE *out)
             "bandwidth.\n"
             "\n"
             "  --model M        catalog name, llama2.c .bin or GGUF file (its shapes)\n"
-            "  --tokenizer T    tokenizer file, loaded and checked when given (not needed)\n"
+            "  --text FILE      feed the in-situ runs the second half of this text's tokens\n"
+            "                   (as alisa record tokenises it; the first half stays free for\n"
+            "                   validation windows): the scheduler's and attention's costs\n"
+            "                   depend on the attention real tokens produce. Default:\n"
+            "                   synthetic ids spread over the vocabulary\n"
+            "  --tokenizer T    tokenizer file (default: the catalog's or the GGUF's; loaded\n"
+            "                   and checked when given)\n"
             "  -o, --output P   profile to write\n"
             "  --backend B      cpu (default; the only one calibrated yet)\n"
             "  --repeat N       runs of every benchmark (default 3, at least 2)\n"
@@ -93,6 +101,7 @@ int cmd_calibrate(int argc, char **argv)
 {
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
                                          {"tokenizer", required_argument, 0, 't'},
+                                         {"text", required_argument, 0, 'x'},
                                          {"output", required_argument, 0, 'o'},
                                          {"backend", required_argument, 0, 'B'},
                                          {"repeat", required_argument, 0, 'r'},
@@ -101,6 +110,7 @@ int cmd_calibrate(int argc, char **argv)
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *model = NULL, *tokenizer = NULL, *out = NULL, *backend = "cpu", *name = NULL;
+    const char *text = NULL;
     uint32_t repeat = 3;
     int json = 0, bad = 0, ch;
     struct alisa_err e = {{0}};
@@ -110,6 +120,7 @@ int cmd_calibrate(int argc, char **argv)
         switch (ch) {
         case 'm': model = optarg; break;
         case 't': tokenizer = optarg; break;
+        case 'x': text = optarg; break;
         case 'o': out = optarg; break;
         case 'B': backend = optarg; break;
         case 'n': name = optarg; break;
@@ -138,14 +149,25 @@ int cmd_calibrate(int argc, char **argv)
     if (!name)
         snprintf(section, sizeof section, "cpu-%s", host);
     struct loaded l;
-    if (load_model(&l, model, tokenizer, tokenizer != NULL, &e))
+    if (load_model(&l, model, tokenizer, tokenizer != NULL || text != NULL, &e))
         return cli_fail(&e);
     const struct llm_model *m = l.m;
-    double (*runs)[CALIB_N] = calloc(repeat, sizeof *runs);
-    int rc = runs ? 0 : err_set(&e, ALISA_ENOMEM, "out of memory");
+    uint32_t *ids = NULL, n_blocks = 0;
+    size_t n_ids = 0;
+    struct calib_text tx = {0};
+    int rc = text ? text_tokens(l.t, text, 0, 0, &ids, &n_ids, &n_blocks, &e) : 0;
+    if (!rc && text && n_ids < 2)
+        rc = err_set(&e, ALISA_EINVAL, "%s: %zu tokens, too few to calibrate on", text, n_ids);
+    if (!rc && text) {
+        tx.ids = ids + n_ids / 2;
+        tx.n = n_ids - n_ids / 2;
+    }
+    double (*runs)[CALIB_N] = rc ? NULL : calloc(repeat, sizeof *runs);
+    if (!rc && !runs)
+        rc = err_set(&e, ALISA_ENOMEM, "out of memory");
     for (uint32_t r = 0; r < repeat && !rc; r++) {
         fprintf(stderr, "alisa: calibration run %u of %u\n", r + 1, repeat);
-        rc = calib_measure(m, runs[r], &e);
+        rc = calib_measure(m, text ? &tx : NULL, runs[r], &e);
     }
     struct stat4 st[CALIB_N];
     double col[64];
@@ -168,8 +190,11 @@ int cmd_calibrate(int argc, char **argv)
         time_t now = time(NULL);
         strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
         double gib = mem_gib();
-        fprintf(f, "; measured by `alisa calibrate --model %s --repeat %u` on %s, %s\n", model,
-                repeat, host, date);
+        fprintf(f, "; measured by `alisa calibrate --model %s --repeat %u%s%s` on %s, %s\n",
+                model, repeat, text ? " --text " : "", text ? text : "", host, date);
+        if (text)
+            fprintf(f, "; in-situ runs on the text's tokens %zu to %zu of %zu\n", n_ids / 2,
+                    n_ids - 1, n_ids);
         fprintf(f, "; CPU: %s, %ld online cores; means of %u runs (spread = (max - min) / mean)\n",
                 cpu, sysconf(_SC_NPROCESSORS_ONLN), repeat);
         for (int i = 0; i < CALIB_N; i++)
@@ -185,7 +210,8 @@ int cmd_calibrate(int argc, char **argv)
                    "; head_r*_ns_b figures by row count (the cost model prices the layers'\n"
                    "; weight GEMMs and the output head from these tables); sched_ns_per_token =\n"
                    "; the sched_*_ns_t figures by selection; sched_ns_per_layer = the\n"
-                   "; sched_*_layer_ns figures; kv_ns_per_token, kv_ns_per_layer and\n"
+                   "; sched_*_layer_ns figures; sched_ns_per_stream = the sched_*_stream_ns\n"
+                   "; figures; kv_ns_per_token, kv_ns_per_layer and\n"
                    "; weight_probe_gbps (what alisa validate sets its own samples beside)\n"
                    "; and attn_ns_per_token_by_kv (KiB read by the run: attn_b*_ns_t)\n"
                    "; as measured.\n");
@@ -207,6 +233,9 @@ int cmd_calibrate(int argc, char **argv)
         fprintf(f, "\nsched_ns_per_layer =");
         for (int i = 0; i < 6; i++)
             fprintf(f, " %s:%.4g", calib_sched_policies[i], st[CALIB_SCHED_LAYER_FIRST + i].mean);
+        fprintf(f, "\nsched_ns_per_stream =");
+        for (int i = 0; i < 6; i++)
+            fprintf(f, " %s:%.4g", calib_sched_policies[i], st[CALIB_SCHED_STREAM_FIRST + i].mean);
         fprintf(f, "\nhead_gemm_ns_per_byte =");
         for (int i = 0; i < 6; i++)
             fprintf(f, " %d:%.5g", calib_wgemm_rows[i], st[CALIB_HEAD_R1 + i].mean);
@@ -251,6 +280,7 @@ int cmd_calibrate(int argc, char **argv)
         printf("wrote %s (section [%s])\n", out, section);
     }
     free(runs);
+    free(ids);
     loaded_free(&l);
     return rc ? cli_fail(&e) : 0;
 }

@@ -579,7 +579,8 @@ int cmd_validate(int argc, char **argv)
         json_object_set_new(o, "weight_rate_samples", json_integer(v.rate_samples));
         json_object_set_new(o, "weight_rate_min_gbps", json_real(v.rate_min));
         json_object_set_new(o, "weight_rate_max_gbps", json_real(v.rate_max));
-        json_object_set_new(o, "normalised_predicted_s", norm ? json_real(v.norm_total) : json_null());
+        json_object_set_new(o, "normalised_predicted_s",
+                            norm ? json_real(v.norm_total) : json_null());
         json_object_set_new(o, "normalised_total_error_pct",
                             norm ? json_real(rel_err(v.norm_total, v.meas_total)) : json_null());
         json_object_set_new(o, "normalised_mape_pct", norm ? json_real(v.norm_mape) : json_null());

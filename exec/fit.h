@@ -1,0 +1,25 @@
+/* Small exact fits of calibration figures to their cost terms: a time
+ * measured at two or three operating points split into the fixed and
+ * proportional parts the cost model prices. Kept apart from calibrate.c
+ * because GSL's linear algebra brings its own CBLAS declarations, which
+ * clash with OpenBLAS's cblas.h.
+ *
+ * Stateless; nothing here can fail (a degenerate or noisy system falls back
+ * as each function says).
+ */
+#ifndef ALISA_FIT_H
+#define ALISA_FIT_H
+
+/* t = a + x b through (x1, t1) and (x2, t2): a the fixed part, b the slope.
+ * When noise makes either negative: a = 0 and b = t2 / x2. */
+void fit_two_terms(double x1, double t1, double x2, double t2, double *a, double *b);
+
+/* t = a + B s + B c b through three points (B[i], c[i], t[i]): a per layer,
+ * s per stream, b per stream and context token; solved exactly
+ * (gsl_linalg_LU_solve). When the system is singular or any term comes out
+ * negative: s = 0 and fit_two_terms through the first two points with
+ * x = B c. */
+void fit_three_terms(const double B[3], const double c[3], const double t[3], double *a,
+                     double *s, double *b);
+
+#endif
