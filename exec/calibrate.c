@@ -40,7 +40,9 @@ static const char *const names[CALIB_N] = {
     "kv_ns_per_token", "kv_ns_per_layer", "weight_probe_gbps", "attn_b1_ns_t", "attn_b4_ns_t",
     "attn_b16_ns_t", "attn_b64_ns_t", "sched_dense_stream_ns", "sched_local_stream_ns",
     "sched_strided_stream_ns", "sched_streaming_stream_ns", "sched_swa_stream_ns",
-    "sched_h2o_stream_ns"};
+    "sched_h2o_stream_ns", "sched_dense_retired_ns", "sched_local_retired_ns",
+    "sched_strided_retired_ns", "sched_streaming_retired_ns", "sched_swa_retired_ns",
+    "sched_h2o_retired_ns"};
 
 const char *const calib_sched_policies[6] = {"dense", "local", "strided", "streaming", "swa", "h2o"};
 
@@ -207,11 +209,13 @@ static int bench_copy(const struct llm_config *c, double *gbps, double *lat_us)
 
 /* One decode step of an in-situ run: its position, each timing category
  * summed over the layers (backend.h's order: GEMMs, attention, transfer,
- * recomputation, scheduler) and the head, ns. */
+ * recomputation, scheduler) and the head, ns; the tokens its plans retired
+ * over the layers and sequences. */
 struct insitu_step {
     double pos;
     double cat[5];
     double head;
+    double retired;
 };
 
 static const char *const insitu_keys[5] = {"gemm_us", "attention_us", "transfer_us",
@@ -291,10 +295,12 @@ static int insitu_run(const struct llm_model *m, const struct calib_text *tx, co
             memset(s, 0, sizeof *s);
             s->pos = (double)json_integer_value(json_object_get(j, "pos"));
             s->head = json_number_value(json_object_get(j, "head_us")) * 1e3;
-            for (size_t l = 0; l < json_array_size(layers); l++)
+            for (size_t l = 0; l < json_array_size(layers); l++) {
+                json_t *x = json_array_get(layers, l);
                 for (int k = 0; k < 5; k++)
-                    s->cat[k] += json_number_value(json_object_get(json_array_get(layers, l),
-                                                                   insitu_keys[k])) * 1e3;
+                    s->cat[k] += json_number_value(json_object_get(x, insitu_keys[k])) * 1e3;
+                s->retired += json_number_value(json_object_get(x, "retired"));
+            }
         }
         json_decref(j);
         line = nl ? nl + 1 : NULL;
@@ -476,45 +482,65 @@ static int bench_attention_batches(const struct llm_model *m, const struct calib
  * and observed) and the arenas' bookkeeping, as the executor spends them:
  * for each selection, runs of calib_sched_batch[w] sequences after
  * calib_sched_prompt[w] prompt tokens (as one chunk; less for a short
- * context) and 12 decode steps, the median time per layer and step over the
- * runs; then fit_three_terms through the three (the arenas: fit_two_terms
- * through the first two). */
+ * context) and 12 decode steps, repeated. The first decode step retires
+ * in bulk what the prompt left over the selection's budget: its time over
+ * the mean of the steps after it, per token retired over theirs, pooled
+ * over the three runs (each the median over the repeats), prices a retired
+ * token. The steps after it, less that price times what they retired, per
+ * layer and step (the median run), give fit_three_terms its three points
+ * (the arenas: fit_two_terms through the first two). */
 static int bench_schedule(const struct llm_model *m, const struct calib_text *tx,
                           double out[CALIB_N], struct alisa_err *e)
 {
     const uint32_t G = 12, L = m->c.n_layers;
     struct insitu_step steps[12];
-    double sched[INSITU_MAX_RUNS], kv[INSITU_MAX_RUNS], ts[3], tk[3], bs[3], cs[3];
+    double sched[INSITU_MAX_RUNS], kv[INSITU_MAX_RUNS], ret[INSITU_MAX_RUNS],
+        extra[INSITU_MAX_RUNS], ts[3], tk[3], bs[3], cs[3], rs[3], dt = 0, dr = 0;
     for (int i = 0; i < 6; i++) {
         int dense = strcmp(calib_sched_policies[i], "dense") == 0;
+        dt = dr = 0;
         for (int w = 0; w < 3; w++) {
             const uint32_t B = calib_sched_batch[w];
             const uint32_t P = m->c.seq_len >= calib_sched_prompt[w] + G ? calib_sched_prompt[w]
                                                                           : m->c.seq_len / 2;
             int runs = 0;
-            double t0 = now_ns(), ctx = 0;
+            double t0 = now_ns(), ctx = 0, r_first = 0;
             for (; runs < INSITU_MAX_RUNS && (runs == 0 || now_ns() - t0 < INSITU_MIN_NS);
                  runs++) {
                 size_t n = 0;
                 int rc = insitu_run(m, tx, calib_sched_policies[i], 0, B, P, P + G, steps, &n, e);
                 if (rc)
                     return rc;
-                double t = 0, mv = 0;
+                if (n < 2)
+                    return err_set(e, ALISA_EINVAL, "calibration: %zu scheduler timings, too "
+                                   "few to fit", n);
+                double t = 0, mv = 0, r = 0;
                 ctx = 0;
-                for (size_t k = 0; k < n; k++) {
+                for (size_t k = 1; k < n; k++) {
                     t += steps[k].cat[IS_SCHED];
                     mv += steps[k].cat[IS_MOVE];
+                    r += steps[k].retired;
                     ctx += steps[k].pos + 1;
                 }
-                sched[runs] = t / ((double)L * n);
-                kv[runs] = mv / ((double)L * n);
-                ctx /= (double)n;
+                sched[runs] = t / ((double)L * (n - 1));
+                kv[runs] = mv / ((double)L * (n - 1));
+                ret[runs] = r / ((double)L * (n - 1));
+                extra[runs] = steps[0].cat[IS_SCHED] / L - sched[runs];
+                r_first = steps[0].retired / L;
+                ctx /= (double)(n - 1);
             }
             bs[w] = B;
             cs[w] = ctx;
             ts[w] = median(sched, (size_t)runs);
             tk[w] = median(kv, (size_t)runs);
+            rs[w] = median(ret, (size_t)runs);
+            dt += median(extra, (size_t)runs);
+            dr += r_first - rs[w];
         }
+        double per_retired = dr > 0 && dt > 0 ? dt / dr : 0;
+        out[CALIB_SCHED_RETIRED_FIRST + i] = per_retired;
+        for (int w = 0; w < 3; w++)
+            ts[w] -= per_retired * rs[w];
         fit_three_terms(bs, cs, ts, &out[CALIB_SCHED_LAYER_FIRST + i],
                     &out[CALIB_SCHED_STREAM_FIRST + i], &out[CALIB_SCHED_FIRST + i]);
         if (dense)

@@ -94,6 +94,11 @@ enum calib_figure {
                                  CALIB_SCHED_FIRST + i and CALIB_SCHED_LAYER_FIRST + i:
                                  layer + streams x (this + context x per token)) */
     CALIB_SCHED_STREAM_LAST = CALIB_SCHED_STREAM_FIRST + 5,
+    CALIB_SCHED_RETIRED_FIRST, /* the scheduler's time per token a plan retires, ns, one
+                                  figure per calib_sched_policies entry (0: the policy
+                                  retires none in bulk): the first decode step's bulk
+                                  retirement over the steps after it */
+    CALIB_SCHED_RETIRED_LAST = CALIB_SCHED_RETIRED_FIRST + 5,
     CALIB_N
 };
 

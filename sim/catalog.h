@@ -90,6 +90,8 @@ struct hw_profile {
                                           time per layer and step */
     struct named_table sched_stream_ns; /* sched_ns_per_stream = SELECTION:NS ...: its fixed
                                            time per stream and step */
+    struct named_table sched_retired_ns; /* sched_ns_per_retired = SELECTION:NS ...: its time
+                                            per token a plan retires (a bulk eviction) */
     double recompute_ns;    /* K and V of one token of one layer, ns (0: FLOPs at the
                                compute peak) */
     double kv_ns_per_token; /* the KV arenas' bookkeeping per stream, step and context

@@ -220,12 +220,13 @@ static double named(const struct named_table *t, const char *name)
 }
 
 double cost_schedule_ns(const struct hw_profile *hw, const char *selection, double streams,
-                        double context)
+                        double context, double retired)
 {
     double per_token = named(&hw->sched_ns, selection);
     double per_stream = named(&hw->sched_stream_ns, selection);
+    double per_retired = named(&hw->sched_retired_ns, selection);
     double fixed = streams > 0 ? named(&hw->sched_layer_ns, selection) : 0;
-    return streams * (per_stream + context * per_token) + fixed;
+    return streams * (per_stream + context * per_token) + retired * per_retired + fixed;
 }
 
 double cost_kvstore_ns(const struct hw_profile *hw, double streams, double context)

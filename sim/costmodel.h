@@ -99,14 +99,16 @@ double cost_recompute_all_ns(const struct model_shape *m, const struct hw_profil
 
 /* The scheduler's own time for one layer's `streams` (sequence, layer)
  * streams deciding one step over `context` tokens each under a selection
- * policy: the profile's measured ns per stream and context token for that
- * policy (sched_ns_per_token) times both, its ns per stream
- * (sched_ns_per_stream) times the streams, plus its fixed ns per layer
+ * policy, their plans retiring `retired` tokens in all: the profile's
+ * measured ns per stream and context token for that policy
+ * (sched_ns_per_token) times both, its ns per stream (sched_ns_per_stream)
+ * times the streams, its ns per retired token (sched_ns_per_retired) times
+ * those, plus its fixed ns per layer
  * (sched_ns_per_layer: the scheduler's shared state brought back after the
  * layer's other work); 0 when the profile has neither (on a GPU system the
  * host schedules while the GPU computes). ns. Cannot fail. */
 double cost_schedule_ns(const struct hw_profile *hw, const char *selection, double streams,
-                        double context);
+                        double context, double retired);
 
 /* The KV arenas' bookkeeping for one layer's `streams` streams applying one
  * step's plan over `context` tokens each (the profile's kv_ns_per_token per

@@ -88,6 +88,7 @@ struct stream_step {
     float misses;
     float recomputed;
     float moved;     /* tokens loaded plus tokens offloaded */
+    float retired;   /* tokens the plan retired for good */
     double h2d, d2h; /* bytes */
     double cpu_attend; /* KV bytes attended on the CPU */
 };
@@ -120,6 +121,7 @@ static void collect_plan(void *user, const struct scheduler_plan *p, uint32_t se
     s->misses = (float)p->place.gpu_misses;
     s->recomputed = (float)p->place.n_recompute;
     s->moved = (float)(p->place.n_load + p->place.n_offload);
+    s->retired = (float)p->n_retired;
     s->h2d = (double)p->place.bytes_h2d;
     s->d2h = (double)p->place.bytes_d2h;
     s->cpu_attend = (double)p->place.bytes_cpu_attend;
@@ -611,7 +613,7 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
     for (uint32_t j = 0; j < N; j++)
         for (uint32_t l = 0; l < Lm; l++) {
             uint32_t x = j * Lm + l, tl = tl_of[l];
-            double att = 0, miss = 0, rec = 0, h2d = 0, d2h = 0, cpu = 0, moved = 0;
+            double att = 0, miss = 0, rec = 0, h2d = 0, d2h = 0, cpu = 0, moved = 0, ret = 0;
             const struct stream_step *row = &c.steps[((size_t)j * Lt + tl) * S];
             for (uint32_t s = 0; s < S; s++) {
                 att += slots_of[s] * row[s].attended;
@@ -621,6 +623,7 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
                 d2h += slots_of[s] * row[s].d2h;
                 cpu += slots_of[s] * row[s].cpu_attend;
                 moved += slots_of[s] * row[s].moved;
+                ret += slots_of[s] * row[s].retired;
             }
             attended_all += att;
             misses_all += miss;
@@ -653,7 +656,7 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
             /* the scheduler's own time, where the profile prices it, runs
              * before the layer on the same processor */
             sched[x] = ns_of(cost_schedule_ns(cfg->hw, cfg->sel->name, B,
-                                              (double)cfg->prompt_len + j + 1));
+                                              (double)cfg->prompt_len + j + 1, ret));
             g.t[T_COMPUTE(x)] = (struct task){
                 .res = RES_GPU,
                 .dur_ns = ns_of(cost_layer_compute_ns(m, cfg->hw, B, att, cfg->precision, sparse,

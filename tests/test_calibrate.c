@@ -65,6 +65,13 @@ static void test_calibrate_figures_are_finite_and_plausible(void **state)
     for (int i = CALIB_SCHED_STREAM_FIRST; i <= CALIB_SCHED_STREAM_LAST; i++)
         if (!(f[i] >= 0 && f[i] < 1e6))
             fail_msg("%s = %g ns per stream", calib_name(i), f[i]);
+    /* a retired token: dense retires none, h2o's first step evicts most of
+     * the prompt, which shows */
+    for (int i = CALIB_SCHED_RETIRED_FIRST; i <= CALIB_SCHED_RETIRED_LAST; i++)
+        if (!(f[i] >= 0 && f[i] < 1e6))
+            fail_msg("%s = %g ns per retired token", calib_name(i), f[i]);
+    assert_true(f[CALIB_SCHED_RETIRED_FIRST] == 0);
+    assert_true(f[CALIB_SCHED_RETIRED_FIRST + 5] > 0);
     assert_true(f[CALIB_KV_NS_PER_TOKEN] > 0 && f[CALIB_KV_NS_PER_TOKEN] < 1e5);
     assert_true(f[CALIB_KV_NS_PER_LAYER] >= 0 && f[CALIB_KV_NS_PER_LAYER] < 1e6);
     llm_free(m);

@@ -197,7 +197,7 @@ static void test_catalog_executor_profile_keys_parse_and_bad_tables_fail(void **
              "head_gemm_ns_per_byte = 1:0.27\nsched_ns_per_token = dense:15.5 swa:16.8\n"
              "kv_ns_per_token = 6.5\nkv_ns_per_layer = 120\nsched_ns_per_layer = swa:900\n"
              "attn_ns_per_token_by_kv = 166:183 10600:218\nweight_probe_gbps = 23.5\n"
-             "sched_ns_per_stream = h2o:2100 swa:0\n",
+             "sched_ns_per_stream = h2o:2100 swa:0\nsched_ns_per_retired = h2o:170\n",
              base);
     tu_write(path, (const uint8_t *)text, strlen(text));
     struct catalog c = {0};
@@ -222,6 +222,8 @@ static void test_catalog_executor_profile_keys_parse_and_bad_tables_fail(void **
     assert_true(h->weight_probe_gbps == 23.5);
     assert_int_equal(h->sched_stream_ns.n, 2);
     assert_true(h->sched_stream_ns.value[0] == 2100 && h->sched_stream_ns.value[1] == 0);
+    assert_int_equal(h->sched_retired_ns.n, 1);
+    assert_true(h->sched_retired_ns.value[0] == 170);
     catalog_deinit(&c);
 
     const char *bad[][2] = {

@@ -181,6 +181,13 @@ static void random_row(gsl_rng *r, float *row, uint32_t n)
         row[i] = (float)(row[i] / sum);
 }
 
+/* Weights of 0, 1/4 or 1/2: sums of them are exact, so scores tie often. */
+static void quantised_row(gsl_rng *r, float *row, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        row[i] = 0.25f * (float)gsl_rng_uniform_int(r, 3);
+}
+
 struct ranked {
     double s; /* exact for the fixed-point sums (below 2^53) */
     uint32_t t;
@@ -277,8 +284,11 @@ static void test_h2o_matches_brute_force_on_random_inputs(void **state)
     (void)state;
     gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(r, 7);
-    for (int trial = 0; trial < 40; trial++) {
-        uint32_t prompt = 2 + (uint32_t)gsl_rng_uniform_int(r, 12);
+    for (int trial = 0; trial < 80; trial++) {
+        /* long prompts: the first step evicts many at once; every other
+         * pair of trials with tied scores */
+        uint32_t prompt = 2 + (uint32_t)gsl_rng_uniform_int(r, trial < 40 ? 12 : 40);
+        void (*fill)(gsl_rng *, float *, uint32_t) = trial % 4 >= 2 ? quantised_row : random_row;
         struct sel_params p = {0};
         if (trial % 2)
             p.budget_tokens = 2 + (uint32_t)gsl_rng_uniform_int(r, 10);
@@ -292,7 +302,7 @@ static void test_h2o_matches_brute_force_on_random_inputs(void **state)
         double score[MAXN] = {0};
         float row[MAXN];
         for (uint32_t pos = 0; pos < prompt; pos++) {
-            random_row(r, row, pos + 1);
+            fill(r, row, pos + 1);
             sel_h2o_ops.observe_prefill(st, pos, row, prompt);
             cached[pos] = 1;
             for (uint32_t t = 0; t <= pos; t++)
@@ -329,7 +339,7 @@ static void test_h2o_matches_brute_force_on_random_inputs(void **state)
             for (uint32_t i = 0; i < n_ret; i++)
                 assert_true(evicted[ret[i]]);
             float w_att[MAXN];
-            random_row(r, w_att, n);
+            fill(r, w_att, n);
             sel_h2o_ops.observe(st, pos, out, w_att, n);
             for (uint32_t i = 0; i < n; i++)
                 score[out[i]] += w_att[i];

@@ -192,9 +192,13 @@ static void test_serial_profile_runs_every_task_in_turn(void **state)
     struct hw_profile h3 = hw;
     h3.sched_ns = (struct named_table){2, {"dense", "h2o"}, {2, 1}};
     h3.sched_stream_ns = (struct named_table){1, {"dense"}, {7}};
-    assert_true(fabs(cost_schedule_ns(&h3, "dense", 3, 10) - (3 * (7 + 10 * 2) + 5)) < 1e-12);
-    assert_true(cost_schedule_ns(&h3, "dense", 0, 10) == 0);
-    assert_true(fabs(cost_schedule_ns(&h3, "h2o", 3, 10) - 30) < 1e-12);
+    assert_true(fabs(cost_schedule_ns(&h3, "dense", 3, 10, 0) - (3 * (7 + 10 * 2) + 5)) < 1e-12);
+    assert_true(cost_schedule_ns(&h3, "dense", 0, 10, 0) == 0);
+    assert_true(fabs(cost_schedule_ns(&h3, "h2o", 3, 10, 0) - 30) < 1e-12);
+    /* a retired token at its policy's price; another policy's retire free */
+    h3.sched_retired_ns = (struct named_table){1, {"h2o"}, {4}};
+    assert_true(fabs(cost_schedule_ns(&h3, "h2o", 3, 10, 5) - (30 + 5 * 4)) < 1e-12);
+    assert_true(fabs(cost_schedule_ns(&h3, "dense", 3, 10, 5) - (3 * (7 + 10 * 2) + 5)) < 1e-12);
     assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
     assert_true(fabs(r.total_s - 2628e-9) < 1e-15);
     assert_true(fabs(r.schedule_s - 24e-9) < 1e-15);

@@ -211,7 +211,8 @@ int cmd_calibrate(int argc, char **argv)
                    "; weight GEMMs and the output head from these tables); sched_ns_per_token =\n"
                    "; the sched_*_ns_t figures by selection; sched_ns_per_layer = the\n"
                    "; sched_*_layer_ns figures; sched_ns_per_stream = the sched_*_stream_ns\n"
-                   "; figures; kv_ns_per_token, kv_ns_per_layer and\n"
+                   "; figures; sched_ns_per_retired = the sched_*_retired_ns figures;\n"
+                   "; kv_ns_per_token, kv_ns_per_layer and\n"
                    "; weight_probe_gbps (what alisa validate sets its own samples beside)\n"
                    "; and attn_ns_per_token_by_kv (KiB read by the run: attn_b*_ns_t)\n"
                    "; as measured.\n");
@@ -236,6 +237,10 @@ int cmd_calibrate(int argc, char **argv)
         fprintf(f, "\nsched_ns_per_stream =");
         for (int i = 0; i < 6; i++)
             fprintf(f, " %s:%.4g", calib_sched_policies[i], st[CALIB_SCHED_STREAM_FIRST + i].mean);
+        fprintf(f, "\nsched_ns_per_retired =");
+        for (int i = 0; i < 6; i++)
+            fprintf(f, " %s:%.4g", calib_sched_policies[i],
+                    st[CALIB_SCHED_RETIRED_FIRST + i].mean);
         fprintf(f, "\nhead_gemm_ns_per_byte =");
         for (int i = 0; i < 6; i++)
             fprintf(f, " %d:%.5g", calib_wgemm_rows[i], st[CALIB_HEAD_R1 + i].mean);
