@@ -33,14 +33,18 @@
  *   executor runs it: a layer's tokens in a row, its weights hot.
  * - The scheduler's own time as the executor spends it (a plan, then the
  *   attention row rounded to FP16 and observed), in situ: for each
- *   selection at 80% sparsity (gpu-only placement), 1 and 16 sequences
- *   decoding 12 steps after a 48-token prompt. Per layer and step it is
- *   taken as a + B x context x b: the two runs give b, ns per stream, step
- *   and context token, and a, the fixed ns per layer and step (the
- *   scheduler's shared state brought back after the layer's GEMMs have
- *   pushed it out of the caches: large beside a model whose weights stream
- *   from memory, small beside one that stays in cache). Timed alone, the
- *   scheduler ran at a half to a third of this.
+ *   selection at 80% sparsity (gpu-only placement), three runs of 12 decode
+ *   steps (calib_sched_batch, calib_sched_prompt). The first decode step
+ *   retires in bulk what the prompt left over the budget (h2o evicts most
+ *   of it): its time over the later steps', per token retired over theirs,
+ *   is the price of a retired token (sched_ns_per_retired). The later
+ *   steps, less that, per layer and step, are taken as
+ *   a + B x (s + context x b): solved through the three runs for b, ns per
+ *   stream, step and context token, s, ns per stream and step, and a, the
+ *   fixed ns per layer and step (the scheduler's shared state brought back
+ *   after the layer's GEMMs have pushed it out of the caches: large beside
+ *   a model whose weights stream from memory, small beside one that stays
+ *   in cache). Timed alone, the scheduler ran at a half to a third of this.
  * - The KV arenas' bookkeeping in the same dense runs (the plan applied:
  *   freed copies found, the new token stored), the same two terms.
  */

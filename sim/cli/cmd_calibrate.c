@@ -45,6 +45,8 @@ void cmd_calibrate_usage(FILE *out)
             "      selection, from the executor's timings with 1 and 16 sequences after 48\n"
             "      prompt tokens and 4 after 144 (12 decode steps each; the three terms\n"
             "      solved exactly, the per-stream one 0 when noise makes one negative)\n"
+            "  sched_ns_per_retired  per token a plan retires, by selection: the first\n"
+            "      decode step's bulk retirement over the later steps, same runs\n"
             "  kv_ns_per_token, kv_ns_per_layer  the KV arenas' bookkeeping, same runs\n"
             "  attn_ns_per_token_by_kv  attention per attended token by the KV a step\n"
             "      reads (KiB, every layer): 1, 4, 16 and 64 sequences decoding 8 steps\n"
