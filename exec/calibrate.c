@@ -495,10 +495,10 @@ static int bench_schedule(const struct llm_model *m, const struct calib_text *tx
     const uint32_t G = 12, L = m->c.n_layers;
     struct insitu_step steps[12];
     double sched[INSITU_MAX_RUNS], kv[INSITU_MAX_RUNS], ret[INSITU_MAX_RUNS],
-        extra[INSITU_MAX_RUNS], ts[3], tk[3], bs[3], cs[3], rs[3], dt = 0, dr = 0;
+        extra[INSITU_MAX_RUNS], ts[3], tk[3], bs[3], cs[3], rs[3];
     for (int i = 0; i < 6; i++) {
         int dense = strcmp(calib_sched_policies[i], "dense") == 0;
-        dt = dr = 0;
+        double dt = 0, dr = 0; /* first-step excess and extra retired, pooled */
         for (int w = 0; w < 3; w++) {
             const uint32_t B = calib_sched_batch[w];
             const uint32_t P = m->c.seq_len >= calib_sched_prompt[w] + G ? calib_sched_prompt[w]

@@ -182,10 +182,9 @@ int cmd_calibrate(int argc, char **argv)
         st[f].spread = st[f].mean != 0 ? (st[f].max - st[f].min) / fabs(st[f].mean) : 0;
     }
     char part[1100];
-    snprintf(part, sizeof part, "%s.part", out);
-    FILE *f = rc ? NULL : fopen(part, "w");
+    FILE *f = rc ? NULL : cli_part_open(out, part, sizeof part, "profile", &e);
     if (!rc && !f)
-        rc = err_set(&e, ALISA_EIO, "%s: cannot create profile", part);
+        rc = ALISA_EIO;
     if (f) {
         char cpu[256], date[32];
         cpu_name(cpu, sizeof cpu);
@@ -257,12 +256,7 @@ int cmd_calibrate(int argc, char **argv)
                         st[CALIB_ATTN_BATCH_FIRST + i].mean);
         if (points)
             fprintf(f, "\n");
-        if (fclose(f) != 0)
-            rc = err_set(&e, ALISA_EIO, "%s: write failed", part);
-        else if (rename(part, out) != 0)
-            rc = err_set(&e, ALISA_EIO, "%s: cannot rename to %s", part, out);
-        if (rc)
-            remove(part);
+        rc = cli_part_close(f, part, out, 0, &e);
     }
     if (!rc && json) {
         json_t *root = json_pack("{s:s, s:s, s:i}", "profile", out, "section", section, "repeat",

@@ -466,22 +466,11 @@ int cmd_db(int argc, char **argv)
     }
     FILE *out = stdout;
     char tmp[PATH_MAX];
-    if (out_path) {
-        /* write beside the target and rename: a failed export leaves the old file */
-        snprintf(tmp, sizeof tmp, "%s.part", out_path);
-        if (!(out = fopen(tmp, "w"))) {
-            err_set(&e, ALISA_EIO, "%s: cannot create", tmp);
-            return cli_fail(&e);
-        }
-    }
+    /* write beside the target and rename: a failed export leaves the old file */
+    if (out_path && !(out = cli_part_open(out_path, tmp, sizeof tmp, "", &e)))
+        return cli_fail(&e);
     int rc = results_export(db, query, sweep, out, &e);
-    if (out_path) {
-        if (fclose(out) != 0 && !rc)
-            rc = err_set(&e, ALISA_EIO, "%s: write failed", tmp);
-        if (!rc && rename(tmp, out_path) != 0)
-            rc = err_set(&e, ALISA_EIO, "%s: cannot rename to %s", tmp, out_path);
-        if (rc)
-            remove(tmp);
-    }
+    if (out_path)
+        rc = cli_part_close(out, tmp, out_path, rc, &e);
     return rc ? cli_fail(&e) : 0;
 }

@@ -73,9 +73,9 @@ void cmd_validate_usage(FILE *out)
             "  -h, --help         this text\n");
 }
 
-/* Measured and predicted decode time, totals and per category, seconds. */
 #define VALIDATE_REPEAT_MAX 31
 
+/* Measured and predicted decode time, totals and per category, seconds. */
 struct validation {
     uint32_t repeat;          /* executor runs; measured = the per-step median */
     uint32_t steps;
@@ -305,10 +305,9 @@ static int write_steps(const char *path, const struct step_times *st, uint32_t P
                        struct alisa_err *e)
 {
     char part[1100];
-    snprintf(part, sizeof part, "%s.part", path);
-    FILE *f = fopen(part, "w");
+    FILE *f = cli_part_open(path, part, sizeof part, "steps file", e);
     if (!f)
-        return err_set(e, ALISA_EIO, "%s: cannot create steps file", part);
+        return ALISA_EIO;
     fprintf(f, "step,pos,measured_ms,predicted_ms,measured_compute_ms,predicted_compute_ms,"
                "measured_transfer_ms,predicted_transfer_ms,measured_recompute_ms,"
                "predicted_recompute_ms,measured_schedule_ms,predicted_schedule_ms,"
@@ -321,15 +320,7 @@ static int write_steps(const char *path, const struct step_times *st, uint32_t P
                 s->meas_recompute * 1e3, s->pred_recompute * 1e3, s->meas_schedule * 1e3,
                 s->pred_schedule * 1e3, s->rate, s->pred_norm * 1e3);
     }
-    if (fclose(f) != 0) {
-        remove(part);
-        return err_set(e, ALISA_EIO, "%s: write failed", part);
-    }
-    if (rename(part, path) != 0) {
-        remove(part);
-        return err_set(e, ALISA_EIO, "%s: cannot rename to %s", part, path);
-    }
-    return 0;
+    return cli_part_close(f, part, path, 0, e);
 }
 
 /* The executor's timing lines as they were captured, run after run, written
@@ -338,22 +329,12 @@ static int write_timings(const char *path, const struct exec_run *ex, uint32_t r
                          struct alisa_err *e)
 {
     char part[1100];
-    snprintf(part, sizeof part, "%s.part", path);
-    FILE *f = fopen(part, "w");
+    FILE *f = cli_part_open(path, part, sizeof part, "timings file", e);
     if (!f)
-        return err_set(e, ALISA_EIO, "%s: cannot create timings file", part);
-    int ok = 1;
+        return ALISA_EIO;
     for (uint32_t k = 0; k < repeat; k++)
-        ok = ok && fwrite(ex[k].buf, 1, ex[k].len, f) == ex[k].len;
-    if (fclose(f) != 0 || !ok) {
-        remove(part);
-        return err_set(e, ALISA_EIO, "%s: write failed", part);
-    }
-    if (rename(part, path) != 0) {
-        remove(part);
-        return err_set(e, ALISA_EIO, "%s: cannot rename to %s", part, path);
-    }
-    return 0;
+        fwrite(ex[k].buf, 1, ex[k].len, f);
+    return cli_part_close(f, part, path, 0, e);
 }
 
 static void print_row(const char *what, double meas, double pred)
