@@ -154,6 +154,7 @@ int backend_plan(struct backend_common *c, uint32_t b, uint32_t l, uint32_t pos,
         planlog_write(c->plan_log, plan, b, l);
     tl[T_SCHED] += (double)(backend_mono_ns() - t0);
     tl[T_RETIRED] += plan->n_retired;
+    tl[T_ATTENDED] += plan->n_attended;
     if (plan->place.oom) {
         err_set(&c->err, ALISA_EINVAL, "sequence %u layer %u position %u: the device KV arena "
                 "(%u tokens) cannot hold the step's tokens", b, l, pos,
@@ -194,9 +195,10 @@ void backend_write_timings(const struct backend_common *c, uint32_t pos0, uint32
     for (uint32_t l = 0; l < c->m->c.n_layers; l++) {
         const double *tl = c->t_layer + (size_t)l * T_N;
         fprintf(c->timings, "%s{\"gemm_us\": %.3f, \"attention_us\": %.3f, \"transfer_us\": "
-                "%.3f, \"recompute_us\": %.3f, \"schedule_us\": %.3f, \"retired\": %.0f}",
+                "%.3f, \"recompute_us\": %.3f, \"schedule_us\": %.3f, \"retired\": %.0f, "
+                "\"attended\": %.0f}",
                 l ? ", " : "", tl[T_GEMM] * 1e-3, tl[T_ATTN] * 1e-3, tl[T_MOVE] * 1e-3,
-                tl[T_RECOMP] * 1e-3, tl[T_SCHED] * 1e-3, tl[T_RETIRED]);
+                tl[T_RECOMP] * 1e-3, tl[T_SCHED] * 1e-3, tl[T_RETIRED], tl[T_ATTENDED]);
     }
     fprintf(c->timings, "]}\n");
 }

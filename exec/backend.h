@@ -22,9 +22,9 @@
 /* Timing categories of a layer: weight GEMMs (and the element-wise work
  * between them), attention (the gather of the attended K and V included),
  * KV moves between the arenas, recomputation, and the scheduler's decisions
- * and observations; then one count beside them, not ns: the tokens the
- * layer's plans retired. */
-enum { T_GEMM, T_ATTN, T_MOVE, T_RECOMP, T_SCHED, T_RETIRED, T_N };
+ * and observations; then two counts beside them, not ns: the tokens the
+ * layer's plans retired and the tokens they attended. */
+enum { T_GEMM, T_ATTN, T_MOVE, T_RECOMP, T_SCHED, T_RETIRED, T_ATTENDED, T_N };
 
 /* What every backend's state holds besides its own buffers. */
 struct backend_common {
@@ -60,8 +60,8 @@ extern const struct backend_ops backend_cuda; /* CUDA builds only */
 uint64_t backend_mono_ns(void);
 
 /* Asks the scheduler for (sequence b, layer l)'s plan at pos (prefill below
- * c->prompt_len), logs it, adds the time to tl[T_SCHED] and the tokens it
- * retires to tl[T_RETIRED]. Returns 0, or
+ * c->prompt_len), logs it, adds the time to tl[T_SCHED], the tokens it
+ * retires to tl[T_RETIRED] and those it attends to tl[T_ATTENDED]. Returns 0, or
  * -1 with c->err set when the device arena cannot hold the step. */
 int backend_plan(struct backend_common *c, uint32_t b, uint32_t l, uint32_t pos,
                  struct scheduler_plan *plan, double *tl);

@@ -28,7 +28,7 @@ static double now_ns(void)
     return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
-static const char *const names[CALIB_N] = {
+static const char *const names[] = {
     "gemm_gflops",   "gemv_gbps",     "mem_gbps",      "copy_gbps",       "copy_latency_us",
     "stream_gbps",   "stream_gflops", "wgemm_r1_ns_b", "wgemm_r2_ns_b",   "wgemm_r4_ns_b",
     "wgemm_r8_ns_b", "wgemm_r16_ns_b", "wgemm_r32_ns_b", "head_r1_ns_b",  "head_r2_ns_b",
@@ -38,11 +38,14 @@ static const char *const names[CALIB_N] = {
     "sched_dense_layer_ns", "sched_local_layer_ns", "sched_strided_layer_ns",
     "sched_streaming_layer_ns", "sched_swa_layer_ns", "sched_h2o_layer_ns",
     "kv_ns_per_token", "kv_ns_per_layer", "weight_probe_gbps", "attn_b1_ns_t", "attn_b4_ns_t",
-    "attn_b16_ns_t", "attn_b64_ns_t", "sched_dense_stream_ns", "sched_local_stream_ns",
+    "attn_b8_ns_t", "attn_b16_ns_t", "attn_b32_ns_t", "attn_b64_ns_t", "sched_dense_stream_ns",
+    "sched_local_stream_ns",
     "sched_strided_stream_ns", "sched_streaming_stream_ns", "sched_swa_stream_ns",
     "sched_h2o_stream_ns", "sched_dense_retired_ns", "sched_local_retired_ns",
     "sched_strided_retired_ns", "sched_streaming_retired_ns", "sched_swa_retired_ns",
-    "sched_h2o_retired_ns"};
+    "sched_h2o_retired_ns", "attn_sparse_b1_ns_t", "attn_sparse_b4_ns_t",
+    "attn_sparse_b8_ns_t", "attn_sparse_b16_ns_t", "attn_sparse_b32_ns_t", "attn_sparse_b64_ns_t"};
+_Static_assert(sizeof names / sizeof names[0] == CALIB_N, "a name for every figure");
 
 const char *const calib_sched_policies[6] = {"dense", "local", "strided", "streaming", "swa", "h2o"};
 
@@ -52,7 +55,7 @@ const uint32_t calib_sched_batch[3] = {1, 16, 4};
 
 const uint32_t calib_sched_prompt[3] = {48, 48, 144};
 
-const uint32_t calib_attn_batch[4] = {1, 4, 16, 64};
+const uint32_t calib_attn_batch[CALIB_ATTN_N] = {1, 4, 8, 16, 32, 64};
 
 const char *calib_name(enum calib_figure f) { return names[f]; }
 
@@ -216,6 +219,7 @@ struct insitu_step {
     double cat[5];
     double head;
     double retired;
+    double attended; /* tokens attended, summed over the layers and sequences */
 };
 
 static const char *const insitu_keys[5] = {"gemm_us", "attention_us", "transfer_us",
@@ -300,6 +304,7 @@ static int insitu_run(const struct llm_model *m, const struct calib_text *tx, co
                 for (int k = 0; k < 5; k++)
                     s->cat[k] += json_number_value(json_object_get(x, insitu_keys[k])) * 1e3;
                 s->retired += json_number_value(json_object_get(x, "retired"));
+                s->attended += json_number_value(json_object_get(x, "attended"));
             }
         }
         json_decref(j);
@@ -447,19 +452,20 @@ double calib_attn_kv_bytes(const struct llm_config *c, uint32_t B)
 }
 
 /* Attention per attended token with more sequences, whose KV outgrows the
- * caches: for each calib_attn_batch count, dense runs of ATTN_STEPS decode
- * steps after an attn_prompt() prompt (repeated for INSITU_MIN_NS), each
- * step's attention per layer less `fixed` per sequence, over the tokens
- * attended; the median. */
+ * caches: for each calib_attn_batch count, runs of selection sel (dense, or
+ * swa at 80% sparsity: scattered reads over a resident context five times
+ * what they read) of ATTN_STEPS decode steps after an attn_prompt() prompt
+ * (repeated for INSITU_MIN_NS), each step's attention less `fixed` per
+ * sequence and layer, over the tokens it attended; the median. */
 static int bench_attention_batches(const struct llm_model *m, const struct calib_text *tx,
-                                   double fixed, double out[4],
+                                   const char *sel, double fixed, double out[CALIB_ATTN_N],
                                    struct alisa_err *e)
 {
     const struct llm_config *c = &m->c;
     const uint32_t P = attn_prompt(c), L = c->n_layers;
     struct insitu_step steps[ATTN_STEPS];
     double per[ATTN_STEPS * INSITU_MAX_RUNS];
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < CALIB_ATTN_N; i++) {
         uint32_t B = calib_attn_batch[i];
         out[i] = 0;
         if (calib_attn_kv_bytes(c, B) > CALIB_ATTN_MAX_KV)
@@ -467,11 +473,15 @@ static int bench_attention_batches(const struct llm_model *m, const struct calib
         size_t n = 0, all = 0;
         double t0 = now_ns();
         for (int r = 0; r < INSITU_MAX_RUNS && (r == 0 || now_ns() - t0 < INSITU_MIN_NS); r++) {
-            int rc = insitu_run(m, tx, "dense", 0, B, P, P + ATTN_STEPS, steps, &n, e);
+            int rc = insitu_run(m, tx, sel, 0, B, P, P + ATTN_STEPS, steps, &n, e);
             if (rc)
                 return rc;
-            for (size_t k = 0; k < n; k++)
-                per[all++] = (steps[k].cat[IS_ATTN] / L - B * fixed) / (B * (steps[k].pos + 1));
+            for (size_t k = 0; k < n; k++) {
+                if (!(steps[k].attended > 0))
+                    return err_set(e, ALISA_EINVAL, "calibration: a %s step at position %.0f "
+                                   "attended no tokens", sel, steps[k].pos);
+                per[all++] = (steps[k].cat[IS_ATTN] - L * B * fixed) / steps[k].attended;
+            }
         }
         out[i] = median(per, all);
     }
@@ -603,8 +613,10 @@ int calib_measure(const struct llm_model *m, const struct calib_text *tx, double
     out[CALIB_RECOMPUTE_NS] = bench_recompute(m);
     if (isnan(out[CALIB_RECOMPUTE_NS]))
         return err_set(e, ALISA_ENOMEM, "out of memory for the calibration buffers");
-    if ((rc = bench_attention_batches(m, tx, out[CALIB_ATTN_NS_FIXED], &out[CALIB_ATTN_BATCH_FIRST],
-                                      e)))
+    if ((rc = bench_attention_batches(m, tx, "dense", out[CALIB_ATTN_NS_FIXED],
+                                      &out[CALIB_ATTN_BATCH_FIRST], e)) ||
+        (rc = bench_attention_batches(m, tx, "swa", out[CALIB_ATTN_NS_FIXED],
+                                      &out[CALIB_ATTN_SPARSE_FIRST], e)))
         return rc;
     out[CALIB_WEIGHT_PROBE_GBPS] = calib_weight_rate(m, 0.5);
     if (isnan(out[CALIB_WEIGHT_PROBE_GBPS]))

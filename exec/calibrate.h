@@ -56,6 +56,9 @@
 #include "err.h"
 #include "model.h"
 
+/* Batches the attention tables are measured at (calib_attn_batch). */
+#define CALIB_ATTN_N 6
+
 enum calib_figure {
     CALIB_GEMM_GFLOPS,       /* best GEMM rate over the shapes, GFLOP/s */
     CALIB_GEMV_GBPS,         /* one-row GEMM: weight bytes / time, GB/s */
@@ -92,7 +95,7 @@ enum calib_figure {
                                 calib_attn_batch[i] sequences decoding after
                                 CALIB_ATTN_PROMPT tokens: one figure per batch (0: not
                                 run, its KV past CALIB_ATTN_MAX_KV) */
-    CALIB_ATTN_BATCH_LAST = CALIB_ATTN_BATCH_FIRST + 3,
+    CALIB_ATTN_BATCH_LAST = CALIB_ATTN_BATCH_FIRST + CALIB_ATTN_N - 1,
     CALIB_SCHED_STREAM_FIRST, /* the scheduler's fixed time per stream and step, ns, one
                                  figure per calib_sched_policies entry (with
                                  CALIB_SCHED_FIRST + i and CALIB_SCHED_LAYER_FIRST + i:
@@ -103,6 +106,10 @@ enum calib_figure {
                                   retires none in bulk): the first decode step's bulk
                                   retirement over the steps after it */
     CALIB_SCHED_RETIRED_LAST = CALIB_SCHED_RETIRED_FIRST + 5,
+    CALIB_ATTN_SPARSE_FIRST, /* as CALIB_ATTN_BATCH_FIRST + i, for sparse attention: SWA
+                                attending 20% of the context (80% sparsity), which stays
+                                resident, per attended token */
+    CALIB_ATTN_SPARSE_LAST = CALIB_ATTN_SPARSE_FIRST + CALIB_ATTN_N - 1,
     CALIB_N
 };
 
@@ -118,13 +125,13 @@ extern const uint32_t calib_sched_prompt[3];
 /* Sequences of CALIB_ATTN_BATCH_FIRST + i; those runs decode positions
  * CALIB_ATTN_PROMPT .. + 7, and a batch runs only while the KV it reads in a
  * step stays under CALIB_ATTN_MAX_KV bytes. */
-extern const uint32_t calib_attn_batch[4];
+extern const uint32_t calib_attn_batch[CALIB_ATTN_N];
 #define CALIB_ATTN_PROMPT 128
 #define CALIB_ATTN_MAX_KV (256.0 * 1024 * 1024)
 
-/* The KV bytes one decode step of batch B reads in those runs (every layer,
- * FP32 K and V, at their mean context): what the profile's attention table
- * is keyed by. Cannot fail. */
+/* The KV bytes resident in one decode step of batch B in those runs (every
+ * layer, FP32 K and V, at their mean context; what a dense step reads):
+ * what the profile's attention tables are keyed by. Cannot fail. */
 double calib_attn_kv_bytes(const struct llm_config *c, uint32_t B);
 
 /* Rows of CALIB_WGEMM_R1 + i. */

@@ -79,7 +79,8 @@ const float *llm_forward(struct llm_state *s, const uint32_t *tokens, uint32_t p
  * in weight GEMMs (with the element-wise work around them), attention (with
  * the tiered cache's gather of the attended K and V), KV moves between the
  * arenas, recomputation, and the scheduler (its plans and observations),
- * all in microseconds, and the tokens its plans retired; the head (final
+ * all in microseconds, and the tokens its plans retired and attended (in
+ * tiered mode; 0 without a scheduler); the head (final
  * norm and classifier) separately.
  * f is borrowed. */
 void llm_state_timings(struct llm_state *s, FILE *f);

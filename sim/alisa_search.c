@@ -18,8 +18,8 @@ static double step_compute_ns(const struct search_workload *w, uint32_t j)
 {
     uint32_t c = w->prompt_len + j + 1;
     int sparse = w->sel.budget_tokens > 0 || w->sel.sparsity > 0;
-    return cost_step_compute_ns(w->model, w->hw, w->batch, sel_budget(&w->sel, c), w->precision,
-                                sparse);
+    return cost_step_compute_ns(w->model, w->hw, w->batch, sel_budget(&w->sel, c), c,
+                                w->precision, sparse);
 }
 
 /* alisa_schedule_eval with the step compute times given (tc: (gen_len), or

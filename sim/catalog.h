@@ -79,6 +79,10 @@ struct hw_profile {
                                      attended token, sequence and layer by the KV KiB a
                                      decode step reads in all (every layer and sequence):
                                      past the caches it costs more; n 0: attn_ns_per_token */
+    struct gemm_table attn_sparse_by_kv; /* attn_sparse_ns_per_token_by_kv = KIB:NS ...: the
+                                            same for a sparse step (a subset of the resident
+                                            tokens attended, read scattered) by the KV KiB
+                                            resident; n 0: as attn_by_kv */
     struct gemm_table weight_gemm; /* weight_gemm_ns_per_byte = ROWS:NS ...: the layers'
                                       weight GEMMs; n 0: roofline */
     struct gemm_table head_gemm;   /* head_gemm_ns_per_byte: the output head's (its own

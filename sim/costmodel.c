@@ -125,18 +125,23 @@ static double attn_table_ns(const struct gemm_table *t, double kib)
 }
 
 double cost_layer_compute_ns(const struct model_shape *m, const struct hw_profile *hw,
-                             uint32_t batch, double attended_total, enum kv_precision precision,
-                             int sparse, int with_head)
+                             uint32_t batch, double attended_total, double resident_total,
+                             enum kv_precision precision, int sparse, int with_head)
 {
     struct kv_shape k = kv_shape_of(m, precision);
     double t = gemm_ns(hw, layer_params(m, &k), batch);
     if (with_head)
         t += head_ns(hw, m, batch);
-    if (hw->attn_by_kv.n) { /* measured on the executor by the step's KV, its gather included */
-        double kib = m->n_layers * attended_total * (double)cost_kv_bytes(&k) / 1024.0;
-        return t + attended_total * attn_table_ns(&hw->attn_by_kv, kib) +
+    /* measured on the executor by the step's KV, its gather included: KiB
+     * over every layer */
+    double kib_per_token = m->n_layers * (double)cost_kv_bytes(&k) / 1024.0;
+    if (sparse && hw->attn_sparse_by_kv.n && resident_total > attended_total)
+        return t + attended_total * attn_table_ns(&hw->attn_sparse_by_kv,
+                                                  resident_total * kib_per_token) +
                batch * hw->attn_ns_fixed;
-    }
+    if (hw->attn_by_kv.n)
+        return t + attended_total * attn_table_ns(&hw->attn_by_kv, attended_total * kib_per_token) +
+               batch * hw->attn_ns_fixed;
     if (hw->attn_ns_per_token > 0) /* measured on the executor, its gather included */
         return t + attended_total * hw->attn_ns_per_token + batch * hw->attn_ns_fixed;
     /* Attention: read the attended K and V. */
@@ -152,13 +157,14 @@ double cost_layer_compute_ns(const struct model_shape *m, const struct hw_profil
 }
 
 double cost_step_compute_ns(const struct model_shape *m, const struct hw_profile *hw,
-                            uint32_t batch, double attended, enum kv_precision precision,
-                            int sparse)
+                            uint32_t batch, double attended, double resident,
+                            enum kv_precision precision, int sparse)
 {
-    double per_layer = cost_layer_compute_ns(m, hw, batch, attended * batch, precision, sparse, 0);
+    double per_layer = cost_layer_compute_ns(m, hw, batch, attended * batch, resident * batch,
+                                             precision, sparse, 0);
     return m->n_layers * per_layer +
-           cost_layer_compute_ns(m, hw, batch, 0, precision, 0, 1) -
-           cost_layer_compute_ns(m, hw, batch, 0, precision, 0, 0);
+           cost_layer_compute_ns(m, hw, batch, 0, 0, precision, 0, 1) -
+           cost_layer_compute_ns(m, hw, batch, 0, 0, precision, 0, 0);
 }
 
 double cost_prefill_ns(const struct model_shape *m, const struct hw_profile *hw, uint32_t batch,

@@ -52,22 +52,27 @@ double cost_recompute_ns(const struct kv_shape *k, const struct hw_profile *hw);
 struct kv_shape kv_shape_of(const struct model_shape *m, enum kv_precision precision);
 
 /* Decode compute of one step for `batch` sequences attending `attended`
- * tokens each, in every layer: the weight GEMMs as max(FLOPs / peak,
- * weight bytes / HBM bandwidth), plus attention, memory-bound over the
- * attended KV bytes, plus, when sparse, SWA's gather (the attended KV read
- * once more and written packed) and its local-sum update. ns. Cannot fail. */
+ * of `resident` tokens each, in every layer: the weight GEMMs as max(FLOPs
+ * / peak, weight bytes / HBM bandwidth), plus attention, memory-bound over
+ * the attended KV bytes, plus, when sparse, SWA's gather (the attended KV
+ * read once more and written packed) and its local-sum update. ns. Cannot
+ * fail. */
 double cost_step_compute_ns(const struct model_shape *m, const struct hw_profile *hw,
-                            uint32_t batch, double attended, enum kv_precision precision,
-                            int sparse);
+                            uint32_t batch, double attended, double resident,
+                            enum kv_precision precision, int sparse);
 
 /* One layer of one decode step for `batch` sequences attending
- * `attended_total` tokens in all (summed over the batch): the layer's weight
- * GEMMs as a roofline, attention memory-bound over the attended KV, SWA's
- * overhead when sparse; with_head adds the output head (the last layer).
+ * `attended_total` tokens in all (summed over the batch) out of
+ * `resident_total` on the device: the layer's weight GEMMs as a roofline,
+ * attention memory-bound over the attended KV, SWA's overhead when sparse;
+ * with_head adds the output head (the last layer). A profile's measured
+ * attention prices a token from its dense table by the KV the step reads,
+ * or, when the step is sparse and attends fewer tokens than are resident
+ * (reads scattered over them), from its sparse table by the KV resident.
  * Summing it over the layers gives cost_step_compute_ns. ns. */
 double cost_layer_compute_ns(const struct model_shape *m, const struct hw_profile *hw,
-                             uint32_t batch, double attended_total, enum kv_precision precision,
-                             int sparse, int with_head);
+                             uint32_t batch, double attended_total, double resident_total,
+                             enum kv_precision precision, int sparse, int with_head);
 
 /* Prefill of `batch` prompts of `prompt_len` tokens: the weight GEMMs over
  * batch x prompt_len tokens as a roofline plus causal attention FLOPs. ns. */

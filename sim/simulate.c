@@ -89,6 +89,7 @@ struct stream_step {
     float recomputed;
     float moved;     /* tokens loaded plus tokens offloaded */
     float retired;   /* tokens the plan retired for good */
+    double gpu_bytes; /* KV bytes on the GPU tier after the step */
     double h2d, d2h; /* bytes */
     double cpu_attend; /* KV bytes attended on the CPU */
 };
@@ -122,6 +123,7 @@ static void collect_plan(void *user, const struct scheduler_plan *p, uint32_t se
     s->recomputed = (float)p->place.n_recompute;
     s->moved = (float)(p->place.n_load + p->place.n_offload);
     s->retired = (float)p->n_retired;
+    s->gpu_bytes = (double)p->gpu_bytes;
     s->h2d = (double)p->place.bytes_h2d;
     s->d2h = (double)p->place.bytes_d2h;
     s->cpu_attend = (double)p->place.bytes_cpu_attend;
@@ -406,8 +408,8 @@ static int run_vllm(const struct sim_config *cfg, double gpu_kv, struct sim_resu
             attended += len[order[k]] + 1;
         double step = 0;
         for (uint32_t l = 0; l < m->n_layers; l++)
-            step += cost_layer_compute_ns(m, cfg->hw, n_run, attended, cfg->precision, 0,
-                                          l == m->n_layers - 1);
+            step += cost_layer_compute_ns(m, cfg->hw, n_run, attended, attended, cfg->precision,
+                                          0, l == m->n_layers - 1);
         t += step;
         r->compute_s += step * 1e-9;
         batch_sum += n_run;
@@ -592,6 +594,8 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
         goto done;
     }
     double layer_weights = cost_layer_weight_bytes(m);
+    struct kv_shape kvs = kv_shape_of(m, cfg->precision);
+    const double kv_bytes = (double)cost_kv_bytes(&kvs); /* a token's, on the GPU tier */
     double prefill_d2h = 0;
     for (uint32_t s = 0; s < S; s++)
         for (uint32_t t = 0; t < Lt; t++)
@@ -613,7 +617,8 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
     for (uint32_t j = 0; j < N; j++)
         for (uint32_t l = 0; l < Lm; l++) {
             uint32_t x = j * Lm + l, tl = tl_of[l];
-            double att = 0, miss = 0, rec = 0, h2d = 0, d2h = 0, cpu = 0, moved = 0, ret = 0;
+            double att = 0, miss = 0, rec = 0, h2d = 0, d2h = 0, cpu = 0, moved = 0, ret = 0,
+                   resident = 0;
             const struct stream_step *row = &c.steps[((size_t)j * Lt + tl) * S];
             for (uint32_t s = 0; s < S; s++) {
                 att += slots_of[s] * row[s].attended;
@@ -624,6 +629,7 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
                 cpu += slots_of[s] * row[s].cpu_attend;
                 moved += slots_of[s] * row[s].moved;
                 ret += slots_of[s] * row[s].retired;
+                resident += slots_of[s] * row[s].gpu_bytes / kv_bytes;
             }
             attended_all += att;
             misses_all += miss;
@@ -659,8 +665,8 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
                                               (double)cfg->prompt_len + j + 1, ret));
             g.t[T_COMPUTE(x)] = (struct task){
                 .res = RES_GPU,
-                .dur_ns = ns_of(cost_layer_compute_ns(m, cfg->hw, B, att, cfg->precision, sparse,
-                                                      l == Lm - 1)) + sched[x]};
+                .dur_ns = ns_of(cost_layer_compute_ns(m, cfg->hw, B, att, resident, cfg->precision,
+                                                      sparse, l == Lm - 1)) + sched[x]};
             g.t[T_OFFLOAD(x)] = (struct task){.res = res_d2h,
                                               .dur_ns = ns_of(cost_transfer_ns(cfg->hw, d2h,
                                                                                copies_d2h))};

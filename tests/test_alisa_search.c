@@ -29,17 +29,17 @@ static void test_cost_terms_match_hand_computation(void **state)
     (void)state;
     /* weights: 2*16 + 2*4*4 + 2*4*8 + 10*4 = 168 params: 336 FLOPs (batch 1)
      * and 336 bytes; attention over 3 tokens of 16 bytes (K+V, fp16) = 48 */
-    assert_true(fabs(cost_step_compute_ns(&toy, &unit_hw, 1, 3, KV_FP16, 0) - 384) < 1e-9);
+    assert_true(fabs(cost_step_compute_ns(&toy, &unit_hw, 1, 3, 3, KV_FP16, 0) - 384) < 1e-9);
     /* sparse: gather reads and writes the 48 bytes again, local sum 3*2*4*2 */
-    assert_true(fabs(cost_step_compute_ns(&toy, &unit_hw, 1, 3, KV_FP16, 1) - 528) < 1e-9);
+    assert_true(fabs(cost_step_compute_ns(&toy, &unit_hw, 1, 3, 3, KV_FP16, 1) - 528) < 1e-9);
     /* batch 4: 1344 FLOPs take longer than reading 336 bytes, so compute-bound */
-    assert_true(fabs(cost_step_compute_ns(&toy, &unit_hw, 4, 3, KV_FP16, 0) - (1344 + 192)) < 1e-9);
+    assert_true(fabs(cost_step_compute_ns(&toy, &unit_hw, 4, 3, 3, KV_FP16, 0) - (1344 + 192)) < 1e-9);
     /* half the GEMM efficiency doubles the compute-bound GEMM (1344 -> 2688),
      * half the HBM efficiency the attention read (192 -> 384) */
     struct hw_profile half = unit_hw;
     half.gemm_efficiency = 0.5;
     half.hbm_efficiency = 0.5;
-    assert_true(fabs(cost_step_compute_ns(&toy, &half, 4, 3, KV_FP16, 0) - (2688 + 384)) < 1e-9);
+    assert_true(fabs(cost_step_compute_ns(&toy, &half, 4, 3, 3, KV_FP16, 0) - (2688 + 384)) < 1e-9);
     assert_true(fabs(cost_transfer_ns(&unit_hw, 100, 2) - 102) < 1e-9);
     assert_true(cost_transfer_ns(&unit_hw, 0, 5) == 0);
     /* recompute 2 tokens: 2*2*2*4*4 = 128 FLOPs, inputs 2*2*4 = 16 bytes */

@@ -72,6 +72,13 @@ static void test_calibrate_figures_are_finite_and_plausible(void **state)
             fail_msg("%s = %g ns per retired token", calib_name(i), f[i]);
     assert_true(f[CALIB_SCHED_RETIRED_FIRST] == 0);
     assert_true(f[CALIB_SCHED_RETIRED_FIRST + 5] > 0);
+    /* attention per attended token by batch, dense and SWA's scattered
+     * reads: one sequence's KV always fits the bound, so batch 1 ran */
+    for (int i = 0; i < CALIB_ATTN_N; i++)
+        if (!(f[CALIB_ATTN_BATCH_FIRST + i] < 1e6 && f[CALIB_ATTN_SPARSE_FIRST + i] < 1e6))
+            fail_msg("batch %u: %g and %g ns per attended token", calib_attn_batch[i],
+                     f[CALIB_ATTN_BATCH_FIRST + i], f[CALIB_ATTN_SPARSE_FIRST + i]);
+    assert_true(f[CALIB_ATTN_BATCH_FIRST] > 0 && f[CALIB_ATTN_SPARSE_FIRST] > 0);
     assert_true(f[CALIB_KV_NS_PER_TOKEN] > 0 && f[CALIB_KV_NS_PER_TOKEN] < 1e5);
     assert_true(f[CALIB_KV_NS_PER_LAYER] >= 0 && f[CALIB_KV_NS_PER_LAYER] < 1e6);
     llm_free(m);

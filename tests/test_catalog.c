@@ -197,7 +197,8 @@ static void test_catalog_executor_profile_keys_parse_and_bad_tables_fail(void **
              "head_gemm_ns_per_byte = 1:0.27\nsched_ns_per_token = dense:15.5 swa:16.8\n"
              "kv_ns_per_token = 6.5\nkv_ns_per_layer = 120\nsched_ns_per_layer = swa:900\n"
              "attn_ns_per_token_by_kv = 166:183 10600:218\nweight_probe_gbps = 23.5\n"
-             "sched_ns_per_stream = h2o:2100 swa:0\nsched_ns_per_retired = h2o:170\n",
+             "sched_ns_per_stream = h2o:2100 swa:0\nsched_ns_per_retired = h2o:170\n"
+             "attn_sparse_ns_per_token_by_kv = 166:171 2650:220 10600:250\n",
              base);
     tu_write(path, (const uint8_t *)text, strlen(text));
     struct catalog c = {0};
@@ -224,6 +225,8 @@ static void test_catalog_executor_profile_keys_parse_and_bad_tables_fail(void **
     assert_true(h->sched_stream_ns.value[0] == 2100 && h->sched_stream_ns.value[1] == 0);
     assert_int_equal(h->sched_retired_ns.n, 1);
     assert_true(h->sched_retired_ns.value[0] == 170);
+    assert_int_equal(h->attn_sparse_by_kv.n, 3);
+    assert_true(h->attn_sparse_by_kv.rows[1] == 2650 && h->attn_sparse_by_kv.ns_per_byte[2] == 250);
     catalog_deinit(&c);
 
     const char *bad[][2] = {
@@ -231,6 +234,7 @@ static void test_catalog_executor_profile_keys_parse_and_bad_tables_fail(void **
         {"weight_gemm_ns_per_byte = 1:0\n", "must be a positive number"},
         {"weight_gemm_ns_per_byte = 1.5:0.2\n", "whole, increasing keys"},
         {"attn_ns_per_token_by_kv = 166:183 100:200\n", "whole, increasing keys"},
+        {"attn_sparse_ns_per_token_by_kv = 166:-1\n", "must be a positive number"},
         {"sched_ns_per_token = swa\n", ":12: sched_ns_per_token: 'swa' at 'swa': expected NAME:VALUE"},
         {"sched_ns_per_token = swa:-1\n", "values non-negative"},
         {"serial = 2\n", ":1: [cpu]: serial = 2 must be 0 or 1"},

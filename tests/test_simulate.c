@@ -231,7 +231,7 @@ static void test_measured_gemm_and_attention_terms_price_the_steps(void **state)
     assert_true(fabs(r.compute_s - 416e-9) < 1e-15);
     assert_true(fabs(r.prefill_s - 328e-9) < 1e-15);
     /* beyond the last point, the last two points' line: 8 rows, 4 ns a byte */
-    assert_true(fabs(cost_layer_compute_ns(&toy, &hw, 8, 0, KV_FP16, 0, 0) -
+    assert_true(fabs(cost_layer_compute_ns(&toy, &hw, 8, 0, 0, KV_FP16, 0, 0) -
                      (128 * 2 * 4.0 + 8 * 5)) < 1e-9);
     tu_rmdir(dir);
     free(dir);
@@ -250,14 +250,28 @@ static void test_attention_priced_by_the_kv_a_step_reads(void **state)
     hw.attn_by_kv = (struct gemm_table){2, {1, 4}, {10, 30}};
     const double want[][2] = {{32, 10}, {64, 10}, {128, 20}, {256, 30}, {512, 30}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-        double got = cost_layer_compute_ns(&toy, &hw, 1, want[i][0], KV_FP16, 0, 0);
+        double got = cost_layer_compute_ns(&toy, &hw, 1, want[i][0], want[i][0], KV_FP16, 0, 0);
         if (fabs(got - (128 + want[i][0] * want[i][1] + 5)) > 1e-9)
             fail_msg("%g tokens: %g ns, want %g", want[i][0], got,
                      128 + want[i][0] * want[i][1] + 5);
     }
-    /* without the table, the single figure */
+    /* a sparse step without a sparse table: the dense one, by what it reads */
+    assert_true(fabs(cost_layer_compute_ns(&toy, &hw, 1, 64, 256, KV_FP16, 1, 0) -
+                     (128 + 64 * 10.0 + 5)) < 1e-9);
+    /* with one, by the KV resident (256 tokens: 4 KiB, 2 KiB between points);
+     * a dense step, or a sparse one attending all it holds, keeps the dense
+     * table */
+    hw.attn_sparse_by_kv = (struct gemm_table){2, {2, 8}, {40, 80}};
+    assert_true(fabs(cost_layer_compute_ns(&toy, &hw, 1, 64, 256, KV_FP16, 1, 0) -
+                     (128 + 64 * 60.0 + 5)) < 1e-9);
+    assert_true(fabs(cost_layer_compute_ns(&toy, &hw, 1, 64, 256, KV_FP16, 0, 0) -
+                     (128 + 64 * 10.0 + 5)) < 1e-9);
+    assert_true(fabs(cost_layer_compute_ns(&toy, &hw, 1, 64, 64, KV_FP16, 1, 0) -
+                     (128 + 64 * 10.0 + 5)) < 1e-9);
+    /* without the tables, the single figure */
     hw.attn_by_kv.n = 0;
-    assert_true(fabs(cost_layer_compute_ns(&toy, &hw, 1, 64, KV_FP16, 0, 0) -
+    hw.attn_sparse_by_kv.n = 0;
+    assert_true(fabs(cost_layer_compute_ns(&toy, &hw, 1, 64, 64, KV_FP16, 0, 0) -
                      (128 + 64 * 1000.0 + 5)) < 1e-9);
 }
 

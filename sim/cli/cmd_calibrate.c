@@ -99,6 +99,23 @@ struct stat4 {
     double mean, min, max, spread;
 };
 
+/* "key = KIB:NS ..." from the CALIB_ATTN_N figures by calib_attn_batch (a figure
+ * whose runs did not all run is left out); nothing when none ran. */
+static void attn_table(FILE *f, const char *key, const struct llm_config *c,
+                       const struct stat4 *st)
+{
+    int points = 0;
+    for (int i = 0; i < CALIB_ATTN_N; i++)
+        if (st[i].min > 0) {
+            if (points++ == 0)
+                fprintf(f, "%s =", key);
+            fprintf(f, " %.0f:%.4g", ceil(calib_attn_kv_bytes(c, calib_attn_batch[i]) / 1024),
+                    st[i].mean);
+        }
+    if (points)
+        fprintf(f, "\n");
+}
+
 int cmd_calibrate(int argc, char **argv)
 {
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
@@ -215,7 +232,8 @@ int cmd_calibrate(int argc, char **argv)
                    "; figures; sched_ns_per_retired = the sched_*_retired_ns figures;\n"
                    "; kv_ns_per_token, kv_ns_per_layer and\n"
                    "; weight_probe_gbps (what alisa validate sets its own samples beside)\n"
-                   "; and attn_ns_per_token_by_kv (KiB read by the run: attn_b*_ns_t)\n"
+                   "; attn_ns_per_token_by_kv (KiB read by the run: attn_b*_ns_t) and\n"
+                   "; attn_sparse_ns_per_token_by_kv (KiB resident: attn_sparse_b*_ns_t)\n"
                    "; as measured.\n");
         fprintf(f, "[%s]\ngpu = CPU executor: %s\ngpu_mem_gib = %.1f\nhbm_gbps = %.4g\n"
                    "fp16_tflops = %.4g\nhost_dram_gib = %.1f\nlink_gbps = %.4g\n"
@@ -248,14 +266,8 @@ int cmd_calibrate(int argc, char **argv)
         fprintf(f, "\nkv_ns_per_token = %.4g\nkv_ns_per_layer = %.4g\nweight_probe_gbps = %.4g\n",
                 st[CALIB_KV_NS_PER_TOKEN].mean, st[CALIB_KV_NS_PER_LAYER].mean,
                 st[CALIB_WEIGHT_PROBE_GBPS].mean);
-        int points = 0;
-        for (int i = 0; i < 4; i++)
-            if (st[CALIB_ATTN_BATCH_FIRST + i].min > 0)
-                fprintf(f, "%s %.0f:%.4g", points++ ? "" : "attn_ns_per_token_by_kv =",
-                        ceil(calib_attn_kv_bytes(&m->c, calib_attn_batch[i]) / 1024),
-                        st[CALIB_ATTN_BATCH_FIRST + i].mean);
-        if (points)
-            fprintf(f, "\n");
+        attn_table(f, "attn_ns_per_token_by_kv", &m->c, st + CALIB_ATTN_BATCH_FIRST);
+        attn_table(f, "attn_sparse_ns_per_token_by_kv", &m->c, st + CALIB_ATTN_SPARSE_FIRST);
         rc = cli_part_close(f, part, out, 0, &e);
     }
     if (!rc && json) {
