@@ -29,6 +29,11 @@
  *   timings, fitted against the context length: ns per attended token
  *   (slope); then a run attending 16 tokens (local selection): its mean
  *   less 16 tokens' worth is the fixed cost per sequence and layer.
+ *   Then, by batch (calib_attn_batch), 8 decode steps after a
+ *   CALIB_ATTN_PROMPT prompt: dense runs and SWA runs at 80% sparsity
+ *   (every token resident, a fifth read scattered), each step's attention
+ *   less the fixed cost, per token it attended: the two tables the cost
+ *   model keys by the KV a dense step reads and the KV a sparse one holds.
  * - Recomputation of one token's K and V (two GEMVs and RoPE), ns, as the
  *   executor runs it: a layer's tokens in a row, its weights hot.
  * - The scheduler's own time as the executor spends it (a plan, then the

@@ -132,16 +132,18 @@ double cost_layer_compute_ns(const struct model_shape *m, const struct hw_profil
     double t = gemm_ns(hw, layer_params(m, &k), batch);
     if (with_head)
         t += head_ns(hw, m, batch);
-    /* measured on the executor by the step's KV, its gather included: KiB
-     * over every layer */
-    double kib_per_token = m->n_layers * (double)cost_kv_bytes(&k) / 1024.0;
-    if (sparse && hw->attn_sparse_by_kv.n && resident_total > attended_total)
-        return t + attended_total * attn_table_ns(&hw->attn_sparse_by_kv,
-                                                  resident_total * kib_per_token) +
-               batch * hw->attn_ns_fixed;
-    if (hw->attn_by_kv.n)
-        return t + attended_total * attn_table_ns(&hw->attn_by_kv, attended_total * kib_per_token) +
-               batch * hw->attn_ns_fixed;
+    /* measured on the executor, its gather included: by the KV (KiB over
+     * every layer) a dense step reads, or a sparse one holds */
+    const struct gemm_table *table = &hw->attn_by_kv;
+    double keyed = attended_total;
+    if (sparse && hw->attn_sparse_by_kv.n && resident_total > attended_total) {
+        table = &hw->attn_sparse_by_kv;
+        keyed = resident_total;
+    }
+    if (table->n) {
+        double kib = keyed * m->n_layers * (double)cost_kv_bytes(&k) / 1024.0;
+        return t + attended_total * attn_table_ns(table, kib) + batch * hw->attn_ns_fixed;
+    }
     if (hw->attn_ns_per_token > 0) /* measured on the executor, its gather included */
         return t + attended_total * hw->attn_ns_per_token + batch * hw->attn_ns_fixed;
     /* Attention: read the attended K and V. */

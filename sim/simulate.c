@@ -594,8 +594,7 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
         goto done;
     }
     double layer_weights = cost_layer_weight_bytes(m);
-    struct kv_shape kvs = kv_shape_of(m, cfg->precision);
-    const double kv_bytes = (double)cost_kv_bytes(&kvs); /* a token's, on the GPU tier */
+    const double kv_bytes = (double)cost_kv_bytes(&ks); /* a token's, on the GPU tier */
     double prefill_d2h = 0;
     for (uint32_t s = 0; s < S; s++)
         for (uint32_t t = 0; t < Lt; t++)
