@@ -767,11 +767,12 @@ static const float *cuda_forward(void *be, struct backend_common *cm, const uint
             s->h_base[r] = (int32_t)((size_t)b * L);
             s->h_dst[r] = (int32_t)((size_t)b * L + pos0 + i);
         }
-    if (CU(e, cudaMemcpyAsync(s->d_tokens, s->h_tokens, 5 * (size_t)R * sizeof(uint32_t),
+    /* the five lists lie one after another in both places, rows_cap apart:
+     * tokens, pos, count, base, dst (copying 5 R values would leave pos and
+     * the rest stale after a wider call had grown rows_cap) */
+    if (CU(e, cudaMemcpyAsync(s->d_tokens, s->h_tokens, 5 * (size_t)s->rows_cap * sizeof(uint32_t),
                               cudaMemcpyHostToDevice, cs)))
         goto out;
-    /* the five lists lie one after another in both places: tokens, pos,
-     * count, base, dst */
     if (CU(e, kern_embed(s->x, s->emb, s->d_tokens, R, d, cs)))
         goto out;
     for (uint32_t l = 0; l < c->n_layers; l++) {
