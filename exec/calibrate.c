@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "device.h"
 #include "fit.h"
 #include "forward.h"
 #include "kvstore.h"
@@ -44,7 +45,8 @@ static const char *const names[] = {
     "sched_h2o_stream_ns", "sched_dense_retired_ns", "sched_local_retired_ns",
     "sched_strided_retired_ns", "sched_streaming_retired_ns", "sched_swa_retired_ns",
     "sched_h2o_retired_ns", "attn_sparse_b1_ns_t", "attn_sparse_b4_ns_t",
-    "attn_sparse_b8_ns_t", "attn_sparse_b16_ns_t", "attn_sparse_b32_ns_t", "attn_sparse_b64_ns_t"};
+    "attn_sparse_b8_ns_t", "attn_sparse_b16_ns_t", "attn_sparse_b32_ns_t", "attn_sparse_b64_ns_t",
+    "attn_layer_ns"};
 _Static_assert(sizeof names / sizeof names[0] == CALIB_N, "a name for every figure");
 
 const char *const calib_sched_policies[6] = {"dense", "local", "strided", "streaming", "swa", "h2o"};
@@ -71,6 +73,10 @@ static void fill(float *x, size_t n)
         x[i] = (float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
 }
 
+/* Bytes of a weight as backend kind holds it: FP32 on the CPU, FP16 on the
+ * GPU. */
+static double weight_size(enum llm_backend kind) { return kind == LLM_BACKEND_CUDA ? 2.0 : 4.0; }
+
 /* y (R, out) = x (R, in) W^T as the forward pass calls it. */
 static void gemm_rows(const float *x, const float *w, float *y, int R, int out, int in)
 {
@@ -91,9 +97,11 @@ static double time_gemm(const float *x, const float *w, float *y, int R, int out
     return median(t, 5);
 }
 
-/* GEMMs of the model's shapes: best GFLOP/s, and the one-row bandwidth over
- * the weight bytes of all shapes together. */
-static int bench_gemm(const struct llm_config *c, double *gflops, double *gbps)
+/* GEMMs of the model's shapes as backend kind runs them (OpenBLAS FP32, or
+ * cuBLAS with FP16 inputs: device_bench_gemm): best GFLOP/s, and the
+ * one-row bandwidth over the weight bytes of all shapes together. */
+static int bench_gemm(const struct llm_config *c, enum llm_backend kind, double *gflops,
+                      double *gbps, struct alisa_err *e)
 {
     const int shapes[4][2] = {{(int)c->dim, (int)c->dim}, {(int)c->kv_dim, (int)c->dim},
                               {(int)c->hidden_dim, (int)c->dim}, {(int)c->dim, (int)c->hidden_dim}};
@@ -102,7 +110,7 @@ static int bench_gemm(const struct llm_config *c, double *gflops, double *gbps)
     float *w = malloc(wmax * sizeof *w), *x = malloc(xmax * sizeof *x), *y = malloc(xmax * sizeof *y);
     if (!w || !x || !y) {
         free(w), free(x), free(y);
-        return -1;
+        return err_set(e, ALISA_ENOMEM, "out of memory for the calibration buffers");
     }
     fill(w, wmax);
     fill(x, xmax);
@@ -110,12 +118,20 @@ static int bench_gemm(const struct llm_config *c, double *gflops, double *gbps)
     for (int s = 0; s < 4; s++)
         for (int r = 0; r < 4; r++) {
             int out = shapes[s][0], in = shapes[s][1];
-            double ns = time_gemm(x, w, y, rows[r], out, in);
+            double ns;
+            char note[256];
+            if (kind != LLM_BACKEND_CUDA) {
+                ns = time_gemm(x, w, y, rows[r], out, in);
+            } else if (device_bench_gemm((unsigned)rows[r], (unsigned)out, (unsigned)in, 5, &ns,
+                                         note, sizeof note)) {
+                free(w), free(x), free(y);
+                return err_set(e, ALISA_EIO, "calibration: %s", note);
+            }
             double rate = 2.0 * rows[r] * out * in / ns; /* FLOP/ns = GFLOP/s */
             best = rate > best ? rate : best;
             if (rows[r] == 1) {
                 one_row_ns += ns;
-                one_row_bytes += (double)out * in * sizeof(float);
+                one_row_bytes += (double)out * in * weight_size(kind);
             }
         }
     *gflops = best;
@@ -164,23 +180,39 @@ static int bench_mem(double *gbps)
     return 0;
 }
 
-/* Copies between two arenas: time = latency + bytes / bandwidth. */
-static int bench_copy(const struct llm_config *c, double *gbps, double *lat_us)
+/* Copies between the two arenas: time = latency + bytes / bandwidth. On the
+ * CPU two host allocations (memcpy); on the GPU pinned host memory and the
+ * device, each size the mean of its host-to-device and device-to-host
+ * copies (device_bench_copy), as the executor's loads and offloads. */
+static int bench_copy(const struct llm_config *c, enum llm_backend kind, double *gbps,
+                      double *lat_us, struct alisa_err *e)
 {
     size_t max = (size_t)16 << 20;
-    unsigned char *src = malloc(max), *dst = malloc(max);
-    if (!src || !dst) {
+    int cuda = kind == LLM_BACKEND_CUDA;
+    unsigned char *src = cuda ? NULL : malloc(max), *dst = cuda ? NULL : malloc(max);
+    if (!cuda && (!src || !dst)) {
         free(src), free(dst);
-        return -1;
+        return err_set(e, ALISA_ENOMEM, "out of memory for the calibration buffers");
     }
-    memset(src, 1, max);
-    memset(dst, 2, max);
+    if (!cuda) {
+        memset(src, 1, max);
+        memset(dst, 2, max);
+    }
     double xs[16], ys[16], ws[16];
     size_t n = 0;
     for (size_t bytes = 2 * c->kv_dim * sizeof(float); bytes <= max && n < 16; bytes *= 4) {
         int reps = bytes < 65536 ? 2000 : bytes < (1u << 22) ? 50 : 5;
         double t[5];
-        for (int k = 0; k < 5; k++) {
+        if (cuda) {
+            double up, down;
+            char note[256];
+            if (device_bench_copy(bytes, 1, 15, &up, note, sizeof note) ||
+                device_bench_copy(bytes, 0, 15, &down, note, sizeof note))
+                return err_set(e, ALISA_EIO, "calibration: %s", note);
+            for (int k = 0; k < 5; k++)
+                t[k] = 0.5 * (up + down);
+        }
+        for (int k = 0; k < 5 && !cuda; k++) {
             double t0 = now_ns();
             for (int r = 0; r < reps; r++) {
                 /* a different offset each time: no copy is from a hot line alone */
@@ -231,7 +263,8 @@ enum { IS_GEMM, IS_ATTN, IS_MOVE, IS_RECOMP, IS_SCHED };
  * positions, under selection sel (budget tokens when budget is non-zero,
  * else 80% sparsity) with gpu-only placement and room for every token.
  * The decode steps' timings go to steps (room for N - P); *n their count. */
-static int insitu_run(const struct llm_model *m, const struct calib_text *tx, const char *sel,
+static int insitu_run(const struct llm_model *m, const struct calib_text *tx,
+                      enum llm_backend kind, const char *sel,
                       uint32_t budget, uint32_t B,
                       uint32_t P, uint32_t N, struct insitu_step *steps, size_t *n,
                       struct alisa_err *e)
@@ -257,9 +290,9 @@ static int insitu_run(const struct llm_model *m, const struct calib_text *tx, co
     uint32_t *tok = malloc((size_t)B * P * sizeof *tok);
     int rc = tok ? scheduler_create(&sched, &sc, NULL, e) : err_set(e, ALISA_ENOMEM, "out of memory");
     if (!rc)
-        rc = kvstore_create(&ks, c, sc.n_streams, N, N, 0, 0, e);
+        rc = llm_state_create_on(&st, kind, m, B, N, e);
     if (!rc)
-        rc = llm_state_create(&st, m, B, N, e);
+        rc = llm_state_kvstore(st, sc.n_streams, N, N, 0, 0, &ks, e);
     if (!rc && !(f = open_memstream(&buf, &len)))
         rc = err_set(e, ALISA_ENOMEM, "out of memory for timings");
     if (!rc) {
@@ -316,11 +349,12 @@ static int insitu_run(const struct llm_model *m, const struct calib_text *tx, co
     return rc;
 }
 
-/* Bytes of the layers' weights and of the head, FP32. */
-static void weight_bytes(const struct llm_config *c, double *layers, double *head)
+/* Bytes of the layers' weights and of the head as backend kind holds them. */
+static void weight_bytes(const struct llm_config *c, enum llm_backend kind, double *layers,
+                         double *head)
 {
-    *head = (double)c->vocab * c->dim * sizeof(float);
-    *layers = model_weight_params(c) * sizeof(float) - *head;
+    *head = (double)c->vocab * c->dim * weight_size(kind);
+    *layers = model_weight_params(c) * weight_size(kind) - *head;
 }
 
 /* The decode's weight GEMMs in situ (calibrate.h): for each row count R,
@@ -328,7 +362,8 @@ static void weight_bytes(const struct llm_config *c, double *layers, double *hea
  * layer GEMM time (with the element-wise work between the GEMMs, as the
  * executor counts it) per layer weight byte, and the head's per head byte.
  * Then the fit of the whole pass's time per byte against rows. */
-static int bench_stream(const struct llm_model *m, const struct calib_text *tx, double *gbps,
+static int bench_stream(const struct llm_model *m, const struct calib_text *tx,
+                        enum llm_backend kind, double *gbps,
                         double *gflops,
                         double layers_ns_per_byte[6], double head_ns_per_byte[6],
                         struct alisa_err *e)
@@ -338,12 +373,12 @@ static int bench_stream(const struct llm_model *m, const struct calib_text *tx, 
     struct insitu_step steps[12];
     double lb, hb, xs[6], ys[6], tl[12 * INSITU_MAX_RUNS], th[12 * INSITU_MAX_RUNS],
         tt[12 * INSITU_MAX_RUNS];
-    weight_bytes(&m->c, &lb, &hb);
+    weight_bytes(&m->c, kind, &lb, &hb);
     for (int i = 0; i < 6; i++) {
         size_t n = 0, all = 0;
         double t0 = now_ns();
         for (int r = 0; r < INSITU_MAX_RUNS && (r == 0 || now_ns() - t0 < INSITU_MIN_NS); r++) {
-            int rc = insitu_run(m, tx, "dense", 0, (uint32_t)rows[i], P, P + G, steps, &n, e);
+            int rc = insitu_run(m, tx, kind, "dense", 0, (uint32_t)rows[i], P, P + G, steps, &n, e);
             if (rc)
                 return rc;
             for (size_t k = 0; k < n; k++, all++) {
@@ -364,29 +399,31 @@ static int bench_stream(const struct llm_model *m, const struct calib_text *tx, 
     return 0;
 }
 
-double calib_weight_rate(const struct llm_model *m, double min_s)
+double calib_weight_rate(const struct llm_model *m, enum llm_backend kind, double min_s)
 {
     struct insitu_step steps[2];
     double t[2 * INSITU_MAX_RUNS], lb, hb, t0 = now_ns();
     size_t n = 0, all = 0;
     struct alisa_err e;
     for (int r = 0; r < INSITU_MAX_RUNS && (r == 0 || now_ns() - t0 < min_s * 1e9); r++) {
-        if (insitu_run(m, NULL, "dense", 0, 1, 1, 3, steps, &n, &e))
+        if (insitu_run(m, NULL, kind, "dense", 0, 1, 1, 3, steps, &n, &e))
             return NAN;
         for (size_t k = 0; k < n; k++)
             t[all++] = steps[k].cat[IS_GEMM] + steps[k].head;
     }
-    weight_bytes(&m->c, &lb, &hb);
+    weight_bytes(&m->c, kind, &lb, &hb);
     return (lb + hb) / median(t, all);
 }
 
 /* Attention per attended token: the slope of a dense run's per-layer time
  * against the context (one sequence to 384 positions, or the model's
- * context; each position's median over the repeated runs); its fixed cost
- * per sequence and layer: runs attending 16 tokens (local selection), their
- * median step less 16 tokens' worth. */
+ * context; each position's median over the repeated runs); its fixed costs:
+ * runs attending 16 tokens (local selection) of 1 and CALIB_ATTN_FIXED_BATCH
+ * sequences, each the median step per layer less 16 tokens' worth a
+ * sequence, = per layer + B x per sequence (calibrate.h). */
 static int bench_attention(const struct llm_model *m, const struct calib_text *tx,
-                           double *ns_per_token, double *ns_fixed,
+                           enum llm_backend kind,
+                           double *ns_per_token, double *ns_fixed, double *ns_layer,
                            struct alisa_err *e)
 {
     const uint32_t N = m->c.seq_len < 384 ? m->c.seq_len : 384, K = 16, L = m->c.n_layers;
@@ -398,7 +435,7 @@ static int bench_attention(const struct llm_model *m, const struct calib_text *t
     /* the run repeated (a small model's lasts a tenth of a second, and
      * single runs were seen 30% apart): each position's median */
     for (; !rc && runs < INSITU_MAX_RUNS && (runs == 0 || now_ns() - t0 < INSITU_MIN_NS); runs++) {
-        rc = insitu_run(m, tx, "dense", 0, 1, 1, N, steps, &n, e);
+        rc = insitu_run(m, tx, kind, "dense", 0, 1, 1, N, steps, &n, e);
         if (!rc && n <= 2)
             rc = err_set(e, ALISA_EINVAL, "calibration: %zu attention timings, too few to fit", n);
         if (!rc && runs > 0 && n != n0)
@@ -417,18 +454,27 @@ static int bench_attention(const struct llm_model *m, const struct calib_text *t
         gsl_fit_linear(xs, 1, ys, 1, n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
         *ns_per_token = c1;
     }
-    /* the fixed part: runs attending K tokens, the median step */
-    size_t all = 0;
-    t0 = now_ns();
-    for (size_t r = 0; !rc && r < INSITU_MAX_RUNS && (r == 0 || now_ns() - t0 < INSITU_MIN_NS);
-         r++) {
-        rc = insitu_run(m, tx, "local", K, 1, K, N < 8 * K ? N : 8 * K, steps, &n, e);
-        for (size_t i = 0; !rc && i < n && all < (size_t)N * INSITU_MAX_RUNS; i++)
-            per[all++] = steps[i].cat[IS_ATTN] / L;
+    /* the fixed parts: runs attending K tokens, the median step per layer,
+     * with one sequence and with CALIB_ATTN_FIXED_BATCH */
+    const uint32_t batch[2] = {1, CALIB_ATTN_FIXED_BATCH};
+    double fixed[2] = {0, 0};
+    for (int w = 0; w < 2 && !rc; w++) {
+        size_t all = 0;
+        t0 = now_ns();
+        for (size_t r = 0;
+             !rc && r < INSITU_MAX_RUNS && (r == 0 || now_ns() - t0 < INSITU_MIN_NS); r++) {
+            rc = insitu_run(m, tx, kind, "local", K, batch[w], K, N < 8 * K ? N : 8 * K, steps,
+                            &n, e);
+            for (size_t i = 0; !rc && i < n && all < (size_t)N * INSITU_MAX_RUNS; i++)
+                per[all++] = steps[i].cat[IS_ATTN] / L;
+        }
+        if (!rc)
+            fixed[w] = median(per, all) - batch[w] * K * *ns_per_token;
     }
-    if (!rc) {
-        double fixed = median(per, all) - K * *ns_per_token;
-        *ns_fixed = fixed > 0 ? fixed : 0;
+    if (!rc) { /* fixed[w] = layer + batch[w] x sequence */
+        double seq = (fixed[1] - fixed[0]) / (batch[1] - batch[0]);
+        *ns_fixed = seq > 0 ? seq : 0;
+        *ns_layer = fixed[0] - *ns_fixed > 0 ? fixed[0] - *ns_fixed : 0;
     }
     free(steps);
     free(xs);
@@ -455,11 +501,12 @@ double calib_attn_kv_bytes(const struct llm_config *c, uint32_t B)
  * caches: for each calib_attn_batch count, runs of selection sel (dense, or
  * swa at 80% sparsity: scattered reads over a resident context five times
  * what they read) of ATTN_STEPS decode steps after an attn_prompt() prompt
- * (repeated for INSITU_MIN_NS), each step's attention less `fixed` per
- * sequence and layer, over the tokens it attended; the median. */
+ * (repeated for INSITU_MIN_NS), each step's attention less `layer` per
+ * layer and `fixed` per sequence and layer, over the tokens it attended; the
+ * median. */
 static int bench_attention_batches(const struct llm_model *m, const struct calib_text *tx,
-                                   const char *sel, double fixed, double out[CALIB_ATTN_N],
-                                   struct alisa_err *e)
+                                   enum llm_backend kind, const char *sel, double layer,
+                                   double fixed, double out[CALIB_ATTN_N], struct alisa_err *e)
 {
     const struct llm_config *c = &m->c;
     const uint32_t P = attn_prompt(c), L = c->n_layers;
@@ -473,14 +520,15 @@ static int bench_attention_batches(const struct llm_model *m, const struct calib
         size_t n = 0, all = 0;
         double t0 = now_ns();
         for (int r = 0; r < INSITU_MAX_RUNS && (r == 0 || now_ns() - t0 < INSITU_MIN_NS); r++) {
-            int rc = insitu_run(m, tx, sel, 0, B, P, P + ATTN_STEPS, steps, &n, e);
+            int rc = insitu_run(m, tx, kind, sel, 0, B, P, P + ATTN_STEPS, steps, &n, e);
             if (rc)
                 return rc;
             for (size_t k = 0; k < n; k++) {
                 if (!(steps[k].attended > 0))
                     return err_set(e, ALISA_EINVAL, "calibration: a %s step at position %.0f "
                                    "attended no tokens", sel, steps[k].pos);
-                per[all++] = (steps[k].cat[IS_ATTN] - L * B * fixed) / steps[k].attended;
+                per[all++] = (steps[k].cat[IS_ATTN] - L * (layer + B * fixed)) /
+                             steps[k].attended;
             }
         }
         out[i] = median(per, all);
@@ -500,6 +548,7 @@ static int bench_attention_batches(const struct llm_model *m, const struct calib
  * layer and step (the median run), give fit_three_terms its three points
  * (the arenas: fit_two_terms through the first two). */
 static int bench_schedule(const struct llm_model *m, const struct calib_text *tx,
+                          enum llm_backend kind,
                           double out[CALIB_N], struct alisa_err *e)
 {
     const uint32_t G = 12, L = m->c.n_layers;
@@ -518,7 +567,7 @@ static int bench_schedule(const struct llm_model *m, const struct calib_text *tx
             for (; runs < INSITU_MAX_RUNS && (runs == 0 || now_ns() - t0 < INSITU_MIN_NS);
                  runs++) {
                 size_t n = 0;
-                int rc = insitu_run(m, tx, calib_sched_policies[i], 0, B, P, P + G, steps, &n, e);
+                int rc = insitu_run(m, tx, kind, calib_sched_policies[i], 0, B, P, P + G, steps, &n, e);
                 if (rc)
                     return rc;
                 if (n < 2)
@@ -564,10 +613,21 @@ static int bench_schedule(const struct llm_model *m, const struct calib_text *tx
  * executor's own), as the executor recomputes: a layer's tokens one after
  * another right after its own K/V projection, the layer's weights hot. Per
  * layer one warm-up call, then 16 tokens timed; the median over layers of
- * 5 rounds. */
-static double bench_recompute(const struct llm_model *m)
+ * 5 rounds. The CUDA backend recomputes a layer's tokens at once (a gather,
+ * two cuBLAS GEMMs, RoPE, a scatter): there, the GEMM of the K and V rows of
+ * RECOMPUTE_ROWS tokens (device_bench_gemm, one GEMM of both outputs), per
+ * token; the gather, RoPE and scatter are not counted. */
+#define RECOMPUTE_ROWS 16
+static double bench_recompute(const struct llm_model *m, enum llm_backend kind)
 {
     const struct llm_config *c = &m->c;
+    if (kind == LLM_BACKEND_CUDA) { /* the K and V GEMMs of RECOMPUTE_ROWS tokens, per token */
+        double ns;
+        char note[256];
+        if (device_bench_gemm(RECOMPUTE_ROWS, 2 * c->kv_dim, c->dim, 15, &ns, note, sizeof note))
+            return NAN;
+        return ns / RECOMPUTE_ROWS;
+    }
     float *act = malloc(c->dim * sizeof *act), *k = malloc(2 * c->kv_dim * sizeof *k);
     double *t = malloc((size_t)5 * c->n_layers * sizeof *t);
     if (!act || !k || !t) {
@@ -589,16 +649,18 @@ static double bench_recompute(const struct llm_model *m)
     return med;
 }
 
-int calib_measure(const struct llm_model *m, const struct calib_text *tx, double out[CALIB_N],
-                  struct alisa_err *e)
+int calib_measure(const struct llm_model *m, const struct calib_text *tx, enum llm_backend kind,
+                  double out[CALIB_N], struct alisa_err *e)
 {
     for (int i = 0; i < CALIB_N; i++)
         out[i] = NAN;
-    if (bench_gemm(&m->c, &out[CALIB_GEMM_GFLOPS], &out[CALIB_GEMV_GBPS]) ||
-        bench_mem(&out[CALIB_MEM_GBPS]) ||
-        bench_copy(&m->c, &out[CALIB_COPY_GBPS], &out[CALIB_COPY_LATENCY_US]))
-        return err_set(e, ALISA_ENOMEM, "out of memory for the calibration buffers");
-    int rc = bench_stream(m, tx, &out[CALIB_STREAM_GBPS], &out[CALIB_STREAM_GFLOPS],
+    int rc = bench_gemm(&m->c, kind, &out[CALIB_GEMM_GFLOPS], &out[CALIB_GEMV_GBPS], e);
+    if (!rc && bench_mem(&out[CALIB_MEM_GBPS]))
+        rc = err_set(e, ALISA_ENOMEM, "out of memory for the calibration buffers");
+    if (!rc)
+        rc = bench_copy(&m->c, kind, &out[CALIB_COPY_GBPS], &out[CALIB_COPY_LATENCY_US], e);
+    if (!rc)
+        rc = bench_stream(m, tx, kind, &out[CALIB_STREAM_GBPS], &out[CALIB_STREAM_GFLOPS],
                           &out[CALIB_WGEMM_R1], &out[CALIB_HEAD_R1], e);
     if (rc)
         return rc;
@@ -606,19 +668,21 @@ int calib_measure(const struct llm_model *m, const struct calib_text *tx, double
         out[CALIB_STREAM_GBPS] = 1.0 / out[CALIB_WGEMM_R1];
     if (out[CALIB_STREAM_GFLOPS] <= 0) /* cache-resident model: its best in-cache rate */
         out[CALIB_STREAM_GFLOPS] = out[CALIB_GEMM_GFLOPS];
-    if ((rc = bench_attention(m, tx, &out[CALIB_ATTN_NS_PER_TOKEN], &out[CALIB_ATTN_NS_FIXED],
-                              e)) ||
-        (rc = bench_schedule(m, tx, out, e)))
+    if ((rc = bench_attention(m, tx, kind, &out[CALIB_ATTN_NS_PER_TOKEN], &out[CALIB_ATTN_NS_FIXED],
+                              &out[CALIB_ATTN_NS_LAYER], e)) ||
+        (rc = bench_schedule(m, tx, kind, out, e)))
         return rc;
-    out[CALIB_RECOMPUTE_NS] = bench_recompute(m);
+    out[CALIB_RECOMPUTE_NS] = bench_recompute(m, kind);
     if (isnan(out[CALIB_RECOMPUTE_NS]))
-        return err_set(e, ALISA_ENOMEM, "out of memory for the calibration buffers");
-    if ((rc = bench_attention_batches(m, tx, "dense", out[CALIB_ATTN_NS_FIXED],
-                                      &out[CALIB_ATTN_BATCH_FIRST], e)) ||
-        (rc = bench_attention_batches(m, tx, "swa", out[CALIB_ATTN_NS_FIXED],
-                                      &out[CALIB_ATTN_SPARSE_FIRST], e)))
+        return err_set(e, ALISA_EIO, "calibration: the recomputation benchmark failed");
+    if ((rc = bench_attention_batches(m, tx, kind, "dense", out[CALIB_ATTN_NS_LAYER],
+                                      out[CALIB_ATTN_NS_FIXED], &out[CALIB_ATTN_BATCH_FIRST],
+                                      e)) ||
+        (rc = bench_attention_batches(m, tx, kind, "swa", out[CALIB_ATTN_NS_LAYER],
+                                      out[CALIB_ATTN_NS_FIXED], &out[CALIB_ATTN_SPARSE_FIRST],
+                                      e)))
         return rc;
-    out[CALIB_WEIGHT_PROBE_GBPS] = calib_weight_rate(m, 0.5);
+    out[CALIB_WEIGHT_PROBE_GBPS] = calib_weight_rate(m, kind, 0.5);
     if (isnan(out[CALIB_WEIGHT_PROBE_GBPS]))
         return err_set(e, ALISA_ENOMEM, "out of memory for the weight-rate probe");
     return 0;

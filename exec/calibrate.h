@@ -1,10 +1,15 @@
-/* Calibration of the CPU backend: microbenchmarks that measure what the
- * simulator's cost model needs to price the executor's work on this
- * machine (issue 9), each repeated so the spread shows.
+/* Calibration of an executor backend, CPU or CUDA: microbenchmarks that
+ * measure what the simulator's cost model needs to price the executor's
+ * work on this machine (issue 9), each repeated so the spread shows. The
+ * in-situ figures run the chosen backend's own forward pass and read its
+ * timings (CUDA events on the GPU); where a figure differs by backend, the
+ * item below says how the CUDA one is taken. Weight bytes are the
+ * backend's: 4 (FP32) on the CPU, 2 (FP16) on the GPU.
  *
  * - GEMM throughput of the model's projection shapes (batch x positions rows
- *   of 1, 8, 32 and 256) through OpenBLAS, each matrix hot in cache: the
- *   best rate, and one row's weight bytes over time (both reported).
+ *   of 1, 8, 32 and 256) through OpenBLAS, each matrix hot in cache (CUDA:
+ *   cuBLAS, FP16 inputs, device_bench_gemm): the best rate, and one row's
+ *   weight bytes over time (both reported).
  * - The decode's weight GEMMs in situ: the executor's own forward pass
  *   decoding R sequences (R = 1, 2, 4, 8, 16 and 32) of synthetic tokens,
  *   12 steps after a 4-token prompt, its timings read back: the median
@@ -20,22 +25,27 @@
  *   alone ran up to 30% slower than inside the executor (issue 9).
  * - Host memory read bandwidth (cblas_sasum over a 256 MiB array).
  * - Copy between two separately allocated arenas (the executor's offload and
- *   load) for sizes from one token's K and V to 16 MiB: weighted
+ *   load; CUDA: pinned host memory and the device, the mean of the two
+ *   directions) for sizes from one token's K and V to 16 MiB: weighted
  *   least-squares fit (GSL, relative errors) of time = latency + bytes /
  *   bandwidth.
  * - Attention: the executor's own forward pass decoding to 384 positions
  *   under the scheduler (dense selection, gpu-only placement: the gather of
  *   the attended K and V included), per-layer attention time from its
  *   timings, fitted against the context length: ns per attended token
- *   (slope); then a run attending 16 tokens (local selection): its mean
- *   less 16 tokens' worth is the fixed cost per sequence and layer.
+ *   (slope); then runs attending 16 tokens (local selection) with 1 and
+ *   with CALIB_ATTN_FIXED_BATCH sequences: per layer, their medians less 16
+ *   tokens' worth a sequence are a + B x b, solved for the fixed cost per
+ *   layer (a: on a GPU the kernel launches, whatever the batch) and per
+ *   sequence and layer (b; each clamped at 0).
  *   Then, by batch (calib_attn_batch), 8 decode steps after a
  *   CALIB_ATTN_PROMPT prompt: dense runs and SWA runs at 80% sparsity
  *   (every token resident, a fifth read scattered), each step's attention
- *   less the fixed cost, per token it attended: the two tables the cost
+ *   less the fixed costs (a + B x b per layer), per token it attended: the two tables the cost
  *   model keys by the KV a dense step reads and the KV a sparse one holds.
  * - Recomputation of one token's K and V (two GEMVs and RoPE), ns, as the
- *   executor runs it: a layer's tokens in a row, its weights hot.
+ *   executor runs it: a layer's tokens in a row, its weights hot (CUDA: the
+ *   K and V GEMM of 16 tokens at once, per token).
  * - The scheduler's own time as the executor spends it (a plan, then the
  *   attention row rounded to FP16 and observed), in situ: for each
  *   selection at 80% sparsity (gpu-only placement), three runs of 12 decode
@@ -59,6 +69,7 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "forward.h"
 #include "model.h"
 
 /* Batches the attention tables are measured at (calib_attn_batch). */
@@ -85,7 +96,8 @@ enum calib_figure {
     CALIB_HEAD_R16,
     CALIB_HEAD_R32,
     CALIB_ATTN_NS_PER_TOKEN, /* attention, per layer, per attended token, ns */
-    CALIB_ATTN_NS_FIXED,     /* attention, per layer and sequence, fixed, ns */
+    CALIB_ATTN_NS_FIXED,     /* attention, per layer and sequence, fixed, ns (beside
+                                CALIB_ATTN_NS_LAYER) */
     CALIB_RECOMPUTE_NS,      /* K and V of one token of one layer, ns */
     CALIB_SCHED_FIRST,       /* the scheduler's own time per stream, step and context
                                 token, ns, one figure per calib_sched_policies entry */
@@ -115,6 +127,9 @@ enum calib_figure {
                                 attending 20% of the context (80% sparsity), which stays
                                 resident, per attended token */
     CALIB_ATTN_SPARSE_LAST = CALIB_ATTN_SPARSE_FIRST + CALIB_ATTN_N - 1,
+    CALIB_ATTN_NS_LAYER,     /* attention, per layer and step whatever the batch, fixed, ns
+                                (a GPU's kernel launches; CALIB_ATTN_NS_FIXED is per
+                                sequence beside it) */
     CALIB_N
 };
 
@@ -132,6 +147,7 @@ extern const uint32_t calib_sched_prompt[3];
  * step stays under CALIB_ATTN_MAX_KV bytes. */
 extern const uint32_t calib_attn_batch[CALIB_ATTN_N];
 #define CALIB_ATTN_PROMPT 128
+#define CALIB_ATTN_FIXED_BATCH 8
 #define CALIB_ATTN_MAX_KV (256.0 * 1024 * 1024)
 
 /* The KV bytes resident in one decode step of batch B in those runs (every
@@ -155,20 +171,21 @@ struct calib_text {
 };
 
 /* Runs every microbenchmark once for the shapes of model m (which must be
- * loaded: the attention benchmark runs it) and writes the figures into
- * out[CALIB_N]. The in-situ runs read their tokens from tx; NULL: ids
- * spread over the vocabulary (synthetic; calib_weight_rate always uses
- * them). Returns 0, or ALISA_ENOMEM. */
-int calib_measure(const struct llm_model *m, const struct calib_text *tx, double out[CALIB_N],
-                  struct alisa_err *e);
+ * loaded: the attention benchmark runs it) on backend kind and writes the
+ * figures into out[CALIB_N]. The in-situ runs read their tokens from tx;
+ * NULL: ids spread over the vocabulary (synthetic; calib_weight_rate always
+ * uses them). Returns 0, or an error (out of memory, a failed executor run,
+ * a device call that failed). */
+int calib_measure(const struct llm_model *m, const struct calib_text *tx, enum llm_backend kind,
+                  double out[CALIB_N], struct alisa_err *e);
 
 /* The decode's weight pass in situ with one sequence (the layer GEMMs and
  * head of the decode steps of runs of one prompt token and two decode
  * steps, as bench_stream times them, repeated until min_s seconds have
- * passed; the median step): weight bytes / time, GB/s. The machine's state
+ * passed; the median step) on backend kind: weight bytes / time, GB/s. The machine's state
  * now, to set beside a profile measured earlier; alisa validate samples it
  * before, during and after its run. Returns NAN when the run fails. */
-double calib_weight_rate(const struct llm_model *m, double min_s);
+double calib_weight_rate(const struct llm_model *m, enum llm_backend kind, double min_s);
 
 /* The rate calib_weight_rate would give on the machine profile hw
  * describes: the pass's layers and head at the profile's one-row costs

@@ -1,8 +1,11 @@
-/* Probing for an accelerator: what the build has and what the machine has.
+/* Probing for an accelerator: what the build has and what the machine has,
+ * and the two microbenchmarks of device 0 that the CUDA calibration cannot
+ * read from the executor's timings (cuBLAS GEMMs alone, copies over the
+ * host link).
  *
- * Owns nothing but the probe. It never aborts and never fails: a build
- * without CUDA, a machine without a driver or without a device are all
- * ordinary answers, reported in struct device_info.
+ * The probe never aborts and never fails: a build without CUDA, a machine
+ * without a driver or without a device are all ordinary answers, reported in
+ * struct device_info. The benchmarks own their buffers for the call only.
  */
 #ifndef ALISA_DEVICE_H
 #define ALISA_DEVICE_H
@@ -20,5 +23,19 @@ struct device_info {
 
 /* Fills *out. Cannot fail. */
 void device_probe(struct device_info *out);
+
+/* Time of one GEMM as the CUDA backend runs its projections: y (rows, out)
+ * = x (rows, in) W^T, FP16 inputs, FP32 accumulation and output (cuBLAS,
+ * random data), the median of `reps` after a warm-up, ns, in *ns. Returns
+ * 0, or -1 with the reason in note (n bytes) when there is no device or a
+ * call fails. */
+int device_bench_gemm(unsigned rows, unsigned out, unsigned in, int reps, double *ns, char *note,
+                      size_t n);
+
+/* Time of one copy of `bytes` between pinned host memory and the device,
+ * host to device (to_device 1) or back, each synchronised, the median of
+ * `reps` after a warm-up, ns, in *ns. Returns 0, or -1 with the reason in
+ * note. */
+int device_bench_copy(size_t bytes, int to_device, int reps, double *ns, char *note, size_t n);
 
 #endif

@@ -1,4 +1,6 @@
-/* Device probe of a CUDA build, through the CUDA runtime.
+/* Device probe and microbenchmarks of a CUDA build, through the CUDA
+ * runtime and cuBLAS. Timings are CUDA events around each call on one
+ * stream, the median over the repetitions.
  *
  * Every runtime call is checked; an error (no driver, no device, a driver
  * older than the runtime) becomes the note, never an abort.
@@ -7,8 +9,11 @@ extern "C" {
 #include "device.h"
 }
 
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 extern "C" void device_probe(struct device_info *out)
@@ -38,4 +43,140 @@ extern "C" void device_probe(struct device_info *out)
     out->mem_bytes = prop.totalGlobalMem;
     out->cc_major = prop.major;
     out->cc_minor = prop.minor;
+}
+
+/* A failed call's text into note; 1 when rc failed. */
+static int failed(cudaError_t rc, const char *what, char *note, size_t n)
+{
+    if (rc == cudaSuccess)
+        return 0;
+    snprintf(note, n, "%s: %s", what, cudaGetErrorString(rc));
+    cudaGetLastError();
+    return 1;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median_of(double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+/* Times fn(note, n) (non-zero: failed, note set) on stream s, reps times
+ * after one warm-up: the median, ns. */
+template <typename F>
+static int time_calls(F fn, cudaStream_t s, int reps, double *ns, char *note, size_t n)
+{
+    cudaEvent_t a = NULL, b = NULL;
+    double *t = (double *)malloc((size_t)reps * sizeof *t);
+    int rc = -1;
+    if (!t) {
+        snprintf(note, n, "out of memory");
+        return -1;
+    }
+    if (failed(cudaEventCreate(&a), "cudaEventCreate", note, n) ||
+        failed(cudaEventCreate(&b), "cudaEventCreate", note, n) || fn(note, n) ||
+        failed(cudaStreamSynchronize(s), "cudaStreamSynchronize", note, n))
+        goto out;
+    for (int r = 0; r < reps; r++) {
+        float ms = 0;
+        if (failed(cudaEventRecord(a, s), "cudaEventRecord", note, n) || fn(note, n) ||
+            failed(cudaEventRecord(b, s), "cudaEventRecord", note, n) ||
+            failed(cudaEventSynchronize(b), "cudaEventSynchronize", note, n) ||
+            failed(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime", note, n))
+            goto out;
+        t[r] = ms * 1e6;
+    }
+    *ns = median_of(t, reps);
+    rc = 0;
+out:
+    if (a)
+        cudaEventDestroy(a);
+    if (b)
+        cudaEventDestroy(b);
+    free(t);
+    return rc;
+}
+
+extern "C" int device_bench_gemm(unsigned rows, unsigned out, unsigned in, int reps, double *ns,
+                                 char *note, size_t n)
+{
+    __half *w = NULL, *x = NULL;
+    float *y = NULL;
+    cublasHandle_t h = NULL;
+    cudaStream_t s = NULL;
+    size_t nw = (size_t)out * in, nx = (size_t)rows * in;
+    __half *hw = (__half *)malloc((nw > nx ? nw : nx) * sizeof *hw);
+    int rc = -1;
+    if (!hw) {
+        snprintf(note, n, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < (nw > nx ? nw : nx); i++) /* values in [-1, 1) */
+        hw[i] = __float2half((float)((i * 2654435761u) % 65536) / 32768.0f - 1.0f);
+    if (failed(cudaStreamCreate(&s), "cudaStreamCreate", note, n) ||
+        failed(cudaMalloc((void **)&w, nw * sizeof *w), "cudaMalloc", note, n) ||
+        failed(cudaMalloc((void **)&x, nx * sizeof *x), "cudaMalloc", note, n) ||
+        failed(cudaMalloc((void **)&y, (size_t)rows * out * sizeof *y), "cudaMalloc", note, n) ||
+        failed(cudaMemcpy(w, hw, nw * sizeof *w, cudaMemcpyHostToDevice), "cudaMemcpy", note, n) ||
+        failed(cudaMemcpy(x, hw, nx * sizeof *x, cudaMemcpyHostToDevice), "cudaMemcpy", note, n))
+        goto out;
+    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS || cublasSetStream(h, s) != CUBLAS_STATUS_SUCCESS) {
+        snprintf(note, n, "cublasCreate failed");
+        goto out;
+    }
+    rc = time_calls(
+        [&](char *nt, size_t nn) {
+            const float one = 1.0f, zero = 0.0f;
+            cublasStatus_t st = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)rows,
+                                             (int)in, &one, w, CUDA_R_16F, (int)in, x, CUDA_R_16F,
+                                             (int)in, &zero, y, CUDA_R_32F, (int)out,
+                                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+            if (st == CUBLAS_STATUS_SUCCESS)
+                return 0;
+            snprintf(nt, nn, "cublasGemmEx: %s", cublasGetStatusString(st));
+            return 1;
+        },
+        s, reps, ns, note, n);
+out:
+    if (h)
+        cublasDestroy(h);
+    cudaFree(w);
+    cudaFree(x);
+    cudaFree(y);
+    if (s)
+        cudaStreamDestroy(s);
+    free(hw);
+    return rc;
+}
+
+extern "C" int device_bench_copy(size_t bytes, int to_device, int reps, double *ns, char *note,
+                                 size_t n)
+{
+    void *host = NULL, *dev = NULL;
+    cudaStream_t s = NULL;
+    int rc = -1;
+    if (failed(cudaStreamCreate(&s), "cudaStreamCreate", note, n) ||
+        failed(cudaHostAlloc(&host, bytes, cudaHostAllocDefault), "cudaHostAlloc", note, n) ||
+        failed(cudaMalloc(&dev, bytes), "cudaMalloc", note, n))
+        goto out;
+    memset(host, 1, bytes);
+    rc = time_calls(
+        [&](char *nt, size_t nn) {
+            return failed(to_device ? cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, s)
+                                    : cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, s),
+                          "cudaMemcpyAsync", nt, nn);
+        },
+        s, reps, ns, note, n);
+out:
+    cudaFree(dev);
+    cudaFreeHost(host);
+    if (s)
+        cudaStreamDestroy(s);
+    return rc;
 }

@@ -10,7 +10,8 @@
 set datafile separator ","
 set terminal pngcairo size 1300, 500 font "sans,10"
 set output outfile
-set multiplot layout 1, 2 title "Simulator against the CPU executor (alisa validate)" font ",13"
+if (!exists("executor")) executor = "CPU"
+set multiplot layout 1, 2 title sprintf("Simulator against the %s executor (alisa validate)", executor) font ",13"
 # export columns: 3 status, 10 batch, 12 gen_len, 13 phase2_step, 14 phase3_step,
 # 15 measured_s, 16 predicted_s
 phase(p2, p3) = p3 >= 0 ? 3 : (p2 >= 0 ? 2 : 1)

@@ -67,14 +67,19 @@ struct hw_profile {
     double host_mem_gbps;   /* host DRAM bandwidth for CPU-side attention, GB/s */
     double gemm_efficiency; /* share of fp16_tflops a GEMM reaches, (0, 1] */
     double hbm_efficiency;  /* share of hbm_gbps a memory-bound kernel reaches, (0, 1] */
-    /* Optional keys, for profiles of alisa's CPU executor (alisa calibrate): */
+    /* Optional keys, for profiles of alisa's executor (alisa calibrate, CPU or CUDA): */
     uint32_t serial;        /* 1: one processor runs compute, copies and recomputation in
-                               turn, K and V copied token by token (no copy engine), and a
-                               weight GEMM's memory and arithmetic times add; 0: GPU */
+                               turn (the executor waits for its copies), K and V copied
+                               token by token unless batched_copies, and a weight GEMM's
+                               memory and arithmetic times add; 0: GPU */
+    uint32_t batched_copies; /* with serial: 1, a layer's moves go as one copy each way
+                                (the CUDA executor gathers them); 0, two copies a token */
     double weight_bytes;    /* bytes per weight as the executor stores them (0: 2, FP16) */
     double attn_ns_per_token; /* attention per attended token per sequence and layer, ns
                                  (0: memory-bound over the KV bytes at hbm_gbps) */
     double attn_ns_fixed;   /* attention's fixed cost per sequence and layer, ns */
+    double attn_ns_per_layer; /* ... and per layer and step whatever the batch (a GPU's
+                                 kernel launches), ns */
     struct gemm_table attn_by_kv; /* attn_ns_per_token_by_kv = KIB:NS ...: attention per
                                      attended token, sequence and layer by the KV KiB a
                                      decode step reads in all (every layer and sequence):

@@ -140,12 +140,13 @@ double cost_layer_compute_ns(const struct model_shape *m, const struct hw_profil
         table = &hw->attn_sparse_by_kv;
         keyed = resident_total;
     }
+    double fixed = hw->attn_ns_per_layer + batch * hw->attn_ns_fixed;
     if (table->n) {
         double kib = keyed * m->n_layers * (double)cost_kv_bytes(&k) / 1024.0;
-        return t + attended_total * attn_table_ns(table, kib) + batch * hw->attn_ns_fixed;
+        return t + attended_total * attn_table_ns(table, kib) + fixed;
     }
     if (hw->attn_ns_per_token > 0) /* measured on the executor, its gather included */
-        return t + attended_total * hw->attn_ns_per_token + batch * hw->attn_ns_fixed;
+        return t + attended_total * hw->attn_ns_per_token + fixed;
     /* Attention: read the attended K and V. */
     double kv_read = attended_total * (double)cost_kv_bytes(&k);
     t += kv_read / hbm_bytes_per_ns(hw);

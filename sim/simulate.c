@@ -636,8 +636,9 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
             r->bytes_h2d += h2d;
             r->bytes_d2h += d2h;
             double copies = h2d > 0, copies_d2h = d2h > 0;
-            if (serial) { /* K and V per token; offloads and loads in one task */
-                copies = 2 * moved;
+            if (serial) { /* offloads and loads in one task; K and V per token, or a
+                           * layer's moves gathered into one copy each way */
+                copies = cfg->hw->batched_copies ? copies + copies_d2h : 2 * moved;
                 copies_d2h = 0;
                 h2d += d2h;
                 d2h = 0;

@@ -34,7 +34,7 @@ static void test_calibrate_figures_are_finite_and_plausible(void **state)
     if (llm_load(&m, path, &e))
         fail_msg("%s", e.msg);
     double f[CALIB_N];
-    if (calib_measure(m, NULL, f, &e))
+    if (calib_measure(m, NULL, LLM_BACKEND_CPU, f, &e))
         fail_msg("%s", e.msg);
     for (int i = 0; i < CALIB_N; i++) {
         print_message("%s = %g\n", calib_name(i), f[i]);
@@ -51,6 +51,7 @@ static void test_calibrate_figures_are_finite_and_plausible(void **state)
     assert_true(f[CALIB_STREAM_GBPS] > 0 && f[CALIB_STREAM_GBPS] < 1e4);
     assert_true(f[CALIB_STREAM_GFLOPS] > 0 && f[CALIB_STREAM_GFLOPS] < 1e4);
     assert_true(f[CALIB_ATTN_NS_FIXED] >= 0 && f[CALIB_ATTN_NS_FIXED] < 1e7);
+    assert_true(f[CALIB_ATTN_NS_LAYER] >= 0 && f[CALIB_ATTN_NS_LAYER] < 1e7);
     /* ns per weight byte: above 1e-4 (10 TB/s), below 1e3 (1 MB/s) */
     for (int i = CALIB_WGEMM_R1; i <= CALIB_HEAD_R32; i++)
         if (!(f[i] > 1e-4 && f[i] < 1e3))

@@ -192,7 +192,7 @@ static void test_catalog_executor_profile_keys_parse_and_bad_tables_fail(void **
                        "host_mem_gbps = 10\ngemm_efficiency = 1\nhbm_efficiency = 1\n";
     char text[1024];
     snprintf(text, sizeof text, "%sserial = 1\nweight_bytes = 4\nattn_ns_per_token = 400\n"
-             "attn_ns_fixed = 1500\nrecompute_ns = 2e4\n"
+             "attn_ns_fixed = 1500\nattn_ns_per_layer = 9e3\nrecompute_ns = 2e4\n"
              "weight_gemm_ns_per_byte = 1:0.17 2:0.19 4:0.21 32:0.33\n"
              "head_gemm_ns_per_byte = 1:0.27\nsched_ns_per_token = dense:15.5 swa:16.8\n"
              "kv_ns_per_token = 6.5\nkv_ns_per_layer = 120\nsched_ns_per_layer = swa:900\n"
@@ -208,7 +208,7 @@ static void test_catalog_executor_profile_keys_parse_and_bad_tables_fail(void **
     assert_non_null(h);
     assert_int_equal(h->serial, 1);
     assert_true(h->weight_bytes == 4 && h->attn_ns_per_token == 400 && h->attn_ns_fixed == 1500 &&
-                h->recompute_ns == 2e4);
+                h->attn_ns_per_layer == 9e3 && h->recompute_ns == 2e4);
     assert_int_equal(h->weight_gemm.n, 4);
     assert_true(h->weight_gemm.rows[3] == 32 && h->weight_gemm.ns_per_byte[3] == 0.33);
     assert_int_equal(h->head_gemm.n, 1);

@@ -178,6 +178,13 @@ static void test_serial_profile_runs_every_task_in_turn(void **state)
     /* one processor: nothing overlaps */
     assert_true(fabs(r.total_s - r.prefill_s - 33e-9 - r.compute_s - r.schedule_s -
                      (54 + 72) * 1e-9) < 1e-15);
+    /* batched copies (the CUDA executor's): a layer's moves one copy each
+     * way: step 0 48 bytes + 2 copies, step 1 64 + 2 */
+    hw.batched_copies = 1;
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    assert_true(fabs(r.transfer_s - (33 + 50 + 66) * 1e-9) < 1e-15);
+    assert_true(fabs(r.total_s - 2579e-9) < 1e-15);
+    hw.batched_copies = 0;
     /* the arenas' bookkeeping at 3 ns per context token joins the
      * transfers: 3 x 3 + 4 x 3 = 21 ns more */
     hw.kv_ns_per_token = 3;
@@ -233,6 +240,11 @@ static void test_measured_gemm_and_attention_terms_price_the_steps(void **state)
     /* beyond the last point, the last two points' line: 8 rows, 4 ns a byte */
     assert_true(fabs(cost_layer_compute_ns(&toy, &hw, 8, 0, 0, KV_FP16, 0, 0) -
                      (128 * 2 * 4.0 + 8 * 5)) < 1e-9);
+    /* a fixed attention cost per layer (a GPU's launches) adds once, whatever
+     * the batch: 8 rows attending 24 tokens, 8 x 5 per sequence + 7 */
+    hw.attn_ns_per_layer = 7;
+    assert_true(fabs(cost_layer_compute_ns(&toy, &hw, 8, 24, 24, KV_FP16, 0, 0) -
+                     (128 * 2 * 4.0 + 24 * 10 + 8 * 5 + 7)) < 1e-9);
     tu_rmdir(dir);
     free(dir);
 }

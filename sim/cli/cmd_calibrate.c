@@ -1,5 +1,5 @@
-/* `alisa calibrate`: measures this machine for the CPU backend (the
- * microbenchmarks of calibrate.h), repeats them, prints each figure's mean
+/* `alisa calibrate`: measures this machine for the CPU or the CUDA backend
+ * (the microbenchmarks of calibrate.h), repeats them, prints each figure's mean
  * and spread, and writes a hardware profile in the catalog's format with the
  * figures and how they were measured. A shell over calibrate.h.
  */
@@ -17,13 +17,15 @@
 #include "cli.h"
 #include "cli_exec.h"
 #include "cmds.h"
+#include "device.h"
 
 void cmd_calibrate_usage(FILE *out)
 {
     fprintf(out,
             "usage: alisa calibrate --model M -o PROFILE [options]\n"
             "\n"
-            "Measures this machine as the CPU executor uses it, with the shapes of model M,\n"
+            "Measures this machine as the executor's backend (CPU, or CUDA on device 0)\n"
+            "uses it, with the shapes of model M,\n"
             "and writes a hardware profile (one catalog section, alisa catalog's format;\n"
             "PROFILE.part, renamed when complete). Each benchmark runs --repeat times; the\n"
             "mean, minimum, maximum and spread ((max - min) / mean) of every figure are\n"
@@ -34,12 +36,15 @@ void cmd_calibrate_usage(FILE *out)
             "      weight byte at 1 to 32 rows; the cost model interpolates them\n"
             "  hbm_gbps, fp16_tflops  their fit: time per byte = 1/bandwidth + rows/(2 x rate)\n"
             "  link_gbps, link_latency_us  copies between two arenas, 1 token to 16 MiB, fit\n"
+            "      (CUDA: pinned host memory and the device, both directions)\n"
             "  host_mem_gbps    a streaming read of 256 MiB\n"
             "  attn_ns_per_token, attn_ns_fixed  the executor decoding 384 positions under\n"
             "      the scheduler (repeated for 0.5 s, each position's median), attention\n"
-            "      time fitted against the context; then runs attending 16 tokens give\n"
-            "      the fixed cost per sequence and layer\n"
+            "      time fitted against the context; then runs attending 16 tokens with 1\n"
+            "      and 8 sequences give the fixed costs per sequence and layer\n"
+            "  attn_ns_per_layer  ... and per layer whatever the batch (a GPU's launches)\n"
             "  recompute_ns     K and V of one token from its layer input, weights hot\n"
+            "      (CUDA: the K and V GEMM of 16 tokens at once, per token)\n"
             "  sched_ns_per_token, sched_ns_per_stream, sched_ns_per_layer  the scheduler's\n"
             "      own time per stream and context token, per stream, and per layer, by\n"
             "      selection, from the executor's timings with 1 and 16 sequences after 48\n"
@@ -49,14 +54,19 @@ void cmd_calibrate_usage(FILE *out)
             "      decode step's bulk retirement over the later steps, same runs\n"
             "  kv_ns_per_token, kv_ns_per_layer  the KV arenas' bookkeeping, same runs\n"
             "  attn_ns_per_token_by_kv  attention per attended token by the KV a step\n"
-            "      reads (KiB, every layer): 1, 4, 16 and 64 sequences decoding 8 steps\n"
-            "      after 128 prompt tokens, while that KV stays under 256 MiB; it replaces\n"
-            "      attn_ns_per_token (one sequence, in cache) in the cost model\n"
+            "      reads (KiB, every layer): 1, 4, 8, 16, 32 and 64 sequences decoding 8\n"
+            "      steps after 128 prompt tokens, while that KV stays under 256 MiB; it\n"
+            "      replaces attn_ns_per_token (one sequence, in cache) in the cost model\n"
+            "  attn_sparse_ns_per_token_by_kv  the same with SWA at 80%% sparsity (every\n"
+            "      token resident, a fifth attended), by the KV resident\n"
             "  weight_probe_gbps  the one-row weight pass alisa validate samples the\n"
             "      machine with (runs of 1 prompt token and 2 decode steps, 0.5 s)\n"
-            "  serial = 1, weight_bytes = 4  one thread, FP32 weights; efficiencies 1\n"
-            "Reported only: the best in-cache GEMM rate (1 to 256 rows) and its one-row\n"
-            "bandwidth.\n"
+            "  batched_copies   0: the CPU executor copies K and V token by token; 1: the\n"
+            "      CUDA executor gathers a layer's moves into one copy each way\n"
+            "  serial = 1, weight_bytes = 4  one thread, FP32 weights (CUDA: 2, FP16);\n"
+            "      efficiencies 1\n"
+            "Reported only: the best in-cache GEMM rate (1 to 256 rows; CUDA: cuBLAS\n"
+            "alone) and its one-row bandwidth.\n"
             "\n"
             "  --model M        catalog name, llama2.c .bin or GGUF file (its shapes)\n"
             "  --text FILE      feed the in-situ runs the second half of this text's tokens\n"
@@ -67,9 +77,9 @@ void cmd_calibrate_usage(FILE *out)
             "  --tokenizer T    tokenizer file (default: the catalog's or the GGUF's; loaded\n"
             "                   and checked when given)\n"
             "  -o, --output P   profile to write\n"
-            "  --backend B      cpu (default; the only one calibrated yet)\n"
+            "  --backend B      cpu (default), cuda (device 0; fails without one) or auto\n"
             "  --repeat N       runs of every benchmark (default 3, at least 2)\n"
-            "  --name NAME      section name (default cpu-<hostname>)\n"
+            "  --name NAME      section name (default cpu-<hostname> or cuda-<hostname>)\n"
             "  --json           print the runs and statistics as JSON\n"
             "  -h, --help       this text\n");
 }
@@ -157,16 +167,17 @@ int cmd_calibrate(int argc, char **argv)
     if (repeat < 2)
         return cli_usage_error(cmd_calibrate_usage, "--repeat %u: at least 2 runs show a spread",
                                repeat);
-    if (strcmp(backend, "cpu") != 0) {
-        err_set(&e, ALISA_EINVAL, "--backend %s: only the cpu backend can be calibrated yet (the "
-                "CUDA backend runs, but its microbenchmarks are not written)", backend);
+    enum llm_backend kind;
+    char said[512];
+    if (llm_backend_choose(backend, &kind, said, sizeof said, &e))
         return cli_fail(&e);
-    }
+    const int cuda = kind == LLM_BACKEND_CUDA;
+    fprintf(stderr, "alisa: backend: %s\n", said);
     char host[64] = "host", section[96];
     gethostname(host, sizeof host - 1);
     snprintf(section, sizeof section, "%s", name ? name : "");
     if (!name)
-        snprintf(section, sizeof section, "cpu-%s", host);
+        snprintf(section, sizeof section, "%s-%s", cuda ? "cuda" : "cpu", host);
     struct loaded l;
     if (load_model(&l, model, tokenizer, tokenizer != NULL || text != NULL, &e))
         return cli_fail(&e);
@@ -186,7 +197,7 @@ int cmd_calibrate(int argc, char **argv)
         rc = err_set(&e, ALISA_ENOMEM, "out of memory");
     for (uint32_t r = 0; r < repeat && !rc; r++) {
         fprintf(stderr, "alisa: calibration run %u of %u\n", r + 1, repeat);
-        rc = calib_measure(m, text ? &tx : NULL, runs[r], &e);
+        rc = calib_measure(m, text ? &tx : NULL, kind, runs[r], &e);
     }
     struct stat4 st[CALIB_N];
     double col[64];
@@ -204,12 +215,18 @@ int cmd_calibrate(int argc, char **argv)
         rc = ALISA_EIO;
     if (f) {
         char cpu[256], date[32];
+        struct device_info dev;
+        device_probe(&dev);
         cpu_name(cpu, sizeof cpu);
         time_t now = time(NULL);
         strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
         double gib = mem_gib();
-        fprintf(f, "; measured by `alisa calibrate --model %s --repeat %u%s%s` on %s, %s\n",
-                model, repeat, text ? " --text " : "", text ? text : "", host, date);
+        fprintf(f, "; measured by `alisa calibrate --backend %s --model %s --repeat %u%s%s` on %s, "
+                "%s\n", cuda ? "cuda" : "cpu", model, repeat, text ? " --text " : "",
+                text ? text : "", host, date);
+        if (cuda)
+            fprintf(f, "; GPU: %s, %.1f GiB, compute capability %d.%d\n", dev.name,
+                    dev.mem_bytes / 1073741824.0, dev.cc_major, dev.cc_minor);
         if (text)
             fprintf(f, "; in-situ runs on the text's tokens %zu to %zu of %zu\n", n_ids / 2,
                     n_ids - 1, n_ids);
@@ -218,12 +235,16 @@ int cmd_calibrate(int argc, char **argv)
         for (int i = 0; i < CALIB_N; i++)
             fprintf(f, ";   %-18s %12.4g  (min %.4g, max %.4g, spread %.1f%%)\n", calib_name(i),
                     st[i].mean, st[i].min, st[i].max, 100 * st[i].spread);
-        fprintf(f, "; mapping (the executor: one thread, FP32 weights and KV):\n"
+        fprintf(f, "; mapping (the executor: %s, FP32 KV):\n", cuda ?
+                   "FP16 weights on the GPU, cuBLAS" : "one thread, FP32 weights");
+        fprintf(f,
                    "; fp16_tflops, hbm_gbps = stream_gflops / 1000, stream_gbps (the weight\n"
                    "; GEMMs' fit; serial = 1 adds the two terms); link_gbps, link_latency_us =\n"
                    "; the arena-to-arena copy fit (latency clamped at 0); host_mem_gbps =\n"
-                   "; mem_gbps; efficiencies 1: these are rates reached; weight_bytes = 4;\n"
-                   "; attn_ns_per_token, attn_ns_fixed, recompute_ns as measured;\n"
+                   "; mem_gbps; efficiencies 1: these are rates reached; weight_bytes = the\n"
+                   "; backend's bytes per weight (4 FP32, 2 FP16; the tables are per such byte);\n"
+                   "; attn_ns_per_token, attn_ns_fixed, attn_ns_per_layer (attn_layer_ns),\n"
+                   "; recompute_ns as measured;\n"
                    "; weight_gemm_ns_per_byte, head_gemm_ns_per_byte = the wgemm_r*_ns_b and\n"
                    "; head_r*_ns_b figures by row count (the cost model prices the layers'\n"
                    "; weight GEMMs and the output head from these tables); sched_ns_per_token =\n"
@@ -235,15 +256,18 @@ int cmd_calibrate(int argc, char **argv)
                    "; attn_ns_per_token_by_kv (KiB read by the run: attn_b*_ns_t) and\n"
                    "; attn_sparse_ns_per_token_by_kv (KiB resident: attn_sparse_b*_ns_t)\n"
                    "; as measured.\n");
-        fprintf(f, "[%s]\ngpu = CPU executor: %s\ngpu_mem_gib = %.1f\nhbm_gbps = %.4g\n"
+        fprintf(f, "[%s]\ngpu = %s executor: %s\ngpu_mem_gib = %.1f\nhbm_gbps = %.4g\n"
                    "fp16_tflops = %.4g\nhost_dram_gib = %.1f\nlink_gbps = %.4g\n"
                    "link_latency_us = %.4g\nhost_mem_gbps = %.4g\ngemm_efficiency = 1\n"
-                   "hbm_efficiency = 1\nserial = 1\nweight_bytes = 4\nattn_ns_per_token = %.4g\n"
+                   "hbm_efficiency = 1\nserial = 1\nbatched_copies = %d\nweight_bytes = %d\n"
+                   "attn_ns_per_token = %.4g\n"
                    "attn_ns_fixed = %.4g\nrecompute_ns = %.4g\nweight_gemm_ns_per_byte =",
-                section, cpu, gib, st[CALIB_STREAM_GBPS].mean, st[CALIB_STREAM_GFLOPS].mean / 1000.0,
+                section, cuda ? "CUDA" : "CPU", cuda ? dev.name : cpu,
+                cuda ? dev.mem_bytes / 1073741824.0 : gib, st[CALIB_STREAM_GBPS].mean,
+                st[CALIB_STREAM_GFLOPS].mean / 1000.0,
                 gib, st[CALIB_COPY_GBPS].mean,
                 st[CALIB_COPY_LATENCY_US].mean > 0 ? st[CALIB_COPY_LATENCY_US].mean : 0.0,
-                st[CALIB_MEM_GBPS].mean, st[CALIB_ATTN_NS_PER_TOKEN].mean,
+                st[CALIB_MEM_GBPS].mean, cuda, cuda ? 2 : 4, st[CALIB_ATTN_NS_PER_TOKEN].mean,
                 st[CALIB_ATTN_NS_FIXED].mean, st[CALIB_RECOMPUTE_NS].mean);
         for (int i = 0; i < 6; i++)
             fprintf(f, " %d:%.5g", calib_wgemm_rows[i], st[CALIB_WGEMM_R1 + i].mean);
@@ -263,9 +287,10 @@ int cmd_calibrate(int argc, char **argv)
         fprintf(f, "\nhead_gemm_ns_per_byte =");
         for (int i = 0; i < 6; i++)
             fprintf(f, " %d:%.5g", calib_wgemm_rows[i], st[CALIB_HEAD_R1 + i].mean);
-        fprintf(f, "\nkv_ns_per_token = %.4g\nkv_ns_per_layer = %.4g\nweight_probe_gbps = %.4g\n",
+        fprintf(f, "\nkv_ns_per_token = %.4g\nkv_ns_per_layer = %.4g\nweight_probe_gbps = %.4g\n"
+                   "attn_ns_per_layer = %.4g\n",
                 st[CALIB_KV_NS_PER_TOKEN].mean, st[CALIB_KV_NS_PER_LAYER].mean,
-                st[CALIB_WEIGHT_PROBE_GBPS].mean);
+                st[CALIB_WEIGHT_PROBE_GBPS].mean, st[CALIB_ATTN_NS_LAYER].mean);
         attn_table(f, "attn_ns_per_token_by_kv", &m->c, st + CALIB_ATTN_BATCH_FIRST);
         attn_table(f, "attn_sparse_ns_per_token_by_kv", &m->c, st + CALIB_ATTN_SPARSE_FIRST);
         rc = cli_part_close(f, part, out, 0, &e);

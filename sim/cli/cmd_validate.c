@@ -1,5 +1,5 @@
-/* `alisa validate`: the simulator's prediction checked against the CPU
- * executor. Records a run with timings (record_trace), simulates the
+/* `alisa validate`: the simulator's prediction checked against the executor
+ * (CPU or CUDA backend). Records a run with timings (record_trace), simulates the
  * recorded trace with the same scheduler options on a calibrated profile
  * (sim_run, system "executor"), and compares decode time step by step and
  * per category. A shell over cli_exec.h and simulate.h; the comparison's
@@ -27,7 +27,8 @@ void cmd_validate_usage(FILE *out)
             "usage: alisa validate --model M --text FILE --profile PROFILE --prompt-len P\n"
             "                      --gen-len G [options]\n"
             "\n"
-            "Checks the simulator against the CPU executor. The executor runs B windows of\n"
+            "Checks the simulator against the executor (--backend cpu, the default, or\n"
+            "cuda with a profile from alisa calibrate --backend cuda). The executor runs B windows of\n"
             "P + G tokens of the text teacher-forced, as alisa record does, under the\n"
             "scheduler (--selection, default dense; --placement, default gpu-only;\n"
             "capacities), with per-step timings, and records the trace. The simulator\n"
@@ -42,7 +43,8 @@ void cmd_validate_usage(FILE *out)
             "comparison.\n"
             "\n"
             "The machine's own speed is sampled too: the model's one-row weight pass\n"
-            "(calib_weight_rate) for 0.5 s before and after the run and for 0.1 s\n"
+            "(calib_weight_rate, on the executor's backend) for 0.5 s before and after\n"
+            "the run and for 0.1 s\n"
             "between decode steps every 2 s of the run (outside the executor's timings),\n"
             "set beside the profile's weight_probe_gbps (the same probe at calibration;\n"
             "profiles without it: the rate their weight tables imply). Each step's\n"
@@ -114,6 +116,7 @@ struct step_times {
 #define SAMPLES_MAX 64
 struct machine {
     const struct llm_model *m;
+    enum llm_backend kind; /* the executor's backend, which the samples run on */
     double next_s; /* sample between steps from this time on */
     uint32_t n;
     double at[SAMPLES_MAX], rate[SAMPLES_MAX];
@@ -121,7 +124,7 @@ struct machine {
 
 static void machine_sample(struct machine *mc, double at, double min_s)
 {
-    double r = calib_weight_rate(mc->m, min_s);
+    double r = calib_weight_rate(mc->m, mc->kind, min_s);
     if (mc->n < SAMPLES_MAX && isfinite(r) && r > 0) {
         mc->at[mc->n] = at;
         mc->rate[mc->n++] = r;
@@ -405,12 +408,10 @@ int cmd_validate(int argc, char **argv)
     if (repeat < 1 || repeat > VALIDATE_REPEAT_MAX)
         return cli_usage_error(cmd_validate_usage, "--repeat %u: between 1 and %d runs", repeat,
                                VALIDATE_REPEAT_MAX);
-    if (kvo.backend && strcmp(kvo.backend, "cpu") != 0) {
-        err_set(&e, ALISA_EINVAL, "--backend %s: validate runs the cpu backend only (the CUDA "
-                "backend has no calibrated profile yet: `alisa calibrate --backend cuda` is not "
-                "written)", kvo.backend);
+    enum llm_backend kind;
+    char said[512];
+    if (llm_backend_choose(kvo.backend ? kvo.backend : "cpu", &kind, said, sizeof said, &e))
         return cli_fail(&e);
-    }
     if (kvo.int8) {
         err_set(&e, ALISA_EINVAL, "--kv-int8: not validated yet (the executor keeps INT8 "
                 "parameters per group of 32 tokens, the simulator prices them per stream)");
@@ -474,6 +475,7 @@ int cmd_validate(int argc, char **argv)
             break;
         }
         x->mc.m = l.m;
+        x->mc.kind = kind;
         job.timings = tf;
         job.between_ctx = &x->mc;
         machine_sample(&x->mc, -0.5, SAMPLE_AROUND_S);
