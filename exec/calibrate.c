@@ -46,7 +46,7 @@ static const char *const names[] = {
     "sched_strided_retired_ns", "sched_streaming_retired_ns", "sched_swa_retired_ns",
     "sched_h2o_retired_ns", "attn_sparse_b1_ns_t", "attn_sparse_b4_ns_t",
     "attn_sparse_b8_ns_t", "attn_sparse_b16_ns_t", "attn_sparse_b32_ns_t", "attn_sparse_b64_ns_t",
-    "attn_layer_ns"};
+    "attn_layer_ns", "kv_ns_per_stream"};
 _Static_assert(sizeof names / sizeof names[0] == CALIB_N, "a name for every figure");
 
 const char *const calib_sched_policies[6] = {"dense", "local", "strided", "streaming", "swa", "h2o"};
@@ -118,14 +118,16 @@ static int bench_gemm(const struct llm_config *c, enum llm_backend kind, double 
     for (int s = 0; s < 4; s++)
         for (int r = 0; r < 4; r++) {
             int out = shapes[s][0], in = shapes[s][1];
-            double ns;
+            double ns, t[5];
             char note[256];
             if (kind != LLM_BACKEND_CUDA) {
                 ns = time_gemm(x, w, y, rows[r], out, in);
-            } else if (device_bench_gemm((unsigned)rows[r], (unsigned)out, (unsigned)in, 5, &ns,
+            } else if (device_bench_gemm((unsigned)rows[r], (unsigned)out, (unsigned)in, 5, t,
                                          note, sizeof note)) {
                 free(w), free(x), free(y);
                 return err_set(e, ALISA_EIO, "calibration: %s", note);
+            } else {
+                ns = median(t, 5);
             }
             double rate = 2.0 * rows[r] * out * in / ns; /* FLOP/ns = GFLOP/s */
             best = rate > best ? rate : best;
@@ -201,28 +203,28 @@ static int bench_copy(const struct llm_config *c, enum llm_backend kind, double 
     double xs[16], ys[16], ws[16];
     size_t n = 0;
     for (size_t bytes = 2 * c->kv_dim * sizeof(float); bytes <= max && n < 16; bytes *= 4) {
-        int reps = bytes < 65536 ? 2000 : bytes < (1u << 22) ? 50 : 5;
-        double t[5];
         if (cuda) {
-            double up, down;
+            double up[15], down[15];
             char note[256];
-            if (device_bench_copy(bytes, 1, 15, &up, note, sizeof note) ||
-                device_bench_copy(bytes, 0, 15, &down, note, sizeof note))
+            if (device_bench_copy(bytes, 1, 15, up, note, sizeof note) ||
+                device_bench_copy(bytes, 0, 15, down, note, sizeof note))
                 return err_set(e, ALISA_EIO, "calibration: %s", note);
-            for (int k = 0; k < 5; k++)
-                t[k] = 0.5 * (up + down);
-        }
-        for (int k = 0; k < 5 && !cuda; k++) {
-            double t0 = now_ns();
-            for (int r = 0; r < reps; r++) {
-                /* a different offset each time: no copy is from a hot line alone */
-                size_t off = ((size_t)r * 4096) % (max - bytes + 1);
-                memcpy(dst + off, src + off, bytes);
+            ys[n] = 0.5 * (median(up, 15) + median(down, 15));
+        } else {
+            int reps = bytes < 65536 ? 2000 : bytes < (1u << 22) ? 50 : 5;
+            double t[5];
+            for (int k = 0; k < 5; k++) {
+                double t0 = now_ns();
+                for (int r = 0; r < reps; r++) {
+                    /* a different offset each time: no copy is from a hot line alone */
+                    size_t off = ((size_t)r * 4096) % (max - bytes + 1);
+                    memcpy(dst + off, src + off, bytes);
+                }
+                t[k] = (now_ns() - t0) / reps;
             }
-            t[k] = (now_ns() - t0) / reps;
+            ys[n] = median(t, 5);
         }
         xs[n] = (double)bytes;
-        ys[n] = median(t, 5);
         ws[n] = 1.0 / (ys[n] * ys[n]); /* relative errors: small copies count as much */
         n++;
     }
@@ -545,8 +547,8 @@ static int bench_attention_batches(const struct llm_model *m, const struct calib
  * the mean of the steps after it, per token retired over theirs, pooled
  * over the three runs (each the median over the repeats), prices a retired
  * token. The steps after it, less that price times what they retired, per
- * layer and step (the median run), give fit_three_terms its three points
- * (the arenas: fit_two_terms through the first two). */
+ * layer and step (the median run), give fit_three_terms its three points;
+ * the arenas' bookkeeping, from the dense runs, the same three. */
 static int bench_schedule(const struct llm_model *m, const struct calib_text *tx,
                           enum llm_backend kind,
                           double out[CALIB_N], struct alisa_err *e)
@@ -603,8 +605,8 @@ static int bench_schedule(const struct llm_model *m, const struct calib_text *tx
         fit_three_terms(bs, cs, ts, &out[CALIB_SCHED_LAYER_FIRST + i],
                     &out[CALIB_SCHED_STREAM_FIRST + i], &out[CALIB_SCHED_FIRST + i]);
         if (dense)
-            fit_two_terms(bs[0] * cs[0], tk[0], bs[1] * cs[1], tk[1], &out[CALIB_KV_NS_PER_LAYER],
-                      &out[CALIB_KV_NS_PER_TOKEN]);
+            fit_three_terms(bs, cs, tk, &out[CALIB_KV_NS_PER_LAYER], &out[CALIB_KV_NS_PER_STREAM],
+                            &out[CALIB_KV_NS_PER_TOKEN]);
     }
     return 0;
 }
@@ -622,11 +624,11 @@ static double bench_recompute(const struct llm_model *m, enum llm_backend kind)
 {
     const struct llm_config *c = &m->c;
     if (kind == LLM_BACKEND_CUDA) { /* the K and V GEMMs of RECOMPUTE_ROWS tokens, per token */
-        double ns;
+        double t[15];
         char note[256];
-        if (device_bench_gemm(RECOMPUTE_ROWS, 2 * c->kv_dim, c->dim, 15, &ns, note, sizeof note))
+        if (device_bench_gemm(RECOMPUTE_ROWS, 2 * c->kv_dim, c->dim, 15, t, note, sizeof note))
             return NAN;
-        return ns / RECOMPUTE_ROWS;
+        return median(t, 15) / RECOMPUTE_ROWS;
     }
     float *act = malloc(c->dim * sizeof *act), *k = malloc(2 * c->kv_dim * sizeof *k);
     double *t = malloc((size_t)5 * c->n_layers * sizeof *t);

@@ -61,7 +61,10 @@
  *   a model whose weights stream from memory, small beside one that stays
  *   in cache). Timed alone, the scheduler ran at a half to a third of this.
  * - The KV arenas' bookkeeping in the same dense runs (the plan applied:
- *   freed copies found, the new token stored), the same two terms.
+ *   freed copies found, the new token stored), the same three terms: each
+ *   stream's slot and flag arrays are scanned over its context, after
+ *   being brought back into the caches (a part per stream beside the part
+ *   per token).
  */
 #ifndef ALISA_CALIBRATE_H
 #define ALISA_CALIBRATE_H
@@ -130,6 +133,9 @@ enum calib_figure {
     CALIB_ATTN_NS_LAYER,     /* attention, per layer and step whatever the batch, fixed, ns
                                 (a GPU's kernel launches; CALIB_ATTN_NS_FIXED is per
                                 sequence beside it) */
+    CALIB_KV_NS_PER_STREAM,  /* the arenas' bookkeeping per stream and step, ns (with
+                                CALIB_KV_NS_PER_LAYER and CALIB_KV_NS_PER_TOKEN: layer +
+                                streams x (this + context x per token)) */
     CALIB_N
 };
 

@@ -26,16 +26,16 @@ void device_probe(struct device_info *out);
 
 /* Time of one GEMM as the CUDA backend runs its projections: y (rows, out)
  * = x (rows, in) W^T, FP16 inputs, FP32 accumulation and output (cuBLAS,
- * random data), the median of `reps` after a warm-up, ns, in *ns. Returns
- * 0, or -1 with the reason in note (n bytes) when there is no device or a
- * call fails. */
+ * random data), timed `reps` times after a warm-up: each time, ns, in
+ * ns[0..reps-1] (the caller takes the median). Returns 0, or -1 with the
+ * reason in note (n bytes) when there is no device or a call fails. */
 int device_bench_gemm(unsigned rows, unsigned out, unsigned in, int reps, double *ns, char *note,
                       size_t n);
 
 /* Time of one copy of `bytes` between pinned host memory and the device,
- * host to device (to_device 1) or back, each synchronised, the median of
- * `reps` after a warm-up, ns, in *ns. Returns 0, or -1 with the reason in
- * note. */
+ * host to device (to_device 1) or back, each synchronised, timed `reps`
+ * times after a warm-up: each time, ns, in ns[0..reps-1]. Returns 0, or -1
+ * with the reason in note. */
 int device_bench_copy(size_t bytes, int to_device, int reps, double *ns, char *note, size_t n);
 
 #endif

@@ -1,6 +1,6 @@
 /* Device probe and microbenchmarks of a CUDA build, through the CUDA
  * runtime and cuBLAS. Timings are CUDA events around each call on one
- * stream, the median over the repetitions.
+ * stream, each repetition's time handed back (the caller takes the median).
  *
  * Every runtime call is checked; an error (no driver, no device, a driver
  * older than the runtime) becomes the note, never an abort.
@@ -55,30 +55,13 @@ static int failed(cudaError_t rc, const char *what, char *note, size_t n)
     return 1;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median_of(double *t, int n)
-{
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
-
 /* Times fn(note, n) (non-zero: failed, note set) on stream s, reps times
- * after one warm-up: the median, ns. */
+ * after one warm-up: each call's ns in t[0..reps-1]. */
 template <typename F>
-static int time_calls(F fn, cudaStream_t s, int reps, double *ns, char *note, size_t n)
+static int time_calls(F fn, cudaStream_t s, int reps, double *t, char *note, size_t n)
 {
     cudaEvent_t a = NULL, b = NULL;
-    double *t = (double *)malloc((size_t)reps * sizeof *t);
     int rc = -1;
-    if (!t) {
-        snprintf(note, n, "out of memory");
-        return -1;
-    }
     if (failed(cudaEventCreate(&a), "cudaEventCreate", note, n) ||
         failed(cudaEventCreate(&b), "cudaEventCreate", note, n) || fn(note, n) ||
         failed(cudaStreamSynchronize(s), "cudaStreamSynchronize", note, n))
@@ -92,14 +75,12 @@ static int time_calls(F fn, cudaStream_t s, int reps, double *ns, char *note, si
             goto out;
         t[r] = ms * 1e6;
     }
-    *ns = median_of(t, reps);
     rc = 0;
 out:
     if (a)
         cudaEventDestroy(a);
     if (b)
         cudaEventDestroy(b);
-    free(t);
     return rc;
 }
 

@@ -1,4 +1,4 @@
-/* Small exact fits of calibration figures to their cost terms: a time
+/* Small fits of calibration figures to their cost terms: a time
  * measured at two or three operating points split into the fixed and
  * proportional parts the cost model prices. Kept apart from calibrate.c
  * because GSL's linear algebra brings its own CBLAS declarations, which
@@ -15,10 +15,11 @@
 void fit_two_terms(double x1, double t1, double x2, double t2, double *a, double *b);
 
 /* t = a + B s + B c b through three points (B[i], c[i], t[i]): a per layer,
- * s per stream, b per stream and context token; solved exactly
- * (gsl_linalg_LU_solve). When the system is singular or any term comes out
- * negative: s = 0 and fit_two_terms through the first two points with
- * x = B c. */
+ * s per stream, b per stream and context token, each >= 0: the
+ * non-negative least-squares solution (exact when the exact solve's terms
+ * are all >= 0; otherwise the best fit of the terms that stay, the rest 0).
+ * When the points cannot separate two terms (the same context everywhere)
+ * the per-token one is kept. All 0 if nothing fits (GSL failed). */
 void fit_three_terms(const double B[3], const double c[3], const double t[3], double *a,
                      double *s, double *b);
 

@@ -95,6 +95,7 @@ static const struct field hw_fields[] = {
     HFO("sched_ns_per_stream", FIELD_NAMED_TABLE, sched_stream_ns),
     HFO("sched_ns_per_retired", FIELD_NAMED_TABLE, sched_retired_ns),
     HFO("kv_ns_per_token", FIELD_DOUBLE, kv_ns_per_token),
+    HFO("kv_ns_per_stream", FIELD_DOUBLE, kv_ns_per_stream),
     HFO("kv_ns_per_layer", FIELD_DOUBLE, kv_ns_per_layer),
     HFO("weight_probe_gbps", FIELD_DOUBLE, weight_probe_gbps),
 };

@@ -106,6 +106,7 @@ struct hw_profile {
     double kv_ns_per_token; /* the KV arenas' bookkeeping per stream, step and context
                                token (the plan applied: freed copies found, the new
                                token stored), ns; 0: not priced */
+    double kv_ns_per_stream; /* ... its time per stream and step, ns */
     double kv_ns_per_layer; /* ... and its fixed time per layer and step, ns */
     double weight_probe_gbps; /* the one-row weight pass alisa validate samples the machine
                                  with, as calibration measured it, GB/s (0: not measured;

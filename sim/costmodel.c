@@ -240,5 +240,7 @@ double cost_schedule_ns(const struct hw_profile *hw, const char *selection, doub
 
 double cost_kvstore_ns(const struct hw_profile *hw, double streams, double context)
 {
-    return streams > 0 ? streams * context * hw->kv_ns_per_token + hw->kv_ns_per_layer : 0;
+    return streams > 0 ? streams * (hw->kv_ns_per_stream + context * hw->kv_ns_per_token) +
+                             hw->kv_ns_per_layer
+                       : 0;
 }

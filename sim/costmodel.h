@@ -116,9 +116,9 @@ double cost_schedule_ns(const struct hw_profile *hw, const char *selection, doub
                         double context, double retired);
 
 /* The KV arenas' bookkeeping for one layer's `streams` streams applying one
- * step's plan over `context` tokens each (the profile's kv_ns_per_token per
- * stream and token, plus kv_ns_per_layer; 0 when it has neither). Part of
- * the transfer time. ns. Cannot fail. */
+ * step's plan over `context` tokens each: streams x (kv_ns_per_stream +
+ * context x kv_ns_per_token) + kv_ns_per_layer, the profile's (0 when it
+ * has none of them). Part of the transfer time. ns. Cannot fail. */
 double cost_kvstore_ns(const struct hw_profile *hw, double streams, double context);
 
 #endif

@@ -195,7 +195,8 @@ static void test_catalog_executor_profile_keys_parse_and_bad_tables_fail(void **
              "attn_ns_fixed = 1500\nattn_ns_per_layer = 9e3\nrecompute_ns = 2e4\n"
              "weight_gemm_ns_per_byte = 1:0.17 2:0.19 4:0.21 32:0.33\n"
              "head_gemm_ns_per_byte = 1:0.27\nsched_ns_per_token = dense:15.5 swa:16.8\n"
-             "kv_ns_per_token = 6.5\nkv_ns_per_layer = 120\nsched_ns_per_layer = swa:900\n"
+             "kv_ns_per_token = 6.5\nkv_ns_per_layer = 120\nkv_ns_per_stream = 75\n"
+             "sched_ns_per_layer = swa:900\n"
              "attn_ns_per_token_by_kv = 166:183 10600:218\nweight_probe_gbps = 23.5\n"
              "sched_ns_per_stream = h2o:2100 swa:0\nsched_ns_per_retired = h2o:170\n"
              "attn_sparse_ns_per_token_by_kv = 166:171 2650:220 10600:250\n",
@@ -215,7 +216,8 @@ static void test_catalog_executor_profile_keys_parse_and_bad_tables_fail(void **
     assert_int_equal(h->sched_ns.n, 2);
     assert_string_equal(h->sched_ns.name[1], "swa");
     assert_true(h->sched_ns.value[1] == 16.8);
-    assert_true(h->kv_ns_per_token == 6.5 && h->kv_ns_per_layer == 120);
+    assert_true(h->kv_ns_per_token == 6.5 && h->kv_ns_per_layer == 120 &&
+                h->kv_ns_per_stream == 75);
     assert_int_equal(h->sched_layer_ns.n, 1);
     assert_true(h->sched_layer_ns.value[0] == 900);
     assert_int_equal(h->attn_by_kv.n, 2);

@@ -210,6 +210,17 @@ static void test_serial_profile_runs_every_task_in_turn(void **state)
     assert_true(fabs(r.total_s - 2628e-9) < 1e-15);
     assert_true(fabs(r.schedule_s - 24e-9) < 1e-15);
     assert_true(fabs(r.transfer_s - (33 + 54 + 72 + 21 + 8) * 1e-9) < 1e-15);
+    /* the arenas' three terms: streams x (per stream + context x per
+     * token) + per layer; nothing without streams; in the run, 10 ns per
+     * stream and step: one stream, two steps, 20 ns more */
+    struct hw_profile hk = hw;
+    hk.kv_ns_per_stream = 10;
+    assert_true(fabs(cost_kvstore_ns(&hk, 3, 10) - (3 * (10 + 10 * 3) + 4)) < 1e-12);
+    assert_true(cost_kvstore_ns(&hk, 0, 10) == 0);
+    c.hw = &hk;
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    assert_true(fabs(r.transfer_s - (33 + 54 + 72 + 21 + 8 + 20) * 1e-9) < 1e-15);
+    assert_true(fabs(r.total_s - 2648e-9) < 1e-15);
     tu_rmdir(dir);
     free(dir);
 }

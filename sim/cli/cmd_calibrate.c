@@ -52,7 +52,8 @@ void cmd_calibrate_usage(FILE *out)
             "      solved exactly, the per-stream one 0 when noise makes one negative)\n"
             "  sched_ns_per_retired  per token a plan retires, by selection: the first\n"
             "      decode step's bulk retirement over the later steps, same runs\n"
-            "  kv_ns_per_token, kv_ns_per_layer  the KV arenas' bookkeeping, same runs\n"
+            "  kv_ns_per_token, kv_ns_per_stream, kv_ns_per_layer  the KV arenas'\n"
+            "      bookkeeping, the dense runs of the same three (same solve)\n"
             "  attn_ns_per_token_by_kv  attention per attended token by the KV a step\n"
             "      reads (KiB, every layer): 1, 4, 8, 16, 32 and 64 sequences decoding 8\n"
             "      steps after 128 prompt tokens, while that KV stays under 256 MiB; it\n"
@@ -251,7 +252,7 @@ int cmd_calibrate(int argc, char **argv)
                    "; the sched_*_ns_t figures by selection; sched_ns_per_layer = the\n"
                    "; sched_*_layer_ns figures; sched_ns_per_stream = the sched_*_stream_ns\n"
                    "; figures; sched_ns_per_retired = the sched_*_retired_ns figures;\n"
-                   "; kv_ns_per_token, kv_ns_per_layer and\n"
+                   "; kv_ns_per_token, kv_ns_per_stream, kv_ns_per_layer and\n"
                    "; weight_probe_gbps (what alisa validate sets its own samples beside)\n"
                    "; attn_ns_per_token_by_kv (KiB read by the run: attn_b*_ns_t) and\n"
                    "; attn_sparse_ns_per_token_by_kv (KiB resident: attn_sparse_b*_ns_t)\n"
@@ -287,9 +288,10 @@ int cmd_calibrate(int argc, char **argv)
         fprintf(f, "\nhead_gemm_ns_per_byte =");
         for (int i = 0; i < 6; i++)
             fprintf(f, " %d:%.5g", calib_wgemm_rows[i], st[CALIB_HEAD_R1 + i].mean);
-        fprintf(f, "\nkv_ns_per_token = %.4g\nkv_ns_per_layer = %.4g\nweight_probe_gbps = %.4g\n"
-                   "attn_ns_per_layer = %.4g\n",
-                st[CALIB_KV_NS_PER_TOKEN].mean, st[CALIB_KV_NS_PER_LAYER].mean,
+        fprintf(f, "\nkv_ns_per_token = %.4g\nkv_ns_per_stream = %.4g\nkv_ns_per_layer = %.4g\n"
+                   "weight_probe_gbps = %.4g\nattn_ns_per_layer = %.4g\n",
+                st[CALIB_KV_NS_PER_TOKEN].mean, st[CALIB_KV_NS_PER_STREAM].mean,
+                st[CALIB_KV_NS_PER_LAYER].mean,
                 st[CALIB_WEIGHT_PROBE_GBPS].mean, st[CALIB_ATTN_NS_LAYER].mean);
         attn_table(f, "attn_ns_per_token_by_kv", &m->c, st + CALIB_ATTN_BATCH_FIRST);
         attn_table(f, "attn_sparse_ns_per_token_by_kv", &m->c, st + CALIB_ATTN_SPARSE_FIRST);
