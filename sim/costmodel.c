@@ -228,19 +228,26 @@ static double named(const struct named_table *t, const char *name)
     return 0;
 }
 
+/* The three terms calibration fits (fit_three_terms) for a layer's
+ * `streams` streams of `context` tokens: per layer + streams x (per stream
+ * + context x per token); nothing without streams. */
+static double layer_stream_token_ns(double streams, double context, double per_layer,
+                                    double per_stream, double per_token)
+{
+    return streams > 0 ? per_layer + streams * (per_stream + context * per_token) : 0;
+}
+
 double cost_schedule_ns(const struct hw_profile *hw, const char *selection, double streams,
                         double context, double retired)
 {
-    double per_token = named(&hw->sched_ns, selection);
-    double per_stream = named(&hw->sched_stream_ns, selection);
-    double per_retired = named(&hw->sched_retired_ns, selection);
-    double fixed = streams > 0 ? named(&hw->sched_layer_ns, selection) : 0;
-    return streams * (per_stream + context * per_token) + retired * per_retired + fixed;
+    return layer_stream_token_ns(streams, context, named(&hw->sched_layer_ns, selection),
+                                 named(&hw->sched_stream_ns, selection),
+                                 named(&hw->sched_ns, selection)) +
+           retired * named(&hw->sched_retired_ns, selection);
 }
 
 double cost_kvstore_ns(const struct hw_profile *hw, double streams, double context)
 {
-    return streams > 0 ? streams * (hw->kv_ns_per_stream + context * hw->kv_ns_per_token) +
-                             hw->kv_ns_per_layer
-                       : 0;
+    return layer_stream_token_ns(streams, context, hw->kv_ns_per_layer, hw->kv_ns_per_stream,
+                                 hw->kv_ns_per_token);
 }
