@@ -36,12 +36,12 @@ demo: build
 
 # The full sweeps and every plot (plots/out/, committed); resumable.
 reproduce: build models
-	@bash scripts/reproduce
+	@bash experiments/reproduce
 
 # Issue 9: calibrate this machine, then the simulator against the executor
 # (plots/out/validation*); about 21 minutes, timings on an otherwise idle machine.
 validate: build models
-	@bash scripts/validate
+	@bash experiments/validate
 
 plots: reproduce
 

@@ -1,6 +1,6 @@
 /* The executor's backend interface (STYLE.md: a table of function pointers
- * plus a context): the CPU backend (forward.c) and the CUDA backend
- * (forward_cuda.c) implement struct backend_ops; forward.h's public calls
+ * plus a context): the CPU backend (backend_cpu.c) and the CUDA backend
+ * (backend_cuda.c) implement struct backend_ops; forward.h's public calls
  * dispatch through it. What both share lives here too: the state every
  * backend keeps (tiered cache, logs, per-layer timings), asking the
  * scheduler for a step, feeding it the attention row, and the timings line.

@@ -1,9 +1,9 @@
 /* The executor's forward pass, on a backend: a batch of sequences decoded in
  * lockstep, one position at a time, LLaMA's layers in llama2.c's formulas
  * (RMSNorm, RoPE, grouped-query attention, SwiGLU). The CPU backend runs
- * GEMMs through CBLAS (OpenBLAS) in FP32 (forward.c); the CUDA backend holds
+ * GEMMs through CBLAS (OpenBLAS) in FP32 (backend_cpu.c); the CUDA backend holds
  * the weights in FP16 on the GPU, runs GEMMs through cuBLAS and the rest in
- * kernels/ (forward_cuda.c). Both sit behind backend.h's ops table.
+ * kernels/ (backend_cuda.c). Both sit behind backend.h's ops table.
  *
  * A state owns its activations and a dense KV cache (every token of every
  * (sequence, layer) kept); with llm_state_tiered the scheduler core and a

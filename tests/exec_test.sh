@@ -142,7 +142,7 @@ check $? "record --log without a scheduler refused, no trace left"
     >/dev/null 2>&1
 [ $? -eq 1 ] && [ ! -e "$tmp/cat/hardware.ini" ]
 check $? "calibrate into a missing directory fails, nothing written"
-mkdir -p "$tmp/cat" && cp "$(dirname "$0")/../sim/catalog/models.ini" "$tmp/cat/"
+mkdir -p "$tmp/cat" && cp "$(dirname "$0")/../sim/model/catalog/models.ini" "$tmp/cat/"
 "$alisa" calibrate --model stories260K -o "$tmp/cat/hardware.ini" --repeat 2 --name cpu-test \
     --text "$text/tinystories_val_subset.txt" --json >"$tmp/cal.json" 2>/dev/null &&
     grep -q "^; in-situ runs on the text's tokens [0-9]* to [0-9]* of [0-9]*" "$tmp/cat/hardware.ini" &&

@@ -24,7 +24,7 @@ void cmd_catalog_usage(FILE *out)
             "  hardware      GPU + host profiles (memory, bandwidths, FLOP/s, link)\n"
             "  --json        print JSON instead of a table\n"
             "  --catalog DIR directory holding models.ini and hardware.ini\n"
-            "                (default: $ALISA_CATALOG, else sim/catalog of the source tree)\n"
+            "                (default: $ALISA_CATALOG, else sim/model/catalog of the source tree)\n"
             "  -h, --help    this text\n"
             "\n"
             "Models directory: $ALISA_MODELS, else ../shared/models beside the source tree.\n");

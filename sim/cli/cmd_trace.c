@@ -81,7 +81,7 @@ static void trace_gen_usage(FILE *out)
     fprintf(out,
             "  --per-head        also store per-head rows (heads draw their own noise and\n"
             "                    target; the head-mean row is then less sparse)\n"
-            "  --catalog DIR     catalog directory (default $ALISA_CATALOG or sim/catalog)\n"
+            "  --catalog DIR     catalog directory (default $ALISA_CATALOG or sim/model/catalog)\n"
             "  -h, --help        this text\n");
 }
 

@@ -1,4 +1,7 @@
-/* The alisa subcommands: one entry point and one usage printer each. */
+/* The alisa subcommands: one entry point and one usage printer each. The
+ * simulator's live in sim/cli/, the executor's (run, eval, record, model,
+ * calibrate, validate, version) in exec/cli/; this header is the only thing
+ * the dispatcher (main.c) knows of either. */
 #ifndef ALISA_CMDS_H
 #define ALISA_CMDS_H
 
@@ -38,6 +41,9 @@ int cmd_calibrate(int argc, char **argv);
 void cmd_calibrate_usage(FILE *out);
 int cmd_validate(int argc, char **argv);
 void cmd_validate_usage(FILE *out);
+
+int cmd_version(int argc, char **argv);
+void cmd_version_usage(FILE *out);
 
 int cmd_model(int argc, char **argv);
 void cmd_model_usage(FILE *out);

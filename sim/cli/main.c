@@ -1,7 +1,8 @@
 /* The alisa binary: git-style dispatch to subcommands.
  *
- * Owns the command table, `alisa help` and `alisa version`, and the exit-code
- * convention (0 ok, 1 failure, 2 usage). Each subcommand parses its own
+ * Owns the command table, `alisa help`, and the exit-code convention (0 ok,
+ * 1 failure, 2 usage). It knows the executor's commands (exec/cli/) only by
+ * their prototypes in cmds.h, never by an executor header. Each subcommand parses its own
  * options with getopt_long and prints its own --help.
  */
 #include <stdio.h>
@@ -9,12 +10,9 @@
 
 #include "cli.h"
 #include "cmds.h"
-#include "device.h"
 
 static int cmd_help(int argc, char **argv);
 static void cmd_help_usage(FILE *out);
-static int cmd_version(int argc, char **argv);
-static void cmd_version_usage(FILE *out);
 
 static const struct cli_cmd commands[] = {
     {"help", "show the commands, or one command's help", cmd_help, cmd_help_usage},
@@ -91,34 +89,6 @@ static int cmd_help(int argc, char **argv)
     if (!c)
         return cli_usage_error(main_usage, "unknown command '%s'", argv[1]);
     c->usage(stdout);
-    return 0;
-}
-
-static void cmd_version_usage(FILE *out)
-{
-    fprintf(out, "usage: alisa version\n\nPrints the version, the git revision it was built "
-                 "from, whether CUDA was\ncompiled in, and the accelerator found (if any).\n");
-}
-
-static int cmd_version(int argc, char **argv)
-{
-    if (argc > 1) {
-        if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-            cmd_version_usage(stdout);
-            return 0;
-        }
-        return cli_usage_error(cmd_version_usage, "unexpected argument '%s'", argv[1]);
-    }
-    struct device_info d;
-    device_probe(&d);
-    printf("alisa %s (%s)\n", ALISA_VERSION, ALISA_GIT_VERSION);
-    printf("cuda: %s\n", d.cuda_built ? "built" : "not built");
-    if (d.n_devices)
-        printf("device: %s, %.1f GiB, compute capability %d.%d (%d device%s)\n", d.name,
-               d.mem_bytes / (1024.0 * 1024 * 1024), d.cc_major, d.cc_minor, d.n_devices,
-               d.n_devices > 1 ? "s" : "");
-    else
-        printf("device: none (%s)\n", d.note);
     return 0;
 }
 

@@ -8,7 +8,7 @@
 # correlation between the total error and that drift (near 1: the error
 # follows the machine, not the model). Columns as `--query validate` names
 # them ($32 normalised_total_error_pct ... $37 repeat).
-# Usage: awk -f scripts/validation-table.awk a.csv [b.csv ...]
+# Usage: awk -f plots/validation-table.awk a.csv [b.csv ...]
 BEGIN {
     FS = ","
     print "| model | batch | selection / placement | phase | runs | step, measured ms | step, predicted ms | total error | per-step MAPE | machine vs profile (range) | normalised error | normalised MAPE |"

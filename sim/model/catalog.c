@@ -17,7 +17,7 @@
 #include "llama2c.h"
 
 #ifndef ALISA_CATALOG_DIR
-#define ALISA_CATALOG_DIR "sim/catalog"
+#define ALISA_CATALOG_DIR "sim/model/catalog"
 #endif
 #ifndef ALISA_DEFAULT_MODELS
 #define ALISA_DEFAULT_MODELS "../shared/models"

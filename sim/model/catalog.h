@@ -1,4 +1,4 @@
-/* Model-shape and hardware-profile catalogs (sim/catalog/ models.ini and
+/* Model-shape and hardware-profile catalogs (sim/model/catalog/ models.ini and
  * hardware.ini, parsed with inih).
  *
  * Owns the catalog entries and their validation; every figure's source is a
@@ -121,7 +121,7 @@ struct catalog {
 };
 
 /* Directory of models.ini and hardware.ini: $ALISA_CATALOG, else the
- * sim/catalog directory of the source tree. Cannot fail. */
+ * sim/model/catalog directory of the source tree. Cannot fail. */
 const char *catalog_default_dir(void);
 
 /* Directory of the real model files: $ALISA_MODELS, else ../shared/models

@@ -2,7 +2,7 @@
 # (rows) and selection (columns; swa+int8 = SWA with INT8 KV), the perplexity
 # over the decoded positions / KL(dense || policy) in nats / top-1 agreement
 # with dense. The dense perplexity of the same positions heads the table.
-# mawk-safe (no asorti). Usage: awk -f scripts/accuracy-table.awk x.csv
+# mawk-safe (no asorti). Usage: awk -f plots/accuracy-table.awk x.csv
 BEGIN { FS = ","; n = split("local strided streaming h2o swa swa+int8", order, " ") }
 NR > 1 && $3 == "ok" {
     name = $6 (($8 == "true") ? "+int8" : "")

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The dependency rule between alisa's folders (CMakeLists.txt, each folder's
+# README): every project header a source file includes ("x.h") must live in
+# a folder its layer may use.
+#
+#   sim/core    the scheduler core           core only (and libm)
+#   sim/trace   the trace format             core
+#   sim/model   catalogs, cost model, search core
+#   sim         the simulator shell          core, trace, model
+#   exec        the executor (+ kernels)     core, model, kernels
+#   sim/cli     the simulator's commands     core, trace, model, sim, itself
+#   exec/cli    the executor's commands      everything
+#
+# The libraries' include paths enforce most of this at build time; this test
+# also covers the CLI folders (built into one binary) and names the file.
+# Usage: layering_test.sh SOURCE_DIR [--self-test]
+# --self-test: first checks, on a copy of the folders, that an include from
+# above the core in a core file is caught.
+set -u
+src=${1:-$(dirname "$0")/..}
+cd "$src" || exit 1
+if [ "${2:-}" = --self-test ]; then
+    tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
+    mkdir -p "$tmp/tests" && cp -r sim exec kernels "$tmp/"
+    printf '#include "trace.h"\n' >>"$tmp/sim/core/scheduler.c"
+    if out=$(bash "$0" "$tmp"); then
+        echo "FAIL: self-test: a core file including trace.h passed"; exit 1
+    fi
+    case $out in *"sim/core/scheduler.c includes trace.h"*) ;; *)
+        echo "FAIL: self-test: the violation was not named: $out"; exit 1 ;; esac
+    echo "self-test: a core file including trace.h is caught"
+fi
+
+allowed() { # allowed LAYER -> the folders its files may include from
+    case $1 in
+        sim/core) echo "sim/core" ;;
+        sim/trace) echo "sim/core sim/trace" ;;
+        sim/model) echo "sim/core sim/model" ;;
+        sim) echo "sim/core sim/trace sim/model sim" ;;
+        exec) echo "sim/core sim/model exec kernels" ;;
+        kernels) echo "kernels" ;;
+        sim/cli) echo "sim/core sim/trace sim/model sim sim/cli" ;;
+        exec/cli) echo "sim/core sim/trace sim/model sim sim/cli exec exec/cli kernels" ;;
+    esac
+}
+
+# every project header, by name -> its folder (names are unique)
+declare -A home
+for h in sim/core/*.h sim/trace/*.h sim/model/*.h sim/*.h exec/*.h kernels/*.h sim/cli/*.h \
+         exec/cli/*.h; do
+    name=$(basename "$h")
+    if [ -n "${home[$name]:-}" ]; then
+        echo "FAIL: header $name is in both ${home[$name]} and $(dirname "$h")"
+        exit 1
+    fi
+    home[$name]=$(dirname "$h")
+done
+
+fail=0 checked=0
+for layer in sim/core sim/trace sim/model sim exec kernels sim/cli exec/cli; do
+    ok=" $(allowed "$layer") "
+    for f in "$layer"/*.c "$layer"/*.h "$layer"/*.cu; do
+        [ -f "$f" ] || continue
+        checked=$((checked + 1))
+        while IFS= read -r inc; do
+            dir=${home[$inc]:-}
+            [ -n "$dir" ] || continue # a system or library header
+            case $ok in
+                *" $dir "*) ;;
+                *) echo "FAIL: $f includes $inc from $dir; $layer may use only:$ok"
+                   fail=$((fail + 1)) ;;
+            esac
+        done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
+    done
+done
+[ "$checked" -gt 50 ] || { echo "FAIL: only $checked files found under $src"; exit 1; }
+if [ "$fail" -gt 0 ]; then
+    echo "$fail include(s) break the layering"
+    exit 1
+fi
+echo "layering: $checked files, every include within its layer"
