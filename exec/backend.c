@@ -28,6 +28,12 @@ uint64_t backend_mono_ns(void)
     return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
+void backend_bench_fill(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
+}
+
 int llm_backend_choose(const char *name, enum llm_backend *out, char *said, size_t n,
                        struct alisa_err *e)
 {
@@ -52,6 +58,33 @@ int llm_backend_choose(const char *name, enum llm_backend *out, char *said, size
     return 0;
 }
 
+int backend_of(enum llm_backend kind, const struct backend_ops **out, struct alisa_err *e)
+{
+    static const struct backend_ops *const by_kind[] = {
+        [LLM_BACKEND_CPU] = &backend_cpu,
+#ifdef ALISA_WITH_CUDA
+        [LLM_BACKEND_CUDA] = &backend_cuda,
+#endif
+    };
+    *out = (size_t)kind < sizeof by_kind / sizeof by_kind[0] ? by_kind[kind] : NULL;
+    return *out ? 0
+                : err_set(e, ALISA_EINVAL, "the cuda backend: this binary was built without CUDA "
+                          "(no nvcc at configure time)");
+}
+
+int llm_backend_info(enum llm_backend kind, struct llm_backend_info *out, struct alisa_err *e)
+{
+    const struct backend_ops *ops;
+    int rc = backend_of(kind, &ops, e);
+    if (rc)
+        return rc;
+    *out = (struct llm_backend_info){.name = ops->name, .label = ops->label,
+                                     .computes = ops->computes, .weight_bytes = ops->weight_bytes,
+                                     .batched_copies = ops->batched_copies};
+    ops->describe(out);
+    return 0;
+}
+
 int llm_state_create_on(struct llm_state **out, enum llm_backend kind, const struct llm_model *m,
                         uint32_t batch, uint32_t max_len, struct alisa_err *e)
 {
@@ -60,15 +93,10 @@ int llm_state_create_on(struct llm_state **out, enum llm_backend kind, const str
     if (!batch || !max_len || max_len > c->seq_len)
         return err_set(e, ALISA_EINVAL, "batch %u and length %u must be positive, the length at "
                        "most the model's context %u", batch, max_len, c->seq_len);
-    const struct backend_ops *ops = &backend_cpu;
-    if (kind == LLM_BACKEND_CUDA) {
-#ifdef ALISA_WITH_CUDA
-        ops = &backend_cuda;
-#else
-        return err_set(e, ALISA_EINVAL, "the cuda backend: this binary was built without CUDA (no "
-                       "nvcc at configure time)");
-#endif
-    }
+    const struct backend_ops *ops;
+    int rc = backend_of(kind, &ops, e);
+    if (rc)
+        return rc;
     struct llm_state *s = calloc(1, sizeof *s);
     if (!s)
         return err_set(e, ALISA_ENOMEM, "out of memory");
@@ -78,8 +106,7 @@ int llm_state_create_on(struct llm_state **out, enum llm_backend kind, const str
     s->c.batch = batch;
     s->c.max_len = max_len;
     s->c.t_layer = calloc((size_t)c->n_layers * T_N, sizeof *s->c.t_layer);
-    int rc = s->c.t_layer ? ops->create(&s->be, &s->c, e)
-                          : err_set(e, ALISA_ENOMEM, "out of memory");
+    rc = s->c.t_layer ? ops->create(&s->be, &s->c, e) : err_set(e, ALISA_ENOMEM, "out of memory");
     if (rc) {
         free(s->c.t_layer);
         free(s);
@@ -105,6 +132,8 @@ void llm_state_free(struct llm_state *s)
 }
 
 enum llm_backend llm_state_backend(const struct llm_state *s) { return s->kind; }
+
+const char *llm_state_label(const struct llm_state *s) { return s->ops->label; }
 
 int llm_state_kvstore(struct llm_state *s, uint32_t n_streams, uint32_t max_len, uint32_t dev_cap,
                       uint32_t host_cap, int int8, struct kvstore **out, struct alisa_err *e)
@@ -147,9 +176,9 @@ int backend_plan(struct backend_common *c, uint32_t b, uint32_t l, uint32_t pos,
     uint32_t stream = b * c->m->c.n_layers + l;
     uint64_t t0 = backend_mono_ns();
     if (pos < c->prompt_len)
-        scheduler_prefill(c->sched, stream, pos, NULL, c->prompt_len, 0, plan);
+        scheduler_prefill(c->sched, stream, pos, NULL, c->prompt_len, plan);
     else
-        scheduler_step(c->sched, stream, pos, 0, plan);
+        scheduler_step(c->sched, stream, pos, plan);
     if (c->plan_log)
         planlog_write(c->plan_log, plan, b, l);
     tl[T_SCHED] += (double)(backend_mono_ns() - t0);

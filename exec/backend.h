@@ -39,8 +39,14 @@ struct backend_common {
     double *t_layer;         /* (n_layers, T_N) ns per category of the current call */
 };
 
+/* What a shell asks of a backend instead of testing which one it is: the
+ * fields and the calibration hooks below. */
 struct backend_ops {
-    const char *name;
+    const char *name;      /* "cpu", "cuda": --backend's word, profile names */
+    const char *label;     /* "CPU", "CUDA": messages and the profile's gpu line */
+    const char *computes;  /* how it runs the model, in words, for the profile */
+    int weight_bytes;      /* bytes of one weight as it holds them: 4 (FP32) or 2 (FP16) */
+    int batched_copies;    /* 1: a layer's moves are copied at once; 0: token by token */
     /* A state for c->batch sequences of c->max_len tokens of c->m into *be.
      * Returns 0 or a negative status with e set. */
     int (*create)(void **be, const struct backend_common *c, struct alisa_err *e);
@@ -51,10 +57,32 @@ struct backend_ops {
     /* llm_forward_chunk's contract; c->err on failure. */
     const float *(*forward)(void *be, struct backend_common *c, const uint32_t *tokens,
                             uint32_t pos0, uint32_t P, float *rows);
+
+    /* Calibration's microbenchmarks (calibrate.c), each as this backend
+     * runs the work. The processor computed on: its name, memory and one
+     * more line for the profile ("" when none). Cannot fail. */
+    void (*describe)(struct llm_backend_info *out);
+    /* One GEMM y (rows, out) = x (rows, in) W^T as the projections run:
+     * median ns of 5 after a warm-up, into *ns. 0, or a negative status. */
+    int (*bench_gemm)(unsigned rows, unsigned out, unsigned in, double *ns, struct alisa_err *e);
+    /* One copy of `bytes` between the two KV arenas (the mean of both
+     * directions where they differ): median ns, into *ns. */
+    int (*bench_copy)(size_t bytes, double *ns, struct alisa_err *e);
+    /* Recomputing one token's K and V in a layer of m as the backend does:
+     * ns per token, NAN when it cannot be measured. */
+    double (*bench_recompute)(const struct llm_model *m);
 };
+
+/* The backend of kind into *out; a negative status (e set, *out NULL) when
+ * this build lacks it. */
+int backend_of(enum llm_backend kind, const struct backend_ops **out, struct alisa_err *e);
 
 extern const struct backend_ops backend_cpu;
 extern const struct backend_ops backend_cuda; /* CUDA builds only */
+
+/* Deterministic benchmark data in [-0.5, 0.5): no zeros, no denormals.
+ * Cannot fail. */
+void backend_bench_fill(float *x, size_t n);
 
 /* Monotonic clock, ns. Cannot fail. */
 uint64_t backend_mono_ns(void);

@@ -7,10 +7,13 @@
 #include "backend.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cpu_ops.h"
+#include "fit.h"
 
 struct cpu_state {
     const struct llm_model *m;
@@ -253,10 +256,119 @@ static const float *cpu_forward(void *be, struct backend_common *cm, const uint3
     return s->logits;
 }
 
+/* ---- calibration's microbenchmarks (backend.h) ---- */
+
+static void cpu_describe(struct llm_backend_info *out)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    out->mem_gib = pages > 0 && size > 0 ? (double)pages * (double)size / 1073741824.0 : 0.0;
+    snprintf(out->device, sizeof out->device, "unknown CPU");
+    out->note[0] = 0;
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "model name", 10) == 0 && strchr(line, ':')) {
+            snprintf(out->device, sizeof out->device, "%s", strchr(line, ':') + 2);
+            out->device[strcspn(out->device, "\n")] = 0;
+            break;
+        }
+    if (f)
+        fclose(f);
+}
+
+static int cpu_bench_gemm(unsigned rows, unsigned out, unsigned in, double *ns,
+                          struct alisa_err *e)
+{
+    float *w = malloc((size_t)out * in * sizeof *w), *x = malloc((size_t)rows * in * sizeof *x),
+          *y = malloc((size_t)rows * out * sizeof *y);
+    if (!w || !x || !y) {
+        free(w), free(x), free(y);
+        return err_set(e, ALISA_ENOMEM, "out of memory for the calibration buffers");
+    }
+    backend_bench_fill(w, (size_t)out * in);
+    backend_bench_fill(x, (size_t)rows * in);
+    double t[5];
+    cpu_gemm(y, x, w, rows, out, in);
+    for (int k = 0; k < 5; k++) {
+        uint64_t t0 = backend_mono_ns();
+        cpu_gemm(y, x, w, rows, out, in);
+        t[k] = (double)(backend_mono_ns() - t0);
+    }
+    *ns = fit_median(t, 5);
+    free(w), free(x), free(y);
+    return 0;
+}
+
+/* Two host allocations (the arenas are host memory), memcpy at a different
+ * offset each time so no copy is from hot lines alone. */
+#define CPU_COPY_SPAN ((size_t)16 << 20)
+static int cpu_bench_copy(size_t bytes, double *ns, struct alisa_err *e)
+{
+    unsigned char *src = bytes <= CPU_COPY_SPAN ? malloc(CPU_COPY_SPAN) : NULL,
+                  *dst = src ? malloc(CPU_COPY_SPAN) : NULL;
+    if (!src || !dst) {
+        free(src), free(dst);
+        return err_set(e, ALISA_ENOMEM, "out of memory for the calibration buffers (%zu bytes)",
+                       bytes);
+    }
+    memset(src, 1, CPU_COPY_SPAN);
+    memset(dst, 2, CPU_COPY_SPAN);
+    int reps = bytes < 65536 ? 2000 : bytes < (1u << 22) ? 50 : 5;
+    double t[5];
+    for (int k = 0; k < 5; k++) {
+        uint64_t t0 = backend_mono_ns();
+        for (int r = 0; r < reps; r++) {
+            size_t off = ((size_t)r * 4096) % (CPU_COPY_SPAN - bytes + 1);
+            memcpy(dst + off, src + off, bytes);
+        }
+        t[k] = (double)(backend_mono_ns() - t0) / reps;
+    }
+    *ns = fit_median(t, 5);
+    free(src), free(dst);
+    return 0;
+}
+
+/* K and V of one token from its layer input (kvstore_recompute, the
+ * executor's own), as the executor recomputes: a layer's tokens one after
+ * another right after its own K/V projection, the layer's weights hot. Per
+ * layer one warm-up call, then 16 tokens timed; the median over layers of 5
+ * rounds. */
+static double cpu_bench_recompute(const struct llm_model *m)
+{
+    const struct llm_config *c = &m->c;
+    float *act = malloc(c->dim * sizeof *act), *k = malloc(2 * c->kv_dim * sizeof *k);
+    double *t = malloc((size_t)5 * c->n_layers * sizeof *t);
+    if (!act || !k || !t) {
+        free(act), free(k), free(t);
+        return NAN;
+    }
+    backend_bench_fill(act, c->dim);
+    size_t n = 0;
+    for (int r = 0; r < 5; r++)
+        for (uint32_t l = 0; l < c->n_layers; l++) {
+            kvstore_recompute(m, l, act, 0, k, k + c->kv_dim);
+            uint64_t t0 = backend_mono_ns();
+            for (uint32_t tok = 1; tok <= 16; tok++)
+                kvstore_recompute(m, l, act, tok, k, k + c->kv_dim);
+            t[n++] = (double)(backend_mono_ns() - t0) / 16;
+        }
+    double med = fit_median(t, n);
+    free(act), free(k), free(t);
+    return med;
+}
+
 const struct backend_ops backend_cpu = {
     .name = "cpu",
+    .label = "CPU",
+    .computes = "one thread, FP32 weights",
+    .weight_bytes = 4,
+    .batched_copies = 0,
     .create = cpu_create,
     .destroy = cpu_destroy,
     .kvstore = cpu_kvstore,
     .forward = cpu_forward,
+    .describe = cpu_describe,
+    .bench_gemm = cpu_bench_gemm,
+    .bench_copy = cpu_bench_copy,
+    .bench_recompute = cpu_bench_recompute,
 };

@@ -14,9 +14,12 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "device.h"
+#include "fit.h"
 #include "fp16.h"
 #include "kernels.h"
 
@@ -887,10 +890,69 @@ out:
     return result;
 }
 
+/* ---- calibration's microbenchmarks (backend.h), on device 0 ---- */
+
+static void cuda_describe(struct llm_backend_info *out)
+{
+    struct device_info d;
+    device_probe(&d);
+    snprintf(out->device, sizeof out->device, "%s", d.n_devices ? d.name : d.note);
+    out->mem_gib = (double)d.mem_bytes / 1073741824.0;
+    snprintf(out->note, sizeof out->note, "GPU: %s, %.1f GiB, compute capability %d.%d", d.name,
+             out->mem_gib, d.cc_major, d.cc_minor);
+}
+
+/* cuBLAS with FP16 inputs, FP32 accumulation and output (device_bench_gemm). */
+static int cuda_bench_gemm(unsigned rows, unsigned out, unsigned in, double *ns,
+                           struct alisa_err *e)
+{
+    double t[5];
+    char note[256];
+    if (device_bench_gemm(rows, out, in, 5, t, note, sizeof note))
+        return err_set(e, ALISA_EIO, "calibration: %s", note);
+    *ns = fit_median(t, 5);
+    return 0;
+}
+
+/* Pinned host memory and the device: the mean of the host-to-device and
+ * device-to-host medians, as the executor's loads and offloads. */
+static int cuda_bench_copy(size_t bytes, double *ns, struct alisa_err *e)
+{
+    double up[15], down[15];
+    char note[256];
+    if (device_bench_copy(bytes, 1, 15, up, note, sizeof note) ||
+        device_bench_copy(bytes, 0, 15, down, note, sizeof note))
+        return err_set(e, ALISA_EIO, "calibration: %s", note);
+    *ns = 0.5 * (fit_median(up, 15) + fit_median(down, 15));
+    return 0;
+}
+
+/* The backend recomputes a layer's tokens at once (a gather, two cuBLAS
+ * GEMMs, RoPE, a scatter): the GEMM of the K and V rows of RECOMPUTE_ROWS
+ * tokens (one GEMM of both outputs), per token; the gather, RoPE and
+ * scatter are not counted. */
+#define RECOMPUTE_ROWS 16
+static double cuda_bench_recompute(const struct llm_model *m)
+{
+    double t[15];
+    char note[256];
+    if (device_bench_gemm(RECOMPUTE_ROWS, 2 * m->c.kv_dim, m->c.dim, 15, t, note, sizeof note))
+        return NAN;
+    return fit_median(t, 15) / RECOMPUTE_ROWS;
+}
+
 const struct backend_ops backend_cuda = {
     .name = "cuda",
+    .label = "CUDA",
+    .computes = "FP16 weights on the GPU, cuBLAS",
+    .weight_bytes = 2,
+    .batched_copies = 1,
     .create = cuda_create,
     .destroy = cuda_destroy,
     .kvstore = cuda_kvstore,
     .forward = cuda_forward,
+    .describe = cuda_describe,
+    .bench_gemm = cuda_bench_gemm,
+    .bench_copy = cuda_bench_copy,
+    .bench_recompute = cuda_bench_recompute,
 };

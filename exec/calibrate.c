@@ -17,10 +17,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "device.h"
+#include "backend.h"
 #include "fit.h"
-#include "forward.h"
-#include "kvstore.h"
 
 static double now_ns(void)
 {
@@ -61,84 +59,40 @@ const uint32_t calib_attn_batch[CALIB_ATTN_N] = {1, 4, 8, 16, 32, 64};
 
 const char *calib_name(enum calib_figure f) { return names[f]; }
 
-static double median(double *x, size_t n)
+/* Bytes of a weight as backend kind holds it (its ops say: FP32 on the
+ * CPU, FP16 on the GPU); 0 for a backend this build lacks. */
+static double weight_size(enum llm_backend kind)
 {
-    gsl_sort(x, 1, n);
-    return gsl_stats_median_from_sorted_data(x, 1, n);
+    const struct backend_ops *ops;
+    return backend_of(kind, &ops, NULL) ? 0.0 : (double)ops->weight_bytes;
 }
 
-static void fill(float *x, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        x[i] = (float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
-}
-
-/* Bytes of a weight as backend kind holds it: FP32 on the CPU, FP16 on the
- * GPU. */
-static double weight_size(enum llm_backend kind) { return kind == LLM_BACKEND_CUDA ? 2.0 : 4.0; }
-
-/* y (R, out) = x (R, in) W^T as the forward pass calls it. */
-static void gemm_rows(const float *x, const float *w, float *y, int R, int out, int in)
-{
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, out, in, 1.0f, x, in, w, in, 0.0f, y,
-                out);
-}
-
-/* ns of y (R, out) = x (R, in) W^T, median of 5 after a warm-up. */
-static double time_gemm(const float *x, const float *w, float *y, int R, int out, int in)
-{
-    double t[5];
-    gemm_rows(x, w, y, R, out, in);
-    for (int k = 0; k < 5; k++) {
-        double t0 = now_ns();
-        gemm_rows(x, w, y, R, out, in);
-        t[k] = now_ns() - t0;
-    }
-    return median(t, 5);
-}
-
-/* GEMMs of the model's shapes as backend kind runs them (OpenBLAS FP32, or
- * cuBLAS with FP16 inputs: device_bench_gemm): best GFLOP/s, and the
- * one-row bandwidth over the weight bytes of all shapes together. */
-static int bench_gemm(const struct llm_config *c, enum llm_backend kind, double *gflops,
+/* GEMMs of the model's shapes as the backend runs them (its bench_gemm:
+ * OpenBLAS FP32, or cuBLAS with FP16 inputs): best GFLOP/s, and the one-row
+ * bandwidth over the weight bytes of all shapes together. */
+static int bench_gemm(const struct llm_config *c, const struct backend_ops *ops, double *gflops,
                       double *gbps, struct alisa_err *e)
 {
-    const int shapes[4][2] = {{(int)c->dim, (int)c->dim}, {(int)c->kv_dim, (int)c->dim},
-                              {(int)c->hidden_dim, (int)c->dim}, {(int)c->dim, (int)c->hidden_dim}};
-    const int rows[4] = {1, 8, 32, 256};
-    size_t wmax = (size_t)c->hidden_dim * c->dim, xmax = (size_t)256 * c->hidden_dim;
-    float *w = malloc(wmax * sizeof *w), *x = malloc(xmax * sizeof *x), *y = malloc(xmax * sizeof *y);
-    if (!w || !x || !y) {
-        free(w), free(x), free(y);
-        return err_set(e, ALISA_ENOMEM, "out of memory for the calibration buffers");
-    }
-    fill(w, wmax);
-    fill(x, xmax);
+    const unsigned shapes[4][2] = {{c->dim, c->dim}, {c->kv_dim, c->dim},
+                                   {c->hidden_dim, c->dim}, {c->dim, c->hidden_dim}};
+    const unsigned rows[4] = {1, 8, 32, 256};
     double best = 0, one_row_ns = 0, one_row_bytes = 0;
     for (int s = 0; s < 4; s++)
         for (int r = 0; r < 4; r++) {
-            int out = shapes[s][0], in = shapes[s][1];
-            double ns, t[5];
-            char note[256];
-            if (kind != LLM_BACKEND_CUDA) {
-                ns = time_gemm(x, w, y, rows[r], out, in);
-            } else if (device_bench_gemm((unsigned)rows[r], (unsigned)out, (unsigned)in, 5, t,
-                                         note, sizeof note)) {
-                free(w), free(x), free(y);
-                return err_set(e, ALISA_EIO, "calibration: %s", note);
-            } else {
-                ns = median(t, 5);
-            }
+            unsigned out = shapes[s][0], in = shapes[s][1];
+            double ns;
+            int rc = ops->bench_gemm(rows[r], out, in, &ns, e);
+            if (rc)
+                return rc;
             double rate = 2.0 * rows[r] * out * in / ns; /* FLOP/ns = GFLOP/s */
             best = rate > best ? rate : best;
             if (rows[r] == 1) {
                 one_row_ns += ns;
-                one_row_bytes += (double)out * in * weight_size(kind);
+                one_row_bytes += (double)out * in * ops->weight_bytes;
             }
         }
     *gflops = best;
     *gbps = one_row_bytes / one_row_ns;
-    free(w), free(x), free(y);
     return 0;
 }
 
@@ -168,7 +122,7 @@ static int bench_mem(double *gbps)
     float *a = malloc(n * sizeof *a);
     if (!a)
         return -1;
-    fill(a, n);
+    backend_bench_fill(a, n);
     double t[3];
     volatile float sink = 0;
     for (int k = 0; k < 3; k++) {
@@ -177,53 +131,25 @@ static int bench_mem(double *gbps)
         t[k] = now_ns() - t0;
     }
     (void)sink;
-    *gbps = (double)n * sizeof *a / median(t, 3);
+    *gbps = (double)n * sizeof *a / fit_median(t, 3);
     free(a);
     return 0;
 }
 
-/* Copies between the two arenas: time = latency + bytes / bandwidth. On the
- * CPU two host allocations (memcpy); on the GPU pinned host memory and the
- * device, each size the mean of its host-to-device and device-to-host
- * copies (device_bench_copy), as the executor's loads and offloads. */
-static int bench_copy(const struct llm_config *c, enum llm_backend kind, double *gbps,
+/* Copies between the two arenas: time = latency + bytes / bandwidth, fitted
+ * over sizes from one token's K and V up by fours (the backend's
+ * bench_copy: memcpy between host allocations on the CPU; pinned host
+ * memory and the device on the GPU). */
+static int bench_copy(const struct llm_config *c, const struct backend_ops *ops, double *gbps,
                       double *lat_us, struct alisa_err *e)
 {
-    size_t max = (size_t)16 << 20;
-    int cuda = kind == LLM_BACKEND_CUDA;
-    unsigned char *src = cuda ? NULL : malloc(max), *dst = cuda ? NULL : malloc(max);
-    if (!cuda && (!src || !dst)) {
-        free(src), free(dst);
-        return err_set(e, ALISA_ENOMEM, "out of memory for the calibration buffers");
-    }
-    if (!cuda) {
-        memset(src, 1, max);
-        memset(dst, 2, max);
-    }
+    const size_t max = (size_t)16 << 20;
     double xs[16], ys[16], ws[16];
     size_t n = 0;
     for (size_t bytes = 2 * c->kv_dim * sizeof(float); bytes <= max && n < 16; bytes *= 4) {
-        if (cuda) {
-            double up[15], down[15];
-            char note[256];
-            if (device_bench_copy(bytes, 1, 15, up, note, sizeof note) ||
-                device_bench_copy(bytes, 0, 15, down, note, sizeof note))
-                return err_set(e, ALISA_EIO, "calibration: %s", note);
-            ys[n] = 0.5 * (median(up, 15) + median(down, 15));
-        } else {
-            int reps = bytes < 65536 ? 2000 : bytes < (1u << 22) ? 50 : 5;
-            double t[5];
-            for (int k = 0; k < 5; k++) {
-                double t0 = now_ns();
-                for (int r = 0; r < reps; r++) {
-                    /* a different offset each time: no copy is from a hot line alone */
-                    size_t off = ((size_t)r * 4096) % (max - bytes + 1);
-                    memcpy(dst + off, src + off, bytes);
-                }
-                t[k] = (now_ns() - t0) / reps;
-            }
-            ys[n] = median(t, 5);
-        }
+        int rc = ops->bench_copy(bytes, &ys[n], e);
+        if (rc)
+            return rc;
         xs[n] = (double)bytes;
         ws[n] = 1.0 / (ys[n] * ys[n]); /* relative errors: small copies count as much */
         n++;
@@ -232,7 +158,6 @@ static int bench_copy(const struct llm_config *c, enum llm_backend kind, double 
     gsl_fit_wlinear(xs, 1, ws, 1, ys, 1, n, &c0, &c1, &cov00, &cov01, &cov11, &chisq);
     *gbps = 1.0 / c1; /* bytes per ns */
     *lat_us = c0 * 1e-3;
-    free(src), free(dst);
     return 0;
 }
 
@@ -389,10 +314,10 @@ static int bench_stream(const struct llm_model *m, const struct calib_text *tx,
                 tt[all] = tl[all] + th[all];
             }
         }
-        layers_ns_per_byte[i] = median(tl, all) / lb;
-        head_ns_per_byte[i] = median(th, all) / hb;
+        layers_ns_per_byte[i] = fit_median(tl, all) / lb;
+        head_ns_per_byte[i] = fit_median(th, all) / hb;
         xs[i] = rows[i];
-        ys[i] = median(tt, all) / (lb + hb);
+        ys[i] = fit_median(tt, all) / (lb + hb);
     }
     double c0, c1, cov00, cov01, cov11, sumsq;
     gsl_fit_linear(xs, 1, ys, 1, 6, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
@@ -414,7 +339,7 @@ double calib_weight_rate(const struct llm_model *m, enum llm_backend kind, doubl
             t[all++] = steps[k].cat[IS_GEMM] + steps[k].head;
     }
     weight_bytes(&m->c, kind, &lb, &hb);
-    return (lb + hb) / median(t, all);
+    return (lb + hb) / fit_median(t, all);
 }
 
 /* Attention per attended token: the slope of a dense run's per-layer time
@@ -451,7 +376,7 @@ static int bench_attention(const struct llm_model *m, const struct calib_text *t
     }
     if (!rc) {
         for (size_t i = 0; i < n; i++)
-            ys[i] = median(per + i * INSITU_MAX_RUNS, runs);
+            ys[i] = fit_median(per + i * INSITU_MAX_RUNS, runs);
         double c0, c1, cov00, cov01, cov11, sumsq;
         gsl_fit_linear(xs, 1, ys, 1, n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
         *ns_per_token = c1;
@@ -471,7 +396,7 @@ static int bench_attention(const struct llm_model *m, const struct calib_text *t
                 per[all++] = steps[i].cat[IS_ATTN] / L;
         }
         if (!rc)
-            fixed[w] = median(per, all) - batch[w] * K * *ns_per_token;
+            fixed[w] = fit_median(per, all) - batch[w] * K * *ns_per_token;
     }
     if (!rc) { /* fixed[w] = layer + batch[w] x sequence */
         double seq = (fixed[1] - fixed[0]) / (batch[1] - batch[0]);
@@ -533,7 +458,7 @@ static int bench_attention_batches(const struct llm_model *m, const struct calib
                              steps[k].attended;
             }
         }
-        out[i] = median(per, all);
+        out[i] = fit_median(per, all);
     }
     return 0;
 }
@@ -592,10 +517,10 @@ static int bench_schedule(const struct llm_model *m, const struct calib_text *tx
             }
             bs[w] = B;
             cs[w] = ctx;
-            ts[w] = median(sched, (size_t)runs);
-            tk[w] = median(kv, (size_t)runs);
-            rs[w] = median(ret, (size_t)runs);
-            dt += median(extra, (size_t)runs);
+            ts[w] = fit_median(sched, (size_t)runs);
+            tk[w] = fit_median(kv, (size_t)runs);
+            rs[w] = fit_median(ret, (size_t)runs);
+            dt += fit_median(extra, (size_t)runs);
             dr += r_first - rs[w];
         }
         double per_retired = dr > 0 && dt > 0 ? dt / dr : 0;
@@ -611,56 +536,19 @@ static int bench_schedule(const struct llm_model *m, const struct calib_text *tx
     return 0;
 }
 
-/* K and V of one token from its layer input (kvstore_recompute, the
- * executor's own), as the executor recomputes: a layer's tokens one after
- * another right after its own K/V projection, the layer's weights hot. Per
- * layer one warm-up call, then 16 tokens timed; the median over layers of
- * 5 rounds. The CUDA backend recomputes a layer's tokens at once (a gather,
- * two cuBLAS GEMMs, RoPE, a scatter): there, the GEMM of the K and V rows of
- * RECOMPUTE_ROWS tokens (device_bench_gemm, one GEMM of both outputs), per
- * token; the gather, RoPE and scatter are not counted. */
-#define RECOMPUTE_ROWS 16
-static double bench_recompute(const struct llm_model *m, enum llm_backend kind)
-{
-    const struct llm_config *c = &m->c;
-    if (kind == LLM_BACKEND_CUDA) { /* the K and V GEMMs of RECOMPUTE_ROWS tokens, per token */
-        double t[15];
-        char note[256];
-        if (device_bench_gemm(RECOMPUTE_ROWS, 2 * c->kv_dim, c->dim, 15, t, note, sizeof note))
-            return NAN;
-        return median(t, 15) / RECOMPUTE_ROWS;
-    }
-    float *act = malloc(c->dim * sizeof *act), *k = malloc(2 * c->kv_dim * sizeof *k);
-    double *t = malloc((size_t)5 * c->n_layers * sizeof *t);
-    if (!act || !k || !t) {
-        free(act), free(k), free(t);
-        return NAN;
-    }
-    fill(act, c->dim);
-    size_t n = 0;
-    for (int r = 0; r < 5; r++)
-        for (uint32_t l = 0; l < c->n_layers; l++) {
-            kvstore_recompute(m, l, act, 0, k, k + c->kv_dim);
-            double t0 = now_ns();
-            for (uint32_t tok = 1; tok <= 16; tok++)
-                kvstore_recompute(m, l, act, tok, k, k + c->kv_dim);
-            t[n++] = (now_ns() - t0) / 16;
-        }
-    double med = median(t, n);
-    free(act), free(k), free(t);
-    return med;
-}
-
 int calib_measure(const struct llm_model *m, const struct calib_text *tx, enum llm_backend kind,
                   double out[CALIB_N], struct alisa_err *e)
 {
     for (int i = 0; i < CALIB_N; i++)
         out[i] = NAN;
-    int rc = bench_gemm(&m->c, kind, &out[CALIB_GEMM_GFLOPS], &out[CALIB_GEMV_GBPS], e);
+    const struct backend_ops *ops;
+    int rc = backend_of(kind, &ops, e);
+    if (!rc)
+        rc = bench_gemm(&m->c, ops, &out[CALIB_GEMM_GFLOPS], &out[CALIB_GEMV_GBPS], e);
     if (!rc && bench_mem(&out[CALIB_MEM_GBPS]))
         rc = err_set(e, ALISA_ENOMEM, "out of memory for the calibration buffers");
     if (!rc)
-        rc = bench_copy(&m->c, kind, &out[CALIB_COPY_GBPS], &out[CALIB_COPY_LATENCY_US], e);
+        rc = bench_copy(&m->c, ops, &out[CALIB_COPY_GBPS], &out[CALIB_COPY_LATENCY_US], e);
     if (!rc)
         rc = bench_stream(m, tx, kind, &out[CALIB_STREAM_GBPS], &out[CALIB_STREAM_GFLOPS],
                           &out[CALIB_WGEMM_R1], &out[CALIB_HEAD_R1], e);
@@ -674,7 +562,7 @@ int calib_measure(const struct llm_model *m, const struct calib_text *tx, enum l
                               &out[CALIB_ATTN_NS_LAYER], e)) ||
         (rc = bench_schedule(m, tx, kind, out, e)))
         return rc;
-    out[CALIB_RECOMPUTE_NS] = bench_recompute(m, kind);
+    out[CALIB_RECOMPUTE_NS] = ops->bench_recompute(m);
     if (isnan(out[CALIB_RECOMPUTE_NS]))
         return err_set(e, ALISA_EIO, "calibration: the recomputation benchmark failed");
     if ((rc = bench_attention_batches(m, tx, kind, "dense", out[CALIB_ATTN_NS_LAYER],

@@ -8,6 +8,8 @@
 
 #include <gsl/gsl_errno.h>
 #include <gsl/gsl_multifit.h>
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
 #include <math.h>
 
 void fit_two_terms(double x1, double t1, double x2, double t2, double *a, double *b)
@@ -79,4 +81,10 @@ void fit_three_terms(const double B[3], const double c[3], const double t[3], do
         }
     }
     *a = best[0], *s = best[1], *b = best[2];
+}
+
+double fit_median(double *x, size_t n)
+{
+    gsl_sort(x, 1, n);
+    return gsl_stats_median_from_sorted_data(x, 1, n);
 }

@@ -4,11 +4,15 @@
  * because GSL's linear algebra brings its own CBLAS declarations, which
  * clash with OpenBLAS's cblas.h.
  *
+ * Also the median every calibration figure is taken as.
+ *
  * Stateless; nothing here can fail (a degenerate or noisy system falls back
  * as each function says).
  */
 #ifndef ALISA_FIT_H
 #define ALISA_FIT_H
+
+#include <stddef.h>
 
 /* t = a + x b through (x1, t1) and (x2, t2): a the fixed part, b the slope.
  * When noise makes either negative: a = 0 and b = t2 / x2. */
@@ -22,5 +26,8 @@ void fit_two_terms(double x1, double t1, double x2, double t2, double *a, double
  * the per-token one is kept. All 0 if nothing fits (GSL failed). */
 void fit_three_terms(const double B[3], const double c[3], const double t[3], double *a,
                      double *s, double *b);
+
+/* The median of x (n > 0), sorting x in place (GSL). Cannot fail. */
+double fit_median(double *x, size_t n);
 
 #endif

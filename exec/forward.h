@@ -46,6 +46,24 @@ void llm_state_free(struct llm_state *s); /* accepts NULL */
 
 enum llm_backend llm_state_backend(const struct llm_state *s); /* cannot fail */
 
+/* A backend as messages and hardware profiles describe it. */
+struct llm_backend_info {
+    const char *name;      /* "cpu", "cuda" */
+    const char *label;     /* "CPU", "CUDA" */
+    const char *computes;  /* how it runs the model, in words */
+    int weight_bytes;      /* bytes per weight as held: 4 (FP32) or 2 (FP16) */
+    int batched_copies;    /* a layer's moves copied at once (1) or token by token (0) */
+    char device[256];      /* the processor computed on: CPU model or GPU name */
+    double mem_gib;        /* its memory */
+    char note[320];        /* one more line for a profile's comments, or "" */
+};
+
+/* Fills *out for backend kind; fails (e set) when this build lacks it. */
+int llm_backend_info(enum llm_backend kind, struct llm_backend_info *out, struct alisa_err *e);
+
+/* "CPU" or "CUDA": the backend s computes on. Cannot fail. */
+const char *llm_state_label(const struct llm_state *s);
+
 /* A kvstore (kvstore.h's arguments) whose device arena lives where s
  * computes: host memory on the CPU backend, GPU memory (and a pinned host
  * arena) on the CUDA one, which refuses int8 (not built yet). Owned by the

@@ -146,7 +146,7 @@ static int decode_row(struct pass *ps, uint32_t stream, uint32_t pos, const floa
     struct scheduler_plan plan;
     double recall = 1.0;
     int rc = 0;
-    scheduler_step(ps->scheduler, stream, pos, 0, &plan);
+    scheduler_step(ps->scheduler, stream, pos, &plan);
     if (!plan.place.oom) {
         /* Over the stored weights: a sparse trace row's residual belongs to
          * unknown tokens, so it counts on neither side. */
@@ -221,7 +221,7 @@ static int run_pass(const char *path, struct pass *ps, struct alisa_err *e)
             uint32_t stream = st.seq * h->n_layers + l;
             const float *row = st.w + (size_t)l * st.n_ctx;
             if (st.pos < prompt) {
-                scheduler_prefill(ps->scheduler, stream, st.pos, row, prompt, 0, &plan);
+                scheduler_prefill(ps->scheduler, stream, st.pos, row, prompt, &plan);
                 if (ps->tot)
                     account(ps, &plan, 1.0);
                 if (ps->fn)

@@ -21,42 +21,50 @@
 
 #define GIB 1073741824.0
 
+/* Fields a system leaves out are 0: no weight streaming, no search, not
+ * paged, no CPU attention; gpu_fraction is set by every system that uses
+ * flexgen-static and is -1 (largest that fits) where it does not matter. */
 const struct sim_system sim_systems[] = {
-    {"alisa",
-     "ALISA: swa selection, alisa placement (local window on the GPU, oldest tokens to the CPU, "
-     "oldest CPU tokens dropped, each off-GPU token loaded or recomputed by the cost model); the "
-     "CPU tier is used unless the schedule search prefers deleting to offloading (then dropped "
-     "tokens are recomputed); weights on the GPU",
-     "swa", "alisa", 0, 1, -1, 0, 0},
-    {"flexgen",
-     "FlexGen: dense attention, flexgen-static placement (a fixed share of every token's KV on "
-     "the GPU, the largest that fits, which minimises the work left to the CPU), attention over "
-     "the CPU share computed by the CPU where it lies (no KV crosses the link); weights on the "
-     "GPU",
-     "dense", "flexgen-static", 0, 0, -1, 0, 1},
-    {"accelerate",
-     "HF Accelerate: dense attention, the whole KV on the CPU and loaded every step "
-     "(flexgen-static with a GPU share of 0); weights on the GPU",
-     "dense", "flexgen-static", 0, 0, 0, 0, 0},
-    {"deepspeed",
-     "DeepSpeed-ZeRO inference: dense attention, KV on the GPU (gpu-only: out of memory when "
-     "it does not fit), weights on the CPU streamed layer by layer every step",
-     "dense", "gpu-only", 1, 0, -1, 0, 0},
-    {"h2o", "H2O: h2o selection (evicted tokens freed for good), gpu-only placement", "h2o",
-     "gpu-only", 0, 0, -1, 0, 0},
-    {"dense-gpu", "Dense attention with everything on the GPU: the ideal when it fits", "dense",
-     "gpu-only", 0, 0, -1, 0, 0},
-    {"vllm",
-     "vLLM: dense attention, KV on the GPU in 16-token blocks; when blocks run out the most "
-     "recently admitted sequence is preempted and later recomputed (prefill over its tokens), "
-     "so the effective batch shrinks instead of running out of memory; weights on the GPU",
-     "dense", "gpu-only", 0, 0, -1, 16, 0},
-    {"executor",
-     "alisa's executor as it runs: the selection and placement given (default dense, gpu-only), "
-     "no schedule search, no CPU attention; with a serial profile (alisa calibrate) every task "
-     "runs on one processor. What alisa validate simulates",
-     "dense", "gpu-only", 0, 0, -1, 0, 0},
-    {NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0},
+    {.name = "alisa",
+     .summary = "ALISA: swa selection, alisa placement (local window on the GPU, oldest tokens "
+                "to the CPU, oldest CPU tokens dropped, each off-GPU token loaded or recomputed "
+                "by the cost model); the CPU tier is used unless the schedule search prefers "
+                "deleting to offloading (then dropped tokens are recomputed); weights on the GPU",
+     .selection = "swa", .placement = "alisa", .searched = 1, .gpu_fraction = -1},
+    {.name = "flexgen",
+     .summary = "FlexGen: dense attention, flexgen-static placement (a fixed share of every "
+                "token's KV on the GPU, the largest that fits, which minimises the work left to "
+                "the CPU), attention over the CPU share computed by the CPU where it lies (no KV "
+                "crosses the link); weights on the GPU",
+     .selection = "dense", .placement = "flexgen-static", .gpu_fraction = -1,
+     .cpu_attention = 1},
+    {.name = "accelerate",
+     .summary = "HF Accelerate: dense attention, the whole KV on the CPU and loaded every step "
+                "(flexgen-static with a GPU share of 0); weights on the GPU",
+     .selection = "dense", .placement = "flexgen-static", .gpu_fraction = 0},
+    {.name = "deepspeed",
+     .summary = "DeepSpeed-ZeRO inference: dense attention, KV on the GPU (gpu-only: out of "
+                "memory when it does not fit), weights on the CPU streamed layer by layer every "
+                "step",
+     .selection = "dense", .placement = "gpu-only", .weights_streamed = 1, .gpu_fraction = -1},
+    {.name = "h2o",
+     .summary = "H2O: h2o selection (evicted tokens freed for good), gpu-only placement",
+     .selection = "h2o", .placement = "gpu-only", .gpu_fraction = -1},
+    {.name = "dense-gpu",
+     .summary = "Dense attention with everything on the GPU: the ideal when it fits",
+     .selection = "dense", .placement = "gpu-only", .gpu_fraction = -1},
+    {.name = "vllm",
+     .summary = "vLLM: dense attention, KV on the GPU in 16-token blocks; when blocks run out "
+                "the most recently admitted sequence is preempted and later recomputed (prefill "
+                "over its tokens), so the effective batch shrinks instead of running out of "
+                "memory; weights on the GPU",
+     .selection = "dense", .placement = "gpu-only", .gpu_fraction = -1, .block_tokens = 16},
+    {.name = "executor",
+     .summary = "alisa's executor as it runs: the selection and placement given (default dense, "
+                "gpu-only), no schedule search, no CPU attention; with a serial profile (alisa "
+                "calibrate) every task runs on one processor. What alisa validate simulates",
+     .selection = "dense", .placement = "gpu-only", .gpu_fraction = -1},
+    {.name = NULL},
 };
 
 const struct sim_system *sim_system_find(const char *name)
@@ -447,295 +455,375 @@ out:
     return 0;
 }
 
+/* One run of the trace-driven simulation, step by step: the state sim_run's
+ * steps share. Owns every array; run_free releases them. */
+struct run {
+    const struct sim_config *cfg;
+    const struct model_shape *m;
+    struct sim_result *r;
+    uint32_t S, Lt;              /* trace sequences and layers */
+    uint32_t Lm, B, N;           /* model layers, batch, decode steps */
+    uint32_t shortest;           /* fewest generated tokens of a trace sequence */
+    struct trace_header th;
+    struct kv_shape ks;
+    double gpu_kv, cpu_kv;       /* the tiers' KV bytes */
+    double *mult;                /* (S * Lt) model streams per trace stream */
+    uint32_t *tl_of;             /* (Lm) trace layer of each model layer */
+    double *slots_of;            /* (S) batch slots reading each trace sequence */
+    struct collect c;            /* the plans, per trace stream and step */
+    struct replay_totals tot;
+    struct engine g;             /* the task graph */
+    uint64_t *sched;             /* (Lm * N) the scheduler's ns within each COMPUTE task */
+    double attended_all, misses_all;
+};
+
+/* Memory: the weights stay on the GPU unless streamed (then two layers'
+ * worth of buffers do, and the weights live on the host); the executor's
+ * arenas are given directly. Sets r->oom when no KV fits. Cannot fail. */
+static void run_capacities(struct run *u)
+{
+    const struct sim_config *cfg = u->cfg;
+    double weights = u->m->weight_bytes_fp16;
+    int streamed = cfg->system->weights_streamed;
+    u->gpu_kv = streamed ? cfg->gpu_mem_bytes - 2 * cost_layer_weight_bytes(u->m)
+                         : cfg->gpu_mem_bytes - weights;
+    u->cpu_kv = streamed ? cfg->cpu_mem_bytes - weights : cfg->cpu_mem_bytes;
+    if (cfg->gpu_kv_bytes > 0)
+        u->gpu_kv = cfg->gpu_kv_bytes;
+    if (u->gpu_kv <= 0 || u->cpu_kv < 0) {
+        u->r->oom = 1;
+        snprintf(u->r->oom_reason, sizeof u->r->oom_reason,
+                 "the weights (%.1f GB) leave no room for KV in %.1f GB of %s memory",
+                 weights / 1e9, (u->gpu_kv <= 0 ? cfg->gpu_mem_bytes : cfg->cpu_mem_bytes) / 1e9,
+                 u->gpu_kv <= 0 ? "GPU" : "host");
+    }
+}
+
+/* The search models ALISA's own placement: its choice applies only when a
+ * placement that follows it runs (not when a sweep overrides it). */
+static int run_search(struct run *u, struct alisa_err *e)
+{
+    const struct sim_config *cfg = u->cfg;
+    if (!cfg->system->searched || !cfg->place->follows_search)
+        return 0;
+    struct search_workload w = {u->m, cfg->hw, u->B, cfg->prompt_len, u->N, cfg->sel_params,
+                                cfg->precision};
+    struct alisa_schedule best;
+    /* the search only decides whether the CPU tier is used (beta = 1 or
+     * not), so a coarse grid (steps of 1/5) does */
+    int rc = alisa_search_grid(&w, 5, &best, e);
+    if (!rc && best.feasible && best.beta >= 0.999)
+        u->cpu_kv = 0; /* the search deletes instead of offloading: recompute */
+    return rc;
+}
+
+/* Multiplicities: which trace stream each model stream reads, and how many
+ * model streams each trace stream stands for. */
+static int run_map_streams(struct run *u, struct alisa_err *e)
+{
+    const uint32_t S = u->S, Lt = u->Lt, N = u->N;
+    u->mult = calloc((size_t)S * Lt, sizeof *u->mult);
+    u->c = (struct collect){S, Lt, u->cfg->prompt_len, N, u->mult, NULL, NULL, NULL, NULL};
+    u->c.steps = calloc((size_t)N * Lt * S, sizeof *u->c.steps);
+    u->c.prefill_d2h = calloc((size_t)Lt * S, sizeof *u->c.prefill_d2h);
+    u->c.gpu_at = calloc(N, sizeof *u->c.gpu_at);
+    u->c.cpu_at = calloc(N, sizeof *u->c.cpu_at);
+    u->tl_of = malloc(u->Lm * sizeof *u->tl_of);
+    u->slots_of = calloc(S, sizeof *u->slots_of);
+    if (!u->mult || !u->c.steps || !u->c.prefill_d2h || !u->c.gpu_at || !u->c.cpu_at ||
+        !u->tl_of || !u->slots_of)
+        return err_set(e, ALISA_ENOMEM, "out of memory for %u steps x %u layers x %u sequences",
+                       N, Lt, S);
+    for (uint32_t l = 0; l < u->Lm; l++)
+        u->tl_of[l] = (uint32_t)((uint64_t)l * Lt / u->Lm);
+    for (uint32_t i = 0; i < u->B; i++)
+        u->slots_of[i % S] += 1;
+    for (uint32_t l = 0; l < u->Lm; l++)
+        for (uint32_t s = 0; s < S; s++)
+            u->mult[s * Lt + u->tl_of[l]] += u->slots_of[s];
+    for (uint32_t s = 0; s < S; s++)
+        for (uint32_t t = 0; t < Lt; t++)
+            u->r->trace_streams += u->mult[s * Lt + t] > 0;
+    return 0;
+}
+
+/* The synthetic continuation: the generator's model with the trace's
+ * shape, and per-layer targets ramped between the trace's measured first
+ * and last layer sparsity. */
+static int run_extension(struct run *u, struct trace_gen_params *ext, struct alisa_err *e)
+{
+    struct trace_stats *ts;
+    int rc = trace_stats_from_file(u->cfg->trace, &ts, NULL, e);
+    if (rc)
+        return rc;
+    struct sparsity_summary first, last;
+    trace_stats_summary(ts, 0, &first);
+    trace_stats_summary(ts, u->Lt - 1, &last);
+    trace_stats_destroy(ts);
+    trace_gen_defaults(ext);
+    ext->n_layers = u->Lt;
+    ext->n_heads = u->th.n_heads;
+    ext->n_kv_heads = u->th.n_kv_heads;
+    ext->hidden = u->th.hidden;
+    ext->vocab = u->th.vocab;
+    if (first.rows && last.rows) {
+        ext->sparsity_first = first.mean < 0.999 ? first.mean : 0.999;
+        ext->sparsity_last = last.mean < 0.999 ? last.mean : 0.999;
+    }
+    u->r->extended_steps = u->N - u->shortest;
+    return 0;
+}
+
+/* The scheduler core over the trace: every trace stream's plans into u->c.
+ * Running out of GPU KV is a result (r->oom). */
+static int run_replay(struct run *u, struct alisa_err *e)
+{
+    const struct sim_config *cfg = u->cfg;
+    struct sim_result *r = u->r;
+    const int extend = cfg->extend && u->shortest < u->N;
+    struct trace_gen_params ext;
+    int rc = extend ? run_extension(u, &ext, e) : 0;
+    if (rc)
+        return rc;
+    struct replay_config rcfg = {.sel = cfg->sel, .sel_params = cfg->sel_params,
+                                 .place = cfg->place, .gpu_kv_bytes = (uint64_t)u->gpu_kv,
+                                 .cpu_kv_bytes = (uint64_t)u->cpu_kv, .precision = cfg->precision,
+                                 .hw = cfg->hw, .gpu_fraction = cfg->system->gpu_fraction,
+                                 .shape = &u->ks, .capacity_streams = (uint64_t)u->B * u->Lm,
+                                 .positions = cfg->prompt_len + u->N,
+                                 .cpu_attention = cfg->system->cpu_attention,
+                                 .extend = extend ? &ext : NULL};
+    if ((rc = replay_trace(cfg->trace, &rcfg, &u->tot, collect_plan, &u->c, e)))
+        return rc;
+    r->recall_mean = u->tot.recall_mean;
+    r->recall_min = u->tot.recall_min;
+    if (u->tot.oom) {
+        r->oom = 1;
+        snprintf(r->oom_reason, sizeof r->oom_reason,
+                 "the GPU KV tier (%.2f GB, %u tokens per stream) cannot hold the tokens of %s "
+                 "position %u",
+                 u->gpu_kv / 1e9, u->tot.gpu_cap_tokens,
+                 u->tot.oom_pos < cfg->prompt_len ? "prompt" : "decode", u->tot.oom_pos);
+        return 0;
+    }
+    if (u->tot.phase2_pos >= 0)
+        r->phase2_step = u->tot.phase2_pos < cfg->prompt_len ? 0
+                                                              : u->tot.phase2_pos - cfg->prompt_len;
+    if (u->tot.phase3_pos >= 0)
+        r->phase3_step = u->tot.phase3_pos < cfg->prompt_len ? 0
+                                                              : u->tot.phase3_pos - cfg->prompt_len;
+    return 0;
+}
+
+/* One decode step j's model layer l: the five tasks of global layer x,
+ * priced from the plans of the trace stream it reads, weighted by slots. */
+static void price_layer(struct run *u, uint32_t j, uint32_t l, const struct sched_prices *sp,
+                        const uint8_t res[N_RES])
+{
+    const struct sim_config *cfg = u->cfg;
+    const struct hw_profile *hw = cfg->hw;
+    struct sim_result *r = u->r;
+    const uint32_t x = j * u->Lm + l, S = u->S;
+    const double kv_bytes = (double)cost_kv_bytes(&u->ks); /* a token's, on the GPU tier */
+    double att = 0, miss = 0, rec = 0, h2d = 0, d2h = 0, cpu = 0, moved = 0, ret = 0,
+           resident = 0;
+    const struct stream_step *row = &u->c.steps[((size_t)j * u->Lt + u->tl_of[l]) * S];
+    for (uint32_t s = 0; s < S; s++) {
+        const double w = u->slots_of[s];
+        att += w * row[s].attended;
+        miss += w * row[s].misses;
+        rec += w * row[s].recomputed;
+        h2d += w * row[s].h2d;
+        d2h += w * row[s].d2h;
+        cpu += w * row[s].cpu_attend;
+        moved += w * row[s].moved;
+        ret += w * row[s].retired;
+        resident += w * row[s].gpu_bytes / kv_bytes;
+    }
+    u->attended_all += att;
+    u->misses_all += miss;
+    r->recomputed_tokens += rec;
+    r->bytes_h2d += h2d;
+    r->bytes_d2h += d2h;
+    double copies = h2d > 0, copies_d2h = d2h > 0;
+    if (hw->serial) { /* offloads and loads in one task; K and V per token, or a
+                       * layer's moves gathered into one copy each way */
+        copies = hw->batched_copies ? copies + copies_d2h : 2 * moved;
+        copies_d2h = 0;
+        h2d += d2h;
+        d2h = 0;
+    }
+    if (cfg->system->weights_streamed) {
+        double layer_weights = cost_layer_weight_bytes(u->m);
+        h2d += layer_weights;
+        r->bytes_h2d += layer_weights;
+        copies += 1;
+    }
+    const double context = (double)cfg->prompt_len + j + 1;
+    struct task *t = u->g.t;
+    /* the arenas' own bookkeeping, where the profile prices it, goes with
+     * the copies */
+    t[T_LOAD(x)] = (struct task){.res = res[RES_H2D],
+                                 .dur_ns = ns_of(cost_transfer_ns(hw, h2d, copies) +
+                                                 cost_kvstore_ns(hw, u->B, context))};
+    t[T_RECOMP(x)] = (struct task){
+        .res = RES_GPU, .dur_ns = ns_of(cost_recompute_gpu_ns(u->m, hw, rec, cfg->precision))};
+    t[T_CPU_ATTN(x)] = (struct task){.res = res[RES_CPU],
+                                     .dur_ns = ns_of(cost_cpu_attention_ns(hw, cpu))};
+    /* the scheduler's own time, where the profile prices it, runs before
+     * the layer on the same processor */
+    u->sched[x] = ns_of(cost_schedule_ns(sp, u->B, context, ret));
+    t[T_COMPUTE(x)] = (struct task){
+        .res = RES_GPU,
+        .dur_ns = ns_of(cost_layer_compute_ns(u->m, hw, u->B, att, resident, cfg->precision,
+                                              cfg->sel->gathers, l == u->Lm - 1)) +
+                  u->sched[x]};
+    t[T_OFFLOAD(x)] = (struct task){.res = res[RES_D2H],
+                                    .dur_ns = ns_of(cost_transfer_ns(hw, d2h, copies_d2h))};
+}
+
+/* The task graph: prefill, its offload, and five tasks per decode step and
+ * model layer, each priced; then its dependencies. */
+static int run_price(struct run *u, struct alisa_err *e)
+{
+    const struct sim_config *cfg = u->cfg;
+    struct engine *g = &u->g;
+    const uint32_t S = u->S, Lt = u->Lt;
+    g->n = 2 + T_PER_LAYER * u->Lm * u->N;
+    g->t = calloc(g->n, sizeof *g->t);
+    for (int res = 0; res < N_RES; res++)
+        g->queue[res] = malloc((size_t)g->n * sizeof *g->queue[res]);
+    u->sched = calloc((size_t)u->Lm * u->N, sizeof *u->sched);
+    if (!g->t || !g->queue[RES_GPU] || !g->queue[RES_H2D] || !g->queue[RES_D2H] ||
+        !g->queue[RES_CPU] || !u->sched || evq_create(&g->q, e))
+        return err_set(e, ALISA_ENOMEM, "out of memory for %u tasks", g->n);
+    double prefill_d2h = 0;
+    for (uint32_t s = 0; s < S; s++)
+        for (uint32_t t = 0; t < Lt; t++)
+            prefill_d2h += u->mult[s * Lt + t] * u->c.prefill_d2h[(size_t)t * S + s];
+    g->t[T_PREFILL] = (struct task){
+        .res = RES_GPU, .dur_ns = ns_of(cost_prefill_ns(u->m, cfg->hw, u->B, cfg->prompt_len))};
+    if (cfg->system->weights_streamed) /* every layer's weights cross the link once for prefill */
+        g->t[T_PREFILL].dur_ns += ns_of(cost_transfer_ns(cfg->hw, u->m->weight_bytes_fp16, u->Lm));
+    /* one processor, no copy engine: every task queues on it, and each
+     * token's K and V are two copies */
+    const int serial = cfg->hw->serial != 0;
+    const uint8_t res[N_RES] = {[RES_GPU] = RES_GPU, [RES_H2D] = serial ? RES_GPU : RES_H2D,
+                                [RES_D2H] = serial ? RES_GPU : RES_D2H,
+                                [RES_CPU] = serial ? RES_GPU : RES_CPU};
+    g->t[T_PREFILL_OFF] = (struct task){
+        .res = res[RES_D2H], .dur_ns = ns_of(cost_transfer_ns(cfg->hw, prefill_d2h, u->Lm))};
+    u->r->bytes_d2h = prefill_d2h;
+    const struct sched_prices sp = cost_schedule_prices(cfg->hw, cfg->sel->name);
+    for (uint32_t j = 0; j < u->N; j++)
+        for (uint32_t l = 0; l < u->Lm; l++)
+            price_layer(u, j, l, &sp, res);
+    if (build_edges(g, u->Lm, u->N)) /* counts each task's dependencies */
+        return err_set(e, ALISA_ENOMEM, "out of memory for the dependencies of %u tasks", g->n);
+    return 0;
+}
+
+/* Totals, busy times and peaks from the finished task graph. */
+static void run_summarise(struct run *u)
+{
+    struct sim_result *r = u->r;
+    const struct task *t = u->g.t;
+    const uint32_t Gn = u->Lm * u->N;
+    r->events = u->g.events;
+    uint64_t end = t[T_COMPUTE(Gn - 1)].end_ns;
+    for (uint32_t i = 0; i < u->g.n; i++)
+        if (t[i].end_ns > end)
+            end = t[i].end_ns;
+    r->total_s = end * 1e-9;
+    r->prefill_s = t[T_PREFILL].end_ns * 1e-9;
+    double gpu_busy = 0;
+    for (uint32_t x = 0; x < Gn; x++) {
+        r->compute_s += (t[T_COMPUTE(x)].dur_ns - u->sched[x]) * 1e-9;
+        r->schedule_s += u->sched[x] * 1e-9;
+        r->recompute_s += t[T_RECOMP(x)].dur_ns * 1e-9;
+        r->cpu_attention_s += t[T_CPU_ATTN(x)].dur_ns * 1e-9;
+        r->transfer_s += (t[T_LOAD(x)].dur_ns + t[T_OFFLOAD(x)].dur_ns) * 1e-9;
+        gpu_busy += (t[T_COMPUTE(x)].dur_ns + t[T_RECOMP(x)].dur_ns) * 1e-9;
+    }
+    r->transfer_s += t[T_PREFILL_OFF].dur_ns * 1e-9;
+    double decode_span = (t[T_COMPUTE(Gn - 1)].end_ns - t[T_PREFILL].end_ns) * 1e-9;
+    r->stall_s = decode_span - gpu_busy > 0 ? decode_span - gpu_busy : 0;
+    r->throughput_tok_s = r->total_s > 0 ? (double)u->B * u->N / r->total_s : 0;
+    r->gpu_hit_rate = u->attended_all > 0 ? 1.0 - u->misses_all / u->attended_all : 1.0;
+    r->decode_steps = u->N;
+    r->mean_batch = u->B;
+    for (uint32_t j = 0; j < u->N; j++) {
+        if (u->c.gpu_at[j] > r->peak_gpu_kv_bytes)
+            r->peak_gpu_kv_bytes = u->c.gpu_at[j];
+        if (u->c.cpu_at[j] > r->peak_cpu_kv_bytes)
+            r->peak_cpu_kv_bytes = u->c.cpu_at[j];
+    }
+}
+
+/* The per-step CSV (simulate.h). */
+static int run_timeline(const struct run *u, FILE *timeline, struct alisa_err *e)
+{
+    const struct task *t = u->g.t;
+    const uint32_t Lm = u->Lm;
+    fprintf(timeline, "step,end_ms,compute_ms,recompute_ms,transfer_ms,gpu_kv_bytes,"
+                      "cpu_kv_bytes,schedule_ms\n");
+    for (uint32_t j = 0; j < u->N; j++) {
+        double cm = 0, rm = 0, tm = 0, sm = 0;
+        for (uint32_t l = 0; l < Lm; l++) {
+            uint32_t x = j * Lm + l;
+            cm += (t[T_COMPUTE(x)].dur_ns - u->sched[x]) * 1e-6;
+            sm += u->sched[x] * 1e-6;
+            rm += t[T_RECOMP(x)].dur_ns * 1e-6;
+            tm += (t[T_LOAD(x)].dur_ns + t[T_OFFLOAD(x)].dur_ns) * 1e-6;
+        }
+        fprintf(timeline, "%u,%.6f,%.6f,%.6f,%.6f,%.0f,%.0f,%.6f\n", j,
+                t[T_COMPUTE(j * Lm + Lm - 1)].end_ns * 1e-6, cm, rm, tm, u->c.gpu_at[j],
+                u->c.cpu_at[j], sm);
+    }
+    return ferror(timeline) ? err_set(e, ALISA_EIO, "timeline: write failed") : 0;
+}
+
+static void run_free(struct run *u)
+{
+    free(u->sched);
+    replay_totals_free(&u->tot);
+    engine_free(&u->g);
+    free(u->mult);
+    free(u->c.steps);
+    free(u->c.prefill_d2h);
+    free(u->c.gpu_at);
+    free(u->c.cpu_at);
+    free(u->tl_of);
+    free(u->slots_of);
+}
+
 int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
             struct alisa_err *e)
 {
     memset(r, 0, sizeof *r);
     r->phase2_step = r->phase3_step = -1;
-    const struct model_shape *m = cfg->model;
     if (!cfg->batch || !cfg->gen_len || !cfg->prompt_len)
         return err_set(e, ALISA_EINVAL, "batch %u, prompt %u and generated %u tokens must be positive",
                        cfg->batch, cfg->prompt_len, cfg->gen_len);
-    uint32_t S, Lt, shortest;
-    struct trace_header th;
-    int rc = check_trace(cfg, &S, &Lt, &shortest, &th, e);
+    struct run u = {.cfg = cfg, .m = cfg->model, .r = r, .Lm = cfg->model->n_layers,
+                    .B = cfg->batch, .N = cfg->gen_len,
+                    .ks = kv_shape_of(cfg->model, cfg->precision)};
+    int rc = check_trace(cfg, &u.S, &u.Lt, &u.shortest, &u.th, e);
     if (rc)
         return rc;
-    const uint32_t Lm = m->n_layers, B = cfg->batch, N = cfg->gen_len;
-    struct kv_shape ks = kv_shape_of(m, cfg->precision);
-
-    /* Memory: the weights stay on the GPU unless streamed (then two layers'
-     * worth of buffers do, and the weights live on the host). */
-    double weights = m->weight_bytes_fp16;
-    double gpu_kv = cfg->system->weights_streamed ? cfg->gpu_mem_bytes - 2 * cost_layer_weight_bytes(m)
-                                                  : cfg->gpu_mem_bytes - weights;
-    double cpu_kv = cfg->system->weights_streamed ? cfg->cpu_mem_bytes - weights : cfg->cpu_mem_bytes;
-    if (cfg->gpu_kv_bytes > 0) /* the executor's arenas, given directly */
-        gpu_kv = cfg->gpu_kv_bytes;
-    if (gpu_kv <= 0 || cpu_kv < 0) {
-        r->oom = 1;
-        snprintf(r->oom_reason, sizeof r->oom_reason,
-                 "the weights (%.1f GB) leave no room for KV in %.1f GB of %s memory",
-                 weights / 1e9, (gpu_kv <= 0 ? cfg->gpu_mem_bytes : cfg->cpu_mem_bytes) / 1e9,
-                 gpu_kv <= 0 ? "GPU" : "host");
-        return 0;
-    }
-    /* The search models ALISA's own placement: its choice applies only when
-     * that placement runs (not when a sweep overrides it). */
-    if (cfg->system->searched && cfg->place == &place_alisa_ops) {
-        struct search_workload w = {m, cfg->hw, B, cfg->prompt_len, N, cfg->sel_params,
-                                    cfg->precision};
-        struct alisa_schedule best;
-        /* the search only decides whether the CPU tier is used (beta = 1 or
-         * not), so a coarse grid (steps of 1/5) does */
-        if ((rc = alisa_search_grid(&w, 5, &best, e)))
-            return rc;
-        if (best.feasible && best.beta >= 0.999)
-            cpu_kv = 0; /* the search deletes instead of offloading: recompute */
-    }
-    r->gpu_kv_capacity_bytes = gpu_kv;
-    r->cpu_kv_capacity_bytes = cpu_kv;
+    run_capacities(&u);
+    if (r->oom || (rc = run_search(&u, e)))
+        return rc;
+    r->gpu_kv_capacity_bytes = u.gpu_kv;
+    r->cpu_kv_capacity_bytes = u.cpu_kv;
     if (cfg->system->block_tokens)
-        return run_vllm(cfg, gpu_kv, r, timeline, e);
-
-    /* Multiplicities: model streams per trace stream. */
-    double *mult = calloc((size_t)S * Lt, sizeof *mult);
-    struct collect c = {S, Lt, cfg->prompt_len, N, mult, NULL, NULL, NULL, NULL};
-    c.steps = calloc((size_t)N * Lt * S, sizeof *c.steps);
-    c.prefill_d2h = calloc((size_t)Lt * S, sizeof *c.prefill_d2h);
-    c.gpu_at = calloc(N, sizeof *c.gpu_at);
-    c.cpu_at = calloc(N, sizeof *c.cpu_at);
-    uint32_t *tl_of = malloc(Lm * sizeof *tl_of);
-    double *slots_of = calloc(S, sizeof *slots_of);
-    struct engine g = {0};
-    struct replay_totals tot = {0};
-    uint64_t *sched = NULL; /* (Lm * N) the scheduler's ns within each COMPUTE task */
-    if (!mult || !c.steps || !c.prefill_d2h || !c.gpu_at || !c.cpu_at || !tl_of || !slots_of) {
-        rc = err_set(e, ALISA_ENOMEM, "out of memory for %u steps x %u layers x %u sequences", N,
-                     Lt, S);
-        goto done;
+        return run_vllm(cfg, u.gpu_kv, r, timeline, e);
+    if (!(rc = run_map_streams(&u, e)) && !(rc = run_replay(&u, e)) && !r->oom &&
+        !(rc = run_price(&u, e)) && !(rc = engine_run(&u.g, e))) {
+        run_summarise(&u);
+        if (timeline)
+            rc = run_timeline(&u, timeline, e);
     }
-    for (uint32_t l = 0; l < Lm; l++)
-        tl_of[l] = (uint32_t)((uint64_t)l * Lt / Lm);
-    for (uint32_t i = 0; i < B; i++)
-        slots_of[i % S] += 1;
-    for (uint32_t l = 0; l < Lm; l++)
-        for (uint32_t s = 0; s < S; s++)
-            mult[s * Lt + tl_of[l]] += slots_of[s];
-    for (uint32_t s = 0; s < S; s++)
-        for (uint32_t t = 0; t < Lt; t++)
-            r->trace_streams += mult[s * Lt + t] > 0;
-
-    /* The synthetic continuation: the generator's model with the trace's
-     * shape, and per-layer targets ramped between the trace's measured first
-     * and last layer sparsity. */
-    struct trace_gen_params ext;
-    if (cfg->extend && shortest < N) {
-        struct trace_stats *ts;
-        if ((rc = trace_stats_from_file(cfg->trace, &ts, NULL, e)))
-            goto done;
-        struct sparsity_summary first, last;
-        trace_stats_summary(ts, 0, &first);
-        trace_stats_summary(ts, Lt - 1, &last);
-        trace_stats_destroy(ts);
-        trace_gen_defaults(&ext);
-        ext.n_layers = Lt;
-        ext.n_heads = th.n_heads;
-        ext.n_kv_heads = th.n_kv_heads;
-        ext.hidden = th.hidden;
-        ext.vocab = th.vocab;
-        if (first.rows && last.rows) {
-            ext.sparsity_first = first.mean < 0.999 ? first.mean : 0.999;
-            ext.sparsity_last = last.mean < 0.999 ? last.mean : 0.999;
-        }
-        r->extended_steps = N - shortest;
-    }
-    struct replay_config rcfg = {.sel = cfg->sel, .sel_params = cfg->sel_params,
-                                 .place = cfg->place, .gpu_kv_bytes = (uint64_t)gpu_kv,
-                                 .cpu_kv_bytes = (uint64_t)cpu_kv, .precision = cfg->precision,
-                                 .hw = cfg->hw, .gpu_fraction = cfg->system->gpu_fraction,
-                                 .shape = &ks, .capacity_streams = (uint64_t)B * Lm,
-                                 .positions = cfg->prompt_len + N,
-                                 .cpu_attention = cfg->system->cpu_attention,
-                                 .extend = cfg->extend && shortest < N ? &ext : NULL};
-    if ((rc = replay_trace(cfg->trace, &rcfg, &tot, collect_plan, &c, e)))
-        goto done;
-    r->recall_mean = tot.recall_mean;
-    r->recall_min = tot.recall_min;
-    if (tot.oom) {
-        r->oom = 1;
-        snprintf(r->oom_reason, sizeof r->oom_reason,
-                 "the GPU KV tier (%.2f GB, %u tokens per stream) cannot hold the tokens of %s "
-                 "position %u",
-                 gpu_kv / 1e9, tot.gpu_cap_tokens,
-                 tot.oom_pos < cfg->prompt_len ? "prompt" : "decode", tot.oom_pos);
-        goto done;
-    }
-    if (tot.phase2_pos >= 0)
-        r->phase2_step = tot.phase2_pos < cfg->prompt_len ? 0 : tot.phase2_pos - cfg->prompt_len;
-    if (tot.phase3_pos >= 0)
-        r->phase3_step = tot.phase3_pos < cfg->prompt_len ? 0 : tot.phase3_pos - cfg->prompt_len;
-
-    /* Tasks. */
-    uint32_t Gn = Lm * N;
-    g.n = 2 + T_PER_LAYER * Gn;
-    g.t = calloc(g.n, sizeof *g.t);
-    for (int res = 0; res < N_RES; res++)
-        g.queue[res] = malloc((size_t)g.n * sizeof *g.queue[res]);
-    if (!g.t || !g.queue[RES_GPU] || !g.queue[RES_H2D] || !g.queue[RES_D2H] ||
-        !g.queue[RES_CPU] || evq_create(&g.q, e)) {
-        rc = err_set(e, ALISA_ENOMEM, "out of memory for %u tasks", g.n);
-        goto done;
-    }
-    int sparse = strcmp(cfg->sel->name, "dense") != 0;
-    sched = calloc((size_t)Lm * N, sizeof *sched);
-    if (!sched) {
-        rc = err_set(e, ALISA_ENOMEM, "out of memory for %u tasks", g.n);
-        goto done;
-    }
-    double layer_weights = cost_layer_weight_bytes(m);
-    const double kv_bytes = (double)cost_kv_bytes(&ks); /* a token's, on the GPU tier */
-    double prefill_d2h = 0;
-    for (uint32_t s = 0; s < S; s++)
-        for (uint32_t t = 0; t < Lt; t++)
-            prefill_d2h += mult[s * Lt + t] * c.prefill_d2h[(size_t)t * S + s];
-    g.t[T_PREFILL] = (struct task){.res = RES_GPU,
-                                   .dur_ns = ns_of(cost_prefill_ns(m, cfg->hw, B, cfg->prompt_len))};
-    if (cfg->system->weights_streamed) /* every layer's weights cross the link once for prefill */
-        g.t[T_PREFILL].dur_ns += ns_of(cost_transfer_ns(cfg->hw, weights, Lm));
-    g.t[T_PREFILL_OFF] = (struct task){.res = RES_D2H,
-                                       .dur_ns = ns_of(cost_transfer_ns(cfg->hw, prefill_d2h, Lm))};
-    r->bytes_d2h = prefill_d2h;
-    /* one processor, no copy engine: every task queues on it, and each
-     * token's K and V are two copies */
-    const int serial = cfg->hw->serial != 0;
-    const uint8_t res_h2d = serial ? RES_GPU : RES_H2D, res_d2h = serial ? RES_GPU : RES_D2H,
-                  res_cpu = serial ? RES_GPU : RES_CPU;
-    g.t[T_PREFILL_OFF].res = res_d2h;
-    double attended_all = 0, misses_all = 0;
-    for (uint32_t j = 0; j < N; j++)
-        for (uint32_t l = 0; l < Lm; l++) {
-            uint32_t x = j * Lm + l, tl = tl_of[l];
-            double att = 0, miss = 0, rec = 0, h2d = 0, d2h = 0, cpu = 0, moved = 0, ret = 0,
-                   resident = 0;
-            const struct stream_step *row = &c.steps[((size_t)j * Lt + tl) * S];
-            for (uint32_t s = 0; s < S; s++) {
-                att += slots_of[s] * row[s].attended;
-                miss += slots_of[s] * row[s].misses;
-                rec += slots_of[s] * row[s].recomputed;
-                h2d += slots_of[s] * row[s].h2d;
-                d2h += slots_of[s] * row[s].d2h;
-                cpu += slots_of[s] * row[s].cpu_attend;
-                moved += slots_of[s] * row[s].moved;
-                ret += slots_of[s] * row[s].retired;
-                resident += slots_of[s] * row[s].gpu_bytes / kv_bytes;
-            }
-            attended_all += att;
-            misses_all += miss;
-            r->recomputed_tokens += rec;
-            r->bytes_h2d += h2d;
-            r->bytes_d2h += d2h;
-            double copies = h2d > 0, copies_d2h = d2h > 0;
-            if (serial) { /* offloads and loads in one task; K and V per token, or a
-                           * layer's moves gathered into one copy each way */
-                copies = cfg->hw->batched_copies ? copies + copies_d2h : 2 * moved;
-                copies_d2h = 0;
-                h2d += d2h;
-                d2h = 0;
-            }
-            if (cfg->system->weights_streamed) {
-                h2d += layer_weights;
-                r->bytes_h2d += layer_weights;
-                copies += 1;
-            }
-            /* the arenas' own bookkeeping, where the profile prices it,
-             * goes with the copies */
-            g.t[T_LOAD(x)] = (struct task){
-                .res = res_h2d,
-                .dur_ns = ns_of(cost_transfer_ns(cfg->hw, h2d, copies) +
-                                cost_kvstore_ns(cfg->hw, B, (double)cfg->prompt_len + j + 1))};
-            g.t[T_RECOMP(x)] = (struct task){.res = RES_GPU,
-                                             .dur_ns = ns_of(cost_recompute_gpu_ns(m, cfg->hw, rec,
-                                                                                   cfg->precision))};
-            g.t[T_CPU_ATTN(x)] = (struct task){.res = res_cpu,
-                                               .dur_ns = ns_of(cost_cpu_attention_ns(cfg->hw, cpu))};
-            /* the scheduler's own time, where the profile prices it, runs
-             * before the layer on the same processor */
-            sched[x] = ns_of(cost_schedule_ns(cfg->hw, cfg->sel->name, B,
-                                              (double)cfg->prompt_len + j + 1, ret));
-            g.t[T_COMPUTE(x)] = (struct task){
-                .res = RES_GPU,
-                .dur_ns = ns_of(cost_layer_compute_ns(m, cfg->hw, B, att, resident, cfg->precision,
-                                                      sparse, l == Lm - 1)) + sched[x]};
-            g.t[T_OFFLOAD(x)] = (struct task){.res = res_d2h,
-                                              .dur_ns = ns_of(cost_transfer_ns(cfg->hw, d2h,
-                                                                               copies_d2h))};
-        }
-    if (build_edges(&g, Lm, N)) { /* counts each task's dependencies */
-        rc = err_set(e, ALISA_ENOMEM, "out of memory for the dependencies of %u tasks", g.n);
-        goto done;
-    }
-    if ((rc = engine_run(&g, e)))
-        goto done;
-    r->events = g.events;
-
-    uint64_t end = g.t[T_COMPUTE(Gn - 1)].end_ns;
-    for (uint32_t i = 0; i < g.n; i++)
-        if (g.t[i].end_ns > end)
-            end = g.t[i].end_ns;
-    r->total_s = end * 1e-9;
-    r->prefill_s = g.t[T_PREFILL].end_ns * 1e-9;
-    double gpu_busy = 0;
-    for (uint32_t x = 0; x < Gn; x++) {
-        r->compute_s += (g.t[T_COMPUTE(x)].dur_ns - sched[x]) * 1e-9;
-        r->schedule_s += sched[x] * 1e-9;
-        r->recompute_s += g.t[T_RECOMP(x)].dur_ns * 1e-9;
-        r->cpu_attention_s += g.t[T_CPU_ATTN(x)].dur_ns * 1e-9;
-        r->transfer_s += (g.t[T_LOAD(x)].dur_ns + g.t[T_OFFLOAD(x)].dur_ns) * 1e-9;
-        gpu_busy += (g.t[T_COMPUTE(x)].dur_ns + g.t[T_RECOMP(x)].dur_ns) * 1e-9;
-    }
-    r->transfer_s += g.t[T_PREFILL_OFF].dur_ns * 1e-9;
-    double decode_span = (g.t[T_COMPUTE(Gn - 1)].end_ns - g.t[T_PREFILL].end_ns) * 1e-9;
-    r->stall_s = decode_span - gpu_busy > 0 ? decode_span - gpu_busy : 0;
-    r->throughput_tok_s = r->total_s > 0 ? (double)B * N / r->total_s : 0;
-    r->gpu_hit_rate = attended_all > 0 ? 1.0 - misses_all / attended_all : 1.0;
-    r->decode_steps = N;
-    r->mean_batch = B;
-    for (uint32_t j = 0; j < N; j++) {
-        if (c.gpu_at[j] > r->peak_gpu_kv_bytes)
-            r->peak_gpu_kv_bytes = c.gpu_at[j];
-        if (c.cpu_at[j] > r->peak_cpu_kv_bytes)
-            r->peak_cpu_kv_bytes = c.cpu_at[j];
-    }
-    if (timeline) {
-        fprintf(timeline, "step,end_ms,compute_ms,recompute_ms,transfer_ms,gpu_kv_bytes,"
-                          "cpu_kv_bytes,schedule_ms\n");
-        for (uint32_t j = 0; j < N; j++) {
-            double cm = 0, rm = 0, tm = 0, sm = 0;
-            for (uint32_t l = 0; l < Lm; l++) {
-                uint32_t x = j * Lm + l;
-                cm += (g.t[T_COMPUTE(x)].dur_ns - sched[x]) * 1e-6;
-                sm += sched[x] * 1e-6;
-                rm += g.t[T_RECOMP(x)].dur_ns * 1e-6;
-                tm += (g.t[T_LOAD(x)].dur_ns + g.t[T_OFFLOAD(x)].dur_ns) * 1e-6;
-            }
-            fprintf(timeline, "%u,%.6f,%.6f,%.6f,%.6f,%.0f,%.0f,%.6f\n", j,
-                    g.t[T_COMPUTE(j * Lm + Lm - 1)].end_ns * 1e-6, cm, rm, tm, c.gpu_at[j],
-                    c.cpu_at[j], sm);
-        }
-        if (ferror(timeline))
-            rc = err_set(e, ALISA_EIO, "timeline: write failed");
-    }
-done:
-    free(sched);
-    replay_totals_free(&tot);
-    engine_free(&g);
-    free(mult);
-    free(c.steps);
-    free(c.prefill_d2h);
-    free(c.gpu_at);
-    free(c.cpu_at);
-    free(tl_of);
-    free(slots_of);
+    run_free(&u);
     return rc;
 }

@@ -443,7 +443,7 @@ static void test_exec_int8_kv_is_within_half_a_step_per_channel_and_group(void *
                 v[i] = synth(p, i, 1.3f);
             }
             struct scheduler_plan plan;
-            scheduler_prefill(sched, 0, p, NULL, N, 0, &plan);
+            scheduler_prefill(sched, 0, p, NULL, N, &plan);
             if (kvstore_apply(ks, &plan, scheduler_stream_flags(sched, 0), NULL, 0, p, k, v, act,
                               &e))
                 fail_msg("%s", e.msg);
@@ -702,9 +702,9 @@ static void test_exec_tier_ops_carry_out_the_plans_of_a_plain_kvstore(void **sta
         for (uint32_t s = 0; s < S; s++) {
             struct scheduler_plan plan;
             if (pos < P)
-                scheduler_prefill(sched, s, pos, NULL, P, 0, &plan);
+                scheduler_prefill(sched, s, pos, NULL, P, &plan);
             else
-                scheduler_step(sched, s, pos, 0, &plan);
+                scheduler_step(sched, s, pos, &plan);
             assert_false(plan.place.oom);
             for (uint32_t i = 0; i < c->dim; i++) {
                 seed = seed * 1103515245u + 12345u;

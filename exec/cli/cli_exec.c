@@ -280,7 +280,7 @@ int record_trace(const struct record_job *j, struct alisa_err *e)
              "alisa record --model %s --prompt-len %u --gen-len %u --batch %u --offset %u "
              "--threshold %g (teacher-forced, %s, %s executor)",
              m->name, P, G, batch, offset, j->threshold, kv_desc,
-             st && llm_state_backend(st) == LLM_BACKEND_CUDA ? "CUDA" : "CPU");
+             st ? llm_state_label(st) : "CPU");
     if (!rc)
         rc = trace_writer_open(&w, j->out, &h, e);
     for (uint32_t b = 0; !rc && b < batch; b++)

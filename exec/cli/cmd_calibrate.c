@@ -17,7 +17,6 @@
 #include "cli.h"
 #include "cli_exec.h"
 #include "cmds.h"
-#include "device.h"
 
 void cmd_calibrate_usage(FILE *out)
 {
@@ -86,27 +85,6 @@ void cmd_calibrate_usage(FILE *out)
             "  -h, --help       this text\n");
 }
 
-static double mem_gib(void)
-{
-    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
-    return pages > 0 && size > 0 ? (double)pages * (double)size / 1073741824.0 : 0.0;
-}
-
-static void cpu_name(char *buf, size_t cap)
-{
-    snprintf(buf, cap, "unknown CPU");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[512];
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, "model name", 10) == 0 && strchr(line, ':')) {
-            snprintf(buf, cap, "%s", strchr(line, ':') + 2);
-            buf[strcspn(buf, "\n")] = 0;
-            break;
-        }
-    if (f)
-        fclose(f);
-}
-
 struct stat4 {
     double mean, min, max, spread;
 };
@@ -128,7 +106,15 @@ static void attn_table(FILE *f, const char *key, const struct llm_config *c,
         fprintf(f, "\n");
 }
 
-int cmd_calibrate(int argc, char **argv)
+/* What the command line asks for. */
+struct calibrate_opts {
+    const char *model, *tokenizer, *text, *out, *backend, *name;
+    uint32_t repeat;
+    int json;
+};
+
+/* Parses argv into o. Returns 0, or an exit code (usage printed). */
+static int calibrate_parse(int argc, char **argv, struct calibrate_opts *o)
 {
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
                                          {"tokenizer", required_argument, 0, 't'},
@@ -140,23 +126,21 @@ int cmd_calibrate(int argc, char **argv)
                                          {"json", no_argument, 0, 'j'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *model = NULL, *tokenizer = NULL, *out = NULL, *backend = "cpu", *name = NULL;
-    const char *text = NULL;
-    uint32_t repeat = 3;
-    int json = 0, bad = 0, ch;
+    *o = (struct calibrate_opts){.backend = "cpu", .repeat = 3};
+    int bad = 0, ch;
     struct alisa_err e = {{0}};
     cli_reset_getopt();
     while (!bad && (ch = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
         const char *opt = argv[optind - 1];
         switch (ch) {
-        case 'm': model = optarg; break;
-        case 't': tokenizer = optarg; break;
-        case 'x': text = optarg; break;
-        case 'o': out = optarg; break;
-        case 'B': backend = optarg; break;
-        case 'n': name = optarg; break;
-        case 'j': json = 1; break;
-        case 'r': bad = cli_parse_u32(opt, optarg, &repeat, &e); break;
+        case 'm': o->model = optarg; break;
+        case 't': o->tokenizer = optarg; break;
+        case 'x': o->text = optarg; break;
+        case 'o': o->out = optarg; break;
+        case 'B': o->backend = optarg; break;
+        case 'n': o->name = optarg; break;
+        case 'j': o->json = 1; break;
+        case 'r': bad = cli_parse_u32(opt, optarg, &o->repeat, &e); break;
         default: return cli_option_end(ch, opt, cmd_calibrate_usage);
         }
     }
@@ -164,162 +148,199 @@ int cmd_calibrate(int argc, char **argv)
         return cli_usage_error(cmd_calibrate_usage, "%s", e.msg);
     if (optind < argc)
         return cli_usage_error(cmd_calibrate_usage, "unexpected argument '%s'", argv[optind]);
-    if (!model || !out)
+    if (!o->model || !o->out)
         return cli_usage_error(cmd_calibrate_usage, "--model and -o are required");
-    if (repeat < 2)
+    if (o->repeat < 2)
         return cli_usage_error(cmd_calibrate_usage, "--repeat %u: at least 2 runs show a spread",
-                               repeat);
-    enum llm_backend kind;
-    char said[512];
-    if (llm_backend_choose(backend, &kind, said, sizeof said, &e))
-        return cli_fail(&e);
-    const int cuda = kind == LLM_BACKEND_CUDA;
-    fprintf(stderr, "alisa: backend: %s\n", said);
-    char host[64] = "host", section[96];
-    gethostname(host, sizeof host - 1);
-    snprintf(section, sizeof section, "%s", name ? name : "");
-    if (!name)
-        snprintf(section, sizeof section, "%s-%s", cuda ? "cuda" : "cpu", host);
-    struct loaded l;
-    if (load_model(&l, model, tokenizer, tokenizer != NULL || text != NULL, &e))
-        return cli_fail(&e);
-    const struct llm_model *m = l.m;
-    uint32_t *ids = NULL, n_blocks = 0;
-    size_t n_ids = 0;
-    struct calib_text tx = {0};
-    int rc = text ? text_tokens(l.t, text, 0, 0, &ids, &n_ids, &n_blocks, &e) : 0;
-    if (!rc && text && n_ids < 2)
-        rc = err_set(&e, ALISA_EINVAL, "%s: %zu tokens, too few to calibrate on", text, n_ids);
-    if (!rc && text) {
-        tx.ids = ids + n_ids / 2;
-        tx.n = n_ids - n_ids / 2;
+                               o->repeat);
+    return 0;
+}
+
+/* The profile in the catalog's format: how it was measured, every figure
+ * with its spread, then the [section] the simulator reads. */
+static void profile_write(FILE *f, const struct calibrate_opts *o, const char *host,
+                          const char *section, const struct llm_backend_info *be,
+                          const struct llm_backend_info *cpu, size_t n_ids,
+                          const struct llm_config *c, const struct stat4 *st)
+{
+    char date[32];
+    time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+    double gib = cpu->mem_gib;
+    fprintf(f, "; measured by `alisa calibrate --backend %s --model %s --repeat %u%s%s` on %s, "
+            "%s\n", be->name, o->model, o->repeat, o->text ? " --text " : "",
+            o->text ? o->text : "", host, date);
+    if (be->note[0])
+        fprintf(f, "; %s\n", be->note);
+    if (o->text)
+        fprintf(f, "; in-situ runs on the text's tokens %zu to %zu of %zu\n", n_ids / 2,
+                n_ids - 1, n_ids);
+    fprintf(f, "; CPU: %s, %ld online cores; means of %u runs (spread = (max - min) / mean)\n",
+            cpu->device, sysconf(_SC_NPROCESSORS_ONLN), o->repeat);
+    for (int i = 0; i < CALIB_N; i++)
+        fprintf(f, ";   %-18s %12.4g  (min %.4g, max %.4g, spread %.1f%%)\n", calib_name(i),
+                st[i].mean, st[i].min, st[i].max, 100 * st[i].spread);
+    fprintf(f, "; mapping (the executor: %s, FP32 KV):\n", be->computes);
+    fprintf(f,
+               "; fp16_tflops, hbm_gbps = stream_gflops / 1000, stream_gbps (the weight\n"
+               "; GEMMs' fit; serial = 1 adds the two terms); link_gbps, link_latency_us =\n"
+               "; the arena-to-arena copy fit (latency clamped at 0); host_mem_gbps =\n"
+               "; mem_gbps; efficiencies 1: these are rates reached; weight_bytes = the\n"
+               "; backend's bytes per weight (4 FP32, 2 FP16; the tables are per such byte);\n"
+               "; attn_ns_per_token, attn_ns_fixed, attn_ns_per_layer (attn_layer_ns),\n"
+               "; recompute_ns as measured;\n"
+               "; weight_gemm_ns_per_byte, head_gemm_ns_per_byte = the wgemm_r*_ns_b and\n"
+               "; head_r*_ns_b figures by row count (the cost model prices the layers'\n"
+               "; weight GEMMs and the output head from these tables); sched_ns_per_token =\n"
+               "; the sched_*_ns_t figures by selection; sched_ns_per_layer = the\n"
+               "; sched_*_layer_ns figures; sched_ns_per_stream = the sched_*_stream_ns\n"
+               "; figures; sched_ns_per_retired = the sched_*_retired_ns figures;\n"
+               "; kv_ns_per_token, kv_ns_per_stream, kv_ns_per_layer and\n"
+               "; weight_probe_gbps (what alisa validate sets its own samples beside)\n"
+               "; attn_ns_per_token_by_kv (KiB read by the run: attn_b*_ns_t) and\n"
+               "; attn_sparse_ns_per_token_by_kv (KiB resident: attn_sparse_b*_ns_t)\n"
+               "; as measured.\n");
+    fprintf(f, "[%s]\ngpu = %s executor: %s\ngpu_mem_gib = %.1f\nhbm_gbps = %.4g\n"
+               "fp16_tflops = %.4g\nhost_dram_gib = %.1f\nlink_gbps = %.4g\n"
+               "link_latency_us = %.4g\nhost_mem_gbps = %.4g\ngemm_efficiency = 1\n"
+               "hbm_efficiency = 1\nserial = 1\nbatched_copies = %d\nweight_bytes = %d\n"
+               "attn_ns_per_token = %.4g\n"
+               "attn_ns_fixed = %.4g\nrecompute_ns = %.4g\nweight_gemm_ns_per_byte =",
+            section, be->label, be->device, be->mem_gib, st[CALIB_STREAM_GBPS].mean,
+            st[CALIB_STREAM_GFLOPS].mean / 1000.0,
+            gib, st[CALIB_COPY_GBPS].mean,
+            st[CALIB_COPY_LATENCY_US].mean > 0 ? st[CALIB_COPY_LATENCY_US].mean : 0.0,
+            st[CALIB_MEM_GBPS].mean, be->batched_copies, be->weight_bytes,
+            st[CALIB_ATTN_NS_PER_TOKEN].mean,
+            st[CALIB_ATTN_NS_FIXED].mean, st[CALIB_RECOMPUTE_NS].mean);
+    for (int i = 0; i < 6; i++)
+        fprintf(f, " %d:%.5g", calib_wgemm_rows[i], st[CALIB_WGEMM_R1 + i].mean);
+    fprintf(f, "\nsched_ns_per_token =");
+    for (int i = 0; i < 6; i++)
+        fprintf(f, " %s:%.4g", calib_sched_policies[i], st[CALIB_SCHED_FIRST + i].mean);
+    fprintf(f, "\nsched_ns_per_layer =");
+    for (int i = 0; i < 6; i++)
+        fprintf(f, " %s:%.4g", calib_sched_policies[i], st[CALIB_SCHED_LAYER_FIRST + i].mean);
+    fprintf(f, "\nsched_ns_per_stream =");
+    for (int i = 0; i < 6; i++)
+        fprintf(f, " %s:%.4g", calib_sched_policies[i], st[CALIB_SCHED_STREAM_FIRST + i].mean);
+    fprintf(f, "\nsched_ns_per_retired =");
+    for (int i = 0; i < 6; i++)
+        fprintf(f, " %s:%.4g", calib_sched_policies[i],
+                st[CALIB_SCHED_RETIRED_FIRST + i].mean);
+    fprintf(f, "\nhead_gemm_ns_per_byte =");
+    for (int i = 0; i < 6; i++)
+        fprintf(f, " %d:%.5g", calib_wgemm_rows[i], st[CALIB_HEAD_R1 + i].mean);
+    fprintf(f, "\nkv_ns_per_token = %.4g\nkv_ns_per_stream = %.4g\nkv_ns_per_layer = %.4g\n"
+               "weight_probe_gbps = %.4g\nattn_ns_per_layer = %.4g\n",
+            st[CALIB_KV_NS_PER_TOKEN].mean, st[CALIB_KV_NS_PER_STREAM].mean,
+            st[CALIB_KV_NS_PER_LAYER].mean,
+            st[CALIB_WEIGHT_PROBE_GBPS].mean, st[CALIB_ATTN_NS_LAYER].mean);
+    attn_table(f, "attn_ns_per_token_by_kv", c, st + CALIB_ATTN_BATCH_FIRST);
+    attn_table(f, "attn_sparse_ns_per_token_by_kv", c, st + CALIB_ATTN_SPARSE_FIRST);
+}
+
+/* The figures and their spread: JSON with every run, or a table. */
+static void calibrate_report(const struct calibrate_opts *o, const char *section,
+                             double (*runs)[CALIB_N], const struct stat4 *st)
+{
+if (o->json) {
+    json_t *root = json_pack("{s:s, s:s, s:i}", "profile", o->out, "section", section, "repeat",
+                             (int)o->repeat);
+    for (int i = 0; i < CALIB_N; i++) {
+        json_t *runs_j = json_array();
+        for (uint32_t r = 0; r < o->repeat; r++)
+            json_array_append_new(runs_j, json_real(runs[r][i]));
+        json_object_set_new(root, calib_name(i),
+                            json_pack("{s:f, s:f, s:f, s:f, s:o}", "mean", st[i].mean, "min",
+                                      st[i].min, "max", st[i].max, "spread", st[i].spread,
+                                      "runs", runs_j));
     }
-    double (*runs)[CALIB_N] = rc ? NULL : calloc(repeat, sizeof *runs);
-    if (!rc && !runs)
-        rc = err_set(&e, ALISA_ENOMEM, "out of memory");
-    for (uint32_t r = 0; r < repeat && !rc; r++) {
-        fprintf(stderr, "alisa: calibration run %u of %u\n", r + 1, repeat);
-        rc = calib_measure(m, text ? &tx : NULL, kind, runs[r], &e);
+    json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
+    printf("\n");
+    json_decref(root);
+} else {
+    printf("%-18s %12s %12s %12s %8s\n", "figure", "mean", "min", "max", "spread");
+    for (int i = 0; i < CALIB_N; i++)
+        printf("%-18s %12.4g %12.4g %12.4g %7.1f%%\n", calib_name(i), st[i].mean, st[i].min,
+               st[i].max, 100 * st[i].spread);
+    printf("wrote %s (section [%s])\n", o->out, section);
+}
+}
+
+/* o->repeat runs of every benchmark into runs (repeat, CALIB_N) and their
+ * mean, range and spread into st. */
+static int calibrate_runs(const struct calibrate_opts *o, const struct llm_model *m,
+                          const struct calib_text *tx, enum llm_backend kind,
+                          double (*runs)[CALIB_N], struct stat4 st[CALIB_N], struct alisa_err *e)
+{
+    for (uint32_t r = 0; r < o->repeat; r++) {
+        fprintf(stderr, "alisa: calibration run %u of %u\n", r + 1, o->repeat);
+        int rc = calib_measure(m, tx, kind, runs[r], e);
+        if (rc)
+            return rc;
     }
-    struct stat4 st[CALIB_N];
     double col[64];
-    for (int f = 0; f < CALIB_N && !rc; f++) {
-        uint32_t n = repeat < 64 ? repeat : 64;
+    for (int f = 0; f < CALIB_N; f++) {
+        uint32_t n = o->repeat < 64 ? o->repeat : 64;
         for (uint32_t r = 0; r < n; r++)
             col[r] = runs[r][f];
         st[f].mean = gsl_stats_mean(col, 1, n);
         gsl_stats_minmax(&st[f].min, &st[f].max, col, 1, n);
         st[f].spread = st[f].mean != 0 ? (st[f].max - st[f].min) / fabs(st[f].mean) : 0;
     }
+    return 0;
+}
+
+int cmd_calibrate(int argc, char **argv)
+{
+    struct calibrate_opts o;
+    int rc = calibrate_parse(argc, argv, &o);
+    if (rc)
+        return rc;
+    struct alisa_err e = {{0}};
+    enum llm_backend kind;
+    char said[512];
+    if (llm_backend_choose(o.backend, &kind, said, sizeof said, &e))
+        return cli_fail(&e);
+    struct llm_backend_info be, cpu; /* the processor computed on, and the host CPU */
+    if (llm_backend_info(kind, &be, &e) || llm_backend_info(LLM_BACKEND_CPU, &cpu, &e))
+        return cli_fail(&e);
+    fprintf(stderr, "alisa: backend: %s\n", said);
+    char host[64] = "host", section[96];
+    gethostname(host, sizeof host - 1);
+    snprintf(section, sizeof section, "%s", o.name ? o.name : "");
+    if (!o.name)
+        snprintf(section, sizeof section, "%s-%s", be.name, host);
+    struct loaded l;
+    if (load_model(&l, o.model, o.tokenizer, o.tokenizer != NULL || o.text != NULL, &e))
+        return cli_fail(&e);
+    uint32_t *ids = NULL, n_blocks = 0;
+    size_t n_ids = 0;
+    struct calib_text tx = {0};
+    rc = o.text ? text_tokens(l.t, o.text, 0, 0, &ids, &n_ids, &n_blocks, &e) : 0;
+    if (!rc && o.text && n_ids < 2)
+        rc = err_set(&e, ALISA_EINVAL, "%s: %zu tokens, too few to calibrate on", o.text, n_ids);
+    if (!rc && o.text) {
+        tx.ids = ids + n_ids / 2;
+        tx.n = n_ids - n_ids / 2;
+    }
+    double (*runs)[CALIB_N] = rc ? NULL : calloc(o.repeat, sizeof *runs);
+    if (!rc && !runs)
+        rc = err_set(&e, ALISA_ENOMEM, "out of memory");
+    struct stat4 st[CALIB_N];
+    if (!rc)
+        rc = calibrate_runs(&o, l.m, o.text ? &tx : NULL, kind, runs, st, &e);
     char part[1100];
-    FILE *f = rc ? NULL : cli_part_open(out, part, sizeof part, "profile", &e);
+    FILE *f = rc ? NULL : cli_part_open(o.out, part, sizeof part, "profile", &e);
     if (!rc && !f)
         rc = ALISA_EIO;
     if (f) {
-        char cpu[256], date[32];
-        struct device_info dev;
-        device_probe(&dev);
-        cpu_name(cpu, sizeof cpu);
-        time_t now = time(NULL);
-        strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
-        double gib = mem_gib();
-        fprintf(f, "; measured by `alisa calibrate --backend %s --model %s --repeat %u%s%s` on %s, "
-                "%s\n", cuda ? "cuda" : "cpu", model, repeat, text ? " --text " : "",
-                text ? text : "", host, date);
-        if (cuda)
-            fprintf(f, "; GPU: %s, %.1f GiB, compute capability %d.%d\n", dev.name,
-                    dev.mem_bytes / 1073741824.0, dev.cc_major, dev.cc_minor);
-        if (text)
-            fprintf(f, "; in-situ runs on the text's tokens %zu to %zu of %zu\n", n_ids / 2,
-                    n_ids - 1, n_ids);
-        fprintf(f, "; CPU: %s, %ld online cores; means of %u runs (spread = (max - min) / mean)\n",
-                cpu, sysconf(_SC_NPROCESSORS_ONLN), repeat);
-        for (int i = 0; i < CALIB_N; i++)
-            fprintf(f, ";   %-18s %12.4g  (min %.4g, max %.4g, spread %.1f%%)\n", calib_name(i),
-                    st[i].mean, st[i].min, st[i].max, 100 * st[i].spread);
-        fprintf(f, "; mapping (the executor: %s, FP32 KV):\n", cuda ?
-                   "FP16 weights on the GPU, cuBLAS" : "one thread, FP32 weights");
-        fprintf(f,
-                   "; fp16_tflops, hbm_gbps = stream_gflops / 1000, stream_gbps (the weight\n"
-                   "; GEMMs' fit; serial = 1 adds the two terms); link_gbps, link_latency_us =\n"
-                   "; the arena-to-arena copy fit (latency clamped at 0); host_mem_gbps =\n"
-                   "; mem_gbps; efficiencies 1: these are rates reached; weight_bytes = the\n"
-                   "; backend's bytes per weight (4 FP32, 2 FP16; the tables are per such byte);\n"
-                   "; attn_ns_per_token, attn_ns_fixed, attn_ns_per_layer (attn_layer_ns),\n"
-                   "; recompute_ns as measured;\n"
-                   "; weight_gemm_ns_per_byte, head_gemm_ns_per_byte = the wgemm_r*_ns_b and\n"
-                   "; head_r*_ns_b figures by row count (the cost model prices the layers'\n"
-                   "; weight GEMMs and the output head from these tables); sched_ns_per_token =\n"
-                   "; the sched_*_ns_t figures by selection; sched_ns_per_layer = the\n"
-                   "; sched_*_layer_ns figures; sched_ns_per_stream = the sched_*_stream_ns\n"
-                   "; figures; sched_ns_per_retired = the sched_*_retired_ns figures;\n"
-                   "; kv_ns_per_token, kv_ns_per_stream, kv_ns_per_layer and\n"
-                   "; weight_probe_gbps (what alisa validate sets its own samples beside)\n"
-                   "; attn_ns_per_token_by_kv (KiB read by the run: attn_b*_ns_t) and\n"
-                   "; attn_sparse_ns_per_token_by_kv (KiB resident: attn_sparse_b*_ns_t)\n"
-                   "; as measured.\n");
-        fprintf(f, "[%s]\ngpu = %s executor: %s\ngpu_mem_gib = %.1f\nhbm_gbps = %.4g\n"
-                   "fp16_tflops = %.4g\nhost_dram_gib = %.1f\nlink_gbps = %.4g\n"
-                   "link_latency_us = %.4g\nhost_mem_gbps = %.4g\ngemm_efficiency = 1\n"
-                   "hbm_efficiency = 1\nserial = 1\nbatched_copies = %d\nweight_bytes = %d\n"
-                   "attn_ns_per_token = %.4g\n"
-                   "attn_ns_fixed = %.4g\nrecompute_ns = %.4g\nweight_gemm_ns_per_byte =",
-                section, cuda ? "CUDA" : "CPU", cuda ? dev.name : cpu,
-                cuda ? dev.mem_bytes / 1073741824.0 : gib, st[CALIB_STREAM_GBPS].mean,
-                st[CALIB_STREAM_GFLOPS].mean / 1000.0,
-                gib, st[CALIB_COPY_GBPS].mean,
-                st[CALIB_COPY_LATENCY_US].mean > 0 ? st[CALIB_COPY_LATENCY_US].mean : 0.0,
-                st[CALIB_MEM_GBPS].mean, cuda, cuda ? 2 : 4, st[CALIB_ATTN_NS_PER_TOKEN].mean,
-                st[CALIB_ATTN_NS_FIXED].mean, st[CALIB_RECOMPUTE_NS].mean);
-        for (int i = 0; i < 6; i++)
-            fprintf(f, " %d:%.5g", calib_wgemm_rows[i], st[CALIB_WGEMM_R1 + i].mean);
-        fprintf(f, "\nsched_ns_per_token =");
-        for (int i = 0; i < 6; i++)
-            fprintf(f, " %s:%.4g", calib_sched_policies[i], st[CALIB_SCHED_FIRST + i].mean);
-        fprintf(f, "\nsched_ns_per_layer =");
-        for (int i = 0; i < 6; i++)
-            fprintf(f, " %s:%.4g", calib_sched_policies[i], st[CALIB_SCHED_LAYER_FIRST + i].mean);
-        fprintf(f, "\nsched_ns_per_stream =");
-        for (int i = 0; i < 6; i++)
-            fprintf(f, " %s:%.4g", calib_sched_policies[i], st[CALIB_SCHED_STREAM_FIRST + i].mean);
-        fprintf(f, "\nsched_ns_per_retired =");
-        for (int i = 0; i < 6; i++)
-            fprintf(f, " %s:%.4g", calib_sched_policies[i],
-                    st[CALIB_SCHED_RETIRED_FIRST + i].mean);
-        fprintf(f, "\nhead_gemm_ns_per_byte =");
-        for (int i = 0; i < 6; i++)
-            fprintf(f, " %d:%.5g", calib_wgemm_rows[i], st[CALIB_HEAD_R1 + i].mean);
-        fprintf(f, "\nkv_ns_per_token = %.4g\nkv_ns_per_stream = %.4g\nkv_ns_per_layer = %.4g\n"
-                   "weight_probe_gbps = %.4g\nattn_ns_per_layer = %.4g\n",
-                st[CALIB_KV_NS_PER_TOKEN].mean, st[CALIB_KV_NS_PER_STREAM].mean,
-                st[CALIB_KV_NS_PER_LAYER].mean,
-                st[CALIB_WEIGHT_PROBE_GBPS].mean, st[CALIB_ATTN_NS_LAYER].mean);
-        attn_table(f, "attn_ns_per_token_by_kv", &m->c, st + CALIB_ATTN_BATCH_FIRST);
-        attn_table(f, "attn_sparse_ns_per_token_by_kv", &m->c, st + CALIB_ATTN_SPARSE_FIRST);
-        rc = cli_part_close(f, part, out, 0, &e);
+        profile_write(f, &o, host, section, &be, &cpu, n_ids, &l.m->c, st);
+        rc = cli_part_close(f, part, o.out, 0, &e);
     }
-    if (!rc && json) {
-        json_t *root = json_pack("{s:s, s:s, s:i}", "profile", out, "section", section, "repeat",
-                                 (int)repeat);
-        for (int i = 0; i < CALIB_N; i++) {
-            json_t *runs_j = json_array();
-            for (uint32_t r = 0; r < repeat; r++)
-                json_array_append_new(runs_j, json_real(runs[r][i]));
-            json_object_set_new(root, calib_name(i),
-                                json_pack("{s:f, s:f, s:f, s:f, s:o}", "mean", st[i].mean, "min",
-                                          st[i].min, "max", st[i].max, "spread", st[i].spread,
-                                          "runs", runs_j));
-        }
-        json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
-        printf("\n");
-        json_decref(root);
-    } else if (!rc) {
-        printf("%-18s %12s %12s %12s %8s\n", "figure", "mean", "min", "max", "spread");
-        for (int i = 0; i < CALIB_N; i++)
-            printf("%-18s %12.4g %12.4g %12.4g %7.1f%%\n", calib_name(i), st[i].mean, st[i].min,
-                   st[i].max, 100 * st[i].spread);
-        printf("wrote %s (section [%s])\n", out, section);
-    }
+    if (!rc)
+        calibrate_report(&o, section, runs, st);
     free(runs);
     free(ids);
     loaded_free(&l);

@@ -208,7 +208,7 @@ int cmd_run(int argc, char **argv)
     if (!rc) {
         fprintf(stderr, "alisa: %u tokens x %u sequences in %.3f s: %.1f tokens/s (decode, %s)\n",
                 n, batch, dt, dt > 0 ? (double)n * batch / dt : 0.0,
-                llm_state_backend(st) == LLM_BACKEND_CUDA ? "CUDA" : "CPU");
+                llm_state_label(st));
         if (tr.ks) {
             uint64_t off, ld, rcmp;
             kvstore_counts(tr.ks, &off, &ld, &rcmp);

@@ -349,7 +349,16 @@ static void print_row(const char *what, double meas, double pred)
         printf("  %-22s %12.3f %12.3f %10s\n", what, meas * 1e3, pred * 1e3, "-");
 }
 
-int cmd_validate(int argc, char **argv)
+/* What the command line asks for. */
+struct validate_opts {
+    const char *model, *tokenizer, *text, *trace, *steps, *timings;
+    struct kv_opts kvo;
+    uint32_t P, G, batch, offset, repeat;
+    int json;
+};
+
+/* Parses argv into o. Returns 0, or an exit code (usage printed). */
+static int validate_parse(int argc, char **argv, struct validate_opts *o)
 {
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
                                          {"tokenizer", required_argument, 0, 't'},
@@ -367,34 +376,31 @@ int cmd_validate(int argc, char **argv)
                                          KV_OPT_LIST,
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *model = NULL, *tokenizer = NULL, *text = NULL, *trace = NULL, *steps = NULL;
-    const char *timings = NULL;
-    struct kv_opts kvo = {.sel = {.sparsity = 0.8}};
-    uint32_t P = 0, G = 0, batch = 1, offset = 0, repeat = 1;
-    int json = 0, bad = 0, ch;
+    *o = (struct validate_opts){.kvo = {.sel = {.sparsity = 0.8}}, .batch = 1, .repeat = 1};
+    int bad = 0, ch;
     struct alisa_err e = {{0}};
     cli_reset_getopt();
     while (!bad && (ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         const char *opt = argv[optind - 1];
-        int kk = kv_opt(&kvo, ch, opt, optarg, &e);
+        int kk = kv_opt(&o->kvo, ch, opt, optarg, &e);
         if (kk) {
             bad = kk < 0;
             continue;
         }
         switch (ch) {
-        case 'm': model = optarg; break;
-        case 't': tokenizer = optarg; break;
-        case 'x': text = optarg; break;
-        case 'p': kvo.profile = optarg; break;
-        case 'T': trace = optarg; break;
-        case 'S': steps = optarg; break;
-        case 'J': timings = optarg; break;
-        case 'R': bad = cli_parse_u32(opt, optarg, &repeat, &e); break;
-        case 'j': json = 1; break;
-        case 'P': bad = cli_parse_u32(opt, optarg, &P, &e); break;
-        case 'G': bad = cli_parse_u32(opt, optarg, &G, &e); break;
-        case 'b': bad = cli_parse_u32(opt, optarg, &batch, &e); break;
-        case 'O': bad = cli_parse_u32(opt, optarg, &offset, &e); break;
+        case 'm': o->model = optarg; break;
+        case 't': o->tokenizer = optarg; break;
+        case 'x': o->text = optarg; break;
+        case 'p': o->kvo.profile = optarg; break;
+        case 'T': o->trace = optarg; break;
+        case 'S': o->steps = optarg; break;
+        case 'J': o->timings = optarg; break;
+        case 'R': bad = cli_parse_u32(opt, optarg, &o->repeat, &e); break;
+        case 'j': o->json = 1; break;
+        case 'P': bad = cli_parse_u32(opt, optarg, &o->P, &e); break;
+        case 'G': bad = cli_parse_u32(opt, optarg, &o->G, &e); break;
+        case 'b': bad = cli_parse_u32(opt, optarg, &o->batch, &e); break;
+        case 'O': bad = cli_parse_u32(opt, optarg, &o->offset, &e); break;
         default: return cli_option_end(ch, opt, cmd_validate_usage);
         }
     }
@@ -402,208 +408,255 @@ int cmd_validate(int argc, char **argv)
         return cli_usage_error(cmd_validate_usage, "%s", e.msg);
     if (optind < argc)
         return cli_usage_error(cmd_validate_usage, "unexpected argument '%s'", argv[optind]);
-    if (!model || !text || !kvo.profile || !P || !G || !batch)
+    if (!o->model || !o->text || !o->kvo.profile || !o->P || !o->G || !o->batch)
         return cli_usage_error(cmd_validate_usage, "--model, --text, --profile, --prompt-len and "
                                "--gen-len are required");
-    if (repeat < 1 || repeat > VALIDATE_REPEAT_MAX)
-        return cli_usage_error(cmd_validate_usage, "--repeat %u: between 1 and %d runs", repeat,
-                               VALIDATE_REPEAT_MAX);
-    enum llm_backend kind;
-    char said[512];
-    if (llm_backend_choose(kvo.backend ? kvo.backend : "cpu", &kind, said, sizeof said, &e))
-        return cli_fail(&e);
-    if (kvo.int8) {
-        err_set(&e, ALISA_EINVAL, "--kv-int8: not validated yet (the executor keeps INT8 "
-                "parameters per group of 32 tokens, the simulator prices them per stream)");
-        return cli_fail(&e);
-    }
+    if (o->repeat < 1 || o->repeat > VALIDATE_REPEAT_MAX)
+        return cli_usage_error(cmd_validate_usage, "--repeat %u: between 1 and %d runs",
+                               o->repeat, VALIDATE_REPEAT_MAX);
     /* always under the scheduler, as the simulator runs */
-    if (!kvo.selection)
-        kvo.selection = "dense";
-    if (!kvo.placement)
-        kvo.placement = "gpu-only";
+    if (!o->kvo.selection)
+        o->kvo.selection = "dense";
+    if (!o->kvo.placement)
+        o->kvo.placement = "gpu-only";
+    return 0;
+}
 
-    struct catalog cat;
-    if (cli_catalog_load(&cat, catalog_default_dir(), kvo.profile, &e))
-        return cli_fail(&e);
-    const struct hw_profile *hw = kv_opts_hw(&kvo, &cat);
-    if (!hw) {
-        err_set(&e, ALISA_ENOTFOUND, "--hardware %s: not in the catalog or %s", kvo.hardware,
-                kvo.profile);
-        catalog_deinit(&cat);
-        return cli_fail(&e);
-    }
-    if (!hw->serial)
-        fprintf(stderr, "alisa: warning: profile [%s] is not serial (not from alisa calibrate): "
-                "the simulator will overlap copies with compute, which this executor does not\n",
-                hw->name);
-    struct loaded l;
-    if (load_model(&l, model, tokenizer, 1, &e)) {
-        catalog_deinit(&cat);
-        return cli_fail(&e);
-    }
-    char tmp[] = "/tmp/alisa-validate-XXXXXX";
+/* The executor measured o->repeat times on the model's backend: each run's
+ * trace (the last run's stays in o->trace), its per-step timings into
+ * runs (repeat, G), and the machine's one-row weight rate around and
+ * during it, against what the profile says: how far this machine has moved
+ * since calibration. */
+static int validate_measure(const struct validate_opts *o, struct loaded *l,
+                            enum llm_backend kind, struct exec_run *ex, struct step_times *runs,
+                            struct validation *v, struct alisa_err *e)
+{
+    struct record_job job = {.l = l, .text = o->text, .out = o->trace, .P = o->P, .G = o->G,
+                             .batch = o->batch, .offset = o->offset, .threshold = 0,
+                             .kv = o->kvo, .between = machine_between};
     int rc = 0;
-    if (!trace) {
-        int fd = mkstemp(tmp);
-        if (fd < 0)
-            rc = err_set(&e, ALISA_EIO, "%s: cannot create a temporary trace", tmp);
-        else
-            close(fd);
-        trace = tmp;
-    }
-    char *sbuf = NULL;
-    size_t slen = 0;
-    /* the executor, repeat times; each run's weight-streaming rate around
-     * and during it, against what the profile says: how far this machine
-     * has moved since calibration */
-    struct exec_run *ex = rc ? NULL : calloc(repeat, sizeof *ex);
-    struct step_times *runs = rc ? NULL : calloc((size_t)repeat * G, sizeof *runs);
-    if (!rc && (!ex || !runs))
-        rc = err_set(&e, ALISA_ENOMEM, "out of memory for timings");
-    struct record_job job = {.l = &l, .text = text, .out = trace, .P = P, .G = G, .batch = batch,
-                             .offset = offset, .threshold = 0, .kv = kvo,
-                             .between = machine_between};
-    struct validation v = {.repeat = repeat};
-    v.rate_profile = hw->weight_probe_gbps > 0 ? hw->weight_probe_gbps
-                                               : calib_profile_weight_rate(l.m, hw);
-    for (uint32_t k = 0; k < repeat && !rc; k++) {
+    for (uint32_t k = 0; k < o->repeat && !rc; k++) {
         struct exec_run *x = &ex[k];
         FILE *tf = open_memstream(&x->buf, &x->len);
-        if (!tf) {
-            rc = err_set(&e, ALISA_ENOMEM, "out of memory for timings");
-            break;
-        }
-        x->mc.m = l.m;
+        if (!tf)
+            return err_set(e, ALISA_ENOMEM, "out of memory for timings");
+        x->mc.m = l->m;
         x->mc.kind = kind;
         job.timings = tf;
         job.between_ctx = &x->mc;
         machine_sample(&x->mc, -0.5, SAMPLE_AROUND_S);
         fprintf(stderr, "alisa: executor, run %u of %u: %u x (%u + %u) tokens, %s / %s\n", k + 1,
-                repeat, batch, P, G, kvo.selection, kvo.placement);
-        rc = record_trace(&job, &e);
-        machine_sample(&x->mc, G - 0.5, SAMPLE_AROUND_S);
+                o->repeat, o->batch, o->P, o->G, o->kvo.selection, o->kvo.placement);
+        rc = record_trace(&job, e);
+        machine_sample(&x->mc, o->G - 0.5, SAMPLE_AROUND_S);
         fclose(tf);
         if (!rc)
-            rc = parse_timings(x->buf, P, G, runs + (size_t)k * G, &x->prefill_s, &e);
+            rc = parse_timings(x->buf, o->P, o->G, runs + (size_t)k * o->G, &x->prefill_s, e);
         for (uint32_t i = 0; i < x->mc.n; i++) {
             double q = x->mc.rate[i];
-            v.rate_min = v.rate_samples == 0 || q < v.rate_min ? q : v.rate_min;
-            v.rate_max = q > v.rate_max ? q : v.rate_max;
-            v.rate_before = v.rate_samples++ == 0 ? q : v.rate_before;
-            v.rate_after = q;
+            v->rate_min = v->rate_samples == 0 || q < v->rate_min ? q : v->rate_min;
+            v->rate_max = q > v->rate_max ? q : v->rate_max;
+            v->rate_before = v->rate_samples++ == 0 ? q : v->rate_before;
+            v->rate_after = q;
         }
     }
+    return rc;
+}
 
-    /* the simulator on the recorded trace, the same options and capacities */
+/* The simulator on the recorded trace with the same options and
+ * capacities (system `executor`): its result into r, its per-step timeline
+ * into *sbuf (malloc'd, the caller frees), the device arena's bytes into
+ * *gpu_kv. */
+static int validate_predict(const struct validate_opts *o, const struct llm_model *m,
+                            const struct hw_profile *hw, struct sim_result *r, char **sbuf,
+                            uint64_t *gpu_kv, struct alisa_err *e)
+{
     struct model_shape shape;
-    llm_model_shape(l.m, &shape);
-    uint64_t gpu_kv, cpu_kv;
-    kv_opts_capacity(&kvo, &l.m->c, batch, P + G, &gpu_kv, &cpu_kv);
-    struct sim_config cfg = {.trace = trace, .model = &shape, .hw = hw,
-                             .system = sim_system_find("executor"), .batch = batch,
-                             .prompt_len = P, .gen_len = G, .sel_params = kvo.sel,
+    llm_model_shape(m, &shape);
+    uint64_t cpu_kv;
+    kv_opts_capacity(&o->kvo, &m->c, o->batch, o->P + o->G, gpu_kv, &cpu_kv);
+    struct sim_config cfg = {.trace = o->trace, .model = &shape, .hw = hw,
+                             .system = sim_system_find("executor"), .batch = o->batch,
+                             .prompt_len = o->P, .gen_len = o->G, .sel_params = o->kvo.sel,
                              .precision = KV_FP32,
-                             .gpu_kv_bytes = (double)gpu_kv, .cpu_mem_bytes = (double)cpu_kv};
+                             .gpu_kv_bytes = (double)*gpu_kv, .cpu_mem_bytes = (double)cpu_kv};
     ALISA_ASSERT(cfg.system);
-    if (!rc && !(cfg.sel = selection_find(kvo.selection)))
-        rc = err_set(&e, ALISA_ENOTFOUND, "unknown selection '%s'", kvo.selection);
-    if (!rc && !(cfg.place = placement_find(kvo.placement)))
-        rc = err_set(&e, ALISA_ENOTFOUND, "unknown placement '%s'", kvo.placement);
-    if (!rc)
-        rc = sim_resolve(&cfg, &e);
-    struct sim_result r;
-    FILE *sf = rc ? NULL : open_memstream(&sbuf, &slen);
+    if (!(cfg.sel = selection_find(o->kvo.selection)))
+        return err_set(e, ALISA_ENOTFOUND, "unknown selection '%s'", o->kvo.selection);
+    if (!(cfg.place = placement_find(o->kvo.placement)))
+        return err_set(e, ALISA_ENOTFOUND, "unknown placement '%s'", o->kvo.placement);
+    int rc = sim_resolve(&cfg, e);
+    size_t slen = 0;
+    FILE *sf = rc ? NULL : open_memstream(sbuf, &slen);
     if (!rc && !sf)
-        rc = err_set(&e, ALISA_ENOMEM, "out of memory for the timeline");
+        rc = err_set(e, ALISA_ENOMEM, "out of memory for the timeline");
     if (!rc)
-        rc = sim_run(&cfg, &r, sf, &e);
+        rc = sim_run(&cfg, r, sf, e);
     if (sf)
         fclose(sf);
-    if (!rc && r.oom)
-        rc = err_set(&e, ALISA_EINVAL, "the simulator ran out of memory where the executor did "
-                     "not: %s", r.oom_reason);
+    if (!rc && r->oom)
+        rc = err_set(e, ALISA_EINVAL, "the simulator ran out of memory where the executor did "
+                     "not: %s", r->oom_reason);
+    return rc;
+}
 
-    struct step_times *st = rc ? NULL : calloc(G, sizeof *st);
-    if (!rc && !st)
-        rc = err_set(&e, ALISA_ENOMEM, "out of memory");
+static void validate_report_json(const struct validate_opts *o, const char *model,
+                                 const struct hw_profile *hw, const struct validation *v,
+                                 const struct sim_result *r, uint64_t gpu_kv)
+{
+    json_t *j = json_pack(
+        "{s:s, s:s, s:s, s:s, s:f, s:I, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, "
+        "s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:f, s:f, s:f}",
+        "model", model, "profile", hw->name, "selection", o->kvo.selection, "placement",
+        o->kvo.placement, "sparsity", o->kvo.sel.sparsity, "gpu_kv_bytes", (json_int_t)gpu_kv,
+        "batch", (int)o->batch, "prompt_len", (int)o->P, "gen_len", (int)o->G, "steps",
+        (int)v->steps, "measured_s", v->meas_total, "predicted_s", v->pred_total,
+        "total_error_pct", rel_err(v->pred_total, v->meas_total), "mape_pct", v->mape,
+        "max_ape_pct", v->max_ape, "measured_compute_s", v->meas_compute, "predicted_compute_s",
+        v->pred_compute, "measured_transfer_s", v->meas_transfer, "predicted_transfer_s",
+        v->pred_transfer, "measured_recompute_s", v->meas_recompute, "predicted_recompute_s",
+        v->pred_recompute, "measured_schedule_s", v->meas_schedule, "measured_prefill_s",
+        v->meas_prefill, "predicted_prefill_s", v->pred_prefill, "recomputed_tokens",
+        r->recomputed_tokens, "bytes_h2d", r->bytes_h2d, "bytes_d2h", r->bytes_d2h,
+        "phase2_step", (json_int_t)r->phase2_step, "phase3_step", (json_int_t)r->phase3_step,
+        "weight_rate_before_gbps", v->rate_before, "weight_rate_after_gbps", v->rate_after,
+        "weight_rate_profile_gbps", v->rate_profile, "predicted_schedule_s", v->pred_schedule);
+    int norm = v->norm_total > 0;
+    json_object_set_new(j, "repeat", json_integer(v->repeat));
+    json_object_set_new(j, "weight_rate_samples", json_integer(v->rate_samples));
+    json_object_set_new(j, "weight_rate_min_gbps", json_real(v->rate_min));
+    json_object_set_new(j, "weight_rate_max_gbps", json_real(v->rate_max));
+    json_object_set_new(j, "normalised_predicted_s", norm ? json_real(v->norm_total) : json_null());
+    json_object_set_new(j, "normalised_total_error_pct",
+                        norm ? json_real(rel_err(v->norm_total, v->meas_total)) : json_null());
+    json_object_set_new(j, "normalised_mape_pct", norm ? json_real(v->norm_mape) : json_null());
+    json_dumpf(j, stdout, JSON_REAL_PRECISION(6));
+    printf("\n");
+    json_decref(j);
+}
+
+static void validate_report_text(const struct validate_opts *o, const char *model,
+                                 const struct hw_profile *hw, const struct validation *v,
+                                 const struct sim_result *r)
+{
+    printf("validate: %s, %u x (%u + %u) tokens, %s / %s, profile [%s]\n", model, o->batch, o->P,
+           o->G, o->kvo.selection, o->kvo.placement, hw->name);
+    printf("  phases: offload from step %lld, drop from step %lld (-1: never); %.0f tokens "
+           "recomputed\n", (long long)r->phase2_step, (long long)r->phase3_step,
+           r->recomputed_tokens);
+    printf("  %-22s %12s %12s %10s\n", "decode, ms", "measured", "predicted", "error");
+    print_row("total", v->meas_total, v->pred_total);
+    print_row("compute", v->meas_compute, v->pred_compute);
+    print_row("transfer", v->meas_transfer, v->pred_transfer);
+    print_row("recompute", v->meas_recompute, v->pred_recompute);
+    print_row("schedule", v->meas_schedule, v->pred_schedule);
+    printf("  per-step error: MAPE %.1f%%, largest %.1f%% over %u steps\n", v->mape, v->max_ape,
+           v->steps);
+    if (v->repeat > 1)
+        printf("  measured: each step the median of %u executor runs\n", v->repeat);
+    printf("  prefill (apart)        %12.3f %12.3f\n", v->meas_prefill * 1e3,
+           v->pred_prefill * 1e3);
+    printf("  machine: one-row weight pass %.2f GB/s before the run, %.2f after, %.2f to %.2f "
+           "over %u samples; the profile says %.2f (%+.0f%%)\n", v->rate_before, v->rate_after,
+           v->rate_min, v->rate_max, v->rate_samples, v->rate_profile,
+           rel_err(v->rate_profile, 0.5 * (v->rate_before + v->rate_after)));
+    if (v->norm_total > 0)
+        printf("  normalised (each step's prediction x profile rate / machine rate then): "
+               "total %.3f ms, error %+.1f%%, MAPE %.1f%%\n", v->norm_total * 1e3,
+               rel_err(v->norm_total, v->meas_total), v->norm_mape);
+}
+
+/* The catalog with the profile, and the profile's hardware in it. */
+static int validate_profile(struct validate_opts *o, struct catalog *cat,
+                            const struct hw_profile **hw, struct alisa_err *e)
+{
+    int rc = cli_catalog_load(cat, catalog_default_dir(), o->kvo.profile, e);
+    if (rc)
+        return rc;
+    if (!(*hw = kv_opts_hw(&o->kvo, cat))) {
+        catalog_deinit(cat);
+        return err_set(e, ALISA_ENOTFOUND, "--hardware %s: not in the catalog or %s",
+                       o->kvo.hardware, o->kvo.profile);
+    }
+    if (!(*hw)->serial)
+        fprintf(stderr, "alisa: warning: profile [%s] is not serial (not from alisa calibrate): "
+                "the simulator will overlap copies with compute, which this executor does not\n",
+                (*hw)->name);
+    return 0;
+}
+
+int cmd_validate(int argc, char **argv)
+{
+    struct validate_opts o;
+    int rc = validate_parse(argc, argv, &o);
+    if (rc)
+        return rc;
+    struct alisa_err e = {{0}};
+    enum llm_backend kind;
+    char said[512];
+    if (llm_backend_choose(o.kvo.backend ? o.kvo.backend : "cpu", &kind, said, sizeof said, &e))
+        return cli_fail(&e);
+    if (o.kvo.int8) {
+        err_set(&e, ALISA_EINVAL, "--kv-int8: not validated yet (the executor keeps INT8 "
+                "parameters per group of 32 tokens, the simulator prices them per stream)");
+        return cli_fail(&e);
+    }
+    struct catalog cat;
+    const struct hw_profile *hw;
+    if (validate_profile(&o, &cat, &hw, &e))
+        return cli_fail(&e);
+    struct loaded l;
+    if (load_model(&l, o.model, o.tokenizer, 1, &e)) {
+        catalog_deinit(&cat);
+        return cli_fail(&e);
+    }
+    char tmp[] = "/tmp/alisa-validate-XXXXXX";
+    if (!o.trace) {
+        int fd = mkstemp(tmp);
+        if (fd < 0)
+            rc = err_set(&e, ALISA_EIO, "%s: cannot create a temporary trace", tmp);
+        else
+            close(fd);
+        o.trace = tmp;
+    }
+    struct exec_run *ex = rc ? NULL : calloc(o.repeat, sizeof *ex);
+    struct step_times *runs = rc ? NULL : calloc((size_t)o.repeat * o.G, sizeof *runs);
+    struct step_times *st = rc ? NULL : calloc(o.G, sizeof *st);
+    if (!rc && (!ex || !runs || !st))
+        rc = err_set(&e, ALISA_ENOMEM, "out of memory for timings");
+    struct validation v = {.repeat = o.repeat};
+    v.rate_profile = hw->weight_probe_gbps > 0 ? hw->weight_probe_gbps
+                                               : calib_profile_weight_rate(l.m, hw);
+    char *sbuf = NULL;
+    struct sim_result r;
+    uint64_t gpu_kv = 0;
+    if (!rc)
+        rc = validate_measure(&o, &l, kind, ex, runs, &v, &e);
+    if (!rc)
+        rc = validate_predict(&o, l.m, hw, &r, &sbuf, &gpu_kv, &e);
     if (!rc) {
-        v.meas_prefill = pick_median(ex, runs, repeat, G, st);
-        rc = parse_timeline(sbuf, r.prefill_s, G, st, &e);
+        v.meas_prefill = pick_median(ex, runs, o.repeat, o.G, st);
+        rc = parse_timeline(sbuf, r.prefill_s, o.G, st, &e);
     }
     if (!rc) {
-        validate_compare(st, G, &v);
+        validate_compare(st, o.G, &v);
         v.pred_prefill = r.prefill_s;
     }
-    if (!rc && steps)
-        rc = write_steps(steps, st, P, G, &e);
-    if (!rc && timings)
-        rc = write_timings(timings, ex, repeat, &e);
-    if (!rc && json) {
-        json_t *o = json_pack(
-            "{s:s, s:s, s:s, s:s, s:f, s:I, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, "
-            "s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:f, s:f, s:f, s:f}",
-            "model", l.m->name, "profile", hw->name, "selection", kvo.selection, "placement",
-            kvo.placement, "sparsity", kvo.sel.sparsity, "gpu_kv_bytes", (json_int_t)cfg.gpu_kv_bytes,
-            "batch", (int)batch, "prompt_len", (int)P, "gen_len", (int)G, "steps", (int)v.steps,
-            "measured_s", v.meas_total, "predicted_s", v.pred_total, "total_error_pct",
-            rel_err(v.pred_total, v.meas_total), "mape_pct", v.mape, "max_ape_pct", v.max_ape,
-            "measured_compute_s", v.meas_compute, "predicted_compute_s", v.pred_compute,
-            "measured_transfer_s", v.meas_transfer, "predicted_transfer_s", v.pred_transfer,
-            "measured_recompute_s", v.meas_recompute, "predicted_recompute_s", v.pred_recompute,
-            "measured_schedule_s", v.meas_schedule, "measured_prefill_s", v.meas_prefill,
-            "predicted_prefill_s", v.pred_prefill, "recomputed_tokens", r.recomputed_tokens,
-            "bytes_h2d", r.bytes_h2d, "bytes_d2h", r.bytes_d2h, "phase2_step",
-            (json_int_t)r.phase2_step, "phase3_step", (json_int_t)r.phase3_step,
-            "weight_rate_before_gbps", v.rate_before, "weight_rate_after_gbps", v.rate_after,
-            "weight_rate_profile_gbps", v.rate_profile, "predicted_schedule_s", v.pred_schedule);
-        int norm = v.norm_total > 0;
-        json_object_set_new(o, "repeat", json_integer(v.repeat));
-        json_object_set_new(o, "weight_rate_samples", json_integer(v.rate_samples));
-        json_object_set_new(o, "weight_rate_min_gbps", json_real(v.rate_min));
-        json_object_set_new(o, "weight_rate_max_gbps", json_real(v.rate_max));
-        json_object_set_new(o, "normalised_predicted_s",
-                            norm ? json_real(v.norm_total) : json_null());
-        json_object_set_new(o, "normalised_total_error_pct",
-                            norm ? json_real(rel_err(v.norm_total, v.meas_total)) : json_null());
-        json_object_set_new(o, "normalised_mape_pct", norm ? json_real(v.norm_mape) : json_null());
-        json_dumpf(o, stdout, JSON_REAL_PRECISION(6));
-        printf("\n");
-        json_decref(o);
-    } else if (!rc) {
-        printf("validate: %s, %u x (%u + %u) tokens, %s / %s, profile [%s]\n", l.m->name, batch, P,
-               G, kvo.selection, kvo.placement, hw->name);
-        printf("  phases: offload from step %lld, drop from step %lld (-1: never); %.0f tokens "
-               "recomputed\n", (long long)r.phase2_step, (long long)r.phase3_step,
-               r.recomputed_tokens);
-        printf("  %-22s %12s %12s %10s\n", "decode, ms", "measured", "predicted", "error");
-        print_row("total", v.meas_total, v.pred_total);
-        print_row("compute", v.meas_compute, v.pred_compute);
-        print_row("transfer", v.meas_transfer, v.pred_transfer);
-        print_row("recompute", v.meas_recompute, v.pred_recompute);
-        print_row("schedule", v.meas_schedule, v.pred_schedule);
-        printf("  per-step error: MAPE %.1f%%, largest %.1f%% over %u steps\n", v.mape, v.max_ape,
-               v.steps);
-        if (v.repeat > 1)
-            printf("  measured: each step the median of %u executor runs\n", v.repeat);
-        printf("  prefill (apart)        %12.3f %12.3f\n", v.meas_prefill * 1e3,
-               v.pred_prefill * 1e3);
-        printf("  machine: one-row weight pass %.2f GB/s before the run, %.2f after, %.2f to %.2f "
-               "over %u samples; the profile says %.2f (%+.0f%%)\n", v.rate_before,
-               v.rate_after, v.rate_min, v.rate_max, v.rate_samples, v.rate_profile,
-               rel_err(v.rate_profile, 0.5 * (v.rate_before + v.rate_after)));
-        if (v.norm_total > 0)
-            printf("  normalised (each step's prediction x profile rate / machine rate then): "
-                   "total %.3f ms, error %+.1f%%, MAPE %.1f%%\n", v.norm_total * 1e3,
-                   rel_err(v.norm_total, v.meas_total), v.norm_mape);
-    }
+    if (!rc && o.steps)
+        rc = write_steps(o.steps, st, o.P, o.G, &e);
+    if (!rc && o.timings)
+        rc = write_timings(o.timings, ex, o.repeat, &e);
+    if (!rc && o.json)
+        validate_report_json(&o, l.m->name, hw, &v, &r, gpu_kv);
+    else if (!rc)
+        validate_report_text(&o, l.m->name, hw, &v, &r);
     free(st);
-    for (uint32_t k = 0; ex && k < repeat; k++)
+    for (uint32_t k = 0; ex && k < o.repeat; k++)
         free(ex[k].buf);
     free(ex);
     free(runs);
     free(sbuf);
-    if (trace == tmp)
+    if (o.trace == tmp)
         remove(tmp);
     loaded_free(&l);
     catalog_deinit(&cat);

@@ -69,6 +69,95 @@ static void log_plan(void *user, const struct scheduler_plan *p, uint32_t seq, u
     planlog_write(((struct plan_log *)user)->f, p, seq, layer);
 }
 
+/* The hit rate of attended tokens on the GPU tier. Cannot fail. */
+static double plan_hit_rate(const struct replay_totals *t)
+{
+    return t->attended_tokens ? 1.0 - (double)t->gpu_misses / (double)t->attended_tokens : 1.0;
+}
+
+static void plan_report_json(const char *trace, const struct replay_config *cfg,
+                             const char *hw_name, const struct replay_totals *t)
+{
+    double hit = plan_hit_rate(t);
+    json_t *root = json_pack(
+        "{s:s, s:s, s:s, s:f, s:i, s:s, s:s, s:b, s:i, s:i, s:I, s:I, s:f, s:f, s:b, s:I, "
+        "s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f}",
+        "trace", trace, "selection", cfg->sel->name, "placement", cfg->place->name, "sparsity",
+        cfg->sel_params.sparsity, "budget_tokens", cfg->sel_params.budget_tokens, "hardware",
+        hw_name, "kv_precision", kv_precision_name(cfg->precision),
+        "offline_bound", cfg->place->offline, "streams", t->n_streams, "max_len", t->max_len,
+        "kv_bytes_per_token_layer", (json_int_t)t->kv_bytes, "act_bytes_per_token_layer",
+        (json_int_t)t->act_bytes, "load_ns_per_token", t->load_ns, "recompute_ns_per_token",
+        t->recompute_ns, "oom", t->oom, "decode_steps", (json_int_t)t->decode_steps,
+        "attended_tokens", (json_int_t)t->attended_tokens, "gpu_misses",
+        (json_int_t)t->gpu_misses, "bytes_h2d", (json_int_t)t->bytes_h2d, "bytes_d2h",
+        (json_int_t)t->bytes_d2h, "loads", (json_int_t)t->loads, "recomputed_tokens",
+        (json_int_t)t->recomputed_tokens, "offloads", (json_int_t)t->offloads, "drops",
+        (json_int_t)t->drops, "peak_gpu_bytes", (json_int_t)t->peak_gpu_bytes,
+        "peak_cpu_bytes", (json_int_t)t->peak_cpu_bytes, "gpu_hit_rate", hit,
+        "attention_recall_mean", t->recall_mean, "attention_recall_min", t->recall_min);
+    json_object_set_new(root, "fetch_cost_ns", json_real(t->fetch_cost_ns));
+    json_object_set_new(root, "gpu_kv_bytes", cfg->gpu_kv_bytes >= UINT64_MAX / 2 ? json_null()
+                                              : json_integer((json_int_t)cfg->gpu_kv_bytes));
+    json_object_set_new(root, "cpu_kv_bytes", cfg->cpu_kv_bytes >= UINT64_MAX / 2 ? json_null()
+                                              : json_integer((json_int_t)cfg->cpu_kv_bytes));
+    json_object_set_new(root, "oom_pos", t->oom ? json_integer(t->oom_pos) : json_null());
+    json_object_set_new(root, "phase2_pos", t->phase2_pos >= 0 ? json_integer(t->phase2_pos) : json_null());
+    json_object_set_new(root, "phase3_pos", t->phase3_pos >= 0 ? json_integer(t->phase3_pos) : json_null());
+    json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
+    printf("\n");
+    json_decref(root);
+}
+
+/* Per position every `every` shown positions (0: none), then the totals. */
+static void plan_report_text(const char *trace, const struct replay_config *cfg,
+                             const char *hw_name, const struct replay_totals *t, uint32_t every)
+{
+    double hit = plan_hit_rate(t);
+    printf("plan: %s: %u streams (sequences x layers), up to %u tokens each\n", trace,
+           t->n_streams, t->max_len);
+    printf("selection %s, placement %s%s; KV %s, %llu B per token per layer\n", cfg->sel->name,
+           cfg->place->name, cfg->place->offline ? " (OFFLINE BOUND)" : "",
+           kv_precision_name(cfg->precision), (unsigned long long)t->kv_bytes);
+    printf("capacity per stream: GPU %u tokens, CPU %u tokens; cost per token on %s: load %.2f ns, "
+           "recompute %.2f ns\n",
+           t->gpu_cap_tokens, t->cpu_cap_tokens, hw_name, t->load_ns, t->recompute_ns);
+    if (every) {
+        printf("%6s %7s %9s %9s %9s %8s %8s %10s %10s %8s %8s %8s\n", "pos", "streams", "attended",
+               "gpu", "cpu", "dropped", "retired", "h2d_MB", "d2h_MB", "loads", "recomp", "misses");
+        uint32_t shown = 0;
+        for (uint32_t pos = 0; pos < t->max_len; pos++) {
+            const struct replay_pos *p = &t->per_pos[pos];
+            if (!p->streams || (shown++ % every))
+                continue;
+            printf("%6u %7u %9llu %9llu %9llu %8llu %8llu %10.3f %10.3f %8llu %8llu %8llu\n", pos,
+                   p->streams, (unsigned long long)p->attended, (unsigned long long)p->gpu,
+                   (unsigned long long)p->cpu, (unsigned long long)p->dropped,
+                   (unsigned long long)p->gone, p->bytes_h2d / 1e6, p->bytes_d2h / 1e6,
+                   (unsigned long long)p->loads, (unsigned long long)p->recomputed,
+                   (unsigned long long)p->misses);
+        }
+    }
+    printf("totals: %llu decode steps, %llu tokens attended, GPU hit rate %.4f (%llu misses)\n",
+           (unsigned long long)t->decode_steps, (unsigned long long)t->attended_tokens, hit,
+           (unsigned long long)t->gpu_misses);
+    printf("        moved %.3f MB host->GPU (%llu loads, %llu recomputed), %.3f MB GPU->host "
+           "(%llu offloads), %llu dropped, %llu retired\n",
+           t->bytes_h2d / 1e6, (unsigned long long)t->loads, (unsigned long long)t->recomputed_tokens,
+           t->bytes_d2h / 1e6, (unsigned long long)t->offloads, (unsigned long long)t->drops,
+           (unsigned long long)t->retired);
+    printf("        peak KV: GPU %.3f MB, CPU %.3f MB; attention recall mean %.4f, worst %.4f\n",
+           t->peak_gpu_bytes / 1e6, t->peak_cpu_bytes / 1e6, t->recall_mean, t->recall_min);
+    printf("        fetch cost %.3f ms (loads and offloads x %.2f ns, recomputations x %.2f ns)\n",
+           t->fetch_cost_ns * 1e-6, t->load_ns, t->recompute_ns);
+    if (t->phase2_pos >= 0 || t->phase3_pos >= 0)
+        printf("        phase II (first offload) at position %lld, phase III (first drop) at %lld\n",
+               (long long)t->phase2_pos, (long long)t->phase3_pos);
+    if (t->oom)
+        printf("        OUT OF MEMORY at position %u: the GPU tier cannot hold the step's tokens\n",
+               t->oom_pos);
+}
+
 int cmd_plan(int argc, char **argv)
 {
     enum { O_TRACE = 1000, O_SEL, O_SPARSITY, O_BUDGET, O_WINDOW, O_SINKS, O_STRIDE, O_PLACE,
@@ -160,81 +249,10 @@ int cmd_plan(int argc, char **argv)
     if (rc)
         return cli_fail(&e);
 
-    double hit = t.attended_tokens ? 1.0 - (double)t.gpu_misses / (double)t.attended_tokens : 1.0;
-    if (json) {
-        json_t *root = json_pack(
-            "{s:s, s:s, s:s, s:f, s:i, s:s, s:s, s:b, s:i, s:i, s:I, s:I, s:f, s:f, s:b, s:I, "
-            "s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f}",
-            "trace", trace, "selection", cfg.sel->name, "placement", cfg.place->name, "sparsity",
-            cfg.sel_params.sparsity, "budget_tokens", cfg.sel_params.budget_tokens, "hardware",
-            hw_copy.name, "kv_precision", kv_precision_name(cfg.precision),
-            "offline_bound", cfg.place->offline, "streams", t.n_streams, "max_len", t.max_len,
-            "kv_bytes_per_token_layer", (json_int_t)t.kv_bytes, "act_bytes_per_token_layer",
-            (json_int_t)t.act_bytes, "load_ns_per_token", t.load_ns, "recompute_ns_per_token",
-            t.recompute_ns, "oom", t.oom, "decode_steps", (json_int_t)t.decode_steps,
-            "attended_tokens", (json_int_t)t.attended_tokens, "gpu_misses",
-            (json_int_t)t.gpu_misses, "bytes_h2d", (json_int_t)t.bytes_h2d, "bytes_d2h",
-            (json_int_t)t.bytes_d2h, "loads", (json_int_t)t.loads, "recomputed_tokens",
-            (json_int_t)t.recomputed_tokens, "offloads", (json_int_t)t.offloads, "drops",
-            (json_int_t)t.drops, "peak_gpu_bytes", (json_int_t)t.peak_gpu_bytes,
-            "peak_cpu_bytes", (json_int_t)t.peak_cpu_bytes, "gpu_hit_rate", hit,
-            "attention_recall_mean", t.recall_mean, "attention_recall_min", t.recall_min);
-        json_object_set_new(root, "fetch_cost_ns", json_real(t.fetch_cost_ns));
-        json_object_set_new(root, "gpu_kv_bytes", cfg.gpu_kv_bytes >= UINT64_MAX / 2 ? json_null()
-                                                  : json_integer((json_int_t)cfg.gpu_kv_bytes));
-        json_object_set_new(root, "cpu_kv_bytes", cfg.cpu_kv_bytes >= UINT64_MAX / 2 ? json_null()
-                                                  : json_integer((json_int_t)cfg.cpu_kv_bytes));
-        json_object_set_new(root, "oom_pos", t.oom ? json_integer(t.oom_pos) : json_null());
-        json_object_set_new(root, "phase2_pos", t.phase2_pos >= 0 ? json_integer(t.phase2_pos) : json_null());
-        json_object_set_new(root, "phase3_pos", t.phase3_pos >= 0 ? json_integer(t.phase3_pos) : json_null());
-        json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
-        printf("\n");
-        json_decref(root);
-        replay_totals_free(&t);
-        return 0;
-    }
-    printf("plan: %s: %u streams (sequences x layers), up to %u tokens each\n", trace,
-           t.n_streams, t.max_len);
-    printf("selection %s, placement %s%s; KV %s, %llu B per token per layer\n", cfg.sel->name,
-           cfg.place->name, cfg.place->offline ? " (OFFLINE BOUND)" : "",
-           kv_precision_name(cfg.precision), (unsigned long long)t.kv_bytes);
-    printf("capacity per stream: GPU %u tokens, CPU %u tokens; cost per token on %s: load %.2f ns, "
-           "recompute %.2f ns\n",
-           t.gpu_cap_tokens, t.cpu_cap_tokens, hw_copy.name, t.load_ns, t.recompute_ns);
-    if (every) {
-        printf("%6s %7s %9s %9s %9s %8s %8s %10s %10s %8s %8s %8s\n", "pos", "streams", "attended",
-               "gpu", "cpu", "dropped", "retired", "h2d_MB", "d2h_MB", "loads", "recomp", "misses");
-        uint32_t shown = 0;
-        for (uint32_t pos = 0; pos < t.max_len; pos++) {
-            const struct replay_pos *p = &t.per_pos[pos];
-            if (!p->streams || (shown++ % every))
-                continue;
-            printf("%6u %7u %9llu %9llu %9llu %8llu %8llu %10.3f %10.3f %8llu %8llu %8llu\n", pos,
-                   p->streams, (unsigned long long)p->attended, (unsigned long long)p->gpu,
-                   (unsigned long long)p->cpu, (unsigned long long)p->dropped,
-                   (unsigned long long)p->gone, p->bytes_h2d / 1e6, p->bytes_d2h / 1e6,
-                   (unsigned long long)p->loads, (unsigned long long)p->recomputed,
-                   (unsigned long long)p->misses);
-        }
-    }
-    printf("totals: %llu decode steps, %llu tokens attended, GPU hit rate %.4f (%llu misses)\n",
-           (unsigned long long)t.decode_steps, (unsigned long long)t.attended_tokens, hit,
-           (unsigned long long)t.gpu_misses);
-    printf("        moved %.3f MB host->GPU (%llu loads, %llu recomputed), %.3f MB GPU->host "
-           "(%llu offloads), %llu dropped, %llu retired\n",
-           t.bytes_h2d / 1e6, (unsigned long long)t.loads, (unsigned long long)t.recomputed_tokens,
-           t.bytes_d2h / 1e6, (unsigned long long)t.offloads, (unsigned long long)t.drops,
-           (unsigned long long)t.retired);
-    printf("        peak KV: GPU %.3f MB, CPU %.3f MB; attention recall mean %.4f, worst %.4f\n",
-           t.peak_gpu_bytes / 1e6, t.peak_cpu_bytes / 1e6, t.recall_mean, t.recall_min);
-    printf("        fetch cost %.3f ms (loads and offloads x %.2f ns, recomputations x %.2f ns)\n",
-           t.fetch_cost_ns * 1e-6, t.load_ns, t.recompute_ns);
-    if (t.phase2_pos >= 0 || t.phase3_pos >= 0)
-        printf("        phase II (first offload) at position %lld, phase III (first drop) at %lld\n",
-               (long long)t.phase2_pos, (long long)t.phase3_pos);
-    if (t.oom)
-        printf("        OUT OF MEMORY at position %u: the GPU tier cannot hold the step's tokens\n",
-               t.oom_pos);
+    if (json)
+        plan_report_json(trace, &cfg, hw_copy.name, &t);
+    else
+        plan_report_text(trace, &cfg, hw_copy.name, &t, every);
     replay_totals_free(&t);
     return 0;
 }

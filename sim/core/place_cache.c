@@ -185,6 +185,7 @@ const struct placement_ops place_gpu_only_ops = {
 
 const struct placement_ops place_alisa_ops = {
     .name = "alisa",
+    .follows_search = 1,
     .summary = "ALISA three phases: local window pinned on GPU, oldest tokens offloaded to "
                "CPU, oldest CPU tokens dropped; off-GPU tokens loaded or recomputed, "
                "whichever the cost model says is cheaper",

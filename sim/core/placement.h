@@ -85,6 +85,8 @@ struct placement_ops {
     const char *summary;
     const char *params;
     int offline;          /* needs struct kv_future (an offline bound, not a real policy) */
+    int follows_search;   /* ALISA's three phases: a shell that runs ALISA's schedule search
+                             (alisa_search.h) gives it the CPU tier the search chose */
 
     /* Policy state for one stream; fut is non-NULL iff offline. */
     int (*create)(void **state, const struct place_params *p, uint32_t max_len,

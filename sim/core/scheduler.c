@@ -99,13 +99,12 @@ int scheduler_create(struct scheduler **out, const struct scheduler_config *cfg,
     return 0;
 }
 
-static void plan_begin(struct scheduler *s, struct scheduler_plan *plan, uint32_t stream, uint32_t pos,
-                       uint64_t now_ns)
+static void plan_begin(struct scheduler *s, struct scheduler_plan *plan, uint32_t stream,
+                       uint32_t pos)
 {
     memset(plan, 0, sizeof *plan);
     plan->stream = stream;
     plan->pos = pos;
-    plan->now_ns = now_ns;
     plan->retired = s->retired;
     plan->place.load = s->load;
     plan->place.recompute = s->recompute;
@@ -134,11 +133,11 @@ static void plan_finish(struct scheduler *s, struct scheduler_stream *st, struct
 }
 
 int scheduler_prefill(struct scheduler *s, uint32_t stream, uint32_t pos, const float *row,
-                  uint32_t prompt_len, uint64_t now_ns, struct scheduler_plan *plan)
+                  uint32_t prompt_len, struct scheduler_plan *plan)
 {
     ALISA_ASSERT(stream < s->cfg.n_streams && pos < s->cfg.max_len);
     struct scheduler_stream *st = &s->streams[stream];
-    plan_begin(s, plan, stream, pos, now_ns);
+    plan_begin(s, plan, stream, pos);
     plan->prefill = 1;
     if (st->oom) {
         plan->place.oom = 1;
@@ -153,12 +152,12 @@ int scheduler_prefill(struct scheduler *s, uint32_t stream, uint32_t pos, const 
     return 0;
 }
 
-int scheduler_step(struct scheduler *s, uint32_t stream, uint32_t pos, uint64_t now_ns,
+int scheduler_step(struct scheduler *s, uint32_t stream, uint32_t pos,
                struct scheduler_plan *plan)
 {
     ALISA_ASSERT(stream < s->cfg.n_streams && pos < s->cfg.max_len);
     struct scheduler_stream *st = &s->streams[stream];
-    plan_begin(s, plan, stream, pos, now_ns);
+    plan_begin(s, plan, stream, pos);
     if (st->oom) {
         plan->place.oom = 1;
         st->n_attended = 0;

@@ -1,7 +1,9 @@
 /* The scheduler core: one selection policy and one placement policy per
  * (sequence, layer) stream, driven step by step by a shell (the simulator
  * with a trace, the executor with a real model). Never reads a clock, sleeps,
- * does I/O or exits: every entry point takes `now` and returns a plan.
+ * does I/O or exits: every entry point takes the stream and its position,
+ * the only clock its policies use (LRU's recency, Belady's next use are in
+ * steps), and returns a plan.
  *
  * Per stream and step the order is: scheduler_step (select, then place: the plan
  * says which tokens to attend, load, recompute, offload, drop), the shell
@@ -32,7 +34,6 @@ struct scheduler_config {
 struct scheduler_plan {
     uint32_t stream;          /* stream id */
     uint32_t pos;             /* query position (decode) or produced token (prefill) */
-    uint64_t now_ns;          /* the shell's time, recorded, never read */
     int prefill;              /* 1: prompt token produced, nothing attended by the plan */
     const uint32_t *attended; /* (n_attended) ascending, pos included */
     uint32_t n_attended;
@@ -61,12 +62,12 @@ void scheduler_destroy(struct scheduler *s);
  * dense attention row of pos (pos + 1 weights) to the selection. Returns 0;
  * an out-of-memory shows as plan->place.oom. */
 int scheduler_prefill(struct scheduler *s, uint32_t stream, uint32_t pos, const float *row,
-                  uint32_t prompt_len, uint64_t now_ns, struct scheduler_plan *plan);
+                  uint32_t prompt_len, struct scheduler_plan *plan);
 
 /* Decode step of the query at pos (tokens before pos must be produced):
  * selects, retires, places. Once a stream ran out of memory every later call
  * returns oom again and changes nothing. */
-int scheduler_step(struct scheduler *s, uint32_t stream, uint32_t pos, uint64_t now_ns,
+int scheduler_step(struct scheduler *s, uint32_t stream, uint32_t pos,
                struct scheduler_plan *plan);
 
 /* Feeds back the weights of the last scheduler_step of this stream: w holds the

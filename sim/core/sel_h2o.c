@@ -138,6 +138,7 @@ static void h2o_observe(void *state, uint32_t pos, const uint32_t *ids, const fl
 
 const struct selection_ops sel_h2o_ops = {
     .name = "h2o",
+    .gathers = 1,
     .summary = "H2O: recent ceil(B/2) + heavy hitters by attention summed over all history; "
                "evicted tokens retired",
     .params = "sparsity | budget_tokens",

@@ -201,6 +201,7 @@ static uint32_t swa_select(void *state, uint32_t pos, uint32_t *out, uint32_t *r
 
 const struct selection_ops sel_swa_ops = {
     .name = "swa",
+    .gathers = 1,
     .summary = "ALISA SWA: recent k + top-k by attention summed over the last w steps "
                "(k = round(n*(1-sparsity)/2))",
     .params = "sparsity | budget_tokens, window_steps (w; 0 = k at the first decode step)",

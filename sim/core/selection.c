@@ -131,6 +131,7 @@ static uint32_t strided_select(void *state, uint32_t pos, uint32_t *out, uint32_
 
 const struct selection_ops sel_dense_ops = {
     .name = "dense",
+    .gathers = 0,
     .summary = "every token (no sparsity)",
     .params = "none",
     .create = static_create,
@@ -140,6 +141,7 @@ const struct selection_ops sel_dense_ops = {
 
 const struct selection_ops sel_local_ops = {
     .name = "local",
+    .gathers = 1,
     .summary = "the B most recent tokens (sliding window); older tokens retired",
     .params = "sparsity | budget_tokens",
     .create = static_create,
@@ -149,6 +151,7 @@ const struct selection_ops sel_local_ops = {
 
 const struct selection_ops sel_strided_ops = {
     .name = "strided",
+    .gathers = 1,
     .summary = "recent ceil(B/2) tokens plus every stride-th older token (Sparse Transformer)",
     .params = "sparsity | budget_tokens, stride (0 = ceil(older / floor(B/2)))",
     .create = static_create,
@@ -158,6 +161,7 @@ const struct selection_ops sel_strided_ops = {
 
 const struct selection_ops sel_streaming_ops = {
     .name = "streaming",
+    .gathers = 1,
     .summary = "StreamingLLM: `sinks` first tokens plus the B - sinks most recent; rest retired",
     .params = "sparsity | budget_tokens, sinks (default 4)",
     .create = static_create,

@@ -39,6 +39,8 @@ struct selection_ops {
     const char *name;     /* "swa", "h2o", ... */
     const char *summary;  /* one line for `alisa policy list` */
     const char *params;   /* which sel_params fields it uses, one line */
+    int gathers;          /* 1: attends a subset, gathered into dense K and V (what a cost
+                             model prices as sparse attention); 0: every token, in place */
 
     /* Creates the state of one stream whose sequence has at most max_len
      * tokens. On failure *state is NULL and e says why. */

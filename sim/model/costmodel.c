@@ -237,13 +237,19 @@ static double layer_stream_token_ns(double streams, double context, double per_l
     return streams > 0 ? per_layer + streams * (per_stream + context * per_token) : 0;
 }
 
-double cost_schedule_ns(const struct hw_profile *hw, const char *selection, double streams,
-                        double context, double retired)
+struct sched_prices cost_schedule_prices(const struct hw_profile *hw, const char *selection)
 {
-    return layer_stream_token_ns(streams, context, named(&hw->sched_layer_ns, selection),
-                                 named(&hw->sched_stream_ns, selection),
-                                 named(&hw->sched_ns, selection)) +
-           retired * named(&hw->sched_retired_ns, selection);
+    return (struct sched_prices){.per_layer = named(&hw->sched_layer_ns, selection),
+                                 .per_stream = named(&hw->sched_stream_ns, selection),
+                                 .per_token = named(&hw->sched_ns, selection),
+                                 .per_retired = named(&hw->sched_retired_ns, selection)};
+}
+
+double cost_schedule_ns(const struct sched_prices *p, double streams, double context,
+                        double retired)
+{
+    return layer_stream_token_ns(streams, context, p->per_layer, p->per_stream, p->per_token) +
+           retired * p->per_retired;
 }
 
 double cost_kvstore_ns(const struct hw_profile *hw, double streams, double context)

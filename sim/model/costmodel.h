@@ -102,18 +102,26 @@ double cost_transfer_ns(const struct hw_profile *hw, double bytes, double copies
 double cost_recompute_all_ns(const struct model_shape *m, const struct hw_profile *hw,
                              double tokens, enum kv_precision precision);
 
+/* A selection policy's scheduler prices in a profile: its entries in the
+ * four sched_* tables (0 where absent; a profile keys them by policy name,
+ * so a shell looks them up once per run, not per step). Cannot fail. */
+struct sched_prices {
+    double per_layer;   /* sched_ns_per_layer: fixed ns per layer (the scheduler's shared state
+                           brought back after the layer's other work) */
+    double per_stream;  /* sched_ns_per_stream: ns per stream */
+    double per_token;   /* sched_ns_per_token: ns per stream and context token */
+    double per_retired; /* sched_ns_per_retired: ns per token a plan retires */
+};
+struct sched_prices cost_schedule_prices(const struct hw_profile *hw, const char *selection);
+
 /* The scheduler's own time for one layer's `streams` (sequence, layer)
- * streams deciding one step over `context` tokens each under a selection
- * policy, their plans retiring `retired` tokens in all: the profile's
- * measured ns per stream and context token for that policy
- * (sched_ns_per_token) times both, its ns per stream (sched_ns_per_stream)
- * times the streams, its ns per retired token (sched_ns_per_retired) times
- * those, plus its fixed ns per layer
- * (sched_ns_per_layer: the scheduler's shared state brought back after the
- * layer's other work); 0 when the profile has neither (on a GPU system the
- * host schedules while the GPU computes). ns. Cannot fail. */
-double cost_schedule_ns(const struct hw_profile *hw, const char *selection, double streams,
-                        double context, double retired);
+ * streams deciding one step over `context` tokens each, their plans
+ * retiring `retired` tokens in all: per_layer + streams x (per_stream +
+ * context x per_token) + retired x per_retired; 0 when the profile prices
+ * none (on a GPU system the host schedules while the GPU computes). ns.
+ * Cannot fail. */
+double cost_schedule_ns(const struct sched_prices *p, double streams, double context,
+                        double retired);
 
 /* The KV arenas' bookkeeping for one layer's `streams` streams applying one
  * step's plan over `context` tokens each: streams x (kv_ns_per_stream +
