@@ -2,7 +2,7 @@
 # Both install what is missing (scripts/setup), configure and build.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps models build build-asan test demo reproduce validate plots clean
+.PHONY: all deps models build build-asan test demo reproduce validate plots fuzz clean
 
 all: build
 
@@ -45,5 +45,13 @@ validate: build models
 
 plots: reproduce
 
+# libFuzzer over every parser (tests/fuzz/), FUZZ_SECONDS each (default 60);
+# needs clang and its fuzzer runtime (scripts/setup installs them here).
+fuzz:
+	@ALISA_SETUP_FUZZ=1 bash scripts/setup
+	@CC=clang cmake -S . -B build-fuzz -DALISA_FUZZ=ON -DALISA_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >build-fuzz.cmake.log 2>&1 || { cat build-fuzz.cmake.log; exit 1; }
+	@cmake --build build-fuzz -j$(JOBS) --target fuzz_trace fuzz_gguf fuzz_llama2c fuzz_tokenizer fuzz_catalog fuzz_sweep fuzz_results
+	@bash tests/fuzz/run $(FUZZ_SECONDS)
+
 clean:
-	rm -rf build build-asan build.cmake.log build-asan.cmake.log
+	rm -rf build build-asan build-fuzz build.cmake.log build-asan.cmake.log build-fuzz.cmake.log

@@ -5,6 +5,7 @@
 #include "gguf.h"
 
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "checked.h"
 #include "fp16.h"
 
 struct gguf_kv {
@@ -102,15 +104,18 @@ void gguf_close(struct gguf *g)
     free(g);
 }
 
-static uint64_t type_bytes(uint32_t type, uint64_t n, int *ok)
+/* Bytes of n elements of a supported type; *ok 0 for another type or a
+ * block type's n not a multiple of 32; *over set when the size passes 64
+ * bits. */
+static uint64_t type_bytes(uint32_t type, uint64_t n, int *ok, int *over)
 {
     *ok = 1;
     switch (type) {
-    case GGML_F32: return 4 * n;
-    case GGML_F16: return 2 * n;
-    case GGML_Q8_0: return n % 32 ? (*ok = 0) : n / 32 * 34;
-    case GGML_Q4_0: return n % 32 ? (*ok = 0) : n / 32 * 18;
-    case GGML_Q4_1: return n % 32 ? (*ok = 0) : n / 32 * 20;
+    case GGML_F32: return checked_mul(4, n, over);
+    case GGML_F16: return checked_mul(2, n, over);
+    case GGML_Q8_0: return n % 32 ? (*ok = 0) : checked_mul(n / 32, 34, over);
+    case GGML_Q4_0: return n % 32 ? (*ok = 0) : checked_mul(n / 32, 18, over);
+    case GGML_Q4_1: return n % 32 ? (*ok = 0) : checked_mul(n / 32, 20, over);
     }
     *ok = 0;
     return 0;
@@ -157,9 +162,15 @@ int gguf_open(struct gguf **out, const char *path, struct alisa_err *e)
     }
     g->n_t = take_u(&c, 8, "the tensor count");
     g->n_kv = take_u(&c, 8, "the metadata count");
-    if (g->n_t > (1u << 20) || g->n_kv > (1u << 20)) {
-        rc = err_set(e, ALISA_ECORRUPT, "%s: byte 8: implausible counts (%llu tensors, %llu keys)",
-                     path, (unsigned long long)g->n_t, (unsigned long long)g->n_kv);
+    /* each key takes at least 13 bytes (length, type, a byte of value) and
+     * each tensor info 32 (name length, rank, a dimension, type, offset):
+     * counts the file cannot hold are refused before anything is allocated */
+    if (g->n_t > (1u << 20) || g->n_kv > (1u << 20) || g->n_kv > (g->size - c.at) / 13 ||
+        g->n_t > (g->size - c.at) / 32) {
+        rc = err_set(e, ALISA_ECORRUPT, "%s: byte 8: tensor count %llu or metadata count %llu is "
+                     "more than the file's %llu bytes can hold", path,
+                     (unsigned long long)g->n_t, (unsigned long long)g->n_kv,
+                     (unsigned long long)g->size);
         goto fail;
     }
     g->kv = calloc(g->n_kv ? g->n_kv : 1, sizeof *g->kv);
@@ -188,7 +199,9 @@ int gguf_open(struct gguf **out, const char *path, struct alisa_err *e)
         if (kv->type == GGUF_ARRAY) {
             kv->arr_type = (uint32_t)take_u(&c, 4, "an array type");
             kv->arr_n = take_u(&c, 8, "an array length");
-            if (kv->arr_type == GGUF_STRING && !c.bad && kv->arr_n <= (1u << 24)) {
+            /* a string takes at least its 8-byte length: no more offsets
+             * than the rest of the file can hold */
+            if (kv->arr_type == GGUF_STRING && !c.bad && kv->arr_n <= (g->size - c.at) / 8) {
                 kv->arr_off = malloc((kv->arr_n ? kv->arr_n : 1) * sizeof *kv->arr_off);
                 if (!kv->arr_off) {
                     rc = err_set(e, ALISA_ENOMEM, "out of memory");
@@ -205,8 +218,8 @@ int gguf_open(struct gguf **out, const char *path, struct alisa_err *e)
         } else {
             skip_value(&c, kv->type, 0);
         }
-        if (strcmp(kv->key, "general.alignment") == 0 && kv->type == GGUF_U32)
-            alignment = rd(g->map + kv->at, 4);
+        if (!c.bad && strcmp(kv->key, "general.alignment") == 0 && kv->type == GGUF_U32)
+            alignment = rd(g->map + kv->at, 4); /* skip_value checked its 4 bytes */
     }
     for (uint64_t i = 0; i < g->n_t && !c.bad; i++) {
         struct gguf_tensor *t = &g->t[i];
@@ -217,15 +230,25 @@ int gguf_open(struct gguf **out, const char *path, struct alisa_err *e)
             memcpy(t->name, nm, n);
         }
         t->n_dims = (uint32_t)take_u(&c, 4, "a tensor rank");
+        if (c.bad) /* reported as the truncation it is, below */
+            break;
         if (t->n_dims == 0 || t->n_dims > 4) {
             rc = err_set(e, ALISA_ECORRUPT, "%s: byte %llu: tensor '%s' has rank %u", path,
                          (unsigned long long)c.at, t->name, t->n_dims);
             goto fail;
         }
         t->n_elems = 1;
+        int over = 0;
         for (uint32_t d = 0; d < t->n_dims; d++) {
             t->dims[d] = take_u(&c, 8, "a tensor dimension");
-            t->n_elems *= t->dims[d];
+            t->n_elems = checked_mul(t->n_elems, t->dims[d], &over);
+        }
+        if (over) {
+            rc = err_set(e, ALISA_ECORRUPT, "%s: byte %llu: tensor '%s': dimensions [%llu, %llu, "
+                         "%llu, %llu] overflow 64 bits", path, (unsigned long long)c.at, t->name,
+                         (unsigned long long)t->dims[0], (unsigned long long)t->dims[1],
+                         (unsigned long long)t->dims[2], (unsigned long long)t->dims[3]);
+            goto fail;
         }
         t->type = (uint32_t)take_u(&c, 4, "a tensor type");
         t->offset = take_u(&c, 8, "a tensor offset");
@@ -240,13 +263,20 @@ int gguf_open(struct gguf **out, const char *path, struct alisa_err *e)
     g->data = (c.at + alignment - 1) / alignment * alignment;
     for (uint64_t i = 0; i < g->n_t; i++) {
         const struct gguf_tensor *t = &g->t[i];
-        int ok;
-        uint64_t bytes = type_bytes(t->type, t->n_elems, &ok);
-        if (ok && (g->data + t->offset > g->size || bytes > g->size - g->data - t->offset)) {
+        int ok, over = 0;
+        uint64_t bytes = type_bytes(t->type, t->n_elems, &ok, &over);
+        uint64_t start = checked_add(g->data, t->offset, &over);
+        if (over) {
+            rc = err_set(e, ALISA_ECORRUPT, "%s: tensor '%s': %llu elements of type %u at offset "
+                         "%llu: its size overflows 64 bits", path, t->name,
+                         (unsigned long long)t->n_elems, t->type, (unsigned long long)t->offset);
+            goto fail;
+        }
+        if (ok && (start > g->size || bytes > g->size - start)) {
             rc = err_set(e, ALISA_ECORRUPT, "%s: byte %llu: tensor '%s' data (%llu bytes) runs "
                          "past the end of the file (%llu bytes; truncated?)", path,
-                         (unsigned long long)(g->data + t->offset), t->name,
-                         (unsigned long long)bytes, (unsigned long long)g->size);
+                         (unsigned long long)start, t->name, (unsigned long long)bytes,
+                         (unsigned long long)g->size);
             goto fail;
         }
     }
@@ -305,7 +335,8 @@ int gguf_get_u64(const struct gguf *g, const char *key, uint64_t *out, struct al
     int rc = gguf_get_f64(g, key, &d, e);
     if (rc)
         return rc;
-    if (d < 0 || d != (double)(uint64_t)d)
+    /* range first: casting a double at or past 2^64 to uint64 is undefined */
+    if (!(d >= 0 && d < 18446744073709551616.0) || d != floor(d))
         return err_set(e, ALISA_EINVAL, "%s: metadata '%s' = %g is not a count", g->path, key, d);
     *out = (uint64_t)d;
     return 0;
@@ -344,6 +375,8 @@ const char *gguf_array_str(const struct gguf *g, const char *key, uint64_t i, si
     return (const char *)g->map + kv->arr_off[i] + 8;
 }
 
+uint64_t gguf_file_bytes(const struct gguf *g) { return g->size; }
+
 uint64_t gguf_n_tensors(const struct gguf *g) { return g->n_t; }
 
 const struct gguf_tensor *gguf_tensor_at(const struct gguf *g, uint64_t i)
@@ -363,13 +396,15 @@ const struct gguf_tensor *gguf_find(const struct gguf *g, const char *name)
 int gguf_read_f32(const struct gguf *g, const struct gguf_tensor *t, float *out,
                   struct alisa_err *e)
 {
-    const uint8_t *p = g->map + g->data + t->offset;
     uint64_t n = t->n_elems;
-    int ok;
-    type_bytes(t->type, n, &ok);
+    int ok, over = 0;
+    type_bytes(t->type, n, &ok, &over); /* over was refused at open */
     if (!ok)
         return err_set(e, ALISA_EINVAL, "%s: tensor '%s' has type %u, unsupported (F32, F16, "
                        "Q8_0, Q4_0, Q4_1 are read)", g->path, t->name, t->type);
+    /* only now: a supported tensor's data was checked to lie in the file
+     * at open; another type's offset may be anything */
+    const uint8_t *p = g->map + g->data + t->offset;
     switch (t->type) {
     case GGML_F32:
         memcpy(out, p, n * 4);

@@ -49,6 +49,9 @@ int gguf_get_str(const struct gguf *g, const char *key, char *buf, size_t cap, s
 int gguf_get_str_array(const struct gguf *g, const char *key, uint64_t *n, struct alisa_err *e);
 const char *gguf_array_str(const struct gguf *g, const char *key, uint64_t i, size_t *len);
 
+/* The file's size, bytes. Cannot fail. */
+uint64_t gguf_file_bytes(const struct gguf *g);
+
 /* Tensors. */
 uint64_t gguf_n_tensors(const struct gguf *g);
 const struct gguf_tensor *gguf_tensor_at(const struct gguf *g, uint64_t i);

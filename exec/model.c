@@ -206,6 +206,16 @@ int llm_load_gguf(struct llm_model **out, const char *path, struct alisa_err *e)
                      (unsigned long long)kv_heads, (unsigned long long)layers);
         goto done;
     }
+    /* each size is kept in 32 bits below: refuse what does not fit, by name */
+    static const char *const keys[3] = {"llama.feed_forward_length", "llama.context_length",
+                                        "token_embd.weight's rows (vocabulary)"};
+    const uint64_t vals[3] = {hidden, ctx, vocab};
+    for (int k = 0; k < 3; k++)
+        if (vals[k] == 0 || vals[k] > (1u << 24)) {
+            rc = err_set(e, ALISA_ECORRUPT, "%s: %s = %llu is out of range (1 to 2^24)", path,
+                         keys[k], (unsigned long long)vals[k]);
+            goto done;
+        }
     struct llm_config *c = &m->c;
     c->dim = (uint32_t)dim;
     c->hidden_dim = (uint32_t)hidden;
@@ -221,6 +231,16 @@ int llm_load_gguf(struct llm_model **out, const char *path, struct alisa_err *e)
     int tied = gguf_find(g, "output.weight") == NULL;
     uint64_t L = layers, d = dim, hd = hidden, kv = c->kv_dim, V = vocab;
     size_t n = weight_floats(c, tied);
+    /* no allocation the file cannot justify: its most compact tensors
+     * (Q4_0) hold 32 weights in 18 bytes */
+    if ((uint64_t)n / 32 * 18 > gguf_file_bytes(g)) {
+        rc = err_set(e, ALISA_ECORRUPT, "%s: the shape (dim %llu, feed_forward_length %llu, "
+                     "layers %llu, vocabulary %llu) needs %zu weights, more than the file's %llu "
+                     "bytes can hold", path, (unsigned long long)dim, (unsigned long long)hidden,
+                     (unsigned long long)layers, (unsigned long long)vocab, n,
+                     (unsigned long long)gguf_file_bytes(g));
+        goto done;
+    }
     if (!(m->data = malloc(n * sizeof(float)))) {
         rc = err_set(e, ALISA_ENOMEM, "%s: out of memory for %zu weights", path, n);
         goto done;

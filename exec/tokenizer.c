@@ -67,6 +67,14 @@ int tok_load(struct tokenizer **out, const char *path, uint32_t vocab, struct al
         return tok_load_gguf(out, path, vocab, e);
     }
     rewind(f);
+    /* llama2.c's encoding uses ids 0-2 (unk, BOS, EOS) and the byte-fallback
+     * tokens 3-258 whatever the text: a smaller vocabulary cannot hold them */
+    if (vocab < TOK_BYTE_FALLBACK_END) {
+        fclose(f);
+        return err_set(e, ALISA_ECORRUPT, "%s: vocabulary of %u tokens: a llama2.c tokenizer needs "
+                       "at least %u (ids 0-2 special, 3-258 byte fallback)", path, vocab,
+                       TOK_BYTE_FALLBACK_END);
+    }
     struct tokenizer *t = calloc(1, sizeof *t);
     int rc = 0;
     if (!t || !(t->pieces = calloc(vocab, sizeof *t->pieces)) ||
@@ -252,6 +260,11 @@ static int tok_load_gguf(struct tokenizer **out, const char *path, uint32_t voca
         goto done;
     }
     gguf_get_u64(g, "tokenizer.ggml.bos_token_id", &bos, e);
+    if (bos >= vocab) {
+        rc = err_set(e, ALISA_ECORRUPT, "%s: tokenizer.ggml.bos_token_id = %llu is not below the "
+                     "vocabulary's %u tokens", path, (unsigned long long)bos, vocab);
+        goto done;
+    }
     t->bpe = 1;
     t->bos = (uint32_t)bos;
     t->vocab = vocab;

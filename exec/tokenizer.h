@@ -19,6 +19,7 @@
 #include "err.h"
 
 #define TOK_BOS 1 /* llama2.c's; GGUF tokenizers have their own (tok_bos) */
+#define TOK_BYTE_FALLBACK_END 259 /* llama2.c: ids 3..258 are the bytes <0x00>..<0xFF> */
 #define TOK_EOS 2
 
 struct tokenizer;

@@ -58,6 +58,30 @@ int results_open(struct results **out, const char *path, struct alisa_err *e)
     return 0;
 }
 
+int results_open_readonly(struct results **out, const char *path, struct alisa_err *e)
+{
+    *out = NULL;
+    struct results *r = calloc(1, sizeof *r);
+    if (!r || !(r->path = strdup(path))) {
+        free(r);
+        return err_set(e, ALISA_ENOMEM, "out of memory opening %s", path);
+    }
+    int rc = 0;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_open_v2(path, &r->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+        rc = db_fail(e, path, r->db, "cannot open results database (missing file?)");
+    else if (sqlite3_busy_timeout(r->db, 30000) != SQLITE_OK ||
+             sqlite3_prepare_v2(r->db, "SELECT 1 FROM runs LIMIT 0", -1, &st, NULL) != SQLITE_OK)
+        rc = db_fail(e, path, r->db, "not a results database");
+    sqlite3_finalize(st);
+    if (rc) {
+        results_close(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
 void results_close(struct results *r)
 {
     if (!r)
@@ -117,48 +141,67 @@ int results_put(struct results *r, const struct result_row *row, struct alisa_er
     return rc;
 }
 
+/* Copies the rows of `in` into r in one transaction; *added counts them. */
+static int merge_one(struct results *r, struct results *in, uint64_t *added, struct alisa_err *e)
+{
+    static const char cols[] = "sweep, point, config_hash, config, code_version, result, status, "
+                               "error, wall_s, created";
+    char sql[256];
+    sqlite3_stmt *get = NULL, *put = NULL;
+    int rc = 0;
+    snprintf(sql, sizeof sql, "SELECT %s FROM runs ORDER BY id", cols);
+    if (sqlite3_prepare_v2(in->db, sql, -1, &get, NULL) != SQLITE_OK)
+        rc = db_fail(e, in->path, in->db, "cannot read");
+    snprintf(sql, sizeof sql, "INSERT OR IGNORE INTO runs (%s) VALUES (?,?,?,?,?,?,?,?,?,?)", cols);
+    if (!rc && sqlite3_prepare_v2(r->db, sql, -1, &put, NULL) != SQLITE_OK)
+        rc = db_fail(e, r->path, r->db, "cannot insert");
+    if (!rc && sqlite3_exec(r->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+        rc = db_fail(e, r->path, r->db, "cannot begin");
+    int step;
+    while (!rc && (step = sqlite3_step(get)) == SQLITE_ROW) {
+        for (int c = 0; c < 10; c++)
+            sqlite3_bind_value(put, c + 1, sqlite3_column_value(get, c));
+        if (sqlite3_step(put) != SQLITE_DONE)
+            rc = db_fail(e, r->path, r->db, "merge failed");
+        *added += (uint64_t)sqlite3_changes(r->db);
+        sqlite3_reset(put);
+    }
+    if (!rc && step != SQLITE_DONE)
+        rc = db_fail(e, in->path, in->db, "cannot read");
+    if (!rc && sqlite3_exec(r->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+        rc = db_fail(e, r->path, r->db, "commit failed");
+    if (rc)
+        sqlite3_exec(r->db, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_finalize(get);
+    sqlite3_finalize(put);
+    return rc;
+}
+
 int results_merge(const char *out, const char *const *inputs, int n_inputs, uint64_t *added,
                   struct alisa_err *e)
 {
     *added = 0;
-    struct results *r;
-    int rc = results_open(&r, out, e);
-    if (rc)
-        return rc;
+    /* every input first: a missing or foreign one stops the merge before
+     * the output is created or touched */
+    struct results **in = calloc(n_inputs ? (size_t)n_inputs : 1, sizeof *in);
+    if (!in)
+        return err_set(e, ALISA_ENOMEM, "out of memory");
+    int rc = 0;
+    for (int i = 0; i < n_inputs && !rc; i++)
+        rc = results_open_readonly(&in[i], inputs[i], e);
+    struct results *r = NULL;
+    if (!rc)
+        rc = results_open(&r, out, e);
     for (int i = 0; i < n_inputs && !rc; i++) {
-        /* validate the input is a results database before attaching it */
-        struct results *in;
-        if ((rc = results_open(&in, inputs[i], e)))
-            break;
-        results_close(in);
-        sqlite3_stmt *st;
-        if (sqlite3_prepare_v2(r->db, "ATTACH DATABASE ? AS src", -1, &st, NULL) != SQLITE_OK) {
-            rc = db_fail(e, out, r->db, "cannot attach");
-            break;
-        }
-        sqlite3_bind_text(st, 1, inputs[i], -1, SQLITE_STATIC);
-        int step = sqlite3_step(st);
-        sqlite3_finalize(st);
-        if (step != SQLITE_DONE) {
-            rc = db_fail(e, inputs[i], r->db, "cannot attach");
-            break;
-        }
-        int before = sqlite3_total_changes(r->db);
-        if (sqlite3_exec(r->db,
-                         "BEGIN IMMEDIATE;"
-                         "INSERT OR IGNORE INTO main.runs (sweep, point, config_hash, config, "
-                         "code_version, result, status, error, wall_s, created) "
-                         "SELECT sweep, point, config_hash, config, code_version, result, status, "
-                         "error, wall_s, created FROM src.runs ORDER BY id;"
-                         "COMMIT;",
-                         NULL, NULL, NULL) != SQLITE_OK) {
-            rc = db_fail(e, inputs[i], r->db, "merge failed");
-            sqlite3_exec(r->db, "ROLLBACK", NULL, NULL, NULL);
-        }
-        *added += (uint64_t)(sqlite3_total_changes(r->db) - before);
-        sqlite3_exec(r->db, "DETACH DATABASE src", NULL, NULL, NULL);
+        uint64_t n = 0;
+        rc = merge_one(r, in[i], &n, e);
+        if (!rc)
+            *added += n;
     }
     results_close(r);
+    for (int i = 0; i < n_inputs; i++)
+        results_close(in[i]);
+    free(in);
     return rc;
 }
 
@@ -276,7 +319,7 @@ int results_export(const char *db, const char *query, const char *sweep, FILE *o
         return err_set(e, ALISA_EINVAL, "unknown query '%s' (sim, plan, eval, fidelity, validate, runs)",
                        query);
     struct results *r;
-    int rc = results_open(&r, db, e);
+    int rc = results_open_readonly(&r, db, e);
     if (rc)
         return rc;
     char sql[4096];

@@ -33,6 +33,11 @@ struct result_row {
  * file and SQLite's message. */
 int results_open(struct results **out, const char *path, struct alisa_err *e);
 
+/* Opens an existing results database for reading only: never created,
+ * never switched to WAL, never written (a read must not change a user's
+ * file). A missing file or one without the runs table is an error. */
+int results_open_readonly(struct results **out, const char *path, struct alisa_err *e);
+
 /* Closes r. Accepts NULL. */
 void results_close(struct results *r);
 
@@ -45,11 +50,13 @@ int results_put(struct results *r, const struct result_row *row, struct alisa_er
 
 /* Copies every row of each input database into out (created when missing);
  * rows whose hash is already there are kept as they are. *added counts the
- * rows copied. */
+ * rows copied. Inputs are opened read-only (never created, switched to WAL
+ * or written); a missing or foreign input fails before out is touched. */
 int results_merge(const char *out, const char *const *inputs, int n_inputs, uint64_t *added,
                   struct alisa_err *e);
 
-/* Writes the named query's result as CSV with a header line: "sim", "plan",
+/* Writes the named query's result as CSV with a header line (db opened
+ * read-only: a read-only file or directory is fine, a missing one an error): "sim", "plan",
  * "eval", "fidelity" (that command's configs and metrics), "runs" (every
  * row's bookkeeping). sweep, when non-NULL, keeps that sweep's rows only. Rows
  * come in sweep, point order. */

@@ -109,6 +109,10 @@ static int spec_handler(void *user, const char *section, const char *name, const
                  section[0] ? section : "");
         return 0;
     }
+    if (!name[0]) {
+        snprintf(c->msg, sizeof c->msg, "[%s]: a parameter with an empty name", section);
+        return 0;
+    }
     if (strlen(name) >= sizeof s->fixed[0].key || strcmp(name, "json") == 0 ||
         strcmp(name, "help") == 0 || name[0] == ',' || name[strlen(name) - 1] == ',') {
         snprintf(c->msg, sizeof c->msg, "parameter '%s' is not allowed", name);

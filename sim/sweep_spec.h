@@ -30,12 +30,14 @@ struct sweep_spec {
     uint64_t n_points;
 };
 
+#define SWEEP_HASH_LEN 16 /* hex digits of a point's hash */
+
 struct sweep_point {
     uint64_t index;     /* 0..n_points-1 */
     int argc;
     char **argv;        /* (argc + 1) "sim" or "plan", "--key", "value", ..., "--json", NULL */
     char *config;       /* canonical JSON: {"command", "params": {...sorted}, "sweep"} */
-    char hash[17];      /* FNV-1a 64 of config, hex */
+    char hash[SWEEP_HASH_LEN + 1]; /* FNV-1a 64 of config, hex */
 };
 
 /* Parses path into s (zeroed first). Relative paths of the keys trace,

@@ -169,7 +169,13 @@ static void test_catalog_bad_hardware_values_are_rejected(void **state)
            "hbm_efficiency = 1\n";
     tu_write(path, (const uint8_t *)text, strlen(text));
     assert_int_equal(catalog_load_hardware(&c, path, &e), ALISA_EINVAL);
-    assert_non_null(strstr(e.msg, ":1: [G]: memory, bandwidths and FLOP/s must be positive"));
+    assert_non_null(strstr(e.msg, ":5: fp16_tflops = 0 is outside the physical range"));
+    /* a bandwidth no machine has (1e-300 GB/s would make every step last
+     * forever and the simulator report 0 tokens/s) */
+    text = "[G]\ngpu = x\ngpu_mem_gib = 16\nhbm_gbps = 1e-300\n";
+    tu_write(path, (const uint8_t *)text, strlen(text));
+    assert_int_equal(catalog_load_hardware(&c, path, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, ":4: hbm_gbps = 1e-300 is outside the physical range"));
     text = "[G]\ngpu = x\ngpu_mem_gib = 16\nhbm_gbps = 900\nfp16_tflops = 1\nhost_dram_gib = 1\n"
            "link_gbps = 1\nlink_latency_us = 1\nhost_mem_gbps = 1\ngemm_efficiency = 1.5\n"
            "hbm_efficiency = 1\n";

@@ -78,8 +78,12 @@ static void test_exec_tokenizer_rejects_wrong_vocabularies_and_truncation(void *
     struct alisa_err e = {{0}};
     assert_int_equal(tok_load(&t, tok_path, 1000, &e), ALISA_ECORRUPT);
     assert_non_null(strstr(e.msg, "file ends at token 512 of 1000"));
+    assert_int_equal(tok_load(&t, tok_path, 300, &e), ALISA_ECORRUPT);
+    assert_non_null(strstr(e.msg, "data after 300 tokens"));
+    /* below the 259 ids llama2.c's encoding always uses (the byte fallback
+     * reads ids up to 258 whatever the vocabulary) */
     assert_int_equal(tok_load(&t, tok_path, 100, &e), ALISA_ECORRUPT);
-    assert_non_null(strstr(e.msg, "data after 100 tokens"));
+    assert_non_null(strstr(e.msg, "vocabulary of 100 tokens: a llama2.c tokenizer needs at least 259"));
     char *dir = tu_mkdtemp();
     const char *cut = tu_path(dir, "cut.bin");
     tu_copy(tok_path, cut, 3000);

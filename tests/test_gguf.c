@@ -192,7 +192,16 @@ static void test_gguf_every_loader_error_is_named(void **state)
     memcpy(copy, b.p, b.n);
     copy[4] = 7;
     expect_open_error(path, copy, b.n, "byte 4: unsupported GGUF version 7");
-    expect_open_error(path, b.p, 60, "file ends inside");                 /* in the metadata */
+    /* 60 bytes cannot hold 5 tensor infos (32 bytes each at least) and 2
+     * keys: refused on the counts, before anything is allocated */
+    expect_open_error(path, b.p, 60, "tensor count 5 or metadata count 2 is more than the file's "
+                                     "60 bytes can hold");
+    /* cut inside the tensor infos, where the counts still fit */
+    expect_open_error(path, b.p, 24 + 5 * 32 + 2 * 13 + 60, "file ends inside");
+    /* counts past what the file can hold, on an otherwise whole file */
+    memcpy(copy, b.p, b.n);
+    copy[8] = 0xff, copy[9] = 0xff, copy[10] = 0x0f; /* about a million tensors */
+    expect_open_error(path, copy, b.n, "is more than the file's");
     expect_open_error(path, b.p, b.n - 5, "tensor 'q41' data (20 bytes) runs past the end");
     free(copy);
     free(b.p);

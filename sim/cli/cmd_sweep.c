@@ -192,9 +192,17 @@ static void point_label(const struct sweep_spec *s, const struct sweep_point *p,
     json_decref(cfg);
 }
 
+/* Points whose row the database did not take (or whose commit reported an
+ * error: SQLite may report one after the row landed), by config hash. */
+struct unsaved {
+    char (*hash)[SWEEP_HASH_LEN + 1];
+    uint64_t n, cap;
+};
+
 struct progress {
     int tty;
     uint64_t total, skipped, done, failed;
+    struct unsaved unsaved; /* points run whose row may not be stored */
     double t0;
 };
 
@@ -222,9 +230,46 @@ static void progress_show(struct progress *pg, const struct sweep_spec *s,
             (unsigned long long)p->index, ok ? "ok" : "FAILED", wall, label);
 }
 
-/* Waits for j's process and stores its row. Returns 1 when the point failed. */
+static void unsaved_add(struct unsaved *u, const char *hash)
+{
+    if (u->n == u->cap) {
+        uint64_t cap = u->cap ? 2 * u->cap : 64;
+        void *p = realloc(u->hash, cap * sizeof *u->hash);
+        if (!p) { /* counted all the same: the summary must not undercount */
+            u->n++;
+            return;
+        }
+        u->hash = p;
+        u->cap = cap;
+    }
+    if (u->n < u->cap)
+        snprintf(u->hash[u->n], sizeof u->hash[0], "%s", hash);
+    u->n++;
+}
+
+/* After the database failed: how many of u's points are really missing,
+ * asked of a fresh read-only connection (the failed one's view is not to
+ * be trusted). All of them when it cannot be read. */
+static uint64_t unsaved_count(const struct unsaved *u, const char *db_path)
+{
+    struct results *r;
+    if (!u->n || results_open_readonly(&r, db_path, NULL))
+        return u->n;
+    uint64_t missing = 0;
+    for (uint64_t i = 0; i < u->n; i++) {
+        int done = 0;
+        if (i >= u->cap || results_done(r, u->hash[i], &done, NULL) || !done)
+            missing++;
+    }
+    results_close(r);
+    return missing;
+}
+
+/* Waits for j's process and stores its row. Returns 1 when the point failed.
+ * Once a row could not be stored (*db_rc set) no later row is tried; such
+ * points go to *unsaved. */
 static int job_finish(struct job *j, const struct sweep_spec *s, struct results *db, int *db_rc,
-                      struct alisa_err *e)
+                      struct unsaved *unsaved, struct alisa_err *e)
 {
     int status = 0;
     while (waitpid(j->pid, &status, 0) < 0 && errno == EINTR)
@@ -246,8 +291,8 @@ static int job_finish(struct job *j, const struct sweep_spec *s, struct results 
     int ok = compact != NULL;
     struct result_row row = {s->name, j->point.index, j->point.hash, j->point.config,
                              ALISA_GIT_VERSION, ok ? compact : "{}", ok, ok ? NULL : why, wall};
-    if (!*db_rc)
-        *db_rc = results_put(db, &row, e);
+    if (*db_rc || (*db_rc = results_put(db, &row, e)))
+        unsaved_add(unsaved, j->point.hash);
     free(compact);
     json_decref(res);
     return !ok;
@@ -327,8 +372,8 @@ int cmd_sweep(int argc, char **argv)
         return cli_fail(&e);
     }
     signal(SIGPIPE, SIG_IGN);
-    struct progress pg = {isatty(STDERR_FILENO), only != UINT64_MAX ? 1 : s.n_points, 0, 0, 0,
-                          cli_now_s()};
+    struct progress pg = {.tty = isatty(STDERR_FILENO),
+                          .total = only != UINT64_MAX ? 1 : s.n_points, .t0 = cli_now_s()};
     struct job *active = calloc(jobs, sizeof *active);
     uint32_t n_active = 0;
     uint64_t next = only != UINT64_MAX ? only : 0, end = only != UINT64_MAX ? only + 1 : s.n_points;
@@ -382,7 +427,7 @@ int cmd_sweep(int argc, char **argv)
                 i++;
                 continue;
             }
-            int failed = job_finish(j, &s, db, &db_rc, &e);
+            int failed = job_finish(j, &s, db, &db_rc, &pg.unsaved, &e);
             double wall = cli_now_s() - (j->start.tv_sec + j->start.tv_nsec * 1e-9);
             if (failed)
                 pg.failed++;
@@ -401,19 +446,27 @@ int cmd_sweep(int argc, char **argv)
         struct job *j = &active[i];
         while (j->fd[0] >= 0 || j->fd[1] >= 0)
             job_read(j, j->fd[0] >= 0 ? 0 : 1);
-        if (job_finish(j, &s, db, &db_rc, &e))
+        if (job_finish(j, &s, db, &db_rc, &pg.unsaved, &e))
             pg.failed++;
+        else
+            pg.done++;
         sweep_point_free(&j->point);
         free(j->buf[0]);
         free(j->buf[1]);
     }
     free(active);
     results_close(db);
+    uint64_t missing = unsaved_count(&pg.unsaved, db_path);
+    free(pg.unsaved.hash);
     if (pg.tty && pg.skipped + pg.done + pg.failed != pg.total)
         fputc('\n', stderr);
-    fprintf(stderr, "%s: %llu run, %llu skipped, %llu failed -> %s\n", s.name,
+    fprintf(stderr, "%s: %llu run, %llu skipped, %llu failed", s.name,
             (unsigned long long)pg.done, (unsigned long long)pg.skipped,
-            (unsigned long long)pg.failed, db_path);
+            (unsigned long long)pg.failed);
+    if (missing)
+        fprintf(stderr, ", %llu NOT STORED (the database stopped taking rows)",
+                (unsigned long long)missing);
+    fprintf(stderr, " -> %s\n", db_path);
     sweep_spec_free(&s);
     if (rc || db_rc)
         return cli_fail(&e);

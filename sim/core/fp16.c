@@ -10,8 +10,12 @@ __attribute__((constructor)) static void fp16_fill(void)
 {
     for (uint32_t b = 0; b < 65536; b++) {
         uint16_t bits = (uint16_t)b;
+#ifdef __FLT16_MAX__
         _Float16 h;
         memcpy(&h, &bits, sizeof h);
         fp16_table[b] = (float)h;
+#else
+        fp16_table[b] = fp16_to_float_soft(bits);
+#endif
     }
 }

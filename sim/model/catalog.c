@@ -117,6 +117,25 @@ struct parse_ctx {
     int oom;
 };
 
+/* Physical bounds of the profile figures, wide enough for any machine from
+ * a phone to a cluster node and for alisa calibrate's CPU figures (a CPU
+ * "fp16_tflops" of 0.04), narrow enough to refuse what no machine has (a
+ * bandwidth of 1e-300 GB/s that makes every step last forever). Fields not
+ * listed: any finite non-negative number. */
+static const struct bound {
+    const char *key;
+    double min, max;
+} bounds[] = {
+    {"gpu_mem_gib", 1e-3, 1e6},     {"host_dram_gib", 1e-3, 1e8},
+    {"hbm_gbps", 1e-3, 1e6},        {"fp16_tflops", 1e-6, 1e5},
+    {"link_gbps", 1e-3, 1e5},       {"link_latency_us", 0, 1e6},
+    {"host_mem_gbps", 1e-3, 1e6},   {"weight_bytes", 0, 8},
+    {"attn_ns_per_token", 0, 1e9},  {"attn_ns_fixed", 0, 1e12},
+    {"attn_ns_per_layer", 0, 1e12}, {"recompute_ns", 0, 1e12},
+    {"kv_ns_per_token", 0, 1e9},    {"kv_ns_per_stream", 0, 1e12},
+    {"kv_ns_per_layer", 0, 1e12},   {"weight_probe_gbps", 0, 1e6},
+};
+
 static int parse_value(const struct field *f, const char *value, void *dst, char *msg, size_t cap)
 {
     char *end;
@@ -137,6 +156,12 @@ static int parse_value(const struct field *f, const char *value, void *dst, char
             snprintf(msg, cap, "%s = '%s' is not a non-negative number", f->key, value);
             return -1;
         }
+        for (size_t i = 0; i < sizeof bounds / sizeof bounds[0]; i++)
+            if (strcmp(bounds[i].key, f->key) == 0 && (v < bounds[i].min || v > bounds[i].max)) {
+                snprintf(msg, cap, "%s = %s is outside the physical range [%g, %g]", f->key,
+                         value, bounds[i].min, bounds[i].max);
+                return -1;
+            }
         *(double *)dst = v;
         return 0;
     }
@@ -147,16 +172,17 @@ static int parse_value(const struct field *f, const char *value, void *dst, char
         while (*q) {
             char *colon;
             double r = strtod(q, &colon), v;
-            if (colon == q || *colon != ':' || !(r >= 1) || r != floor(r) ||
+            if (colon == q || *colon != ':' || !(r >= 1 && r <= 1e12) || r != floor(r) ||
                 (t->n && r <= t->rows[t->n - 1])) {
                 snprintf(msg, cap, "%s: '%s' at '%s': expected KEY:VALUE pairs with whole, "
                          "increasing keys (rows, KiB)", f->key, value, q);
                 return -1;
             }
             v = strtod(colon + 1, &end);
-            if (end == colon + 1 || !isfinite(v) || v <= 0 || (*end && *end != ' ')) {
+            if (end == colon + 1 || !isfinite(v) || v <= 0 || v > 1e12 ||
+                (*end && *end != ' ')) {
                 snprintf(msg, cap, "%s: '%s' at '%s': each value (ns) must be a positive "
-                         "number",
+                         "number up to 1e12",
                          f->key, value, q);
                 return -1;
             }

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "checked.h"
+
 int llama2c_layout(struct llama2c_header *h, struct alisa_err *e)
 {
     if (!h->dim || !h->hidden_dim || !h->n_layers || !h->n_heads || !h->n_kv_heads ||
@@ -24,18 +26,26 @@ int llama2c_layout(struct llama2c_header *h, struct alisa_err *e)
                        h->n_heads, h->n_kv_heads);
     uint64_t d = h->dim, f = h->hidden_dim, L = h->n_layers, V = h->vocab;
     uint64_t head = d / h->n_heads, kv_dim = head * h->n_kv_heads;
-    uint64_t params = V * d                           /* token embedding */
-                      + L * d                         /* rms_att */
-                      + L * d * d + 2 * L * d * kv_dim /* wq, wk, wv */
-                      + L * d * d                     /* wo */
-                      + L * d                         /* rms_ffn */
-                      + 3 * L * d * f                 /* w1, w2, w3 */
-                      + d;                            /* rms_final */
+    /* every product checked: a hostile header must not wrap the size that
+     * the file's length is compared with */
+    int over = 0;
+#define MUL(a, b) checked_mul((a), (b), &over)
+#define ADD(a, b) checked_add((a), (b), &over)
+    uint64_t per_layer = ADD(ADD(ADD(MUL(2, d), MUL(2, MUL(d, d))), MUL(2, MUL(d, kv_dim))),
+                             MUL(3, MUL(d, f))); /* rms x2, wq + wo, wk + wv, w1 w2 w3 */
+    uint64_t params = ADD(ADD(MUL(V, d), MUL(L, per_layer)), d); /* embedding, layers, rms_final */
     if (!h->shared_classifier)
-        params += V * d;
-    uint64_t rope = (uint64_t)h->seq_len * head; /* real and imaginary halves */
+        params = ADD(params, MUL(V, d));
+    uint64_t rope = MUL(h->seq_len, head); /* real and imaginary halves */
+    uint64_t bytes = ADD(7 * 4, MUL(4, ADD(params, rope)));
+#undef MUL
+#undef ADD
+    if (over)
+        return err_set(e, ALISA_EINVAL, "dim %u, hidden_dim %u, n_layers %u, vocab %u: the "
+                       "weights' size overflows 64 bits", h->dim, h->hidden_dim, h->n_layers,
+                       h->vocab);
     h->n_params = params;
-    h->file_bytes = 7 * 4 + 4 * (params + rope);
+    h->file_bytes = bytes;
     return 0;
 }
 

@@ -410,6 +410,7 @@ struct trace_reader {
     struct trace_header h;
     struct reader_seq *seqs; /* (h.n_seqs) */
     uint32_t max_len;        /* longest sequence, tokens */
+    uint64_t claimed_steps;  /* STEP chunks the SEQ chunks so far promise */
     uint64_t n_steps;        /* STEP chunks read */
     int done;                /* END was read */
     struct buf payload;
@@ -544,9 +545,11 @@ static int parse_head(struct trace_reader *r, uint64_t at, struct alisa_err *e)
     if (h->n_layers == 0 || h->n_layers > 4096 || h->n_heads == 0 || h->n_heads > 4096)
         return err_set(e, ALISA_ECORRUPT, "%s: byte %llu: HEAD: implausible shape (%u layers, %u heads)",
                        r->path, (unsigned long long)at, h->n_layers, h->n_heads);
-    if (h->n_seqs == 0 || h->n_seqs > (1u << 20))
-        return err_set(e, ALISA_ECORRUPT, "%s: byte %llu: HEAD: implausible sequence count %u",
-                       r->path, (unsigned long long)at, h->n_seqs);
+    /* each sequence needs a SEQ chunk of at least 28 bytes */
+    if (h->n_seqs == 0 || h->n_seqs > (1u << 20) || h->n_seqs > r->file_bytes / 28)
+        return err_set(e, ALISA_ECORRUPT, "%s: byte %llu: HEAD: n_seqs = %u: implausible, or "
+                       "more SEQ chunks than the file's %llu bytes can hold", r->path,
+                       (unsigned long long)at, h->n_seqs, (unsigned long long)r->file_bytes);
     if (h->flags & ~TRACE_FLAG_PER_HEAD)
         return err_set(e, ALISA_ECORRUPT, "%s: byte %llu: HEAD: unknown flags 0x%x", r->path,
                        (unsigned long long)at, h->flags);
@@ -575,6 +578,20 @@ static int parse_seq(struct trace_reader *r, uint32_t expect, uint64_t at, struc
     if (c.left != 4 * (size_t)prompt)
         return err_set(e, ALISA_ECORRUPT, "%s: byte %llu: SEQ %u: %zu token bytes for %u prompt tokens",
                        r->path, (unsigned long long)at, seq, c.left, prompt);
+    /* memory in proportion to the file: every recorded position must arrive
+     * as a STEP chunk of at least 24 bytes (chunk header and CRC, seq, pos,
+     * token) plus 3 per row (a one-byte encoding and one fp16 weight), so
+     * lengths the rest of the file cannot hold are refused before the
+     * tokens are allocated */
+    const struct trace_header *h = &r->h;
+    uint64_t rows = (uint64_t)h->n_layers * (h->flags & TRACE_FLAG_PER_HEAD ? 1u + h->n_heads : 1u);
+    r->claimed_steps += total - start;
+    if (r->claimed_steps > r->file_bytes / (24 + 3 * rows))
+        return err_set(e, ALISA_ECORRUPT,
+                       "%s: byte %llu: SEQ %u: prompt %u + gen %u positions (from %u) of %llu rows "
+                       "each: more than the file's %llu bytes can hold", r->path,
+                       (unsigned long long)at, seq, prompt, gen, start, (unsigned long long)rows,
+                       (unsigned long long)r->file_bytes);
     struct reader_seq *s = &r->seqs[seq];
     s->s.prompt_len = prompt;
     s->s.gen_len = gen;

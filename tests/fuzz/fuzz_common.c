@@ -1,0 +1,30 @@
+/* The harnesses' scratch file (contract in fuzz.h). */
+#include "fuzz.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static char path[512];
+
+static void remove_scratch(void)
+{
+    if (path[0])
+        unlink(path);
+}
+
+const char *fuzz_file(const uint8_t *data, size_t size, const char *suffix)
+{
+    if (!path[0]) {
+        const char *dir = getenv("TMPDIR");
+        snprintf(path, sizeof path, "%s/alisa-fuzz-%ld%s", dir && *dir ? dir : "/tmp",
+                 (long)getpid(), suffix);
+        atexit(remove_scratch);
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f || (size && fwrite(data, 1, size, f) != size) || fclose(f) != 0) {
+        fprintf(stderr, "fuzz: cannot write %s\n", path);
+        abort();
+    }
+    return path;
+}
