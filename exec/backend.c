@@ -177,8 +177,11 @@ int backend_plan(struct backend_common *c, uint32_t b, uint32_t l, uint32_t pos,
     uint64_t t0 = backend_mono_ns();
     if (pos < c->prompt_len)
         scheduler_prefill(c->sched, stream, pos, NULL, c->prompt_len, plan);
-    else
-        scheduler_step(c->sched, stream, pos, plan);
+    else if (scheduler_step(c->sched, stream, pos, plan)) {
+        err_set(&c->err, ALISA_ENOMEM, "sequence %u layer %u position %u: out of memory in the "
+                "selection's state", b, l, pos);
+        return -1;
+    }
     if (c->plan_log)
         planlog_write(c->plan_log, plan, b, l);
     tl[T_SCHED] += (double)(backend_mono_ns() - t0);

@@ -145,8 +145,10 @@ static int decode_row(struct pass *ps, uint32_t stream, uint32_t pos, const floa
 {
     struct scheduler_plan plan;
     double recall = 1.0;
-    int rc = 0;
-    scheduler_step(ps->scheduler, stream, pos, &plan);
+    int rc = scheduler_step(ps->scheduler, stream, pos, &plan);
+    if (rc)
+        return err_set(e, rc, "sequence %u layer %u position %u: out of memory in the %s "
+                       "selection's state", seq, layer, pos, ps->cfg->sel->name);
     if (!plan.place.oom) {
         /* Over the stored weights: a sparse trace row's residual belongs to
          * unknown tokens, so it counts on neither side. */

@@ -151,12 +151,17 @@ expect 2 "fidelity, unknown selection" "$alisa" fidelity --trace "$tmp/a.trace" 
 grep_out "unknown selection 'nope'" "unknown selection named"
 expect 1 "fidelity, missing trace" "$alisa" fidelity --trace "$tmp/none.trace" --selection swa
 grep_out "none.trace" "missing trace named"
-# A failed gen leaves an existing file alone.
-cp "$tmp/a.trace" "$tmp/keep.trace"
 expect 1 "gen into a missing dir" "$alisa" trace gen --model OPT-13B -o "$tmp/no/such/dir.trace"
 expect 1 "bad catalog dir" "$alisa" catalog --catalog "$tmp/nowhere"
 grep_out "nowhere/models.ini: cannot open" "missing catalog named"
-cmp -s "$tmp/a.trace" "$tmp/keep.trace" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: trace changed"; }
+# A gen that fails while writing (the disk fills: an 8 KiB file-size limit)
+# leaves the existing file it was told to replace as it was, and no .part.
+cp "$tmp/a.trace" "$tmp/keep.trace"
+expect 1 "gen that fills the disk over an existing file" bash -c \
+    "ulimit -f 8; trap '' XFSZ; exec \"$alisa\" trace gen --model OPT-13B --layers 2 --seqs 1 \
+     --prompt-len 16 --gen-len 256 -o \"$tmp/keep.trace\""
+cmp -s "$tmp/a.trace" "$tmp/keep.trace" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: the existing trace changed"; }
+[ ! -e "$tmp/keep.trace.part" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: a .part file was left"; }
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

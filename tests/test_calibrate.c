@@ -27,7 +27,7 @@ static void test_calibrate_figures_are_finite_and_plausible(void **state)
     if (access(path, R_OK) != 0) {
         if (tu_ci())
             fail_msg("CI=true and %s is missing", path);
-        skip();
+        tu_skip();
     }
     struct llm_model *m;
     struct alisa_err e = {{0}};
@@ -153,5 +153,5 @@ int main(void)
         cmocka_unit_test(test_fits_recover_known_terms),
         cmocka_unit_test(test_calibrate_figures_are_finite_and_plausible),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -40,7 +40,7 @@ static void need_device(void)
     if (d.n_devices > 0)
         return;
     print_message("no CUDA device (%s): skipped\n", d.note);
-    skip();
+    tu_skip();
 }
 
 static uint32_t seed = 2024;
@@ -328,7 +328,7 @@ static struct llm_model *model_or_skip(const char *path)
     if (access(path, R_OK) != 0) {
         if (tu_ci())
             fail_msg("CI=true and %s is missing", path);
-        skip();
+        tu_skip();
     }
     struct llm_model *m;
     struct alisa_err e = {{0}};
@@ -553,5 +553,5 @@ int main(void)
         cmocka_unit_test(test_cuda_stories260k_greedy_equals_the_cpu_dense_and_tiered),
         cmocka_unit_test(test_cuda_smollm2_greedy_equals_the_cpu_dense_and_tiered),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -42,7 +42,7 @@ static int have_model(void)
 static struct llm_model *load_model_or_skip(void)
 {
     if (!have_model())
-        skip();
+        tu_skip();
     struct llm_model *m;
     struct alisa_err e = {{0}};
     if (llm_load_llama2c(&m, model_path, &e))
@@ -54,7 +54,7 @@ static void test_exec_loads_stories260k_with_its_hash(void **state)
 {
     (void)state;
     if (!have_model())
-        skip();
+        tu_skip();
     struct llm_model *m;
     struct alisa_err e = {{0}};
     if (llm_load_llama2c(&m, model_path, &e))
@@ -73,7 +73,7 @@ static void test_exec_tokenizer_rejects_wrong_vocabularies_and_truncation(void *
 {
     (void)state;
     if (!have_model())
-        skip();
+        tu_skip();
     struct tokenizer *t;
     struct alisa_err e = {{0}};
     assert_int_equal(tok_load(&t, tok_path, 1000, &e), ALISA_ECORRUPT);
@@ -98,7 +98,7 @@ static void test_exec_tokenizer_round_trips_text_and_bytes(void **state)
 {
     (void)state;
     if (!have_model())
-        skip();
+        tu_skip();
     struct tokenizer *t;
     struct alisa_err e = {{0}};
     assert_int_equal(tok_load(&t, tok_path, 512, &e), 0);
@@ -128,7 +128,7 @@ static void test_exec_greedy_continuation_matches_the_independent_reference(void
 {
     (void)state;
     if (!have_model())
-        skip();
+        tu_skip();
     struct llm_model *m;
     struct tokenizer *t;
     struct alisa_err e = {{0}};
@@ -810,5 +810,5 @@ int main(void)
         cmocka_unit_test(test_exec_tier_ops_carry_out_the_plans_of_a_plain_kvstore),
         cmocka_unit_test(test_exec_backend_choice_says_why_without_a_device),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

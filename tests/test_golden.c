@@ -164,7 +164,7 @@ static const char *model_or_skip(void)
     if (access(ALISA_SMOLLM2_GGUF, R_OK) != 0) {
         if (tu_ci())
             fail_msg("CI=true and %s is missing (scripts/get-models)", ALISA_SMOLLM2_GGUF);
-        skip();
+        tu_skip();
     }
     return ALISA_SMOLLM2_GGUF;
 }
@@ -184,7 +184,7 @@ static void test_golden_smollm2_tokenizes_texts_as_llama_cpp(void **state)
     static char line[65536];
     char rel[256] = "";
     size_t nbytes = 0;
-    int texts = 0;
+    int texts = 0, missing = 0;
     while (fgets(line, sizeof line, f)) {
         if (strncmp(line, "text ", 5) == 0 && sscanf(line + 5, "%255s %zu", rel, &nbytes) == 2)
             continue;
@@ -197,6 +197,8 @@ static void test_golden_smollm2_tokenizes_texts_as_llama_cpp(void **state)
         if (!tf) {
             if (tu_ci())
                 fail_msg("CI=true and %s is missing", path);
+            print_message("%s is missing: skipped\n", path);
+            missing++;
             continue;
         }
         char *text = calloc(nbytes + 1, 1);
@@ -230,8 +232,10 @@ static void test_golden_smollm2_tokenizes_texts_as_llama_cpp(void **state)
         free(text);
     }
     fclose(f);
-    assert_int_equal(texts, 3);
     tok_free(t);
+    if (missing) /* the texts checked so far agreed; the rest could not run */
+        tu_skip();
+    assert_int_equal(texts, 3);
 }
 
 static void test_golden_smollm2_matches_llama_cpp(void **state)
@@ -255,5 +259,5 @@ int main(void)
         cmocka_unit_test(test_golden_smollm2_tokenizes_texts_as_llama_cpp),
         cmocka_unit_test(test_golden_smollm2_matches_llama_cpp),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

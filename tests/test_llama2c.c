@@ -30,7 +30,7 @@ static void test_llama2c_reads_stories260k_header_and_size(void **state)
     (void)state;
     const char *path = real_model();
     if (!path)
-        skip();
+        tu_skip();
     struct llama2c_header h;
     struct alisa_err e = {{0}};
     if (llama2c_read_header(path, &h, &e))
@@ -51,7 +51,7 @@ static void test_llama2c_truncated_or_implausible_files_are_rejected(void **stat
     (void)state;
     const char *path = real_model();
     if (!path)
-        skip();
+        tu_skip();
     char *dir = tu_mkdtemp();
     const char *cut = tu_path(dir, "cut.bin");
     struct llama2c_header h;
@@ -105,5 +105,5 @@ int main(void)
         cmocka_unit_test(test_llama2c_truncated_or_implausible_files_are_rejected),
         cmocka_unit_test(test_llama2c_layout_counts_an_unshared_classifier),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

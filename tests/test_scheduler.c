@@ -14,7 +14,10 @@
 
 #include <cmocka.h>
 
+#include "placement.h"
 #include "replay.h"
+#include "scheduler.h"
+#include "selection.h"
 #include "testutil.h"
 #include "trace_gen.h"
 
@@ -267,9 +270,48 @@ static void test_alisa_passes_through_three_phases_as_capacity_shrinks(void **st
     replay_totals_free(&t);
 }
 
+/* A selection whose history is lost (an allocation in its observe failed:
+ * swa's `failed` says so) must stop the stream with an error, not go on
+ * choosing tokens from a partial sum. The double is swa with `failed`
+ * reporting the loss from the first step. */
+static int always_failed(const void *state)
+{
+    (void)state;
+    return 1;
+}
+
+static void test_a_selection_that_lost_its_state_stops_the_step(void **state)
+{
+    (void)state;
+    struct selection_ops broken = sel_swa_ops;
+    broken.failed = always_failed;
+    struct scheduler_config sc = {.sel = &broken, .sel_params = {.sparsity = 0.5},
+                                  .place = &place_gpu_only_ops,
+                                  .place_params = {.gpu_bytes = 64, .cpu_bytes = 0, .kv_bytes = 1},
+                                  .n_streams = 1, .max_len = 16};
+    struct scheduler *s;
+    struct alisa_err e = {{0}};
+    assert_int_equal(scheduler_create(&s, &sc, NULL, &e), 0);
+    struct scheduler_plan plan;
+    for (uint32_t pos = 0; pos < 4; pos++)
+        assert_int_equal(scheduler_prefill(s, 0, pos, NULL, 4, &plan), 0);
+    assert_int_equal(scheduler_step(s, 0, 4, &plan), ALISA_ENOMEM);
+    /* and the real swa, whose observes succeeded, steps */
+    sc.sel = &sel_swa_ops;
+    struct scheduler *ok;
+    assert_int_equal(scheduler_create(&ok, &sc, NULL, &e), 0);
+    for (uint32_t pos = 0; pos < 4; pos++)
+        assert_int_equal(scheduler_prefill(ok, 0, pos, NULL, 4, &plan), 0);
+    assert_int_equal(scheduler_step(ok, 0, 4, &plan), 0);
+    assert_true(plan.n_attended >= 1);
+    scheduler_destroy(s);
+    scheduler_destroy(ok);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_selection_that_lost_its_state_stops_the_step),
         cmocka_unit_test(test_every_selection_and_placement_keeps_the_invariants),
         cmocka_unit_test(test_belady_never_misses_more_than_an_online_placement),
         cmocka_unit_test(test_oracle_cost_is_optimal_when_recompute_is_cheaper_and_bounds_hold),

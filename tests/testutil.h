@@ -41,4 +41,17 @@ void tu_write_toy_trace(const char *path, uint32_t prompt_len, uint32_t gen_len,
 const char *tu_models_dir(void);
 int tu_ci(void);
 
+/* Skips the running cmocka test and counts the skip, so tu_result can
+ * report the program as skipped to ctest instead of passed. */
+extern int tu_skipped;
+#define tu_skip()          \
+    do {                   \
+        tu_skipped++;      \
+        skip();            \
+    } while (0)
+
+/* A test program's exit status: the failures when any, else ctest's skip
+ * code 77 when a test skipped (saying how many on stdout), else 0. */
+int tu_result(int failed);
+
 #endif

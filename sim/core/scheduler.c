@@ -172,6 +172,8 @@ int scheduler_step(struct scheduler *s, uint32_t stream, uint32_t pos,
         return 0;
     }
     ALISA_ASSERT(st->produced == pos);
+    if (s->cfg.sel->failed && s->cfg.sel->failed(st->sel))
+        return ALISA_ENOMEM;
     uint32_t n_ret = 0, local = 0;
     uint32_t n_att = s->cfg.sel->select(st->sel, pos, st->attended, s->retired, &n_ret, &local);
     ALISA_ASSERT(n_att >= 1 && n_att <= pos + 1 && st->attended[n_att - 1] == pos);

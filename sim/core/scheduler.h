@@ -66,7 +66,9 @@ int scheduler_prefill(struct scheduler *s, uint32_t stream, uint32_t pos, const 
 
 /* Decode step of the query at pos (tokens before pos must be produced):
  * selects, retires, places. Once a stream ran out of memory every later call
- * returns oom again and changes nothing. */
+ * returns oom again and changes nothing. Returns 0, or ALISA_ENOMEM (plan
+ * not made) when the selection's own state is incomplete because an
+ * allocation in its observe failed: the shell stops with an error. */
 int scheduler_step(struct scheduler *s, uint32_t stream, uint32_t pos,
                struct scheduler_plan *plan);
 

@@ -49,6 +49,8 @@ static void swa_destroy(void *state)
     free(s);
 }
 
+static int swa_failed(const void *state) { return ((const struct swa_state *)state)->oom; }
+
 static int swa_create(void **state, const struct sel_params *p, uint32_t max_len,
                       struct alisa_err *e)
 {
@@ -201,6 +203,7 @@ static uint32_t swa_select(void *state, uint32_t pos, uint32_t *out, uint32_t *r
 
 const struct selection_ops sel_swa_ops = {
     .name = "swa",
+    .failed = swa_failed,
     .gathers = 1,
     .summary = "ALISA SWA: recent k + top-k by attention summed over the last w steps "
                "(k = round(n*(1-sparsity)/2))",

@@ -66,6 +66,12 @@ struct selection_ops {
      * 1 over ids). May be NULL when the policy ignores weights. */
     void (*observe)(void *state, uint32_t pos, const uint32_t *ids, const float *w,
                     uint32_t count);
+
+    /* 1 once an allocation in observe or observe_prefill failed, so the
+     * policy's history is incomplete and its selections no longer what it
+     * specifies; the scheduler then refuses the stream's next step (an
+     * error, not a result). May be NULL: the policy's observes cannot fail. */
+    int (*failed)(const void *state);
 };
 
 /* An attention weight in the fixed point SWA sums use (units of 2^-40), so
