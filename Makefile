@@ -39,7 +39,7 @@ reproduce: build models
 	@bash experiments/reproduce
 
 # Issue 9: calibrate this machine, then the simulator against the executor
-# (plots/out/validation*); about 21 minutes, timings on an otherwise idle machine.
+# (plots/out/validation*); about 20 minutes, timings on an otherwise idle machine.
 validate: build models
 	@bash experiments/validate
 

@@ -11,7 +11,7 @@
 # Usage: awk -f plots/validation-table.awk a.csv [b.csv ...]
 BEGIN {
     FS = ","
-    print "| model | batch | selection / placement | phase | runs | step, measured ms | step, predicted ms | total error | per-step MAPE | machine vs profile (range) | normalised error | normalised MAPE |"
+    print "| model | batch x prompt | selection / placement | phase | runs | step, measured ms | step, predicted ms | total error | per-step MAPE | machine vs profile (range) | normalised error | normalised MAPE |"
     print "|---|---|---|---|---|---|---|---|---|---|---|---|"
 }
 FNR == 1 { next }
@@ -23,8 +23,9 @@ $3 != "ok" { next }
     drift = $31 > 0 ? sprintf("%+.0f%% (%+.0f..%+.0f)", 100 * (now - $31) / $31,
                               100 * ($35 - $31) / $31, 100 * ($36 - $31) / $31) : "-"
     normed = $32 != "" ? sprintf("%+.1f%% | %.1f%%", $32, $33) : "- | -"
-    printf "| %s | %d | %s / %s | %s | %d | %.3f | %.3f | %+.1f%% | %.1f%% | %s | %s |\n", model,
-           $10, $6, $7, phase, ($37 > 0 ? $37 : 1), $15 * 1e3 / $12, $16 * 1e3 / $12, $17, $18,
+    sel = $6 == "dense" ? $6 : $6 " " $8
+    printf "| %s | %d x %d | %s / %s | %s | %d | %.3f | %.3f | %+.1f%% | %.1f%% | %s | %s |\n", model,
+           $10, $11, sel, $7, phase, ($37 > 0 ? $37 : 1), $15 * 1e3 / $12, $16 * 1e3 / $12, $17, $18,
            drift, normed
     n[model]++
     e = $17 < 0 ? -$17 : $17

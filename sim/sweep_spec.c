@@ -146,6 +146,7 @@ static int spec_handler(void *user, const char *section, const char *name, const
         memset(p, 0, sizeof *p);
         strcpy(p->key, name);
     }
+    name = p->key; /* the whole key: a continuation line's name comes cut to 49 characters */
     if (split_values(p, value, c->dir, is_path_key(name))) {
         c->oom = 1;
         snprintf(c->msg, sizeof c->msg, "out of memory");
@@ -248,7 +249,7 @@ static int push_one(struct sweep_point *p, const char *key, const char *value)
 {
     if (strcmp(value, "false") == 0)
         return 0;
-    char opt[80];
+    char opt[sizeof ((struct sweep_param *)0)->key + 2]; /* "--" and a key */
     snprintf(opt, sizeof opt, "--%s", key);
     if (!(p->argv[p->argc] = strdup(opt)))
         return -1;

@@ -99,6 +99,21 @@ static void test_sweep_vary_lists_continue_on_indented_lines(void **state)
     assert_non_null(strstr(p.config, "\"sparsity\":\"0.8\""));
     sweep_point_free(&p);
     sweep_spec_free(&s);
+    /* a key whose 49-character cut drops whole parameters (the cut name
+     * links 6, the key 7): the continuation is read under the whole key */
+    text = "[sweep]\nname = c\ncommand = validate\n[vary]\n"
+           "batch,prompt-len,selection,sparsity,placement,gpu-kv-bytes,cpu-kv-bytes = "
+           "3,64,dense,0.8,gpu-only,0,0\n"
+           "    3,256,swa,0.9,alisa,768k,192k\n";
+    tu_write(path, (const uint8_t *)text, strlen(text));
+    if (sweep_spec_load(&s, path, &e))
+        fail_msg("%s", e.msg);
+    assert_int_equal(s.n_points, 2);
+    assert_int_equal(sweep_point_make(&s, 1, &p, &e), 0);
+    assert_non_null(strstr(p.config, "\"cpu-kv-bytes\":\"192k\""));
+    assert_non_null(strstr(p.config, "\"prompt-len\":\"256\""));
+    sweep_point_free(&p);
+    sweep_spec_free(&s);
     /* a repeated key that does not follow itself is still an error */
     text = "[sweep]\nname = c\ncommand = sim\n[vary]\nbatch = 1\nsparsity = 0.5\nbatch = 2\n";
     tu_write(path, (const uint8_t *)text, strlen(text));
