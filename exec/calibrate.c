@@ -136,28 +136,42 @@ static int bench_mem(double *gbps)
     return 0;
 }
 
+void calib_fit_copy(const double *bytes, const double *ns, size_t n, double *gbps,
+                    double *lat_us)
+{
+    double ws[16], c0 = 0, c1, cov00, cov01, cov11, chisq;
+    ALISA_ASSERT(n >= 2 && n <= 16);
+    for (size_t i = 0; i < n; i++)
+        ws[i] = 1.0 / (ns[i] * ns[i]); /* relative errors: small copies count as much */
+    gsl_fit_wlinear(bytes, 1, ws, 1, ns, 1, n, &c0, &c1, &cov00, &cov01, &cov11, &chisq);
+    if (c0 < 0) { /* a latency below 0 is noise: the best fit with none */
+        c0 = 0;
+        gsl_fit_wmul(bytes, 1, ws, 1, ns, 1, n, &c1, &cov11, &chisq);
+    }
+    *gbps = 1.0 / c1; /* bytes per ns */
+    *lat_us = c0 * 1e-3;
+}
+
 /* Copies between the two arenas: time = latency + bytes / bandwidth, fitted
- * over sizes from one token's K and V up by fours (the backend's
- * bench_copy: memcpy between host allocations on the CPU; pinned host
- * memory and the device on the GPU). */
+ * (calib_fit_copy) over sizes from one token's K and V up by fours (the
+ * backend's bench_copy: memcpy between host allocations on the CPU; pinned
+ * host memory and the device on the GPU). */
 static int bench_copy(const struct llm_config *c, const struct backend_ops *ops, double *gbps,
                       double *lat_us, struct alisa_err *e)
 {
     const size_t max = (size_t)16 << 20;
-    double xs[16], ys[16], ws[16];
+    double xs[16], ys[16];
     size_t n = 0;
     for (size_t bytes = 2 * c->kv_dim * sizeof(float); bytes <= max && n < 16; bytes *= 4) {
         int rc = ops->bench_copy(bytes, &ys[n], e);
         if (rc)
             return rc;
-        xs[n] = (double)bytes;
-        ws[n] = 1.0 / (ys[n] * ys[n]); /* relative errors: small copies count as much */
-        n++;
+        xs[n++] = (double)bytes;
     }
-    double c0, c1, cov00, cov01, cov11, chisq;
-    gsl_fit_wlinear(xs, 1, ws, 1, ys, 1, n, &c0, &c1, &cov00, &cov01, &cov11, &chisq);
-    *gbps = 1.0 / c1; /* bytes per ns */
-    *lat_us = c0 * 1e-3;
+    if (n < 2)
+        return err_set(e, ALISA_EINVAL, "calibration: a token's K and V (%zu bytes) leave under "
+                       "two copy sizes to fit", (size_t)(2 * c->kv_dim * sizeof(float)));
+    calib_fit_copy(xs, ys, n, gbps, lat_us);
     return 0;
 }
 
@@ -169,34 +183,19 @@ static int bench_copy(const struct llm_config *c, const struct backend_ops *ops,
 #define INSITU_MIN_NS 5e8
 #define INSITU_MAX_RUNS 64
 
-/* One decode step of an in-situ run: its position, each timing category
- * summed over the layers (backend.h's order: GEMMs, attention, transfer,
- * recomputation, scheduler) and the head, ns; the tokens its plans retired
- * over the layers and sequences. */
-struct insitu_step {
-    double pos;
-    double cat[5];
-    double head;
-    double retired;
-    double attended; /* tokens attended, summed over the layers and sequences */
-};
-
 static const char *const insitu_keys[5] = {"gemm_us", "attention_us", "transfer_us",
                                            "recompute_us", "schedule_us"};
-enum { IS_GEMM, IS_ATTN, IS_MOVE, IS_RECOMP, IS_SCHED };
 
-/* Runs the executor's forward pass on synthetic tokens with timings: B
- * sequences, a P-position prompt as one chunk, then decode steps to N
- * positions, under selection sel (budget tokens when budget is non-zero,
- * else 80% sparsity) with gpu-only placement and room for every token.
- * The decode steps' timings go to steps (room for N - P); *n their count. */
-static int insitu_run(const struct llm_model *m, const struct calib_text *tx,
-                      enum llm_backend kind, const char *sel,
-                      uint32_t budget, uint32_t B,
-                      uint32_t P, uint32_t N, struct insitu_step *steps, size_t *n,
-                      struct alisa_err *e)
+/* The executor's forward pass on tokens from tx (calib_run's run) with
+ * timings: the decode steps' timings go to steps (room for N - P); *n their
+ * count. */
+static int executor_run(const struct llm_model *m, const struct calib_text *tx,
+                        enum llm_backend kind, const struct calib_run *run,
+                        struct calib_step *steps, size_t *n, struct alisa_err *e)
 {
     const struct llm_config *c = &m->c;
+    const char *sel = run->sel;
+    const uint32_t budget = run->budget, B = run->B, P = run->P, N = run->N;
     struct scheduler_config sc = {.sel = selection_find(sel),
                                   .place = placement_find("gpu-only"),
                                   .n_streams = B * c->n_layers, .max_len = N,
@@ -255,7 +254,7 @@ static int insitu_run(const struct llm_model *m, const struct calib_text *tx,
         json_t *layers = j ? json_object_get(j, "layers") : NULL;
         const char *phase = j ? json_string_value(json_object_get(j, "phase")) : NULL;
         if (layers && phase && strcmp(phase, "decode") == 0) {
-            struct insitu_step *s = &steps[(*n)++];
+            struct calib_step *s = &steps[(*n)++];
             memset(s, 0, sizeof *s);
             s->pos = (double)json_integer_value(json_object_get(j, "pos"));
             s->head = json_number_value(json_object_get(j, "head_us")) * 1e3;
@@ -271,14 +270,35 @@ static int insitu_run(const struct llm_model *m, const struct calib_text *tx,
         line = nl ? nl + 1 : NULL;
     }
     free(buf);
+    return rc;
+}
+
+static calib_source_fn source_fn;
+static void *source_ctx;
+
+void calib_set_source(calib_source_fn fn, void *ctx)
+{
+    source_fn = fn;
+    source_ctx = ctx;
+}
+
+/* One in-situ run from the installed source, else the executor. */
+static int insitu_run(const struct llm_model *m, const struct calib_text *tx,
+                      enum llm_backend kind, const char *sel, uint32_t budget, uint32_t B,
+                      uint32_t P, uint32_t N, struct calib_step *steps, size_t *n,
+                      struct alisa_err *e)
+{
+    const struct calib_run run = {.sel = sel, .budget = budget, .B = B, .P = P, .N = N};
+    *n = 0;
+    int rc = source_fn ? source_fn(source_ctx, m, &run, steps, n, e)
+                       : executor_run(m, tx, kind, &run, steps, n, e);
     if (!rc && *n == 0)
         rc = err_set(e, ALISA_EINVAL, "calibration: no decode timings from the executor");
     return rc;
 }
 
-/* Bytes of the layers' weights and of the head as backend kind holds them. */
-static void weight_bytes(const struct llm_config *c, enum llm_backend kind, double *layers,
-                         double *head)
+void calib_weight_bytes(const struct llm_config *c, enum llm_backend kind, double *layers,
+                        double *head)
 {
     *head = (double)c->vocab * c->dim * weight_size(kind);
     *layers = model_weight_params(c) * weight_size(kind) - *head;
@@ -297,10 +317,10 @@ static int bench_stream(const struct llm_model *m, const struct calib_text *tx,
 {
     const int *rows = calib_wgemm_rows;
     const uint32_t P = 4, G = 12;
-    struct insitu_step steps[12];
+    struct calib_step steps[12];
     double lb, hb, xs[6], ys[6], tl[12 * INSITU_MAX_RUNS], th[12 * INSITU_MAX_RUNS],
         tt[12 * INSITU_MAX_RUNS];
-    weight_bytes(&m->c, kind, &lb, &hb);
+    calib_weight_bytes(&m->c, kind, &lb, &hb);
     for (int i = 0; i < 6; i++) {
         size_t n = 0, all = 0;
         double t0 = now_ns();
@@ -309,7 +329,7 @@ static int bench_stream(const struct llm_model *m, const struct calib_text *tx,
             if (rc)
                 return rc;
             for (size_t k = 0; k < n; k++, all++) {
-                tl[all] = steps[k].cat[IS_GEMM];
+                tl[all] = steps[k].cat[CALIB_CAT_GEMM];
                 th[all] = steps[k].head;
                 tt[all] = tl[all] + th[all];
             }
@@ -328,7 +348,7 @@ static int bench_stream(const struct llm_model *m, const struct calib_text *tx,
 
 double calib_weight_rate(const struct llm_model *m, enum llm_backend kind, double min_s)
 {
-    struct insitu_step steps[2];
+    struct calib_step steps[2];
     double t[2 * INSITU_MAX_RUNS], lb, hb, t0 = now_ns();
     size_t n = 0, all = 0;
     struct alisa_err e;
@@ -336,9 +356,9 @@ double calib_weight_rate(const struct llm_model *m, enum llm_backend kind, doubl
         if (insitu_run(m, NULL, kind, "dense", 0, 1, 1, 3, steps, &n, &e))
             return NAN;
         for (size_t k = 0; k < n; k++)
-            t[all++] = steps[k].cat[IS_GEMM] + steps[k].head;
+            t[all++] = steps[k].cat[CALIB_CAT_GEMM] + steps[k].head;
     }
-    weight_bytes(&m->c, kind, &lb, &hb);
+    calib_weight_bytes(&m->c, kind, &lb, &hb);
     return (lb + hb) / fit_median(t, all);
 }
 
@@ -354,7 +374,7 @@ static int bench_attention(const struct llm_model *m, const struct calib_text *t
                            struct alisa_err *e)
 {
     const uint32_t N = m->c.seq_len < 384 ? m->c.seq_len : 384, K = 16, L = m->c.n_layers;
-    struct insitu_step *steps = malloc(N * sizeof *steps);
+    struct calib_step *steps = malloc(N * sizeof *steps);
     double *xs = malloc(N * sizeof *xs), *ys = malloc(N * sizeof *ys);
     double *per = malloc((size_t)N * INSITU_MAX_RUNS * sizeof *per), t0 = now_ns();
     size_t n = 0, n0 = 0, runs = 0;
@@ -370,7 +390,7 @@ static int bench_attention(const struct llm_model *m, const struct calib_text *t
                          n0, n);
         for (size_t i = 0; !rc && i < n; i++) {
             xs[i] = steps[i].pos + 1;
-            per[i * INSITU_MAX_RUNS + runs] = steps[i].cat[IS_ATTN] / L;
+            per[i * INSITU_MAX_RUNS + runs] = steps[i].cat[CALIB_CAT_ATTN] / L;
         }
         n0 = n;
     }
@@ -393,7 +413,7 @@ static int bench_attention(const struct llm_model *m, const struct calib_text *t
             rc = insitu_run(m, tx, kind, "local", K, batch[w], K, N < 8 * K ? N : 8 * K, steps,
                             &n, e);
             for (size_t i = 0; !rc && i < n && all < (size_t)N * INSITU_MAX_RUNS; i++)
-                per[all++] = steps[i].cat[IS_ATTN] / L;
+                per[all++] = steps[i].cat[CALIB_CAT_ATTN] / L;
         }
         if (!rc)
             fixed[w] = fit_median(per, all) - batch[w] * K * *ns_per_token;
@@ -437,7 +457,7 @@ static int bench_attention_batches(const struct llm_model *m, const struct calib
 {
     const struct llm_config *c = &m->c;
     const uint32_t P = attn_prompt(c), L = c->n_layers;
-    struct insitu_step steps[ATTN_STEPS];
+    struct calib_step steps[ATTN_STEPS];
     double per[ATTN_STEPS * INSITU_MAX_RUNS];
     for (int i = 0; i < CALIB_ATTN_N; i++) {
         uint32_t B = calib_attn_batch[i];
@@ -454,7 +474,7 @@ static int bench_attention_batches(const struct llm_model *m, const struct calib
                 if (!(steps[k].attended > 0))
                     return err_set(e, ALISA_EINVAL, "calibration: a %s step at position %.0f "
                                    "attended no tokens", sel, steps[k].pos);
-                per[all++] = (steps[k].cat[IS_ATTN] - L * (layer + B * fixed)) /
+                per[all++] = (steps[k].cat[CALIB_CAT_ATTN] - L * (layer + B * fixed)) /
                              steps[k].attended;
             }
         }
@@ -479,7 +499,7 @@ static int bench_schedule(const struct llm_model *m, const struct calib_text *tx
                           double out[CALIB_N], struct alisa_err *e)
 {
     const uint32_t G = 12, L = m->c.n_layers;
-    struct insitu_step steps[12];
+    struct calib_step steps[12];
     double sched[INSITU_MAX_RUNS], kv[INSITU_MAX_RUNS], ret[INSITU_MAX_RUNS],
         extra[INSITU_MAX_RUNS], ts[3], tk[3], bs[3], cs[3], rs[3];
     for (int i = 0; i < 6; i++) {
@@ -503,15 +523,15 @@ static int bench_schedule(const struct llm_model *m, const struct calib_text *tx
                 double t = 0, mv = 0, r = 0;
                 ctx = 0;
                 for (size_t k = 1; k < n; k++) {
-                    t += steps[k].cat[IS_SCHED];
-                    mv += steps[k].cat[IS_MOVE];
+                    t += steps[k].cat[CALIB_CAT_SCHED];
+                    mv += steps[k].cat[CALIB_CAT_MOVE];
                     r += steps[k].retired;
                     ctx += steps[k].pos + 1;
                 }
                 sched[runs] = t / ((double)L * (n - 1));
                 kv[runs] = mv / ((double)L * (n - 1));
                 ret[runs] = r / ((double)L * (n - 1));
-                extra[runs] = steps[0].cat[IS_SCHED] / L - sched[runs];
+                extra[runs] = steps[0].cat[CALIB_CAT_SCHED] / L - sched[runs];
                 r_first = steps[0].retired / L;
                 ctx /= (double)(n - 1);
             }

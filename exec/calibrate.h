@@ -176,6 +176,50 @@ struct calib_text {
     size_t n; /* at least 1 */
 };
 
+/* One decode step of an in-situ run as the executor's timings report it:
+ * its position, each timing category summed over the layers (backend.h's
+ * order, CALIB_CAT_*) and the head, ns; the tokens its plans retired and
+ * attended, summed over the layers and sequences. */
+enum { CALIB_CAT_GEMM, CALIB_CAT_ATTN, CALIB_CAT_MOVE, CALIB_CAT_RECOMP, CALIB_CAT_SCHED };
+struct calib_step {
+    double pos;
+    double cat[5];
+    double head;
+    double retired;
+    double attended;
+};
+
+/* What one in-situ run is: selection sel (budget tokens when non-zero, else
+ * 80% sparsity), B sequences, a P-token prompt as one chunk, decode steps
+ * at positions P .. N - 1, gpu-only placement with room for every token. */
+struct calib_run {
+    const char *sel;
+    uint32_t budget, B, P, N;
+};
+
+/* Where the in-situ runs' steps come from: by default the executor's own
+ * forward pass with timings (backend kind, tokens from tx). A source fills
+ * steps (room for N - P) and *n, or returns an error. Tests install one
+ * with known costs to check that the figures calib_measure derives from the
+ * runs recover them (calib_set_source(NULL, NULL) restores the executor).
+ * The microbenchmarks outside the runs (GEMM, memory, copies,
+ * recomputation) are not affected. */
+typedef int (*calib_source_fn)(void *ctx, const struct llm_model *m, const struct calib_run *run,
+                               struct calib_step *steps, size_t *n, struct alisa_err *e);
+void calib_set_source(calib_source_fn fn, void *ctx);
+
+/* The copy figures from n (2 to 16) timed copies of bytes[i] taking ns[i]:
+ * ns = latency + bytes / rate by least squares weighted for relative error,
+ * the latency held at 0 when the free fit puts it below. *gbps in bytes per
+ * ns (= GB/s), *lat_us in us. Cannot fail. */
+void calib_fit_copy(const double *bytes, const double *ns, size_t n, double *gbps,
+                    double *lat_us);
+
+/* Bytes of the decode's layer weights and of its head as backend kind
+ * holds them: what the wgemm and head figures are per. Cannot fail. */
+void calib_weight_bytes(const struct llm_config *c, enum llm_backend kind, double *layers,
+                        double *head);
+
 /* Runs every microbenchmark once for the shapes of model m (which must be
  * loaded: the attention benchmark runs it) on backend kind and writes the
  * figures into out[CALIB_N]. The in-situ runs read their tokens from tx;

@@ -1,60 +1,98 @@
-# A Markdown table of `alisa db export --query validate` rows (one or more
-# CSVs): per point the configuration, the phase it reached, the mean step
-# time measured and predicted, the total error, the per-step MAPE and how far
-# the machine's weight rate was from the profile's during the run (the mean of
-# its samples before and after, and their range), and the errors normalised
-# by the machine's rate step by step; then per model the mean and largest
-# absolute total error and MAPE, the same normalised, and the Pearson
-# correlation between the total error and that drift (near 1: the error
-# follows the machine, not the model). Columns as `--query validate` names
-# them ($32 normalised_total_error_pct ... $37 repeat).
+# Markdown tables of `alisa db export --query validate` rows (one or more
+# CSVs, columns found by their header names). A point belongs to the held-out
+# set when its sweep's name says "heldout" (experiments/validation-heldout-*
+# .sweep: settings calibration never ran), else to the in-sample set.
+# 1. Per point: the set, the configuration, the phase it reached, the mean
+#    step time measured and predicted, the total error, the per-step MAPE,
+#    the noise floor (how far the repeated runs' decode totals lie apart,
+#    (max - min) / median), how far the machine's weight rate was from the
+#    profile's during the run (mean of the samples before and after, and
+#    their range), and the errors normalised by that rate step by step.
+# 2. Per model and set, held out first: mean and largest absolute total
+#    error and MAPE, the mean noise floor, the normalised errors, and the
+#    Pearson correlation between total error and drift (near 1: the error
+#    follows the machine, not the model).
+# 3. Per model, set and phase: mean and largest absolute total error, MAPE.
 # Usage: awk -f plots/validation-table.awk a.csv [b.csv ...]
 BEGIN {
     FS = ","
-    print "| model | batch x prompt | selection / placement | phase | runs | step, measured ms | step, predicted ms | total error | per-step MAPE | machine vs profile (range) | normalised error | normalised MAPE |"
-    print "|---|---|---|---|---|---|---|---|---|---|---|---|"
+    phases[1] = "I"; phases[2] = "II"; phases[3] = "III"
+    print "| set | model | batch x prompt | selection / placement | phase | runs | step, measured ms | step, predicted ms | total error | per-step MAPE | repeats' spread | machine vs profile (range) | normalised error | normalised MAPE |"
+    print "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 }
-FNR == 1 { next }
-$3 != "ok" { next }
+FNR == 1 {
+    delete c
+    for (i = 1; i <= NF; i++) c[$i] = i
+    next
+}
+function f(name) { return (name in c) ? $(c[name]) : "" }
+f("status") != "ok" { next }
 {
-    model = $4; sub(/\..*$/, "", model)
-    phase = $14 >= 0 ? "III" : ($13 >= 0 ? "II" : "I")
-    now = ($29 + $30) / 2
-    drift = $31 > 0 ? sprintf("%+.0f%% (%+.0f..%+.0f)", 100 * (now - $31) / $31,
-                              100 * ($35 - $31) / $31, 100 * ($36 - $31) / $31) : "-"
-    normed = $32 != "" ? sprintf("%+.1f%% | %.1f%%", $32, $33) : "- | -"
-    sel = $6 == "dense" ? $6 : $6 " " $8
-    printf "| %s | %d x %d | %s / %s | %s | %d | %.3f | %.3f | %+.1f%% | %.1f%% | %s | %s |\n", model,
-           $10, $11, sel, $7, phase, ($37 > 0 ? $37 : 1), $15 * 1e3 / $12, $16 * 1e3 / $12, $17, $18,
-           drift, normed
-    n[model]++
-    e = $17 < 0 ? -$17 : $17
-    se[model] += e; sm[model] += $18
-    if (e > me[model]) me[model] = e
-    if ($18 > mm[model]) mm[model] = $18
-    if ($32 != "") {
-        nn[model]++
-        ne[model] += $32 < 0 ? -$32 : $32; nm[model] += $33
+    model = f("model"); sub(/\..*$/, "", model)
+    set = f("sweep") ~ /heldout/ ? "held out" : "in-sample"
+    phase = f("phase3_step") >= 0 ? "III" : (f("phase2_step") >= 0 ? "II" : "I")
+    prof = f("weight_rate_profile_gbps"); lo = f("weight_rate_min_gbps"); hi = f("weight_rate_max_gbps")
+    now = (f("weight_rate_before_gbps") + f("weight_rate_after_gbps")) / 2
+    drift = prof > 0 ? sprintf("%+.0f%% (%+.0f..%+.0f)", 100 * (now - prof) / prof,
+                               100 * (lo - prof) / prof, 100 * (hi - prof) / prof) : "-"
+    nerr = f("normalised_total_error_pct"); nmape = f("normalised_mape_pct")
+    normed = nerr != "" ? sprintf("%+.1f%% | %.1f%%", nerr, nmape) : "- | -"
+    spread = f("repeat_spread_pct")
+    sel = f("selection") == "dense" ? "dense" : f("selection") " " f("sparsity")
+    runs = f("repeat") > 0 ? f("repeat") : 1
+    err = f("total_error_pct"); mape = f("mape_pct"); G = f("gen_len")
+    printf "| %s | %s | %d x %d | %s / %s | %s | %d | %.3f | %.3f | %+.1f%% | %.1f%% | %s | %s | %s |\n",
+           set, model, f("batch"), f("prompt_len"), sel, f("placement"), phase, runs,
+           f("measured_s") * 1e3 / G, f("predicted_s") * 1e3 / G, err, mape,
+           spread != "" ? sprintf("%.1f%%", spread) : "-", drift, normed
+    e = err < 0 ? -err : err
+    key = model SUBSEP set
+    if (!(key in n)) order[++nkeys] = key
+    n[key]++; se[key] += e; sm[key] += mape
+    if (e > me[key]) me[key] = e
+    if (mape > mm[key]) mm[key] = mape
+    if (spread != "") { ns[key]++; ss[key] += spread }
+    if (nerr != "") { nn[key]++; ne[key] += nerr < 0 ? -nerr : nerr; nm[key] += nmape }
+    if (prof > 0) {
+        d = 100 * (now - prof) / prof
+        k[key]++; sx[key] += d; sy[key] += err
+        sxx[key] += d * d; syy[key] += err * err; sxy[key] += d * err
     }
-    if ($31 > 0) {
-        d = 100 * (now - $31) / $31
-        k[model]++; sx[model] += d; sy[model] += $17
-        sxx[model] += d * d; syy[model] += $17 * $17; sxy[model] += d * $17
-    }
+    pk = key SUBSEP phase
+    pn[pk]++; pe[pk] += e; pm[pk] += mape
+    if (e > pme[pk]) pme[pk] = e
 }
 END {
     print ""
-    print "| model | points | mean abs. total error | largest | mean MAPE | largest | normalised: mean abs. error | mean MAPE | error vs machine drift, r |"
-    print "|---|---|---|---|---|---|---|---|---|"
-    for (m in n) {
-        r = "-"
-        if (k[m] > 2) {
-            vx = sxx[m] - sx[m] * sx[m] / k[m]; vy = syy[m] - sy[m] * sy[m] / k[m]
-            if (vx > 0 && vy > 0)
-                r = sprintf("%.2f", (sxy[m] - sx[m] * sy[m] / k[m]) / sqrt(vx * vy))
+    print "| model | set | points | mean abs. total error | largest | mean MAPE | largest | mean repeats' spread | normalised: mean abs. error | mean MAPE | error vs machine drift, r |"
+    print "|---|---|---|---|---|---|---|---|---|---|---|"
+    for (pass = 1; pass <= 2; pass++)
+        for (i = 1; i <= nkeys; i++) {
+            key = order[i]; split(key, kk, SUBSEP)
+            if ((kk[2] == "held out") != (pass == 1)) continue
+            r = "-"
+            if (k[key] > 2) {
+                vx = sxx[key] - sx[key] * sx[key] / k[key]; vy = syy[key] - sy[key] * sy[key] / k[key]
+                if (vx > 0 && vy > 0)
+                    r = sprintf("%.2f", (sxy[key] - sx[key] * sy[key] / k[key]) / sqrt(vx * vy))
+            }
+            normed = nn[key] ? sprintf("%.1f%% | %.1f%%", ne[key] / nn[key], nm[key] / nn[key]) : "- | -"
+            spread = ns[key] ? sprintf("%.1f%%", ss[key] / ns[key]) : "-"
+            printf "| %s | %s | %d | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %s | %s | %s |\n", kk[1], kk[2],
+                   n[key], se[key] / n[key], me[key], sm[key] / n[key], mm[key], spread, normed, r
         }
-        normed = nn[m] ? sprintf("%.1f%% | %.1f%%", ne[m] / nn[m], nm[m] / nn[m]) : "- | -"
-        printf "| %s | %d | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %s | %s |\n", m, n[m], se[m] / n[m],
-               me[m], sm[m] / n[m], mm[m], normed, r
-    }
+    print ""
+    print "| model | set | phase | points | mean abs. total error | largest | mean MAPE |"
+    print "|---|---|---|---|---|---|---|"
+    for (pass = 1; pass <= 2; pass++)
+        for (i = 1; i <= nkeys; i++) {
+            key = order[i]; split(key, kk, SUBSEP)
+            if ((kk[2] == "held out") != (pass == 1)) continue
+            for (ph = 1; ph <= 3; ph++) {
+                pk = key SUBSEP phases[ph]
+                if (pk in pn)
+                    printf "| %s | %s | %s | %d | %.1f%% | %.1f%% | %.1f%% |\n", kk[1], kk[2],
+                           phases[ph], pn[pk], pe[pk] / pn[pk], pme[pk], pm[pk] / pn[pk]
+            }
+        }
 }

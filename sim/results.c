@@ -280,7 +280,8 @@ static const char q_validate[] =
     R("normalised_mape_pct") " AS normalised_mape_pct, "
     R("weight_rate_samples") " AS weight_rate_samples, "
     R("weight_rate_min_gbps") " AS weight_rate_min_gbps, "
-    R("weight_rate_max_gbps") " AS weight_rate_max_gbps, " R("repeat") " AS repeat, wall_s "
+    R("weight_rate_max_gbps") " AS weight_rate_max_gbps, " R("repeat") " AS repeat, "
+    R("repeat_spread_pct") " AS repeat_spread_pct, wall_s "
     "FROM runs WHERE json_extract(config, '$.command') = 'validate'";
 
 static const char q_runs[] =

@@ -207,9 +207,15 @@ ok = ok and d['repeat'] == 3 and d['weight_rate_samples'] >= 6 and all(
     norm - d['normalised_predicted_s']) < 1e-6 + 1e-3 * norm and all(
     d['weight_rate_min_gbps'] <= float(r['machine_rate_gbps']) <= d['weight_rate_max_gbps']
     for r in rows)
+# the noise floor from the timings file: the 3 runs' decode totals (positions
+# 32-47, 48 lines a run), (max - min) / median
+tim = [json.loads(l) for l in open(sys.argv[3])]
+tot = sorted(sum(t['total_us'] for t in tim[48 * k:48 * (k + 1)] if t['pos'] >= 32)
+             for k in range(3))
+ok = ok and abs(d['repeat_spread_pct'] - 100 * (tot[2] - tot[0]) / tot[1]) < 1e-3
 sys.exit(not ok)
-" "$tmp/val.json" "$tmp/steps.csv"
-check $? "validate: phases II and III reached, totals and categories add up to the per-step file"
+" "$tmp/val.json" "$tmp/steps.csv" "$tmp/tim.jsonl"
+check $? "validate: phases II and III reached, totals and categories add up to the per-step file, the repeats' spread from the timings"
 "$alisa" validate --model stories260K --text "$text/tinystories_val_subset.txt" \
     --profile "$tmp/cat/hardware.ini" --prompt-len 32 --gen-len 16 --repeat 0 2>"$tmp/err"
 [ $? -eq 2 ] && grep -q "repeat 0: between 1 and 31" "$tmp/err"

@@ -7,6 +7,7 @@
  */
 #include <getopt.h>
 #include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -90,6 +91,8 @@ struct validation {
     double rate_min, rate_max; /* over all samples, GB/s */
     uint32_t rate_samples;
     double norm_total, norm_mape; /* predictions scaled by the machine's drift */
+    double spread;            /* the runs' decode totals, (max - min) / median, %: the noise
+                                 floor; < 0 with one run */
 };
 
 static double rel_err(double pred, double meas)
@@ -239,6 +242,21 @@ static double pick_median(const struct exec_run *ex, const struct step_times *ru
         pre[k] = ex[k].prefill_s;
     gsl_sort(pre, 1, repeat);
     return pre[(repeat - 1) / 2];
+}
+
+/* The noise floor of one point: how far its runs' total decode times lie
+ * apart, (max - min) / median in %, or -1 for a single run. */
+static double run_spread(const struct step_times *runs, uint32_t repeat, uint32_t G)
+{
+    if (repeat < 2)
+        return -1;
+    double tot[VALIDATE_REPEAT_MAX] = {0};
+    for (uint32_t k = 0; k < repeat; k++)
+        for (uint32_t j = 0; j < G; j++)
+            tot[k] += runs[(size_t)k * G + j].meas;
+    gsl_sort(tot, 1, repeat);
+    double med = gsl_stats_median_from_sorted_data(tot, 1, repeat);
+    return med > 0 ? 100.0 * (tot[repeat - 1] - tot[0]) / med : -1;
 }
 
 /* Parses the simulator's timeline CSV (step,end_ms,compute_ms,recompute_ms,
@@ -530,6 +548,7 @@ static void validate_report_json(const struct validate_opts *o, const char *mode
     json_object_set_new(j, "normalised_total_error_pct",
                         norm ? json_real(rel_err(v->norm_total, v->meas_total)) : json_null());
     json_object_set_new(j, "normalised_mape_pct", norm ? json_real(v->norm_mape) : json_null());
+    json_object_set_new(j, "repeat_spread_pct", v->spread >= 0 ? json_real(v->spread) : json_null());
     json_dumpf(j, stdout, JSON_REAL_PRECISION(6));
     printf("\n");
     json_decref(j);
@@ -553,7 +572,9 @@ static void validate_report_text(const struct validate_opts *o, const char *mode
     printf("  per-step error: MAPE %.1f%%, largest %.1f%% over %u steps\n", v->mape, v->max_ape,
            v->steps);
     if (v->repeat > 1)
-        printf("  measured: each step the median of %u executor runs\n", v->repeat);
+        printf("  measured: each step the median of %u executor runs; their decode totals lie "
+               "%.1f%% apart (max - min over the median: the noise floor)\n", v->repeat,
+               v->spread);
     printf("  prefill (apart)        %12.3f %12.3f\n", v->meas_prefill * 1e3,
            v->pred_prefill * 1e3);
     printf("  machine: one-row weight pass %.2f GB/s before the run, %.2f after, %.2f to %.2f "
@@ -636,6 +657,7 @@ int cmd_validate(int argc, char **argv)
         rc = validate_predict(&o, l.m, hw, &r, &sbuf, &gpu_kv, &e);
     if (!rc) {
         v.meas_prefill = pick_median(ex, runs, o.repeat, o.G, st);
+        v.spread = run_spread(runs, o.repeat, o.G);
         rc = parse_timeline(sbuf, r.prefill_s, o.G, st, &e);
     }
     if (!rc) {

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# plots/validation-table.awk on a hand-made export: columns found by name
+# (here in another order than --query validate writes them), failed points
+# left out, held-out points (sweep name with "heldout") summarised apart and
+# first, per-phase rows, the repeats' spread averaged where present. The
+# expected figures are worked out by hand from the rows below.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cat >"$tmp/a.csv" <<'CSV'
+status,sweep,model,batch,prompt_len,gen_len,selection,sparsity,placement,phase2_step,phase3_step,measured_s,predicted_s,total_error_pct,mape_pct,repeat,repeat_spread_pct
+ok,validation-x,m.gguf,4,128,10,swa,0.8,alisa,3,-1,0.02,0.019,-5,5,3,
+ok,validation-heldout-x,m.gguf,2,64,10,dense,0.8,gpu-only,-1,-1,0.01,0.009,-10,12,3,4
+failed,validation-heldout-x,m.gguf,2,64,10,dense,0.8,gpu-only,-1,-1,1,1,90,90,3,50
+ok,validation-heldout-x,m.gguf,6,256,10,swa,0.5,alisa,2,5,0.03,0.036,20,18,3,6
+CSV
+out=$(awk -f "$here/../plots/validation-table.awk" "$tmp/a.csv") || exit 1
+fail=0
+want() { grep -qF -- "$1" <<<"$out" || { echo "FAIL: missing: $1"; fail=1; }; }
+want "| held out | m | 2 x 64 | dense / gpu-only | I | 3 | 1.000 | 0.900 | -10.0% | 12.0% | 4.0% |"
+want "| held out | m | 6 x 256 | swa 0.5 / alisa | III | 3 | 3.000 | 3.600 | +20.0% | 18.0% | 6.0% |"
+want "| in-sample | m | 4 x 128 | swa 0.8 / alisa | II | 3 | 2.000 | 1.900 | -5.0% | 5.0% | - |"
+want "| m | held out | 2 | 15.0% | 20.0% | 15.0% | 18.0% | 5.0% |"
+want "| m | in-sample | 1 | 5.0% | 5.0% | 5.0% | 5.0% | - |"
+want "| m | held out | I | 1 | 10.0% | 10.0% | 12.0% |"
+want "| m | held out | III | 1 | 20.0% | 20.0% | 18.0% |"
+want "| m | in-sample | II | 1 | 5.0% | 5.0% | 5.0% |"
+grep -qF "90.0%" <<<"$out" && { echo "FAIL: the failed point was counted"; fail=1; }
+# held out first in the summary, whatever the rows' order
+[ "$(grep -n "| m | held out | 2 |" <<<"$out" | cut -d: -f1)" -lt \
+  "$(grep -n "| m | in-sample | 1 |" <<<"$out" | cut -d: -f1)" ] || { echo "FAIL: order"; fail=1; }
+[ $fail -eq 0 ] && echo "validation table: ok"
+exit $fail
