@@ -17,13 +17,17 @@ models: deps
 build: deps
 	@cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >build.cmake.log 2>&1 || { cat build.cmake.log; exit 1; }
 	@grep "alisa: CUDA build" build.cmake.log || true
-	@cmake --build build -j$(JOBS)
+	@echo "building build/ (log: build.log; warnings and errors are shown)"
+	@cmake --build build -j$(JOBS) >build.log 2>&1 || { grep -B2 -A6 -E "error|Error" build.log | tail -60; exit 1; }
+	@grep -A4 "warning:" build.log || true
 
 # Address + undefined-behaviour sanitizers; CUDA off (the CUDA runtime and
 # ASan do not share an address space well, and the CUDA code is built above).
 build-asan: deps
 	@cmake -S . -B build-asan -DALISA_SANITIZE=ON -DALISA_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug >build-asan.cmake.log 2>&1 || { cat build-asan.cmake.log; exit 1; }
-	@cmake --build build-asan -j$(JOBS)
+	@echo "building build-asan/ (log: build-asan.log)"
+	@cmake --build build-asan -j$(JOBS) >build-asan.log 2>&1 || { grep -B2 -A6 -E "error|Error" build-asan.log | tail -60; exit 1; }
+	@grep -A4 "warning:" build-asan.log || true
 
 test: build build-asan models
 	@echo "== tests (normal build) =="
@@ -54,4 +58,5 @@ fuzz:
 	@bash tests/fuzz/run $(FUZZ_SECONDS)
 
 clean:
-	rm -rf build build-asan build-fuzz build.cmake.log build-asan.cmake.log build-fuzz.cmake.log
+	rm -rf build build-asan build-fuzz build.cmake.log build-asan.cmake.log build-fuzz.cmake.log \
+	    build.log build-asan.log

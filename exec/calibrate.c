@@ -273,6 +273,22 @@ static int executor_run(const struct llm_model *m, const struct calib_text *tx,
     return rc;
 }
 
+static void (*progress_fn)(void *ctx, int stage, const char *what);
+static void *progress_ctx;
+
+void calib_set_progress(void (*fn)(void *ctx, int stage, const char *what), void *ctx)
+{
+    progress_fn = fn;
+    progress_ctx = ctx;
+}
+
+/* calib_measure has reached stage i of CALIB_STAGES */
+static void stage(int i, const char *what)
+{
+    if (progress_fn)
+        progress_fn(progress_ctx, i, what);
+}
+
 static calib_source_fn source_fn;
 static void *source_ctx;
 
@@ -563,12 +579,16 @@ int calib_measure(const struct llm_model *m, const struct calib_text *tx, enum l
         out[i] = NAN;
     const struct backend_ops *ops;
     int rc = backend_of(kind, &ops, e);
+    stage(0, "GEMMs");
     if (!rc)
         rc = bench_gemm(&m->c, ops, &out[CALIB_GEMM_GFLOPS], &out[CALIB_GEMV_GBPS], e);
+    stage(1, "memory");
     if (!rc && bench_mem(&out[CALIB_MEM_GBPS]))
         rc = err_set(e, ALISA_ENOMEM, "out of memory for the calibration buffers");
+    stage(2, "copies");
     if (!rc)
         rc = bench_copy(&m->c, ops, &out[CALIB_COPY_GBPS], &out[CALIB_COPY_LATENCY_US], e);
+    stage(3, "weight pass");
     if (!rc)
         rc = bench_stream(m, tx, kind, &out[CALIB_STREAM_GBPS], &out[CALIB_STREAM_GFLOPS],
                           &out[CALIB_WGEMM_R1], &out[CALIB_HEAD_R1], e);
@@ -578,22 +598,28 @@ int calib_measure(const struct llm_model *m, const struct calib_text *tx, enum l
         out[CALIB_STREAM_GBPS] = 1.0 / out[CALIB_WGEMM_R1];
     if (out[CALIB_STREAM_GFLOPS] <= 0) /* cache-resident model: its best in-cache rate */
         out[CALIB_STREAM_GFLOPS] = out[CALIB_GEMM_GFLOPS];
+    stage(4, "attention");
     if ((rc = bench_attention(m, tx, kind, &out[CALIB_ATTN_NS_PER_TOKEN], &out[CALIB_ATTN_NS_FIXED],
                               &out[CALIB_ATTN_NS_LAYER], e)) ||
-        (rc = bench_schedule(m, tx, kind, out, e)))
+        (stage(5, "scheduler"), rc = bench_schedule(m, tx, kind, out, e)))
         return rc;
+    stage(6, "recomputation");
     out[CALIB_RECOMPUTE_NS] = ops->bench_recompute(m);
     if (isnan(out[CALIB_RECOMPUTE_NS]))
         return err_set(e, ALISA_EIO, "calibration: the recomputation benchmark failed");
+    stage(7, "attention by batch");
     if ((rc = bench_attention_batches(m, tx, kind, "dense", out[CALIB_ATTN_NS_LAYER],
                                       out[CALIB_ATTN_NS_FIXED], &out[CALIB_ATTN_BATCH_FIRST],
                                       e)) ||
-        (rc = bench_attention_batches(m, tx, kind, "swa", out[CALIB_ATTN_NS_LAYER],
+        (stage(8, "sparse attention by batch"),
+         rc = bench_attention_batches(m, tx, kind, "swa", out[CALIB_ATTN_NS_LAYER],
                                       out[CALIB_ATTN_NS_FIXED], &out[CALIB_ATTN_SPARSE_FIRST],
                                       e)))
         return rc;
+    stage(9, "weight probe");
     out[CALIB_WEIGHT_PROBE_GBPS] = calib_weight_rate(m, kind, 0.5);
     if (isnan(out[CALIB_WEIGHT_PROBE_GBPS]))
         return err_set(e, ALISA_ENOMEM, "out of memory for the weight-rate probe");
+    stage(CALIB_STAGES, "done");
     return 0;
 }

@@ -215,6 +215,12 @@ void calib_set_source(calib_source_fn fn, void *ctx);
 void calib_fit_copy(const double *bytes, const double *ns, size_t n, double *gbps,
                     double *lat_us);
 
+/* Reports calib_measure's progress: fn(ctx, i, what) as it starts stage i
+ * of CALIB_STAGES (the GEMMs, memory, copies, ...), and once more with i =
+ * CALIB_STAGES when it ends. NULL: none. For a progress display. */
+#define CALIB_STAGES 10
+void calib_set_progress(void (*fn)(void *ctx, int stage, const char *what), void *ctx);
+
 /* Bytes of the decode's layer weights and of its head as backend kind
  * holds them: what the wgemm and head figures are per. Cannot fail. */
 void calib_weight_bytes(const struct llm_config *c, enum llm_backend kind, double *layers,

@@ -22,6 +22,15 @@ extern "C" void device_probe(struct device_info *out)
     out->cuda_built = 1;
     int n = 0;
     cudaError_t rc = cudaGetDeviceCount(&n);
+    if (rc == cudaErrorNoDevice || rc == cudaErrorInsufficientDriver) {
+        /* the runtime's words for a machine without a GPU name the driver */
+        snprintf(out->note, sizeof out->note, "no CUDA device (%s)",
+                 rc == cudaErrorNoDevice ? "none found"
+                                         : "no NVIDIA driver, or one older than this build's "
+                                           "CUDA runtime");
+        cudaGetLastError();
+        return;
+    }
     if (rc != cudaSuccess) {
         snprintf(out->note, sizeof out->note, "no usable CUDA device: %s",
                  cudaGetErrorString(rc));
@@ -29,7 +38,7 @@ extern "C" void device_probe(struct device_info *out)
         return;
     }
     if (n == 0) {
-        snprintf(out->note, sizeof out->note, "no CUDA device found");
+        snprintf(out->note, sizeof out->note, "no CUDA device (none found)");
         return;
     }
     cudaDeviceProp prop;

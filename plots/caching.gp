@@ -5,7 +5,7 @@
 if (!exists("placements")) placements = "lru fifo lfu alisa belady oracle-cost"
 if (!exists("title_text")) title_text = "Caching policies: SWA at 80% KV sparsity"
 if (!exists("unit")) unit = "MiB"
-scale = unit eq "KB" ? 1000.0 : 1048576.0
+scale = unit eq "KiB" ? 1024.0 : unit eq "KB" ? 1000.0 : 1048576.0
 set datafile separator ","
 set terminal pngcairo size 1200, 460 font "sans,10"
 set output outfile

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The README's tour stays true: every command in a ```sh block of README.md
-# is run as shown (continuation lines joined), with build/ on PATH, from a
+# The README's tour and the help texts stay true: every command in a ```sh
+# block of README.md is run as shown (continuation lines joined), then every
+# command under "examples" in each command's --help (in the order of
+# `helps` below: a sweep before the export of its rows), with build/ on PATH, from a
 # scratch directory laid out like the repository root (traces/,
 # experiments/, plots/, models-cache/ linked in, ../shared beside it), so
 # what the commands write lands in the scratch directory. A command that
@@ -38,6 +40,19 @@ mapfile -t cmds < <(awk '
     }' "$readme")
 [ "${#cmds[@]}" -ge 10 ] || { echo "FAIL: only ${#cmds[@]} commands found in $readme"; exit 1; }
 
+n_readme=${#cmds[@]}
+# The help texts' examples: lines starting "  alisa " in the block that
+# starts with "examples (run as shown" and ends at a blank line.
+helps=(catalog policy "trace gen" "trace info" "trace check" plan fidelity sim search sweep db run
+       eval record version)
+for h in "${helps[@]}"; do
+    # shellcheck disable=SC2086
+    mapfile -t ex < <("$alisa" $h --help | awk '/^examples \(run as shown/ { on = 1; next }
+                                               /^$/ { on = 0 } on && /^  alisa / { sub(/^  /, ""); print }')
+    [ "${#ex[@]}" -ge 1 ] || { echo "FAIL: alisa $h --help has no examples"; exit 1; }
+    cmds+=("${ex[@]}")
+done
+
 fail=0
 cd "$tmp/repo" || exit 1
 for c in "${cmds[@]}"; do
@@ -49,5 +64,5 @@ for c in "${cmds[@]}"; do
         fail=$((fail + 1))
     fi
 done
-echo "${#cmds[@]} README commands, $fail failed"
+echo "$n_readme README commands and $((${#cmds[@]} - n_readme)) help examples, $fail failed"
 [ "$fail" -eq 0 ]

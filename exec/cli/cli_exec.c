@@ -5,6 +5,7 @@
  * writes their attention rows.
  */
 #include "cli_exec.h"
+#include "progress.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +74,28 @@ int kv_opt(struct kv_opts *o, int ch, const char *opt, const char *arg, struct a
     return 0;
 }
 
+int kv_opts_check(const struct kv_opts *o)
+{
+    struct alisa_err e = {{0}};
+    if (o->selection && !selection_find(o->selection))
+        return cli_usage_error(NULL, "--selection %s: unknown (alisa policy list names them)",
+                               o->selection);
+    const struct placement_ops *pl = o->placement ? placement_find(o->placement) : NULL;
+    if (o->placement && !pl)
+        return cli_usage_error(NULL, "--placement %s: unknown (alisa policy list names them)",
+                               o->placement);
+    if (pl && (pl->offline || pl->step))
+        return cli_usage_error(NULL, "--placement %s: not supported by the executor yet (offline "
+                               "bounds need a recorded run; flexgen-static splits tokens)",
+                               pl->name);
+    if (sel_params_validate(&o->sel, &e))
+        return cli_usage_error(NULL, "%s", e.msg);
+    const char *b = o->backend;
+    if (b && strcmp(b, "cpu") != 0 && strcmp(b, "cuda") != 0 && strcmp(b, "auto") != 0)
+        return cli_usage_error(NULL, "--backend %s: expected cpu, cuda or auto", b);
+    return 0;
+}
+
 const struct hw_profile *kv_opts_hw(const struct kv_opts *o, const struct catalog *c)
 {
     return o->hardware ? catalog_hw(c, o->hardware)
@@ -128,8 +151,9 @@ int tiered_attach(struct tiered *t, const struct kv_opts *o, const struct llm_mo
         return rc;
     const struct hw_profile *hw = kv_opts_hw(o, &cat);
     if (!hw) {
+        catalog_hw_not_found(&cat, "--hardware", o->hardware, e);
         catalog_deinit(&cat);
-        return err_set(e, ALISA_ENOTFOUND, "hardware '%s' is not in the catalog", o->hardware);
+        return ALISA_ENOTFOUND;
     }
     /* priced as stored: FP32 (or INT8) K and V, FP32 layer inputs */
     struct kv_shape ks = {c->dim, c->kv_dim, o->int8 ? KV_INT8 : KV_FP32};
@@ -297,7 +321,10 @@ int record_trace(const struct record_job *j, struct alisa_err *e)
         llm_state_plan_log(st, j->log);
         llm_state_timings(st, j->timings);
     }
+    struct progress pg;
+    progress_start(&pg, j->progress ? j->progress : "record", "positions", N, !j->progress);
     for (uint32_t p = 0; !rc && p < N; p++) {
+        progress_set(&pg, p);
         for (uint32_t b = 0; b < batch; b++)
             cur[b] = ids[offset + (size_t)b * N + p];
         if (j->between && p >= P)
@@ -310,6 +337,7 @@ int record_trace(const struct record_job *j, struct alisa_err *e)
             rc = trace_writer_step(w, b, p, cur[b], rows + (size_t)b * c->n_layers * (p + 1), NULL,
                                    e);
     }
+    progress_end(&pg);
     if (!rc) {
         rc = trace_writer_close(w, e);
         w = NULL;

@@ -74,6 +74,12 @@ struct kv_opts {
  * when ch was one, -1 on a bad value (e says why), 0 when not a KV option. */
 int kv_opt(struct kv_opts *o, int ch, const char *opt, const char *arg, struct alisa_err *e);
 
+/* The KV options' values checked before any work: the selection and
+ * placement known (alisa policy list), their parameters in range, the
+ * backend one of cpu, cuda, auto. Returns 0, or a usage error's exit code
+ * (cli_usage_error: one line naming the option and the value). */
+int kv_opts_check(const struct kv_opts *o);
+
 /* The hardware profile o prices with, in c (loaded with o->profile): the one
  * --hardware names, else the profile file's own section (its last), else
  * H100-80GB. NULL when the name is not there. */
@@ -127,6 +133,8 @@ struct record_job {
      * outside the executor's timings; or NULL */
     void (*between)(void *ctx, uint32_t step);
     void *between_ctx;
+    const char *progress; /* a label for a progress line on a terminal (progress.h), or
+                             NULL for none */
 };
 
 int record_trace(const struct record_job *j, struct alisa_err *e);

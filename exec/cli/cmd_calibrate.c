@@ -16,6 +16,7 @@
 #include "calibrate.h"
 #include "cli.h"
 #include "cli_exec.h"
+#include "progress.h"
 #include "cmds.h"
 
 void cmd_calibrate_usage(FILE *out)
@@ -130,8 +131,10 @@ static int calibrate_parse(int argc, char **argv, struct calibrate_opts *o)
     int bad = 0, ch;
     struct alisa_err e = {{0}};
     cli_reset_getopt();
-    while (!bad && (ch = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
-        const char *opt = argv[optind - 1];
+    int li = -1;
+    while (!bad && (ch = getopt_long(argc, argv, ":ho:", opts, &li)) != -1) {
+        const char *opt = cli_opt_name(opts, li, ch, argv[optind - 1]);
+        li = -1;
         switch (ch) {
         case 'm': o->model = optarg; break;
         case 't': o->tokenizer = optarg; break;
@@ -148,8 +151,9 @@ static int calibrate_parse(int argc, char **argv, struct calibrate_opts *o)
         return cli_usage_error(cmd_calibrate_usage, "%s", e.msg);
     if (optind < argc)
         return cli_usage_error(cmd_calibrate_usage, "unexpected argument '%s'", argv[optind]);
-    if (!o->model || !o->out)
-        return cli_usage_error(cmd_calibrate_usage, "--model and -o are required");
+    int req = cli_require(2, "--model", o->model != NULL, "-o", o->out != NULL);
+    if (req)
+        return req;
     if (o->repeat < 2)
         return cli_usage_error(cmd_calibrate_usage, "--repeat %u: at least 2 runs show a spread",
                                o->repeat);
@@ -268,18 +272,40 @@ if (o->json) {
 }
 }
 
+/* calib_measure's stages as one progress line over the runs */
+struct calib_progress {
+    struct progress pg;
+    uint32_t run, repeat;
+};
+
+static void calib_stage(void *ctx, int stage, const char *what)
+{
+    struct calib_progress *cp = ctx;
+    snprintf(cp->pg.what, sizeof cp->pg.what, "calibrate, run %u of %u: %s", cp->run + 1,
+             cp->repeat, what);
+    progress_set(&cp->pg, (uint64_t)cp->run * CALIB_STAGES + (uint64_t)stage);
+}
+
 /* o->repeat runs of every benchmark into runs (repeat, CALIB_N) and their
  * mean, range and spread into st. */
 static int calibrate_runs(const struct calibrate_opts *o, const struct llm_model *m,
                           const struct calib_text *tx, enum llm_backend kind,
                           double (*runs)[CALIB_N], struct stat4 st[CALIB_N], struct alisa_err *e)
 {
-    for (uint32_t r = 0; r < o->repeat; r++) {
-        fprintf(stderr, "alisa: calibration run %u of %u\n", r + 1, o->repeat);
-        int rc = calib_measure(m, tx, kind, runs[r], e);
-        if (rc)
-            return rc;
+    struct calib_progress cp = {.repeat = o->repeat};
+    progress_start(&cp.pg, "calibrate", "stages", (uint64_t)o->repeat * CALIB_STAGES, o->json);
+    calib_set_progress(calib_stage, &cp);
+    int rc = 0;
+    for (uint32_t r = 0; r < o->repeat && !rc; r++) {
+        if (!cp.pg.on)
+            fprintf(stderr, "alisa: calibration run %u of %u\n", r + 1, o->repeat);
+        cp.run = r;
+        rc = calib_measure(m, tx, kind, runs[r], e);
     }
+    calib_set_progress(NULL, NULL);
+    progress_end(&cp.pg);
+    if (rc)
+        return rc;
     double col[64];
     for (int f = 0; f < CALIB_N; f++) {
         uint32_t n = o->repeat < 64 ? o->repeat : 64;
@@ -312,9 +338,17 @@ int cmd_calibrate(int argc, char **argv)
     snprintf(section, sizeof section, "%s", o.name ? o.name : "");
     if (!o.name)
         snprintf(section, sizeof section, "%s-%s", be.name, host);
-    struct loaded l;
-    if (load_model(&l, o.model, o.tokenizer, o.tokenizer != NULL || o.text != NULL, &e))
+    /* the output's PATH.part made first: a path that cannot be written
+     * fails now, not after minutes of benchmarks */
+    char part[1100];
+    FILE *f = cli_part_open(o.out, part, sizeof part, "profile", &e);
+    if (!f)
         return cli_fail(&e);
+    struct loaded l;
+    if (load_model(&l, o.model, o.tokenizer, o.tokenizer != NULL || o.text != NULL, &e)) {
+        cli_part_close(f, part, o.out, ALISA_EIO, &e);
+        return cli_fail(&e);
+    }
     uint32_t *ids = NULL, n_blocks = 0;
     size_t n_ids = 0;
     struct calib_text tx = {0};
@@ -331,14 +365,9 @@ int cmd_calibrate(int argc, char **argv)
     struct stat4 st[CALIB_N];
     if (!rc)
         rc = calibrate_runs(&o, l.m, o.text ? &tx : NULL, kind, runs, st, &e);
-    char part[1100];
-    FILE *f = rc ? NULL : cli_part_open(o.out, part, sizeof part, "profile", &e);
-    if (!rc && !f)
-        rc = ALISA_EIO;
-    if (f) {
+    if (!rc)
         profile_write(f, &o, host, section, &be, &cpu, n_ids, &l.m->c, st);
-        rc = cli_part_close(f, part, o.out, 0, &e);
-    }
+    rc = cli_part_close(f, part, o.out, rc, &e); /* a failed run leaves no profile */
     if (!rc)
         calibrate_report(&o, section, runs, st);
     free(runs);

@@ -13,6 +13,7 @@
 #include "catalog.h"
 #include "cli.h"
 #include "cli_exec.h"
+#include "progress.h"
 #include "cmds.h"
 #include "costmodel.h"
 #include "forward.h"
@@ -52,7 +53,10 @@ void cmd_run_usage(FILE *out)
             "                     GEMM, attention, KV transfer and recomputation time\n"
             "                     (microseconds, wall clock)\n"
             KV_OPT_HELP
-            "  -h, --help         this text\n");
+            "  -h, --help         this text\n"
+            "\n"
+            "examples (run as shown by tests/readme_test.sh):\n"
+            "  alisa run --model stories260K --prompt \"Once upon a time\" -n 32\n");
 }
 
 static uint32_t argmax(const float *x, uint32_t n)
@@ -76,6 +80,19 @@ static uint32_t sample(const float *logits, uint32_t n, double temp, gsl_rng *rn
     return n - 1;
 }
 
+/* Writes the text of ids (n tokens) to stdout, each decoded after *prev
+ * (which ends as the last). */
+static void print_pieces(const struct tokenizer *t, uint32_t *prev, const uint32_t *ids,
+                         uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        size_t len;
+        const char *piece = tok_decode(t, *prev, ids[i], &len);
+        fwrite(piece, 1, len, stdout);
+        *prev = ids[i];
+    }
+}
+
 int cmd_run(int argc, char **argv)
 {
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
@@ -97,8 +114,10 @@ int cmd_run(int argc, char **argv)
     struct alisa_err e = {{0}};
     cli_reset_getopt();
     int ch;
-    while (!bad && (ch = getopt_long(argc, argv, ":hn:", opts, NULL)) != -1) {
-        const char *opt = argv[optind - 1];
+    int li = -1;
+    while (!bad && (ch = getopt_long(argc, argv, ":hn:", opts, &li)) != -1) {
+        const char *opt = cli_opt_name(opts, li, ch, argv[optind - 1]);
+        li = -1;
         int k = kv_opt(&kvo, ch, opt, optarg, &e);
         if (k) {
             bad = k < 0;
@@ -120,9 +139,13 @@ int cmd_run(int argc, char **argv)
         return cli_usage_error(cmd_run_usage, "%s", e.msg);
     if (optind < argc)
         return cli_usage_error(cmd_run_usage, "unexpected argument '%s'", argv[optind]);
-    if (!model || !prompt || !have_n || batch == 0 || temp < 0)
-        return cli_usage_error(cmd_run_usage, "--model, --prompt and -n are required; --batch > 0, "
-                               "--temperature >= 0");
+    int req = cli_require(3, "--model", model != NULL, "--prompt", prompt != NULL, "-n", have_n);
+    if (req || (req = kv_opts_check(&kvo)))
+        return req;
+    if (batch == 0)
+        return cli_usage_error(cmd_run_usage, "--batch 0: at least 1 sequence");
+    if (temp < 0)
+        return cli_usage_error(cmd_run_usage, "--temperature %g: at least 0 (0: greedy)", temp);
     struct loaded l;
     if (load_model(&l, model, tokenizer, 1, &e))
         return cli_fail(&e);
@@ -152,8 +175,9 @@ int cmd_run(int argc, char **argv)
     if (!rc && !tr.sched)
         llm_state_tiered(st, NULL, NULL, (uint32_t)np); /* dense: phases for the timings */
     FILE *tf = NULL;
-    if (!rc && timings && !(tf = fopen(timings, "w")))
-        rc = err_set(&e, ALISA_EIO, "%s: cannot create timings file", timings);
+    char tpart[1100];
+    if (!rc && timings && !(tf = cli_part_open(timings, tpart, sizeof tpart, "timings file", &e)))
+        rc = ALISA_EIO;
     if (tf)
         llm_state_timings(st, tf);
     const float *logits = NULL;
@@ -175,6 +199,13 @@ int cmd_run(int argc, char **argv)
         cur[b] = ids[np - 1];
     if (!rc && !(logits = llm_forward(st, cur, (uint32_t)np - 1, NULL)))
         rc = err_set(&e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
+    /* one sequence streams its text as it is generated; several print
+     * theirs one after another at the end */
+    uint32_t prev = TOK_BOS;
+    if (!rc && batch == 1) {
+        print_pieces(l.t, &prev, ids + 1, (uint32_t)np - 1);
+        fflush(stdout);
+    }
     double t0 = cli_now_s();
     for (uint32_t j = 0; j < n && !rc; j++) {
         for (uint32_t b = 0; b < batch; b++) {
@@ -183,31 +214,26 @@ int cmd_run(int argc, char **argv)
                                : sample(lg, l.m->c.vocab, temp, rng, scratch);
             gen[b][j] = cur[b];
         }
+        if (batch == 1) {
+            print_pieces(l.t, &prev, &cur[0], 1);
+            fflush(stdout);
+        }
         if (j + 1 < n && !(logits = llm_forward(st, cur, (uint32_t)np + j, NULL)))
             rc = err_set(&e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
     }
     double dt = cli_now_s() - t0;
-    for (uint32_t b = 0; b < batch && !rc; b++) {
-        if (batch > 1)
-            printf("[%u] ", b);
-        uint32_t prev = TOK_BOS;
-        for (int p = 1; p < np; p++) {
-            size_t len;
-            const char *piece = tok_decode(l.t, prev, ids[p], &len);
-            fwrite(piece, 1, len, stdout);
-            prev = ids[p];
-        }
-        for (uint32_t j = 0; j < n; j++) {
-            size_t len;
-            const char *piece = tok_decode(l.t, prev, gen[b][j], &len);
-            fwrite(piece, 1, len, stdout);
-            prev = gen[b][j];
-        }
+    if (batch == 1 && np > 0)
+        printf("\n");
+    for (uint32_t b = 0; b < batch && batch > 1 && !rc; b++) {
+        printf("[%u] ", b);
+        prev = TOK_BOS;
+        print_pieces(l.t, &prev, ids + 1, (uint32_t)np - 1);
+        print_pieces(l.t, &prev, gen[b], n);
         printf("\n");
     }
     if (!rc) {
-        fprintf(stderr, "alisa: %u tokens x %u sequences in %.3f s: %.1f tokens/s (decode, %s)\n",
-                n, batch, dt, dt > 0 ? (double)n * batch / dt : 0.0,
+        fprintf(stderr, "alisa: %u tokens x %u sequence%s in %.3f s: %.1f tokens/s (decode, %s)\n",
+                n, batch, batch == 1 ? "" : "s", dt, dt > 0 ? (double)n * batch / dt : 0.0,
                 llm_state_label(st));
         if (tr.ks) {
             uint64_t off, ld, rcmp;
@@ -216,8 +242,8 @@ int cmd_run(int argc, char **argv)
                     (unsigned long long)off, (unsigned long long)ld, (unsigned long long)rcmp);
         }
     }
-    if (tf && fclose(tf) != 0 && !rc)
-        rc = err_set(&e, ALISA_EIO, "%s: write failed", timings);
+    if (tf) /* whole or not at all */
+        rc = cli_part_close(tf, tpart, timings, rc, &e);
     tiered_free(&tr);
     llm_state_free(st);
     for (uint32_t b = 0; gen && b < batch; b++)
@@ -316,7 +342,12 @@ void cmd_eval_usage(FILE *out)
             "                   dense prefill, later ones decode under the selection\n"
             "                   (default 128, or the window when shorter)\n"
             KV_OPT_HELP
-            "  -h, --help       this text\n");
+            "  -h, --help       this text\n"
+            "\n"
+            "examples (run as shown by tests/readme_test.sh):\n"
+            "  alisa eval --model stories260K --text "
+            "../shared/models/eval-text/tinystories_val_subset.txt --ctx 256 "
+            "--blocks 4\n");
 }
 
 int cmd_eval(int argc, char **argv)
@@ -341,8 +372,10 @@ int cmd_eval(int argc, char **argv)
     struct alisa_err e = {{0}};
     cli_reset_getopt();
     int ch;
-    while (!bad && (ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        const char *opt = argv[optind - 1];
+    int li = -1;
+    while (!bad && (ch = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
+        const char *opt = cli_opt_name(opts, li, ch, argv[optind - 1]);
+        li = -1;
         int kk = kv_opt(&kvo, ch, opt, optarg, &e);
         if (kk) {
             bad = kk < 0;
@@ -366,8 +399,13 @@ int cmd_eval(int argc, char **argv)
         return cli_usage_error(cmd_eval_usage, "%s", e.msg);
     if (optind < argc)
         return cli_usage_error(cmd_eval_usage, "unexpected argument '%s'", argv[optind]);
-    if (!model || !text || ctx < 2 || batch == 0)
-        return cli_usage_error(cmd_eval_usage, "--model, --text and --ctx >= 2 are required");
+    int req = cli_require(2, "--model", model != NULL, "--text", text != NULL);
+    if (req || (req = kv_opts_check(&kvo)))
+        return req;
+    if (ctx < 2)
+        return cli_usage_error(cmd_eval_usage, "--ctx %u: at least 2 tokens", ctx);
+    if (batch == 0)
+        return cli_usage_error(cmd_eval_usage, "--batch 0: at least 1 window at a time");
     struct loaded l;
     if (load_model(&l, model, tokenizer, 1, &e))
         return cli_fail(&e);
@@ -397,7 +435,10 @@ int cmd_eval(int argc, char **argv)
     uint32_t *cur = malloc((size_t)batch * CHUNK * sizeof *cur);
     if (!rc && !cur)
         rc = err_set(&e, ALISA_ENOMEM, "out of memory");
+    struct progress pg;
+    progress_start(&pg, "eval", "windows", windows, json);
     for (uint64_t w0 = 0; !rc && w0 < windows; w0 += batch) {
+        progress_set(&pg, w0);
         uint32_t B = (uint32_t)(windows - w0 < batch ? windows - w0 : batch);
         struct llm_state *st, *ref = NULL;
         if ((rc = exec_state_create(&st, &kvo, l.m, B, ctx, &e)))
@@ -435,6 +476,7 @@ int cmd_eval(int argc, char **argv)
         llm_state_free(ref);
         llm_state_free(st);
     }
+    progress_end(&pg);
     double dt = cli_now_s() - t0;
     free(cur);
     free(ids);
@@ -504,7 +546,12 @@ void cmd_record_usage(FILE *out)
             "  -o, --output X    trace to write\n"
             "  --log FILE        decision log of the scheduler (planlog.h's lines)\n"
             KV_OPT_HELP
-            "  -h, --help        this text\n");
+            "  -h, --help        this text\n"
+            "\n"
+            "examples (run as shown by tests/readme_test.sh):\n"
+            "  alisa record --model stories260K --text "
+            "../shared/models/eval-text/tinystories_val_subset.txt --prompt-len 32 "
+            "--gen-len 32 --batch 2 -o rec.trace\n");
 }
 
 int cmd_record(int argc, char **argv)
@@ -526,12 +573,14 @@ int cmd_record(int argc, char **argv)
     struct kv_opts kvo = {.sel = {.sparsity = 0.8}};
     uint32_t P = 0, G = 0, batch = 1, offset = 0;
     double threshold = 0.001;
-    int bad = 0;
+    int bad = 0, P_given = 0;
     struct alisa_err e = {{0}};
     cli_reset_getopt();
     int ch;
-    while (!bad && (ch = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
-        const char *opt = argv[optind - 1];
+    int li = -1;
+    while (!bad && (ch = getopt_long(argc, argv, ":ho:", opts, &li)) != -1) {
+        const char *opt = cli_opt_name(opts, li, ch, argv[optind - 1]);
+        li = -1;
         int kk = kv_opt(&kvo, ch, opt, optarg, &e);
         if (kk) {
             bad = kk < 0;
@@ -543,7 +592,7 @@ int cmd_record(int argc, char **argv)
         case 't': tokenizer = optarg; break;
         case 'x': text = optarg; break;
         case 'o': out = optarg; break;
-        case 'P': bad = cli_parse_u32(opt, optarg, &P, &e); break;
+        case 'P': P_given = 1; bad = cli_parse_u32(opt, optarg, &P, &e); break;
         case 'G': bad = cli_parse_u32(opt, optarg, &G, &e); break;
         case 'b': bad = cli_parse_u32(opt, optarg, &batch, &e); break;
         case 'O': bad = cli_parse_u32(opt, optarg, &offset, &e); break;
@@ -555,24 +604,32 @@ int cmd_record(int argc, char **argv)
         return cli_usage_error(cmd_record_usage, "%s", e.msg);
     if (optind < argc)
         return cli_usage_error(cmd_record_usage, "unexpected argument '%s'", argv[optind]);
-    if (!model || !text || !out || !P || !batch)
-        return cli_usage_error(cmd_record_usage, "--model, --text, --prompt-len and -o are required");
+    int req = cli_require(4, "--model", model != NULL, "--text", text != NULL, "--prompt-len",
+                          P > 0 || P_given, "-o", out != NULL);
+    if (req || (req = kv_opts_check(&kvo)))
+        return req;
+    if (!P)
+        return cli_usage_error(cmd_record_usage, "--prompt-len 0: at least 1 token");
+    if (!batch)
+        return cli_usage_error(cmd_record_usage, "--batch 0: at least 1 sequence");
     struct loaded l;
     if (load_model(&l, model, tokenizer, 1, &e))
         return cli_fail(&e);
     FILE *lf = NULL;
     int rc = 0;
-    if (log_path && !(lf = fopen(log_path, "w")))
-        rc = err_set(&e, ALISA_EIO, "%s: cannot create decision log", log_path);
+    char lpart[1100];
+    if (log_path && !(lf = cli_part_open(log_path, lpart, sizeof lpart, "decision log", &e)))
+        rc = ALISA_EIO;
     struct record_job job = {.l = &l, .text = text, .out = out, .P = P, .G = G, .batch = batch,
-                             .offset = offset, .threshold = threshold, .kv = kvo, .log = lf};
+                             .offset = offset, .threshold = threshold, .kv = kvo, .log = lf,
+                             .progress = "record"};
     if (!rc)
         rc = record_trace(&job, &e);
-    if (lf && fclose(lf) != 0 && !rc)
-        rc = err_set(&e, ALISA_EIO, "%s: write failed", log_path);
+    if (lf) /* whole or not at all: a failed record leaves no log */
+        rc = cli_part_close(lf, lpart, log_path, rc, &e);
     if (!rc)
-        fprintf(stderr, "alisa: wrote %s (%s, %u sequences of %u + %u tokens)\n", out, l.m->name,
-                batch, P, G);
+        fprintf(stderr, "alisa: wrote %s (%s, %u sequence%s of %u + %u tokens)\n", out, l.m->name,
+                batch, batch == 1 ? "" : "s", P, G);
     loaded_free(&l);
     return rc ? cli_fail(&e) : 0;
 }

@@ -372,6 +372,7 @@ struct validate_opts {
     const char *model, *tokenizer, *text, *trace, *steps, *timings;
     struct kv_opts kvo;
     uint32_t P, G, batch, offset, repeat;
+    int P_given, G_given;    /* --prompt-len, --gen-len given (0 is refused, not missing) */
     int json;
 };
 
@@ -398,8 +399,10 @@ static int validate_parse(int argc, char **argv, struct validate_opts *o)
     int bad = 0, ch;
     struct alisa_err e = {{0}};
     cli_reset_getopt();
-    while (!bad && (ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        const char *opt = argv[optind - 1];
+    int li = -1;
+    while (!bad && (ch = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
+        const char *opt = cli_opt_name(opts, li, ch, argv[optind - 1]);
+        li = -1;
         int kk = kv_opt(&o->kvo, ch, opt, optarg, &e);
         if (kk) {
             bad = kk < 0;
@@ -415,8 +418,8 @@ static int validate_parse(int argc, char **argv, struct validate_opts *o)
         case 'J': o->timings = optarg; break;
         case 'R': bad = cli_parse_u32(opt, optarg, &o->repeat, &e); break;
         case 'j': o->json = 1; break;
-        case 'P': bad = cli_parse_u32(opt, optarg, &o->P, &e); break;
-        case 'G': bad = cli_parse_u32(opt, optarg, &o->G, &e); break;
+        case 'P': o->P_given = 1; bad = cli_parse_u32(opt, optarg, &o->P, &e); break;
+        case 'G': o->G_given = 1; bad = cli_parse_u32(opt, optarg, &o->G, &e); break;
         case 'b': bad = cli_parse_u32(opt, optarg, &o->batch, &e); break;
         case 'O': bad = cli_parse_u32(opt, optarg, &o->offset, &e); break;
         default: return cli_option_end(ch, opt, cmd_validate_usage);
@@ -426,9 +429,16 @@ static int validate_parse(int argc, char **argv, struct validate_opts *o)
         return cli_usage_error(cmd_validate_usage, "%s", e.msg);
     if (optind < argc)
         return cli_usage_error(cmd_validate_usage, "unexpected argument '%s'", argv[optind]);
-    if (!o->model || !o->text || !o->kvo.profile || !o->P || !o->G || !o->batch)
-        return cli_usage_error(cmd_validate_usage, "--model, --text, --profile, --prompt-len and "
-                               "--gen-len are required");
+    int req = cli_require(5, "--model", o->model != NULL, "--text", o->text != NULL, "--profile",
+                          o->kvo.profile != NULL, "--prompt-len", o->P > 0 || o->P_given,
+                          "--gen-len", o->G > 0 || o->G_given);
+    if (req || (req = kv_opts_check(&o->kvo)))
+        return req;
+    if (!o->P || !o->G)
+        return cli_usage_error(cmd_validate_usage, "%s 0: at least 1 token",
+                               o->P ? "--gen-len" : "--prompt-len");
+    if (!o->batch)
+        return cli_usage_error(cmd_validate_usage, "--batch 0: at least 1 sequence");
     if (o->repeat < 1 || o->repeat > VALIDATE_REPEAT_MAX)
         return cli_usage_error(cmd_validate_usage, "--repeat %u: between 1 and %d runs",
                                o->repeat, VALIDATE_REPEAT_MAX);
@@ -451,7 +461,8 @@ static int validate_measure(const struct validate_opts *o, struct loaded *l,
 {
     struct record_job job = {.l = l, .text = o->text, .out = o->trace, .P = o->P, .G = o->G,
                              .batch = o->batch, .offset = o->offset, .threshold = 0,
-                             .kv = o->kvo, .between = machine_between};
+                             .kv = o->kvo, .between = machine_between,
+                             .progress = o->json ? NULL : "validate, executor"};
     int rc = 0;
     for (uint32_t k = 0; k < o->repeat && !rc; k++) {
         struct exec_run *x = &ex[k];
@@ -595,9 +606,9 @@ static int validate_profile(struct validate_opts *o, struct catalog *cat,
     if (rc)
         return rc;
     if (!(*hw = kv_opts_hw(&o->kvo, cat))) {
+        catalog_hw_not_found(cat, "--hardware", o->kvo.hardware, e);
         catalog_deinit(cat);
-        return err_set(e, ALISA_ENOTFOUND, "--hardware %s: not in the catalog or %s",
-                       o->kvo.hardware, o->kvo.profile);
+        return ALISA_ENOTFOUND;
     }
     if (!(*hw)->serial)
         fprintf(stderr, "alisa: warning: profile [%s] is not serial (not from alisa calibrate): "

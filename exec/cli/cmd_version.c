@@ -12,7 +12,10 @@
 void cmd_version_usage(FILE *out)
 {
     fprintf(out, "usage: alisa version\n\nPrints the version, the git revision it was built "
-                 "from, whether CUDA was\ncompiled in, and the accelerator found (if any).\n");
+                 "from, whether CUDA was\ncompiled in, and the accelerator found (if any).\n"
+            "\n"
+            "examples (run as shown by tests/readme_test.sh):\n"
+            "  alisa version\n");
 }
 
 int cmd_version(int argc, char **argv)

@@ -21,17 +21,51 @@ int cli_fail(const struct alisa_err *e)
     return CLI_EXIT_FAIL;
 }
 
+static char command[32];
+
+void cli_set_command(const char *name) { snprintf(command, sizeof command, "%s", name); }
+
 int cli_usage_error(void (*usage)(FILE *), const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "alisa: ");
+    fprintf(stderr, command[0] ? "alisa %s: " : "alisa: ", command);
     vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
     va_end(ap);
-    if (usage)
-        usage(stderr);
+    if (command[0])
+        fprintf(stderr, " (alisa %s --help for the options)\n", command);
+    else {
+        fprintf(stderr, "\n");
+        if (usage)
+            usage(stderr);
+    }
     return CLI_EXIT_USAGE;
+}
+
+int cli_require(int n, ...)
+{
+    va_list ap;
+    va_start(ap, n);
+    const char *missing = NULL;
+    for (int i = 0; i < n && !missing; i++) {
+        const char *name = va_arg(ap, const char *);
+        if (!va_arg(ap, int))
+            missing = name;
+    }
+    va_end(ap);
+    return missing ? cli_usage_error(NULL, "%s is required", missing) : 0;
+}
+
+const char *cli_opt_name(const struct option *opts, int li, int ch, const char *typed)
+{
+    static char name[80];
+    if (ch == '?' || ch == ':' || (li < 0 && (ch < 0 || ch > 127)))
+        return typed;
+    if (li >= 0)
+        snprintf(name, sizeof name, "--%s", opts[li].name);
+    else
+        snprintf(name, sizeof name, "-%c", ch);
+    return name;
 }
 
 int cli_parse_u64(const char *opt, const char *s, uint64_t *out, struct alisa_err *e)

@@ -26,9 +26,28 @@ struct cli_cmd {
 /* Prints "alisa: error: <msg>" on stderr and returns CLI_EXIT_FAIL. */
 int cli_fail(const struct alisa_err *e);
 
-/* Prints "alisa: <what>" then the usage on stderr; returns CLI_EXIT_USAGE. */
+/* The command being run ("sim", "trace gen"): what usage errors name.
+ * cli_run_command sets it; a command with subcommands sets it again. */
+void cli_set_command(const char *name);
+
+/* A usage error (a bad, missing or unknown option or value): prints one
+ * line on stderr, "alisa CMD: <what> (alisa CMD --help for the options)",
+ * and returns CLI_EXIT_USAGE. Without a command yet (the command itself is
+ * missing or unknown) it prints `usage` (the list of commands) after it. */
 int cli_usage_error(void (*usage)(FILE *), const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* The first of n (name, given) pairs whose `given` is 0, as a usage error
+ * "NAME is required" (CLI_EXIT_USAGE); 0 when all were given. Arguments:
+ * const char *name, int given, n times. */
+int cli_require(int n, ...);
+
+/* The option getopt_long just returned, as the user knows it: "--name" for
+ * a long option (li its index in opts, -1 when none), "-c" for a short one;
+ * for an unknown option or a missing value, what was typed (typed). Valid
+ * until the next call. */
+struct option;
+const char *cli_opt_name(const struct option *opts, int li, int ch, const char *typed);
 
 /* Strict number parsing for option values: the whole string must be a
  * number in range. On failure e says "--opt: 'value' is not ...". */

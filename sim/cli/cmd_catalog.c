@@ -27,7 +27,10 @@ void cmd_catalog_usage(FILE *out)
             "                (default: $ALISA_CATALOG, else sim/model/catalog of the source tree)\n"
             "  -h, --help    this text\n"
             "\n"
-            "Models directory: $ALISA_MODELS, else ../shared/models beside the source tree.\n");
+            "Models directory: $ALISA_MODELS, else ../shared/models beside the source tree.\n"
+            "\n"
+            "examples (run as shown by tests/readme_test.sh):\n"
+            "  alisa catalog models\n");
 }
 
 static void print_models_table(const struct catalog *c)

@@ -37,7 +37,10 @@ void cmd_fidelity_usage(FILE *out)
             "  --json                print JSON: the options, decode_steps, attended_share,\n"
             "                        spearman_mean, mass_kept_mean, and per layer spearman,\n"
             "                        mass_kept, positions\n"
-            "  -h, --help            this text\n");
+            "  -h, --help            this text\n"
+            "\n"
+            "examples (run as shown by tests/readme_test.sh):\n"
+            "  alisa fidelity --trace traces/stories260K-tinystories.trace --selection swa\n");
 }
 
 int cmd_fidelity(int argc, char **argv)
@@ -54,8 +57,10 @@ int cmd_fidelity(int argc, char **argv)
     int json = 0, bad = 0, ch;
     struct alisa_err e = {{0}};
     cli_reset_getopt();
-    while (!bad && (ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        const char *opt = argv[optind - 1];
+    int li = -1;
+    while (!bad && (ch = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
+        const char *opt = cli_opt_name(opts, li, ch, argv[optind - 1]);
+        li = -1;
         switch (ch) {
         case O_TRACE: trace = optarg; break;
         case O_SEL: sel_name = optarg; break;
@@ -72,8 +77,9 @@ int cmd_fidelity(int argc, char **argv)
         return cli_usage_error(cmd_fidelity_usage, "%s", e.msg);
     if (optind < argc)
         return cli_usage_error(cmd_fidelity_usage, "unexpected argument '%s'", argv[optind]);
-    if (!trace || !sel_name)
-        return cli_usage_error(cmd_fidelity_usage, "--trace FILE and --selection NAME are required");
+    int req = cli_require(2, "--trace", trace != NULL, "--selection", sel_name != NULL);
+    if (req)
+        return req;
     const struct selection_ops *sel = selection_find(sel_name);
     if (!sel)
         return cli_usage_error(cmd_fidelity_usage, "unknown selection '%s' (alisa policy list)",

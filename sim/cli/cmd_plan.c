@@ -53,7 +53,11 @@ void cmd_plan_usage(FILE *out)
             "  --json                print the configuration and totals as JSON\n"
             "  --catalog DIR         catalog directory\n"
             "  --profile FILE        hardware profiles added to the catalog (alisa calibrate)\n"
-            "  -h, --help            this text\n");
+            "  -h, --help            this text\n"
+            "\n"
+            "examples (run as shown by tests/readme_test.sh):\n"
+            "  alisa plan --trace traces/stories260K-tinystories.trace --selection "
+            "swa --placement lru --gpu-kv-bytes 300KiB --cpu-kv-bytes 1MiB\n");
 }
 
 /* Decision log (planlog.h): one deterministic line per plan, for diffs
@@ -153,9 +157,6 @@ static void plan_report_text(const char *trace, const struct replay_config *cfg,
     if (t->phase2_pos >= 0 || t->phase3_pos >= 0)
         printf("        phase II (first offload) at position %lld, phase III (first drop) at %lld\n",
                (long long)t->phase2_pos, (long long)t->phase3_pos);
-    if (t->oom)
-        printf("        OUT OF MEMORY at position %u: the GPU tier cannot hold the step's tokens\n",
-               t->oom_pos);
 }
 
 int cmd_plan(int argc, char **argv)
@@ -185,8 +186,10 @@ int cmd_plan(int argc, char **argv)
     struct alisa_err e = {{0}};
     cli_reset_getopt();
     int ch, bad = 0;
-    while (!bad && (ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        const char *opt = argv[optind - 1];
+    int li = -1;
+    while (!bad && (ch = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
+        const char *opt = cli_opt_name(opts, li, ch, argv[optind - 1]);
+        li = -1;
         switch (ch) {
         case O_TRACE: trace = optarg; break;
         case O_SEL: sel_name = optarg; break;
@@ -222,14 +225,15 @@ int cmd_plan(int argc, char **argv)
         return cli_usage_error(cmd_plan_usage, "unknown placement '%s' (alisa policy list)", place_name);
     if (cfg.gpu_fraction > 1)
         return cli_usage_error(cmd_plan_usage, "--gpu-fraction %g is above 1", cfg.gpu_fraction);
+    if (sel_params_validate(&cfg.sel_params, &e))
+        return cli_usage_error(cmd_plan_usage, "%s", e.msg);
 
     struct catalog c;
     if (cli_catalog_load(&c, dir, profile, &e))
         return cli_fail(&e);
     const struct hw_profile *hw = catalog_hw(&c, hw_name);
     if (!hw) {
-        err_set(&e, ALISA_ENOTFOUND, "hardware '%s' is not in the catalog (alisa catalog hardware)",
-                hw_name);
+        catalog_hw_not_found(&c, "--hardware", hw_name, &e);
         catalog_deinit(&c);
         return cli_fail(&e);
     }
@@ -238,21 +242,31 @@ int cmd_plan(int argc, char **argv)
     cfg.hw = &hw_copy;
 
     struct plan_log lg = {0};
-    if (log_path && !(lg.f = fopen(log_path, "w"))) {
-        err_set(&e, ALISA_EIO, "%s: cannot create decision log", log_path);
+    char part[1100];
+    if (log_path && !(lg.f = cli_part_open(log_path, part, sizeof part, "decision log", &e)))
         return cli_fail(&e);
-    }
     struct replay_totals t;
     int rc = replay_trace(trace, &cfg, &t, lg.f ? log_plan : NULL, &lg, &e);
-    if (lg.f && (fclose(lg.f) != 0) && !rc)
-        rc = err_set(&e, ALISA_EIO, "%s: write failed", log_path);
+    if (lg.f) { /* whole or not at all: a failed replay (or a text one out of memory) leaves
+                 * no log */
+        int oom_fails = !rc && t.oom && !json;
+        int closed = cli_part_close(lg.f, part, log_path, rc ? rc : oom_fails ? ALISA_ENOMEM : 0,
+                                    &e);
+        if (!oom_fails)
+            rc = closed;
+    }
     if (rc)
         return cli_fail(&e);
 
-    if (json)
+    if (json) {
         plan_report_json(trace, &cfg, hw_copy.name, &t);
-    else
+    } else if (t.oom) { /* a failure, not figures: --json reports it as a result */
+        rc = err_set(&e, ALISA_ENOMEM, "out of memory at position %u: the GPU tier cannot hold "
+                     "the step's tokens (--gpu-kv-bytes; --json reports the run up to there)",
+                     t.oom_pos);
+    } else {
         plan_report_text(trace, &cfg, hw_copy.name, &t, every);
+    }
     replay_totals_free(&t);
-    return 0;
+    return rc ? cli_fail(&e) : 0;
 }

@@ -17,7 +17,10 @@ void cmd_policy_usage(FILE *out)
             "the placement policies (where each token's KV lives: GPU, CPU, dropped) with\n"
             "their parameters. Any selection combines with any placement. Policies marked\n"
             "OFFLINE BOUND read the future selection sequence (from the trace): they are\n"
-            "bounds to compare against, not policies a real system could run.\n");
+            "bounds to compare against, not policies a real system could run.\n"
+            "\n"
+            "examples (run as shown by tests/readme_test.sh):\n"
+            "  alisa policy list\n");
 }
 
 int cmd_policy(int argc, char **argv)

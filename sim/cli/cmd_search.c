@@ -36,7 +36,10 @@ void cmd_search_usage(FILE *out)
             "  --json              print JSON\n"
             "  --catalog DIR       catalog directory\n"
             "  --profile FILE      hardware profiles added to the catalog (alisa calibrate)\n"
-            "  -h, --help          this text\n");
+            "  -h, --help          this text\n"
+            "\n"
+            "examples (run as shown by tests/readme_test.sh):\n"
+            "  alisa search --model facebook/opt-30b --hardware H100-80GB --batch 64\n");
 }
 
 static json_t *schedule_json(const struct alisa_schedule *s, uint32_t batch, uint32_t gen_len)
@@ -60,10 +63,11 @@ static void print_schedule(const char *name, const struct alisa_schedule *s, uin
         return;
     }
     printf("%-7s alpha %.3f  beta %.3f  p1 %4u  p2 %4u  total %8.3f s  (compute %.3f, "
-           "transfer %.3f, recompute %.3f)  %8.1f tok/s  [%llu schedules]\n",
+           "transfer %.3f, recompute %.3f)  %8.1f tok/s  [%llu schedule%s]\n",
            name, s->alpha, s->beta, s->p1, s->p2, s->total_ns * 1e-9, s->compute_ns * 1e-9,
            s->transfer_ns * 1e-9, s->recompute_ns * 1e-9,
-           (double)batch * gen_len / (s->total_ns * 1e-9), (unsigned long long)s->evaluated);
+           (double)batch * gen_len / (s->total_ns * 1e-9), (unsigned long long)s->evaluated,
+           s->evaluated == 1 ? "" : "s");
 }
 
 int cmd_search(int argc, char **argv)
@@ -82,12 +86,14 @@ int cmd_search(int argc, char **argv)
     const char *model = NULL, *hw_name = NULL, *dir = catalog_default_dir(), *profile = NULL;
     struct search_workload w = {.prompt_len = 128, .gen_len = 512, .sel = {.sparsity = 0.8}};
     uint32_t grid = 20;
-    int json = 0, bad = 0;
+    int json = 0, bad = 0, batch_given = 0;
     struct alisa_err e = {{0}};
     cli_reset_getopt();
     int ch;
-    while (!bad && (ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        const char *opt = argv[optind - 1];
+    int li = -1;
+    while (!bad && (ch = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
+        const char *opt = cli_opt_name(opts, li, ch, argv[optind - 1]);
+        li = -1;
         switch (ch) {
         case O_MODEL: model = optarg; break;
         case O_HW: hw_name = optarg; break;
@@ -95,7 +101,7 @@ int cmd_search(int argc, char **argv)
         case O_PROFILE: profile = optarg; break;
         case O_INT8: w.precision = KV_INT8; break;
         case O_JSON: json = 1; break;
-        case O_BATCH: bad = cli_parse_u32(opt, optarg, &w.batch, &e); break;
+        case O_BATCH: batch_given = 1; bad = cli_parse_u32(opt, optarg, &w.batch, &e); break;
         case O_PROMPT: bad = cli_parse_u32(opt, optarg, &w.prompt_len, &e); break;
         case O_GEN: bad = cli_parse_u32(opt, optarg, &w.gen_len, &e); break;
         case O_SPARSITY: bad = cli_parse_double(opt, optarg, &w.sel.sparsity, &e); break;
@@ -108,10 +114,16 @@ int cmd_search(int argc, char **argv)
         return cli_usage_error(cmd_search_usage, "%s", e.msg);
     if (optind < argc)
         return cli_usage_error(cmd_search_usage, "unexpected argument '%s'", argv[optind]);
-    if (!model || !hw_name || !w.batch)
-        return cli_usage_error(cmd_search_usage, "--model, --hardware and --batch are required");
-    if (!w.gen_len || grid == 0 || grid > 1024)
-        return cli_usage_error(cmd_search_usage, "--gen-len must be positive and --grid in 1..1024");
+    int req = cli_require(3, "--model", model != NULL, "--hardware", hw_name != NULL, "--batch",
+                          w.batch > 0 || batch_given);
+    if (req)
+        return req;
+    if (!w.batch)
+        return cli_usage_error(cmd_search_usage, "--batch 0: at least 1 sequence");
+    if (!w.gen_len)
+        return cli_usage_error(cmd_search_usage, "--gen-len 0: at least 1 token");
+    if (grid == 0 || grid > 1024)
+        return cli_usage_error(cmd_search_usage, "--grid %u: between 1 and 1024 points", grid);
     if (sel_params_validate(&w.sel, &e))
         return cli_usage_error(cmd_search_usage, "%s", e.msg);
     struct catalog c;
@@ -120,10 +132,21 @@ int cmd_search(int argc, char **argv)
     int rc = 0;
     w.model = catalog_model(&c, model);
     w.hw = catalog_hw(&c, hw_name);
-    if (!w.model || !w.model->available)
-        rc = err_set(&e, ALISA_ENOTFOUND, "model '%s' is not in the catalog or unavailable", model);
+    if (!w.model)
+        rc = catalog_model_not_found(&c, "--model", model, &e);
+    else if (!w.model->available)
+        rc = err_set(&e, ALISA_ENOTFOUND, "--model %s: unavailable: %s", model, w.model->note);
     else if (!w.hw)
-        rc = err_set(&e, ALISA_ENOTFOUND, "hardware '%s' is not in the catalog", hw_name);
+        rc = catalog_hw_not_found(&c, "--hardware", hw_name, &e);
+    else if ((uint64_t)w.prompt_len + w.gen_len > w.model->max_seq && w.model->max_seq > 0) {
+        /* a bad option value, refused before any work */
+        uint32_t max_seq = w.model->max_seq;
+        char name[64];
+        snprintf(name, sizeof name, "%s", w.model->name);
+        catalog_deinit(&c);
+        return cli_usage_error(NULL, "--prompt-len %u + --gen-len %u: over %s's context of %u "
+                               "tokens", w.prompt_len, w.gen_len, name, max_seq);
+    }
     struct alisa_schedule greedy, best;
     if (!rc)
         rc = alisa_search_greedy(&w, &greedy, &e);

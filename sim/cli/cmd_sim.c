@@ -37,8 +37,8 @@ void cmd_sim_usage(FILE *out)
             "  --selection NAME    override the system's selection (alisa policy list)\n"
             "  --placement NAME    override the system's placement (alisa policy list)\n"
             "  --kv-int8           INT8 KV\n"
-            "  --gpu-mem BYTES     GPU memory (default: the profile's)\n"
-            "  --cpu-mem BYTES     host memory for KV (default: the profile's)\n"
+            "  --gpu-mem BYTES     GPU memory, > 0 (default: the profile's)\n"
+            "  --cpu-mem BYTES     host memory for KV, > 0 (default: the profile's)\n"
             "  --timeline FILE     per-step CSV: end time, compute, recompute, transfer, KV per tier\n"
             "  --extend            continue a trace with fewer than --gen-len generated tokens\n"
             "                      with synthetic rows (alisa trace gen's model, each trace layer's\n"
@@ -53,7 +53,11 @@ void cmd_sim_usage(FILE *out)
     for (size_t i = 0; sim_systems[i].name; i++)
         fprintf(out, "  %-11s %s\n", sim_systems[i].name, sim_systems[i].summary);
     fprintf(out, "\nvllm is modelled per sequence (its block manager), not per token: it ignores\n"
-                 "the trace's attention.\n");
+                 "the trace's attention.\n"
+            "\n"
+            "examples (run as shown by tests/readme_test.sh):\n"
+            "  alisa sim --trace traces/synthetic-opt-8l-4s.trace --model OPT-30B "
+            "--hardware H100-80GB --batch 64 --system alisa\n");
 }
 
 int cmd_sim(int argc, char **argv)
@@ -77,12 +81,14 @@ int cmd_sim(int argc, char **argv)
     const char *timeline_path = NULL, *dir = catalog_default_dir(), *profile = NULL;
     struct sim_config cfg = {.prompt_len = 128, .gen_len = 512, .sel_params = {.sparsity = 0.8}};
     uint64_t gpu_mem = 0, cpu_mem = 0;
-    int json = 0, bad = 0;
+    int json = 0, bad = 0, batch_given = 0;
     struct alisa_err e = {{0}};
     cli_reset_getopt();
     int ch;
-    while (!bad && (ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        const char *opt = argv[optind - 1];
+    int li = -1;
+    while (!bad && (ch = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
+        const char *opt = cli_opt_name(opts, li, ch, argv[optind - 1]);
+        li = -1;
         switch (ch) {
         case O_TRACE: cfg.trace = optarg; break;
         case O_MODEL: model = optarg; break;
@@ -96,13 +102,19 @@ int cmd_sim(int argc, char **argv)
         case O_INT8: cfg.precision = KV_INT8; break;
         case O_JSON: json = 1; break;
         case O_EXTEND: cfg.extend = 1; break;
-        case O_BATCH: bad = cli_parse_u32(opt, optarg, &cfg.batch, &e); break;
+        case O_BATCH: batch_given = 1; bad = cli_parse_u32(opt, optarg, &cfg.batch, &e); break;
         case O_PROMPT: bad = cli_parse_u32(opt, optarg, &cfg.prompt_len, &e); break;
         case O_GEN: bad = cli_parse_u32(opt, optarg, &cfg.gen_len, &e); break;
         case O_SPARSITY: bad = cli_parse_double(opt, optarg, &cfg.sel_params.sparsity, &e); break;
         case O_BUDGET: bad = cli_parse_u32(opt, optarg, &cfg.sel_params.budget_tokens, &e); break;
-        case O_GPUMEM: bad = cli_parse_bytes(opt, optarg, &gpu_mem, &e); break;
-        case O_CPUMEM: bad = cli_parse_bytes(opt, optarg, &cpu_mem, &e); break;
+        case O_GPUMEM:
+        case O_CPUMEM: {
+            uint64_t *b = ch == O_GPUMEM ? &gpu_mem : &cpu_mem;
+            if (!(bad = cli_parse_bytes(opt, optarg, b, &e)) && *b == 0)
+                bad = err_set(&e, ALISA_EINVAL, "%s 0: must be positive (leave it out for the "
+                              "profile's memory)", opt);
+            break;
+        }
         default: return cli_option_end(ch, opt, cmd_sim_usage);
         }
     }
@@ -110,9 +122,13 @@ int cmd_sim(int argc, char **argv)
         return cli_usage_error(cmd_sim_usage, "%s", e.msg);
     if (optind < argc)
         return cli_usage_error(cmd_sim_usage, "unexpected argument '%s'", argv[optind]);
-    if (!cfg.trace || !model || !hw_name || !system || !cfg.batch)
-        return cli_usage_error(cmd_sim_usage,
-                               "--trace, --model, --hardware, --batch and --system are required");
+    int req = cli_require(5, "--trace", cfg.trace != NULL, "--model", model != NULL, "--hardware",
+                          hw_name != NULL, "--batch", cfg.batch > 0 || batch_given, "--system",
+                          system != NULL);
+    if (req)
+        return req;
+    if (!cfg.batch)
+        return cli_usage_error(cmd_sim_usage, "--batch 0: at least 1 sequence");
     if (!(cfg.system = sim_system_find(system)))
         return cli_usage_error(cmd_sim_usage, "unknown system '%s'", system);
     if (sel && !(cfg.sel = selection_find(sel)))
@@ -130,20 +146,28 @@ int cmd_sim(int argc, char **argv)
     int rc = 0;
     cfg.model = catalog_model(&c, model);
     cfg.hw = catalog_hw(&c, hw_name);
-    if (!cfg.model || !cfg.model->available)
-        rc = err_set(&e, ALISA_ENOTFOUND, "model '%s' is not in the catalog or unavailable", model);
+    if (!cfg.model)
+        rc = catalog_model_not_found(&c, "--model", model, &e);
+    else if (!cfg.model->available)
+        rc = err_set(&e, ALISA_ENOTFOUND, "--model %s: unavailable: %s", model, cfg.model->note);
     else if (!cfg.hw)
-        rc = err_set(&e, ALISA_ENOTFOUND, "hardware '%s' is not in the catalog", hw_name);
+        rc = catalog_hw_not_found(&c, "--hardware", hw_name, &e);
     else
         rc = sim_resolve(&cfg, &e);
     FILE *tl = NULL;
-    if (!rc && timeline_path && !(tl = fopen(timeline_path, "w")))
-        rc = err_set(&e, ALISA_EIO, "%s: cannot create timeline", timeline_path);
+    char part[1100];
+    if (!rc && timeline_path && !(tl = cli_part_open(timeline_path, part, sizeof part, "timeline", &e)))
+        rc = ALISA_EIO;
     struct sim_result r;
     if (!rc)
         rc = sim_run(&cfg, &r, tl, &e);
-    if (tl && fclose(tl) != 0 && !rc)
-        rc = err_set(&e, ALISA_EIO, "%s: write failed", timeline_path);
+    if (tl) { /* whole or not at all; a text run out of memory fails (below) */
+        int oom_fails = !rc && r.oom && !json;
+        int closed = cli_part_close(tl, part, timeline_path, rc ? rc : oom_fails ? ALISA_ENOMEM : 0,
+                                    &e);
+        if (!oom_fails)
+            rc = closed;
+    }
     if (rc) {
         catalog_deinit(&c);
         return cli_fail(&e);
@@ -182,7 +206,11 @@ int cmd_sim(int argc, char **argv)
                cfg.system->name, cfg.sel->name, cfg.place->name,
                cfg.precision == KV_INT8 ? "INT8" : "FP16");
         if (r.oom) {
-            printf("OUT OF MEMORY: %s\n", r.oom_reason);
+            /* a failure, not figures: --json (and sweeps) record it as a result */
+            err_set(&e, ALISA_ENOMEM, "out of memory: %s (--json reports it as a result)",
+                    r.oom_reason);
+            catalog_deinit(&c);
+            return cli_fail(&e);
         } else {
             printf("throughput   %10.1f tokens/s   total %.3f s (prefill %.3f s)\n",
                    r.throughput_tok_s, r.total_s, r.prefill_s);
@@ -194,8 +222,12 @@ int cmd_sim(int argc, char **argv)
             printf("KV           GPU peak %.2f of %.2f GB, CPU peak %.2f of %.2f GB; GPU hit rate "
                    "%.4f\n", r.peak_gpu_kv_bytes / 1e9, r.gpu_kv_capacity_bytes / 1e9,
                    r.peak_cpu_kv_bytes / 1e9, r.cpu_kv_capacity_bytes / 1e9, r.gpu_hit_rate);
-            printf("phases       II from step %lld, III from step %lld (-1: never)\n",
-                   (long long)r.phase2_step, (long long)r.phase3_step);
+            char p2[32] = "never", p3[32] = "never";
+            if (r.phase2_step >= 0)
+                snprintf(p2, sizeof p2, "from step %lld", (long long)r.phase2_step);
+            if (r.phase3_step >= 0)
+                snprintf(p3, sizeof p3, "from step %lld", (long long)r.phase3_step);
+            printf("phases       II (KV offloaded) %s, III (KV dropped) %s\n", p2, p3);
             printf("selection    attention recall mean %.4f, worst %.4f\n", r.recall_mean,
                    r.recall_min);
             if (r.extended_steps)

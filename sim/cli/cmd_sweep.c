@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "progress.h"
 #include "cmds.h"
 #include "results.h"
 #include "sweep_spec.h"
@@ -50,10 +51,13 @@ void cmd_sweep_usage(FILE *out)
             "  --parts DIR     directory for those databases (default <sweep name>-parts)\n"
             "  -h, --help      this text\n"
             "\n"
-            "example across machines:\n"
-            "  alisa sweep experiments/fig9.sweep --emit-jobs > jobs.txt\n"
+            "examples (run as shown by tests/readme_test.sh):\n"
+            "  alisa sweep experiments/fig9-demo.sweep --db results.db\n"
+            "\n"
+            "across machines (GNU parallel; or a Slurm array over jobs.txt):\n"
+            "  alisa sweep experiments/fig9-h100.sweep --emit-jobs > jobs.txt\n"
             "  parallel -j 8 < jobs.txt            # or: parallel --sshloginfile hosts ...\n"
-            "  alisa db merge results.db fig9-parts/*.db\n");
+            "  alisa db merge results.db fig9-h100-parts/*.db\n");
 }
 
 void cmd_db_usage(FILE *out)
@@ -77,7 +81,10 @@ void cmd_db_usage(FILE *out)
             "                     measured_s, predicted_s, total_error_pct, mape_pct, the\n"
             "                     categories, the machine's weight rate against the profile\n"
             "              runs   bookkeeping: status, error, code version, wall time, config\n"
-            "            --sweep NAME keeps one sweep's rows\n");
+            "            --sweep NAME keeps one sweep's rows\n"
+            "\n"
+            "examples (run as shown by tests/readme_test.sh):\n"
+            "  alisa db export --db results.db --query sim --sweep fig9-demo -o fig9.csv\n");
 }
 
 /* A running point. */
@@ -199,28 +206,22 @@ struct unsaved {
     uint64_t n, cap;
 };
 
-struct progress {
-    int tty;
+/* The sweep's counts; on a terminal a progress line (progress.h), else a
+ * line per point for the log. */
+struct tally {
+    struct progress bar;
     uint64_t total, skipped, done, failed;
     struct unsaved unsaved; /* points run whose row may not be stored */
-    double t0;
 };
 
-static void progress_show(struct progress *pg, const struct sweep_spec *s,
+static void progress_show(struct tally *pg, const struct sweep_spec *s,
                           const struct sweep_point *p, int ok, double wall)
 {
     uint64_t finished = pg->skipped + pg->done + pg->failed;
-    double elapsed = cli_now_s() - pg->t0;
-    double rate = elapsed > 0 ? (pg->done + pg->failed) / elapsed : 0;
-    double eta = rate > 0 ? (pg->total - finished) / rate : 0;
-    if (pg->tty) {
-        int width = 30, fill = pg->total ? (int)(width * finished / pg->total) : width;
-        fprintf(stderr, "\r%s [%.*s%*s] %llu/%llu  %.2f points/s  ETA %dm%02ds  %llu failed ",
-                s->name, fill, "##############################", width - fill, "",
-                (unsigned long long)finished, (unsigned long long)pg->total, rate,
-                (int)(eta / 60), (int)eta % 60, (unsigned long long)pg->failed);
-        if (finished == pg->total)
-            fputc('\n', stderr);
+    if (pg->bar.on) {
+        snprintf(pg->bar.what, sizeof pg->bar.what, "%.40s (%llu failed)", s->name,
+                 (unsigned long long)pg->failed);
+        progress_set(&pg->bar, finished);
         return;
     }
     char label[512];
@@ -333,8 +334,10 @@ int cmd_sweep(int argc, char **argv)
     struct alisa_err e = {{0}};
     cli_reset_getopt();
     int ch;
-    while (!bad && (ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        const char *opt = argv[optind - 1];
+    int li = -1;
+    while (!bad && (ch = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
+        const char *opt = cli_opt_name(opts, li, ch, argv[optind - 1]);
+        li = -1;
         switch (ch) {
         case 'd': db_path = optarg; break;
         case 'P': parts = optarg; break;
@@ -372,8 +375,8 @@ int cmd_sweep(int argc, char **argv)
         return cli_fail(&e);
     }
     signal(SIGPIPE, SIG_IGN);
-    struct progress pg = {.tty = isatty(STDERR_FILENO),
-                          .total = only != UINT64_MAX ? 1 : s.n_points, .t0 = cli_now_s()};
+    struct tally pg = {.total = only != UINT64_MAX ? 1 : s.n_points};
+    progress_start(&pg.bar, s.name, "points", pg.total, 0);
     struct job *active = calloc(jobs, sizeof *active);
     uint32_t n_active = 0;
     uint64_t next = only != UINT64_MAX ? only : 0, end = only != UINT64_MAX ? only + 1 : s.n_points;
@@ -389,7 +392,7 @@ int cmd_sweep(int argc, char **argv)
                 break;
             if (done) {
                 pg.skipped++;
-                if (!pg.tty)
+                if (!pg.bar.on)
                     fprintf(stderr, "%s: point %llu already in %s, skipped\n", s.name,
                             (unsigned long long)j->point.index, db_path);
                 sweep_point_free(&j->point);
@@ -458,8 +461,7 @@ int cmd_sweep(int argc, char **argv)
     results_close(db);
     uint64_t missing = unsaved_count(&pg.unsaved, db_path);
     free(pg.unsaved.hash);
-    if (pg.tty && pg.skipped + pg.done + pg.failed != pg.total)
-        fputc('\n', stderr);
+    progress_end(&pg.bar);
     fprintf(stderr, "%s: %llu run, %llu skipped, %llu failed", s.name,
             (unsigned long long)pg.done, (unsigned long long)pg.skipped,
             (unsigned long long)pg.failed);
@@ -483,6 +485,7 @@ int cmd_db(int argc, char **argv)
         return 0;
     }
     if (strcmp(argv[1], "merge") == 0) {
+        cli_set_command("db merge");
         if (argc < 4)
             return cli_usage_error(cmd_db_usage, "merge needs OUT and at least one IN");
         uint64_t added;
@@ -493,6 +496,7 @@ int cmd_db(int argc, char **argv)
     }
     if (strcmp(argv[1], "export") != 0)
         return cli_usage_error(cmd_db_usage, "unknown db command '%s'", argv[1]);
+    cli_set_command("db export");
     static const struct option opts[] = {{"db", required_argument, 0, 'd'},
                                          {"query", required_argument, 0, 'q'},
                                          {"sweep", required_argument, 0, 's'},

@@ -12,6 +12,7 @@
 
 #include "catalog.h"
 #include "cli.h"
+#include "progress.h"
 #include "cmds.h"
 #include "trace.h"
 #include "trace_gen.h"
@@ -82,7 +83,11 @@ static void trace_gen_usage(FILE *out)
             "  --per-head        also store per-head rows (heads draw their own noise and\n"
             "                    target; the head-mean row is then less sparse)\n"
             "  --catalog DIR     catalog directory (default $ALISA_CATALOG or sim/model/catalog)\n"
-            "  -h, --help        this text\n");
+            "  -h, --help        this text\n"
+            "\n"
+            "examples (run as shown by tests/readme_test.sh):\n"
+            "  alisa trace gen --model OPT-6.7B --layers 4 --seqs 2 --prompt-len 64 "
+            "--gen-len 64 -o x.trace\n");
 }
 
 static void trace_info_usage(FILE *out)
@@ -100,7 +105,10 @@ static void trace_info_usage(FILE *out)
             "              line (layer rows mean min q25 median q75 max), for plotting\n"
             "  --heatmap   print 'step layer sparsity' lines: each decode step's sparsity per\n"
             "              layer, averaged over the sequences (plots/heatmap.gp)\n"
-            "  -h, --help  this text\n");
+            "  -h, --help  this text\n"
+            "\n"
+            "examples (run as shown by tests/readme_test.sh):\n"
+            "  alisa trace info traces/stories260K-tinystories.trace\n");
 }
 
 static void trace_check_usage(FILE *out)
@@ -113,7 +121,10 @@ static void trace_check_usage(FILE *out)
             "the vocabulary. Exits 0 and prints 'ok' when valid; else prints the first\n"
             "problem with its byte offset and exits 1.\n"
             "\n"
-            "  -h, --help  this text\n",
+            "  -h, --help  this text\n"
+            "\n"
+            "examples (run as shown by tests/readme_test.sh):\n"
+            "  alisa trace check traces/stories260K-tinystories.trace\n",
             TRACE_SUM_TOLERANCE);
 }
 
@@ -129,7 +140,10 @@ static void trace_dump_usage(FILE *out)
             "  --seq S     only sequence S\n"
             "  --pos P     only query position P\n"
             "  --layer L   only layer L\n"
-            "  -h, --help  this text\n");
+            "  -h, --help  this text\n"
+            "\n"
+            "examples (run as shown by tests/readme_test.sh):\n"
+            "  alisa trace check traces/stories260K-tinystories.trace\n");
 }
 
 void cmd_trace_usage(FILE *out)
@@ -350,6 +364,14 @@ static int trace_check_cmd(int argc, char **argv)
     return 0;
 }
 
+/* trace_gen_params.progress for a progress line */
+static void gen_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    struct progress *pg = ctx;
+    pg->total = total;
+    progress_set(pg, done);
+}
+
 static int trace_gen_cmd(int argc, char **argv)
 {
     enum { OPT_MODEL = 1000, OPT_PER_HEAD, OPT_CATALOG, OPT_TABLE };
@@ -399,8 +421,7 @@ static int trace_gen_cmd(int argc, char **argv)
         if (m)
             err_set(&e, ALISA_ENOTFOUND, "model '%s' is unavailable: %s", model, m->note);
         else
-            err_set(&e, ALISA_ENOTFOUND, "model '%s' is not in the catalog (alisa catalog models lists them)",
-                    model);
+            catalog_model_not_found(&c, "--model", model, &e);
         catalog_deinit(&c);
         return cli_fail(&e);
     }
@@ -432,7 +453,13 @@ static int trace_gen_cmd(int argc, char **argv)
         if (bad)
             return cli_usage_error(trace_gen_usage, "%s", e.msg);
     }
-    if (trace_gen_write(&p, out, &e))
+    struct progress pg;
+    progress_start(&pg, "trace gen", "positions", 0, 0);
+    p.progress = gen_progress;
+    p.progress_ctx = &pg;
+    int rc = trace_gen_write(&p, out, &e);
+    progress_end(&pg);
+    if (rc)
         return cli_fail(&e);
     fprintf(stderr, "alisa: wrote %s (%s, %u layers, %u seqs, %u+%u tokens, seed %llu)\n", out,
             p.model, p.n_layers, p.n_seqs, p.prompt_len, p.gen_len, (unsigned long long)p.seed);
@@ -458,13 +485,16 @@ static int trace_dump(int argc, char **argv)
     struct alisa_err e = {{0}};
     cli_reset_getopt();
     int ch;
-    while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+    int li = -1;
+    while ((ch = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
         uint32_t v;
+        const char *opt = cli_opt_name(opts, li, ch, argv[optind - 1]);
+        li = -1;
         switch (ch) {
         case 's':
         case 'p':
         case 'l':
-            if (cli_parse_u32(argv[optind - 1], optarg, &v, &e))
+            if (cli_parse_u32(opt, optarg, &v, &e))
                 return cli_usage_error(trace_dump_usage, "%s", e.msg);
             *(ch == 's' ? &want_seq : ch == 'p' ? &want_pos : &want_layer) = v;
             break;
@@ -504,13 +534,21 @@ int cmd_trace(int argc, char **argv)
         cmd_trace_usage(stdout);
         return 0;
     }
-    if (strcmp(sub, "info") == 0)
+    if (strcmp(sub, "info") == 0) {
+        cli_set_command("trace info");
         return trace_info(argc - 1, argv + 1);
-    if (strcmp(sub, "check") == 0)
+    }
+    if (strcmp(sub, "check") == 0) {
+        cli_set_command("trace check");
         return trace_check_cmd(argc - 1, argv + 1);
-    if (strcmp(sub, "gen") == 0)
+    }
+    if (strcmp(sub, "gen") == 0) {
+        cli_set_command("trace gen");
         return trace_gen_cmd(argc - 1, argv + 1);
-    if (strcmp(sub, "dump") == 0)
+    }
+    if (strcmp(sub, "dump") == 0) {
+        cli_set_command("trace dump");
         return trace_dump(argc - 1, argv + 1);
+    }
     return cli_usage_error(cmd_trace_usage, "unknown trace command '%s'", sub);
 }

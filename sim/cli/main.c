@@ -100,9 +100,11 @@ int cli_run_command(int argc, char **argv)
         main_usage(stdout);
         return 0;
     }
+    cli_set_command("");
     const struct cli_cmd *c = find_command(argv[0]);
     if (!c)
         return cli_usage_error(main_usage, "unknown command '%s'", argv[0]);
+    cli_set_command(c->name);
     return c->run(argc, argv);
 }
 

@@ -7,12 +7,15 @@
  */
 #include "catalog.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <ini.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
+#include <strings.h>
 
 #include "llama2c.h"
 
@@ -63,6 +66,7 @@ static const struct field model_fields[] = {
     MF("checkpoint", FIELD_STR, checkpoint, 0),
     MF("format", FIELD_STR, format, 0),
     MF("tokenizer", FIELD_STR, tokenizer, 0),
+    MF("hf_id", FIELD_STR, hf_id, 0),
 };
 #define HF(key, type, member) \
     {key, type, offsetof(struct hw_profile, member), sizeof(((struct hw_profile *)0)->member), 1}
@@ -448,18 +452,92 @@ int catalog_load(struct catalog *c, const char *dir, const char *models_dir, str
 
 const struct model_shape *catalog_model(const struct catalog *c, const char *name)
 {
-    for (size_t i = 0; i < c->n_models; i++)
+    for (size_t i = 0; i < c->n_models; i++) /* the exact name first */
         if (strcmp(c->models[i].name, name) == 0)
+            return &c->models[i];
+    for (size_t i = 0; i < c->n_models; i++)
+        if (strcasecmp(c->models[i].name, name) == 0 ||
+            (c->models[i].hf_id[0] && strcasecmp(c->models[i].hf_id, name) == 0))
             return &c->models[i];
     return NULL;
 }
 
 const struct hw_profile *catalog_hw(const struct catalog *c, const char *name)
 {
-    for (size_t i = 0; i < c->n_hw; i++)
+    for (size_t i = 0; i < c->n_hw; i++) /* the exact name first */
         if (strcmp(c->hw[i].name, name) == 0)
             return &c->hw[i];
+    for (size_t i = 0; i < c->n_hw; i++)
+        if (strcasecmp(c->hw[i].name, name) == 0)
+            return &c->hw[i];
     return NULL;
+}
+
+/* Edit distance of a and b, case folded (Levenshtein, one row). Names are
+ * short; longer ones count as far. */
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b), row[128];
+    if (n >= 128 || m >= 128)
+        return SIZE_MAX;
+    for (size_t j = 0; j <= m; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= n; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= m; j++) {
+            size_t up = row[j];
+            size_t sub = diag + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+            size_t best = up + 1 < row[j - 1] + 1 ? up + 1 : row[j - 1] + 1;
+            row[j] = sub < best ? sub : best;
+            diag = up;
+        }
+    }
+    return row[m];
+}
+
+/* Keeps candidate when it is nearer to name than *best so far. */
+static void nearer(const char *name, const char *candidate, const char *shown, size_t *best_d,
+                   const char **best)
+{
+    size_t d = candidate[0] ? edit_distance(name, candidate) : SIZE_MAX;
+    if (d < *best_d) {
+        *best_d = d;
+        *best = shown;
+    }
+}
+
+static int not_found(const char *opt, const char *name, const char *best, size_t d,
+                     const char *list, struct alisa_err *e)
+{
+    size_t len = strlen(name), near_enough = len / 3 > 2 ? len / 3 : 2;
+    if (best && d <= near_enough)
+        return err_set(e, ALISA_ENOTFOUND, "%s %s: not in the catalog; did you mean '%s'? (%s "
+                       "lists them)", opt, name, best, list);
+    return err_set(e, ALISA_ENOTFOUND, "%s %s: not in the catalog (%s lists them)", opt, name,
+                   list);
+}
+
+int catalog_model_not_found(const struct catalog *c, const char *opt, const char *name,
+                            struct alisa_err *e)
+{
+    size_t d = SIZE_MAX;
+    const char *best = NULL;
+    for (size_t i = 0; i < c->n_models; i++) {
+        nearer(name, c->models[i].name, c->models[i].name, &d, &best);
+        nearer(name, c->models[i].hf_id, c->models[i].name, &d, &best);
+    }
+    return not_found(opt, name, best, d, "alisa catalog models", e);
+}
+
+int catalog_hw_not_found(const struct catalog *c, const char *opt, const char *name,
+                         struct alisa_err *e)
+{
+    size_t d = SIZE_MAX;
+    const char *best = NULL;
+    for (size_t i = 0; i < c->n_hw; i++)
+        nearer(name, c->hw[i].name, c->hw[i].name, &d, &best);
+    return not_found(opt, name, best, d, "alisa catalog hardware", e);
 }
 
 double catalog_param_estimate(const struct model_shape *m)

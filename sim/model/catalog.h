@@ -32,6 +32,7 @@ struct model_shape {
     char checkpoint[256];   /* file relative to the models dir, "" for shape-only */
     char format[16];        /* checkpoint format ("llama2c"), "" for shape-only */
     char tokenizer[256];    /* tokenizer file relative to the models dir, "" if none */
+    char hf_id[96];         /* its Hugging Face id ("facebook/opt-30b"), "" if none: an alias */
     int available;          /* shape known (always for shape-only entries) */
     char note[512];         /* why a checkpoint entry is unavailable */
 };
@@ -138,9 +139,20 @@ int catalog_load_models(struct catalog *c, const char *path, const char *models_
                         struct alisa_err *e);
 int catalog_load_hardware(struct catalog *c, const char *path, struct alisa_err *e);
 
-/* Entry by exact name, or NULL. Cannot fail. */
+/* Look-ups by name: the exact name first, then in any case, and for models
+ * their Hugging Face id (hf_id, any case) as an alias. NULL when none.
+ * Cannot fail. */
 const struct model_shape *catalog_model(const struct catalog *c, const char *name);
 const struct hw_profile *catalog_hw(const struct catalog *c, const char *name);
+
+/* ALISA_ENOTFOUND into e for a name the look-ups did not find, given as
+ * option opt: "--model opt-3b: not in the catalog; did you mean
+ * 'OPT-13B'? (alisa catalog models lists them)", the nearest name (edit
+ * distance, any case, aliases too) suggested when it is close. */
+int catalog_model_not_found(const struct catalog *c, const char *opt, const char *name,
+                            struct alisa_err *e);
+int catalog_hw_not_found(const struct catalog *c, const char *opt, const char *name,
+                         struct alisa_err *e);
 
 /* Parameter count implied by a shape: attention projections, FFN matrices and
  * embeddings (head untied or tied); biases, norms and position tables are

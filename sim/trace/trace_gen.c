@@ -216,6 +216,9 @@ int trace_gen_write(const struct trace_gen_params *p, const char *path, struct a
         for (size_t i = 0; i < (size_t)L * N; i++)
             imp[i] = log(gsl_ran_pareto(rng, p->hh_alpha, 1.0));
         for (uint32_t pos = row_start; pos < N && !rc; pos++) {
+            if (p->progress)
+                p->progress(p->progress_ctx, (uint64_t)s * (N - row_start) + (pos - row_start),
+                            (uint64_t)p->n_seqs * (N - row_start));
             uint32_t n = pos + 1;
             for (uint32_t l = 0; l < L; l++) {
                 double *g = imp + (size_t)l * N;

@@ -49,6 +49,10 @@ struct trace_gen_params {
     double sparsity_jitter;  /* per-row s.d. of the target */
     int per_head;            /* also store per-head rows */
     float threshold;         /* sparse-row cutoff relative to row max, [0, 0.01] */
+    /* called after each generated position (done of total over all
+     * sequences), for a progress display; NULL for none */
+    void (*progress)(void *ctx, uint64_t done, uint64_t total);
+    void *progress_ctx;
 };
 
 /* Fills p with the documented defaults (80-95% sparsity, 4 sinks, ...) and a

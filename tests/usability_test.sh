@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# Issue 26, walked as a user would: each command below is one the issue
+# names, run as typed; the test checks the message (one line, naming the
+# option and the value), the exit code (2 for a bad option value, 1 for a
+# failure) and that nothing was left behind. The commands that need the
+# real models skip when they are missing (the others still run).
+# Usage: usability_test.sh ALISA_BINARY SOURCE_DIR MODELS_DIR
+set -u
+alisa=$1 src=$(cd "$2" && pwd) models=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp" || exit 1
+export ALISA_MODELS="$models"
+pass=0 fail=0 skipped=0
+trace=$src/traces/stories260K-tinystories.trace
+synth=$src/traces/synthetic-opt-8l-4s.trace
+text=$models/eval-text/tinystories_val_subset.txt
+have_models=0
+[ -f "$models/stories260K/stories260K.bin" ] && [ -f "$text" ] && have_models=1
+
+# run CMD...: stdout to out, stderr to err, exit code to $code
+run() { "$@" >out 2>err </dev/null; code=$?; }
+ok() { pass=$((pass + 1)); }
+bad() {
+    fail=$((fail + 1))
+    echo "FAIL: $1 (exit $code)"
+    sed 's/^/    stderr: /' err | head -5
+    sed 's/^/    stdout: /' out | head -5
+}
+# usage WANT DESCRIPTION: exit 2 and one stderr line holding WANT
+usage() {
+    if [ "$code" -eq 2 ] && [ "$(wc -l <err)" -eq 1 ] && grep -qF -- "$1" err; then ok; else bad "$2"; fi
+}
+# failure WANT DESCRIPTION: exit 1 and stderr holding WANT
+failure() {
+    if [ "$code" -eq 1 ] && grep -qF -- "$1" err; then ok; else bad "$2"; fi
+}
+nothing_left() { # FILE...: none of them (nor FILE.part) exists
+    for f in "$@"; do
+        if [ -e "$f" ] || [ -e "$f.part" ]; then code=-; bad "$f was left behind"; return; fi
+    done
+    ok
+}
+
+sim_args=(--trace "$synth" --model OPT-30B --hardware H100-80GB --system alisa)
+
+# --- messages name the option and the value, one line, exit 2 ---
+run "$alisa" sim "${sim_args[@]}" --batch -3
+usage "--batch: '-3' is not a non-negative integer" "sim --batch -3 names --batch"
+run "$alisa" plan --trace "$trace" --selection swa --placement lru --gpu-kv-bytes 12XB
+usage "--gpu-kv-bytes: unknown unit 'XB' in '12XB'" "plan --gpu-kv-bytes 12XB names the option"
+grep -qF "(alisa plan --help for the options)" err && ok || bad "the error points at alisa plan --help"
+run "$alisa" sim "${sim_args[@]}" --batch 0
+usage "--batch 0: at least 1 sequence" "sim --batch 0 says what is wrong"
+run "$alisa" sim --trace "$synth" --model OPT-30B --hardware H100-80GB --batch 8
+usage "--system is required" "sim without --system names it alone"
+run "$alisa" search --model OPT-30B --hardware H100-80GB --batch 8 --grid 0
+usage "--grid 0: between 1 and 1024" "search --grid 0 blames --grid"
+run "$alisa" search --model OPT-30B --hardware H100-80GB --batch 8 --gen-len 2000000000
+usage "--gen-len 2000000000: over OPT-30B's context of 2048" "search --gen-len bounded by the context"
+run "$alisa" sim "${sim_args[@]}" --batch 8 --gpu-mem 0
+usage "--gpu-mem 0: must be positive" "sim --gpu-mem 0 is refused, not read as the default"
+run "$alisa" sim "${sim_args[@]}" --batch 8 --frobnicate
+usage "unrecognized option '--frobnicate'" "an unknown option, one line"
+
+# --- the same bad value, the same exit code everywhere ---
+run "$alisa" sim "${sim_args[@]}" --batch 8 --sparsity 1.5
+usage "--sparsity 1.5 not in [0, 1)" "sim --sparsity 1.5"
+run "$alisa" search --model OPT-30B --hardware H100-80GB --batch 8 --sparsity 1.5
+usage "--sparsity 1.5 not in [0, 1)" "search --sparsity 1.5"
+run "$alisa" plan --trace "$trace" --selection swa --sparsity 1.5
+usage "--sparsity 1.5 not in [0, 1)" "plan --sparsity 1.5"
+run "$alisa" run --model stories260K --prompt hi -n 4 --selection swa --sparsity 1.5
+usage "--sparsity 1.5 not in [0, 1)" "run --sparsity 1.5"
+run "$alisa" run --model stories260K --prompt hi -n 4 --backend tpu
+usage "--backend tpu: expected cpu, cuda or auto" "run --backend tpu"
+run "$alisa" run --model stories260K --prompt hi -n 4 --temperature -1
+usage "--temperature -1: at least 0" "run --temperature -1 blames the temperature"
+run "$alisa" run --model stories260K --prompt hi -n 4 --placement belady
+usage "--placement belady: not supported by the executor" "run --placement belady refused up front"
+
+# --- names: any case, Hugging Face ids, the nearest name suggested ---
+run "$alisa" search --model facebook/opt-30b --hardware h100-80gb --batch 8 --gen-len 64 --grid 2
+[ "$code" -eq 0 ] && grep -q "OPT-30B" out && ok || bad "search --model facebook/opt-30b --hardware h100-80gb"
+run "$alisa" search --model opt-6.7b --hardware H100-80GB --batch 8 --gen-len 64 --grid 2
+[ "$code" -eq 0 ] && grep -q "OPT-6.7B" out && ok || bad "search --model opt-6.7b"
+run "$alisa" search --model OPT-31B --hardware H100-80GB --batch 8
+failure "--model OPT-31B: not in the catalog; did you mean 'OPT-30B'?" "a near miss is suggested"
+run "$alisa" search --model gpt-4 --hardware H100-80GB --batch 8
+failure "--model gpt-4: not in the catalog (alisa catalog models lists them)" "a far miss lists"
+run "$alisa" search --model OPT-30B --hardware H10-80GB --batch 8
+failure "did you mean 'H100-80GB'?" "hardware near miss suggested"
+
+# --- out of memory is a failure in text, a result in JSON ---
+oom_args=(--trace "$synth" --model OPT-30B --hardware H100-80GB --system dense-gpu --batch 64
+          --gpu-mem 62G)
+run "$alisa" sim "${oom_args[@]}" --timeline tl.csv
+failure "out of memory:" "sim out of memory exits 1"
+grep -q "throughput" out && bad "figures printed for a run out of memory" || ok
+nothing_left tl.csv
+run "$alisa" sim "${oom_args[@]}" --json
+[ "$code" -eq 0 ] && grep -q '"oom": true' out && ok || bad "sim --json reports the OOM as a result"
+run "$alisa" plan --trace "$trace" --selection swa --placement alisa --gpu-kv-bytes 20KiB --log plan.log
+failure "out of memory at position" "plan out of memory exits 1"
+[ -s out ] && bad "plan printed figures before its OOM" || ok
+nothing_left plan.log
+run "$alisa" sim "${sim_args[@]}" --batch 8
+[ "$code" -eq 0 ] && grep -q "^phases " out && ! grep -q "step -1" out && ok || bad "sim's phases say never, not step -1"
+
+# --- errors before work; failed runs leave nothing ---
+if [ $have_models -eq 1 ]; then
+    run "$alisa" calibrate --model stories260K -o /nonexistent/p.ini
+    failure "/nonexistent/p.ini.part: cannot create profile" "calibrate -o /nonexistent fails on the path"
+    grep -q "calibration run" err && bad "calibrate benchmarked before failing on its output" || ok
+    run "$alisa" record --model stories260K --text "$text" --prompt-len 16 --gen-len 8 \
+        --selection swa --placement alisa --log rec.log -o /nonexistent/x.trace
+    failure "/nonexistent/x.trace" "record to a missing directory fails"
+    nothing_left rec.log
+    # a sweep point's error is the error, not the usage text's last line
+    printf '%s\n' "[sweep]" "name = u" "command = sim" "[fixed]" "trace = $synth" "model = OPT-30B" \
+        "hardware = H100-80GB" "system = alisa" "[vary]" "batch = 8 -3" >u.sweep
+    run "$alisa" sweep u.sweep --db u.db
+    err_col=$("$alisa" db export --db u.db --query runs | grep -c "batch: '-3' is not a non-negative")
+    [ "$code" -eq 1 ] && [ "$err_col" -eq 1 ] && ok || bad "the failed point stores its error line"
+    # run streams one sequence's text; its text is the whole-run text
+    run "$alisa" run --model stories260K --prompt "Once upon a time" -n 24
+    [ "$code" -eq 0 ] && [ "$(wc -l <out)" -eq 1 ] && grep -q "^Once upon a time" out && ok ||
+        bad "run prints the prompt and its continuation on one line"
+else
+    skipped=$((skipped + 5))
+fi
+
+# --- progress: on a terminal (forced here), never when piped ---
+run env ALISA_PROGRESS=1 "$alisa" trace gen --model OPT-6.7B --layers 4 --seqs 2 --prompt-len 32 \
+    --gen-len 1500 -o p.trace
+[ "$code" -eq 0 ] && grep -q "trace gen \[#*\.*\] [0-9]*/[0-9]* positions" err && ok || bad "trace gen draws progress on a terminal"
+run "$alisa" trace gen --model OPT-6.7B --layers 2 --seqs 2 --prompt-len 32 --gen-len 400 -o q.trace
+[ "$code" -eq 0 ] && ! grep -q "positions," err && ok || bad "trace gen piped prints no progress"
+
+# --- no GPU said in those words ---
+run "$alisa" version
+if grep -q "^cuda: built" out && ! grep -q "^device: none" out; then
+    ok # a GPU is there
+elif grep -q "^cuda: built" out; then
+    grep -q "^device: none (no CUDA device" out && ! grep -qi "insufficient" out && ok ||
+        bad "version: no CUDA device, in those words"
+else
+    grep -q "^device: none (built without CUDA" out && ok || bad "version without CUDA"
+fi
+
+echo "$pass passed, $fail failed, $skipped skipped (models missing)"
+[ "$fail" -eq 0 ] || exit 1
+[ "$skipped" -eq 0 ] || exit 77
