@@ -60,16 +60,13 @@ int llm_backend_choose(const char *name, enum llm_backend *out, char *said, size
 
 int backend_of(enum llm_backend kind, const struct backend_ops **out, struct alisa_err *e)
 {
-    static const struct backend_ops *const by_kind[] = {
-        [LLM_BACKEND_CPU] = &backend_cpu,
-#ifdef ALISA_WITH_CUDA
-        [LLM_BACKEND_CUDA] = &backend_cuda,
-#endif
-    };
-    *out = (size_t)kind < sizeof by_kind / sizeof by_kind[0] ? by_kind[kind] : NULL;
-    return *out ? 0
-                : err_set(e, ALISA_EINVAL, "the cuda backend: this binary was built without CUDA "
-                          "(no nvcc at configure time)");
+    char why[512];
+    *out = NULL;
+    if (kind == LLM_BACKEND_CPU)
+        *out = &backend_cpu;
+    else if (kind == LLM_BACKEND_CUDA && device_cuda_backend(out, why, sizeof why))
+        return err_set(e, ALISA_EINVAL, "the cuda backend: %s", why);
+    return *out ? 0 : err_set(e, ALISA_EINVAL, "backend %d: unknown", (int)kind);
 }
 
 int llm_backend_info(enum llm_backend kind, struct llm_backend_info *out, struct alisa_err *e)
@@ -189,8 +186,9 @@ int backend_plan(struct backend_common *c, uint32_t b, uint32_t l, uint32_t pos,
     tl[T_ATTENDED] += plan->n_attended;
     if (plan->place.oom) {
         err_set(&c->err, ALISA_EINVAL, "sequence %u layer %u position %u: the device KV arena "
-                "(%u tokens) cannot hold the step's tokens", b, l, pos,
-                scheduler_stream_gpu_cap(c->sched, stream));
+                "(%u tokens a sequence and layer) cannot hold the %u tokens this step attends "
+                "(raise --gpu-kv-bytes, or bound the selection with --budget-tokens)", b, l, pos,
+                scheduler_stream_gpu_cap(c->sched, stream), plan->n_attended);
         return -1;
     }
     return 0;

@@ -78,7 +78,7 @@ struct backend_ops {
 int backend_of(enum llm_backend kind, const struct backend_ops **out, struct alisa_err *e);
 
 extern const struct backend_ops backend_cpu;
-extern const struct backend_ops backend_cuda; /* CUDA builds only */
+extern const struct backend_ops backend_cuda; /* in the CUDA module only (device.h) */
 
 /* Deterministic benchmark data in [-0.5, 0.5): no zeros, no denormals.
  * Cannot fail. */

@@ -94,9 +94,9 @@ static int cpu_create(void **be, const struct backend_common *cm, struct alisa_e
     s->w = malloc(max_len * sizeof *s->w);
     if (!s->att || !s->key_cache || !s->value_cache || !s->rope_cos || !s->ids || !s->w ||
         ensure_rows(s, s->batch)) {
-        cpu_destroy(s);
-        return err_set(e, ALISA_ENOMEM, "out of memory for %u sequences of %u tokens", s->batch,
-                       s->max_len);
+        cpu_destroy(s); /* frees s: the figures come from cm */
+        return err_set(e, ALISA_ENOMEM, "out of memory for %u sequences of %u tokens", cm->batch,
+                       cm->max_len);
     }
     /* zeroed by writing, so every page is faulted in now and no timed step
      * pays for its first touch */

@@ -6,11 +6,21 @@
  * The probe never aborts and never fails: a build without CUDA, a machine
  * without a driver or without a device are all ordinary answers, reported in
  * struct device_info. The benchmarks own their buffers for the call only.
+ *
+ * The CUDA code (this probe's CUDA half, the CUDA backend and kernels/) is a
+ * shared module, libalisa_cuda.so, opened on first use (device_load.c): a
+ * command that never asks for a GPU never maps the CUDA runtime or cuBLAS
+ * (about 200 MB resident), and a machine without them runs every CPU
+ * command. The module is looked for at $ALISA_CUDA_MODULE when set, else
+ * beside the executable, else where the build wrote it. A module that cannot
+ * be opened is reported as the probe's note, like a missing driver.
  */
 #ifndef ALISA_DEVICE_H
 #define ALISA_DEVICE_H
 
 #include <stddef.h>
+
+struct backend_ops;
 
 struct device_info {
     int cuda_built;        /* 1 when this binary was compiled with nvcc */
@@ -37,5 +47,24 @@ int device_bench_gemm(unsigned rows, unsigned out, unsigned in, int reps, double
  * times after a warm-up: each time, ns, in ns[0..reps-1]. Returns 0, or -1
  * with the reason in note. */
 int device_bench_copy(size_t bytes, int to_device, int reps, double *ns, char *note, size_t n);
+
+/* The CUDA backend's ops from the module into *out: 0, or -1 with the
+ * reason in why (n bytes) when this build has no CUDA or the module cannot
+ * be opened. Opens the module once per process; thread-safe. */
+int device_cuda_backend(const struct backend_ops **out, char *why, size_t n);
+
+/* What the module exports, under the name DEVICE_MODULE_SYMBOL: the CUDA
+ * halves of the calls above. abi must equal DEVICE_MODULE_ABI (a module
+ * from another build is refused). */
+#define DEVICE_MODULE_SYMBOL "alisa_cuda_module"
+#define DEVICE_MODULE_ABI 1
+struct device_module {
+    int abi;
+    void (*probe)(struct device_info *out);
+    int (*bench_gemm)(unsigned rows, unsigned out, unsigned in, int reps, double *ns, char *note,
+                      size_t n);
+    int (*bench_copy)(size_t bytes, int to_device, int reps, double *ns, char *note, size_t n);
+    const struct backend_ops *backend;
+};
 
 #endif

@@ -1,5 +1,6 @@
 /* Device probe and microbenchmarks of a CUDA build, through the CUDA
- * runtime and cuBLAS. Timings are CUDA events around each call on one
+ * runtime and cuBLAS: the CUDA module's entry table (device.h's struct
+ * device_module, opened by device_load.c). Timings are CUDA events around each call on one
  * stream, each repetition's time handed back (the caller takes the median).
  *
  * Every runtime call is checked; an error (no driver, no device, a driver
@@ -7,6 +8,7 @@
  */
 extern "C" {
 #include "device.h"
+extern const struct backend_ops backend_cuda; /* backend_cuda.c */
 }
 
 #include <cublas_v2.h>
@@ -16,7 +18,7 @@ extern "C" {
 #include <stdlib.h>
 #include <string.h>
 
-extern "C" void device_probe(struct device_info *out)
+static void cuda_probe(struct device_info *out)
 {
     memset(out, 0, sizeof *out);
     out->cuda_built = 1;
@@ -93,7 +95,7 @@ out:
     return rc;
 }
 
-extern "C" int device_bench_gemm(unsigned rows, unsigned out, unsigned in, int reps, double *ns,
+static int cuda_bench_gemm(unsigned rows, unsigned out, unsigned in, int reps, double *ns,
                                  char *note, size_t n)
 {
     __half *w = NULL, *x = NULL;
@@ -145,7 +147,7 @@ out:
     return rc;
 }
 
-extern "C" int device_bench_copy(size_t bytes, int to_device, int reps, double *ns, char *note,
+static int cuda_bench_copy(size_t bytes, int to_device, int reps, double *ns, char *note,
                                  size_t n)
 {
     void *host = NULL, *dev = NULL;
@@ -170,3 +172,8 @@ out:
         cudaStreamDestroy(s);
     return rc;
 }
+
+/* The module's one entry point (device.h); the backend is backend_cuda.c's. */
+extern "C" __attribute__((visibility("default"))) const struct device_module alisa_cuda_module = {
+    DEVICE_MODULE_ABI, cuda_probe, cuda_bench_gemm, cuda_bench_copy, &backend_cuda,
+};

@@ -27,3 +27,10 @@ int device_bench_copy(size_t bytes, int to_device, int reps, double *ns, char *n
     snprintf(note, n, "built without CUDA (no nvcc at configure time)");
     return -1;
 }
+
+int device_cuda_backend(const struct backend_ops **out, char *why, size_t n)
+{
+    *out = NULL;
+    snprintf(why, n, "this binary was built without CUDA (no nvcc at configure time)");
+    return -1;
+}

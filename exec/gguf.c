@@ -393,6 +393,21 @@ const struct gguf_tensor *gguf_find(const struct gguf *g, const char *name)
     return NULL;
 }
 
+const char *ggml_type_name(uint32_t type)
+{
+    /* ggml.h's enum ggml_type (llama.cpp); 4, 5 and 31-33 were removed */
+    static const char *const names[] = {
+        [0] = "F32",      [1] = "F16",     [2] = "Q4_0",    [3] = "Q4_1",    [6] = "Q5_0",
+        [7] = "Q5_1",     [8] = "Q8_0",    [9] = "Q8_1",    [10] = "Q2_K",   [11] = "Q3_K",
+        [12] = "Q4_K",    [13] = "Q5_K",   [14] = "Q6_K",   [15] = "Q8_K",   [16] = "IQ2_XXS",
+        [17] = "IQ2_XS",  [18] = "IQ3_XXS", [19] = "IQ1_S", [20] = "IQ4_NL", [21] = "IQ3_S",
+        [22] = "IQ2_S",   [23] = "IQ4_XS", [24] = "I8",     [25] = "I16",    [26] = "I32",
+        [27] = "I64",     [28] = "F64",    [29] = "IQ1_M",  [30] = "BF16",   [34] = "TQ1_0",
+        [35] = "TQ2_0",   [39] = "MXFP4",
+    };
+    return type < sizeof names / sizeof names[0] && names[type] ? names[type] : NULL;
+}
+
 int gguf_read_f32(const struct gguf *g, const struct gguf_tensor *t, float *out,
                   struct alisa_err *e)
 {
@@ -400,8 +415,9 @@ int gguf_read_f32(const struct gguf *g, const struct gguf_tensor *t, float *out,
     int ok, over = 0;
     type_bytes(t->type, n, &ok, &over); /* over was refused at open */
     if (!ok)
-        return err_set(e, ALISA_EINVAL, "%s: tensor '%s' has type %u, unsupported (F32, F16, "
-                       "Q8_0, Q4_0, Q4_1 are read)", g->path, t->name, t->type);
+        return err_set(e, ALISA_EINVAL, "%s: tensor '%s' has type %u (%s), unsupported (F32, F16, "
+                       "Q8_0, Q4_0, Q4_1 are read)", g->path, t->name, t->type,
+                       ggml_type_name(t->type) ? ggml_type_name(t->type) : "unknown to ggml");
     /* only now: a supported tensor's data was checked to lie in the file
      * at open; another type's offset may be anything */
     const uint8_t *p = g->map + g->data + t->offset;

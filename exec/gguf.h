@@ -57,6 +57,10 @@ uint64_t gguf_n_tensors(const struct gguf *g);
 const struct gguf_tensor *gguf_tensor_at(const struct gguf *g, uint64_t i);
 const struct gguf_tensor *gguf_find(const struct gguf *g, const char *name);
 
+/* ggml's name of a tensor type ("Q4_K"), NULL for an id ggml does not
+ * define. Cannot fail. */
+const char *ggml_type_name(uint32_t type);
+
 /* Dequantises tensor t into out (t->n_elems floats). ALISA_EINVAL with the
  * tensor's name for an unsupported type. */
 int gguf_read_f32(const struct gguf *g, const struct gguf_tensor *t, float *out,

@@ -62,7 +62,7 @@ grep_out "\-\-seqs: 'two' is not a non-negative integer" "bad value named"
 expect 2 "missing --model" "$alisa" trace gen -o "$tmp/x"
 expect 1 "unknown model" "$alisa" trace gen --model GPT-9 -o "$tmp/x"
 grep_out "\-\-model GPT-9: not in the catalog" "unknown model named"
-expect 1 "impossible config" "$alisa" trace gen --model OPT-6.7B -o "$tmp/x" --sparsity-last 1.5
+expect 2 "impossible config" "$alisa" trace gen --model OPT-6.7B -o "$tmp/x" --sparsity-last 1.5
 grep_out "sparsity-last 1.5" "impossible value named"
 
 expect 0 "catalog" "$alisa" catalog

@@ -8,7 +8,7 @@
  * for phases II and III), attention rows included, the prompt run position by position and as
  * one chunk.
  *
- * Every test skips when there is no CUDA device (this program is built
+ * Every test but the first (the CUDA module opens) skips when there is no CUDA device (this program is built
  * whenever nvcc is, so the CUDA code always compiles); with a device and
  * CI=true a missing model fails.
  */
@@ -39,8 +39,25 @@ static void need_device(void)
     device_probe(&d);
     if (d.n_devices > 0)
         return;
-    print_message("no CUDA device (%s): skipped\n", d.note);
+    print_message("skipped: %s\n", d.note);
     tu_skip();
+}
+
+/* Runs on every machine: the CUDA module (device.h) opens and hands over
+ * the backend, so a missing symbol or a stale module fails here, not as a
+ * "no device" skip on a machine that has one. */
+static void test_cuda_module_opens_and_gives_the_backend(void **state)
+{
+    (void)state;
+    struct device_info d;
+    device_probe(&d);
+    assert_int_equal(d.cuda_built, 1);
+    assert_null(strstr(d.note, "module"));
+    const struct backend_ops *ops = NULL;
+    char why[256] = "";
+    assert_int_equal(device_cuda_backend(&ops, why, sizeof why), 0);
+    assert_ptr_equal(ops, &backend_cuda);
+    assert_string_equal(ops->name, "cuda");
 }
 
 static uint32_t seed = 2024;
@@ -543,6 +560,7 @@ int main(void)
     snprintf(stories, sizeof stories, "%s/stories260K/stories260K.bin", tu_models_dir());
     snprintf(smollm2, sizeof smollm2, "%s", ALISA_SMOLLM2_GGUF);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cuda_module_opens_and_gives_the_backend),
         cmocka_unit_test(test_cuda_fp16_narrowing_and_embedding_equal_the_cpu),
         cmocka_unit_test(test_cuda_rmsnorm_rope_swiglu_add_equal_the_cpu),
         cmocka_unit_test(test_cuda_softmax_over_each_rows_count_equals_the_cpu),

@@ -55,6 +55,73 @@ static void test_gen_same_seed_gives_identical_bytes_other_seed_differs(void **s
     free(dir);
 }
 
+/* A step's token at a prompt position is the SEQ chunk's token there: the
+ * steps replay the tokens drawn for the SEQ chunks (trace_gen.c keeps one
+ * sequence's tokens, not every sequence's). */
+static void test_gen_steps_carry_the_declared_prompt_tokens(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    struct trace_gen_params p;
+    small_params(&p);
+    p.n_seqs = 3;
+    p.prompt_rows = p.prompt_len; /* rows from position 0 */
+    struct alisa_err e = {{0}};
+    assert_int_equal(trace_gen_write(&p, tu_path(dir, "t"), &e), 0);
+    struct trace_reader *r;
+    assert_int_equal(trace_reader_open(&r, tu_path(dir, "t"), &e), 0);
+    uint32_t *declared = malloc((size_t)p.n_seqs * p.prompt_len * sizeof *declared);
+    for (uint32_t s = 0; s < p.n_seqs; s++)
+        memcpy(declared + (size_t)s * p.prompt_len, trace_reader_seq(r, s)->tokens,
+               p.prompt_len * sizeof *declared);
+    /* the sequences' prompts differ: the draws are not one sequence's repeated */
+    assert_memory_not_equal(declared, declared + p.prompt_len, p.prompt_len * sizeof *declared);
+    struct trace_step st;
+    uint32_t checked = 0;
+    int rc;
+    while ((rc = trace_reader_next(r, &st, &e)) == 1)
+        if (st.pos < p.prompt_len) {
+            assert_int_equal(st.token, declared[(size_t)st.seq * p.prompt_len + st.pos]);
+            checked++;
+        }
+    assert_int_equal(rc, 0);
+    assert_int_equal(checked, p.n_seqs * p.prompt_len);
+    free(declared);
+    trace_reader_destroy(r);
+    tu_rmdir(dir);
+    free(dir);
+}
+
+/* trace_gen_min_bytes is a lower bound on the file, and with every row
+ * dense (threshold 0) exact but for the magic, HEAD and END chunks. */
+static void test_gen_min_bytes_bounds_the_file(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    struct trace_gen_params p;
+    small_params(&p);
+    struct alisa_err e = {{0}};
+    for (int dense = 0; dense < 2; dense++)
+        for (int per_head = 0; per_head < 2; per_head++) {
+            p.threshold = dense ? 0.0f : 0.01f;
+            p.per_head = per_head;
+            assert_int_equal(trace_gen_write(&p, tu_path(dir, "t"), &e), 0);
+            size_t len;
+            free(tu_read(tu_path(dir, "t"), &len));
+            uint64_t lo = trace_gen_min_bytes(&p);
+            assert_true(lo <= len);
+            if (dense)
+                assert_true(len - lo < 2048); /* the preamble, HEAD and END */
+            else
+                assert_true(lo > len / 50); /* not a vacuous bound */
+        }
+    p.n_seqs = 4000000000u;
+    p.gen_len = 1u << 19;
+    assert_true(trace_gen_min_bytes(&p) > (uint64_t)1e15);
+    tu_rmdir(dir);
+    free(dir);
+}
+
 static void test_gen_meets_per_layer_sparsity_targets(void **state)
 {
     (void)state;
@@ -161,6 +228,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gen_same_seed_gives_identical_bytes_other_seed_differs),
+        cmocka_unit_test(test_gen_steps_carry_the_declared_prompt_tokens),
+        cmocka_unit_test(test_gen_min_bytes_bounds_the_file),
         cmocka_unit_test(test_gen_meets_per_layer_sparsity_targets),
         cmocka_unit_test(test_gen_per_head_rows_average_to_the_stored_mean),
         cmocka_unit_test(test_gen_rejects_impossible_parameters_by_name),

@@ -130,6 +130,41 @@ else
     skipped=$((skipped + 5))
 fi
 
+# --- bounds on work: refused up front, the limit named ---
+run "$alisa" trace gen --model OPT-6.7B --seqs 100000000 --layers 4 --prompt-len 16 --gen-len 16 -o big.trace
+usage "--seqs 100000000 x 32 positions x 4 layers: the trace needs at least" "trace gen bounded by the free space"
+nothing_left big.trace
+run "$alisa" trace gen --model OPT-6.7B --seqs 2 --layers 100000 -o big.trace
+usage "--layers 100000: OPT-6.7B has 32" "trace gen --layers bounded by the model"
+nothing_left big.trace
+if [ $have_models -eq 1 ]; then
+    # the README's tiered run moves KV and writes the text of its selection alone
+    run "$alisa" run --model stories260K --prompt "Once upon a time" -n 48 --selection swa \
+        --sparsity 0.5 --placement alisa --gpu-kv-bytes 40KiB --cpu-kv-bytes 40KiB
+    tiered=$(cat out)
+    [ "$code" -eq 0 ] && grep -qE "KV moves: [1-9][0-9]* offloaded, [1-9][0-9]* loaded" err && ok ||
+        bad "the README's tiered run moves KV both ways"
+    run "$alisa" run --model stories260K --prompt "Once upon a time" -n 48 --selection swa --sparsity 0.5
+    [ "$tiered" = "$(cat out)" ] && ok || bad "placement changed the text"
+    run "$alisa" run --model stories260K --prompt "Once upon a time" -n 200 --selection swa \
+        --sparsity 0.5 --placement alisa --gpu-kv-bytes 40KiB --cpu-kv-bytes 40KiB
+    failure "tokens this step attends (raise --gpu-kv-bytes" "a full device arena names the options"
+    run "$alisa" run --model stories260K --prompt hi -n 2000000000
+    usage "-n 2000000000 after a 3-token prompt: 2000000003 tokens, over stories260K.bin's context of 512" "run -n bounded by the context"
+    run "$alisa" run --model stories260K --prompt hi -n 8 --batch 100000000
+    usage "--batch 100000000: the KV cache of 100000000 sequences of 11 tokens needs" "run --batch bounded by the memory"
+    run "$alisa" eval --model stories260K --text "$text" --ctx 5000
+    usage "--ctx 5000: 5000 tokens, over stories260K.bin's context of 512" "eval --ctx bounded by the context"
+else
+    skipped=$((skipped + 6))
+fi
+if [ -f "$src/models-cache/SmolLM2-135M-Instruct.Q4_1.gguf" ]; then
+    run "$alisa" model info "$src/models-cache/SmolLM2-135M-Instruct.Q4_1.gguf"
+    [ "$code" -eq 0 ] && grep -q "by type: F32 61 Q4_1 210 Q8_0 1$" out && ok || bad "model info names the tensor types"
+else
+    skipped=$((skipped + 1))
+fi
+
 # --- progress: on a terminal (forced here), never when piped ---
 run env ALISA_PROGRESS=1 "$alisa" trace gen --model OPT-6.7B --layers 4 --seqs 2 --prompt-len 32 \
     --gen-len 1500 -o p.trace
@@ -146,6 +181,20 @@ elif grep -q "^cuda: built" out; then
         bad "version: no CUDA device, in those words"
 else
     grep -q "^device: none (built without CUDA" out && ok || bad "version without CUDA"
+fi
+
+# --- the CUDA runtime is mapped only by commands that use a GPU ---
+LD_DEBUG=libs "$alisa" help >/dev/null 2>ld.txt
+grep -qE "libcudart|libcublas" ld.txt && { code=-; bad "alisa help maps the CUDA libraries"; } || ok
+LD_DEBUG=libs "$alisa" sim "${sim_args[@]}" --batch 8 >/dev/null 2>ld.txt
+grep -qE "libcudart|libcublas" ld.txt && { code=-; bad "alisa sim maps the CUDA libraries"; } || ok
+if [ $have_models -eq 1 ] && "$alisa" version | grep -q "^cuda: built"; then
+    LD_DEBUG=libs "$alisa" version >/dev/null 2>ld.txt
+    grep -q "libcudart" ld.txt && ok || { code=-; bad "alisa version opens the CUDA module"; }
+    run env ALISA_CUDA_MODULE=/nonexistent/libalisa_cuda.so "$alisa" run --model stories260K \
+        --prompt hi -n 4 --backend cuda
+    failure "--backend cuda: the CUDA module could not be opened: /nonexistent/libalisa_cuda.so" \
+        "a missing CUDA module is named"
 fi
 
 echo "$pass passed, $fail failed, $skipped skipped (models missing)"

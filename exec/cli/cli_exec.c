@@ -9,7 +9,9 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "catalog.h"
 #include "cli.h"
@@ -249,6 +251,33 @@ int text_tokens(const struct tokenizer *t, const char *path, uint32_t max_blocks
     *out = ids;
     *n_out = n;
     return 0;
+}
+
+int loaded_context_check(struct loaded *l, uint64_t need, void (*usage)(FILE *),
+                         const char *what)
+{
+    uint32_t ctx = l->m->c.seq_len;
+    if (need <= ctx)
+        return 0;
+    char name[128];
+    snprintf(name, sizeof name, "%s", l->m->name);
+    loaded_free(l);
+    return cli_usage_error(usage, "%s: %llu tokens, over %s's context of %u", what,
+                           (unsigned long long)need, name, ctx);
+}
+
+int loaded_batch_check(struct loaded *l, uint32_t batch, uint64_t len, void (*usage)(FILE *))
+{
+    const struct llm_config *c = &l->m->c;
+    double need = 2.0 * sizeof(float) * c->n_layers * c->kv_dim * (double)batch * (double)len;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double have = pages > 0 && page > 0 ? (double)pages * (double)page : INFINITY;
+    if (need <= have)
+        return 0;
+    loaded_free(l);
+    return cli_usage_error(usage, "--batch %u: the KV cache of %u sequences of %llu tokens needs "
+                           "%.1f GB, over this machine's %.1f GB of memory", batch, batch,
+                           (unsigned long long)len, need / 1e9, have / 1e9);
 }
 
 int record_trace(const struct record_job *j, struct alisa_err *e)

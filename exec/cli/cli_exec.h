@@ -34,6 +34,19 @@ int load_model(struct loaded *l, const char *model, const char *tokenizer, int w
 
 void loaded_free(struct loaded *l); /* accepts an empty l */
 
+/* An option-made length against the loaded model's context, as a usage
+ * error: 0 when need <= the context, else frees l, prints "WHAT: NEED
+ * tokens, over MODEL's context of C" (the command's one-line usage error)
+ * and returns CLI_EXIT_USAGE. */
+int loaded_context_check(struct loaded *l, uint64_t need, void (*usage)(FILE *),
+                         const char *what);
+
+/* The executor's KV cache for batch sequences of len tokens (FP32 K and V,
+ * every layer, as the backends allocate it) against this machine's
+ * physical memory: 0 when it fits, else frees l, prints "--batch B: ..."
+ * as the command's usage error and returns CLI_EXIT_USAGE. */
+int loaded_batch_check(struct loaded *l, uint32_t batch, uint64_t len, void (*usage)(FILE *));
+
 /* The executor's KV options: without --selection and --placement the cache
  * is dense (every token, one arena); with them the scheduler core places
  * every token of every (sequence, layer) in the device or host arena. */

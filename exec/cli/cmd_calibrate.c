@@ -83,7 +83,10 @@ void cmd_calibrate_usage(FILE *out)
             "  --repeat N       runs of every benchmark (default 3, at least 2)\n"
             "  --name NAME      section name (default cpu-<hostname> or cuda-<hostname>)\n"
             "  --json           print the runs and statistics as JSON\n"
-            "  -h, --help       this text\n");
+            "  -h, --help       this text\n"
+            "\n"
+            "examples (run as shown by tests/readme_test.sh; about 45 s on 2 cores):\n"
+            "  alisa calibrate --model stories260K --repeat 2 -o profile.ini\n");
 }
 
 struct stat4 {
@@ -127,6 +130,7 @@ static int calibrate_parse(int argc, char **argv, struct calibrate_opts *o)
                                          {"json", no_argument, 0, 'j'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
+    cli_list_options(opts);
     *o = (struct calibrate_opts){.backend = "cpu", .repeat = 3};
     int bad = 0, ch;
     struct alisa_err e = {{0}};

@@ -36,12 +36,15 @@ void cmd_run_usage(FILE *out)
             "usage: alisa run --model M --prompt TEXT -n N [options]\n"
             "\n"
             "Generates N tokens after TEXT with the executor (--backend) and prints the prompt and\n"
-            "its continuation on stdout (one block per sequence when --batch > 1) and the\n"
-            "decode speed on stderr. The prompt is encoded with BOS and prefilled in chunks\n"
+            "its continuation on stdout (streamed as generated for one sequence; one block per\n"
+            "sequence when --batch > 1), the decode speed and the KV moves on stderr. Under a\n"
+            "placement the device arena (--gpu-kv-bytes) must hold the tokens a step attends.\n"
+            "The prompt is encoded with BOS and prefilled in chunks\n"
             "of up to 32 positions (each chunk's projections and FFN one GEMM over its\n"
             "rows). Temperature 0 is greedy and deterministic.\n"
             "\n"
-            "  --model M          catalog name (alisa catalog models) or a llama2.c .bin file\n"
+            "  --model M          catalog name (alisa catalog models), a llama2.c .bin or a\n"
+            "                     GGUF file (F32, F16, Q8_0, Q4_0, Q4_1 tensors)\n"
             "  --tokenizer T      tokenizer file (default: the catalog's for M)\n"
             "  --prompt TEXT      prompt text\n"
             "  -n N               tokens to generate\n"
@@ -105,6 +108,7 @@ int cmd_run(int argc, char **argv)
                                          KV_OPT_LIST,
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
+    cli_list_options(opts);
     const char *model = NULL, *tokenizer = NULL, *prompt = NULL, *timings = NULL;
     struct kv_opts kvo = {.sel = {.sparsity = 0.8}};
     uint32_t n = 0, batch = 1;
@@ -155,9 +159,13 @@ int cmd_run(int argc, char **argv)
     int rc = 0;
     if (np < 0)
         rc = err_set(&e, ALISA_EINVAL, "cannot encode the prompt");
-    else if ((uint64_t)np + n > l.m->c.seq_len)
-        rc = err_set(&e, ALISA_EINVAL, "prompt (%d tokens) + %u exceeds the model's context %u",
-                     np, n, l.m->c.seq_len);
+    char what[64];
+    snprintf(what, sizeof what, "-n %u after a %d-token prompt", n, np);
+    if (np >= 0 && ((rc = loaded_context_check(&l, (uint64_t)np + n, cmd_run_usage, what)) ||
+                    (rc = loaded_batch_check(&l, batch, (uint64_t)np + n, cmd_run_usage)))) {
+        free(ids);
+        return rc;
+    }
     struct llm_state *st = NULL;
     uint32_t *cur = malloc(batch * sizeof *cur), **gen = calloc(batch, sizeof *gen);
     double *scratch = malloc(l.m->c.vocab * sizeof *scratch);
@@ -327,7 +335,7 @@ void cmd_eval_usage(FILE *out)
             "next-token distributions, and the share of positions whose top-1 token\n"
             "agrees.\n"
             "\n"
-            "  --model M        catalog name or llama2.c .bin file\n"
+            "  --model M        catalog name, llama2.c .bin or GGUF file\n"
             "  --tokenizer T    tokenizer file (default: the catalog's)\n"
             "  --text FILE      text to score\n"
             "  --ctx N          window length in tokens (<= the model's context)\n"
@@ -365,6 +373,7 @@ int cmd_eval(int argc, char **argv)
                                          KV_OPT_LIST,
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
+    cli_list_options(opts);
     const char *model = NULL, *tokenizer = NULL, *text = NULL;
     struct kv_opts kvo = {.sel = {.sparsity = 0.8}};
     uint32_t ctx = 0, blocks = 0, max_tokens = 0, batch = 8, prefill = 128;
@@ -410,9 +419,11 @@ int cmd_eval(int argc, char **argv)
     if (load_model(&l, model, tokenizer, 1, &e))
         return cli_fail(&e);
     int rc = 0;
-    if (ctx > l.m->c.seq_len)
-        rc = err_set(&e, ALISA_EINVAL, "--ctx %u exceeds the model's context %u", ctx,
-                     l.m->c.seq_len);
+    char what[32];
+    snprintf(what, sizeof what, "--ctx %u", ctx);
+    if ((rc = loaded_context_check(&l, ctx, cmd_eval_usage, what)) ||
+        (rc = loaded_batch_check(&l, batch, ctx, cmd_eval_usage)))
+        return rc;
     uint32_t *ids = NULL, n_blocks = 0;
     size_t n_ids = 0;
     if (!rc)
@@ -535,7 +546,7 @@ void cmd_record_usage(FILE *out)
             "capacities in the same bytes, the trace written with --threshold 0) replays\n"
             "the same decisions: sort both logs and they are identical.\n"
             "\n"
-            "  --model M         catalog name or llama2.c .bin file\n"
+            "  --model M         catalog name, llama2.c .bin or GGUF file\n"
             "  --tokenizer T     tokenizer file (default: the catalog's)\n"
             "  --text FILE       text\n"
             "  --prompt-len P    prompt tokens per sequence\n"
@@ -569,6 +580,7 @@ int cmd_record(int argc, char **argv)
                                          KV_OPT_LIST,
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
+    cli_list_options(opts);
     const char *model = NULL, *tokenizer = NULL, *text = NULL, *out = NULL, *log_path = NULL;
     struct kv_opts kvo = {.sel = {.sparsity = 0.8}};
     uint32_t P = 0, G = 0, batch = 1, offset = 0;
@@ -615,8 +627,12 @@ int cmd_record(int argc, char **argv)
     struct loaded l;
     if (load_model(&l, model, tokenizer, 1, &e))
         return cli_fail(&e);
+    char what[64];
+    snprintf(what, sizeof what, "--prompt-len %u + --gen-len %u", P, G);
+    int rc = loaded_context_check(&l, (uint64_t)P + G, cmd_record_usage, what);
+    if (rc || (rc = loaded_batch_check(&l, batch, (uint64_t)P + G, cmd_record_usage)))
+        return rc;
     FILE *lf = NULL;
-    int rc = 0;
     char lpart[1100];
     if (log_path && !(lf = cli_part_open(log_path, lpart, sizeof lpart, "decision log", &e)))
         rc = ALISA_EIO;
@@ -642,16 +658,20 @@ void cmd_model_usage(FILE *out)
             "usage: alisa model info FILE [--tensors]\n"
             "\n"
             "Prints a GGUF file's version, architecture hyper-parameters, tokenizer and\n"
-            "tensor summary (every tensor with --tensors), after checking that every\n"
-            "tensor's data lies inside the file.\n");
+            "tensor summary (tensors counted by ggml type; each tensor with --tensors),\n"
+            "after checking that every tensor's data lies inside the file.\n"
+            "\n"
+            "examples (run as shown by tests/readme_test.sh, after scripts/get-models):\n"
+            "  alisa model info models-cache/SmolLM2-135M-Instruct.Q4_1.gguf\n");
 }
 
 int cmd_model(int argc, char **argv)
 {
-    if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-        cmd_model_usage(stdout);
-        return 0;
-    }
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            cmd_model_usage(stdout);
+            return 0;
+        }
     int tensors = argc == 4 && strcmp(argv[3], "--tensors") == 0;
     if ((argc != 3 && !tensors) || strcmp(argv[1], "info") != 0)
         return cli_usage_error(cmd_model_usage, "expected: info FILE [--tensors]");
@@ -680,20 +700,21 @@ int cmd_model(int argc, char **argv)
     gguf_get_str_array(g, "tokenizer.ggml.merges", &n_merges, &e);
     printf("tokenizer:    %s, %llu tokens, %llu merges\n", tok, (unsigned long long)n_tokens,
            (unsigned long long)n_merges);
-    uint64_t per_type[16] = {0}, elems = 0;
+    uint64_t per_type[64] = {0}, elems = 0; /* the last counts ids past ggml's */
     for (uint64_t i = 0; i < gguf_n_tensors(g); i++) {
         const struct gguf_tensor *t = gguf_tensor_at(g, i);
-        per_type[t->type < 16 ? t->type : 15]++;
+        const char *tn = ggml_type_name(t->type);
+        per_type[tn ? t->type : 63]++;
         elems += t->n_elems;
         if (tensors)
-            printf("  %-32s type %2u  [%llu, %llu]\n", t->name, t->type,
+            printf("  %-32s %-8s [%llu, %llu]\n", t->name, tn ? tn : "unknown",
                    (unsigned long long)t->dims[0], (unsigned long long)(t->n_dims > 1 ? t->dims[1] : 1));
     }
     printf("tensors:      %llu, %.1f M elements; by type:", (unsigned long long)gguf_n_tensors(g),
            elems / 1e6);
-    for (int ty = 0; ty < 16; ty++)
+    for (uint32_t ty = 0; ty < 64; ty++)
         if (per_type[ty])
-            printf(" %d:%llu", ty, (unsigned long long)per_type[ty]);
+            printf(" %s %llu", ty < 63 ? ggml_type_name(ty) : "unknown", (unsigned long long)per_type[ty]);
     printf("\n");
     gguf_close(g);
     return 0;

@@ -73,7 +73,14 @@ void cmd_validate_usage(FILE *out)
             "                     run after run\n"
             "  --json             print the comparison as JSON\n"
             KV_OPT_HELP
-            "  -h, --help         this text\n");
+            "  -h, --help         this text\n"
+            "\n"
+            "examples (run as shown by tests/readme_test.sh, on the profile alisa calibrate's\n"
+            "example writes):\n"
+            "  alisa validate --model stories260K --text "
+            "../shared/models/eval-text/tinystories_val_subset.txt --profile profile.ini "
+            "--prompt-len 128 --gen-len 64 --batch 8 --selection swa --placement alisa "
+            "--gpu-kv-bytes 992k --cpu-kv-bytes 400k\n");
 }
 
 #define VALIDATE_REPEAT_MAX 31
@@ -395,6 +402,7 @@ static int validate_parse(int argc, char **argv, struct validate_opts *o)
                                          KV_OPT_LIST,
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
+    cli_list_options(opts);
     *o = (struct validate_opts){.kvo = {.sel = {.sparsity = 0.8}}, .batch = 1, .repeat = 1};
     int bad = 0, ch;
     struct alisa_err e = {{0}};
@@ -641,6 +649,13 @@ int cmd_validate(int argc, char **argv)
     if (load_model(&l, o.model, o.tokenizer, 1, &e)) {
         catalog_deinit(&cat);
         return cli_fail(&e);
+    }
+    char what[64];
+    snprintf(what, sizeof what, "--prompt-len %u + --gen-len %u", o.P, o.G);
+    if ((rc = loaded_context_check(&l, (uint64_t)o.P + o.G, cmd_validate_usage, what)) ||
+        (rc = loaded_batch_check(&l, o.batch, (uint64_t)o.P + o.G, cmd_validate_usage))) {
+        catalog_deinit(&cat);
+        return rc;
     }
     char tmp[] = "/tmp/alisa-validate-XXXXXX";
     if (!o.trace) {

@@ -56,6 +56,16 @@ int cli_require(int n, ...)
     return missing ? cli_usage_error(NULL, "%s is required", missing) : 0;
 }
 
+void cli_list_options(const struct option *opts)
+{
+    const char *v = getenv("ALISA_LIST_OPTIONS");
+    if (!v || strcmp(v, "1") != 0)
+        return;
+    for (; opts->name; opts++)
+        printf("--%s\n", opts->name);
+    exit(0);
+}
+
 const char *cli_opt_name(const struct option *opts, int li, int ch, const char *typed)
 {
     static char name[80];
@@ -135,7 +145,7 @@ int cli_option_end(int ch, const char *opt, void (*usage)(FILE *))
 {
     if (ch == 'h') {
         usage(stdout);
-        return 0;
+        return CLI_HELP_SHOWN;
     }
     if (ch == ':')
         return cli_usage_error(usage, "option '%s' needs a value", opt);

@@ -14,6 +14,9 @@
 
 #define CLI_EXIT_FAIL 1
 #define CLI_EXIT_USAGE 2
+/* Not an exit status: a parse helper's "the help was printed, stop here";
+ * cli_run_command turns it into exit 0. */
+#define CLI_HELP_SHOWN (-1)
 
 /* One subcommand: name, one-line summary, entry point, usage printer. */
 struct cli_cmd {
@@ -49,6 +52,13 @@ int cli_require(int n, ...);
 struct option;
 const char *cli_opt_name(const struct option *opts, int li, int ch, const char *typed);
 
+/* Every command calls this with its option table before parsing: with
+ * ALISA_LIST_OPTIONS=1 in the environment it prints the table's long names,
+ * one "--name" a line, and exits 0, so tests/help_options_test.sh can hold
+ * each --help text against the table the parser really uses. Otherwise
+ * does nothing. */
+void cli_list_options(const struct option *opts);
+
 /* Strict number parsing for option values: the whole string must be a
  * number in range. On failure e says "--opt: 'value' is not ...". */
 int cli_parse_u32(const char *opt, const char *s, uint32_t *out, struct alisa_err *e);
@@ -61,7 +71,8 @@ int cli_parse_double(const char *opt, const char *s, double *out, struct alisa_e
 int cli_parse_bytes(const char *opt, const char *s, uint64_t *out, struct alisa_err *e);
 
 /* The shared end of a subcommand's getopt switch, for what is not one of its
- * own options: 'h' prints the usage on stdout and gives 0; ':' (a missing
+ * own options: 'h' prints the usage on stdout and gives CLI_HELP_SHOWN
+ * (return it as it is: the caller must not go on); ':' (a missing
  * value) and anything else (an unknown option) print the usage on stderr and
  * give CLI_EXIT_USAGE. opt is the option as typed. */
 int cli_option_end(int ch, const char *opt, void (*usage)(FILE *));

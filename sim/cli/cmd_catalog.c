@@ -117,6 +117,7 @@ int cmd_catalog(int argc, char **argv)
                                          {"catalog", required_argument, 0, 'c'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
+    cli_list_options(opts);
     int json = 0;
     const char *dir = catalog_default_dir();
     cli_reset_getopt();

@@ -52,6 +52,7 @@ int cmd_fidelity(int argc, char **argv)
         {"window-steps", required_argument, 0, O_WINDOW}, {"sinks", required_argument, 0, O_SINKS},
         {"stride", required_argument, 0, O_STRIDE},   {"json", no_argument, 0, O_JSON},
         {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
+    cli_list_options(opts);
     const char *trace = NULL, *sel_name = NULL;
     struct sel_params sp = {.sparsity = 0.8};
     int json = 0, bad = 0, ch;

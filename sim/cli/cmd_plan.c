@@ -177,6 +177,7 @@ int cmd_plan(int argc, char **argv)
         {"catalog", required_argument, 0, O_CATALOG},
         {"profile", required_argument, 0, O_PROFILE}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
+    cli_list_options(opts);
     const char *trace = NULL, *sel_name = "swa", *place_name = "alisa", *hw_name = "H100-80GB";
     const char *log_path = NULL, *dir = catalog_default_dir(), *profile = NULL;
     struct replay_config cfg = {.sel_params = {.sparsity = 0.8}, .gpu_kv_bytes = UINT64_MAX / 2,

@@ -83,6 +83,7 @@ int cmd_search(int argc, char **argv)
         {"catalog", required_argument, 0, O_CATALOG},
         {"profile", required_argument, 0, O_PROFILE}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
+    cli_list_options(opts);
     const char *model = NULL, *hw_name = NULL, *dir = catalog_default_dir(), *profile = NULL;
     struct search_workload w = {.prompt_len = 128, .gen_len = 512, .sel = {.sparsity = 0.8}};
     uint32_t grid = 20;

@@ -77,6 +77,7 @@ int cmd_sim(int argc, char **argv)
         {"catalog", required_argument, 0, O_CATALOG},
         {"profile", required_argument, 0, O_PROFILE}, {"extend", no_argument, 0, O_EXTEND},
         {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
+    cli_list_options(opts);
     const char *model = NULL, *hw_name = NULL, *system = NULL, *sel = NULL, *place = NULL;
     const char *timeline_path = NULL, *dir = catalog_default_dir(), *profile = NULL;
     struct sim_config cfg = {.prompt_len = 128, .gen_len = 512, .sel_params = {.sparsity = 0.8}};

@@ -81,7 +81,9 @@ void cmd_db_usage(FILE *out)
             "                     measured_s, predicted_s, total_error_pct, mape_pct, the\n"
             "                     categories, the machine's weight rate against the profile\n"
             "              runs   bookkeeping: status, error, code version, wall time, config\n"
-            "            --sweep NAME keeps one sweep's rows\n"
+            "            --sweep NAME keeps one sweep's rows; -o, --output FILE writes\n"
+            "            the CSV whole or not at all\n"
+            "  -h, --help  this text\n"
             "\n"
             "examples (run as shown by tests/readme_test.sh):\n"
             "  alisa db export --db results.db --query sim --sweep fig9-demo -o fig9.csv\n");
@@ -327,6 +329,7 @@ int cmd_sweep(int argc, char **argv)
                                          {"parts", required_argument, 0, 'P'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
+    cli_list_options(opts);
     const char *db_path = "results.db", *parts = NULL;
     uint32_t jobs = 1;
     uint64_t only = UINT64_MAX;
@@ -503,6 +506,7 @@ int cmd_db(int argc, char **argv)
                                          {"output", required_argument, 0, 'o'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
+    cli_list_options(opts);
     const char *db = NULL, *query = NULL, *sweep = NULL, *out_path = NULL;
     cli_reset_getopt();
     int ch;

@@ -5,6 +5,8 @@
  * also writes its help, so the two cannot drift apart.
  */
 #include <getopt.h>
+#include <libgen.h>
+#include <sys/statvfs.h>
 #include <jansson.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -169,11 +171,14 @@ enum info_format { INFO_TEXT, INFO_JSON, INFO_TSV, INFO_HEATMAP };
 static int parse_file_opts(int argc, char **argv, void (*usage)(FILE *), enum info_format *format,
                            const char **file)
 {
-    static const struct option opts[] = {{"json", no_argument, 0, 'j'},
-                                         {"tsv", no_argument, 0, 't'},
-                                         {"heatmap", no_argument, 0, 'm'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
+    static const struct option with_format[] = {{"json", no_argument, 0, 'j'},
+                                                {"tsv", no_argument, 0, 't'},
+                                                {"heatmap", no_argument, 0, 'm'},
+                                                {"help", no_argument, 0, 'h'},
+                                                {0, 0, 0, 0}};
+    static const struct option help_only[] = {{"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const struct option *opts = format ? with_format : help_only;
+    cli_list_options(opts);
     cli_reset_getopt();
     int ch;
     while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -181,8 +186,6 @@ static int parse_file_opts(int argc, char **argv, void (*usage)(FILE *), enum in
         case 'j':
         case 't':
         case 'm':
-            if (!format)
-                return cli_usage_error(usage, "unrecognized option '%s'", argv[optind - 1]);
             *format = ch == 'j' ? INFO_JSON : ch == 't' ? INFO_TSV : INFO_HEATMAP;
             break;
         case 'h': usage(stdout); return 0;
@@ -384,6 +387,7 @@ static int trace_gen_cmd(int argc, char **argv)
     opts[N_GEN_OPTS + 3] = (struct option){"output", required_argument, 0, 'o'};
     opts[N_GEN_OPTS + 4] = (struct option){"help", no_argument, 0, 'h'};
     opts[N_GEN_OPTS + 5] = (struct option){0, 0, 0, 0};
+    cli_list_options(opts);
 
     struct trace_gen_params p;
     trace_gen_defaults(&p);
@@ -427,6 +431,7 @@ static int trace_gen_cmd(int argc, char **argv)
     }
     snprintf(p.model, sizeof p.model, "%s", m->name);
     p.n_layers = m->n_layers;
+    const uint32_t model_layers = m->n_layers;
     p.n_heads = m->n_heads;
     p.n_kv_heads = m->n_kv_heads;
     p.hidden = m->hidden;
@@ -452,6 +457,24 @@ static int trace_gen_cmd(int argc, char **argv)
         }
         if (bad)
             return cli_usage_error(trace_gen_usage, "%s", e.msg);
+    }
+    /* the file's least size against the space free where it goes, before
+     * any work (a full disk would still be caught by the writer, later) */
+    if (trace_gen_validate(&p, &e))
+        return cli_usage_error(trace_gen_usage, "%s", e.msg);
+    if (p.n_layers > model_layers)
+        return cli_usage_error(trace_gen_usage, "--layers %u: %s has %u", p.n_layers, p.model,
+                               model_layers);
+    char odir[4096];
+    snprintf(odir, sizeof odir, "%s", out);
+    struct statvfs fs;
+    uint64_t need = trace_gen_min_bytes(&p);
+    if (statvfs(dirname(odir), &fs) == 0 && need / fs.f_frsize > fs.f_bavail) {
+        snprintf(odir, sizeof odir, "%s", out);
+        return cli_usage_error(trace_gen_usage, "--seqs %u x %u positions x %u layers: the "
+                               "trace needs at least %.1f GB, %.1f GB are free in %s", p.n_seqs,
+                               p.prompt_len + p.gen_len, p.n_layers, need / 1e9,
+                               (double)fs.f_bavail * fs.f_frsize / 1e9, dirname(odir));
     }
     struct progress pg;
     progress_start(&pg, "trace gen", "positions", 0, 0);
@@ -481,6 +504,7 @@ static int trace_dump(int argc, char **argv)
                                          {"layer", required_argument, 0, 'l'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
+    cli_list_options(opts);
     int64_t want_seq = -1, want_pos = -1, want_layer = -1;
     struct alisa_err e = {{0}};
     cli_reset_getopt();

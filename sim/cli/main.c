@@ -31,11 +31,11 @@ static const struct cli_cmd commands[] = {
      cmd_sim, cmd_sim_usage},
     {"search", "choose ALISA's alpha, beta, p1, p2 offline: greedy and exhaustive grid",
      cmd_search, cmd_search_usage},
-    {"run", "generate text with a real model on the CPU executor", cmd_run, cmd_run_usage},
-    {"eval", "perplexity of a text under a real model (CPU executor)", cmd_eval, cmd_eval_usage},
+    {"run", "generate text with a real model on the executor (CPU, or a GPU)", cmd_run, cmd_run_usage},
+    {"eval", "perplexity of a text under a real model on the executor", cmd_eval, cmd_eval_usage},
     {"record", "record real attention from a model on text into a trace", cmd_record,
      cmd_record_usage},
-    {"calibrate", "measure this machine for the CPU executor: a hardware profile",
+    {"calibrate", "measure this machine (CPU, or a GPU) as the executor uses it: a profile",
      cmd_calibrate, cmd_calibrate_usage},
     {"validate", "the simulator's predicted decode time against the executor's, measured",
      cmd_validate, cmd_validate_usage},
@@ -105,7 +105,8 @@ int cli_run_command(int argc, char **argv)
     if (!c)
         return cli_usage_error(main_usage, "unknown command '%s'", argv[0]);
     cli_set_command(c->name);
-    return c->run(argc, argv);
+    int rc = c->run(argc, argv);
+    return rc == CLI_HELP_SHOWN ? 0 : rc;
 }
 
 int main(int argc, char **argv) { return cli_run_command(argc - 1, argv + 1); }

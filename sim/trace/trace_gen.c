@@ -194,25 +194,31 @@ int trace_gen_write(const struct trace_gen_params *p, const char *path, struct a
     double *scratch = malloc(2 * (size_t)N * sizeof *scratch); /* z and gap */
     float *rows = malloc((size_t)L * N * sizeof *rows);      /* (L, n) head-mean rows */
     float *head_rows = p->per_head ? malloc((size_t)L * H * N * sizeof *head_rows) : NULL;
-    uint32_t *all_tokens = malloc((size_t)p->n_seqs * N * sizeof *all_tokens); /* (seqs, N) */
-    if (!rng || !tokens || !imp || !scratch || !rows || !all_tokens ||
+    /* The tokens are drawn for every sequence first (the SEQ chunks all
+     * precede the steps); a copy of the generator replays those draws
+     * sequence by sequence for the steps, so memory stays O(N). */
+    gsl_rng *tok_rng = gsl_rng_alloc(gsl_rng_mt19937);
+    if (!rng || !tokens || !imp || !scratch || !rows || !tok_rng ||
         (p->per_head && !head_rows)) {
         rc = err_set(e, ALISA_ENOMEM, "out of memory generating %u x %u x %u rows", L, H, N);
+        gsl_rng_free(tok_rng);
         goto done;
     }
     gsl_rng_set(rng, p->seed);
-    if ((rc = trace_writer_open(&w, path, &h, e)))
+    gsl_rng_memcpy(tok_rng, rng);
+    if ((rc = trace_writer_open(&w, path, &h, e))) {
+        gsl_rng_free(tok_rng);
         goto done;
-    /* Tokens first, so the SEQ chunks can all precede the steps. */
+    }
     for (uint32_t s = 0; s < p->n_seqs && !rc; s++) {
         for (uint32_t t = 0; t < N; t++)
-            all_tokens[(size_t)s * N + t] = (uint32_t)gsl_rng_uniform_int(rng, p->vocab);
-        rc = trace_writer_seq(w, s, p->prompt_len, p->gen_len, row_start,
-                              all_tokens + (size_t)s * N, e);
+            tokens[t] = (uint32_t)gsl_rng_uniform_int(rng, p->vocab);
+        rc = trace_writer_seq(w, s, p->prompt_len, p->gen_len, row_start, tokens, e);
     }
     double *z = scratch, *gap = scratch + N;
     for (uint32_t s = 0; s < p->n_seqs && !rc; s++) {
-        memcpy(tokens, all_tokens + (size_t)s * N, (size_t)N * sizeof *tokens);
+        for (uint32_t t = 0; t < N; t++)
+            tokens[t] = (uint32_t)gsl_rng_uniform_int(tok_rng, p->vocab);
         for (size_t i = 0; i < (size_t)L * N; i++)
             imp[i] = log(gsl_ran_pareto(rng, p->hh_alpha, 1.0));
         for (uint32_t pos = row_start; pos < N && !rc; pos++) {
@@ -240,6 +246,7 @@ int trace_gen_write(const struct trace_gen_params *p, const char *path, struct a
             rc = trace_writer_step(w, s, pos, tokens[pos], rows, head_rows, e);
         }
     }
+    gsl_rng_free(tok_rng);
     if (!rc) {
         rc = trace_writer_close(w, e);
         w = NULL;
@@ -252,8 +259,28 @@ done:
     free(scratch);
     free(rows);
     free(head_rows);
-    free(all_tokens);
     return rc;
+}
+
+uint64_t trace_gen_min_bytes(const struct trace_gen_params *p)
+{
+    /* trace.c's encoding: a chunk is 8 bytes of tag and length, its payload
+     * and a 4-byte CRC; SEQ's payload 16 bytes and the prompt's tokens;
+     * STEP's 12 bytes and, per layer (and head with per_head), a row of n
+     * weights: dense 1 + 2n bytes, sparse 9 + 4 per kept weight, at least
+     * one (the row's largest); the smaller is written */
+    const double N = (double)p->prompt_len + p->gen_len;
+    const uint32_t row_start = p->prompt_rows < p->prompt_len ? p->prompt_len - p->prompt_rows : 0;
+    const double rows_per_step = (double)p->n_layers * (p->per_head ? 1.0 + p->n_heads : 1.0);
+    double bytes = (double)p->n_seqs * (12.0 + 16.0 + 4.0 * p->prompt_len);
+    double per_seq = 0;
+    for (double pos = row_start; pos < N; pos++) {
+        double n = pos + 1, dense = 1 + 2 * n;
+        double row = p->threshold <= 0.0f ? dense : (dense < 13 ? dense : 13);
+        per_seq += 12.0 + 12.0 + rows_per_step * row;
+    }
+    bytes += (double)p->n_seqs * per_seq;
+    return bytes >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)bytes;
 }
 
 struct gen_stream {
