@@ -231,16 +231,28 @@ static uint32_t swa_reference(float hist[][MAXN], uint32_t n_hist, uint32_t w,
     return c;
 }
 
+/* The window the reference sums at context n: window_steps, else k of that
+ * step (the paper's default, growing with the context). */
+static uint32_t ref_window(const struct sel_params *p, uint32_t n)
+{
+    uint32_t w = p->window_steps ? p->window_steps : sel_local_share(sel_budget(p, n));
+    return w ? w : 1;
+}
+
+/* Trials 0-39 with a fixed window_steps, 40-79 with the default (0): the
+ * window is k at each step, so S sums more rows as the context grows. */
 static void test_swa_matches_brute_force_on_random_inputs(void **state)
 {
     (void)state;
     gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(r, 20240611);
     static float hist[200][MAXN];
-    for (int trial = 0; trial < 40; trial++) {
+    uint32_t grown = 0; /* default-window trials whose window grew */
+    for (int trial = 0; trial < 80; trial++) {
         uint32_t prompt = 4 + (uint32_t)gsl_rng_uniform_int(r, 12);
-        uint32_t w = 1 + (uint32_t)gsl_rng_uniform_int(r, 6);
-        struct sel_params p = {.window_steps = w};
+        uint32_t fixed_w = 1 + (uint32_t)gsl_rng_uniform_int(r, 6);
+        struct sel_params p = {.window_steps = trial < 40 ? fixed_w : 0};
+        uint32_t w = ref_window(&p, prompt + 1); /* prefill keeps this many rows */
         if (trial % 2)
             p.budget_tokens = 2 + (uint32_t)gsl_rng_uniform_int(r, 10);
         else
@@ -261,7 +273,8 @@ static void test_swa_matches_brute_force_on_random_inputs(void **state)
         for (uint32_t pos = prompt; pos < MAXN; pos++) {
             uint32_t out[MAXN], ref[MAXN], ret[MAXN], n_ret;
             uint32_t n = do_select(&sel_swa_ops, st, pos, out, ret, &n_ret);
-            uint32_t nr = swa_reference(hist, n_hist, w, &p, pos, ref);
+            uint32_t nr = swa_reference(hist, n_hist, ref_window(&p, pos + 1), &p, pos, ref);
+            grown += !p.window_steps && pos == MAXN - 1 && ref_window(&p, pos + 1) > w;
             if (n != nr || memcmp(out, ref, n * sizeof *out) != 0)
                 fail_msg("trial %d pos %u: swa and reference differ (%u vs %u tokens)", trial,
                          pos, n, nr);
@@ -277,6 +290,7 @@ static void test_swa_matches_brute_force_on_random_inputs(void **state)
         sel_swa_ops.destroy(st);
     }
     gsl_rng_free(r);
+    assert_true(grown >= 10); /* the default path was exercised with a growing window */
 }
 
 static void test_h2o_matches_brute_force_on_random_inputs(void **state)

@@ -2,11 +2,15 @@
  * tokens plus the k_g tokens with the largest local attention sum S over the
  * last w steps, excluding the recent ones (no duplicates).
  *
- * S is kept incrementally in fixed point (sel_weight_fixed): each observed
- * row is added and kept in a ring of w rows; the row that leaves the window
- * is subtracted, exactly. Tokens not attended at a step get 0 for it. Ties in
- * S go to the more recent token. Retires nothing: any old token can come
- * back through the global set.
+ * The window w is k of the current step (the paper's default, ALISA.md 1:
+ * it grows with the context as k does), or window_steps when given. S is
+ * kept incrementally in fixed point (sel_weight_fixed): each observed row is
+ * added and kept in a ring; before a selection the rows beyond the last w
+ * are subtracted, exactly. k grows by at most one a step and each step adds
+ * a row, so a row once out of the window is never needed again. Prefill
+ * keeps the last w prompt rows, w taken at the first decode step. Tokens not
+ * attended at a step get 0 for it. Ties in S go to the more recent token.
+ * Retires nothing: any old token can come back through the global set.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -23,11 +27,11 @@ struct swa_row {
 struct swa_state {
     struct sel_params p;
     uint32_t max_len;
-    uint32_t w;           /* window in steps; 0 until resolved */
+    uint32_t cap;         /* ring slots: the largest window + 1 */
     int64_t *sum;         /* (max_len) local attention sum S, fixed point */
-    struct swa_row *ring; /* (w) rows, oldest at head once full */
+    struct swa_row *ring; /* (cap) rows, oldest at ring_head */
     uint32_t ring_len;    /* rows held */
-    uint32_t ring_head;   /* next slot to write */
+    uint32_t ring_head;   /* oldest row */
     uint32_t *heap;       /* (max_len) top-k scratch */
     uint8_t *mark;        /* (max_len) scratch: selected */
     int oom;              /* an allocation in observe failed: S is incomplete */
@@ -38,7 +42,7 @@ static void swa_destroy(void *state)
     struct swa_state *s = state;
     if (!s)
         return;
-    for (uint32_t i = 0; s->ring && i < s->w; i++) {
+    for (uint32_t i = 0; s->ring && i < s->cap; i++) {
         free(s->ring[i].ids);
         free(s->ring[i].w);
     }
@@ -51,47 +55,53 @@ static void swa_destroy(void *state)
 
 static int swa_failed(const void *state) { return ((const struct swa_state *)state)->oom; }
 
+/* The window at context length n: window_steps, else k (ALISA.md 1). */
+static uint32_t swa_window(const struct swa_state *s, uint32_t n)
+{
+    uint32_t w = s->p.window_steps ? s->p.window_steps : sel_local_share(sel_budget(&s->p, n));
+    return w ? w : 1;
+}
+
 static int swa_create(void **state, const struct sel_params *p, uint32_t max_len,
                       struct alisa_err *e)
 {
     struct swa_state *s = calloc(1, sizeof *s);
     *state = s;
+    if (s) {
+        s->p = *p;
+        s->max_len = max_len;
+        uint32_t w = swa_window(s, max_len); /* k never shrinks as n grows */
+        s->cap = (w < max_len ? w : max_len) + 1;
+    }
     if (!s || !(s->sum = calloc(max_len, sizeof *s->sum)) ||
-        !(s->heap = malloc(max_len * sizeof *s->heap)) || !(s->mark = calloc(max_len, 1))) {
+        !(s->heap = malloc(max_len * sizeof *s->heap)) || !(s->mark = calloc(max_len, 1)) ||
+        !(s->ring = calloc(s->cap, sizeof *s->ring))) {
         swa_destroy(s);
         *state = NULL;
         return err_set(e, ALISA_ENOMEM, "out of memory for swa state (%u tokens)", max_len);
     }
-    s->p = *p;
-    s->max_len = max_len;
     return 0;
 }
 
-/* Fixes w on first use: the parameter, else k at context length n. */
-static void swa_resolve_window(struct swa_state *s, uint32_t n)
+/* Subtracts the oldest row from S and frees its slot. */
+static void swa_pop(struct swa_state *s)
 {
-    if (s->w)
-        return;
-    uint32_t w = s->p.window_steps ? s->p.window_steps : sel_local_share(sel_budget(&s->p, n));
-    s->w = w ? w : 1;
-    s->ring = calloc(s->w, sizeof *s->ring);
-    if (!s->ring)
-        s->oom = 1;
+    struct swa_row *r = &s->ring[s->ring_head];
+    for (uint32_t i = 0; i < r->count; i++)
+        s->sum[r->ids[i]] -= r->w[i];
+    r->count = 0;
+    s->ring_head = (s->ring_head + 1) % s->cap;
+    s->ring_len--;
 }
 
-/* Adds a row to S and the ring, retiring the row that leaves the window. */
+/* Adds a row to S and the ring (the oldest goes when the ring is full). */
 static void swa_push(struct swa_state *s, const uint32_t *ids, const float *w, const float *dense,
                      uint32_t count)
 {
-    if (!s->ring)
-        return;
-    struct swa_row *r = &s->ring[s->ring_head];
-    if (s->ring_len == s->w) {
-        for (uint32_t i = 0; i < r->count; i++)
-            s->sum[r->ids[i]] -= r->w[i];
-    } else {
-        s->ring_len++;
-    }
+    if (s->ring_len == s->cap)
+        swa_pop(s);
+    struct swa_row *r = &s->ring[(s->ring_head + s->ring_len) % s->cap];
+    s->ring_len++;
     uint32_t need = 0;
     for (uint32_t i = 0; i < count; i++)
         need += (dense ? dense[i] : w[i]) != 0.0f;
@@ -120,14 +130,12 @@ static void swa_push(struct swa_state *s, const uint32_t *ids, const float *w, c
         r->w[r->count++] = fx;
         s->sum[id] += fx;
     }
-    s->ring_head = (s->ring_head + 1) % s->w;
 }
 
 static void swa_observe_prefill(void *state, uint32_t pos, const float *row, uint32_t prompt_len)
 {
     struct swa_state *s = state;
-    swa_resolve_window(s, prompt_len + 1);
-    if (pos + s->w < prompt_len) /* only the last w prompt rows */
+    if (pos + swa_window(s, prompt_len + 1) < prompt_len) /* only the last w prompt rows */
         return;
     swa_push(s, NULL, NULL, row, pos + 1);
 }
@@ -136,7 +144,7 @@ static void swa_observe(void *state, uint32_t pos, const uint32_t *ids, const fl
                         uint32_t count)
 {
     struct swa_state *s = state;
-    swa_resolve_window(s, pos + 1);
+    (void)pos;
     swa_push(s, ids, w, NULL, count);
 }
 
@@ -170,7 +178,8 @@ static uint32_t swa_select(void *state, uint32_t pos, uint32_t *out, uint32_t *r
     (void)retired;
     uint32_t n = pos + 1, b = sel_budget(&s->p, n);
     uint32_t local = sel_local_share(b), global = b - local, start = n - local;
-    swa_resolve_window(s, n);
+    for (uint32_t w = swa_window(s, n); s->ring_len > w;) /* S over the last w rows */
+        swa_pop(s);
     /* Top-`global` of S among tokens 0..start-1: a min-heap of the best so
      * far. Newest first: a later (older) token with an equal S never beats
      * the heap top, so the many zero-sum tokens cost O(1) each. */
@@ -207,7 +216,8 @@ const struct selection_ops sel_swa_ops = {
     .gathers = 1,
     .summary = "ALISA SWA: recent k + top-k by attention summed over the last w steps "
                "(k = round(n*(1-sparsity)/2))",
-    .params = "sparsity | budget_tokens, window_steps (w; 0 = k at the first decode step)",
+    .params = "sparsity | budget_tokens, window_steps (w; 0 = k of the current step, growing "
+              "with the context)",
     .create = swa_create,
     .destroy = swa_destroy,
     .observe_prefill = swa_observe_prefill,

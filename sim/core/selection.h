@@ -19,8 +19,8 @@ struct sel_params {
     double sparsity;        /* fraction of the context not attended, [0, 1); used when
                                budget_tokens == 0 */
     uint32_t budget_tokens; /* tokens attended per step when > 0 (then sparsity is ignored) */
-    uint32_t window_steps;  /* swa: steps summed into the local attention sum (w); 0 = k at
-                               the first decode step (ALISA.md section 1) */
+    uint32_t window_steps;  /* swa: steps summed into the local attention sum (w); 0 = k of
+                               the current step, growing with the context (ALISA.md 1) */
     uint32_t sinks;         /* streaming: leading sink tokens kept (default 4) */
     uint32_t stride;        /* strided: keep every stride-th older token; 0 = derive from
                                the budget */
