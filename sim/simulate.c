@@ -53,12 +53,20 @@ const struct sim_system sim_systems[] = {
     {.name = "dense-gpu",
      .summary = "Dense attention with everything on the GPU: the ideal when it fits",
      .selection = "dense", .placement = "gpu-only", .gpu_fraction = -1},
+    /* vLLM's defaults: 16-token blocks, gpu_memory_utilization 0.9 and
+     * max_num_seqs 256 (vllm/engine/arg_utils.py, EngineArgs); KV space =
+     * total x utilization - the profiling run's peak, whose prefill is
+     * max_num_batched_tokens = max(max_model_len, 2048) tokens without
+     * chunked prefill (vllm/config.py, SchedulerConfig; vllm/worker/worker.py,
+     * Worker.determine_num_available_blocks) */
     {.name = "vllm",
-     .summary = "vLLM: dense attention, KV on the GPU in 16-token blocks; when blocks run out "
-                "the most recently admitted sequence is preempted and later recomputed (prefill "
-                "over its tokens), so the effective batch shrinks instead of running out of "
-                "memory; weights on the GPU",
-     .selection = "dense", .placement = "gpu-only", .gpu_fraction = -1, .block_tokens = 16},
+     .summary = "vLLM: dense attention, KV on the GPU in 16-token blocks, its space 0.9 of "
+                "GPU memory minus the weights and a modelled peak of its profiling run; when "
+                "blocks run out the most recently admitted sequence is preempted and later "
+                "recomputed (prefill over its tokens), so the effective batch shrinks instead "
+                "of running out of memory; weights on the GPU",
+     .selection = "dense", .placement = "gpu-only", .gpu_fraction = -1, .block_tokens = 16,
+     .gpu_mem_utilization = 0.9, .profile_seqs = 256},
     {.name = "executor",
      .summary = "alisa's executor as it runs: the selection and placement given (default dense, "
                 "gpu-only), no schedule search, no CPU attention; with a serial profile (alisa "
@@ -487,6 +495,11 @@ static void run_capacities(struct run *u)
     int streamed = cfg->system->weights_streamed;
     u->gpu_kv = streamed ? cfg->gpu_mem_bytes - 2 * cost_layer_weight_bytes(u->m)
                          : cfg->gpu_mem_bytes - weights;
+    if (cfg->system->gpu_mem_utilization > 0) {
+        uint32_t tokens = u->m->max_seq > 2048 ? u->m->max_seq : 2048;
+        u->gpu_kv = cfg->system->gpu_mem_utilization * cfg->gpu_mem_bytes - weights -
+                    cost_prefill_peak_act_bytes(u->m, tokens, cfg->system->profile_seqs);
+    }
     u->cpu_kv = streamed ? cfg->cpu_mem_bytes - weights : cfg->cpu_mem_bytes;
     if (cfg->gpu_kv_bytes > 0)
         u->gpu_kv = cfg->gpu_kv_bytes;

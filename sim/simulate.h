@@ -57,6 +57,10 @@ struct sim_system {
     int searched;              /* ALISA: the CPU tier is set from alisa_search_grid */
     double gpu_fraction;       /* flexgen-static share (< 0: largest that fits) */
     uint32_t block_tokens;     /* vLLM: paged KV in blocks of this many tokens; 0 = not paged */
+    double gpu_mem_utilization; /* vLLM: the share of GPU memory it may use, KV space being
+                                  that share minus its profiling run's peak (weights and
+                                  activations); 0 = the whole memory minus the weights */
+    uint32_t profile_seqs;     /* vLLM: sequences of that profiling run (max_num_seqs) */
     int cpu_attention;         /* FlexGen: attention over CPU-resident KV runs on the CPU */
 };
 

@@ -403,7 +403,7 @@ static void test_vllm_preempts_the_latest_sequence_and_recomputes_it(void **stat
      * second is re-admitted, its 16 tokens recomputed, and runs 6 steps. */
     struct sim_config c = toy_config(path, "vllm", 20);
     c.batch = 2;
-    c.gpu_mem_bytes = 336 + 3 * 256;
+    c.gpu_kv_bytes = 3 * 256;
     struct sim_result r;
     assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
     assert_false(r.oom);
@@ -413,14 +413,41 @@ static void test_vllm_preempts_the_latest_sequence_and_recomputes_it(void **stat
     assert_true(fabs(r.mean_batch - 40.0 / 26) < 1e-12);
     assert_true(r.recompute_s > 0);
     /* With room for 4 blocks nobody is preempted. */
-    c.gpu_mem_bytes = 336 + 4 * 256;
+    c.gpu_kv_bytes = 4 * 256;
     assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
     assert_int_equal(r.preemptions, 0);
     assert_int_equal(r.decode_steps, 20);
     /* With room for no prompt at all it cannot run. */
-    c.gpu_mem_bytes = 336 + 100;
+    c.gpu_kv_bytes = 100;
     assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
     assert_true(r.oom);
+    tu_rmdir(dir);
+    free(dir);
+}
+
+/* vLLM's KV space from its memory formula, worked by hand for the toy
+ * (hidden 4, 2 heads of 2 KV heads: kv width 4, ffn 8 x 2 matrices, vocab 10,
+ * context under 2048): profiling prefill of 2048 tokens, 256 sequences.
+ * Activations per token 3*4 + (4 + 2*4) + 8*2 = 40 values, FP16: 2 * 2048 *
+ * 40 = 163840 bytes; logits 4 * 256 * 10 = 10240; weights 336. With 1 MiB of
+ * GPU memory: 0.9 * 1048576 - 336 - 163840 - 10240 = 769302.4 bytes. */
+static void test_vllm_kv_space_is_its_memory_formula(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "t.trace");
+    write_toy_gen(path, 1, 2, 4);
+    struct alisa_err e = {{0}};
+    struct sim_config c = toy_config(path, "vllm", 4);
+    c.gpu_mem_bytes = 1048576;
+    struct sim_result r;
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    assert_true(fabs(r.gpu_kv_capacity_bytes - 769302.4) < 1e-6);
+    /* dense-gpu keeps the whole memory minus the weights */
+    c = toy_config(path, "dense-gpu", 4);
+    c.gpu_mem_bytes = 1048576;
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    assert_true(fabs(r.gpu_kv_capacity_bytes - (1048576 - 336)) < 1e-6);
     tu_rmdir(dir);
     free(dir);
 }
@@ -516,6 +543,7 @@ int main(void)
         cmocka_unit_test(test_out_of_memory_is_a_result_with_its_reason),
         cmocka_unit_test(test_trace_shorter_than_the_workload_is_refused),
         cmocka_unit_test(test_vllm_preempts_the_latest_sequence_and_recomputes_it),
+        cmocka_unit_test(test_vllm_kv_space_is_its_memory_formula),
         cmocka_unit_test(test_extend_continues_a_short_trace_deterministically),
         cmocka_unit_test(test_same_input_gives_the_same_result),
     };

@@ -192,6 +192,13 @@ double cost_recompute_gpu_ns(const struct model_shape *m, const struct hw_profil
     return tokens * 2.0 * 2.0 * k.hidden * k.kv_dim / peak_flops_per_ns(hw);
 }
 
+double cost_prefill_peak_act_bytes(const struct model_shape *m, uint32_t tokens, uint32_t seqs)
+{
+    double h = m->hidden, kv = (double)m->hidden * m->n_kv_heads / m->n_heads;
+    double per_token = 3 * h + (h + 2 * kv) + (double)m->ffn * m->ffn_matrices;
+    return 2.0 * tokens * per_token + 4.0 * seqs * m->vocab;
+}
+
 double cost_layer_weight_bytes(const struct model_shape *m)
 {
     struct kv_shape k = kv_shape_of(m, KV_FP16);

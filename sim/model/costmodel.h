@@ -84,6 +84,17 @@ double cost_prefill_ns(const struct model_shape *m, const struct hw_profile *hw,
 double cost_recompute_gpu_ns(const struct model_shape *m, const struct hw_profile *hw,
                              double tokens, enum kv_precision precision);
 
+/* Peak activation bytes (FP16, FP32 logits) of a prefill of `tokens` tokens
+ * over `seqs` sequences, one layer at a time: the residual, the normalised
+ * input and the attention output (3 x tokens x hidden), the fused QKV output
+ * (tokens x (hidden + 2 x kv width)), the FFN's fused up projection and its
+ * activation (tokens x ffn x ffn_matrices), and the sampler's logits (seqs x
+ * vocab, FP32). Our estimate of what vLLM's profiling run peaks at
+ * (vllm/worker/worker.py, Worker.determine_num_available_blocks), not a
+ * measurement: allocator slack, cuBLAS workspaces and the CUDA context are
+ * left out. Cannot fail. */
+double cost_prefill_peak_act_bytes(const struct model_shape *m, uint32_t tokens, uint32_t seqs);
+
 /* Weight bytes of one layer in FP16 (what DeepSpeed-style offloading streams
  * each step). Cannot fail. */
 double cost_layer_weight_bytes(const struct model_shape *m);
