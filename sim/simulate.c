@@ -38,15 +38,30 @@ const struct sim_system sim_systems[] = {
                 "crosses the link); weights on the GPU",
      .selection = "dense", .placement = "flexgen-static", .gpu_fraction = -1,
      .cpu_attention = 1},
+    /* Accelerate's hooks move a layer's tensors in its pre-forward hook, so
+     * no copy runs ahead of compute (accelerate/hooks.py, AlignDevicesHook) */
     {.name = "accelerate",
-     .summary = "HF Accelerate: dense attention, the whole KV on the CPU and loaded every step "
-                "(flexgen-static with a GPU share of 0); weights on the GPU",
-     .selection = "dense", .placement = "flexgen-static", .gpu_fraction = 0},
+     .summary = "HF Accelerate as the ALISA paper describes it: dense attention, the whole KV "
+                "on the CPU and loaded every step (flexgen-static with a GPU share of 0), no "
+                "prefetch (each layer's copy waits for the previous layer); weights on the GPU",
+     .selection = "dense", .placement = "flexgen-static", .gpu_fraction = 0, .no_prefetch = 1},
+    /* FlexGen's baseline script, benchmark/hf_ds/hf_opt.py get_hf_opt_model
+     * with --cpu-offload: the decoder layers on "cpu", embeddings and head on
+     * the GPU; generate's KV stays on the GPU */
+    {.name = "accelerate-offload",
+     .summary = "HF Accelerate as FlexGen's baseline script runs it: dense attention, KV on the "
+                "GPU (gpu-only), the decoder layers' weights on the CPU copied to the GPU layer "
+                "by layer every step, no prefetch",
+     .selection = "dense", .placement = "gpu-only", .weights_streamed = 1, .gpu_fraction = -1,
+     .no_prefetch = 1},
+    /* as FlexGen's baseline script configures ZeRO-3 (benchmark/hf_ds/hf_opt.py
+     * get_ds_opt_model: offload_param to the CPU, stage3_prefetch_bucket_size 0) */
     {.name = "deepspeed",
      .summary = "DeepSpeed-ZeRO inference: dense attention, KV on the GPU (gpu-only: out of "
                 "memory when it does not fit), weights on the CPU streamed layer by layer every "
-                "step",
-     .selection = "dense", .placement = "gpu-only", .weights_streamed = 1, .gpu_fraction = -1},
+                "step without prefetch (stage3_prefetch_bucket_size 0, as FlexGen's benchmark)",
+     .selection = "dense", .placement = "gpu-only", .weights_streamed = 1, .gpu_fraction = -1,
+     .no_prefetch = 1},
     {.name = "h2o",
      .summary = "H2O: h2o selection (evicted tokens freed for good), gpu-only placement",
      .selection = "h2o", .placement = "gpu-only", .gpu_fraction = -1},
@@ -233,7 +248,11 @@ struct edge {
     uint32_t from, to;
 };
 
-static int build_edges(struct engine *g, uint32_t layers, uint32_t steps)
+/* prefetch: layer x+1's copies may run beside layer x's compute (they wait
+ * for layer x-1's), FlexGen's generation loop (flexgen/flex_opt.py,
+ * OptLM.generation_loop_overlap_single_batch: load layer j+1, compute layer
+ * j, sync); without it they wait for layer x's compute. */
+static int build_edges(struct engine *g, uint32_t layers, uint32_t steps, int prefetch)
 {
     uint32_t G = layers * steps;
     size_t cap = 5 + (size_t)G * 8 + layers, n = 0;
@@ -245,7 +264,7 @@ static int build_edges(struct engine *g, uint32_t layers, uint32_t steps)
     EDGE(T_PREFILL, T_COMPUTE(0));
     EDGE(T_PREFILL, T_CPU_ATTN(0));
     EDGE(T_PREFILL, T_LOAD(0));
-    if (G > 1)
+    if (G > 1 && prefetch)
         EDGE(T_PREFILL, T_LOAD(1));
     for (uint32_t l = 0; l < layers && l < G; l++)
         EDGE(T_PREFILL_OFF, T_LOAD(l));
@@ -258,8 +277,10 @@ static int build_edges(struct engine *g, uint32_t layers, uint32_t steps)
             EDGE(T_COMPUTE(x), T_COMPUTE(x + 1));
             EDGE(T_COMPUTE(x), T_CPU_ATTN(x + 1));
         }
-        if (x + 2 < G)
+        if (x + 2 < G && prefetch)
             EDGE(T_COMPUTE(x), T_LOAD(x + 2));
+        if (x + 1 < G && !prefetch)
+            EDGE(T_COMPUTE(x), T_LOAD(x + 1));
         if (x + layers < G)
             EDGE(T_OFFLOAD(x), T_LOAD(x + layers));
     }
@@ -731,7 +752,9 @@ static int run_price(struct run *u, struct alisa_err *e)
     for (uint32_t j = 0; j < u->N; j++)
         for (uint32_t l = 0; l < u->Lm; l++)
             price_layer(u, j, l, &sp, res);
-    if (build_edges(g, u->Lm, u->N)) /* counts each task's dependencies */
+    int prefetch = cfg->overlap ? cfg->overlap == SIM_OVERLAP_PREFETCH
+                                : !cfg->system->no_prefetch;
+    if (build_edges(g, u->Lm, u->N, prefetch)) /* counts each task's dependencies */
         return err_set(e, ALISA_ENOMEM, "out of memory for the dependencies of %u tasks", g->n);
     return 0;
 }

@@ -62,6 +62,9 @@ struct sim_system {
                                   activations); 0 = the whole memory minus the weights */
     uint32_t profile_seqs;     /* vLLM: sequences of that profiling run (max_num_seqs) */
     int cpu_attention;         /* FlexGen: attention over CPU-resident KV runs on the CPU */
+    int no_prefetch;           /* a layer's copies start only when the previous layer's
+                                  compute has ended (Accelerate's hooks; DeepSpeed as FlexGen's
+                                  benchmark runs it); 0: they overlap it (FlexGen's loop) */
 };
 
 extern const struct sim_system sim_systems[]; /* terminated by a NULL name */
@@ -81,10 +84,15 @@ struct sim_config {
     double cpu_mem_bytes;              /* host memory for KV (default: the profile's) */
     double gpu_kv_bytes;               /* > 0: the GPU KV tier's bytes, given directly (the
                                           executor's device arena; weights not counted) */
+    int overlap;                       /* 0: the system's; SIM_OVERLAP_PREFETCH or
+                                          SIM_OVERLAP_NONE override it (sensitivity) */
     int extend;                        /* continue a trace shorter than gen_len with synthetic
                                           rows (trace_gen's model; each trace layer's target is
                                           its measured mean sparsity) */
 };
+
+/* sim_config.overlap: how a layer's host-device copies overlap compute. */
+enum { SIM_OVERLAP_SYSTEM = 0, SIM_OVERLAP_PREFETCH = 1, SIM_OVERLAP_NONE = 2 };
 
 struct sim_result {
     int oom;                    /* the system cannot run this workload */

@@ -452,6 +452,38 @@ static void test_vllm_kv_space_is_its_memory_formula(void **state)
     free(dir);
 }
 
+/* Without prefetch every layer's copy waits for the previous layer's
+ * compute, so the decode is the plain sum of the two; with prefetch the
+ * copies hide behind compute and the total is shorter (deepspeed streams a
+ * layer's weights every step, so every layer copies). */
+static void test_no_prefetch_serialises_copies_and_compute(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "t.trace");
+    write_toy_gen(path, 1, 2, 8);
+    struct alisa_err e = {{0}};
+    struct sim_config c = toy_config(path, "deepspeed", 8);
+    struct model_shape toy4 = toy; /* four layers, so a copy can run beside another's compute */
+    toy4.n_layers = 4;
+    c.model = &toy4;
+    assert_true(c.system->no_prefetch);
+    struct sim_result serial, overlapped;
+    assert_int_equal(sim_run(&c, &serial, NULL, &e), 0);
+    assert_false(serial.oom);
+    assert_true(serial.transfer_s > 0 && serial.compute_s > 0);
+    double sum = serial.prefill_s + serial.compute_s + serial.transfer_s;
+    assert_true(fabs(serial.total_s - sum) < 1e-12 * sum);
+    c.overlap = SIM_OVERLAP_PREFETCH;
+    assert_int_equal(sim_run(&c, &overlapped, NULL, &e), 0);
+    assert_true(fabs(overlapped.compute_s - serial.compute_s) < 1e-15);
+    assert_true(fabs(overlapped.transfer_s - serial.transfer_s) < 1e-15);
+    assert_true(overlapped.total_s < serial.total_s - 0.5 * fmin(serial.compute_s,
+                                                                  serial.transfer_s));
+    tu_rmdir(dir);
+    free(dir);
+}
+
 static void test_extend_continues_a_short_trace_deterministically(void **state)
 {
     (void)state;
@@ -544,6 +576,7 @@ int main(void)
         cmocka_unit_test(test_trace_shorter_than_the_workload_is_refused),
         cmocka_unit_test(test_vllm_preempts_the_latest_sequence_and_recomputes_it),
         cmocka_unit_test(test_vllm_kv_space_is_its_memory_formula),
+        cmocka_unit_test(test_no_prefetch_serialises_copies_and_compute),
         cmocka_unit_test(test_extend_continues_a_short_trace_deterministically),
         cmocka_unit_test(test_same_input_gives_the_same_result),
     };

@@ -40,6 +40,11 @@ void cmd_sim_usage(FILE *out)
             "  --gpu-mem BYTES     GPU memory, > 0 (default: the profile's)\n"
             "  --cpu-mem BYTES     host memory for KV, > 0 (default: the profile's)\n"
             "  --timeline FILE     per-step CSV: end time, compute, recompute, transfer, KV per tier\n"
+            "  --overlap MODE      how a layer's host-device copies overlap compute: system\n"
+            "                      (default: the system's, below), prefetch (the next layer's\n"
+            "                      copies beside this layer's compute, FlexGen's loop) or none\n"
+            "                      (each layer's copies wait for the previous layer's compute,\n"
+            "                      Accelerate's hooks); for sensitivity studies\n"
             "  --extend            continue a trace with fewer than --gen-len generated tokens\n"
             "                      with synthetic rows (alisa trace gen's model, each trace layer's\n"
             "                      target its measured mean sparsity; the importance of the\n"
@@ -64,7 +69,7 @@ int cmd_sim(int argc, char **argv)
 {
     enum { O_TRACE = 1000, O_MODEL, O_HW, O_BATCH, O_PROMPT, O_GEN, O_SYSTEM, O_SPARSITY,
            O_BUDGET, O_SEL, O_PLACE, O_INT8, O_GPUMEM, O_CPUMEM, O_TIMELINE, O_JSON, O_CATALOG,
-           O_PROFILE, O_EXTEND };
+           O_PROFILE, O_EXTEND, O_OVERLAP };
     static const struct option opts[] = {
         {"trace", required_argument, 0, O_TRACE},     {"model", required_argument, 0, O_MODEL},
         {"hardware", required_argument, 0, O_HW},     {"batch", required_argument, 0, O_BATCH},
@@ -76,6 +81,7 @@ int cmd_sim(int argc, char **argv)
         {"timeline", required_argument, 0, O_TIMELINE}, {"json", no_argument, 0, O_JSON},
         {"catalog", required_argument, 0, O_CATALOG},
         {"profile", required_argument, 0, O_PROFILE}, {"extend", no_argument, 0, O_EXTEND},
+        {"overlap", required_argument, 0, O_OVERLAP},
         {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
     cli_list_options(opts);
     const char *model = NULL, *hw_name = NULL, *system = NULL, *sel = NULL, *place = NULL;
@@ -103,6 +109,17 @@ int cmd_sim(int argc, char **argv)
         case O_INT8: cfg.precision = KV_INT8; break;
         case O_JSON: json = 1; break;
         case O_EXTEND: cfg.extend = 1; break;
+        case O_OVERLAP:
+            if (strcmp(optarg, "system") == 0)
+                cfg.overlap = SIM_OVERLAP_SYSTEM;
+            else if (strcmp(optarg, "prefetch") == 0)
+                cfg.overlap = SIM_OVERLAP_PREFETCH;
+            else if (strcmp(optarg, "none") == 0)
+                cfg.overlap = SIM_OVERLAP_NONE;
+            else
+                bad = err_set(&e, ALISA_EINVAL, "%s %s: expected system, prefetch or none", opt,
+                              optarg);
+            break;
         case O_BATCH: batch_given = 1; bad = cli_parse_u32(opt, optarg, &cfg.batch, &e); break;
         case O_PROMPT: bad = cli_parse_u32(opt, optarg, &cfg.prompt_len, &e); break;
         case O_GEN: bad = cli_parse_u32(opt, optarg, &cfg.gen_len, &e); break;
