@@ -38,6 +38,14 @@ const struct sim_system sim_systems[] = {
                 "crosses the link); weights on the GPU",
      .selection = "dense", .placement = "flexgen-static", .gpu_fraction = -1,
      .cpu_attention = 1},
+    /* FlexGen's default cache path: --cpu-cache-compute is off unless given
+     * (flexgen/flex_opt.py, add_parser_arguments), so the CPU share of a
+     * layer's KV is copied to the GPU every step */
+    {.name = "flexgen-copy",
+     .summary = "FlexGen with its default cache path (--cpu-cache-compute off): as flexgen, "
+                "but the CPU share of each layer's KV is copied to the GPU every step and "
+                "attended there (pinned-rate copies; FlexGen's pageable relay not modelled)",
+     .selection = "dense", .placement = "flexgen-static", .gpu_fraction = -1},
     /* Accelerate's hooks move a layer's tensors in its pre-forward hook, so
      * no copy runs ahead of compute (accelerate/hooks.py, AlignDevicesHook) */
     {.name = "accelerate",
