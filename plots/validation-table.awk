@@ -63,36 +63,39 @@ f("status") != "ok" { next }
     if (e > pme[pk]) pme[pk] = e
 }
 END {
+    # the keys in first-seen order, held out before in-sample: both tables' rows
+    n_rows = 0
+    for (pass = 1; pass <= 2; pass++)
+        for (i = 1; i <= nkeys; i++) {
+            split(order[i], kk, SUBSEP)
+            if ((kk[2] == "held out") == (pass == 1)) rows[++n_rows] = order[i]
+        }
     print ""
     print "| model | set | points | mean abs. total error | largest | mean MAPE | largest | mean repeats' spread | normalised: mean abs. error | mean MAPE | error vs machine drift, r |"
     print "|---|---|---|---|---|---|---|---|---|---|---|"
-    for (pass = 1; pass <= 2; pass++)
-        for (i = 1; i <= nkeys; i++) {
-            key = order[i]; split(key, kk, SUBSEP)
-            if ((kk[2] == "held out") != (pass == 1)) continue
-            r = "-"
-            if (k[key] > 2) {
-                vx = sxx[key] - sx[key] * sx[key] / k[key]; vy = syy[key] - sy[key] * sy[key] / k[key]
-                if (vx > 0 && vy > 0)
-                    r = sprintf("%.2f", (sxy[key] - sx[key] * sy[key] / k[key]) / sqrt(vx * vy))
-            }
-            normed = nn[key] ? sprintf("%.1f%% | %.1f%%", ne[key] / nn[key], nm[key] / nn[key]) : "- | -"
-            spread = ns[key] ? sprintf("%.1f%%", ss[key] / ns[key]) : "-"
-            printf "| %s | %s | %d | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %s | %s | %s |\n", kk[1], kk[2],
-                   n[key], se[key] / n[key], me[key], sm[key] / n[key], mm[key], spread, normed, r
+    for (i = 1; i <= n_rows; i++) {
+        key = rows[i]; split(key, kk, SUBSEP)
+        r = "-"
+        if (k[key] > 2) {
+            vx = sxx[key] - sx[key] * sx[key] / k[key]; vy = syy[key] - sy[key] * sy[key] / k[key]
+            if (vx > 0 && vy > 0)
+                r = sprintf("%.2f", (sxy[key] - sx[key] * sy[key] / k[key]) / sqrt(vx * vy))
         }
+        normed = nn[key] ? sprintf("%.1f%% | %.1f%%", ne[key] / nn[key], nm[key] / nn[key]) : "- | -"
+        spread = ns[key] ? sprintf("%.1f%%", ss[key] / ns[key]) : "-"
+        printf "| %s | %s | %d | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %s | %s | %s |\n", kk[1], kk[2],
+               n[key], se[key] / n[key], me[key], sm[key] / n[key], mm[key], spread, normed, r
+    }
     print ""
     print "| model | set | phase | points | mean abs. total error | largest | mean MAPE |"
     print "|---|---|---|---|---|---|---|"
-    for (pass = 1; pass <= 2; pass++)
-        for (i = 1; i <= nkeys; i++) {
-            key = order[i]; split(key, kk, SUBSEP)
-            if ((kk[2] == "held out") != (pass == 1)) continue
-            for (ph = 1; ph <= 3; ph++) {
-                pk = key SUBSEP phases[ph]
-                if (pk in pn)
-                    printf "| %s | %s | %s | %d | %.1f%% | %.1f%% | %.1f%% |\n", kk[1], kk[2],
-                           phases[ph], pn[pk], pe[pk] / pn[pk], pme[pk], pm[pk] / pn[pk]
-            }
+    for (i = 1; i <= n_rows; i++) {
+        key = rows[i]; split(key, kk, SUBSEP)
+        for (ph = 1; ph <= 3; ph++) {
+            pk = key SUBSEP phases[ph]
+            if (pk in pn)
+                printf "| %s | %s | %s | %d | %.1f%% | %.1f%% | %.1f%% |\n", kk[1], kk[2],
+                       phases[ph], pn[pk], pe[pk] / pn[pk], pme[pk], pm[pk] / pn[pk]
         }
+    }
 }

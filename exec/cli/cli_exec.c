@@ -269,7 +269,8 @@ int loaded_context_check(struct loaded *l, uint64_t need, void (*usage)(FILE *),
 int loaded_batch_check(struct loaded *l, uint32_t batch, uint64_t len, void (*usage)(FILE *))
 {
     const struct llm_config *c = &l->m->c;
-    double need = 2.0 * sizeof(float) * c->n_layers * c->kv_dim * (double)batch * (double)len;
+    struct kv_shape f32 = {c->dim, c->kv_dim, KV_FP32};
+    double need = (double)cost_kv_bytes(&f32) * c->n_layers * (double)batch * (double)len;
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     double have = pages > 0 && page > 0 ? (double)pages * (double)page : INFINITY;
     if (need <= have)

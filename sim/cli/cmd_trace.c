@@ -145,7 +145,8 @@ static void trace_dump_usage(FILE *out)
             "  -h, --help  this text\n"
             "\n"
             "examples (run as shown by tests/readme_test.sh):\n"
-            "  alisa trace check traces/stories260K-tinystories.trace\n");
+            "  alisa trace dump traces/stories260K-tinystories.trace --seq 0 --pos 100 "
+            "--layer 0\n");
 }
 
 void cmd_trace_usage(FILE *out)
@@ -467,15 +468,14 @@ static int trace_gen_cmd(int argc, char **argv)
                                model_layers);
     char odir[4096];
     snprintf(odir, sizeof odir, "%s", out);
+    const char *out_dir = dirname(odir); /* points into odir */
     struct statvfs fs;
     uint64_t need = trace_gen_min_bytes(&p);
-    if (statvfs(dirname(odir), &fs) == 0 && need / fs.f_frsize > fs.f_bavail) {
-        snprintf(odir, sizeof odir, "%s", out);
+    if (statvfs(out_dir, &fs) == 0 && need / fs.f_frsize > fs.f_bavail)
         return cli_usage_error(trace_gen_usage, "--seqs %u x %u positions x %u layers: the "
                                "trace needs at least %.1f GB, %.1f GB are free in %s", p.n_seqs,
                                p.prompt_len + p.gen_len, p.n_layers, need / 1e9,
-                               (double)fs.f_bavail * fs.f_frsize / 1e9, dirname(odir));
-    }
+                               (double)fs.f_bavail * fs.f_frsize / 1e9, out_dir);
     struct progress pg;
     progress_start(&pg, "trace gen", "positions", 0, 0);
     p.progress = gen_progress;

@@ -194,7 +194,7 @@ double cost_recompute_gpu_ns(const struct model_shape *m, const struct hw_profil
 
 double cost_prefill_peak_act_bytes(const struct model_shape *m, uint32_t tokens, uint32_t seqs)
 {
-    double h = m->hidden, kv = (double)m->hidden * m->n_kv_heads / m->n_heads;
+    double h = m->hidden, kv = kv_shape_of(m, KV_FP16).kv_dim;
     double per_token = 3 * h + (h + 2 * kv) + (double)m->ffn * m->ffn_matrices;
     return 2.0 * tokens * per_token + 4.0 * seqs * m->vocab;
 }
