@@ -184,6 +184,13 @@ int backend_plan(struct backend_common *c, uint32_t b, uint32_t l, uint32_t pos,
     tl[T_SCHED] += (double)(backend_mono_ns() - t0);
     tl[T_RETIRED] += plan->n_retired;
     tl[T_ATTENDED] += plan->n_attended;
+    if (plan->place.oom && plan->place.oom_cpu) {
+        err_set(&c->err, ALISA_EINVAL, "sequence %u layer %u position %u: the host KV arena (%u "
+                "tokens a sequence and layer) cannot hold what the placement's schedule puts "
+                "there (raise --cpu-kv-bytes or --gpu-kv-bytes)", b, l, pos,
+                scheduler_stream_cpu_cap(c->sched, stream));
+        return -1;
+    }
     if (plan->place.oom) {
         err_set(&c->err, ALISA_EINVAL, "sequence %u layer %u position %u: the device KV arena "
                 "(%u tokens a sequence and layer) cannot hold the %u tokens this step attends "

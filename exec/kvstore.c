@@ -340,9 +340,10 @@ int kvstore_apply(struct kvstore *ks, const struct scheduler_plan *plan, const u
     const struct place_result *r = &plan->place;
     uint32_t upto = pos + 1 < ks->max_len ? pos + 1 : ks->max_len;
     /* 1. host copies the scheduler deleted this step: their room may be what
-     * the offloads below were given */
+     * the offloads below were given (a token loaded for this step and then
+     * deleted keeps its copy until the load below has read it) */
     for (uint32_t t = 0; t < upto; t++)
-        if (hs[t] >= 0 && !(flags[t] & KV_CPU)) {
+        if (hs[t] >= 0 && !(flags[t] & (KV_CPU | KV_VISIT))) {
             give(host, hs[t]);
             hs[t] = -1;
         }
@@ -365,16 +366,17 @@ int kvstore_apply(struct kvstore *ks, const struct scheduler_plan *plan, const u
         hs[t] = slot;
         ks->offloads++;
     }
-    /* then free the device copies the scheduler evicted */
+    /* then free the device copies the scheduler evicted (a token visiting
+     * the GPU for this step only keeps its slot until the next step) */
     for (uint32_t t = 0; t < upto; t++)
-        if (ds[t] >= 0 && !(flags[t] & KV_GPU)) {
+        if (ds[t] >= 0 && !(flags[t] & (KV_GPU | KV_VISIT))) {
             give(dev, ds[t]);
             ds[t] = -1;
         }
     /* 3. loads and recomputations into free device slots */
     for (uint32_t i = 0; i < r->n_load; i++) {
         uint32_t t = r->load[i];
-        int slot = take(dev);
+        int slot = ds[t] >= 0 ? ds[t] : take(dev); /* visiting again: its slot is still held */
         if (hs[t] < 0 || slot < 0)
             return err_set(e, ALISA_EINVAL, "stream %u step %u: cannot load token %u", s, pos, t);
         if (ks->ops) {
@@ -389,7 +391,7 @@ int kvstore_apply(struct kvstore *ks, const struct scheduler_plan *plan, const u
     }
     for (uint32_t i = 0; i < r->n_recompute; i++) {
         uint32_t t = r->recompute[i];
-        int slot = take(dev);
+        int slot = ds[t] >= 0 ? ds[t] : take(dev);
         if (slot < 0)
             return err_set(e, ALISA_EINVAL, "stream %u step %u: no device slot to recompute %u", s,
                            pos, t);
@@ -406,6 +408,13 @@ int kvstore_apply(struct kvstore *ks, const struct scheduler_plan *plan, const u
         ks->recompute_ns += mono_ns() - t0;
         ds[t] = slot;
         ks->recomputes++;
+    }
+    for (uint32_t i = 0; i < r->n_load; i++) { /* loaded, then deleted */
+        uint32_t t = r->load[i];
+        if (hs[t] >= 0 && !(flags[t] & KV_CPU)) {
+            give(host, hs[t]);
+            hs[t] = -1;
+        }
     }
     /* 4. the new token, computed on the device this step */
     if (pos < ks->max_len && (flags[pos] & KV_GPU) && ds[pos] < 0) {

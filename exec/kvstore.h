@@ -84,9 +84,11 @@ int kvstore_host_row(const struct kvstore *ks, uint32_t stream, uint32_t t, cons
                      const void **v);
 
 /* Applies the plan of stream `stream` for step pos, in this order: free the
- * host copies the scheduler's flags no longer hold; copy the offloaded
- * tokens to the host; free the device copies it no longer holds; load
- * (host -> device) and recompute
+ * host copies the scheduler's flags no longer hold (but for tokens the
+ * plan loads: after the load); copy the offloaded
+ * tokens to the host; free the device copies it no longer holds (neither
+ * KV_GPU nor KV_VISIT: a token visiting for one step keeps its slot until
+ * the next); load (host -> device) and recompute
  * (from the kept layer input, with RoPE at the token's position) the tokens
  * that now need a device copy; store the new token pos (k, v: (kv_dim),
  * act: (dim)) when the plan produced it. layer selects the weights for

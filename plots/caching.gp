@@ -2,7 +2,7 @@
 # one line per placement; belady and oracle-cost are offline bounds.
 # Input: `alisa db export --query plan` CSV.
 # Usage: gnuplot -e "datafile='x.csv'; outfile='x.png'" caching.gp
-if (!exists("placements")) placements = "lru fifo lfu alisa belady oracle-cost"
+if (!exists("placements")) placements = "lru fifo lfu alisa alisa-cache belady oracle-cost"
 if (!exists("title_text")) title_text = "Caching policies: SWA at 80% KV sparsity"
 if (!exists("unit")) unit = "MiB"
 scale = unit eq "KiB" ? 1024.0 : unit eq "KB" ? 1000.0 : 1048576.0

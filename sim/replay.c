@@ -89,6 +89,7 @@ static void account(struct pass *ps, const struct scheduler_plan *plan, double r
     if (r->oom) {
         if (!t->oom) {
             t->oom = 1;
+            t->oom_cpu = r->oom_cpu;
             t->oom_pos = plan->pos;
         }
         return;
@@ -327,6 +328,10 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
     pp->recompute_ns = cost_recompute_ns(&ks, cfg->hw);
     pp->gpu_fraction = cfg->gpu_fraction;
     pp->cpu_attention = cfg->cpu_attention;
+    if (cfg->sched) {
+        pp->sched = *cfg->sched;
+        pp->scheduled = 1;
+    }
 
     tot->n_streams = n_streams;
     tot->max_len = max_len;

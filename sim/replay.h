@@ -32,6 +32,8 @@ struct replay_config {
                                    (the simulator passes batch x model layers) */
     uint32_t positions;         /* replay only query positions below this; 0 = all */
     int cpu_attention;          /* flexgen-static: attend CPU shares on the CPU */
+    const struct alisa_sched *sched; /* placement alisa: the schedule (positions); NULL = the
+                                   greedy schedule of each stream's capacities */
     const struct trace_gen_params *extend; /* when non-NULL, sequences shorter than
                                    `positions` continue with synthetic rows from this model
                                    (one gen_stream per stream, seeded from the trace's seed) */
@@ -65,7 +67,8 @@ struct replay_totals {
                                   x load_ns: oracle-cost's objective, for any placement
                                   (flexgen-static's partial loads count as whole) */
     int oom;
-    uint32_t oom_pos;          /* first position that ran out of GPU memory */
+    int oom_cpu;               /* it was the CPU tier (a schedule that does not fit) */
+    uint32_t oom_pos;          /* first position that ran out of memory */
     int64_t phase2_pos;        /* first position with an offload, -1 if none */
     int64_t phase3_pos;        /* first position with a drop, -1 if none */
     double recall_mean;        /* attended share of the trace's stored attention mass */

@@ -26,11 +26,17 @@
  * flexgen-static and is -1 (largest that fits) where it does not matter. */
 const struct sim_system sim_systems[] = {
     {.name = "alisa",
-     .summary = "ALISA: swa selection, alisa placement (local window on the GPU, oldest tokens "
-                "to the CPU, oldest CPU tokens dropped, each off-GPU token loaded or recomputed "
-                "by the cost model); the CPU tier is used unless the schedule search prefers "
-                "deleting to offloading (then dropped tokens are recomputed); weights on the GPU",
-     .selection = "swa", .placement = "alisa", .searched = 1, .gpu_fraction = -1},
+     .summary = "ALISA as the paper specifies it: swa selection, alisa placement running the "
+                "schedule (alpha, beta, p1, p2) ALISA's search finds for the workload (greedy, "
+                "or --search grid, or --schedule): the oldest tokens to the CPU by age, the "
+                "oldest of those deleted and recomputed when attended, CPU tokens loaded for "
+                "the step only; weights on the GPU",
+     .selection = "swa", .placement = "alisa", .gpu_fraction = -1},
+    {.name = "alisa-cache",
+     .summary = "Beyond the paper: ALISA's tiers as a cache (alisa-cache placement: fetched "
+                "tokens stay on the GPU, the oldest leave first, a CPU copy only when loading "
+                "beats recomputing), swa selection; weights on the GPU",
+     .selection = "swa", .placement = "alisa-cache", .gpu_fraction = -1},
     {.name = "flexgen",
      .summary = "FlexGen: dense attention, flexgen-static placement (a fixed share of every "
                 "token's KV on the GPU, the largest that fits, which minimises the work left to "
@@ -511,6 +517,7 @@ struct run {
     struct replay_totals tot;
     struct engine g;             /* the task graph */
     uint64_t *sched;             /* (Lm * N) the scheduler's ns within each COMPUTE task */
+    struct alisa_sched alisa;    /* placement alisa: the schedule, in positions */
     double attended_all, misses_all;
 };
 
@@ -541,22 +548,30 @@ static void run_capacities(struct run *u)
     }
 }
 
-/* The search models ALISA's own placement: its choice applies only when a
- * placement that follows it runs (not when a sweep overrides it). */
+/* Placement alisa runs a schedule: the given one, or what ALISA's search
+ * finds for this workload and these tiers; the search also prices it
+ * analytically (r->schedule), so the two can be compared. */
 static int run_search(struct run *u, struct alisa_err *e)
 {
     const struct sim_config *cfg = u->cfg;
-    if (!cfg->system->searched || !cfg->place->follows_search)
+    if (!cfg->place->scheduled)
         return 0;
     struct search_workload w = {u->m, cfg->hw, u->B, cfg->prompt_len, u->N, cfg->sel_params,
-                                cfg->precision};
-    struct alisa_schedule best;
-    /* the search only decides whether the CPU tier is used (beta = 1 or
-     * not), so a coarse grid (steps of 1/5) does */
-    int rc = alisa_search_grid(&w, 5, &best, e);
-    if (!rc && best.feasible && best.beta >= 0.999)
-        u->cpu_kv = 0; /* the search deletes instead of offloading: recompute */
-    return rc;
+                                cfg->precision, 1, u->gpu_kv, u->cpu_kv};
+    struct alisa_schedule *s = &u->r->schedule;
+    int rc;
+    if (cfg->schedule_given) {
+        *s = cfg->schedule;
+        rc = alisa_schedule_eval(&w, s, e);
+    } else {
+        rc = cfg->search_grid ? alisa_search_grid(&w, cfg->search_grid, s, e)
+                              : alisa_search_greedy(&w, s, e);
+    }
+    if (rc)
+        return rc;
+    u->r->scheduled = 1;
+    u->alisa = alisa_schedule_positions(&w, s);
+    return 0;
 }
 
 /* Multiplicities: which trace stream each model stream reads, and how many
@@ -634,18 +649,24 @@ static int run_replay(struct run *u, struct alisa_err *e)
                                  .shape = &u->ks, .capacity_streams = (uint64_t)u->B * u->Lm,
                                  .positions = cfg->prompt_len + u->N,
                                  .cpu_attention = cfg->system->cpu_attention,
-                                 .extend = extend ? &ext : NULL};
+                                 .extend = extend ? &ext : NULL,
+                                 .sched = u->r->scheduled ? &u->alisa : NULL};
     if ((rc = replay_trace(cfg->trace, &rcfg, &u->tot, collect_plan, &u->c, e)))
         return rc;
     r->recall_mean = u->tot.recall_mean;
     r->recall_min = u->tot.recall_min;
     if (u->tot.oom) {
         r->oom = 1;
-        snprintf(r->oom_reason, sizeof r->oom_reason,
-                 "the GPU KV tier (%.2f GB, %u tokens per stream) cannot hold the tokens of %s "
-                 "position %u",
-                 u->gpu_kv / 1e9, u->tot.gpu_cap_tokens,
-                 u->tot.oom_pos < cfg->prompt_len ? "prompt" : "decode", u->tot.oom_pos);
+        if (u->tot.oom_cpu)
+            snprintf(r->oom_reason, sizeof r->oom_reason,
+                     "the CPU KV tier (%.2f GB) cannot hold what the schedule puts there at %s "
+                     "position %u", u->cpu_kv / 1e9,
+                     u->tot.oom_pos < cfg->prompt_len ? "prompt" : "decode", u->tot.oom_pos);
+        else
+            snprintf(r->oom_reason, sizeof r->oom_reason,
+                     "the GPU KV tier (%.2f GB, %u tokens per stream) cannot hold the tokens of "
+                     "%s position %u", u->gpu_kv / 1e9, u->tot.gpu_cap_tokens,
+                     u->tot.oom_pos < cfg->prompt_len ? "prompt" : "decode", u->tot.oom_pos);
         return 0;
     }
     if (u->tot.phase2_pos >= 0)

@@ -41,6 +41,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "alisa_search.h"
 #include "catalog.h"
 #include "costmodel.h"
 #include "placement.h"
@@ -54,7 +55,6 @@ struct sim_system {
     const char *selection;     /* default selection policy */
     const char *placement;     /* default placement policy */
     int weights_streamed;      /* DeepSpeed-ZeRO style: weights on the CPU, streamed each step */
-    int searched;              /* ALISA: the CPU tier is set from alisa_search_grid */
     double gpu_fraction;       /* flexgen-static share (< 0: largest that fits) */
     uint32_t block_tokens;     /* vLLM: paged KV in blocks of this many tokens; 0 = not paged */
     double gpu_mem_utilization; /* vLLM: the share of GPU memory it may use, KV space being
@@ -89,6 +89,11 @@ struct sim_config {
     int extend;                        /* continue a trace shorter than gen_len with synthetic
                                           rows (trace_gen's model; each trace layer's target is
                                           its measured mean sparsity) */
+    /* placement alisa (the paper's rule) runs a schedule: the given one, or
+     * the one ALISA's search finds for this workload and these tiers */
+    int schedule_given;                /* 1: run `schedule` (alpha, beta, p1, p2) */
+    struct alisa_schedule schedule;
+    uint32_t search_grid;              /* 0: the paper's greedy search; G: the grid (1/G) */
 };
 
 /* sim_config.overlap: how a layer's host-device copies overlap compute. */
@@ -121,6 +126,8 @@ struct sim_result {
     uint32_t decode_steps;      /* batched decode steps run */
     uint32_t trace_streams;     /* unique (sequence, layer) streams scheduled */
     uint32_t extended_steps;    /* decode steps past the trace's end (synthetic rows) */
+    int scheduled;              /* placement alisa ran `schedule` */
+    struct alisa_schedule schedule; /* with the search's analytic pricing of it */
 };
 
 /* Resolves the system's defaults into cfg (selection, placement) unless

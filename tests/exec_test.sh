@@ -116,8 +116,8 @@ check $? "eval: swa with INT8 KV reports against dense"
 # step by step (capacities forcing offloads and drops, or retirements);
 # a capacity too small for the attended set is an error in the executor
 # and a result (oom) in the replay
-for cfg in "swa alisa 100KiB 20KiB" "swa lru 100KiB 10KiB" "h2o lru 90KiB 30KiB" \
-           "streaming fifo 80KiB 40KiB"; do
+for cfg in "swa alisa 100KiB 240KiB" "swa alisa-cache 100KiB 20KiB" "swa lru 100KiB 10KiB" \
+           "h2o lru 90KiB 30KiB" "streaming fifo 80KiB 40KiB"; do
     read -r sel place gpu cpu <<<"$cfg" # not `set --`: $3 is the SmolLM2 path
     o=(--selection "$sel" --sparsity 0.8 --placement "$place" --gpu-kv-bytes "$gpu" --cpu-kv-bytes "$cpu")
     "$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
@@ -130,9 +130,18 @@ for cfg in "swa alisa 100KiB 20KiB" "swa lru 100KiB 10KiB" "h2o lru 90KiB 30KiB"
     check $? "decision logs of executor and simulator identical ($sel / $place)"
 done
 "$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
-    --gen-len 96 --selection swa --placement alisa --gpu-kv-bytes 30KiB -o "$tmp/x.trace" 2>"$tmp/err"
+    --gen-len 96 --selection swa --placement alisa-cache --gpu-kv-bytes 30KiB -o "$tmp/x.trace" 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "cannot hold the [0-9]* tokens this step attends" "$tmp/err" && [ ! -e "$tmp/x.trace" ]
 check $? "record: a device arena too small is an error, no trace left"
+# the paper's rule with a host arena too small for its greedy schedule (a
+# FP32 layer input is as large as the token's K and V here: deleting saves
+# nothing)
+"$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
+    --gen-len 96 --selection swa --placement alisa --gpu-kv-bytes 100KiB --cpu-kv-bytes 20KiB \
+    -o "$tmp/x.trace" 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "host KV arena ([0-9]* tokens a sequence and layer) cannot hold" "$tmp/err" &&
+    [ ! -e "$tmp/x.trace" ]
+check $? "record: the paper's schedule not fitting the host arena is an error naming it"
 "$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 8 \
     --gen-len 8 --log "$tmp/x.log" -o "$tmp/x.trace" 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "needs --selection or --placement" "$tmp/err" && [ ! -e "$tmp/x.trace" ]
@@ -180,7 +189,7 @@ check $? "calibrate --repeat 1 refused"
 # the comparison's arithmetic checked against its own per-step file
 "$alisa" validate --model stories260K --text "$text/tinystories_val_subset.txt" \
     --profile "$tmp/cat/hardware.ini" --prompt-len 32 --gen-len 16 --batch 2 --selection swa \
-    --placement alisa --gpu-kv-bytes 50KB --cpu-kv-bytes 25KB --steps "$tmp/steps.csv" --json \
+    --placement alisa-cache --gpu-kv-bytes 50KB --cpu-kv-bytes 25KB --steps "$tmp/steps.csv" --json \
     --repeat 3 --timings "$tmp/tim.jsonl" >"$tmp/val.json" 2>/dev/null &&
     [ "$(wc -l <"$tmp/tim.jsonl")" -eq $((3 * (32 + 16))) ] &&
     python3 -c "

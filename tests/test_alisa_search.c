@@ -61,8 +61,10 @@ static void test_schedule_that_fits_is_all_compute(void **state)
     assert_true(s.feasible);
     assert_int_equal(s.p1, 3);
     assert_true(s.alpha == 0);
-    /* dense: contexts 5, 6, 7 -> 336 + 16 * c each */
-    assert_true(fabs(s.total_ns - (3 * 336 + 16 * 18)) < 1e-9);
+    /* SWA at sparsity 0 attends every token, with its gather (the 16 KV
+     * bytes read again and written) and local sum (2 heads x 4 bytes x 2):
+     * contexts 5, 6, 7 -> 336 + 64 * c each */
+    assert_true(fabs(s.total_ns - (3 * 336 + 64 * 18)) < 1e-9);
     assert_true(s.transfer_ns == 0 && s.recompute_ns == 0);
     struct alisa_schedule bad = {.alpha = 1.5, .p1 = 0, .p2 = 3};
     assert_int_equal(alisa_schedule_eval(&w, &bad, &e), ALISA_EINVAL);

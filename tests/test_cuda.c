@@ -355,7 +355,7 @@ static struct llm_model *model_or_skip(const char *path)
 }
 
 /* A tiered cache on st: strided selection over 12 tokens (old tokens come
- * back as the stride changes) under ALISA placement with dev device and dev
+ * back as the stride changes) under alisa-cache placement with dev device and dev
  * host slots per stream (phases II and III when 2 dev is less than the run),
  * a load priced 2 and a recomputation recompute_ns, made by the state's own
  * backend. Strided, not SWA: its plans depend on positions alone, so both
@@ -369,7 +369,7 @@ static void tiers(struct llm_state *st, const struct llm_model *m, uint32_t B, u
 {
     struct alisa_err e = {{0}};
     struct scheduler_config sc = {.sel = &sel_strided_ops, .sel_params = {.budget_tokens = 12},
-                                  .place = &place_alisa_ops, .n_streams = B * m->c.n_layers,
+                                  .place = &place_alisa_cache_ops, .n_streams = B * m->c.n_layers,
                                   .max_len = N};
     sc.place_params = (struct place_params){.kv_bytes = 1, .act_bytes = 1, .gpu_bytes = dev,
                                             .cpu_bytes = dev, .load_ns = 2,

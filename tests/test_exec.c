@@ -225,7 +225,13 @@ static void attach_sel(struct llm_state *st, const struct llm_config *c, uint32_
     sc.place_params = (struct place_params){.kv_bytes = 1, .act_bytes = 1, .gpu_bytes = dev,
                                             .cpu_bytes = host, .load_ns = 2,
                                             .recompute_ns = recompute_ns, .gpu_fraction = -1};
-    if (scheduler_create(sched, &sc, NULL, &e) || kvstore_create(ks, c, sc.n_streams, N, dev, host, int8, &e))
+    if (place == &place_alisa_ops) { /* the paper's rule: a schedule with all three phases */
+        sc.place_params.sched = (struct alisa_sched){0.5, 0.5, N / 3, N / 2};
+        sc.place_params.scheduled = 1;
+    }
+    if (scheduler_create(sched, &sc, NULL, &e) ||
+        kvstore_create(ks, c, sc.n_streams, N, scheduler_stream_dev_slots(*sched, 0),
+                       scheduler_stream_host_slots(*sched, 0), int8, &e))
         fail_msg("%s", e.msg);
     llm_state_tiered(st, *sched, *ks, prompt_len);
 }
@@ -258,18 +264,21 @@ static void test_exec_tiered_placement_leaves_the_outputs_unchanged(void **state
     struct alisa_err e = {{0}};
     const struct llm_config *c = &m->c;
     const uint32_t B = 2, N = 110, P = 6;
-    const struct placement_ops *places[] = {&place_alisa_ops, &place_lru_ops, &place_fifo_ops};
+    const struct placement_ops *places[] = {&place_alisa_cache_ops, &place_lru_ops,
+                                            &place_fifo_ops, &place_alisa_ops};
     float *ref = malloc((size_t)N * B * c->vocab * sizeof *ref);
     uint64_t fetched = 0;
-    for (int run = 0; run < 4; run++) {
+    for (int run = 0; run < 5; run++) {
         struct llm_state *st;
         assert_int_equal(llm_state_create(&st, m, B, N, &e), 0);
         struct scheduler *sched = NULL;
         struct kvstore *ks = NULL;
         /* run 0: SWA with every token on the device; runs 1-3: 72 device and
-         * 16 host slots per stream under three placements */
+         * 16 host slots per stream under three caches; run 4: the paper's
+         * rule, alpha = beta = 0.5 from positions 36 and 55 (55 tokens at
+         * most on the device, 55 on the host with the deleted ones' inputs) */
         attach_tiers(st, c, B, N, P, run ? places[run - 1] : &place_gpu_only_ops, run ? 72 : N,
-                     run ? 16 : N, run == 1 ? 1 : 3, &sched, &ks);
+                     run == 4 ? 60 : run ? 16 : N, 3, &sched, &ks);
         uint32_t cur[2];
         for (uint32_t p = 0; p < N; p++) {
             two_sequences(cur, p, P, c->vocab);
@@ -289,6 +298,8 @@ static void test_exec_tiered_placement_leaves_the_outputs_unchanged(void **state
         kvstore_counts(ks, &off, &ld, &rc);
         if (run) /* the tiers were really used */
             assert_true(off > 0);
+        if (run == 4) /* the paper's rule loads CPU tokens and recomputes deleted ones */
+            assert_true(ld > 0 && rc > 0);
         fetched += ld + rc;
         kvstore_free(ks);
         scheduler_destroy(sched);
@@ -323,7 +334,7 @@ static void test_exec_chunked_forward_equals_position_by_position(void **state)
             struct kvstore *ks = NULL;
             assert_int_equal(llm_state_create(&st, m, B, N, &e), 0);
             if (tiered)
-                attach_tiers(st, c, B, N, P, &place_alisa_ops, 40, 12, 1, &sched, &ks);
+                attach_tiers(st, c, B, N, P, &place_alisa_cache_ops, 40, 12, 3, &sched, &ks);
             uint32_t pos = 0;
             for (size_t k = 0; pos < N; k++) {
                 uint32_t n = chunked ? chunks[k] : 1;
@@ -507,8 +518,8 @@ static void test_exec_int8_kv_tracks_fp32_and_is_placement_invariant(void **stat
         struct kvstore *ks = NULL;
         assert_int_equal(llm_state_create(&st, m, B, N, &e), 0);
         attach_sel(st, c, B, N, P, &sel_swa_ops, (struct sel_params){.sparsity = 0.5},
-                   run == 2 ? &place_alisa_ops : &place_gpu_only_ops, run == 2 ? 72 : N,
-                   run == 2 ? 16 : N, 1, run > 0, &sched, &ks);
+                   run == 2 ? &place_alisa_cache_ops : &place_gpu_only_ops, run == 2 ? 72 : N,
+                   run == 2 ? 16 : N, 3, run > 0, &sched, &ks);
         uint32_t cur[2];
         for (uint32_t p = 0; p < N; p++) {
             two_sequences(cur, p, P, c->vocab);
@@ -665,14 +676,16 @@ static void fake_finish(struct fake_tier *f)
  * the fake tier leave the same bookkeeping and the same K and V in every
  * device and host copy, through prefill and decode with offloads, loads and
  * recomputations (strided over 12 tokens: old tokens come back as the
- * stride changes; ALISA placement, 20 device and 24 host slots). */
+ * stride changes; the paper's ALISA rule, alpha 0.8 from position 20, beta
+ * 0.5 from 50: at most 20 tokens in the device tier, 72 on the host, and a
+ * step's 12 attended tokens visiting the device beside the tier). */
 static void test_exec_tier_ops_carry_out_the_plans_of_a_plain_kvstore(void **state)
 {
     (void)state;
     struct llm_model *m = load_model_or_skip();
     struct alisa_err e = {{0}};
     const struct llm_config *c = &m->c;
-    const uint32_t S = 2, N = 90, P = 8, dev = 20, host = 24;
+    const uint32_t S = 2, N = 90, P = 8, tier = 20, dev = tier + 12, cpu = 72, host = cpu + 12;
     struct fake_tier *f = calloc(1, sizeof *f);
     f->m = m;
     f->dev_cap = dev;
@@ -688,15 +701,18 @@ static void test_exec_tier_ops_carry_out_the_plans_of_a_plain_kvstore(void **sta
                               .recompute = fake_recompute, .store = fake_store};
     struct scheduler_config sc = {.sel = &sel_strided_ops, .sel_params = {.budget_tokens = 12},
                                   .place = &place_alisa_ops, .n_streams = S, .max_len = N};
-    sc.place_params = (struct place_params){.kv_bytes = 1, .act_bytes = 1, .gpu_bytes = dev,
-                                            .cpu_bytes = host, .load_ns = 2, .recompute_ns = 5,
-                                            .gpu_fraction = -1};
+    sc.place_params = (struct place_params){.kv_bytes = 1, .act_bytes = 1, .gpu_bytes = tier,
+                                            .cpu_bytes = cpu, .load_ns = 2, .recompute_ns = 5,
+                                            .gpu_fraction = -1, .scheduled = 1,
+                                            .sched = {0.8, 0.5, 20, 50}};
     struct scheduler *sched;
     struct kvstore *plain, *tiered;
     if (scheduler_create(&sched, &sc, NULL, &e) ||
         kvstore_create(&plain, c, S, N, dev, host, 0, &e) ||
         kvstore_create_tiered(&tiered, c, S, N, dev, host, &ops, &e))
         fail_msg("%s", e.msg);
+    assert_int_equal(scheduler_stream_dev_slots(sched, 0), dev);
+    assert_int_equal(scheduler_stream_host_slots(sched, 0), host);
     assert_int_equal(f->hosts, 2 * (int)S);
     float *k = malloc(c->kv_dim * sizeof *k), *v = malloc(c->kv_dim * sizeof *v);
     float *a = malloc(c->dim * sizeof *a), *row = malloc(N * sizeof *row);

@@ -191,44 +191,189 @@ static void test_gpu_only_runs_out_of_memory_instead_of_evicting(void **state)
     fx_deinit(&f);
 }
 
-static void test_alisa_pins_the_local_window_and_prefers_the_cheaper_fetch(void **state)
+static void test_alisa_cache_keeps_the_window_and_copies_only_what_it_will_load(void **state)
 {
     (void)state;
-    /* GPU 4, CPU 2, recompute (1 ns) cheaper than load (2 ns).
+    /* GPU 4, CPU 2, loading (0.5 ns) cheaper than recomputing (1 ns): an
+     * evicted token keeps a CPU copy.
      * pos4 {0,3,4}, window starts at 3: GPU {0..3} full; oldest unpinned outside
      *   the window: 1 -> CPU.
-     * pos5 {1,4,5}, window 4: 1 misses; victim: oldest unpinned < 4 among
-     *   {0, 2, 3}: 0 -> CPU {1, 0}; 1 is on the CPU but recompute is cheaper;
-     *   admit 5: victim among {2, 3}: 2, CPU full: oldest unpinned CPU token 0
-     *   dropped (1 is pinned); 2 -> CPU. */
+     * pos5 {1,4,5}, window 4: 1 misses and is loaded; first a victim: oldest
+     *   unpinned < 4 among {0, 2, 3}: 0 -> CPU {1, 0}; admit 5: victim among
+     *   {2, 3}: 2, CPU full: oldest unpinned CPU token 0 dropped (1 is pinned);
+     *   2 -> CPU. */
     const struct step_case steps[] = {
         {0, 0, L(0), E, E, E, E, 0, 0},
         {1, 0, L(0, 1), E, E, E, E, 0, 0},
         {2, 0, L(0, 1, 2), E, E, E, E, 0, 0},
         {3, 0, L(0, 1, 2, 3), E, E, E, E, 0, 0},
         {4, 3, L(0, 3, 4), E, E, L(1), E, 0, 0},
-        {5, 4, L(1, 4, 5), E, L(1), L(0, 2), L(0), 1, 0},
+        {5, 4, L(1, 4, 5), L(1), E, L(0, 2), L(0), 1, 0},
     };
     struct fixture f;
-    fx_init(&f, &place_alisa_ops, 4, 2, NULL);
+    fx_init(&f, &place_alisa_cache_ops, 4, 2, NULL);
+    f.p.load_ns = 0.5;
+    place_alisa_cache_ops.destroy(f.st);
+    struct alisa_err e = {{0}};
+    assert_int_equal(place_alisa_cache_ops.create(&f.st, &f.p, MAXT, NULL, &e), 0);
     run_steps(&f, steps, sizeof steps / sizeof steps[0]);
     fx_deinit(&f);
-    /* Same script with loading cheaper: token 1 is loaded instead. */
+    /* Recomputing cheaper (1 ns against 2): a copy would never be read, so
+     * evicted tokens are dropped and no byte goes to the CPU.
+     * pos4: victim 1, dropped. pos5: 1 misses and is recomputed; victim 0
+     *   dropped; admit 5: victim 2 dropped. */
+    const struct step_case drops[] = {
+        {0, 0, L(0), E, E, E, E, 0, 0},
+        {1, 0, L(0, 1), E, E, E, E, 0, 0},
+        {2, 0, L(0, 1, 2), E, E, E, E, 0, 0},
+        {3, 0, L(0, 1, 2, 3), E, E, E, E, 0, 0},
+        {4, 3, L(0, 3, 4), E, E, E, L(1), 0, 0},
+        {5, 4, L(1, 4, 5), E, L(1), E, L(0, 2), 1, 0},
+    };
     struct fixture g;
-    fx_init(&g, &place_alisa_ops, 4, 2, NULL);
-    g.p.load_ns = 0.5;
-    void *st;
-    struct alisa_err e = {{0}};
-    place_alisa_ops.destroy(g.st);
-    assert_int_equal(place_alisa_ops.create(&st, &g.p, MAXT, NULL, &e), 0);
-    g.st = st;
-    struct step_case steps2[6];
-    memcpy(steps2, steps, sizeof steps);
-    uint32_t load1[MAXT] = L(1), none[MAXT] = E;
-    memcpy(steps2[5].load, load1, sizeof load1);
-    memcpy(steps2[5].recompute, none, sizeof none);
-    run_steps(&g, steps2, 6);
+    fx_init(&g, &place_alisa_cache_ops, 4, 2, NULL);
+    run_steps(&g, drops, sizeof drops / sizeof drops[0]);
     fx_deinit(&g);
+}
+
+/* The paper's rule with a given schedule, tiers large enough: alpha 0.5 from
+ * position 4, beta 0.5 from position 6, local window the last 2 tokens.
+ * Worked by hand (n_off = min(ceil(0.5 (pos + 1)), window start), n_del =
+ * ceil(0.5 n_off)):
+ * pos0-3: all on the GPU (prefill-like steps attend everything).
+ * pos4 {0,3,4}, window 3: n_off = min(3, 3) = 3: 0, 1, 2 -> CPU; 0 was
+ *   attended from the GPU and stays there for this step only. GPU {3, 4}.
+ * pos5 {1,4,5}, window 4: 1 on the CPU: loaded for the step, not kept;
+ *   n_off = min(3, 4) = 3: nothing moves. GPU {3, 4, 5}.
+ * pos6 {0,1,5,6}, window 5: 0, 1 loaded (the step's reads come first);
+ *   n_off = min(4, 5) = 4: 3 -> CPU; n_del = 2: 0, 1 deleted (their inputs
+ *   kept). GPU {4, 5, 6}.
+ * pos7 {0,2,6,7}, window 6: 0 deleted: recomputed; 2 on the CPU: loaded;
+ *   n_off = min(4, 6) = 4, n_del = 2: nothing moves. */
+static void test_alisa_runs_the_papers_three_phases_by_age(void **state)
+{
+    (void)state;
+    const struct step_case steps[] = {
+        {0, 0, L(0), E, E, E, E, 0, 0},
+        {1, 0, L(0, 1), E, E, E, E, 0, 0},
+        {2, 0, L(0, 1, 2), E, E, E, E, 0, 0},
+        {3, 0, L(0, 1, 2, 3), E, E, E, E, 0, 0},
+        {4, 3, L(0, 3, 4), E, E, L(0, 1, 2), E, 0, 0},
+        {5, 4, L(1, 4, 5), L(1), E, E, E, 1, 0},
+        {6, 5, L(0, 1, 5, 6), L(0, 1), E, L(3), L(0, 1), 2, 0},
+        {7, 6, L(0, 2, 6, 7), L(2), L(0), E, E, 2, 0},
+    };
+    struct fixture f;
+    fx_init(&f, &place_alisa_ops, 8, 8, NULL);
+    f.p.sched = (struct alisa_sched){0.5, 0.5, 4, 6};
+    f.p.scheduled = 1;
+    place_alisa_ops.destroy(f.st);
+    struct alisa_err e = {{0}};
+    assert_int_equal(place_alisa_ops.create(&f.st, &f.p, MAXT, NULL, &e), 0);
+    run_steps(&f, steps, sizeof steps / sizeof steps[0]);
+    struct kv_census c;
+    assert_int_equal(kv_stream_check(&f.s, &f.p, 7, steps[7].att, 4, &c, &e), 0);
+    /* GPU {4, 5, 6, 7}, CPU {2, 3}, deleted {0, 1}: 2 KV + 2 inputs */
+    assert_int_equal(c.gpu, 4);
+    assert_int_equal(c.cpu, 2);
+    assert_int_equal(c.dropped, 2);
+    assert_int_equal(f.s.cpu_bytes, 4);
+    /* a loaded token is not the tier's: GPU bytes count residents only */
+    assert_int_equal(f.s.gpu_bytes, 4);
+    assert_int_equal(f.s.visits, 2);
+    fx_deinit(&f);
+}
+
+/* The greedy schedule of a stream's own capacities, by hand: 16 positions,
+ * GPU 6 tokens, CPU 7 bytes, KV 2 bytes a token, layer input 1 byte.
+ * GPU: p1 = 3 (tokens 0..2 fit in 6 bytes), alpha = 13/16: at position 15,
+ * 16 - ceil(13) = 3 tokens stay. CPU: n_off = ceil(13/16 (pos + 1)) tokens
+ * of 2 bytes pass 7 bytes at n_off = 4, first at pos 4 (ceil(65/16) = 5 > 3
+ * holds from pos 3: ceil(52/16) = 4 > 3.5): p2 = 3. At the last position
+ * n_off = 13: 26 bytes, 19 over, each deletion saves 1: 19 deleted, more
+ * than 13, so beta = 1; with a layer input of 2 bytes deleting saves nothing:
+ * beta = 1 as well. A stream that fits: never. And the counts cap at the
+ * window start. */
+static void test_alisa_greedy_schedule_of_a_stream(void **state)
+{
+    (void)state;
+    struct place_params p = {.gpu_bytes = 6, .cpu_bytes = 7, .kv_bytes = 2, .act_bytes = 1};
+    struct alisa_sched g;
+    place_alisa_greedy(&p, 16, &g);
+    assert_int_equal(g.p1, 3);
+    assert_true(g.alpha == 13.0 / 16);
+    assert_int_equal(g.p2, 3);
+    assert_true(g.beta == 1.0);
+    /* a CPU of 20 bytes: p2 where ceil(13/16 (pos + 1)) > 10, first at pos
+     * 12 (ceil(169/16) = 11); at the end 26 - 20 = 6 over: 6 deletions of
+     * the 13, beta = 6/13 */
+    p.cpu_bytes = 20;
+    place_alisa_greedy(&p, 16, &g);
+    assert_int_equal(g.p2, 12);
+    assert_true(g.beta == 6.0 / 13);
+    uint32_t off, del;
+    place_alisa_counts(&g, 15, 15, &off, &del);
+    assert_int_equal(off, 13);
+    assert_int_equal(del, 6);
+    assert_true((off - del) * 2 + del * 1 <= 20 && 16 - off <= 3);
+    place_alisa_counts(&g, 15, 10, &off, &del); /* the window starts at 10 */
+    assert_int_equal(off, 10);
+    assert_int_equal(del, 5);
+    place_alisa_counts(&g, 2, 2, &off, &del); /* before p1 */
+    assert_int_equal(off, 0);
+    p.gpu_bytes = 32;
+    place_alisa_greedy(&p, 16, &g);
+    assert_int_equal(g.p1, UINT32_MAX);
+    assert_int_equal(g.p2, UINT32_MAX);
+}
+
+/* A schedule that does not fit is out of memory, on the tier that
+ * overflows: alpha 0.25 from position 2 with a GPU of 3 tokens: n_off =
+ * ceil(0.25 (pos + 1)) is 1 at pos 2 and 3 (0 leaves), 2 at pos 4 (1
+ * leaves), still 2 at pos 5, where the GPU holds 2, 3, 4 and the new token
+ * makes 4. Alpha 1 with a CPU of 1 token overflows the CPU at the first
+ * offload. */
+static void test_alisa_schedule_that_does_not_fit_runs_out_of_memory(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fx_init(&f, &place_alisa_ops, 3, 8, NULL);
+    f.p.sched = (struct alisa_sched){0.25, 0, 2, UINT32_MAX};
+    f.p.scheduled = 1;
+    place_alisa_ops.destroy(f.st);
+    struct alisa_err e = {{0}};
+    assert_int_equal(place_alisa_ops.create(&f.st, &f.p, MAXT, NULL, &e), 0);
+    const struct step_case gpu_full[] = {
+        {0, 0, L(0), E, E, E, E, 0, 0},
+        {1, 0, L(0, 1), E, E, E, E, 0, 0},
+        {2, 2, L(2), E, E, L(0), E, 0, 0},
+        {3, 3, L(3), E, E, E, E, 0, 0},
+        {4, 4, L(4), E, E, L(1), E, 0, 0},
+        {5, 5, L(5), E, E, E, E, 0, 1},
+    };
+    run_steps(&f, gpu_full, 6);
+    fx_deinit(&f);
+    fx_init(&f, &place_alisa_ops, 8, 1, NULL);
+    f.p.sched = (struct alisa_sched){1, 0, 2, UINT32_MAX};
+    f.p.scheduled = 1;
+    place_alisa_ops.destroy(f.st);
+    assert_int_equal(place_alisa_ops.create(&f.st, &f.p, MAXT, NULL, &e), 0);
+    struct place_result r = {.load = f.bufs[0], .recompute = f.bufs[1], .offload = f.bufs[2],
+                             .drop = f.bufs[3]};
+    uint32_t att[3] = {0, 1, 2};
+    place_step(f.ops, f.st, &f.s, &f.p, att, 1, NULL, 0, 0, 0, &r);
+    place_step(f.ops, f.st, &f.s, &f.p, att, 2, NULL, 0, 0, 1, &r);
+    assert_int_equal(r.oom, 0);
+    place_step(f.ops, f.st, &f.s, &f.p, att + 2, 1, NULL, 0, 2, 2, &r);
+    assert_int_equal(r.oom, 1);
+    assert_int_equal(r.oom_cpu, 1);
+    fx_deinit(&f);
+    /* out-of-range schedules are refused */
+    struct place_params bad = {.gpu_bytes = 4, .kv_bytes = 1, .scheduled = 1,
+                               .sched = {1.5, 0, 0, UINT32_MAX}};
+    void *st = NULL;
+    assert_int_equal(place_alisa_ops.create(&st, &bad, MAXT, NULL, &e), ALISA_EINVAL);
+    assert_null(st);
 }
 
 static void test_belady_evicts_the_token_used_farthest_in_the_future(void **state)
@@ -376,7 +521,10 @@ int main(void)
         cmocka_unit_test(test_fifo_evicts_by_gpu_arrival_not_by_use),
         cmocka_unit_test(test_lfu_evicts_the_least_used_where_lru_would_not),
         cmocka_unit_test(test_gpu_only_runs_out_of_memory_instead_of_evicting),
-        cmocka_unit_test(test_alisa_pins_the_local_window_and_prefers_the_cheaper_fetch),
+        cmocka_unit_test(test_alisa_cache_keeps_the_window_and_copies_only_what_it_will_load),
+        cmocka_unit_test(test_alisa_runs_the_papers_three_phases_by_age),
+        cmocka_unit_test(test_alisa_greedy_schedule_of_a_stream),
+        cmocka_unit_test(test_alisa_schedule_that_does_not_fit_runs_out_of_memory),
         cmocka_unit_test(test_belady_evicts_the_token_used_farthest_in_the_future),
         cmocka_unit_test(test_oracle_cost_keeps_copies_only_when_they_pay),
         cmocka_unit_test(test_flexgen_static_loads_every_attended_share_and_never_caches),

@@ -134,8 +134,10 @@ static void test_every_selection_and_placement_keeps_the_invariants(void **state
 static void test_belady_never_misses_more_than_an_online_placement(void **state)
 {
     struct env *v = *state;
+    /* the online caches (alisa's paper rule is not one: it serves from a
+     * staging area beside the tier, so a cache's bound does not apply) */
     const struct placement_ops *online[] = {&place_lru_ops, &place_fifo_ops, &place_lfu_ops,
-                                            &place_alisa_ops};
+                                            &place_alisa_cache_ops};
     const uint32_t gpu_caps[] = {20, 28, 36};
     int compared = 0;
     for (int ti = 0; ti < 3; ti++)
@@ -171,7 +173,7 @@ static void test_oracle_cost_is_optimal_when_recompute_is_cheaper_and_bounds_hol
 {
     struct env *v = *state;
     const struct placement_ops *others[] = {&place_lru_ops, &place_fifo_ops, &place_lfu_ops,
-                                            &place_alisa_ops, &place_belady_ops};
+                                            &place_alisa_cache_ops, &place_belady_ops};
     const uint32_t gpu_caps[] = {20, 30}, cpu_caps[] = {6, 1000};
     int compared = 0;
     for (int ti = 0; ti < 3; ti++)
@@ -244,29 +246,71 @@ static void test_decision_log_is_deterministic(void **state)
     assert_int_not_equal(h1, h3);
 }
 
-static void test_alisa_passes_through_three_phases_as_capacity_shrinks(void **state)
+/* alisa-cache: keeps a CPU copy only of what it would load. FP16 on this
+ * shape makes recomputing cheaper (a 128-byte input against 256 bytes of
+ * K and V), so a short GPU sends nothing to the CPU: evicted tokens are
+ * dropped and every miss is recomputed. INT8 KV (128 bytes, and the same
+ * input) makes loading cheaper: evicted tokens are offloaded and misses
+ * loaded (a GPU of 15 FP16 tokens' bytes holds about 30 INT8 ones). */
+static void test_alisa_cache_copies_to_the_cpu_only_what_it_will_load(void **state)
 {
     struct env *v = *state;
     struct replay_totals t;
-    /* everything fits: phase I only */
-    replay(v->paths[2], &sel_swa_ops, 0.8, &place_alisa_ops, 1000, 1000, &t, NULL, NULL);
+    replay(v->paths[2], &sel_swa_ops, 0.8, &place_alisa_cache_ops, 1000, 1000, &t, NULL, NULL);
     assert_int_equal(t.phase2_pos, -1);
     assert_int_equal(t.phase3_pos, -1);
     replay_totals_free(&t);
-    /* GPU short, CPU ample: offloads (phase II), no drops; every miss is
-     * served (on this shape the cost model prefers recomputing) */
-    replay(v->paths[2], &sel_swa_ops, 0.8, &place_alisa_ops, 30, 1000, &t, NULL, NULL);
-    assert_true(t.phase2_pos >= 30);
-    assert_int_equal(t.phase3_pos, -1);
-    assert_int_equal(t.drops, 0);
-    assert_true(t.load_ns > t.recompute_ns && t.loads == 0);
+    replay(v->paths[2], &sel_swa_ops, 0.8, &place_alisa_cache_ops, 30, 1000, &t, NULL, NULL);
+    assert_true(t.load_ns > t.recompute_ns);
+    assert_int_equal(t.offloads, 0);
+    assert_int_equal(t.loads, 0);
+    assert_true(t.drops > 0 && t.gpu_misses > 0);
     assert_int_equal(t.recomputed_tokens, t.gpu_misses);
     replay_totals_free(&t);
-    /* both short: drops follow offloads (phase III) and dropped tokens come back
-     * by recomputation */
-    replay(v->paths[2], &sel_swa_ops, 0.8, &place_alisa_ops, 30, 10, &t, NULL, NULL);
-    assert_true(t.phase3_pos > t.phase2_pos && t.phase2_pos >= 30);
-    assert_true(t.drops > 0);
+    replay_prec(v->paths[2], &sel_swa_ops, 0.8, &place_alisa_cache_ops, 15, 1000, KV_INT8, &t,
+                NULL, NULL);
+    assert_true(t.load_ns < t.recompute_ns);
+    assert_true(t.offloads > 0 && t.loads > 0);
+    assert_int_equal(t.recomputed_tokens, 0);
+    assert_int_equal(t.loads, t.gpu_misses);
+    replay_totals_free(&t);
+}
+
+/* alisa, the paper's rule, with each stream's greedy schedule (trace 2: 32
+ * + 48 = 80 positions, 6 streams, KV 256 bytes a token, layer input 128).
+ * Worked by hand: GPU 30 tokens gives p1 = 30, alpha = 50/80; at the last
+ * position n_off = 50 (the window starts at 72), so each stream offloads 50
+ * tokens once and never takes one back, and every miss is a load of a CPU
+ * token for its step. A CPU of 30 tokens (7680 bytes): n_off passes 30 at
+ * position 48 (ceil(0.625 x 49) = 31): p2 = 48; at the end 50 x 256 - 7680
+ * = 5120 bytes over, 128 saved per deletion: 40 deleted (beta 0.8), all of
+ * them offloaded first (n_del = ceil(0.8 n_off) stays below the token just
+ * leaving), so 300 offloads and 240 drops, and misses are loads or
+ * recomputations. */
+static void test_alisa_runs_its_greedy_schedule_through_three_phases(void **state)
+{
+    struct env *v = *state;
+    struct replay_totals t;
+    replay(v->paths[2], &sel_swa_ops, 0.8, &place_alisa_ops, 1000, 1000, &t, NULL, NULL);
+    assert_int_equal(t.phase2_pos, -1);
+    assert_int_equal(t.gpu_misses, 0);
+    replay_totals_free(&t);
+    replay(v->paths[2], &sel_swa_ops, 0.8, &place_alisa_ops, 30, 1000, &t, NULL, NULL);
+    assert_int_equal(t.phase2_pos, 30);
+    assert_int_equal(t.phase3_pos, -1);
+    assert_int_equal(t.offloads, STREAMS * 50);
+    assert_int_equal(t.drops, 0);
+    assert_true(t.loads > 0);
+    assert_int_equal(t.loads, t.gpu_misses);
+    replay_totals_free(&t);
+    replay(v->paths[2], &sel_swa_ops, 0.8, &place_alisa_ops, 30, 30, &t, NULL, NULL);
+    assert_false(t.oom);
+    assert_int_equal(t.phase2_pos, 30);
+    assert_int_equal(t.phase3_pos, 48);
+    assert_int_equal(t.offloads, STREAMS * 50);
+    assert_int_equal(t.drops, STREAMS * 40);
+    assert_true(t.recomputed_tokens > 0 && t.loads > 0);
+    assert_int_equal(t.loads + t.recomputed_tokens, t.gpu_misses);
     replay_totals_free(&t);
 }
 
@@ -316,7 +360,8 @@ int main(void)
         cmocka_unit_test(test_belady_never_misses_more_than_an_online_placement),
         cmocka_unit_test(test_oracle_cost_is_optimal_when_recompute_is_cheaper_and_bounds_hold),
         cmocka_unit_test(test_decision_log_is_deterministic),
-        cmocka_unit_test(test_alisa_passes_through_three_phases_as_capacity_shrinks),
+        cmocka_unit_test(test_alisa_cache_copies_to_the_cpu_only_what_it_will_load),
+        cmocka_unit_test(test_alisa_runs_its_greedy_schedule_through_three_phases),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

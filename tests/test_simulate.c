@@ -527,6 +527,70 @@ static void test_extend_continues_a_short_trace_deterministically(void **state)
     free(dir);
 }
 
+/* The paper's schedule in the simulator and in the search agree where the
+ * search's expectation is exact: SWA at sparsity 0 attends every token (its
+ * global half is all the tokens before the window), so each step loads
+ * every CPU token and recomputes every deleted one, whatever the trace's
+ * attention; alpha 1 puts every token before the window off the GPU, beta
+ * 1 from p2 deletes them all. Bytes, compute and recompute then match the search's to
+ * rounding; the link's busy time differs only by the prompt's offload
+ * being its own copy per layer; and without overlap the simulated decode is
+ * the search's sum less what offloads hide behind the next layers (they run
+ * on their own link). */
+static void test_sim_and_search_agree_on_a_schedule_they_price_alike(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "t.trace");
+    struct trace_gen_params p;
+    trace_gen_defaults(&p);
+    p.n_layers = 4;
+    p.n_seqs = 2;
+    p.prompt_len = 32;
+    p.gen_len = 24;
+    struct alisa_err e = {{0}};
+    assert_int_equal(trace_gen_write(&p, path, &e), 0);
+    struct catalog cat;
+    assert_int_equal(catalog_load(&cat, catalog_default_dir(), tu_models_dir(), &e), 0);
+    const struct alisa_schedule scheds[] = {{.alpha = 1, .beta = 0, .p1 = 4, .p2 = 24},
+                                            {.alpha = 1, .beta = 1, .p1 = 4, .p2 = 10}};
+    for (int k = 0; k < 2; k++) {
+        struct sim_config c = {.trace = path, .model = catalog_model(&cat, "OPT-6.7B"),
+                               .hw = catalog_hw(&cat, "H100-80GB"), .system = sim_system_find("alisa"),
+                               .batch = 8, .prompt_len = 32, .gen_len = 24,
+                               .sel_params = {.sparsity = 0}, .schedule_given = 1,
+                               .schedule = scheds[k], .overlap = SIM_OVERLAP_NONE};
+        assert_int_equal(sim_resolve(&c, &e), 0);
+        struct sim_result r;
+        assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+        assert_false(r.oom);
+        assert_true(r.scheduled && r.schedule.feasible);
+        const struct alisa_schedule *q = &r.schedule;
+        double L = c.model->n_layers, steps = L * c.gen_len;
+        if (k == 0)
+            assert_true(r.bytes_h2d > 0 && r.recomputed_tokens == 0);
+        else
+            assert_true(r.recomputed_tokens > 0 && q->recomputes > 0);
+        assert_true(fabs(r.bytes_h2d - q->bytes_h2d) <= 1e-9 * q->bytes_h2d);
+        assert_true(fabs(r.bytes_d2h - q->bytes_d2h) <= 1e-9 * q->bytes_d2h);
+        assert_true(fabs(r.recomputed_tokens - q->recomputes) <= 1e-6 * q->recomputes + 1e-9);
+        double tick = 5 * steps * 1e-9; /* every task's duration rounds up to a ns */
+        assert_true(fabs(r.compute_s - q->compute_ns * 1e-9) <= tick);
+        assert_true(fabs(r.recompute_s - q->recompute_ns * 1e-9) <= tick);
+        double latency = L * c.hw->link_latency_us * 1e-6;
+        assert_true(fabs(r.transfer_s - q->transfer_ns * 1e-9) <= latency + tick);
+        double offload_s = cost_transfer_ns(c.hw, q->bytes_d2h, steps + L) * 1e-9;
+        double decode = r.total_s - r.prefill_s;
+        print_message("schedule %d: simulated decode %.6f s, search %.6f s, offloads %.6f s\n",
+                      k, decode, q->total_ns * 1e-9, offload_s);
+        assert_true(decode <= q->total_ns * 1e-9 + latency + tick);
+        assert_true(decode >= q->total_ns * 1e-9 - offload_s - tick);
+    }
+    catalog_deinit(&cat);
+    tu_rmdir(dir);
+    free(dir);
+}
+
 static void test_same_input_gives_the_same_result(void **state)
 {
     (void)state;
@@ -579,6 +643,7 @@ int main(void)
         cmocka_unit_test(test_no_prefetch_serialises_copies_and_compute),
         cmocka_unit_test(test_extend_continues_a_short_trace_deterministically),
         cmocka_unit_test(test_same_input_gives_the_same_result),
+        cmocka_unit_test(test_sim_and_search_agree_on_a_schedule_they_price_alike),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

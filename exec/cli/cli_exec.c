@@ -59,6 +59,13 @@ int load_model(struct loaded *l, const char *model, const char *tokenizer, int w
     return rc;
 }
 
+/* The executor runs every online placement but flexgen-static (its split
+ * tokens have no kvstore form). */
+static int executor_runs(const struct placement_ops *pl)
+{
+    return !pl->offline && (!pl->step || pl->visits);
+}
+
 /* Handles one KV option; returns 1 when ch was one, -1 on a bad value. */
 int kv_opt(struct kv_opts *o, int ch, const char *opt, const char *arg, struct alisa_err *e)
 {
@@ -86,7 +93,7 @@ int kv_opts_check(const struct kv_opts *o)
     if (o->placement && !pl)
         return cli_usage_error(NULL, "--placement %s: unknown (alisa policy list names them)",
                                o->placement);
-    if (pl && (pl->offline || pl->step))
+    if (pl && !executor_runs(pl))
         return cli_usage_error(NULL, "--placement %s: not supported by the executor yet (offline "
                                "bounds need a recorded run; flexgen-static splits tokens)",
                                pl->name);
@@ -143,7 +150,7 @@ int tiered_attach(struct tiered *t, const struct kv_opts *o, const struct llm_mo
         return err_set(e, ALISA_EINVAL, "unknown selection '%s'", o->selection);
     if (!(sc.place = placement_find(o->placement ? o->placement : "gpu-only")))
         return err_set(e, ALISA_EINVAL, "unknown placement '%s'", o->placement);
-    if (sc.place->offline || sc.place->step)
+    if (!executor_runs(sc.place))
         return err_set(e, ALISA_EINVAL, "placement '%s' is not supported by the executor yet "
                        "(offline bounds need a recorded run; flexgen-static splits tokens)",
                        sc.place->name);
@@ -171,12 +178,9 @@ int tiered_attach(struct tiered *t, const struct kv_opts *o, const struct llm_mo
     pp->recompute_ns = cost_recompute_ns(&f32, hw);
     pp->gpu_fraction = -1;
     catalog_deinit(&cat);
-    uint32_t dev = (uint32_t)(pp->gpu_bytes / pp->kv_bytes < max_len ? pp->gpu_bytes / pp->kv_bytes
-                                                                     : max_len);
-    uint32_t host = (uint32_t)(pp->cpu_bytes / pp->kv_bytes < max_len ? pp->cpu_bytes / pp->kv_bytes
-                                                                      : max_len);
     if ((rc = scheduler_create(&t->sched, &sc, NULL, e)) ||
-        (rc = llm_state_kvstore(st, sc.n_streams, max_len, dev, host, o->int8, &t->ks, e))) {
+        (rc = llm_state_kvstore(st, sc.n_streams, max_len, scheduler_stream_dev_slots(t->sched, 0),
+                                scheduler_stream_host_slots(t->sched, 0), o->int8, &t->ks, e))) {
         scheduler_destroy(t->sched);
         t->sched = NULL;
         return rc;

@@ -80,7 +80,7 @@ void cmd_validate_usage(FILE *out)
             "  alisa validate --model stories260K --text "
             "../shared/models/eval-text/tinystories_val_subset.txt --profile profile.ini "
             "--prompt-len 128 --gen-len 64 --batch 8 --selection swa --placement alisa "
-            "--gpu-kv-bytes 992k --cpu-kv-bytes 400k\n");
+            "--gpu-kv-bytes 992k --cpu-kv-bytes 1M\n");
 }
 
 #define VALIDATE_REPEAT_MAX 31

@@ -56,7 +56,7 @@ out=experiments/bench/cuda-$(tr ' /' '__' <<<"$dev" | tr -cd 'A-Za-z0-9_.-').md
             share=1
             if [ $mode = offload ]; then
                 all=$(( (P + G) * kvdim * 2 * 4 * b * layers ))
-                extra=(--selection swa --sparsity 0.8 --placement alisa --gpu-kv-bytes $(( all / 4 ))
+                extra=(--selection swa --sparsity 0.8 --placement alisa-cache --gpu-kv-bytes $(( all / 4 ))
                        --cpu-kv-bytes $(( all / 4 )))
                 share=0.2
             fi

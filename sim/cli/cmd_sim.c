@@ -45,6 +45,11 @@ void cmd_sim_usage(FILE *out)
             "                      copies beside this layer's compute, FlexGen's loop) or none\n"
             "                      (each layer's copies wait for the previous layer's compute,\n"
             "                      Accelerate's hooks); for sensitivity studies\n"
+            "  --search MODE       placement alisa's schedule search: greedy (the paper's rule,\n"
+            "                      default) or grid[:G] (exhaustive, alpha, beta in steps of\n"
+            "                      1/G, p1, p2 in steps of gen-len/G; G default 10)\n"
+            "  --schedule A,B,P1,P2  run this schedule instead of searching: alpha, beta in\n"
+            "                      [0, 1], p1 <= p2 decode steps (gen-len = never)\n"
             "  --extend            continue a trace with fewer than --gen-len generated tokens\n"
             "                      with synthetic rows (alisa trace gen's model, each trace layer's\n"
             "                      target its measured mean sparsity; the importance of the\n"
@@ -69,7 +74,7 @@ int cmd_sim(int argc, char **argv)
 {
     enum { O_TRACE = 1000, O_MODEL, O_HW, O_BATCH, O_PROMPT, O_GEN, O_SYSTEM, O_SPARSITY,
            O_BUDGET, O_SEL, O_PLACE, O_INT8, O_GPUMEM, O_CPUMEM, O_TIMELINE, O_JSON, O_CATALOG,
-           O_PROFILE, O_EXTEND, O_OVERLAP };
+           O_PROFILE, O_EXTEND, O_OVERLAP, O_SEARCH, O_SCHEDULE };
     static const struct option opts[] = {
         {"trace", required_argument, 0, O_TRACE},     {"model", required_argument, 0, O_MODEL},
         {"hardware", required_argument, 0, O_HW},     {"batch", required_argument, 0, O_BATCH},
@@ -81,7 +86,8 @@ int cmd_sim(int argc, char **argv)
         {"timeline", required_argument, 0, O_TIMELINE}, {"json", no_argument, 0, O_JSON},
         {"catalog", required_argument, 0, O_CATALOG},
         {"profile", required_argument, 0, O_PROFILE}, {"extend", no_argument, 0, O_EXTEND},
-        {"overlap", required_argument, 0, O_OVERLAP},
+        {"overlap", required_argument, 0, O_OVERLAP}, {"search", required_argument, 0, O_SEARCH},
+        {"schedule", required_argument, 0, O_SCHEDULE},
         {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
     cli_list_options(opts);
     const char *model = NULL, *hw_name = NULL, *system = NULL, *sel = NULL, *place = NULL;
@@ -120,6 +126,31 @@ int cmd_sim(int argc, char **argv)
                 bad = err_set(&e, ALISA_EINVAL, "%s %s: expected system, prefetch or none", opt,
                               optarg);
             break;
+        case O_SEARCH:
+            if (strcmp(optarg, "greedy") == 0)
+                cfg.search_grid = 0;
+            else if (strcmp(optarg, "grid") == 0)
+                cfg.search_grid = 10;
+            else if (strncmp(optarg, "grid:", 5) == 0) {
+                if (!(bad = cli_parse_u32(opt, optarg + 5, &cfg.search_grid, &e)) &&
+                    (cfg.search_grid < 1 || cfg.search_grid > 64))
+                    bad = err_set(&e, ALISA_EINVAL, "%s %s: the grid is 1 to 64 points", opt,
+                                  optarg);
+            } else
+                bad = err_set(&e, ALISA_EINVAL, "%s %s: expected greedy, grid or grid:G", opt,
+                              optarg);
+            break;
+        case O_SCHEDULE: {
+            struct alisa_schedule *q = &cfg.schedule;
+            int n = -1;
+            if (sscanf(optarg, "%lf,%lf,%u,%u%n", &q->alpha, &q->beta, &q->p1, &q->p2, &n) != 4 ||
+                n != (int)strlen(optarg) || !(q->alpha >= 0 && q->alpha <= 1) ||
+                !(q->beta >= 0 && q->beta <= 1) || q->p1 > q->p2)
+                bad = err_set(&e, ALISA_EINVAL, "%s %s: expected ALPHA,BETA,P1,P2 with alpha, "
+                              "beta in [0, 1] and p1 <= p2 (decode steps)", opt, optarg);
+            cfg.schedule_given = 1;
+            break;
+        }
         case O_BATCH: batch_given = 1; bad = cli_parse_u32(opt, optarg, &cfg.batch, &e); break;
         case O_PROMPT: bad = cli_parse_u32(opt, optarg, &cfg.prompt_len, &e); break;
         case O_GEN: bad = cli_parse_u32(opt, optarg, &cfg.gen_len, &e); break;
@@ -155,6 +186,9 @@ int cmd_sim(int argc, char **argv)
         return cli_usage_error(cmd_sim_usage, "unknown placement '%s'", place);
     if (sel_params_validate(&cfg.sel_params, &e))
         return cli_usage_error(cmd_sim_usage, "%s", e.msg);
+    if (cfg.schedule_given && cfg.schedule.p2 > cfg.gen_len)
+        return cli_usage_error(cmd_sim_usage, "--schedule: p2 %u is past --gen-len %u (gen-len "
+                               "means never)", cfg.schedule.p2, cfg.gen_len);
     cfg.gpu_mem_bytes = (double)gpu_mem;
     cfg.cpu_mem_bytes = (double)cpu_mem;
 
@@ -215,6 +249,15 @@ int cmd_sim(int argc, char **argv)
         json_object_set_new(root, "oom_reason", r.oom ? json_string(r.oom_reason) : json_null());
         json_object_set_new(root, "phase2_step", r.phase2_step >= 0 ? json_integer(r.phase2_step) : json_null());
         json_object_set_new(root, "phase3_step", r.phase3_step >= 0 ? json_integer(r.phase3_step) : json_null());
+        if (r.scheduled) {
+            const struct alisa_schedule *q = &r.schedule;
+            json_object_set_new(root, "schedule", json_pack(
+                "{s:f, s:f, s:i, s:i, s:s, s:b, s:f, s:f, s:f, s:f}", "alpha", q->alpha, "beta",
+                q->beta, "p1", q->p1, "p2", q->p2, "source", cfg.schedule_given ? "given" :
+                cfg.search_grid ? "grid" : "greedy", "feasible", q->feasible, "search_decode_s",
+                q->total_ns * 1e-9, "search_transfer_s", q->transfer_ns * 1e-9,
+                "search_recompute_s", q->recompute_ns * 1e-9, "search_loads", q->loads));
+        }
         json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
         printf("\n");
         json_decref(root);
@@ -246,6 +289,19 @@ int cmd_sim(int argc, char **argv)
             if (r.phase3_step >= 0)
                 snprintf(p3, sizeof p3, "from step %lld", (long long)r.phase3_step);
             printf("phases       II (KV offloaded) %s, III (KV dropped) %s\n", p2, p3);
+            if (r.scheduled) {
+                const struct alisa_schedule *q = &r.schedule;
+                char s1[32] = "never", s2[32] = "never";
+                if (q->p1 < cfg.gen_len)
+                    snprintf(s1, sizeof s1, "%u", q->p1);
+                if (q->p2 < cfg.gen_len)
+                    snprintf(s2, sizeof s2, "%u", q->p2);
+                printf("schedule     alpha %.3f, beta %.3f, p1 %s, p2 %s (%s); the search prices "
+                       "the decode at %.3f s, simulated %.3f s\n", q->alpha, q->beta, s1, s2,
+                       cfg.schedule_given ? "given" : cfg.search_grid ? "grid search"
+                                                                       : "greedy search",
+                       q->total_ns * 1e-9, r.total_s - r.prefill_s);
+            }
             printf("selection    attention recall mean %.4f, worst %.4f\n", r.recall_mean,
                    r.recall_min);
             if (r.extended_steps)

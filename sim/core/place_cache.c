@@ -1,5 +1,6 @@
-/* The cache-like placement policies: gpu-only, alisa, lru, fifo, lfu,
- * belady and oracle-cost. Each is a victim rule (plus alisa's load-or-recompute rule) over a
+/* The cache-like placement policies: gpu-only, alisa-cache, lru, fifo, lfu,
+ * belady and oracle-cost. Each is a victim rule (plus alisa-cache's
+ * load-or-recompute and keep-a-copy rules) over a
  * shared per-stream bookkeeping state; the engine in placement.c moves the
  * tokens. Ties always go to the lowest token id, so every rule is
  * deterministic.
@@ -146,7 +147,7 @@ GPU_VICTIM(lfu_victim_gpu, key_freq)
 CPU_VICTIM(lfu_victim_cpu, key_freq)
 GPU_VICTIM(belady_victim_gpu, key_next_use)
 CPU_VICTIM(belady_victim_cpu, key_next_use)
-CPU_VICTIM(alisa_victim_cpu, key_id)
+CPU_VICTIM(alisa_cache_victim_cpu, key_id)
 
 static uint32_t none_victim(void *state, const struct kv_stream *s, uint32_t now)
 {
@@ -156,9 +157,9 @@ static uint32_t none_victim(void *state, const struct kv_stream *s, uint32_t now
     return UINT32_MAX;
 }
 
-/* ALISA phase II: the oldest GPU token outside the local window goes; the
- * window stays on the GPU unless nothing else can go. */
-static uint32_t alisa_victim_gpu(void *state, const struct kv_stream *s, uint32_t now)
+/* alisa-cache, like the paper's phase II: the oldest GPU token outside the
+ * local window goes; the window stays on the GPU unless nothing else can go. */
+static uint32_t alisa_cache_victim_gpu(void *state, const struct kv_stream *s, uint32_t now)
 {
     uint32_t v = min_key(state, s, KV_GPU, KV_PIN, s->local_start, key_id, now);
     return v != UINT32_MAX ? v : min_key(state, s, KV_GPU, KV_PIN, s->max_len, key_id, now);
@@ -173,6 +174,13 @@ static int alisa_prefer_recompute(void *state, uint32_t t, uint32_t now)
     return c->p.recompute_ns < c->p.load_ns;
 }
 
+/* alisa-cache: a CPU copy only of a token that would be loaded rather than
+ * recomputed when attended again (else the offload is wasted traffic). */
+static int alisa_cache_keep_copy(void *state, uint32_t t, uint32_t now)
+{
+    return !alisa_prefer_recompute(state, t, now);
+}
+
 const struct placement_ops place_gpu_only_ops = {
     .name = "gpu-only",
     .summary = "all KV on the GPU, nothing offloaded; out of memory when it does not fit",
@@ -183,20 +191,22 @@ const struct placement_ops place_gpu_only_ops = {
     .victim_cpu = none_victim,
 };
 
-const struct placement_ops place_alisa_ops = {
-    .name = "alisa",
-    .follows_search = 1,
-    .summary = "ALISA three phases: local window pinned on GPU, oldest tokens offloaded to "
-               "CPU, oldest CPU tokens dropped; off-GPU tokens loaded or recomputed, "
-               "whichever the cost model says is cheaper",
+const struct placement_ops place_alisa_cache_ops = {
+    .name = "alisa-cache",
+    .summary = "BEYOND THE PAPER: ALISA's tiers as a cache: the oldest GPU tokens outside the "
+               "local window leave first, a token fetched from the CPU (or recomputed) stays "
+               "on the GPU, the oldest CPU tokens are dropped; an evicted token keeps a CPU "
+               "copy only when loading beats recomputing, and an off-GPU token is loaded or "
+               "recomputed, whichever the cost model says is cheaper",
     .params = "gpu_bytes, cpu_bytes, load_ns, recompute_ns",
     .create = cache_create,
     .destroy = cache_destroy,
-    .victim_gpu = alisa_victim_gpu,
-    .victim_cpu = alisa_victim_cpu,
+    .victim_gpu = alisa_cache_victim_gpu,
+    .victim_cpu = alisa_cache_victim_cpu,
     .touch = cache_touch,
     .admit = cache_admit,
     .prefer_recompute = alisa_prefer_recompute,
+    .keep_copy = alisa_cache_keep_copy,
 };
 
 const struct placement_ops place_lru_ops = {

@@ -94,6 +94,7 @@ void place_admit(const struct placement_ops *ops, void *state, struct kv_stream 
 {
     ALISA_ASSERT(pos < s->max_len && !(s->flags[pos] & KV_EXISTS));
     if (ops->step) {
+        s->local_start = pos; /* a prompt token: no local window but itself */
         ops->step(state, s, p, NULL, 0, NULL, 0, pos, out);
         return;
     }
@@ -184,8 +185,9 @@ static uint8_t bad_flags[256];
 __attribute__((constructor)) static void fill_bad_flags(void)
 {
     for (int f = 0; f < 256; f++)
-        bad_flags[f] = ((f & KV_GONE) && (f & (KV_GPU | KV_CPU | KV_SPLIT))) ||
+        bad_flags[f] = ((f & KV_GONE) && (f & (KV_GPU | KV_CPU | KV_SPLIT | KV_VISIT))) ||
                        ((f & KV_SPLIT) && (f & (KV_GPU | KV_CPU))) || (f & KV_PIN) ||
+                       ((f & KV_VISIT) && (f & (KV_GPU | KV_SPLIT))) ||
                        ((f & ~KV_EXISTS) && !(f & KV_EXISTS));
 }
 
@@ -193,7 +195,7 @@ int kv_stream_check(const struct kv_stream *s, const struct place_params *p, uin
                     const uint32_t *attended, uint32_t n_att, struct kv_census *census,
                     struct alisa_err *e)
 {
-    uint32_t gpu = 0, cpu = 0, split = 0, cpu_only = 0, dropped = 0, gone = 0;
+    uint32_t gpu = 0, cpu = 0, split = 0, cpu_only = 0, dropped = 0, gone = 0, visits = 0;
     uint32_t n = pos + 1 < s->max_len ? pos + 1 : s->max_len;
     uint32_t missing = 0, bad = 0;
     /* Branch-free census of the produced tokens; the slow loop below runs
@@ -206,6 +208,7 @@ int kv_stream_check(const struct kv_stream *s, const struct place_params *p, uin
         cpu += (f >> 2) & 1;
         gone += (f >> 3) & 1;
         split += (f >> 5) & 1;
+        visits += (f >> 6) & 1;
         cpu_only += (f & (KV_CPU | KV_GPU)) == KV_CPU;
         dropped += (f & (KV_EXISTS | KV_GPU | KV_CPU | KV_GONE | KV_SPLIT)) == KV_EXISTS;
     }
@@ -225,16 +228,23 @@ int kv_stream_check(const struct kv_stream *s, const struct place_params *p, uin
                 return err_set(e, ALISA_EINVAL, "split token %u also has a whole copy", t);
             if (f & KV_PIN)
                 return err_set(e, ALISA_EINVAL, "token %u still pinned after the step", t);
+            if ((f & KV_VISIT) && (f & (KV_GPU | KV_SPLIT | KV_GONE)))
+                return err_set(e, ALISA_EINVAL, "visiting token %u also has a place on the GPU "
+                               "or is retired", t);
         }
         return err_set(e, ALISA_EINVAL, "invalid token flags at step %u", pos);
     }
     if (census)
         *census = (struct kv_census){gpu, cpu_only, dropped, gone, split};
-    if (gpu != s->gpu_tokens || cpu != s->cpu_tokens)
-        return err_set(e, ALISA_EINVAL, "tier counts %u/%u disagree with flags %u/%u",
-                       s->gpu_tokens, s->cpu_tokens, gpu, cpu);
+    if (gpu != s->gpu_tokens || cpu != s->cpu_tokens || visits != s->visits)
+        return err_set(e, ALISA_EINVAL, "tier counts %u/%u/%u disagree with flags %u/%u/%u",
+                       s->gpu_tokens, s->cpu_tokens, s->visits, gpu, cpu, visits);
+    if (s->inputs > dropped)
+        return err_set(e, ALISA_EINVAL, "%u kept layer inputs but %u dropped tokens", s->inputs,
+                       dropped);
     if (split == 0 && (s->gpu_bytes != (uint64_t)gpu * p->kv_bytes ||
-                       s->cpu_bytes != (uint64_t)cpu * p->kv_bytes))
+                       s->cpu_bytes != (uint64_t)cpu * p->kv_bytes +
+                                           (uint64_t)s->inputs * p->act_bytes))
         return err_set(e, ALISA_EINVAL, "tier bytes disagree with token counts");
     if (gpu > s->gpu_cap || cpu > s->cpu_cap)
         return err_set(e, ALISA_EINVAL, "tier over capacity: GPU %u/%u CPU %u/%u tokens", gpu,
@@ -245,7 +255,7 @@ int kv_stream_check(const struct kv_stream *s, const struct place_params *p, uin
                        (unsigned long long)s->cpu_bytes, (unsigned long long)p->cpu_bytes);
     for (uint32_t i = 0; i < n_att; i++) {
         uint8_t f = s->flags[attended[i]];
-        if (!(f & (KV_GPU | KV_SPLIT)) || (f & KV_GONE))
+        if (!(f & (KV_GPU | KV_SPLIT | KV_VISIT)) || (f & KV_GONE))
             return err_set(e, ALISA_EINVAL, "attended token %u is not on the GPU at step %u",
                            attended[i], pos);
     }
@@ -253,8 +263,9 @@ int kv_stream_check(const struct kv_stream *s, const struct place_params *p, uin
 }
 
 const struct placement_ops *const placement_policies[] = {
-    &place_gpu_only_ops, &place_alisa_ops, &place_lru_ops, &place_fifo_ops,
-    &place_lfu_ops,      &place_flexgen_ops, &place_belady_ops, &place_oracle_cost_ops, NULL,
+    &place_gpu_only_ops, &place_alisa_ops,   &place_alisa_cache_ops, &place_lru_ops,
+    &place_fifo_ops,     &place_lfu_ops,     &place_flexgen_ops,     &place_belady_ops,
+    &place_oracle_cost_ops, NULL,
 };
 
 const struct placement_ops *placement_find(const char *name)

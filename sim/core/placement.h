@@ -8,7 +8,8 @@
  * its layer input on the host and is recomputed on the GPU when attended.
  * Cache-like policies only choose victims (and load vs recompute); the
  * engine in placement.c moves tokens. A policy with its own step rule
- * (flexgen-static) supplies `step` instead.
+ * (flexgen-static, and alisa: the paper's three phases, place_alisa.c)
+ * supplies `step` instead.
  */
 #ifndef ALISA_PLACEMENT_H
 #define ALISA_PLACEMENT_H
@@ -24,6 +25,8 @@
 #define KV_GONE 0x08u    /* retired by selection: never attended again, memory freed */
 #define KV_PIN 0x10u     /* attended at the current step: may not be evicted */
 #define KV_SPLIT 0x20u   /* flexgen-static: a fixed share on each tier */
+#define KV_VISIT 0x40u   /* alisa: brought to the GPU for this step only (loaded from the CPU
+                            or recomputed) and not kept; its place is still the CPU or dropped */
 
 /* Where a token is, for the "exactly one place" invariant. */
 enum kv_place { KV_PLACE_NONE, KV_PLACE_GPU, KV_PLACE_CPU, KV_PLACE_DROPPED, KV_PLACE_GONE,
@@ -38,6 +41,15 @@ struct kv_future {
     const uint32_t *steps; /* (start[n_tokens]) */
 };
 
+/* The paper's schedule (ALISA.md 2; paper section V-A): from position p1
+ * on, the oldest share alpha of a stream's positions has left the GPU; from
+ * p2 on, the oldest share beta of those is deleted (its layer input kept on
+ * the host). Positions are token indices; UINT32_MAX = never. */
+struct alisa_sched {
+    double alpha, beta;
+    uint32_t p1, p2;
+};
+
 struct place_params {
     uint64_t gpu_bytes;       /* GPU tier capacity of this stream, bytes */
     uint64_t cpu_bytes;       /* CPU tier capacity of this stream, bytes */
@@ -49,6 +61,9 @@ struct place_params {
                                  largest that fits the whole sequence */
     int cpu_attention;        /* flexgen-static: attend the CPU shares on the CPU (FlexGen's
                                  CPU delegation) instead of loading them */
+    struct alisa_sched sched; /* alisa: the schedule to run, when `scheduled` */
+    int scheduled;            /* alisa: 0 = the greedy schedule of the stream's own capacities
+                                 (place_alisa_greedy) */
 };
 
 /* The state of one stream, shared by the engine and the policies. */
@@ -59,9 +74,12 @@ struct kv_stream {
     uint32_t cpu_tokens;  /* tokens with KV_CPU */
     uint32_t gpu_cap;     /* GPU capacity, whole tokens */
     uint32_t cpu_cap;     /* CPU capacity, whole tokens */
-    uint32_t local_start; /* first token of the current local window (pinned by alisa) */
-    uint64_t gpu_bytes;   /* bytes used now */
-    uint64_t cpu_bytes;
+    uint32_t local_start; /* first token of the current local window (kept on the GPU by
+                             alisa and alisa-cache) */
+    uint32_t inputs;      /* dropped tokens whose layer inputs the CPU tier holds (alisa) */
+    uint32_t visits;      /* tokens with KV_VISIT (on the GPU for this step only) */
+    uint64_t gpu_bytes;   /* bytes used now (KV_VISIT tokens are not the tier's) */
+    uint64_t cpu_bytes;   /* KV plus, with alisa, the kept layer inputs */
 };
 
 /* What one step did; the arrays are owned by the scheduler and valid until
@@ -77,7 +95,8 @@ struct place_result {
     uint64_t bytes_cpu_attend; /* KV bytes the CPU reads for that */
     uint64_t bytes_h2d;   /* KV loads + recompute inputs */
     uint64_t bytes_d2h;   /* offloads */
-    int oom;              /* the GPU tier could not hold the step's tokens */
+    int oom;              /* a tier could not hold the step's tokens */
+    int oom_cpu;          /* with oom: it was the CPU tier */
 };
 
 struct placement_ops {
@@ -85,8 +104,11 @@ struct placement_ops {
     const char *summary;
     const char *params;
     int offline;          /* needs struct kv_future (an offline bound, not a real policy) */
-    int follows_search;   /* ALISA's three phases: a shell that runs ALISA's schedule search
-                             (alisa_search.h) gives it the CPU tier the search chose */
+    int scheduled;        /* runs struct alisa_sched: a shell that knows the workload gives
+                             it the schedule ALISA's search chose (alisa_search.h) */
+    int visits;           /* serves off-GPU tokens for one step only (KV_VISIT): a shell
+                             needs a staging area of one step's attended tokens beside the
+                             GPU tier */
 
     /* Policy state for one stream; fut is non-NULL iff offline. */
     int (*create)(void **state, const struct place_params *p, uint32_t max_len,
@@ -125,8 +147,28 @@ extern const struct placement_ops *const placement_policies[];
 /* Policy by name, or NULL. Cannot fail. */
 const struct placement_ops *placement_find(const char *name);
 
-extern const struct placement_ops place_gpu_only_ops, place_alisa_ops, place_lru_ops,
-    place_fifo_ops, place_lfu_ops, place_flexgen_ops, place_belady_ops, place_oracle_cost_ops;
+extern const struct placement_ops place_gpu_only_ops, place_alisa_ops, place_alisa_cache_ops,
+    place_lru_ops, place_fifo_ops, place_lfu_ops, place_flexgen_ops, place_belady_ops,
+    place_oracle_cost_ops;
+
+/* ---- the paper's rule in whole tokens (place_alisa.c), shared with the search ---- */
+
+/* At position pos, with the local window starting at local_start: how many
+ * of the stream's oldest positions the schedule has off the GPU (n_off =
+ * min(ceil(alpha (pos + 1)), local_start) from p1 on, else 0) and how many
+ * of those are deleted (n_del = ceil(beta n_off) from p2 on, else 0).
+ * Cannot fail. */
+void place_alisa_counts(const struct alisa_sched *sc, uint32_t pos, uint32_t local_start,
+                        uint32_t *n_off, uint32_t *n_del);
+
+/* The greedy schedule of one stream (ALISA.md 3: every tier as full as it
+ * can be, as long as it can be), for max_len positions and p's capacities:
+ * p1 = the first position the GPU tier cannot hold, alpha = the smallest
+ * share that lets it hold the last; p2 and beta likewise for the CPU tier,
+ * counting a deleted token's layer input (act_bytes). beta is 1 (and the
+ * run will not fit) when deleting frees nothing (act_bytes >= kv_bytes).
+ * Cannot fail. */
+void place_alisa_greedy(const struct place_params *p, uint32_t max_len, struct alisa_sched *out);
 
 /* ---- the engine (placement.c) ---- */
 
@@ -163,7 +205,7 @@ struct kv_census {
 
 /* Checks the stream's invariants after a step at pos: every produced token
  * in exactly one place, counts and bytes match the flags, capacities held,
- * every attended token on the GPU; fills *census (may be NULL). Returns 0,
+ * every attended token on the GPU (or visiting it); fills *census (may be NULL). Returns 0,
  * or ALISA_EINVAL with the first violation in e. */
 int kv_stream_check(const struct kv_stream *s, const struct place_params *p, uint32_t pos,
                     const uint32_t *attended, uint32_t n_att, struct kv_census *census,

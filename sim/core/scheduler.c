@@ -230,6 +230,26 @@ uint32_t scheduler_stream_gpu_cap(const struct scheduler *s, uint32_t stream)
     return s->streams[stream].kv.gpu_cap;
 }
 
+/* cap plus, under a placement with visits, one step's budget, at most max_len */
+static uint32_t with_staging(const struct scheduler *s, uint32_t cap)
+{
+    uint32_t max_len = s->cfg.max_len;
+    if (!s->cfg.place->visits)
+        return cap;
+    uint32_t b = sel_budget(&s->cfg.sel_params, max_len);
+    return b < max_len - cap ? cap + b : max_len;
+}
+
+uint32_t scheduler_stream_dev_slots(const struct scheduler *s, uint32_t stream)
+{
+    return with_staging(s, s->streams[stream].kv.gpu_cap);
+}
+
+uint32_t scheduler_stream_host_slots(const struct scheduler *s, uint32_t stream)
+{
+    return with_staging(s, s->streams[stream].kv.cpu_cap);
+}
+
 uint32_t scheduler_stream_cpu_cap(const struct scheduler *s, uint32_t stream)
 {
     return s->streams[stream].kv.cpu_cap;

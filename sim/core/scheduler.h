@@ -93,6 +93,18 @@ const uint8_t *scheduler_stream_flags(const struct scheduler *s, uint32_t stream
 uint32_t scheduler_stream_gpu_cap(const struct scheduler *s, uint32_t stream);
 uint32_t scheduler_stream_cpu_cap(const struct scheduler *s, uint32_t stream);
 
+/* Device KV slots a shell needs for a stream: its GPU tier, plus, under a
+ * placement that serves off-GPU tokens for one step only (placement_ops
+ * visits: alisa), room for one step's attended tokens, at most the
+ * selection's budget at the longest context (the gather buffer the paper's
+ * kernels fill). Cannot fail. */
+uint32_t scheduler_stream_dev_slots(const struct scheduler *s, uint32_t stream);
+
+/* Host KV slots likewise: the CPU tier, plus under such a placement room
+ * for the tokens a step loads and then deletes (the copy is read before it
+ * is freed), at most the selection's budget. Cannot fail. */
+uint32_t scheduler_stream_host_slots(const struct scheduler *s, uint32_t stream);
+
 /* 1 once the stream ran out of GPU memory. Cannot fail. */
 int scheduler_stream_oom(const struct scheduler *s, uint32_t stream);
 

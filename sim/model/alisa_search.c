@@ -1,9 +1,10 @@
 /* ALISA's schedule search (contract in alisa_search.h).
  *
  * The evaluation is closed-form per step, so the grid is cheap: O(grid^4 *
- * gen_len) step evaluations. Byte counts are for the whole batch and every
- * layer. The greedy point is always a grid candidate, which is what makes
- * "grid never worse than greedy" hold.
+ * gen_len) step evaluations. Token counts are one stream's, from the rule
+ * placement `alisa` runs (place_alisa_counts); bytes and times are for the
+ * whole batch and every layer. The greedy point is always a grid
+ * candidate, so the grid's best is never worse than greedy's.
  */
 #include "alisa_search.h"
 
@@ -13,28 +14,83 @@
 
 #define GIB 1073741824.0
 
-/* Compute time of each decode step: independent of alpha, beta, p1, p2. */
-static double step_compute_ns(const struct search_workload *w, uint32_t j)
+/* One stream's capacities and token sizes, exactly as the simulator's
+ * replay splits the tiers (sim/replay.c, replay_trace). */
+static void stream_params(const struct search_workload *w, struct place_params *pp)
+{
+    const struct model_shape *m = w->model;
+    struct kv_shape k = kv_shape_of(m, w->precision);
+    double gpu_kv = w->tiers_given ? w->gpu_kv_bytes : w->hw->gpu_mem_gib * GIB - m->weight_bytes_fp16;
+    double cpu_kv = w->tiers_given ? w->cpu_kv_bytes : w->hw->host_dram_gib * GIB;
+    uint64_t split = (uint64_t)w->batch * m->n_layers, fixed = cost_kv_fixed_bytes(&k);
+    uint64_t g = gpu_kv > 0 ? (uint64_t)gpu_kv / split : 0;
+    memset(pp, 0, sizeof *pp);
+    pp->kv_bytes = cost_kv_bytes(&k);
+    pp->act_bytes = cost_act_bytes(&k);
+    pp->gpu_bytes = g > fixed ? g - fixed : 0;
+    pp->cpu_bytes = cpu_kv > 0 ? (uint64_t)cpu_kv / split : 0;
+}
+
+struct alisa_sched alisa_schedule_positions(const struct search_workload *w,
+                                            const struct alisa_schedule *s)
+{
+    if (s->at_given)
+        return s->at;
+    struct alisa_sched p = {s->alpha, s->beta, UINT32_MAX, UINT32_MAX};
+    if (s->p1 < w->gen_len)
+        p.p1 = w->prompt_len + s->p1;
+    if (s->p2 < w->gen_len)
+        p.p2 = w->prompt_len + s->p2;
+    return p;
+}
+
+/* Compute time of decode step j with `resident` tokens of each stream on
+ * the GPU. */
+static double step_compute_ns(const struct search_workload *w, uint32_t j, double resident)
 {
     uint32_t c = w->prompt_len + j + 1;
-    int sparse = w->sel.budget_tokens > 0 || w->sel.sparsity > 0;
-    return cost_step_compute_ns(w->model, w->hw, w->batch, sel_budget(&w->sel, c), c,
-                                w->precision, sparse);
+    /* SWA's gather and local-sum kernels run at any sparsity */
+    return cost_step_compute_ns(w->model, w->hw, w->batch, sel_budget(&w->sel, c), resident,
+                                w->precision, 1);
 }
 
-/* alisa_schedule_eval with the step compute times given (tc: (gen_len), or
- * NULL to compute them). */
-static int eval_with(const struct search_workload *w, const double *tc, struct alisa_schedule *s,
-                     struct alisa_err *e);
+/* The rule's counts for one stream after a position (placement alisa's
+ * alisa_move): n_off, n_del never shrink. */
+struct rule_state {
+    uint32_t off, del;
+};
 
-int alisa_schedule_eval(const struct search_workload *w, struct alisa_schedule *s,
-                        struct alisa_err *e)
+/* Advances st to position pos; returns the tokens copied to the CPU (those
+ * leaving the GPU that are not deleted at once). */
+static double rule_advance(const struct alisa_sched *sc, uint32_t pos, uint32_t local_start,
+                           struct rule_state *st)
 {
-    return eval_with(w, NULL, s, e);
+    uint32_t n_off, n_del;
+    place_alisa_counts(sc, pos, local_start, &n_off, &n_del);
+    n_off = n_off > st->off ? n_off : st->off;
+    n_del = n_del > st->del ? n_del : st->del;
+    n_del = n_del < n_off ? n_del : n_off;
+    uint32_t from = st->off > n_del ? st->off : n_del;
+    double copied = n_off > from ? n_off - from : 0;
+    st->off = n_off;
+    st->del = n_del;
+    return copied;
 }
 
-static int eval_with(const struct search_workload *w, const double *tc_cache,
-                     struct alisa_schedule *s, struct alisa_err *e)
+/* c positions fit: the GPU tier their share, the CPU its KV and the deleted
+ * tokens' inputs. */
+static int fits(const struct rule_state *st, uint32_t c, uint64_t gpu_cap,
+                const struct place_params *pp)
+{
+    return c - st->off <= gpu_cap &&
+           (double)(st->off - st->del) * pp->kv_bytes + (double)st->del * pp->act_bytes <=
+               (double)pp->cpu_bytes;
+}
+
+/* alisa_schedule_eval with the steps' compute times given when they do not
+ * depend on the GPU-resident KV (tc: (gen_len), or NULL). */
+static int eval_with(const struct search_workload *w, const double *tc, struct alisa_schedule *s,
+                     struct alisa_err *e)
 {
     if (!(s->alpha >= 0 && s->alpha <= 1 && s->beta >= 0 && s->beta <= 1) || s->p1 > s->p2 ||
         s->p2 > w->gen_len)
@@ -42,85 +98,91 @@ static int eval_with(const struct search_workload *w, const double *tc_cache,
                        "(0 <= alpha, beta <= 1, p1 <= p2 <= %u)", s->alpha, s->beta, s->p1,
                        s->p2, w->gen_len);
     const struct model_shape *m = w->model;
+    const struct hw_profile *hw = w->hw;
+    struct place_params pp;
+    stream_params(w, &pp);
+    const struct alisa_sched sc = alisa_schedule_positions(w, s);
+    const double B = w->batch, L = m->n_layers, streams = B * L;
+    const uint64_t gpu_cap = pp.gpu_bytes / pp.kv_bytes;
     struct kv_shape k = kv_shape_of(m, w->precision);
-    double per_token = (double)w->batch * m->n_layers * (double)cost_kv_bytes(&k);
-    double fixed = (double)w->batch * m->n_layers * (double)cost_kv_fixed_bytes(&k);
-    /* a deleted token keeps its layer input on the host for recomputation */
-    double act_ratio = (double)cost_act_bytes(&k) / (double)cost_kv_bytes(&k);
-    double gpu_cap = w->hw->gpu_mem_gib * GIB, cpu_cap = w->hw->host_dram_gib * GIB;
-    double weights = m->weight_bytes_fp16;
-    s->feasible = 1;
+    const double fixed_all = streams * (double)cost_kv_fixed_bytes(&k);
     s->total_ns = s->compute_ns = s->transfer_ns = s->recompute_ns = 0;
+    s->loads = s->recomputes = s->bytes_h2d = s->bytes_d2h = 0;
     s->peak_gpu_bytes = s->peak_cpu_bytes = 0;
+    s->feasible = 1;
+    /* the prompt's KV is computed on the GPU, position by position, and a
+     * phase may begin within it (before p1 the last prompt position is the
+     * fullest); its offloads are counted with step 0's */
+    struct rule_state st = {0, 0};
+    double copies = 0;
+    uint32_t from = sc.p1 < w->prompt_len || w->prompt_len == 0 ? 0 : w->prompt_len - 1;
+    for (uint32_t pos = from; pos < w->prompt_len; pos++) {
+        copies += rule_advance(&sc, pos, pos, &st);
+        if (!fits(&st, pos + 1, gpu_cap, &pp))
+            s->feasible = 0;
+    }
     for (uint32_t j = 0; j < w->gen_len; j++) {
-        double c = (double)w->prompt_len + j + 1;
-        double kv = c * per_token;
-        double on_cpu = j >= s->p1 ? s->alpha : 0;             /* share of all KV */
-        double deleted = j >= s->p2 ? on_cpu * s->beta : 0;    /* share of all KV */
-        double gpu = weights + fixed + (1 - on_cpu) * kv;
-        double cpu = (on_cpu - deleted) * kv + deleted * kv * act_ratio;
+        uint32_t pos = w->prompt_len + j, c = pos + 1;
+        uint32_t b = sel_budget(&w->sel, c), local = sel_local_share(b);
+        /* the step reads before it moves (the paper's order: load, compute,
+         * store, offload): its loads see the previous step's places */
+        const struct rule_state before = st;
+        copies += rule_advance(&sc, pos, c - local, &st);
+        if (!fits(&st, c, gpu_cap, &pp))
+            s->feasible = 0;
+        double gpu_tok = c - st.off;
+        double cpu_bytes = (double)(st.off - st.del) * pp.kv_bytes + (double)st.del * pp.act_bytes;
+        double gpu = m->weight_bytes_fp16 + fixed_all + streams * gpu_tok * pp.kv_bytes;
         if (gpu > s->peak_gpu_bytes)
             s->peak_gpu_bytes = gpu;
-        if (cpu > s->peak_cpu_bytes)
-            s->peak_cpu_bytes = cpu;
-        if (gpu > gpu_cap || cpu > cpu_cap)
-            s->feasible = 0;
-        uint32_t b = sel_budget(&w->sel, (uint32_t)c);
-        double local = sel_local_share(b), global = b - local;
-        /* the CPU holds the oldest tokens, all older than the local window */
-        double old = c - local, off_share = old > 0 ? on_cpu * c / old : 0;
-        if (off_share > 1)
-            off_share = 1;
-        double del_share = old > 0 && on_cpu > 0 ? off_share * (deleted / on_cpu) : 0;
-        double loads = global * (off_share - del_share), recomputes = global * del_share;
-        double moved = loads * per_token;
-        double copies = loads > 0 ? m->n_layers : 0;
-        if (j == s->p1 && on_cpu > 0) {
-            moved += on_cpu * kv; /* the bulk offload entering phase II */
-            copies += m->n_layers;
-        } else if (j > s->p1 && on_cpu > 0) {
-            moved += on_cpu * per_token; /* the new token's share */
-            copies += m->n_layers;
-        }
-        double tc = tc_cache ? tc_cache[j] : step_compute_ns(w, j);
-        double tm = cost_transfer_ns(w->hw, moved, copies);
-        double tr = cost_recompute_all_ns(m, w->hw, recomputes * w->batch, w->precision);
-        s->compute_ns += tc;
+        if (streams * cpu_bytes > s->peak_cpu_bytes)
+            s->peak_cpu_bytes = streams * cpu_bytes;
+        /* the global half, spread evenly over the tokens before the window */
+        double old = c - local, global = b - local < old ? b - local : old;
+        double loads = old > 0 ? global * (before.off - before.del) / old : 0;
+        double recomputes = old > 0 ? global * before.del / old : 0;
+        double h2d = B * (loads * pp.kv_bytes + recomputes * pp.act_bytes);
+        double d2h = B * copies * pp.kv_bytes;
+        copies = 0;
+        double tm = L * (cost_transfer_ns(hw, h2d, h2d > 0) + cost_transfer_ns(hw, d2h, d2h > 0));
+        double tr = L * cost_recompute_gpu_ns(m, hw, B * recomputes, w->precision);
+        s->compute_ns += tc ? tc[j] : step_compute_ns(w, j, gpu_tok);
         s->transfer_ns += tm;
         s->recompute_ns += tr;
+        s->loads += streams * loads;
+        s->recomputes += streams * recomputes;
+        s->bytes_h2d += L * h2d;
+        s->bytes_d2h += L * d2h;
     }
     s->total_ns = s->compute_ns + s->transfer_ns + s->recompute_ns;
     return 0;
+}
+
+int alisa_schedule_eval(const struct search_workload *w, struct alisa_schedule *s,
+                        struct alisa_err *e)
+{
+    return eval_with(w, NULL, s, e);
 }
 
 int alisa_search_greedy(const struct search_workload *w, struct alisa_schedule *s,
                         struct alisa_err *e)
 {
     memset(s, 0, sizeof *s);
-    const struct model_shape *m = w->model;
-    struct kv_shape k = kv_shape_of(m, w->precision);
-    double per_token = (double)w->batch * m->n_layers * (double)cost_kv_bytes(&k);
-    double fixed = (double)w->batch * m->n_layers * (double)cost_kv_fixed_bytes(&k);
-    double gpu_room = w->hw->gpu_mem_gib * GIB - m->weight_bytes_fp16 - fixed;
-    double cpu_room = w->hw->host_dram_gib * GIB;
-    double kv_last = ((double)w->prompt_len + w->gen_len) * per_token;
+    struct place_params pp;
+    stream_params(w, &pp);
+    struct alisa_sched g;
+    place_alisa_greedy(&pp, w->prompt_len + w->gen_len, &g);
+    s->at_given = 1;
+    s->at = g;
+    s->alpha = g.alpha;
+    s->beta = g.beta;
     s->p1 = s->p2 = w->gen_len;
-    for (uint32_t j = 0; j < w->gen_len; j++)
-        if (((double)w->prompt_len + j + 1) * per_token > gpu_room) {
-            s->p1 = j;
-            break;
-        }
-    if (s->p1 < w->gen_len) {
-        s->alpha = gpu_room > 0 ? 1 - gpu_room / kv_last : 1;
-        for (uint32_t j = s->p1; j < w->gen_len; j++)
-            if (s->alpha * ((double)w->prompt_len + j + 1) * per_token > cpu_room) {
-                s->p2 = j;
-                break;
-            }
-        if (s->p2 < w->gen_len)
-            s->beta = 1 - cpu_room / (s->alpha * kv_last);
-    }
-    /* a bulk offload at p1 must already fit the GPU at p1 with this alpha */
+    if (g.p1 != UINT32_MAX)
+        s->p1 = g.p1 > w->prompt_len ? g.p1 - w->prompt_len : 0;
+    if (g.p2 != UINT32_MAX)
+        s->p2 = g.p2 > w->prompt_len ? g.p2 - w->prompt_len : 0;
+    if (s->p2 < s->p1)
+        s->p2 = s->p1;
     int rc = alisa_schedule_eval(w, s, e);
     s->evaluated = 1;
     return rc;
@@ -137,11 +199,15 @@ int alisa_search_grid(const struct search_workload *w, uint32_t grid, struct ali
         return rc;
     struct alisa_schedule best = greedy;
     uint64_t evaluated = 1;
-    double *tc = malloc((size_t)w->gen_len * sizeof *tc);
-    if (!tc)
-        return err_set(e, ALISA_ENOMEM, "out of memory for %u step costs", w->gen_len);
-    for (uint32_t j = 0; j < w->gen_len; j++)
-        tc[j] = step_compute_ns(w, j);
+    /* a profile without a sparse attention table prices compute by the
+     * attended tokens alone: the same for every schedule */
+    double *tc = NULL;
+    if (!w->hw->attn_sparse_by_kv.n) {
+        if (!(tc = malloc((size_t)w->gen_len * sizeof *tc)))
+            return err_set(e, ALISA_ENOMEM, "out of memory for %u step costs", w->gen_len);
+        for (uint32_t j = 0; j < w->gen_len; j++)
+            tc[j] = step_compute_ns(w, j, w->prompt_len + j + 1);
+    }
     /* candidate values: the grid plus the greedy point */
     double shares[1026];
     uint32_t steps[1026];

@@ -1,18 +1,27 @@
-/* ALISA's offline choice of alpha, beta, p1, p2 (ALISA.md sections 2-3): an
- * analytical three-phase schedule, its modelled time, and two searches, the
+/* ALISA's offline choice of alpha, beta, p1, p2 (ALISA.md sections 2-3): the
+ * paper's three-phase schedule priced analytically, and two searches, the
  * paper's greedy rule and an exhaustive grid, so they can be compared.
  *
- * Schedule over decode steps j = 0..gen_len-1 (context c_j = prompt + j + 1):
+ * The schedule is the one placement `alisa` runs (placement.h, struct
+ * alisa_sched), counted the same way in whole tokens per (sequence, layer)
+ * stream with the simulator's per-stream capacities, so a schedule the
+ * search calls feasible never runs out of memory in `alisa sim`. Over
+ * decode steps j = 0..gen_len-1 (position P + j, context c_j = P + j + 1):
  *  - j < p1 (phase I): all KV on the GPU;
- *  - p1 <= j < p2 (phase II): a share alpha of the KV on the CPU (the oldest
- *    tokens; the local window stays on the GPU), offloaded in bulk at p1
- *    and one new token's share per step after;
- *  - j >= p2 (phase III): a share beta of the CPU part deleted.
- * Each step attends sel_budget(c_j) tokens; of its global half, the share
- * living on the CPU is loaded and the share deleted is recomputed.
- * T_j = compute + transfer + recompute (costmodel.h). Feasible when the GPU
- * holds the weights plus its KV share and the CPU its share, plus the layer
- * inputs of deleted tokens, at every step.
+ *  - p1 <= j (phase II): the oldest ceil(alpha c_j) positions, at most those
+ *    before the local window, on the CPU: a bulk offload at p1, then each
+ *    step's new share;
+ *  - p2 <= j (phase III): the oldest ceil(beta n_off) of those deleted, their
+ *    layer inputs kept on the host.
+ * Each step attends sel_budget(c_j) tokens; the SWA global half of them is
+ * spread over the tokens before the window, so in expectation the share of
+ * it on the CPU is loaded and the share deleted is recomputed, for the step
+ * only. Per layer the step pays what the simulator prices for a layer with
+ * those moves and no overlap: compute (costmodel.h), the loads and
+ * recompute inputs over the link, the recompute on the GPU, the offloads.
+ * T_j sums them (the paper's Tc + Tm + Tr). Feasible when, at every
+ * position, the GPU tier holds its tokens and the CPU tier its tokens plus
+ * the deleted tokens' inputs.
  */
 #ifndef ALISA_ALISA_SEARCH_H
 #define ALISA_ALISA_SEARCH_H
@@ -21,6 +30,7 @@
 
 #include "catalog.h"
 #include "costmodel.h"
+#include "placement.h"
 #include "selection.h"
 
 struct search_workload {
@@ -31,12 +41,21 @@ struct search_workload {
     uint32_t gen_len;        /* decode steps */
     struct sel_params sel;   /* the selection budget (SWA) */
     enum kv_precision precision;
+    int tiers_given;         /* 1: the tiers' KV bytes below (the simulator's); 0: the
+                                profile's GPU memory minus the weights, and its host DRAM */
+    double gpu_kv_bytes, cpu_kv_bytes; /* the whole batch's, split evenly over its streams */
 };
 
 struct alisa_schedule {
     double alpha;            /* share of KV on the CPU from p1, [0, 1] */
     double beta;             /* share of the CPU part deleted from p2, [0, 1] */
-    uint32_t p1, p2;         /* decode steps; p1 <= p2 <= gen_len (gen_len: never) */
+    uint32_t p1, p2;         /* decode steps; p1 <= p2 <= gen_len (gen_len: never); 0 also
+                                stands for a phase that begins within the prompt */
+    int at_given;            /* 1: `at` is the schedule (the greedy rule's, which may begin
+                                within the prompt); 0: it follows from p1, p2 */
+    struct alisa_sched at;   /* in positions, as placement alisa runs it */
+    double loads, recomputes; /* tokens, whole batch and every layer, expected */
+    double bytes_h2d, bytes_d2h;
     int feasible;            /* fits both tiers at every step */
     double total_ns;         /* sum of T_j */
     double compute_ns, transfer_ns, recompute_ns;
@@ -50,10 +69,11 @@ struct alisa_schedule {
 int alisa_schedule_eval(const struct search_workload *w, struct alisa_schedule *s,
                         struct alisa_err *e);
 
-/* The greedy rule: every tier as full as it can be, as long as it can be.
- * p1 = the first step whose KV no longer fits the GPU, alpha = the smallest
- * share that makes the last step fit; p2 and beta likewise for the CPU.
- * Infeasible (s->feasible 0) when even then nothing fits. */
+/* The greedy rule: every tier as full as it can be, as long as it can be
+ * (place_alisa_greedy on one stream's capacities): p1 = the first step
+ * whose KV no longer fits the GPU, alpha = the smallest share that makes
+ * the last step fit; p2 and beta likewise for the CPU. Infeasible
+ * (s->feasible 0) when even then nothing fits. */
 int alisa_search_greedy(const struct search_workload *w, struct alisa_schedule *s,
                         struct alisa_err *e);
 
@@ -62,5 +82,11 @@ int alisa_search_greedy(const struct search_workload *w, struct alisa_schedule *
  * least modelled time (never worse than greedy's). grid >= 1. */
 int alisa_search_grid(const struct search_workload *w, uint32_t grid, struct alisa_schedule *s,
                       struct alisa_err *e);
+
+/* The schedule in positions, as placement `alisa` takes it: s->at when
+ * given, else step j is position prompt_len + j and gen_len (never) is
+ * UINT32_MAX. Cannot fail. */
+struct alisa_sched alisa_schedule_positions(const struct search_workload *w,
+                                            const struct alisa_schedule *s);
 
 #endif
