@@ -252,11 +252,12 @@ int cmd_sim(int argc, char **argv)
         if (r.scheduled) {
             const struct alisa_schedule *q = &r.schedule;
             json_object_set_new(root, "schedule", json_pack(
-                "{s:f, s:f, s:i, s:i, s:s, s:b, s:f, s:f, s:f, s:f}", "alpha", q->alpha, "beta",
-                q->beta, "p1", q->p1, "p2", q->p2, "source", cfg.schedule_given ? "given" :
+                "{s:f, s:f, s:i, s:i, s:s, s:b, s:f, s:f, s:f, s:f, s:f, s:f}", "alpha", q->alpha,
+                "beta", q->beta, "p1", q->p1, "p2", q->p2, "source", cfg.schedule_given ? "given" :
                 cfg.search_grid ? "grid" : "greedy", "feasible", q->feasible, "search_decode_s",
                 q->total_ns * 1e-9, "search_transfer_s", q->transfer_ns * 1e-9,
-                "search_recompute_s", q->recompute_ns * 1e-9, "search_loads", q->loads));
+                "search_recompute_s", q->recompute_ns * 1e-9, "search_loads", q->loads,
+                "search_recomputes", q->recomputes, "search_bytes_h2d", q->bytes_h2d));
         }
         json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
         printf("\n");
