@@ -320,6 +320,7 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
     struct place_params *pp = &sc.place_params;
     pp->kv_bytes = cost_kv_bytes(&ks);
     pp->act_bytes = cost_act_bytes(&ks);
+    pp->input_bytes = cfg->inputs_outside ? 0 : pp->act_bytes;
     uint64_t split = cfg->capacity_streams ? cfg->capacity_streams : n_streams;
     uint64_t g = cfg->gpu_kv_bytes / split, c = cfg->cpu_kv_bytes / split;
     pp->gpu_bytes = g > fixed ? g - fixed : 0; /* INT8 scales live on the GPU */

@@ -32,6 +32,8 @@ struct replay_config {
                                    (the simulator passes batch x model layers) */
     uint32_t positions;         /* replay only query positions below this; 0 = all */
     int cpu_attention;          /* flexgen-static: attend CPU shares on the CPU */
+    int inputs_outside;         /* dropped tokens' layer inputs are kept outside the CPU tier
+                                   (the executor's kvstore); 0: they take its bytes */
     const struct alisa_sched *sched; /* placement alisa: the schedule (positions); NULL = the
                                    greedy schedule of each stream's capacities */
     const struct trace_gen_params *extend; /* when non-NULL, sequences shorter than

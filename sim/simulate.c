@@ -100,7 +100,7 @@ const struct sim_system sim_systems[] = {
      .summary = "alisa's executor as it runs: the selection and placement given (default dense, "
                 "gpu-only), no schedule search, no CPU attention; with a serial profile (alisa "
                 "calibrate) every task runs on one processor. What alisa validate simulates",
-     .selection = "dense", .placement = "gpu-only", .gpu_fraction = -1},
+     .selection = "dense", .placement = "gpu-only", .gpu_fraction = -1, .inputs_outside = 1},
     {.name = NULL},
 };
 
@@ -557,7 +557,8 @@ static int run_search(struct run *u, struct alisa_err *e)
     if (!cfg->place->scheduled)
         return 0;
     struct search_workload w = {u->m, cfg->hw, u->B, cfg->prompt_len, u->N, cfg->sel_params,
-                                cfg->precision, 1, u->gpu_kv, u->cpu_kv};
+                                cfg->precision, 1, u->gpu_kv, u->cpu_kv,
+                                cfg->system->inputs_outside};
     struct alisa_schedule *s = &u->r->schedule;
     int rc;
     if (cfg->schedule_given) {
@@ -649,6 +650,7 @@ static int run_replay(struct run *u, struct alisa_err *e)
                                  .shape = &u->ks, .capacity_streams = (uint64_t)u->B * u->Lm,
                                  .positions = cfg->prompt_len + u->N,
                                  .cpu_attention = cfg->system->cpu_attention,
+                                 .inputs_outside = cfg->system->inputs_outside,
                                  .extend = extend ? &ext : NULL,
                                  .sched = u->r->scheduled ? &u->alisa : NULL};
     if ((rc = replay_trace(cfg->trace, &rcfg, &u->tot, collect_plan, &u->c, e)))

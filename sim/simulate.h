@@ -62,6 +62,8 @@ struct sim_system {
                                   activations); 0 = the whole memory minus the weights */
     uint32_t profile_seqs;     /* vLLM: sequences of that profiling run (max_num_seqs) */
     int cpu_attention;         /* FlexGen: attention over CPU-resident KV runs on the CPU */
+    int inputs_outside;        /* the executor: dropped tokens' layer inputs are kept beside
+                                  the host KV arena, not in it */
     int no_prefetch;           /* a layer's copies start only when the previous layer's
                                   compute has ended (Accelerate's hooks; DeepSpeed as FlexGen's
                                   benchmark runs it); 0: they overlap it (FlexGen's loop) */

@@ -1,6 +1,7 @@
 /* Placement engine and policies on scripted access sequences whose moves
  * (loads, recomputes, offloads, drops, misses) were worked out by hand.
- * kv_bytes = act_bytes = 1, so byte counts equal token counts. */
+ * kv_bytes = act_bytes = 1, so byte counts equal token counts, and kept
+ * layer inputs take no room (input_bytes 0) unless a test says so. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -50,7 +51,7 @@ struct step_case {
     uint32_t att[MAXT];
     uint32_t load[MAXT], recompute[MAXT], offload[MAXT], drop[MAXT];
     uint32_t misses;
-    int oom;
+    int oom; /* 1: the GPU tier, 2: the CPU tier */
 };
 
 static uint32_t list_len(const uint32_t *l)
@@ -82,7 +83,8 @@ static void run_steps(struct fixture *f, const struct step_case *steps, size_t n
         uint32_t n_att = list_len(c->att);
         place_step(f->ops, f->st, &f->s, &f->p, c->att, n_att, NULL, 0, c->local_start, c->pos,
                    &r);
-        assert_int_equal(r.oom, c->oom);
+        assert_int_equal(r.oom, c->oom != 0);
+        assert_int_equal(r.oom_cpu, c->oom == 2);
         if (c->oom)
             return;
         expect_list("load", c->pos, r.load, r.n_load, c->load);
@@ -90,8 +92,8 @@ static void run_steps(struct fixture *f, const struct step_case *steps, size_t n
         expect_list("offload", c->pos, r.offload, r.n_offload, c->offload);
         expect_list("drop", c->pos, r.drop, r.n_drop, c->drop);
         assert_int_equal(r.gpu_misses, c->misses);
-        assert_int_equal(r.bytes_h2d, r.n_load + r.n_recompute);
-        assert_int_equal(r.bytes_d2h, r.n_offload);
+        assert_int_equal(r.bytes_h2d, r.n_load * f->p.kv_bytes + r.n_recompute * f->p.act_bytes);
+        assert_int_equal(r.bytes_d2h, r.n_offload * f->p.kv_bytes);
         struct alisa_err e = {{0}};
         if (kv_stream_check(&f->s, &f->p, c->pos, c->att, n_att, NULL, &e))
             fail_msg("pos %u: %s", c->pos, e.msg);
@@ -191,6 +193,56 @@ static void test_gpu_only_runs_out_of_memory_instead_of_evicting(void **state)
     fx_deinit(&f);
 }
 
+/* A dropped token's layer input stays in the CPU tier until it is retired.
+ * LRU with K and V of 2 bytes, an input of 1 byte, GPU 3 tokens, CPU 5
+ * bytes (ties go to the lowest id). Worked by hand:
+ * pos3 {0,3}: GPU {0,1,2} full; LRU of {1 (2), 2 (2)}: 1 -> CPU (2 bytes).
+ * pos4 {1,4}: 1 misses; victim among {0 (3), 2 (2), 3 (3)}: 2 -> CPU (4);
+ *   load 1; admit 4: victim 0; CPU 4 + 2 > 5: delete 2's copy (not on the
+ *   GPU: dropped, input kept: 2 + 1 = 3); 0 -> CPU (5).
+ * pos5 {2,5}: 2 dropped, misses; victim among {1 (4), 3 (3), 4 (4)}: 3; CPU
+ *   5 + 2 > 5: delete 0 (dropped: 2 + 2 inputs = 4), still 6 > 5: delete
+ *   1's copy (on the GPU: nothing dropped; 2); 3 -> CPU (4); recompute 2;
+ *   admit 5: victim 1 (4, tie with 4); CPU 6 > 5: delete 3 (dropped: 3
+ *   inputs); 1 -> CPU (5).
+ * pos6 {6}: victim 4 (4); CPU full: delete 1 (dropped: 4 inputs = 4); no
+ *   CPU token left, so 4 is dropped, its input taking the last byte (5).
+ * pos7 {7}: victim 2 (5, tie with 5): no CPU room, but its input is
+ *   already kept (dropped before): dropped with no new room.
+ * pos8 {8}: victim 5: no room for a copy or for its input: out of memory on
+ *   the CPU tier. */
+static void test_dropped_tokens_keep_their_inputs_in_the_cpu_tier(void **state)
+{
+    (void)state;
+    const struct step_case steps[] = {
+        {0, 0, L(0), E, E, E, E, 0, 0},
+        {1, 0, L(0, 1), E, E, E, E, 0, 0},
+        {2, 0, L(1, 2), E, E, E, E, 0, 0},
+        {3, 0, L(0, 3), E, E, L(1), E, 0, 0},
+        {4, 0, L(1, 4), L(1), E, L(2, 0), L(2), 1, 0},
+        {5, 0, L(2, 5), E, L(2), L(3, 1), L(0, 3), 1, 0},
+        {6, 0, L(6), E, E, E, L(1, 4), 0, 0},
+        {7, 0, L(7), E, E, E, L(2), 0, 0},
+        {8, 0, L(8), E, E, E, E, 0, 2},
+    };
+    struct fixture f;
+    fx_init(&f, &place_lru_ops, 6, 5, NULL);
+    f.p.kv_bytes = 2;
+    f.p.input_bytes = 1;
+    struct alisa_err e = {{0}};
+    kv_stream_deinit(&f.s);
+    assert_int_equal(kv_stream_init(&f.s, &f.p, MAXT, &e), 0);
+    assert_int_equal(f.s.gpu_cap, 3);
+    run_steps(&f, steps, 8);
+    struct kv_census c;
+    assert_int_equal(kv_stream_check(&f.s, &f.p, 7, steps[7].att, 1, &c, &e), 0);
+    assert_int_equal(f.s.inputs, 5);  /* 0, 1, 2, 3, 4 */
+    assert_int_equal(f.s.cpu_bytes, 5);
+    assert_int_equal(c.dropped, 5);
+    run_steps(&f, steps + 8, 1);
+    fx_deinit(&f);
+}
+
 static void test_alisa_cache_keeps_the_window_and_copies_only_what_it_will_load(void **state)
 {
     (void)state;
@@ -265,6 +317,7 @@ static void test_alisa_runs_the_papers_three_phases_by_age(void **state)
     };
     struct fixture f;
     fx_init(&f, &place_alisa_ops, 8, 8, NULL);
+    f.p.input_bytes = 1; /* a deleted token's input takes a byte of the CPU tier */
     f.p.sched = (struct alisa_sched){0.5, 0.5, 4, 6};
     f.p.scheduled = 1;
     place_alisa_ops.destroy(f.st);
@@ -291,13 +344,14 @@ static void test_alisa_runs_the_papers_three_phases_by_age(void **state)
  * of 2 bytes pass 7 bytes at n_off = 4, first at pos 4 (ceil(65/16) = 5 > 3
  * holds from pos 3: ceil(52/16) = 4 > 3.5): p2 = 3. At the last position
  * n_off = 13: 26 bytes, 19 over, each deletion saves 1: 19 deleted, more
- * than 13, so beta = 1; with a layer input of 2 bytes deleting saves nothing:
- * beta = 1 as well. A stream that fits: never. And the counts cap at the
- * window start. */
+ * than 13, so beta = 1. A CPU of 20 bytes and an input of 2 bytes (deleting
+ * saves nothing): beta = 1; of 0 bytes: 3 deletions. A stream that fits:
+ * never. And the counts cap at the window start. */
 static void test_alisa_greedy_schedule_of_a_stream(void **state)
 {
     (void)state;
-    struct place_params p = {.gpu_bytes = 6, .cpu_bytes = 7, .kv_bytes = 2, .act_bytes = 1};
+    struct place_params p = {.gpu_bytes = 6, .cpu_bytes = 7, .kv_bytes = 2, .act_bytes = 1,
+                             .input_bytes = 1};
     struct alisa_sched g;
     place_alisa_greedy(&p, 16, &g);
     assert_int_equal(g.p1, 3);
@@ -321,6 +375,12 @@ static void test_alisa_greedy_schedule_of_a_stream(void **state)
     assert_int_equal(del, 5);
     place_alisa_counts(&g, 2, 2, &off, &del); /* before p1 */
     assert_int_equal(off, 0);
+    p.input_bytes = 2; /* deleting saves nothing */
+    place_alisa_greedy(&p, 16, &g);
+    assert_true(g.beta == 1.0);
+    p.input_bytes = 0; /* inputs kept outside the tier: 6 over, 2 saved each, 3 of 13 */
+    place_alisa_greedy(&p, 16, &g);
+    assert_true(g.beta == 3.0 / 13);
     p.gpu_bytes = 32;
     place_alisa_greedy(&p, 16, &g);
     assert_int_equal(g.p1, UINT32_MAX);
@@ -354,6 +414,7 @@ static void test_alisa_schedule_that_does_not_fit_runs_out_of_memory(void **stat
     run_steps(&f, gpu_full, 6);
     fx_deinit(&f);
     fx_init(&f, &place_alisa_ops, 8, 1, NULL);
+    f.p.input_bytes = 1;
     f.p.sched = (struct alisa_sched){1, 0, 2, UINT32_MAX};
     f.p.scheduled = 1;
     place_alisa_ops.destroy(f.st);
@@ -521,6 +582,7 @@ int main(void)
         cmocka_unit_test(test_fifo_evicts_by_gpu_arrival_not_by_use),
         cmocka_unit_test(test_lfu_evicts_the_least_used_where_lru_would_not),
         cmocka_unit_test(test_gpu_only_runs_out_of_memory_instead_of_evicting),
+        cmocka_unit_test(test_dropped_tokens_keep_their_inputs_in_the_cpu_tier),
         cmocka_unit_test(test_alisa_cache_keeps_the_window_and_copies_only_what_it_will_load),
         cmocka_unit_test(test_alisa_runs_the_papers_three_phases_by_age),
         cmocka_unit_test(test_alisa_greedy_schedule_of_a_stream),

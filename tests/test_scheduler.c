@@ -235,13 +235,15 @@ static void test_decision_log_is_deterministic(void **state)
     struct env *v = *state;
     uLong h1 = crc32(0L, Z_NULL, 0), h2 = h1, h3 = h1;
     struct replay_totals t;
-    replay(v->paths[1], &sel_swa_ops, 0.8, &place_alisa_ops, 20, 8, &t, hash_plan, &h1);
+    replay(v->paths[1], &sel_swa_ops, 0.8, &place_alisa_ops, 20, 40, &t, hash_plan, &h1);
+    assert_false(t.oom);
     replay_totals_free(&t);
-    replay(v->paths[1], &sel_swa_ops, 0.8, &place_alisa_ops, 20, 8, &t, hash_plan, &h2);
+    replay(v->paths[1], &sel_swa_ops, 0.8, &place_alisa_ops, 20, 40, &t, hash_plan, &h2);
     replay_totals_free(&t);
     assert_int_equal(h1, h2);
     /* and a different configuration gives a different log */
-    replay(v->paths[1], &sel_swa_ops, 0.8, &place_lru_ops, 20, 8, &t, hash_plan, &h3);
+    replay(v->paths[1], &sel_swa_ops, 0.8, &place_lru_ops, 20, 40, &t, hash_plan, &h3);
+    assert_false(t.oom);
     replay_totals_free(&t);
     assert_int_not_equal(h1, h3);
 }

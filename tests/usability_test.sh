@@ -148,10 +148,10 @@ if [ $have_models -eq 1 ]; then
     [ "$tiered" = "$(cat out)" ] && ok || bad "placement changed the text"
     run "$alisa" run --model stories260K --prompt "Once upon a time" -n 200 --selection swa \
         --sparsity 0.5 --placement alisa --gpu-kv-bytes 40KiB --cpu-kv-bytes 40KiB
-    failure "schedule puts there (raise --cpu-kv-bytes" "arenas too small for the schedule name the options"
+    failure "tokens this step attends (raise --gpu-kv-bytes" "a full device arena names the options"
     run "$alisa" run --model stories260K --prompt "Once upon a time" -n 200 --selection swa \
         --sparsity 0.5 --placement alisa-cache --gpu-kv-bytes 40KiB --cpu-kv-bytes 40KiB
-    failure "tokens this step attends (raise --gpu-kv-bytes" "a full device arena names the options"
+    failure "tokens this step attends (raise --gpu-kv-bytes" "a full device arena names the options (alisa-cache)"
     run "$alisa" run --model stories260K --prompt hi -n 2000000000
     usage "-n 2000000000 after a 3-token prompt: 2000000003 tokens, over stories260K.bin's context of 512" "run -n bounded by the context"
     run "$alisa" run --model stories260K --prompt hi -n 8 --batch 100000000

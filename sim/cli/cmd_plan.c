@@ -43,6 +43,7 @@ void cmd_plan_usage(FILE *out)
             "  --kv-int8             INT8 KV (1 byte per value plus per-channel scale and zero\n"
             "                        point) instead of FP16\n"
             "  --kv-fp32             FP32 KV and layer inputs, as the CPU executor stores them\n"
+            "                        (its layer inputs outside the host KV arena)\n"
             "                        (to replay an executor run's decisions exactly)\n"
             "  --hardware NAME       hardware profile pricing load vs recompute (default\n"
             "                        H100-80GB; see alisa catalog hardware)\n"
@@ -200,7 +201,7 @@ int cmd_plan(int argc, char **argv)
         case O_CATALOG: dir = optarg; break;
         case O_PROFILE: profile = optarg; break;
         case O_INT8: cfg.precision = KV_INT8; break;
-        case O_FP32: cfg.precision = KV_FP32; break;
+        case O_FP32: cfg.precision = KV_FP32; cfg.inputs_outside = 1; break;
         case O_JSON: json = 1; break;
         case O_SPARSITY: bad = cli_parse_double(opt, optarg, &cfg.sel_params.sparsity, &e); break;
         case O_BUDGET: bad = cli_parse_u32(opt, optarg, &cfg.sel_params.budget_tokens, &e); break;

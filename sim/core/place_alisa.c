@@ -6,7 +6,7 @@
  * deleted (place_alisa_counts); neither count ever shrinks. A token leaving
  * the GPU is copied to the CPU, or, when it is deleted at once, not copied
  * at all; a deleted token's KV is freed and its layer input kept on the host
- * (act_bytes of the CPU tier). An attended token off the GPU is brought for
+ * (input_bytes of the CPU tier, KV_INPUT). An attended token off the GPU is brought for
  * this step only (KV_VISIT): loaded when on the CPU, recomputed when
  * deleted; it is not kept. The local window never leaves. Order within a
  * step: serve the attended tokens from where they are (the transfers happen
@@ -63,11 +63,11 @@ void place_alisa_greedy(const struct place_params *p, uint32_t max_len, struct a
         return;
     /* at the last position, (off - del) kv + del act <= cpu_bytes */
     uint64_t off = ceil_tokens(out->alpha * max_len);
-    if (p->act_bytes >= p->kv_bytes || off == 0) {
+    if (p->input_bytes >= p->kv_bytes || off == 0) {
         out->beta = 1;
         return;
     }
-    uint64_t over = off * p->kv_bytes - p->cpu_bytes, saved = p->kv_bytes - p->act_bytes;
+    uint64_t over = off * p->kv_bytes - p->cpu_bytes, saved = p->kv_bytes - p->input_bytes;
     uint64_t del = (over + saved - 1) / saved;
     out->beta = del >= off ? 1.0 : (double)del / (double)off;
 }
@@ -116,15 +116,6 @@ static int alisa_create(void **state, const struct place_params *p, uint32_t max
     return 0;
 }
 
-static int cpu_fits(const struct kv_stream *s, const struct place_params *p)
-{
-    return s->cpu_bytes <= p->cpu_bytes;
-}
-
-static void set_cpu_bytes(struct kv_stream *s, const struct place_params *p)
-{
-    s->cpu_bytes = (uint64_t)s->cpu_tokens * p->kv_bytes + (uint64_t)s->inputs * p->act_bytes;
-}
 
 /* Moves the oldest positions until n_off are off the GPU and n_del deleted.
  * Returns -1 when the CPU tier cannot hold what it must. */
@@ -144,7 +135,7 @@ static int alisa_move(struct alisa_state *a, struct kv_stream *s, const struct p
             continue; /* retired */
         s->flags[t] &= (uint8_t)~KV_CPU;
         s->cpu_tokens--;
-        s->inputs++;
+        kv_stream_keep_input(s, p, t);
         out->drop[out->n_drop++] = t;
     }
     for (uint32_t t = a->off; t < n_off; t++) {
@@ -157,7 +148,7 @@ static int alisa_move(struct alisa_state *a, struct kv_stream *s, const struct p
             a->visit[a->n_visit++] = t;
         }
         if (t < n_del) { /* deleted as it leaves: no copy */
-            s->inputs++;
+            kv_stream_keep_input(s, p, t);
             out->drop[out->n_drop++] = t;
         } else {
             s->flags[t] |= KV_CPU;
@@ -169,8 +160,8 @@ static int alisa_move(struct alisa_state *a, struct kv_stream *s, const struct p
     a->off = n_off;
     a->del = n_del;
     s->gpu_bytes = (uint64_t)s->gpu_tokens * p->kv_bytes;
-    set_cpu_bytes(s, p);
-    return cpu_fits(s, p) ? 0 : -1;
+    kv_stream_cpu_bytes(s, p);
+    return s->cpu_bytes <= p->cpu_bytes ? 0 : -1;
 }
 
 static void alisa_step(void *state, struct kv_stream *s, const struct place_params *p,
@@ -190,12 +181,12 @@ static void alisa_step(void *state, struct kv_stream *s, const struct place_para
             s->gpu_tokens--;
         else if (f & KV_CPU)
             s->cpu_tokens--;
-        else
+        if (f & KV_INPUT)
             s->inputs--; /* deleted: its kept input goes too */
         s->flags[t] = KV_EXISTS | KV_GONE;
     }
     s->gpu_bytes = (uint64_t)s->gpu_tokens * p->kv_bytes;
-    set_cpu_bytes(s, p);
+    kv_stream_cpu_bytes(s, p);
     for (uint32_t i = 0; i < n_att; i++) {
         uint32_t t = attended[i];
         uint8_t f = s->flags[t];

@@ -2,9 +2,10 @@
  * "dropped" as a policy's victim choices dictate, and records what moved.
  *
  * Eviction cascades: a GPU victim without a CPU copy is offloaded, which may
- * first need a CPU victim deleted; with no CPU tier (or no CPU victim) it is
- * dropped. Attended tokens are pinned for the step, so a victim is never a
- * token the step needs. Owns no policy logic.
+ * first need CPU victims deleted; with no CPU tier (or no CPU victim) it is
+ * dropped, which needs room for its layer input, made the same way. Attended
+ * tokens are pinned for the step, so a victim is never a token the step
+ * needs. Owns no policy logic.
  */
 #include "placement.h"
 
@@ -41,26 +42,45 @@ static void set_gpu(struct kv_stream *s, const struct place_params *p, uint32_t 
     s->gpu_bytes = (uint64_t)s->gpu_tokens * p->kv_bytes;
 }
 
+void kv_stream_cpu_bytes(struct kv_stream *s, const struct place_params *p)
+{
+    s->cpu_bytes = (uint64_t)s->cpu_tokens * p->kv_bytes + (uint64_t)s->inputs * p->input_bytes;
+}
+
+void kv_stream_keep_input(struct kv_stream *s, const struct place_params *p, uint32_t t)
+{
+    if (s->flags[t] & KV_INPUT)
+        return;
+    s->flags[t] |= KV_INPUT;
+    s->inputs++;
+    kv_stream_cpu_bytes(s, p);
+}
+
 static void set_cpu(struct kv_stream *s, const struct place_params *p, uint32_t t, int on)
 {
     ALISA_ASSERT(((s->flags[t] & KV_CPU) != 0) != on);
     s->flags[t] ^= KV_CPU;
     s->cpu_tokens += on ? 1 : -1;
-    s->cpu_bytes = (uint64_t)s->cpu_tokens * p->kv_bytes;
+    kv_stream_cpu_bytes(s, p);
 }
 
-/* Frees one CPU slot. Returns -1 when the policy names no victim. */
+/* Makes room for `need` more bytes in the CPU tier, deleting CPU copies as
+ * the policy names them (a copy whose token is not on the GPU leaves it
+ * dropped, its input kept). Returns -1 when the policy names no victim. */
 static int cpu_room(const struct placement_ops *ops, void *st, struct kv_stream *s,
-                    const struct place_params *p, uint32_t now, struct place_result *out)
+                    const struct place_params *p, uint64_t need, uint32_t now,
+                    struct place_result *out)
 {
-    while (s->cpu_tokens >= s->cpu_cap) {
-        uint32_t v = ops->victim_cpu ? ops->victim_cpu(st, s, now) : UINT32_MAX;
+    while (s->cpu_bytes + need > p->cpu_bytes) {
+        uint32_t v = ops->victim_cpu && s->cpu_tokens ? ops->victim_cpu(st, s, now) : UINT32_MAX;
         if (v == UINT32_MAX)
             return -1;
         ALISA_ASSERT(v < s->max_len && (s->flags[v] & KV_CPU) && !(s->flags[v] & KV_PIN));
         set_cpu(s, p, v, 0);
-        if (!(s->flags[v] & KV_GPU))
+        if (!(s->flags[v] & KV_GPU)) {
             out->drop[out->n_drop++] = v;
+            kv_stream_keep_input(s, p, v);
+        }
     }
     return 0;
 }
@@ -76,12 +96,17 @@ static int gpu_room(const struct placement_ops *ops, void *st, struct kv_stream 
         ALISA_ASSERT(v < s->max_len && (s->flags[v] & KV_GPU) && !(s->flags[v] & KV_PIN));
         if (!(s->flags[v] & KV_CPU)) {
             int keep = !ops->keep_copy || ops->keep_copy(st, v, now);
-            if (keep && s->cpu_cap > 0 && cpu_room(ops, st, s, p, now, out) == 0) {
+            if (keep && s->cpu_cap > 0 && cpu_room(ops, st, s, p, p->kv_bytes, now, out) == 0) {
                 set_cpu(s, p, v, 1);
                 out->bytes_d2h += p->kv_bytes;
                 out->offload[out->n_offload++] = v;
-            } else {
+            } else if ((s->flags[v] & KV_INPUT) ||
+                       cpu_room(ops, st, s, p, p->input_bytes, now, out) == 0) {
                 out->drop[out->n_drop++] = v;
+                kv_stream_keep_input(s, p, v);
+            } else { /* no host room even for its layer input */
+                out->oom_cpu = 1;
+                return -1;
             }
         }
         set_gpu(s, p, v, 0);
@@ -127,6 +152,11 @@ void place_step(const struct placement_ops *ops, void *state, struct kv_stream *
             set_gpu(s, p, t, 0);
         if (s->flags[t] & KV_CPU)
             set_cpu(s, p, t, 0);
+        if (s->flags[t] & KV_INPUT) {
+            s->flags[t] &= (uint8_t)~KV_INPUT;
+            s->inputs--;
+            kv_stream_cpu_bytes(s, p);
+        }
         s->flags[t] |= KV_GONE;
     }
     for (uint32_t i = 0; i < n_att; i++)
@@ -185,7 +215,7 @@ static uint8_t bad_flags[256];
 __attribute__((constructor)) static void fill_bad_flags(void)
 {
     for (int f = 0; f < 256; f++)
-        bad_flags[f] = ((f & KV_GONE) && (f & (KV_GPU | KV_CPU | KV_SPLIT | KV_VISIT))) ||
+        bad_flags[f] = ((f & KV_GONE) && (f & (KV_GPU | KV_CPU | KV_SPLIT | KV_VISIT | KV_INPUT))) ||
                        ((f & KV_SPLIT) && (f & (KV_GPU | KV_CPU))) || (f & KV_PIN) ||
                        ((f & KV_VISIT) && (f & (KV_GPU | KV_SPLIT))) ||
                        ((f & ~KV_EXISTS) && !(f & KV_EXISTS));
@@ -195,7 +225,8 @@ int kv_stream_check(const struct kv_stream *s, const struct place_params *p, uin
                     const uint32_t *attended, uint32_t n_att, struct kv_census *census,
                     struct alisa_err *e)
 {
-    uint32_t gpu = 0, cpu = 0, split = 0, cpu_only = 0, dropped = 0, gone = 0, visits = 0;
+    uint32_t gpu = 0, cpu = 0, split = 0, cpu_only = 0, dropped = 0, gone = 0, visits = 0,
+             inputs = 0, lost = 0;
     uint32_t n = pos + 1 < s->max_len ? pos + 1 : s->max_len;
     uint32_t missing = 0, bad = 0;
     /* Branch-free census of the produced tokens; the slow loop below runs
@@ -209,8 +240,10 @@ int kv_stream_check(const struct kv_stream *s, const struct place_params *p, uin
         gone += (f >> 3) & 1;
         split += (f >> 5) & 1;
         visits += (f >> 6) & 1;
+        inputs += (f >> 7) & 1;
         cpu_only += (f & (KV_CPU | KV_GPU)) == KV_CPU;
         dropped += (f & (KV_EXISTS | KV_GPU | KV_CPU | KV_GONE | KV_SPLIT)) == KV_EXISTS;
+        lost += (f & (KV_EXISTS | KV_GPU | KV_CPU | KV_GONE | KV_SPLIT | KV_INPUT)) == KV_EXISTS;
     }
     uint32_t later = 0;
     for (uint32_t t = n; t < s->max_len; t++)
@@ -222,7 +255,7 @@ int kv_stream_check(const struct kv_stream *s, const struct place_params *p, uin
                 return err_set(e, ALISA_EINVAL, "token %u of %u was never produced", t, pos + 1);
             if (t > pos && f)
                 return err_set(e, ALISA_EINVAL, "token %u exists before its step (now %u)", t, pos);
-            if ((f & KV_GONE) && (f & (KV_GPU | KV_CPU | KV_SPLIT)))
+            if ((f & KV_GONE) && (f & (KV_GPU | KV_CPU | KV_SPLIT | KV_INPUT)))
                 return err_set(e, ALISA_EINVAL, "retired token %u still holds memory", t);
             if ((f & KV_SPLIT) && (f & (KV_GPU | KV_CPU)))
                 return err_set(e, ALISA_EINVAL, "split token %u also has a whole copy", t);
@@ -236,15 +269,16 @@ int kv_stream_check(const struct kv_stream *s, const struct place_params *p, uin
     }
     if (census)
         *census = (struct kv_census){gpu, cpu_only, dropped, gone, split};
-    if (gpu != s->gpu_tokens || cpu != s->cpu_tokens || visits != s->visits)
-        return err_set(e, ALISA_EINVAL, "tier counts %u/%u/%u disagree with flags %u/%u/%u",
-                       s->gpu_tokens, s->cpu_tokens, s->visits, gpu, cpu, visits);
-    if (s->inputs > dropped)
-        return err_set(e, ALISA_EINVAL, "%u kept layer inputs but %u dropped tokens", s->inputs,
-                       dropped);
+    if (gpu != s->gpu_tokens || cpu != s->cpu_tokens || visits != s->visits ||
+        inputs != s->inputs)
+        return err_set(e, ALISA_EINVAL, "tier counts %u/%u/%u/%u disagree with flags %u/%u/%u/%u",
+                       s->gpu_tokens, s->cpu_tokens, s->visits, s->inputs, gpu, cpu, visits,
+                       inputs);
+    if (lost)
+        return err_set(e, ALISA_EINVAL, "%u dropped tokens without a kept layer input", lost);
     if (split == 0 && (s->gpu_bytes != (uint64_t)gpu * p->kv_bytes ||
                        s->cpu_bytes != (uint64_t)cpu * p->kv_bytes +
-                                           (uint64_t)s->inputs * p->act_bytes))
+                                           (uint64_t)inputs * p->input_bytes))
         return err_set(e, ALISA_EINVAL, "tier bytes disagree with token counts");
     if (gpu > s->gpu_cap || cpu > s->cpu_cap)
         return err_set(e, ALISA_EINVAL, "tier over capacity: GPU %u/%u CPU %u/%u tokens", gpu,

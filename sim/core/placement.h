@@ -5,7 +5,10 @@
  * KV never changes once computed, so a token loaded from the CPU keeps its
  * CPU copy and evicting it from the GPU later is free; only a token without
  * a CPU copy costs a GPU->CPU offload. A dropped token (no KV anywhere) keeps
- * its layer input on the host and is recomputed on the GPU when attended.
+ * its layer input on the host and is recomputed on the GPU when attended;
+ * from its first drop until it is retired that input takes input_bytes of
+ * the CPU tier (KV_INPUT), so deleting a CPU copy frees kv_bytes -
+ * input_bytes, and a drop with no room for the input is out of memory.
  * Cache-like policies only choose victims (and load vs recompute); the
  * engine in placement.c moves tokens. A policy with its own step rule
  * (flexgen-static, and alisa: the paper's three phases, place_alisa.c)
@@ -27,6 +30,7 @@
 #define KV_SPLIT 0x20u   /* flexgen-static: a fixed share on each tier */
 #define KV_VISIT 0x40u   /* alisa: brought to the GPU for this step only (loaded from the CPU
                             or recomputed) and not kept; its place is still the CPU or dropped */
+#define KV_INPUT 0x80u   /* its layer input is kept in the CPU tier (dropped once) */
 
 /* Where a token is, for the "exactly one place" invariant. */
 enum kv_place { KV_PLACE_NONE, KV_PLACE_GPU, KV_PLACE_CPU, KV_PLACE_DROPPED, KV_PLACE_GONE,
@@ -55,6 +59,10 @@ struct place_params {
     uint64_t cpu_bytes;       /* CPU tier capacity of this stream, bytes */
     uint64_t kv_bytes;        /* KV bytes of one token of this stream (K and V, one layer) */
     uint64_t act_bytes;       /* layer-input bytes moved host->GPU to recompute one token */
+    uint64_t input_bytes;     /* CPU-tier bytes a dropped token's kept input takes: act_bytes
+                                 where the tier is all host memory (the simulator); 0 where
+                                 inputs live outside the tier (the executor keeps every
+                                 token's input beside its arenas) */
     double load_ns;           /* modelled cost of loading one token's KV CPU->GPU */
     double recompute_ns;      /* modelled cost of recomputing one token's KV on the GPU */
     double gpu_fraction;      /* flexgen-static: share of every token on the GPU; < 0 = the
@@ -76,10 +84,10 @@ struct kv_stream {
     uint32_t cpu_cap;     /* CPU capacity, whole tokens */
     uint32_t local_start; /* first token of the current local window (kept on the GPU by
                              alisa and alisa-cache) */
-    uint32_t inputs;      /* dropped tokens whose layer inputs the CPU tier holds (alisa) */
+    uint32_t inputs;      /* tokens with KV_INPUT */
     uint32_t visits;      /* tokens with KV_VISIT (on the GPU for this step only) */
     uint64_t gpu_bytes;   /* bytes used now (KV_VISIT tokens are not the tier's) */
-    uint64_t cpu_bytes;   /* KV plus, with alisa, the kept layer inputs */
+    uint64_t cpu_bytes;   /* KV plus the kept layer inputs */
 };
 
 /* What one step did; the arrays are owned by the scheduler and valid until
@@ -165,8 +173,8 @@ void place_alisa_counts(const struct alisa_sched *sc, uint32_t pos, uint32_t loc
  * can be, as long as it can be), for max_len positions and p's capacities:
  * p1 = the first position the GPU tier cannot hold, alpha = the smallest
  * share that lets it hold the last; p2 and beta likewise for the CPU tier,
- * counting a deleted token's layer input (act_bytes). beta is 1 (and the
- * run will not fit) when deleting frees nothing (act_bytes >= kv_bytes).
+ * counting a deleted token's layer input (input_bytes). beta is 1 (and the
+ * run will not fit) when deleting frees nothing (input_bytes >= kv_bytes).
  * Cannot fail. */
 void place_alisa_greedy(const struct place_params *p, uint32_t max_len, struct alisa_sched *out);
 
@@ -190,6 +198,13 @@ void place_step(const struct placement_ops *ops, void *state, struct kv_stream *
                 const struct place_params *p, const uint32_t *attended, uint32_t n_att,
                 const uint32_t *retired, uint32_t n_retired, uint32_t local_start, uint32_t pos,
                 struct place_result *out);
+
+/* s->cpu_bytes from its KV and kept inputs. Cannot fail. */
+void kv_stream_cpu_bytes(struct kv_stream *s, const struct place_params *p);
+
+/* Token t's layer input is kept in the CPU tier from now on (KV_INPUT; no
+ * effect when it already is). Cannot fail. */
+void kv_stream_keep_input(struct kv_stream *s, const struct place_params *p, uint32_t t);
 
 /* The place of token t. Cannot fail. */
 enum kv_place kv_place_of(const struct kv_stream *s, uint32_t t);

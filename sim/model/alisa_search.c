@@ -27,6 +27,7 @@ static void stream_params(const struct search_workload *w, struct place_params *
     memset(pp, 0, sizeof *pp);
     pp->kv_bytes = cost_kv_bytes(&k);
     pp->act_bytes = cost_act_bytes(&k);
+    pp->input_bytes = w->inputs_outside ? 0 : pp->act_bytes;
     pp->gpu_bytes = g > fixed ? g - fixed : 0;
     pp->cpu_bytes = cpu_kv > 0 ? (uint64_t)cpu_kv / split : 0;
 }
@@ -83,7 +84,7 @@ static int fits(const struct rule_state *st, uint32_t c, uint64_t gpu_cap,
                 const struct place_params *pp)
 {
     return c - st->off <= gpu_cap &&
-           (double)(st->off - st->del) * pp->kv_bytes + (double)st->del * pp->act_bytes <=
+           (double)(st->off - st->del) * pp->kv_bytes + (double)st->del * pp->input_bytes <=
                (double)pp->cpu_bytes;
 }
 
@@ -131,7 +132,7 @@ static int eval_with(const struct search_workload *w, const double *tc, struct a
         if (!fits(&st, c, gpu_cap, &pp))
             s->feasible = 0;
         double gpu_tok = c - st.off;
-        double cpu_bytes = (double)(st.off - st.del) * pp.kv_bytes + (double)st.del * pp.act_bytes;
+        double cpu_bytes = (double)(st.off - st.del) * pp.kv_bytes + (double)st.del * pp.input_bytes;
         double gpu = m->weight_bytes_fp16 + fixed_all + streams * gpu_tok * pp.kv_bytes;
         if (gpu > s->peak_gpu_bytes)
             s->peak_gpu_bytes = gpu;

@@ -44,6 +44,8 @@ struct search_workload {
     int tiers_given;         /* 1: the tiers' KV bytes below (the simulator's); 0: the
                                 profile's GPU memory minus the weights, and its host DRAM */
     double gpu_kv_bytes, cpu_kv_bytes; /* the whole batch's, split evenly over its streams */
+    int inputs_outside;      /* deleted tokens' layer inputs kept outside the CPU tier (the
+                                executor); 0: they take its bytes */
 };
 
 struct alisa_schedule {
