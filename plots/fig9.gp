@@ -3,7 +3,7 @@
 # Input: `alisa db export --query sim` CSV (columns by name below).
 # Usage: gnuplot -e "datafile='x.csv'; outfile='x.png'; models='OPT-13B OPT-30B'; title_text='...'" fig9.gp
 if (!exists("title_text")) title_text = "Throughput by batch (simulated)"
-if (!exists("systems")) systems = "alisa alisa-cache flexgen flexgen-copy vllm accelerate accelerate-offload deepspeed"
+if (!exists("systems")) systems = "alisa alisa-cache flexgen flexgen-copy flexgen-default vllm accelerate accelerate-offload deepspeed"
 set datafile separator ","
 cols = words(models) < 3 ? words(models) : 3
 rows = (words(models) + cols - 1) / cols

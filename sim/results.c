@@ -224,7 +224,9 @@ static const char q_sim[] =
     R("preemptions") " AS preemptions, " R("phase2_step") " AS phase2_step, "
     R("phase3_step") " AS phase3_step, " R("peak_gpu_kv_bytes") " AS peak_gpu_kv_bytes, "
     R("peak_cpu_kv_bytes") " AS peak_cpu_kv_bytes, "
-    R("attention_recall_mean") " AS attention_recall_mean, wall_s "
+    R("attention_recall_mean") " AS attention_recall_mean, wall_s, "
+    R("flexgen_policy.weights_gpu_percent") " AS flexgen_weights_gpu_percent, "
+    R("flexgen_policy.cache_gpu_percent") " AS flexgen_cache_gpu_percent "
     "FROM runs WHERE json_extract(config, '$.command') = 'sim'";
 
 static const char q_plan[] =

@@ -37,21 +37,32 @@ const struct sim_system sim_systems[] = {
                 "tokens stay on the GPU, the oldest leave first, a CPU copy only when loading "
                 "beats recomputing), swa selection; weights on the GPU",
      .selection = "swa", .placement = "alisa-cache", .gpu_fraction = -1},
+    /* FlexGen's Policy (flexgen/flex_opt.py) chosen by its LP
+     * (flexgen/experimental/cost_model.py, solve_lp) over our cost terms */
     {.name = "flexgen",
-     .summary = "FlexGen: dense attention, flexgen-static placement (a fixed share of every "
-                "token's KV on the GPU, the largest that fits, which minimises the work left to "
-                "the CPU), attention over the CPU share computed by the CPU where it lies (no KV "
-                "crosses the link); weights on the GPU",
+     .summary = "FlexGen with --cpu-cache-compute: dense attention, the weight and KV shares "
+                "on the GPU that FlexGen's policy LP picks (flexgen-static placement: a fixed "
+                "share of every token's KV on the GPU; streamed weights cross the link every "
+                "step), attention over the KV's CPU share computed by the CPU where it lies",
      .selection = "dense", .placement = "flexgen-static", .gpu_fraction = -1,
-     .cpu_attention = 1},
+     .cpu_attention = 1, .flexgen_policy = SIM_FLEXGEN_LP},
     /* FlexGen's default cache path: --cpu-cache-compute is off unless given
      * (flexgen/flex_opt.py, add_parser_arguments), so the CPU share of a
      * layer's KV is copied to the GPU every step */
     {.name = "flexgen-copy",
-     .summary = "FlexGen with its default cache path (--cpu-cache-compute off): as flexgen, "
-                "but the CPU share of each layer's KV is copied to the GPU every step and "
-                "attended there (pinned-rate copies; FlexGen's pageable relay not modelled)",
-     .selection = "dense", .placement = "flexgen-static", .gpu_fraction = -1},
+     .summary = "FlexGen with its default cache path (--cpu-cache-compute off) and its LP's "
+                "policy: as flexgen, but the CPU share of each layer's KV is copied to the GPU "
+                "every step and attended there (pinned-rate copies; FlexGen's pageable relay "
+                "not modelled)",
+     .selection = "dense", .placement = "flexgen-static", .gpu_fraction = -1,
+     .flexgen_policy = SIM_FLEXGEN_LP},
+    /* FlexGen run as it starts: --percent 100 0 100 0 100 0 and no
+     * --cpu-cache-compute (flex_opt.py, add_parser_arguments) */
+    {.name = "flexgen-default",
+     .summary = "FlexGen with its default policy (--percent 100 0 100 0 100 0: weights and "
+                "KV on the GPU) and cache path: out of memory once the KV outgrows the GPU",
+     .selection = "dense", .placement = "flexgen-static", .gpu_fraction = 1,
+     .flexgen_policy = SIM_FLEXGEN_DEFAULT},
     /* Accelerate's hooks move a layer's tensors in its pre-forward hook, so
      * no copy runs ahead of compute (accelerate/hooks.py, AlignDevicesHook) */
     {.name = "accelerate",
@@ -66,7 +77,7 @@ const struct sim_system sim_systems[] = {
      .summary = "HF Accelerate as FlexGen's baseline script runs it: dense attention, KV on the "
                 "GPU (gpu-only), the decoder layers' weights on the CPU copied to the GPU layer "
                 "by layer every step, no prefetch",
-     .selection = "dense", .placement = "gpu-only", .weights_streamed = 1, .gpu_fraction = -1,
+     .selection = "dense", .placement = "gpu-only", .weights_cpu_share = 1, .gpu_fraction = -1,
      .no_prefetch = 1},
     /* as FlexGen's baseline script configures ZeRO-3 (benchmark/hf_ds/hf_opt.py
      * get_ds_opt_model: offload_param to the CPU, stage3_prefetch_bucket_size 0) */
@@ -74,7 +85,7 @@ const struct sim_system sim_systems[] = {
      .summary = "DeepSpeed-ZeRO inference: dense attention, KV on the GPU (gpu-only: out of "
                 "memory when it does not fit), weights on the CPU streamed layer by layer every "
                 "step without prefetch (stage3_prefetch_bucket_size 0, as FlexGen's benchmark)",
-     .selection = "dense", .placement = "gpu-only", .weights_streamed = 1, .gpu_fraction = -1,
+     .selection = "dense", .placement = "gpu-only", .weights_cpu_share = 1, .gpu_fraction = -1,
      .no_prefetch = 1},
     {.name = "h2o",
      .summary = "H2O: h2o selection (evicted tokens freed for good), gpu-only placement",
@@ -518,25 +529,58 @@ struct run {
     struct engine g;             /* the task graph */
     uint64_t *sched;             /* (Lm * N) the scheduler's ns within each COMPUTE task */
     struct alisa_sched alisa;    /* placement alisa: the schedule, in positions */
+    double w_cpu;                /* share of the weights streamed from the CPU every step */
+    double gpu_fraction;         /* flexgen-static: share of every token's KV on the GPU */
     double attended_all, misses_all;
 };
 
-/* Memory: the weights stay on the GPU unless streamed (then two layers'
- * worth of buffers do, and the weights live on the host); the executor's
- * arenas are given directly. Sets r->oom when no KV fits. Cannot fail. */
+/* FlexGen's shares, where the system or the user sets them: its LP's
+ * (flexgen_policy.h) over this workload and these memories, its default, or
+ * the given ones. Cannot fail but for GLPK. */
+static int run_flexgen_policy(struct run *u, struct alisa_err *e)
+{
+    const struct sim_config *cfg = u->cfg;
+    u->w_cpu = cfg->system->weights_cpu_share;
+    u->gpu_fraction = cfg->system->gpu_fraction;
+    struct flexgen_policy p;
+    if (cfg->percent_given) {
+        p = cfg->percent;
+    } else if (cfg->system->flexgen_policy == SIM_FLEXGEN_DEFAULT) {
+        p = flexgen_default_policy;
+    } else if (cfg->system->flexgen_policy == SIM_FLEXGEN_LP) {
+        struct flexgen_workload w = {u->m, cfg->hw, u->B, cfg->prompt_len, u->N, cfg->precision,
+                                     cfg->system->cpu_attention, cfg->gpu_mem_bytes,
+                                     cfg->cpu_mem_bytes};
+        int feasible;
+        int rc = flexgen_policy_lp(&w, &p, &feasible, &u->r->flexgen_lp_layer_ns, e);
+        if (rc)
+            return rc;
+    } else {
+        return 0;
+    }
+    u->r->flexgen = 1;
+    u->r->policy = p;
+    u->w_cpu = 1 - p.w_gpu;
+    u->gpu_fraction = p.cache_gpu;
+    return 0;
+}
+
+/* Memory: the weights' GPU share stays there; their CPU share lives on the
+ * host and is streamed through two layers' buffers on the GPU (FlexGen's
+ * double buffer, DeepSpeed's); the executor's arenas are given directly.
+ * Sets r->oom when no KV fits. Cannot fail. */
 static void run_capacities(struct run *u)
 {
     const struct sim_config *cfg = u->cfg;
     double weights = u->m->weight_bytes_fp16;
-    int streamed = cfg->system->weights_streamed;
-    u->gpu_kv = streamed ? cfg->gpu_mem_bytes - 2 * cost_layer_weight_bytes(u->m)
-                         : cfg->gpu_mem_bytes - weights;
+    double buffers = u->w_cpu > 0 ? 2 * cost_layer_weight_bytes(u->m) * u->w_cpu : 0;
+    u->gpu_kv = cfg->gpu_mem_bytes - weights * (1 - u->w_cpu) - buffers;
     if (cfg->system->gpu_mem_utilization > 0) {
         uint32_t tokens = u->m->max_seq > 2048 ? u->m->max_seq : 2048;
         u->gpu_kv = cfg->system->gpu_mem_utilization * cfg->gpu_mem_bytes - weights -
                     cost_prefill_peak_act_bytes(u->m, tokens, cfg->system->profile_seqs);
     }
-    u->cpu_kv = streamed ? cfg->cpu_mem_bytes - weights : cfg->cpu_mem_bytes;
+    u->cpu_kv = cfg->cpu_mem_bytes - weights * u->w_cpu;
     if (cfg->gpu_kv_bytes > 0)
         u->gpu_kv = cfg->gpu_kv_bytes;
     if (u->gpu_kv <= 0 || u->cpu_kv < 0) {
@@ -646,7 +690,7 @@ static int run_replay(struct run *u, struct alisa_err *e)
     struct replay_config rcfg = {.sel = cfg->sel, .sel_params = cfg->sel_params,
                                  .place = cfg->place, .gpu_kv_bytes = (uint64_t)u->gpu_kv,
                                  .cpu_kv_bytes = (uint64_t)u->cpu_kv, .precision = cfg->precision,
-                                 .hw = cfg->hw, .gpu_fraction = cfg->system->gpu_fraction,
+                                 .hw = cfg->hw, .gpu_fraction = u->gpu_fraction,
                                  .shape = &u->ks, .capacity_streams = (uint64_t)u->B * u->Lm,
                                  .positions = cfg->prompt_len + u->N,
                                  .cpu_attention = cfg->system->cpu_attention,
@@ -718,8 +762,8 @@ static void price_layer(struct run *u, uint32_t j, uint32_t l, const struct sche
         h2d += d2h;
         d2h = 0;
     }
-    if (cfg->system->weights_streamed) {
-        double layer_weights = cost_layer_weight_bytes(u->m);
+    if (u->w_cpu > 0) { /* the weights' CPU share, streamed for this layer */
+        double layer_weights = cost_layer_weight_bytes(u->m) * u->w_cpu;
         h2d += layer_weights;
         r->bytes_h2d += layer_weights;
         copies += 1;
@@ -768,8 +812,9 @@ static int run_price(struct run *u, struct alisa_err *e)
             prefill_d2h += u->mult[s * Lt + t] * u->c.prefill_d2h[(size_t)t * S + s];
     g->t[T_PREFILL] = (struct task){
         .res = RES_GPU, .dur_ns = ns_of(cost_prefill_ns(u->m, cfg->hw, u->B, cfg->prompt_len))};
-    if (cfg->system->weights_streamed) /* every layer's weights cross the link once for prefill */
-        g->t[T_PREFILL].dur_ns += ns_of(cost_transfer_ns(cfg->hw, u->m->weight_bytes_fp16, u->Lm));
+    if (u->w_cpu > 0) /* the weights' CPU share crosses the link once for prefill */
+        g->t[T_PREFILL].dur_ns +=
+            ns_of(cost_transfer_ns(cfg->hw, u->m->weight_bytes_fp16 * u->w_cpu, u->Lm));
     /* one processor, no copy engine: every task queues on it, and each
      * token's K and V are two copies */
     const int serial = cfg->hw->serial != 0;
@@ -877,6 +922,8 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
                     .ks = kv_shape_of(cfg->model, cfg->precision)};
     int rc = check_trace(cfg, &u.S, &u.Lt, &u.shortest, &u.th, e);
     if (rc)
+        return rc;
+    if ((rc = run_flexgen_policy(&u, e)))
         return rc;
     run_capacities(&u);
     if (r->oom || (rc = run_search(&u, e)))

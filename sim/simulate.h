@@ -44,6 +44,7 @@
 #include "alisa_search.h"
 #include "catalog.h"
 #include "costmodel.h"
+#include "flexgen_policy.h"
 #include "placement.h"
 #include "selection.h"
 
@@ -54,7 +55,10 @@ struct sim_system {
     const char *summary;       /* selection, placement and execution, one paragraph */
     const char *selection;     /* default selection policy */
     const char *placement;     /* default placement policy */
-    int weights_streamed;      /* DeepSpeed-ZeRO style: weights on the CPU, streamed each step */
+    double weights_cpu_share;  /* share of the weights on the CPU, streamed to the GPU layer by
+                                  layer every step (DeepSpeed-ZeRO, Accelerate's offload: 1) */
+    int flexgen_policy;        /* FlexGen's shares: SIM_FLEXGEN_LP (its policy search) or
+                                  SIM_FLEXGEN_DEFAULT (--percent 100 0 100 0); 0: none */
     double gpu_fraction;       /* flexgen-static share (< 0: largest that fits) */
     uint32_t block_tokens;     /* vLLM: paged KV in blocks of this many tokens; 0 = not paged */
     double gpu_mem_utilization; /* vLLM: the share of GPU memory it may use, KV space being
@@ -96,7 +100,13 @@ struct sim_config {
     int schedule_given;                /* 1: run `schedule` (alpha, beta, p1, p2) */
     struct alisa_schedule schedule;
     uint32_t search_grid;              /* 0: the paper's greedy search; G: the grid (1/G) */
+    int percent_given;                 /* 1: run `percent` (FlexGen's weight and cache shares)
+                                          instead of the system's */
+    struct flexgen_policy percent;
 };
+
+/* sim_system.flexgen_policy */
+enum { SIM_FLEXGEN_NONE = 0, SIM_FLEXGEN_LP = 1, SIM_FLEXGEN_DEFAULT = 2 };
 
 /* sim_config.overlap: how a layer's host-device copies overlap compute. */
 enum { SIM_OVERLAP_SYSTEM = 0, SIM_OVERLAP_PREFETCH = 1, SIM_OVERLAP_NONE = 2 };
@@ -128,6 +138,9 @@ struct sim_result {
     uint32_t decode_steps;      /* batched decode steps run */
     uint32_t trace_streams;     /* unique (sequence, layer) streams scheduled */
     uint32_t extended_steps;    /* decode steps past the trace's end (synthetic rows) */
+    int flexgen;                /* FlexGen's shares were used: */
+    struct flexgen_policy policy;
+    double flexgen_lp_layer_ns; /* the LP's per-layer time for them (SIM_FLEXGEN_LP) */
     int scheduled;              /* placement alisa ran `schedule` */
     struct alisa_schedule schedule; /* with the search's analytic pricing of it */
 };

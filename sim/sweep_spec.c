@@ -7,6 +7,8 @@
  */
 #include "sweep_spec.h"
 
+#include "catalog.h"
+
 #include <ini.h>
 #include <jansson.h>
 #include <limits.h>
@@ -207,8 +209,10 @@ int sweep_spec_load(struct sweep_spec *s, const char *path, struct alisa_err *e)
     char *slash = strrchr(c.dir, '/');
     if (slash)
         *slash = 0;
+    int rc = ini_check_lines(path, e);
+    if (rc)
+        return rc;
     int line = ini_parse(path, spec_handler, &c);
-    int rc = 0;
     if (line == -1)
         rc = err_set(e, ALISA_EIO, "%s: cannot open sweep spec", path);
     else if (line == -2 || c.oom)

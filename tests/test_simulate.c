@@ -591,6 +591,48 @@ static void test_sim_and_search_agree_on_a_schedule_they_price_alike(void **stat
     free(dir);
 }
 
+/* FlexGen's shares in the simulator: a weight share on the CPU is streamed
+ * through two layers' buffers (the toy: a layer is 256 bytes, the weights
+ * 336), so with half of them on the CPU the GPU keeps 168 bytes of weights
+ * plus 256 of buffers, the host 168, and every decode step moves half a
+ * layer (128 bytes) over the link; with all the KV on the GPU nothing else
+ * moves. FlexGen's default (all on the GPU) runs out of memory once the KV
+ * outgrows the GPU, and its LP chooses a policy the run reports. */
+static void test_flexgen_shares_stream_weights_and_split_the_kv(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "t.trace");
+    write_tiny(path);
+    struct sim_config c = toy_config(path, "flexgen-copy", 2);
+    c.percent_given = 1;
+    c.percent = (struct flexgen_policy){0.5, 1.0};
+    struct sim_result r;
+    struct alisa_err e = {{0}};
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    assert_false(r.oom);
+    assert_true(r.flexgen && r.policy.w_gpu == 0.5);
+    assert_true(r.gpu_kv_capacity_bytes == c.gpu_mem_bytes - 168 - 256);
+    assert_true(r.cpu_kv_capacity_bytes == c.cpu_mem_bytes - 168);
+    assert_true(r.bytes_h2d == 2 * 128.0);
+    assert_true(r.bytes_d2h == 0);
+    /* the default on a GPU of 336 + 40 bytes: the weights and 2 tokens of
+     * KV (16 bytes each); the third does not fit */
+    struct sim_config d = toy_config(path, "flexgen-default", 2);
+    d.gpu_mem_bytes = 336 + 40;
+    assert_int_equal(sim_run(&d, &r, NULL, &e), 0);
+    assert_true(r.oom);
+    assert_true(r.flexgen && r.policy.cache_gpu == 1);
+    /* the LP on the same GPU puts what does not fit on the CPU */
+    struct sim_config l = toy_config(path, "flexgen", 2);
+    l.gpu_mem_bytes = 336 + 40;
+    assert_int_equal(sim_run(&l, &r, NULL, &e), 0);
+    assert_false(r.oom);
+    assert_true(r.flexgen && r.policy.cache_gpu < 1 && r.flexgen_lp_layer_ns > 0);
+    tu_rmdir(dir);
+    free(dir);
+}
+
 static void test_same_input_gives_the_same_result(void **state)
 {
     (void)state;
@@ -644,6 +686,7 @@ int main(void)
         cmocka_unit_test(test_extend_continues_a_short_trace_deterministically),
         cmocka_unit_test(test_same_input_gives_the_same_result),
         cmocka_unit_test(test_sim_and_search_agree_on_a_schedule_they_price_alike),
+        cmocka_unit_test(test_flexgen_shares_stream_weights_and_split_the_kv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -164,8 +164,17 @@ static void test_sweep_bad_specs_name_the_line_and_problem(void **state)
         if (strncmp(e.msg, path, strlen(path)) != 0 || !strstr(e.msg, cases[i].needle))
             fail_msg("%s: message '%s' lacks '%s'", cases[i].what, e.msg, cases[i].needle);
     }
+    /* inih splits a line past 200 bytes and parses its tail as a line of its
+     * own (a ':' in it makes a key): refused, naming the line */
+    char text[400] = "[sweep]\nname = a\ncommand = sim\n[vary]\nbatch =";
+    while (strlen(text) < 250)
+        strcat(text, " 4:8");
+    strcat(text, "\n");
+    tu_write(path, (const uint8_t *)text, strlen(text));
     struct sweep_spec s;
     struct alisa_err e = {{0}};
+    assert_int_equal(sweep_spec_load(&s, path, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, ":5: line longer than 198 characters"));
     assert_int_equal(sweep_spec_load(&s, tu_path(dir, "none.sweep"), &e), ALISA_EIO);
     assert_non_null(strstr(e.msg, "none.sweep: cannot open"));
     tu_rmdir(dir);

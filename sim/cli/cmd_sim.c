@@ -3,6 +3,7 @@
  */
 #include <getopt.h>
 #include <jansson.h>
+#include <math.h>
 #include <string.h>
 
 #include "catalog.h"
@@ -50,6 +51,10 @@ void cmd_sim_usage(FILE *out)
             "                      1/G, p1, p2 in steps of gen-len/G; G default 10)\n"
             "  --schedule A,B,P1,P2  run this schedule instead of searching: alpha, beta in\n"
             "                      [0, 1], p1 <= p2 decode steps (gen-len = never)\n"
+            "  --flexgen-percent WG,WC,CG,CC  FlexGen's --percent (its first four numbers; or\n"
+            "                      WG:WC:CG:CC): weights\n"
+            "                      on the GPU and CPU, KV on the GPU and CPU, each pair summing\n"
+            "                      to 100 (no disk); replaces the flexgen systems' LP policy\n"
             "  --extend            continue a trace with fewer than --gen-len generated tokens\n"
             "                      with synthetic rows (alisa trace gen's model, each trace layer's\n"
             "                      target its measured mean sparsity; the importance of the\n"
@@ -74,7 +79,7 @@ int cmd_sim(int argc, char **argv)
 {
     enum { O_TRACE = 1000, O_MODEL, O_HW, O_BATCH, O_PROMPT, O_GEN, O_SYSTEM, O_SPARSITY,
            O_BUDGET, O_SEL, O_PLACE, O_INT8, O_GPUMEM, O_CPUMEM, O_TIMELINE, O_JSON, O_CATALOG,
-           O_PROFILE, O_EXTEND, O_OVERLAP, O_SEARCH, O_SCHEDULE };
+           O_PROFILE, O_EXTEND, O_OVERLAP, O_SEARCH, O_SCHEDULE, O_PERCENT };
     static const struct option opts[] = {
         {"trace", required_argument, 0, O_TRACE},     {"model", required_argument, 0, O_MODEL},
         {"hardware", required_argument, 0, O_HW},     {"batch", required_argument, 0, O_BATCH},
@@ -88,6 +93,7 @@ int cmd_sim(int argc, char **argv)
         {"profile", required_argument, 0, O_PROFILE}, {"extend", no_argument, 0, O_EXTEND},
         {"overlap", required_argument, 0, O_OVERLAP}, {"search", required_argument, 0, O_SEARCH},
         {"schedule", required_argument, 0, O_SCHEDULE},
+        {"flexgen-percent", required_argument, 0, O_PERCENT},
         {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
     cli_list_options(opts);
     const char *model = NULL, *hw_name = NULL, *system = NULL, *sel = NULL, *place = NULL;
@@ -149,6 +155,23 @@ int cmd_sim(int argc, char **argv)
                 bad = err_set(&e, ALISA_EINVAL, "%s %s: expected ALPHA,BETA,P1,P2 with alpha, "
                               "beta in [0, 1] and p1 <= p2 (decode steps)", opt, optarg);
             cfg.schedule_given = 1;
+            break;
+        }
+        case O_PERCENT: {
+            double wg, wc, cg, cc;
+            int n = -1;
+            char v[64];
+            snprintf(v, sizeof v, "%s", optarg);
+            for (char *q = v; *q; q++) /* WG:WC:CG:CC as well, for sweep specs */
+                *q = *q == ':' ? ',' : *q;
+            if (strlen(optarg) >= sizeof v ||
+                sscanf(v, "%lf,%lf,%lf,%lf%n", &wg, &wc, &cg, &cc, &n) != 4 ||
+                n != (int)strlen(v) || !(wg >= 0 && wc >= 0 && cg >= 0 && cc >= 0) ||
+                fabs(wg + wc - 100) > 1e-9 || fabs(cg + cc - 100) > 1e-9)
+                bad = err_set(&e, ALISA_EINVAL, "%s %s: expected WG,WC,CG,CC percentages with "
+                              "WG + WC = CG + CC = 100 (disk is not modelled)", opt, optarg);
+            cfg.percent_given = 1;
+            cfg.percent = (struct flexgen_policy){wg / 100, cg / 100};
             break;
         }
         case O_BATCH: batch_given = 1; bad = cli_parse_u32(opt, optarg, &cfg.batch, &e); break;
@@ -249,6 +272,13 @@ int cmd_sim(int argc, char **argv)
         json_object_set_new(root, "oom_reason", r.oom ? json_string(r.oom_reason) : json_null());
         json_object_set_new(root, "phase2_step", r.phase2_step >= 0 ? json_integer(r.phase2_step) : json_null());
         json_object_set_new(root, "phase3_step", r.phase3_step >= 0 ? json_integer(r.phase3_step) : json_null());
+        if (r.flexgen)
+            json_object_set_new(root, "flexgen_policy", json_pack(
+                "{s:f, s:f, s:s, s:f}", "weights_gpu_percent", 100 * r.policy.w_gpu,
+                "cache_gpu_percent", 100 * r.policy.cache_gpu, "source",
+                cfg.percent_given ? "given" : cfg.system->flexgen_policy == SIM_FLEXGEN_LP ? "lp"
+                                                                                        : "default",
+                "lp_layer_ns", r.flexgen_lp_layer_ns));
         if (r.scheduled) {
             const struct alisa_schedule *q = &r.schedule;
             json_object_set_new(root, "schedule", json_pack(
@@ -290,6 +320,13 @@ int cmd_sim(int argc, char **argv)
             if (r.phase3_step >= 0)
                 snprintf(p3, sizeof p3, "from step %lld", (long long)r.phase3_step);
             printf("phases       II (KV offloaded) %s, III (KV dropped) %s\n", p2, p3);
+            if (r.flexgen)
+                printf("policy       FlexGen --percent %.0f %.0f %.0f %.0f (%s)\n",
+                       100 * r.policy.w_gpu, 100 - 100 * r.policy.w_gpu, 100 * r.policy.cache_gpu,
+                       100 - 100 * r.policy.cache_gpu,
+                       cfg.percent_given ? "given" : cfg.system->flexgen_policy == SIM_FLEXGEN_LP
+                                                        ? "its LP's choice"
+                                                        : "its default");
             if (r.scheduled) {
                 const struct alisa_schedule *q = &r.schedule;
                 char s1[32] = "never", s2[32] = "never";

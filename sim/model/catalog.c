@@ -321,9 +321,33 @@ static int section_line(const char *path, const char *name)
     return found ? no : 0;
 }
 
+int ini_check_lines(const char *path, struct alisa_err *e)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return err_set(e, ALISA_EIO, "%s: cannot open", path);
+    unsigned long line = 1, len = 0;
+    int c, rc = 0;
+    while ((c = getc(f)) != EOF && !rc) {
+        if (c == '\n') {
+            line++;
+            len = 0;
+        } else if (c != '\r' && ++len > INI_LINE_MAX) {
+            rc = err_set(e, ALISA_EINVAL, "%s:%lu: line longer than %d characters (continue a "
+                         "long value on indented lines)", path, line, INI_LINE_MAX);
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
 static int parse_file(struct parse_ctx *p, struct alisa_err *e)
 {
     p->first_new = *p->count;
+    int rc = ini_check_lines(p->path, e);
+    if (rc)
+        return rc == ALISA_EIO ? err_set(e, ALISA_EIO, "%s: cannot open catalog file", p->path)
+                               : rc;
     int line = ini_parse(p->path, catalog_ini_handler, p);
     if (line == -1)
         return err_set(e, ALISA_EIO, "%s: cannot open catalog file", p->path);

@@ -125,6 +125,15 @@ struct catalog {
  * sim/model/catalog directory of the source tree. Cannot fail. */
 const char *catalog_default_dir(void);
 
+/* The longest line inih reads whole (its INI_MAX_LINE, 200 bytes with the
+ * newline and the terminator): a longer one is split and its tail parsed as
+ * a line of its own, so every INI we read is checked first. */
+#define INI_LINE_MAX 198
+
+/* Returns 0, or ALISA_EINVAL naming the first line of path longer than
+ * INI_LINE_MAX characters (ALISA_EIO when it cannot be read). */
+int ini_check_lines(const char *path, struct alisa_err *e);
+
 /* Directory of the real model files: $ALISA_MODELS, else ../shared/models
  * beside the source tree. Cannot fail. */
 const char *catalog_models_dir(void);
