@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# How much each modelling choice moves the headline ratios (issue 21): ALISA
+# over FlexGen and over vLLM at the paper's Fig. 12 point (OPT-30B, batch 64,
+# 128 + 512 tokens, 80% KV sparsity, H100-80GB, the committed synthetic
+# trace), one choice changed per row. Writes a Markdown table to stdout;
+# experiments/reproduce saves it as plots/out/sensitivity.md. Run from the
+# repository root after `make build`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+alisa=build/alisa
+trace=traces/synthetic-opt-8l-4s.trace
+base=(--trace "$trace" --model OPT-30B --batch 64 --prompt-len 128 --gen-len 512)
+
+# tok/s of one run (0 when it runs out of memory)
+tps() {
+    $alisa sim "${base[@]}" "$@" --json |
+        python3 -c 'import json, sys; d = json.load(sys.stdin); print(0 if d["oom"] else d["throughput_tok_s"])'
+}
+
+# row NAME | ALISA args | FlexGen args | vLLM args
+row() {
+    local name=$1 a f v
+    IFS='|' read -r -a parts <<<"$2"
+    a=$(tps ${parts[0]}) f=$(tps ${parts[1]}) v=$(tps ${parts[2]})
+    awk -v n="$name" -v a="$a" -v f="$f" -v v="$v" 'BEGIN {
+        printf "| %s | %.0f | %.0f | %.0f | %s | %s |\n", n, a, f, v,
+            (f > 0 ? sprintf("%.2fx", a / f) : "FlexGen OOM"), (v > 0 ? sprintf("%.2fx", a / v) : "vLLM OOM")
+    }'
+}
+
+H="--hardware H100-80GB"
+echo "| choice (one changed per row) | ALISA tok/s | FlexGen tok/s | vLLM tok/s | ALISA / FlexGen | ALISA / vLLM |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: |"
+row "base: ALISA's greedy schedule, FlexGen's LP policy with CPU attention, vLLM" \
+    "$H --system alisa|$H --system flexgen|$H --system vllm"
+row "placement: ALISA's schedule from the grid search" \
+    "$H --system alisa --search grid|$H --system flexgen|$H --system vllm"
+row "placement: alisa-cache (beyond the paper)" \
+    "$H --system alisa-cache|$H --system flexgen|$H --system vllm"
+row "overlap: none for every system" \
+    "$H --system alisa --overlap none|$H --system flexgen --overlap none|$H --system vllm --overlap none"
+row "FlexGen: default cache path (copy), LP policy" \
+    "$H --system alisa|$H --system flexgen-copy|$H --system vllm"
+row "FlexGen: its benchmark's OPT-30B policy, 20 80 0 100 (CPU attention)" \
+    "$H --system alisa|$H --system flexgen --flexgen-percent 20,80,0,100|$H --system vllm"
+row "FlexGen: its default policy, 100 0 100 0" \
+    "$H --system alisa|$H --system flexgen-default|$H --system vllm"
+row "hardware: H100 PCIe (2.0 TB/s HBM, same 20 GB/s link)" \
+    "--hardware H100-PCIe-80GB --system alisa|--hardware H100-PCIe-80GB --system flexgen|--hardware H100-PCIe-80GB --system vllm"
+row "KV: INT8 for ALISA (the paper's full method)" \
+    "$H --system alisa --kv-int8|$H --system flexgen|$H --system vllm"
+row "KV sparsity 0.9 for ALISA" \
+    "$H --system alisa --sparsity 0.9|$H --system flexgen|$H --system vllm"
