@@ -43,6 +43,16 @@ static void fx_deinit(struct fixture *f)
     kv_stream_deinit(&f->s);
 }
 
+/* Rebuilds the stream and the policy state after a test edited f->p. */
+static void fx_apply(struct fixture *f)
+{
+    struct alisa_err e = {{0}};
+    f->ops->destroy(f->st);
+    kv_stream_deinit(&f->s);
+    assert_int_equal(kv_stream_init(&f->s, &f->p, MAXT, &e), 0);
+    assert_int_equal(f->ops->create(&f->st, &f->p, MAXT, NULL, &e), 0);
+}
+
 /* One scripted decode step: attended set (NONE-terminated, pos last) and
  * the expected moves, each NONE-terminated. */
 struct step_case {
@@ -229,9 +239,8 @@ static void test_dropped_tokens_keep_their_inputs_in_the_cpu_tier(void **state)
     fx_init(&f, &place_lru_ops, 6, 5, NULL);
     f.p.kv_bytes = 2;
     f.p.input_bytes = 1;
+    fx_apply(&f);
     struct alisa_err e = {{0}};
-    kv_stream_deinit(&f.s);
-    assert_int_equal(kv_stream_init(&f.s, &f.p, MAXT, &e), 0);
     assert_int_equal(f.s.gpu_cap, 3);
     run_steps(&f, steps, 8);
     struct kv_census c;
@@ -265,9 +274,7 @@ static void test_alisa_cache_keeps_the_window_and_copies_only_what_it_will_load(
     struct fixture f;
     fx_init(&f, &place_alisa_cache_ops, 4, 2, NULL);
     f.p.load_ns = 0.5;
-    place_alisa_cache_ops.destroy(f.st);
-    struct alisa_err e = {{0}};
-    assert_int_equal(place_alisa_cache_ops.create(&f.st, &f.p, MAXT, NULL, &e), 0);
+    fx_apply(&f);
     run_steps(&f, steps, sizeof steps / sizeof steps[0]);
     fx_deinit(&f);
     /* Recomputing cheaper (1 ns against 2): a copy would never be read, so
@@ -320,9 +327,8 @@ static void test_alisa_runs_the_papers_three_phases_by_age(void **state)
     f.p.input_bytes = 1; /* a deleted token's input takes a byte of the CPU tier */
     f.p.sched = (struct alisa_sched){0.5, 0.5, 4, 6};
     f.p.scheduled = 1;
-    place_alisa_ops.destroy(f.st);
+    fx_apply(&f);
     struct alisa_err e = {{0}};
-    assert_int_equal(place_alisa_ops.create(&f.st, &f.p, MAXT, NULL, &e), 0);
     run_steps(&f, steps, sizeof steps / sizeof steps[0]);
     struct kv_census c;
     assert_int_equal(kv_stream_check(&f.s, &f.p, 7, steps[7].att, 4, &c, &e), 0);
@@ -400,9 +406,8 @@ static void test_alisa_schedule_that_does_not_fit_runs_out_of_memory(void **stat
     fx_init(&f, &place_alisa_ops, 3, 8, NULL);
     f.p.sched = (struct alisa_sched){0.25, 0, 2, UINT32_MAX};
     f.p.scheduled = 1;
-    place_alisa_ops.destroy(f.st);
+    fx_apply(&f);
     struct alisa_err e = {{0}};
-    assert_int_equal(place_alisa_ops.create(&f.st, &f.p, MAXT, NULL, &e), 0);
     const struct step_case gpu_full[] = {
         {0, 0, L(0), E, E, E, E, 0, 0},
         {1, 0, L(0, 1), E, E, E, E, 0, 0},
@@ -417,8 +422,7 @@ static void test_alisa_schedule_that_does_not_fit_runs_out_of_memory(void **stat
     f.p.input_bytes = 1;
     f.p.sched = (struct alisa_sched){1, 0, 2, UINT32_MAX};
     f.p.scheduled = 1;
-    place_alisa_ops.destroy(f.st);
-    assert_int_equal(place_alisa_ops.create(&f.st, &f.p, MAXT, NULL, &e), 0);
+    fx_apply(&f);
     struct place_result r = {.load = f.bufs[0], .recompute = f.bufs[1], .offload = f.bufs[2],
                              .drop = f.bufs[3]};
     uint32_t att[3] = {0, 1, 2};
