@@ -32,7 +32,8 @@ static const struct hw_profile unit_hw = {.name = "unit", .gpu_mem_gib = 1, .hbm
  * Streaming weights would need two layers' buffers (512 bytes) for 336
  * freed, so w = 1, c = 0.5. Per layer at the mean context (6 tokens, 96
  * bytes): GEMMs 256 ns, attention over the GPU half 48 ns, over the CPU half
- * 96 ns (0.5 byte/ns): 400 ns; the offload (8 ns) runs beside it. */
+ * through the FP32 workspace 5 x 48 bytes at 0.5 byte/ns, 480 ns: 784 ns;
+ * the offload (8 ns) runs beside it. */
 static void test_cpu_attention_keeps_weights_and_fills_the_gpu_with_kv(void **state)
 {
     (void)state;
@@ -45,8 +46,8 @@ static void test_cpu_attention_keeps_weights_and_fills_the_gpu_with_kv(void **st
     assert_true(feasible);
     assert_true(fabs(p.w_gpu - 1) < 1e-9);
     assert_true(fabs(p.cache_gpu - 0.5) < 1e-6);
-    assert_true(fabs(ns - 400) < 1e-4);
-    assert_true(fabs(flexgen_policy_layer_ns(&w, &p) - 400) < 1e-4);
+    assert_true(fabs(ns - 784) < 1e-4);
+    assert_true(fabs(flexgen_policy_layer_ns(&w, &p) - 784) < 1e-4);
     /* the default policy wants all 128 bytes of KV on the GPU */
     assert_true(flexgen_default_policy.w_gpu == 1 && flexgen_default_policy.cache_gpu == 1);
 }

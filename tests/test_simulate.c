@@ -131,23 +131,24 @@ static void test_flexgen_attends_its_cpu_share_on_the_cpu(void **state)
     char *dir = tu_mkdtemp();
     const char *path = tu_path(dir, "tiny.trace");
     write_tiny(path);
-    /* KV room for 2 of the 4 tokens: half of every token (8 of 16 bytes) on
-     * the GPU. Step 0 attends tokens 0-2: the CPU reads the CPU halves of 0
-     * and 1 (16 bytes, 16 ns at 1 byte/ns); step 1 those of 0-2 (24 ns). No
-     * KV crosses the link except each new token's CPU half (8 bytes). */
+    /* KV room for 2 of the 4 tokens: FlexGen's LP puts half of every token
+     * (8 of 16 bytes) on the GPU. Step 0 attends tokens 0-2: the CPU halves
+     * of 0 and 1 (16 bytes) go through the FP32 workspace, 5 bytes of host
+     * traffic each (80 ns at 1 byte/ns); step 1 those of 0-2 (120 ns). No KV
+     * crosses the link except each new token's CPU half (8 bytes). */
     struct sim_config c = toy_config(path, "flexgen", 2);
     c.gpu_mem_bytes = 336 + 2 * 16;
     struct sim_result r;
     struct alisa_err e = {{0}};
     assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
     assert_false(r.oom);
-    assert_true(fabs(r.cpu_attention_s - 40e-9) < 1e-15);
+    assert_true(fabs(r.cpu_attention_s - 200e-9) < 1e-15);
     assert_true(r.bytes_h2d == 0);
     assert_true(fabs(r.bytes_d2h - 4 * 8) < 1e-9); /* 2 prompt + 2 new tokens' halves */
-    /* prefill 624, its offload 1 + 16 = 17 (624..641); CPU_ATTN(0) 624..640;
-     * COMPUTE(0) 641..1025; OFFLOAD(0) ..1034; CPU_ATTN(1) 1025..1049;
-     * COMPUTE(1) 1049..1449; OFFLOAD(1) ..1458 */
-    assert_true(fabs(r.total_s - 1458e-9) < 1e-15);
+    /* prefill 624, its offload 1 + 16 = 17 (624..641); CPU_ATTN(0) 624..704;
+     * COMPUTE(0) 704..1088; OFFLOAD(0) ..1097; CPU_ATTN(1) 1088..1208;
+     * COMPUTE(1) 1208..1608; OFFLOAD(1) ..1617 */
+    assert_true(fabs(r.total_s - 1617e-9) < 1e-15);
     tu_rmdir(dir);
     free(dir);
 }

@@ -6,6 +6,7 @@
 #include "flexgen_policy.h"
 
 #include <glpk.h>
+#include <math.h>
 #include <string.h>
 
 const struct flexgen_policy flexgen_default_policy = {1.0, 1.0};
@@ -16,7 +17,7 @@ struct lp_terms {
     double kv_copy_ns;   /* the whole layer's KV at the mean context over the link */
     double gemm_ns;      /* the layer's weight GEMMs */
     double attn_gpu_ns;  /* attention over the whole layer's KV on the GPU */
-    double attn_cpu_ns;  /* the same on the CPU */
+    double attn_cpu_ns;  /* the same on the CPU, through its FP32 workspace */
     double offload_ns;   /* the new tokens' K and V over the link */
     double weights, layer_weights, kv_peak, gpu_fixed; /* bytes */
 };
@@ -39,7 +40,7 @@ static void lp_terms(const struct flexgen_workload *w, struct lp_terms *t)
     t->gemm_ns = cost_layer_compute_ns(m, hw, w->batch, 0, 0, w->precision, 0, 0);
     t->attn_gpu_ns = cost_layer_compute_ns(m, hw, w->batch, B * ctx, B * ctx, w->precision, 0, 0) -
                      t->gemm_ns;
-    t->attn_cpu_ns = cost_cpu_attention_ns(hw, kv_mean);
+    t->attn_cpu_ns = cost_cpu_attention_ns(hw, kv_mean * FLEXGEN_CPU_ATTN_TRAFFIC);
 }
 
 double flexgen_policy_layer_ns(const struct flexgen_workload *w, const struct flexgen_policy *p)
@@ -113,10 +114,11 @@ int flexgen_policy_lp(const struct flexgen_workload *w, struct flexgen_policy *p
     *layer_ns = 0;
     if (rc == 0 && status == GLP_OPT) {
         *feasible = 1;
-        p->w_gpu = glp_get_col_prim(lp, 1);
-        p->cache_gpu = glp_get_col_prim(lp, 2);
-        /* GLPK meets a bound to its tolerance (1e-7): no more KV on the GPU
-         * than its memory exactly holds, or a whole run would not fit */
+        /* GLPK meets a bound to its tolerance (1e-7): shares rounded to 1e-9,
+         * then no more KV on the GPU than its memory exactly holds, or a
+         * whole run would not fit */
+        p->w_gpu = round(glp_get_col_prim(lp, 1) * 1e9) / 1e9;
+        p->cache_gpu = round(glp_get_col_prim(lp, 2) * 1e9) / 1e9;
         double room = G - 2 * t.layer_weights - t.gpu_fixed - p->w_gpu * (t.weights - 2 * t.layer_weights);
         if (t.kv_peak > 0 && p->cache_gpu * t.kv_peak > room)
             p->cache_gpu = room > 0 ? room / t.kv_peak : 0;
