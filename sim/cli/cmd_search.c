@@ -21,7 +21,10 @@ void cmd_search_usage(FILE *out)
             "recomputed when selected. Prints the paper's greedy choice (every tier as full\n"
             "as it can be, as long as it can be) and the exhaustive grid's best, with the\n"
             "modelled time split into compute, transfer and recompute (roofline terms from\n"
-            "the hardware catalog; weights stay on the GPU).\n"
+            "the hardware catalog; weights stay on the GPU). Counted in whole tokens per\n"
+            "(sequence, layer) stream as placement alisa runs the rule (alisa sim --system\n"
+            "alisa runs the greedy schedule, --search grid the grid's); each step's global\n"
+            "tokens are taken as spread evenly over the tokens before the local window.\n"
             "\n"
             "  --model NAME        model shape (alisa catalog models)\n"
             "  --hardware NAME     hardware profile (alisa catalog hardware)\n"
@@ -62,9 +65,14 @@ static void print_schedule(const char *name, const struct alisa_schedule *s, uin
                "(peak GPU %.1f GB)\n", name, s->peak_gpu_bytes / 1e9);
         return;
     }
-    printf("%-7s alpha %.3f  beta %.3f  p1 %4u  p2 %4u  total %8.3f s  (compute %.3f, "
+    char p1[16] = "never", p2[16] = "never";
+    if (s->p1 < gen_len)
+        snprintf(p1, sizeof p1, "%u", s->p1);
+    if (s->p2 < gen_len)
+        snprintf(p2, sizeof p2, "%u", s->p2);
+    printf("%-7s alpha %.3f  beta %.3f  p1 %5s  p2 %5s  total %8.3f s  (compute %.3f, "
            "transfer %.3f, recompute %.3f)  %8.1f tok/s  [%llu schedule%s]\n",
-           name, s->alpha, s->beta, s->p1, s->p2, s->total_ns * 1e-9, s->compute_ns * 1e-9,
+           name, s->alpha, s->beta, p1, p2, s->total_ns * 1e-9, s->compute_ns * 1e-9,
            s->transfer_ns * 1e-9, s->recompute_ns * 1e-9,
            (double)batch * gen_len / (s->total_ns * 1e-9), (unsigned long long)s->evaluated,
            s->evaluated == 1 ? "" : "s");
