@@ -1,6 +1,9 @@
 /* The CPU backend (backend.h's ops; contract in forward.h): activations in
- * host memory, GEMMs through CBLAS over the whole batch (cpu_ops.h), the KV
- * arenas in host memory (kvstore.h). Owns the activations and a dense KV
+ * host memory, weight products over the whole batch (qmat.h: a GGUF's
+ * quantised blocks, or FP32 through CBLAS), the row-wise operations and
+ * dense attention across OpenMP threads (cpu_ops.h), the KV arenas in host
+ * memory (kvstore.h); the tiered cache's attention runs sequence by
+ * sequence, in the scheduler's order. Owns the activations and a dense KV
  * cache; in tiered mode the dense cache's rows of a sequence hold the K and
  * V it attends, read out of the device arena. The oracle of the CUDA backend.
  */
@@ -24,13 +27,15 @@ struct cpu_state {
     float *k, *v;          /* (rows, kv_dim) */
     float *hb, *hb2;       /* (rows, hidden_dim) */
     float *logits;         /* (rows, vocab) */
-    float *att;            /* (n_heads, max_len) scores of one sequence */
+    void *qscratch;        /* qmat_gemm's activation blocks for rows_cap rows */
+    uint32_t nt;           /* threads the dense attention runs on */
+    float *att;            /* (nt, n_heads, max_len) scores of one sequence a thread */
     float *key_cache;      /* (n_layers, batch, max_len, kv_dim) */
     float *value_cache;    /* (n_layers, batch, max_len, kv_dim) */
     float *rope_cos, *rope_sin; /* (max_len, head_dim / 2) */
     const float *K, *V;    /* (n, kv_dim) rows of K and V one sequence attends, contiguous */
     uint32_t *ids;         /* (max_len) their token ids */
-    float *w;              /* (max_len) head-mean weights over them */
+    float *w;              /* (nt, max_len) head-mean weights over them, a thread */
 };
 
 static void cpu_destroy(void *be)
@@ -39,6 +44,7 @@ static void cpu_destroy(void *be)
     if (!s)
         return;
     free(s->x);
+    free(s->qscratch);
     free(s->att);
     free(s->key_cache);
     free(s->value_cache);
@@ -57,9 +63,14 @@ static int ensure_rows(struct cpu_state *s, uint32_t rows)
     const struct llm_config *c = &s->m->c;
     size_t R = rows, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim;
     float *p = malloc((4 * R * d + 2 * R * kv + 2 * R * hd + R * c->vocab) * sizeof(float));
-    if (!p)
+    void *qs = malloc(qmat_scratch_bytes(d > hd ? (uint32_t)d : (uint32_t)hd, rows));
+    if (!p || !qs) {
+        free(p), free(qs);
         return ALISA_ENOMEM;
+    }
     free(s->x);
+    free(s->qscratch);
+    s->qscratch = qs;
     s->x = p; p += R * d;
     s->xb = p; p += R * d;
     s->xb2 = p; p += R * d;
@@ -86,12 +97,13 @@ static int cpu_create(void **be, const struct backend_common *cm, struct alisa_e
     size_t B = s->batch, kv = c->kv_dim, max_len = s->max_len;
     size_t cache = (size_t)c->n_layers * B * max_len * kv;
     size_t half = c->head_dim / 2;
-    s->att = malloc((size_t)c->n_heads * max_len * sizeof(float));
+    s->nt = cpu_threads();
+    s->att = malloc((size_t)s->nt * c->n_heads * max_len * sizeof(float));
     s->key_cache = malloc(cache * sizeof(float));
     s->value_cache = malloc(cache * sizeof(float));
     s->rope_cos = malloc(2 * max_len * half * sizeof(float));
     s->ids = malloc(max_len * sizeof *s->ids);
-    s->w = malloc(max_len * sizeof *s->w);
+    s->w = malloc(s->nt * max_len * sizeof *s->w);
     if (!s->att || !s->key_cache || !s->value_cache || !s->rope_cos || !s->ids || !s->w ||
         ensure_rows(s, s->batch)) {
         cpu_destroy(s); /* frees s: the figures come from cm */
@@ -177,21 +189,46 @@ static const float *cpu_forward(void *be, struct backend_common *cm, const uint3
     }
     /* row r = b * P + i holds sequence b at position pos0 + i */
     for (uint32_t r = 0; r < R; r++)
-        memcpy(s->x + (size_t)r * d, w->token_embedding + (size_t)tokens[r] * d, d * sizeof(float));
+        qmat_row(&w->token_embedding, tokens[r], s->x + (size_t)r * d);
     uint64_t t_start = backend_mono_ns(), t0;
     for (uint32_t l = 0; l < c->n_layers; l++) {
         double *tl = cm->t_layer + (size_t)l * T_N;
         t0 = backend_mono_ns();
+#pragma omp parallel for schedule(static) if (R > 1)
         for (uint32_t r = 0; r < R; r++)
             cpu_rmsnorm(s->xb + (size_t)r * d, s->x + (size_t)r * d, w->rms_att + (size_t)l * d, d,
                         c->norm_eps);
-        cpu_gemm(s->q, s->xb, w->wq + (size_t)l * d * d, R, d, d);
-        cpu_gemm(s->k, s->xb, w->wk + (size_t)l * kv * d, R, kv, d);
-        cpu_gemm(s->v, s->xb, w->wv + (size_t)l * kv * d, R, kv, d);
+        qmat_gemm(s->q, s->xb, &w->wq[l], R, s->qscratch);
+        qmat_gemm(s->k, s->xb, &w->wk[l], R, s->qscratch);
+        qmat_gemm(s->v, s->xb, &w->wv[l], R, s->qscratch);
         tl[T_GEMM] += (double)(backend_mono_ns() - t0);
         t0 = backend_mono_ns();
-        /* positions in order: position p attends keys written at p' <= p */
-        for (uint32_t i = 0; i < P; i++) {
+        if (!cm->sched) { /* dense: every row's keys written, then every row attends, in parallel */
+#pragma omp parallel for schedule(static) num_threads(s->nt) if (R > 1)
+            for (uint32_t r = 0; r < R; r++) {
+                uint32_t b = r / P, pos = pos0 + r % P;
+                size_t base = (((size_t)l * B + b) * s->max_len + pos) * kv;
+                const float *cs = s->rope_cos + (size_t)pos * half, *sn = s->rope_sin + (size_t)pos * half;
+                cpu_rope(s->q + (size_t)r * d, d, hs, cs, sn);
+                cpu_rope(s->k + (size_t)r * kv, kv, hs, cs, sn);
+                memcpy(s->key_cache + base, s->k + (size_t)r * kv, kv * sizeof(float));
+                memcpy(s->value_cache + base, s->v + (size_t)r * kv, kv * sizeof(float));
+            }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(s->nt) if (R > 1)
+            for (uint32_t r = 0; r < R; r++) {
+                uint32_t b = r / P, pos = pos0 + r % P, n = pos + 1, tid = cpu_thread_id();
+                size_t base = (((size_t)l * B + b) * s->max_len) * kv;
+                float *wt = s->w + (size_t)tid * s->max_len;
+                /* output replaces the normed input */
+                cpu_attend(s->q + (size_t)r * d, s->key_cache + base, s->value_cache + base, n, kv,
+                           hs, group, H, s->att + (size_t)tid * H * s->max_len, s->max_len, wt,
+                           s->xb + (size_t)r * d);
+                if (rows) /* one position a call when rows are asked for */
+                    memcpy(rows + ((size_t)b * c->n_layers + l) * n, wt, n * sizeof *wt);
+            }
+        }
+        /* tiered: positions in order, position p attends keys written at p' <= p */
+        for (uint32_t i = 0; i < P && cm->sched; i++) {
             uint32_t pos = pos0 + i, n = pos + 1;
             const float *cs = s->rope_cos + (size_t)pos * half, *sn = s->rope_sin + (size_t)pos * half;
             for (uint32_t b = 0; b < B; b++) {
@@ -201,25 +238,13 @@ static const float *cpu_forward(void *be, struct backend_common *cm, const uint3
                 cpu_rope(kb, kv, hs, cs, sn);
                 float *act = s->xb + r * d; /* this layer's normed input, kept for recompute */
                 float *row = rows ? rows + ((size_t)b * c->n_layers + l) * n : NULL;
-                uint32_t n_att = 0;
-                if (!cm->sched) {
-                    size_t base = (((size_t)l * B + b) * s->max_len) * kv;
-                    memcpy(s->key_cache + base + (size_t)pos * kv, kb, kv * sizeof(float));
-                    memcpy(s->value_cache + base + (size_t)pos * kv, vb, kv * sizeof(float));
-                    for (uint32_t t = 0; t < n; t++)
-                        s->ids[t] = t;
-                    s->K = s->key_cache + base;
-                    s->V = s->value_cache + base;
-                    n_att = n;
-                } else {
-                    double before = tl[T_MOVE] + tl[T_RECOMP] + tl[T_SCHED];
-                    n_att = tiered_gather(s, cm, b, l, pos, kb, vb, act, tl);
-                    /* counted below with the attention: take the other
-                     * categories out again */
-                    tl[T_ATTN] -= tl[T_MOVE] + tl[T_RECOMP] + tl[T_SCHED] - before;
-                    if (n_att == 0)
-                        return NULL;
-                }
+                double before = tl[T_MOVE] + tl[T_RECOMP] + tl[T_SCHED];
+                uint32_t n_att = tiered_gather(s, cm, b, l, pos, kb, vb, act, tl);
+                /* counted below with the attention: take the other
+                 * categories out again */
+                tl[T_ATTN] -= tl[T_MOVE] + tl[T_RECOMP] + tl[T_SCHED] - before;
+                if (n_att == 0)
+                    return NULL;
                 /* output replaces the normed input */
                 cpu_attend(q, s->K, s->V, n_att, kv, hs, group, H, s->att, s->max_len, s->w, act);
                 if (row) {
@@ -227,30 +252,35 @@ static const float *cpu_forward(void *be, struct backend_common *cm, const uint3
                     for (uint32_t a = 0; a < n_att; a++)
                         row[s->ids[a]] = s->w[a];
                 }
-                if (cm->sched)
-                    tl[T_ATTN] -= backend_observe(cm, b, l, pos, s->ids, s->w, n_att, s->att, tl);
+                tl[T_ATTN] -= backend_observe(cm, b, l, pos, s->ids, s->w, n_att, s->att, tl);
             }
         }
         tl[T_ATTN] += (double)(backend_mono_ns() - t0);
         t0 = backend_mono_ns();
-        cpu_gemm(s->xb2, s->xb, w->wo + (size_t)l * d * d, R, d, d);
-        for (size_t i = 0; i < (size_t)R * d; i++)
-            s->x[i] += s->xb2[i];
+        qmat_gemm(s->xb2, s->xb, &w->wo[l], R, s->qscratch);
+#pragma omp parallel for schedule(static) if (R > 1)
+        for (uint32_t r = 0; r < R; r++) {
+            float *x = s->x + (size_t)r * d;
+            const float *x2 = s->xb2 + (size_t)r * d;
+            for (uint32_t j = 0; j < d; j++)
+                x[j] += x2[j];
+            cpu_rmsnorm(s->xb + (size_t)r * d, x, w->rms_ffn + (size_t)l * d, d, c->norm_eps);
+        }
+        qmat_gemm(s->hb, s->xb, &w->w1[l], R, s->qscratch);
+        qmat_gemm(s->hb2, s->xb, &w->w3[l], R, s->qscratch);
+#pragma omp parallel for schedule(static) if (R > 1)
         for (uint32_t r = 0; r < R; r++)
-            cpu_rmsnorm(s->xb + (size_t)r * d, s->x + (size_t)r * d, w->rms_ffn + (size_t)l * d, d,
-                        c->norm_eps);
-        cpu_gemm(s->hb, s->xb, w->w1 + (size_t)l * hd * d, R, hd, d);
-        cpu_gemm(s->hb2, s->xb, w->w3 + (size_t)l * hd * d, R, hd, d);
-        cpu_swiglu(s->hb, s->hb2, (size_t)R * hd);
-        cpu_gemm(s->xb2, s->hb, w->w2 + (size_t)l * d * hd, R, d, hd);
+            cpu_swiglu(s->hb + (size_t)r * hd, s->hb2 + (size_t)r * hd, hd);
+        qmat_gemm(s->xb2, s->hb, &w->w2[l], R, s->qscratch);
         for (size_t i = 0; i < (size_t)R * d; i++)
             s->x[i] += s->xb2[i];
         tl[T_GEMM] += (double)(backend_mono_ns() - t0);
     }
     t0 = backend_mono_ns();
+#pragma omp parallel for schedule(static) if (R > 1)
     for (uint32_t r = 0; r < R; r++)
         cpu_rmsnorm(s->xb + (size_t)r * d, s->x + (size_t)r * d, w->rms_final, d, c->norm_eps);
-    cpu_gemm(s->logits, s->xb, w->wcls, R, c->vocab, d);
+    qmat_gemm(s->logits, s->xb, &w->wcls, R, s->qscratch);
     uint64_t end = backend_mono_ns();
     backend_write_timings(cm, pos0, P, (double)(end - t_start), (double)(end - t0));
     return s->logits;
@@ -360,7 +390,7 @@ static double cpu_bench_recompute(const struct llm_model *m)
 const struct backend_ops backend_cpu = {
     .name = "cpu",
     .label = "CPU",
-    .computes = "one thread, FP32 weights",
+    .computes = "OpenMP threads; FP32 weights, or a GGUF's blocks times 8-bit activations",
     .weight_bytes = 4,
     .batched_copies = 0,
     .create = cpu_create,

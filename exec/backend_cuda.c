@@ -233,13 +233,24 @@ static int ensure_rows(struct cuda_state *s, uint32_t rows, struct alisa_err *e)
     return 0;
 }
 
-/* One FP32 host tensor of n values to FP16 at dst on the device, through a
- * host buffer tmp (n). */
-static int upload16(uint16_t *dst, const float *src, size_t n, uint16_t *tmp, struct alisa_err *e)
+/* n matrices (each as the model holds it: FP32 or the file's blocks) to
+ * FP16 at dst on the device, one after another, through host buffers row
+ * (cols floats) and tmp (one matrix). */
+static int upload16(uint16_t *dst, const struct qmat *q, size_t n, float *row, uint16_t *tmp,
+                    struct alisa_err *e)
 {
-    for (size_t i = 0; i < n; i++)
-        tmp[i] = fp16_from_float(src[i]);
-    return CU(e, cudaMemcpy(dst, tmp, n * sizeof *tmp, cudaMemcpyHostToDevice));
+    for (size_t i = 0; i < n; i++) {
+        size_t cols = q[i].cols, count = (size_t)q[i].rows * cols;
+        for (uint32_t r = 0; r < q[i].rows; r++) {
+            qmat_row(&q[i], r, row);
+            for (size_t j = 0; j < cols; j++)
+                tmp[(size_t)r * cols + j] = fp16_from_float(row[j]);
+        }
+        if (CU(e, cudaMemcpy(dst, tmp, count * sizeof *tmp, cudaMemcpyHostToDevice)))
+            return ALISA_EIO;
+        dst += count;
+    }
+    return 0;
 }
 
 static int upload_weights(struct cuda_state *s, struct alisa_err *e)
@@ -247,30 +258,33 @@ static int upload_weights(struct cuda_state *s, struct alisa_err *e)
     const struct llm_config *c = &s->m->c;
     const struct llm_weights *w = &s->m->w;
     size_t L = c->n_layers, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim, V = c->vocab;
-    int tied = w->wcls == w->token_embedding;
+    int tied = w->wcls.data == w->token_embedding.data;
     size_t sizes[9] = {V * d, L * d * d, L * kv * d, L * kv * d, L * d * d, L * hd * d,
                        L * d * hd, L * hd * d, tied ? 0 : V * d};
-    const float *src[9] = {w->token_embedding, w->wq, w->wk, w->wv, w->wo, w->w1, w->w2, w->w3,
-                           w->wcls};
+    const struct qmat *src[9] = {&w->token_embedding, w->wq, w->wk, w->wv, w->wo, w->w1, w->w2,
+                                 w->w3, &w->wcls};
+    const size_t count[9] = {1, L, L, L, L, L, L, L, tied ? 0 : 1};
     uint16_t **dst[9] = {&s->emb, &s->wq, &s->wk, &s->wv, &s->wo, &s->w1, &s->w2, &s->w3, &s->wcls};
-    size_t total = 0, biggest = 0;
-    for (int i = 0; i < 9; i++) {
+    size_t total = 0, biggest = V * d > hd * d ? V * d : hd * d;
+    for (int i = 0; i < 9; i++)
         total += sizes[i];
-        biggest = sizes[i] > biggest ? sizes[i] : biggest;
-    }
     if (CU(e, cudaMalloc((void **)&s->w16, total * sizeof(uint16_t))))
         return ALISA_ENOMEM;
     uint16_t *tmp = malloc(biggest * sizeof *tmp);
-    if (!tmp)
+    float *row = malloc((d > hd ? d : hd) * sizeof *row);
+    if (!tmp || !row) {
+        free(tmp), free(row);
         return err_set(e, ALISA_ENOMEM, "out of memory converting the weights to FP16");
+    }
     uint16_t *p = s->w16;
     int rc = 0;
     for (int i = 0; i < 9 && !rc; i++) {
         *dst[i] = p;
-        rc = upload16(p, src[i], sizes[i], tmp, e);
+        rc = upload16(p, src[i], count[i], row, tmp, e);
         p += sizes[i];
     }
     free(tmp);
+    free(row);
     if (tied)
         s->wcls = s->emb;
     if (rc)

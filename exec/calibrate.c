@@ -59,12 +59,12 @@ const uint32_t calib_attn_batch[CALIB_ATTN_N] = {1, 4, 8, 16, 32, 64};
 
 const char *calib_name(enum calib_figure f) { return names[f]; }
 
-/* Bytes of a weight as backend kind holds it (its ops say: FP32 on the
- * CPU, FP16 on the GPU); 0 for a backend this build lacks. */
-static double weight_size(enum llm_backend kind)
+double calib_bytes_per_weight(const struct llm_model *m, enum llm_backend kind)
 {
     const struct backend_ops *ops;
-    return backend_of(kind, &ops, NULL) ? 0.0 : (double)ops->weight_bytes;
+    if (backend_of(kind, &ops, NULL))
+        return 0.0; /* a backend this build lacks */
+    return kind == LLM_BACKEND_CPU ? llm_bytes_per_weight(m) : (double)ops->weight_bytes;
 }
 
 /* GEMMs of the model's shapes as the backend runs them (its bench_gemm:
@@ -106,9 +106,10 @@ static double model_weight_params(const struct llm_config *c)
 double calib_profile_weight_rate(const struct llm_model *m, const struct hw_profile *hw)
 {
     const struct llm_config *c = &m->c;
-    double head_b = (double)c->vocab * c->dim * sizeof(float);
-    double layer_b = model_weight_params(c) * sizeof(float) - head_b;
-    double roof = 1.0 / hw->hbm_gbps + 0.5 / (hw->fp16_tflops * 1e3); /* FP32: 2 FLOPs a 4 bytes */
+    double wb = hw->weight_bytes > 0 ? hw->weight_bytes : 4.0; /* the profile's bytes a weight */
+    double head_b = (double)c->vocab * c->dim * wb;
+    double layer_b = model_weight_params(c) * wb - head_b;
+    double roof = 1.0 / hw->hbm_gbps + 2.0 / wb / (hw->fp16_tflops * 1e3); /* 2 FLOPs a weight */
     double lt = hw->weight_gemm.n && hw->weight_gemm.rows[0] == 1 ? hw->weight_gemm.ns_per_byte[0]
                                                                    : roof;
     double ht = hw->head_gemm.n && hw->head_gemm.rows[0] == 1 ? hw->head_gemm.ns_per_byte[0] : lt;
@@ -313,11 +314,13 @@ static int insitu_run(const struct llm_model *m, const struct calib_text *tx,
     return rc;
 }
 
-void calib_weight_bytes(const struct llm_config *c, enum llm_backend kind, double *layers,
+void calib_weight_bytes(const struct llm_model *m, enum llm_backend kind, double *layers,
                         double *head)
 {
-    *head = (double)c->vocab * c->dim * weight_size(kind);
-    *layers = model_weight_params(c) * weight_size(kind) - *head;
+    const struct llm_config *c = &m->c;
+    double wb = calib_bytes_per_weight(m, kind);
+    *head = (double)c->vocab * c->dim * wb;
+    *layers = model_weight_params(c) * wb - *head;
 }
 
 /* The decode's weight GEMMs in situ (calibrate.h): for each row count R,
@@ -336,7 +339,7 @@ static int bench_stream(const struct llm_model *m, const struct calib_text *tx,
     struct calib_step steps[12];
     double lb, hb, xs[6], ys[6], tl[12 * INSITU_MAX_RUNS], th[12 * INSITU_MAX_RUNS],
         tt[12 * INSITU_MAX_RUNS];
-    calib_weight_bytes(&m->c, kind, &lb, &hb);
+    calib_weight_bytes(m, kind, &lb, &hb);
     for (int i = 0; i < 6; i++) {
         size_t n = 0, all = 0;
         double t0 = now_ns();
@@ -374,7 +377,7 @@ double calib_weight_rate(const struct llm_model *m, enum llm_backend kind, doubl
         for (size_t k = 0; k < n; k++)
             t[all++] = steps[k].cat[CALIB_CAT_GEMM] + steps[k].head;
     }
-    calib_weight_bytes(&m->c, kind, &lb, &hb);
+    calib_weight_bytes(m, kind, &lb, &hb);
     return (lb + hb) / fit_median(t, all);
 }
 

@@ -222,8 +222,11 @@ void calib_fit_copy(const double *bytes, const double *ns, size_t n, double *gbp
 void calib_set_progress(void (*fn)(void *ctx, int stage, const char *what), void *ctx);
 
 /* Bytes of the decode's layer weights and of its head as backend kind
- * holds them: what the wgemm and head figures are per. Cannot fail. */
-void calib_weight_bytes(const struct llm_config *c, enum llm_backend kind, double *layers,
+ * holds m's weights (CUDA: FP16; CPU: as loaded, llm_bytes_per_weight,
+ * averaged over layers and head so that the profile's one weight_bytes
+ * prices both): what the wgemm and head figures are per. Cannot fail. */
+double calib_bytes_per_weight(const struct llm_model *m, enum llm_backend kind);
+void calib_weight_bytes(const struct llm_model *m, enum llm_backend kind, double *layers,
                         double *head);
 
 /* Runs every microbenchmark once for the shapes of model m (which must be

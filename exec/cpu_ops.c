@@ -10,6 +10,9 @@
 
 #include <cblas.h>
 #include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 #if defined(__SSE2__)
@@ -22,6 +25,41 @@ void cpu_flush_subnormals(void)
 #if defined(__SSE2__)
     _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
     _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
+#endif
+}
+
+static uint32_t n_threads;
+
+void cpu_threads_set(uint32_t n)
+{
+    if (n == 0) { /* each library's default (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS) */
+#ifdef _OPENMP
+        n_threads = (uint32_t)omp_get_max_threads();
+#else
+        n_threads = 1;
+#endif
+        return;
+    }
+    n_threads = n;
+#ifdef _OPENMP
+    omp_set_num_threads((int)n);
+#endif
+    openblas_set_num_threads((int)n);
+}
+
+uint32_t cpu_threads(void)
+{
+    if (!n_threads)
+        cpu_threads_set(0);
+    return n_threads;
+}
+
+uint32_t cpu_thread_id(void)
+{
+#ifdef _OPENMP
+    return (uint32_t)omp_get_thread_num();
+#else
+    return 0;
 #endif
 }
 
@@ -104,18 +142,32 @@ void cpu_attend(const float *q, const float *K, const float *V, uint32_t n, uint
                 uint32_t hs, uint32_t group, uint32_t H, float *att, uint32_t ld, float *w,
                 float *out)
 {
+    /* plain loops, not BLAS: the forward pass runs sequences on parallel
+     * threads, and these products are too small for a BLAS call to pay */
     const float scale = 1.0f / sqrtf((float)hs);
     memset(w, 0, n * sizeof *w);
-    for (uint32_t g = 0; g < H / group; g++) {
-        size_t koff = (size_t)g * hs;
-        float *ag = att + (size_t)g * group * ld;
-        cpu_matmul(1, group, n, hs, scale, q + koff * group, hs, K + koff, kv_dim, ag, ld);
-        for (uint32_t h = 0; h < group; h++) {
-            float *a = ag + (size_t)h * ld;
-            cpu_softmax(a, n);
-            for (uint32_t t = 0; t < n; t++)
-                w[t] += a[t] / (float)H;
+    for (uint32_t h = 0; h < H; h++) {
+        const float *qh = q + (size_t)h * hs;
+        const size_t koff = (size_t)(h / group) * hs;
+        float *a = att + (size_t)h * ld;
+        for (uint32_t t = 0; t < n; t++) {
+            const float *k = K + (size_t)t * kv_dim + koff;
+            float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+            for (uint32_t j = 0; j < hs; j++)
+                acc += qh[j] * k[j];
+            a[t] = scale * acc;
         }
-        cpu_matmul(0, group, hs, n, 1.0f, ag, ld, V + koff, kv_dim, out + koff * group, hs);
+        cpu_softmax(a, n);
+        float *o = out + (size_t)h * hs;
+        memset(o, 0, hs * sizeof *o);
+        for (uint32_t t = 0; t < n; t++) {
+            const float *v = V + (size_t)t * kv_dim + koff;
+            const float at = a[t];
+#pragma omp simd
+            for (uint32_t j = 0; j < hs; j++)
+                o[j] += at * v[j];
+            w[t] += at / (float)H;
+        }
     }
 }

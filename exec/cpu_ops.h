@@ -19,6 +19,19 @@
  * on entry. */
 void cpu_flush_subnormals(void);
 
+/* Sets the threads of the CPU forward pass: OpenMP's (qmat.h's products and
+ * the other operations) and OpenBLAS's; 0 leaves each library's default
+ * (every core, or OMP_NUM_THREADS / OPENBLAS_NUM_THREADS). Call before a
+ * forward pass, not during one. */
+void cpu_threads_set(uint32_t n);
+
+/* The threads cpu_threads_set chose. */
+uint32_t cpu_threads(void);
+
+/* The calling thread's number in the current parallel region (0 outside
+ * one), below cpu_threads(). */
+uint32_t cpu_thread_id(void);
+
 /* C (M, N) = alpha A (M, K) B, B being (K, N), or (N, K) used transposed
  * when transb; row-major with leading dimensions lda, ldb, ldc.
  * ALISA_REFERENCE_GEMM=1 in the environment makes it a plain loop (the
@@ -43,8 +56,9 @@ void cpu_swiglu(float *hb, const float *hb2, size_t n);
 void cpu_softmax(float *a, uint32_t n);
 
 /* Attention of one query q (H * hs) over n rows of K and V (stride kv_dim,
- * contiguous): per KV head, its group of query heads as two GEMMs with a
- * softmax per head between them. att (H, ld) is scratch (ld >= n); out
+ * contiguous): per query head, scores against its KV head's keys, a
+ * softmax, the weighted sum of the values (loops, no BLAS: safe on any
+ * thread). out must not alias q. att (H, ld) is scratch (ld >= n); out
  * (H * hs) gets the output, w (n) the heads' mean weights. */
 void cpu_attend(const float *q, const float *K, const float *V, uint32_t n, uint32_t kv_dim,
                 uint32_t hs, uint32_t group, uint32_t H, float *att, uint32_t ld, float *w,

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "checked.h"
-#include "fp16.h"
+#include "qmat.h"
 
 struct gguf_kv {
     char key[128];
@@ -114,6 +114,8 @@ static uint64_t type_bytes(uint32_t type, uint64_t n, int *ok, int *over)
     case GGML_F32: return checked_mul(4, n, over);
     case GGML_F16: return checked_mul(2, n, over);
     case GGML_Q8_0: return n % 32 ? (*ok = 0) : checked_mul(n / 32, 34, over);
+    case GGML_Q4_K: return n % 256 ? (*ok = 0) : checked_mul(n / 256, 144, over);
+    case GGML_Q6_K: return n % 256 ? (*ok = 0) : checked_mul(n / 256, 210, over);
     case GGML_Q4_0: return n % 32 ? (*ok = 0) : checked_mul(n / 32, 18, over);
     case GGML_Q4_1: return n % 32 ? (*ok = 0) : checked_mul(n / 32, 20, over);
     }
@@ -416,44 +418,17 @@ int gguf_read_f32(const struct gguf *g, const struct gguf_tensor *t, float *out,
     type_bytes(t->type, n, &ok, &over); /* over was refused at open */
     if (!ok)
         return err_set(e, ALISA_EINVAL, "%s: tensor '%s' has type %u (%s), unsupported (F32, F16, "
-                       "Q8_0, Q4_0, Q4_1 are read)", g->path, t->name, t->type,
+                       "Q8_0, Q4_0, Q4_1, Q4_K, Q6_K are read)", g->path, t->name, t->type,
                        ggml_type_name(t->type) ? ggml_type_name(t->type) : "unknown to ggml");
     /* only now: a supported tensor's data was checked to lie in the file
      * at open; another type's offset may be anything */
-    const uint8_t *p = g->map + g->data + t->offset;
-    switch (t->type) {
-    case GGML_F32:
-        memcpy(out, p, n * 4);
-        break;
-    case GGML_F16:
-        for (uint64_t i = 0; i < n; i++)
-            out[i] = fp16_to_float((uint16_t)rd(p + 2 * i, 2));
-        break;
-    case GGML_Q8_0:
-        for (uint64_t b = 0; b < n / 32; b++, p += 34) {
-            float d = fp16_to_float((uint16_t)rd(p, 2));
-            for (int j = 0; j < 32; j++)
-                out[b * 32 + j] = d * (float)(int8_t)p[2 + j];
-        }
-        break;
-    case GGML_Q4_0:
-        for (uint64_t b = 0; b < n / 32; b++, p += 18) {
-            float d = fp16_to_float((uint16_t)rd(p, 2));
-            for (int j = 0; j < 16; j++) {
-                out[b * 32 + j] = d * (float)((p[2 + j] & 0x0F) - 8);
-                out[b * 32 + j + 16] = d * (float)((p[2 + j] >> 4) - 8);
-            }
-        }
-        break;
-    case GGML_Q4_1:
-        for (uint64_t b = 0; b < n / 32; b++, p += 20) {
-            float d = fp16_to_float((uint16_t)rd(p, 2)), m = fp16_to_float((uint16_t)rd(p + 2, 2));
-            for (int j = 0; j < 16; j++) {
-                out[b * 32 + j] = d * (float)(p[4 + j] & 0x0F) + m;
-                out[b * 32 + j + 16] = d * (float)(p[4 + j] >> 4) + m;
-            }
-        }
-        break;
-    }
+    qmat_dequant(t->type, g->map + g->data + t->offset, out, n);
     return 0;
+}
+
+const void *gguf_tensor_data(const struct gguf *g, const struct gguf_tensor *t)
+{
+    int ok, over = 0;
+    type_bytes(t->type, t->n_elems, &ok, &over);
+    return ok ? g->map + g->data + t->offset : NULL;
 }

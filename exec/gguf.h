@@ -4,7 +4,7 @@
  * Owns a read-only mapping of the file. Every structure is bounds-checked
  * against the file size as it is parsed, so a truncated or corrupt file is
  * reported with the byte offset and never read past. Supported tensor types:
- * F32, F16, Q8_0, Q4_0, Q4_1 (others are named in the error).
+ * F32, F16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K (others are named in the error).
  */
 #ifndef ALISA_GGUF_H
 #define ALISA_GGUF_H
@@ -20,7 +20,10 @@ enum gguf_value_type {
     GGUF_I64 = 11, GGUF_F64 = 12
 };
 
-enum ggml_type { GGML_F32 = 0, GGML_F16 = 1, GGML_Q4_0 = 2, GGML_Q4_1 = 3, GGML_Q8_0 = 8 };
+enum ggml_type {
+    GGML_F32 = 0, GGML_F16 = 1, GGML_Q4_0 = 2, GGML_Q4_1 = 3, GGML_Q8_0 = 8, GGML_Q4_K = 12,
+    GGML_Q6_K = 14
+};
 
 struct gguf_tensor {
     char name[96];
@@ -65,5 +68,9 @@ const char *ggml_type_name(uint32_t type);
  * tensor's name for an unsupported type. */
 int gguf_read_f32(const struct gguf *g, const struct gguf_tensor *t, float *out,
                   struct alisa_err *e);
+
+/* Tensor t's bytes in the mapping, as stored (valid until gguf_close);
+ * NULL for an unsupported type. */
+const void *gguf_tensor_data(const struct gguf *g, const struct gguf_tensor *t);
 
 #endif

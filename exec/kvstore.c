@@ -8,8 +8,8 @@
  * every device access is an op.
  */
 #include "kvstore.h"
+#include "gguf.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,11 +209,13 @@ void kvstore_recompute(const struct llm_model *m, uint32_t layer, const float *a
                        float *k, float *v)
 {
     const struct llm_config *c = &m->c;
-    size_t kv = c->kv_dim, d = c->dim;
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)kv, (int)d, 1.0f,
-                m->w.wk + (size_t)layer * kv * d, (int)d, act, 1, 0.0f, k, 1);
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)kv, (int)d, 1.0f,
-                m->w.wv + (size_t)layer * kv * d, (int)d, act, 1, 0.0f, v, 1);
+    size_t kv = c->kv_dim;
+    /* the activation blocks of one row, for quantised weights (the GGUF
+     * loader bounds dim by 2^16; FP32 weights need none) */
+    _Alignas(64) unsigned char scratch[(65536 / 32) * QMAT_SCRATCH_PER_BLOCK];
+    ALISA_ASSERT(m->w.wk[layer].type == GGML_F32 || qmat_scratch_bytes(c->dim, 1) <= sizeof scratch);
+    qmat_gemm(k, act, &m->w.wk[layer], 1, scratch);
+    qmat_gemm(v, act, &m->w.wv[layer], 1, scratch);
     for (uint32_t i = 0; i < kv; i += 2) {
         uint32_t j = (i % c->head_dim) / 2;
         float freq = 1.0f / powf(c->rope_theta, (float)(2 * j) / (float)c->head_dim);

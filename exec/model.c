@@ -46,6 +46,8 @@ void llm_free(struct llm_model *m)
     if (!m)
         return;
     free(m->data);
+    free(m->mats);
+    gguf_close(m->file);
     free(m);
 }
 
@@ -58,26 +60,55 @@ static size_t weight_floats(const struct llm_config *c, int tied)
            (tied ? 0 : V * d);
 }
 
+/* The per-layer qmat arrays of m (7 x n_layers). Returns 0 or ALISA_ENOMEM. */
+static int alloc_mats(struct llm_model *m)
+{
+    size_t L = m->c.n_layers;
+    if (!(m->mats = calloc(7 * L, sizeof *m->mats)))
+        return ALISA_ENOMEM;
+    struct llm_weights *w = &m->w;
+    w->wq = m->mats;
+    w->wk = w->wq + L;
+    w->wv = w->wk + L;
+    w->wo = w->wv + L;
+    w->w1 = w->wo + L;
+    w->w2 = w->w1 + L;
+    w->w3 = w->w2 + L;
+    return 0;
+}
+
+/* An FP32 qmat of rows x cols at *p, advancing *p. The loaders bound the
+ * shape first, so it cannot fail. */
+static void f32_mat(struct qmat *q, uint32_t rows, uint32_t cols, float **p)
+{
+    int rc = qmat_init(q, GGML_F32, rows, cols, *p);
+    ALISA_ASSERT(rc == 0);
+    *p += (size_t)rows * cols;
+}
+
 /* Carves m->data (weight_floats(c, tied) floats) into the named tensors, in
- * that order. Cannot fail. */
+ * llama2.c's order, after alloc_mats. Cannot fail. */
 static void carve_weights(struct llm_model *m, int tied)
 {
     const struct llm_config *c = &m->c;
-    size_t L = c->n_layers, d = c->dim, hd = c->hidden_dim, kv = c->kv_dim, V = c->vocab;
+    uint32_t L = c->n_layers, d = c->dim, hd = c->hidden_dim, kv = c->kv_dim, V = c->vocab;
     struct llm_weights *w = &m->w;
     float *p = m->data;
-    w->token_embedding = p; p += V * d;
-    w->rms_att = p; p += L * d;
-    w->wq = p; p += L * d * d;
-    w->wk = p; p += L * kv * d;
-    w->wv = p; p += L * kv * d;
-    w->wo = p; p += L * d * d;
-    w->rms_ffn = p; p += L * d;
-    w->w1 = p; p += L * hd * d;
-    w->w2 = p; p += L * d * hd;
-    w->w3 = p; p += L * hd * d;
+    f32_mat(&w->token_embedding, V, d, &p);
+    w->rms_att = p; p += (size_t)L * d;
+    for (uint32_t l = 0; l < L; l++) f32_mat(&w->wq[l], d, d, &p);
+    for (uint32_t l = 0; l < L; l++) f32_mat(&w->wk[l], kv, d, &p);
+    for (uint32_t l = 0; l < L; l++) f32_mat(&w->wv[l], kv, d, &p);
+    for (uint32_t l = 0; l < L; l++) f32_mat(&w->wo[l], d, d, &p);
+    w->rms_ffn = p; p += (size_t)L * d;
+    for (uint32_t l = 0; l < L; l++) f32_mat(&w->w1[l], hd, d, &p);
+    for (uint32_t l = 0; l < L; l++) f32_mat(&w->w2[l], d, hd, &p);
+    for (uint32_t l = 0; l < L; l++) f32_mat(&w->w3[l], hd, d, &p);
     w->rms_final = p; p += d;
-    w->wcls = tied ? w->token_embedding : p;
+    if (tied)
+        w->wcls = w->token_embedding;
+    else
+        f32_mat(&w->wcls, V, d, &p);
 }
 
 int llm_load_llama2c(struct llm_model **out, const char *path, struct alisa_err *e)
@@ -112,6 +143,10 @@ int llm_load_llama2c(struct llm_model **out, const char *path, struct alisa_err 
     size_t n = weight_floats(c, h.shared_classifier);
     ALISA_ASSERT(n == h.n_params);
     m->data = malloc(n * sizeof(float));
+    if (m->data && alloc_mats(m)) {
+        free(m->data);
+        m->data = NULL;
+    }
     FILE *f = fopen(path, "rb");
     if (!m->data || !f) {
         int status = m->data ? ALISA_EIO : ALISA_ENOMEM;
@@ -139,10 +174,10 @@ int llm_load_llama2c(struct llm_model **out, const char *path, struct alisa_err 
     return 0;
 }
 
-/* Dequantises tensor `name` with the expected shape (ne0 = in, ne1 = out)
- * into dst. */
+/* Tensor `name` with the expected shape (ne0 = in, ne1 = out): dequantised
+ * into dst, or, when dst is NULL, described in place by q (its own type). */
 static int load_tensor(const struct gguf *g, const char *path, const char *name, uint64_t ne0,
-                       uint64_t ne1, float *dst, struct alisa_err *e)
+                       uint64_t ne1, float *dst, struct qmat *q, struct alisa_err *e)
 {
     const struct gguf_tensor *t = gguf_find(g, name);
     if (!t)
@@ -152,10 +187,19 @@ static int load_tensor(const struct gguf *g, const char *path, const char *name,
         return err_set(e, ALISA_ECORRUPT, "%s: tensor '%s' is [%llu, %llu], expected [%llu, %llu]",
                        path, name, (unsigned long long)t->dims[0], (unsigned long long)d1,
                        (unsigned long long)ne0, (unsigned long long)ne1);
-    return gguf_read_f32(g, t, dst, e);
+    if (dst)
+        return gguf_read_f32(g, t, dst, e);
+    const void *data = gguf_tensor_data(g, t);
+    if (!data || qmat_init(q, t->type, (uint32_t)ne1, (uint32_t)ne0, data))
+        return err_set(e, ALISA_EINVAL, "%s: tensor '%s' has type %u (%s), which the native "
+                       "weights do not read (F32, F16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K in whole rows of "
+                       "blocks)", path, name, t->type,
+                       ggml_type_name(t->type) ? ggml_type_name(t->type) : "unknown to ggml");
+    return 0;
 }
 
-int llm_load_gguf(struct llm_model **out, const char *path, struct alisa_err *e)
+int llm_load_gguf(struct llm_model **out, const char *path, enum llm_weight_mode mode,
+                  struct alisa_err *e)
 {
     *out = NULL;
     struct gguf *g;
@@ -241,41 +285,65 @@ int llm_load_gguf(struct llm_model **out, const char *path, struct alisa_err *e)
                      (unsigned long long)gguf_file_bytes(g));
         goto done;
     }
-    if (!(m->data = malloc(n * sizeof(float)))) {
-        rc = err_set(e, ALISA_ENOMEM, "%s: out of memory for %zu weights", path, n);
+    /* native weights: only the norms are FP32 */
+    size_t nf = mode == LLM_WEIGHTS_F32 ? n : (2 * L + 1) * d;
+    if (!(m->data = malloc(nf * sizeof(float))) || alloc_mats(m)) {
+        rc = err_set(e, ALISA_ENOMEM, "%s: out of memory for %zu weights", path, nf);
         goto done;
     }
-    carve_weights(m, tied);
+    m->mode = mode;
     struct llm_weights *w = &m->w;
-    if ((rc = load_tensor(g, path, "token_embd.weight", d, V, w->token_embedding, e)) ||
-        (rc = load_tensor(g, path, "output_norm.weight", d, 1, w->rms_final, e)) ||
-        (!tied && (rc = load_tensor(g, path, "output.weight", d, V, w->wcls, e))))
+    const int f32 = mode == LLM_WEIGHTS_F32;
+    if (f32) {
+        carve_weights(m, tied);
+    } else {
+        w->rms_att = m->data;
+        w->rms_ffn = m->data + L * d;
+        w->rms_final = m->data + 2 * L * d;
+    }
+#define F32_AT(q) (f32 ? (float *)(uintptr_t)(q).data : NULL)
+    if ((rc = load_tensor(g, path, "token_embd.weight", d, V, F32_AT(w->token_embedding),
+                          &w->token_embedding, e)) ||
+        (rc = load_tensor(g, path, "output_norm.weight", d, 1, w->rms_final, NULL, e)) ||
+        (!tied && (rc = load_tensor(g, path, "output.weight", d, V, F32_AT(w->wcls), &w->wcls, e))))
         goto done;
+    if (tied)
+        w->wcls = w->token_embedding;
     for (uint64_t l = 0; l < L && !rc; l++) {
         char nm[96];
 #define LOAD(suffix, ne0, ne1, dst)                                      \
     if (!rc) {                                                           \
         snprintf(nm, sizeof nm, "blk.%llu.%s", (unsigned long long)l, suffix); \
-        rc = load_tensor(g, path, nm, ne0, ne1, dst, e);                 \
+        rc = load_tensor(g, path, nm, ne0, ne1, dst, NULL, e);           \
+    }
+#define LOADM(suffix, ne0, ne1, q)                                       \
+    if (!rc) {                                                           \
+        snprintf(nm, sizeof nm, "blk.%llu.%s", (unsigned long long)l, suffix); \
+        rc = load_tensor(g, path, nm, ne0, ne1, F32_AT(q), &(q), e);     \
     }
         LOAD("attn_norm.weight", d, 1, w->rms_att + l * d)
-        LOAD("attn_q.weight", d, d, w->wq + l * d * d)
-        LOAD("attn_k.weight", d, kv, w->wk + l * kv * d)
-        LOAD("attn_v.weight", d, kv, w->wv + l * kv * d)
-        LOAD("attn_output.weight", d, d, w->wo + l * d * d)
+        LOADM("attn_q.weight", d, d, w->wq[l])
+        LOADM("attn_k.weight", d, kv, w->wk[l])
+        LOADM("attn_v.weight", d, kv, w->wv[l])
+        LOADM("attn_output.weight", d, d, w->wo[l])
         LOAD("ffn_norm.weight", d, 1, w->rms_ffn + l * d)
-        LOAD("ffn_gate.weight", d, hd, w->w1 + l * hd * d)
-        LOAD("ffn_down.weight", hd, d, w->w2 + l * d * hd)
-        LOAD("ffn_up.weight", d, hd, w->w3 + l * hd * d)
+        LOADM("ffn_gate.weight", d, hd, w->w1[l])
+        LOADM("ffn_down.weight", hd, d, w->w2[l])
+        LOADM("ffn_up.weight", d, hd, w->w3[l])
 #undef LOAD
+#undef LOADM
     }
+#undef F32_AT
     if (rc)
         goto done;
     const char *slash = strrchr(path, '/');
     snprintf(m->name, sizeof m->name, "%s", slash ? slash + 1 : path);
     rc = llm_file_sha256(path, m->sha256, e);
 done:
-    gguf_close(g);
+    if (!rc && mode == LLM_WEIGHTS_NATIVE)
+        m->file = g; /* the weights live in its mapping */
+    else
+        gguf_close(g);
     if (rc) {
         llm_free(m);
         return rc;
@@ -284,7 +352,8 @@ done:
     return 0;
 }
 
-int llm_load(struct llm_model **out, const char *path, struct alisa_err *e)
+int llm_load(struct llm_model **out, const char *path, enum llm_weight_mode mode,
+             struct alisa_err *e)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -293,7 +362,7 @@ int llm_load(struct llm_model **out, const char *path, struct alisa_err *e)
     size_t got = fread(magic, 1, 4, f);
     fclose(f);
     if (got == 4 && memcmp(magic, "GGUF", 4) == 0)
-        return llm_load_gguf(out, path, e);
+        return llm_load_gguf(out, path, mode, e);
     return llm_load_llama2c(out, path, e);
 }
 
@@ -310,11 +379,22 @@ void llm_model_shape(const struct llm_model *m, struct model_shape *out)
     out->ffn = c->hidden_dim;
     out->ffn_matrices = 3;
     out->vocab = c->vocab;
-    out->tied_embeddings = m->w.wcls == m->w.token_embedding;
+    out->tied_embeddings = m->w.wcls.data == m->w.token_embedding.data;
     out->max_seq = c->seq_len;
     double d = c->dim, kv = c->kv_dim;
     double layer = 2 * d * d + 2 * d * kv + 3 * d * c->hidden_dim + 2 * d;
     out->params = (double)c->vocab * d * (out->tied_embeddings ? 1 : 2) + c->n_layers * layer + d;
     out->weight_bytes_fp16 = 2 * out->params;
     out->available = 1;
+}
+
+double llm_bytes_per_weight(const struct llm_model *m)
+{
+    const struct llm_weights *w = &m->w;
+    double bytes = (double)w->wcls.rows * w->wcls.row_bytes, n = (double)w->wcls.rows * w->wcls.cols;
+    for (size_t i = 0; i < 7 * (size_t)m->c.n_layers; i++) {
+        bytes += (double)m->mats[i].rows * m->mats[i].row_bytes;
+        n += (double)m->mats[i].rows * m->mats[i].cols;
+    }
+    return bytes / n;
 }

@@ -1,8 +1,10 @@
-/* A LLaMA-family model in memory: configuration and FP32 weights, loaded from
- * a llama2.c version-0 checkpoint or a GGUF file (dequantised at load).
+/* A LLaMA-family model in memory: configuration and weights, loaded from a
+ * llama2.c version-0 checkpoint or a GGUF file (dequantised at load, or kept
+ * quantised in the file's mapping).
  *
- * Owns one allocation holding every weight, carved into named pointers;
- * row-major [out][in] matrices as llama2.c stores them. Validates the file
+ * Owns one FP32 allocation carved into named tensors, the per-layer qmats,
+ * and for native GGUF weights the file's mapping; row-major [out][in]
+ * matrices as llama2.c stores them. Validates the file
  * against its header (llama2c.h) before reading a byte of weights.
  */
 #ifndef ALISA_MODEL_H
@@ -13,6 +15,9 @@
 
 #include "catalog.h"
 #include "err.h"
+#include "qmat.h"
+
+struct gguf;
 
 struct llm_config {
     uint32_t dim;         /* model width */
@@ -28,25 +33,36 @@ struct llm_config {
     float norm_eps;       /* RMSNorm epsilon, 1e-5 for llama2.c */
 };
 
+/* Weight matrices as qmats (qmat.h): FP32 in the model's one allocation,
+ * or, for a GGUF loaded with its own types, the file's blocks in its
+ * mapping. Norm weights are always FP32. */
 struct llm_weights {
-    float *token_embedding; /* (vocab, dim) */
+    struct qmat token_embedding; /* (vocab, dim) */
+    struct qmat *wq;        /* (n_layers) of (dim, dim) */
+    struct qmat *wk;        /* (n_layers) of (kv_dim, dim) */
+    struct qmat *wv;        /* (n_layers) of (kv_dim, dim) */
+    struct qmat *wo;        /* (n_layers) of (dim, dim) */
+    struct qmat *w1;        /* (n_layers) of (hidden_dim, dim) gate */
+    struct qmat *w2;        /* (n_layers) of (dim, hidden_dim) down */
+    struct qmat *w3;        /* (n_layers) of (hidden_dim, dim) up */
+    struct qmat wcls;       /* (vocab, dim); the token embedding's data when tied */
     float *rms_att;         /* (n_layers, dim) */
-    float *wq;              /* (n_layers, dim, dim) */
-    float *wk;              /* (n_layers, kv_dim, dim) */
-    float *wv;              /* (n_layers, kv_dim, dim) */
-    float *wo;              /* (n_layers, dim, dim) */
     float *rms_ffn;         /* (n_layers, dim) */
-    float *w1;              /* (n_layers, hidden_dim, dim) gate */
-    float *w2;              /* (n_layers, dim, hidden_dim) down */
-    float *w3;              /* (n_layers, hidden_dim, dim) up */
     float *rms_final;       /* (dim) */
-    float *wcls;            /* (vocab, dim); aliases token_embedding when tied */
 };
+
+/* How a GGUF's weights are held: dequantised to FP32 at load (the oracle
+ * path, and what llama2.c checkpoints always get), or as the file stores
+ * them, mapped from it. */
+enum llm_weight_mode { LLM_WEIGHTS_F32, LLM_WEIGHTS_NATIVE };
 
 struct llm_model {
     struct llm_config c;
     struct llm_weights w;
-    float *data;            /* the one allocation behind w */
+    enum llm_weight_mode mode;
+    float *data;            /* FP32 weights (all of them, or only the norms) */
+    struct qmat *mats;      /* the 7 x n_layers per-layer qmats behind w */
+    struct gguf *file;      /* the mapped GGUF behind native weights, or NULL */
     char name[64];          /* file name without directory */
     char sha256[65];        /* hex SHA-256 of the file */
 };
@@ -56,19 +72,28 @@ struct llm_model {
 int llm_load_llama2c(struct llm_model **out, const char *path, struct alisa_err *e);
 
 /* Loads a GGUF file of architecture "llama": hyper-parameters from its
- * metadata (heads, KV heads, rope theta, norm epsilon, context), every
- * tensor dequantised to F32. The output head is output.weight, or the token
- * embedding when absent (tied). On failure e names the file and the tensor or
- * key at fault. */
-int llm_load_gguf(struct llm_model **out, const char *path, struct alisa_err *e);
+ * metadata (heads, KV heads, rope theta, norm epsilon, context); the
+ * matrices dequantised to F32 (LLM_WEIGHTS_F32) or kept in the file's
+ * types, mapped (LLM_WEIGHTS_NATIVE). The output head is output.weight, or
+ * the token embedding when absent (tied). On failure e names the file and
+ * the tensor or key at fault. */
+int llm_load_gguf(struct llm_model **out, const char *path, enum llm_weight_mode mode,
+                  struct alisa_err *e);
 
-/* Either loader, by the file's first bytes ("GGUF" or a llama2.c header). */
-int llm_load(struct llm_model **out, const char *path, struct alisa_err *e);
+/* Either loader, by the file's first bytes ("GGUF" or a llama2.c header);
+ * mode applies to GGUF files. */
+int llm_load(struct llm_model **out, const char *path, enum llm_weight_mode mode,
+             struct alisa_err *e);
 
 /* m's shape as the simulator's catalog describes a model (name from the
  * file, family "llama", SwiGLU, parameters counted from the tensors, FP16
  * bytes twice that). Cannot fail. */
 void llm_model_shape(const struct llm_model *m, struct model_shape *out);
+
+/* Bytes per weight of the decode's matrices as m holds them (every layer's
+ * seven and the output head): 4 for FP32, 0.625 for Q4_1 blocks, mixed
+ * types averaged over the weights. Cannot fail. */
+double llm_bytes_per_weight(const struct llm_model *m);
 
 /* Frees m. Accepts NULL. */
 void llm_free(struct llm_model *m);

@@ -35,7 +35,7 @@ static struct llm_model *load_stories(void)
     }
     struct llm_model *m;
     struct alisa_err e = {{0}};
-    if (llm_load(&m, path, &e))
+    if (llm_load(&m, path, LLM_WEIGHTS_NATIVE, &e))
         fail_msg("%s", e.msg);
     return m;
 }
@@ -73,7 +73,7 @@ static int fake_run(void *ctx, const struct llm_model *m, const struct calib_run
         i++;
     assert_true(i < 6);
     double lb, hb;
-    calib_weight_bytes(&m->c, LLM_BACKEND_CPU, &lb, &hb);
+    calib_weight_bytes(m, LLM_BACKEND_CPU, &lb, &hb);
     int dense = i == 0, swa = strcmp(run->sel, "swa") == 0;
     for (uint32_t p = run->P; p < run->N; p++) {
         struct calib_step *s = &steps[(*n)++];
@@ -137,7 +137,7 @@ static void test_calibrate_recovers_a_known_workload(void **state)
     /* the whole pass per byte, linear in rows: its intercept is the memory
      * term, its slope the arithmetic (calibrate.h: 2 flops a byte a row) */
     double lb, hb;
-    calib_weight_bytes(&m->c, LLM_BACKEND_CPU, &lb, &hb);
+    calib_weight_bytes(m, LLM_BACKEND_CPU, &lb, &hb);
     near("stream_gbps", f[CALIB_STREAM_GBPS], (lb + hb) / (lb * k.wg0 + hb * k.hg0));
     near("stream_gflops", f[CALIB_STREAM_GFLOPS], (lb + hb) / (2 * (lb * k.wg1 + hb * k.hg1)));
     near("weight_probe_gbps", f[CALIB_WEIGHT_PROBE_GBPS],

@@ -349,7 +349,7 @@ static struct llm_model *model_or_skip(const char *path)
     }
     struct llm_model *m;
     struct alisa_err e = {{0}};
-    if (llm_load(&m, path, &e))
+    if (llm_load(&m, path, LLM_WEIGHTS_F32, &e))
         fail_msg("%s", e.msg);
     return m;
 }

@@ -235,7 +235,7 @@ static void test_gguf_every_loader_error_is_named(void **state)
     put(&m, zeros, sizeof zeros);
     tu_write(path, m.p, m.n);
     struct llm_model *model;
-    assert_int_equal(llm_load_gguf(&model, path, &e), ALISA_ECORRUPT);
+    assert_int_equal(llm_load_gguf(&model, path, LLM_WEIGHTS_F32, &e), ALISA_ECORRUPT);
     assert_non_null(strstr(e.msg, "vocabulary mismatch: 5 tokens in the tokenizer, 4 rows"));
     free(m.p);
     tu_rmdir(dir);

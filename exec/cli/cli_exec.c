@@ -16,6 +16,7 @@
 #include "catalog.h"
 #include "cli.h"
 #include "costmodel.h"
+#include "cpu_ops.h"
 #include "trace.h"
 
 void loaded_free(struct loaded *l)
@@ -24,9 +25,19 @@ void loaded_free(struct loaded *l)
     tok_free(l->t);
 }
 
-int load_model(struct loaded *l, const char *model, const char *tokenizer, int with_tokenizer,
-               struct alisa_err *e)
+int exec_weight_mode(const char *weights)
 {
+    return !weights || strcmp(weights, "native") == 0 ? LLM_WEIGHTS_NATIVE
+           : strcmp(weights, "f32") == 0              ? LLM_WEIGHTS_F32
+                                                      : -1;
+}
+
+int load_model(struct loaded *l, const char *model, const char *tokenizer, int with_tokenizer,
+               const struct kv_opts *o, struct alisa_err *e)
+{
+    int mode = exec_weight_mode(o ? o->weights : NULL);
+    ALISA_ASSERT(mode >= 0); /* kv_opts_check refused another */
+    cpu_threads_set(o ? o->threads : 0);
     memset(l, 0, sizeof *l);
     char tok_path[600] = "";
     snprintf(l->model_path, sizeof l->model_path, "%s", model);
@@ -43,7 +54,7 @@ int load_model(struct loaded *l, const char *model, const char *tokenizer, int w
     }
     if (tokenizer)
         snprintf(tok_path, sizeof tok_path, "%s", tokenizer);
-    int rc = llm_load(&l->m, l->model_path, e);
+    int rc = llm_load(&l->m, l->model_path, (enum llm_weight_mode)mode, e);
     if (rc || !with_tokenizer)
         return rc;
     size_t pl = strlen(l->model_path);
@@ -79,6 +90,15 @@ int kv_opt(struct kv_opts *o, int ch, const char *opt, const char *arg, struct a
     case 1007: o->hardware = arg; return 1;
     case 1008: o->int8 = 1; return 1;
     case 1009: o->backend = arg; return 1;
+    case 1010: o->weights = arg; return 1;
+    case 1011:
+        if (cli_parse_u32(opt, arg, &o->threads, e))
+            return -1;
+        if (o->threads == 0 || o->threads > 1024) {
+            err_set(e, ALISA_EINVAL, "%s %s: expected 1 to 1024 threads", opt, arg);
+            return -1;
+        }
+        return 1;
     }
     return 0;
 }
@@ -99,6 +119,8 @@ int kv_opts_check(const struct kv_opts *o)
                                pl->name);
     if (sel_params_validate(&o->sel, &e))
         return cli_usage_error(NULL, "%s", e.msg);
+    if (exec_weight_mode(o->weights) < 0)
+        return cli_usage_error(NULL, "--weights %s: expected native or f32", o->weights);
     const char *b = o->backend;
     if (b && strcmp(b, "cpu") != 0 && strcmp(b, "cuda") != 0 && strcmp(b, "auto") != 0)
         return cli_usage_error(NULL, "--backend %s: expected cpu, cuda or auto", b);

@@ -25,12 +25,15 @@ struct loaded {
     char model_path[600];
 };
 
+struct kv_opts;
+
 /* Loads model (a catalog name with a checkpoint, or a llama2.c .bin or GGUF
  * path) and, when with_tokenizer, its tokenizer: tokenizer when given, else
- * the catalog's, else the one inside a GGUF file. On failure l is empty and
- * e says why. */
+ * the catalog's, else the one inside a GGUF file. The weights are held as
+ * o->weights says and the CPU threads set to o->threads (o NULL: native,
+ * every core). On failure l is empty and e says why. */
 int load_model(struct loaded *l, const char *model, const char *tokenizer, int with_tokenizer,
-               struct alisa_err *e);
+               const struct kv_opts *o, struct alisa_err *e);
 
 void loaded_free(struct loaded *l); /* accepts an empty l */
 
@@ -57,6 +60,8 @@ struct kv_opts {
     struct sel_params sel;
     int int8;                      /* INT8 K and V in the arenas */
     uint64_t gpu_bytes, cpu_bytes; /* totals over all streams */
+    const char *weights;           /* native (NULL) or f32 */
+    uint32_t threads;              /* CPU threads, 0: all cores */
 };
 
 #define KV_OPT_LIST                                                                \
@@ -64,7 +69,8 @@ struct kv_opts {
     {"budget-tokens", required_argument, 0, 1003}, {"placement", required_argument, 0, 1004}, \
     {"gpu-kv-bytes", required_argument, 0, 1005}, {"cpu-kv-bytes", required_argument, 0, 1006}, \
     {"hardware", required_argument, 0, 1007}, {"kv-int8", no_argument, 0, 1008},      \
-    {"backend", required_argument, 0, 1009}
+    {"backend", required_argument, 0, 1009}, {"weights", required_argument, 0, 1010}, \
+    {"threads", required_argument, 0, 1011}
 
 #define KV_OPT_HELP                                                                          \
     "  --selection NAME   tokens each layer attends (alisa policy list; default: all)\n"     \
@@ -81,11 +87,23 @@ struct kv_opts {
     "                     its last token arrives (alone: dense selection, one arena)\n"  \
     "  --backend B        cpu (default), cuda (the GPU: FP16 weights, cuBLAS, the device\n" \
     "                     arena in GPU memory, the host arena pinned) or auto (cuda when\n" \
-    "                     built and a device is found, else cpu; says which)\n"
+    "                     built and a device is found, else cpu; says which)\n"          \
+    EXEC_WEIGHTS_HELP
+
+/* The options of how the executor holds weights and how many threads it
+ * runs (every command that loads a model). */
+#define EXEC_WEIGHTS_HELP                                                                   \
+    "  --weights W        native (default: a GGUF's matrices stay in their quantised blocks,\n" \
+    "                     mapped from the file, times 8-bit activations as llama.cpp does)\n" \
+    "                     or f32 (dequantised at load: the oracle); llama2.c files are f32\n" \
+    "  --threads N        CPU threads of the forward pass (default: every core, or OMP_NUM_THREADS)\n"
 
 /* Handles one KV option (getopt code ch, option as typed, value); returns 1
  * when ch was one, -1 on a bad value (e says why), 0 when not a KV option. */
 int kv_opt(struct kv_opts *o, int ch, const char *opt, const char *arg, struct alisa_err *e);
+
+/* --weights's value as a load mode; -1 for another value. */
+int exec_weight_mode(const char *weights);
 
 /* The KV options' values checked before any work: the selection and
  * placement known (alisa policy list), their parameters in range, the

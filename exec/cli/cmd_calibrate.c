@@ -65,8 +65,9 @@ void cmd_calibrate_usage(FILE *out)
             "      machine with (runs of 1 prompt token and 2 decode steps, 0.5 s)\n"
             "  batched_copies   0: the CPU executor copies K and V token by token; 1: the\n"
             "      CUDA executor gathers a layer's moves into one copy each way\n"
-            "  serial = 1, weight_bytes = 4  one thread, FP32 weights (CUDA: 2, FP16);\n"
-            "      efficiencies 1\n"
+            "  weight_bytes     bytes per weight as the executor holds them (CPU: 4 for\n"
+            "      FP32, 0.625 for Q4_1 blocks, averaged over layers and head; CUDA: 2)\n"
+            "  serial = 1, efficiencies 1\n"
             "Reported only: the best in-cache GEMM rate (1 to 256 rows; CUDA: cuBLAS\n"
             "alone) and its one-row bandwidth.\n"
             "\n"
@@ -82,6 +83,8 @@ void cmd_calibrate_usage(FILE *out)
             "  --backend B      cpu (default), cuda (device 0; fails without one) or auto\n"
             "  --repeat N       runs of every benchmark (default 3, at least 2)\n"
             "  --name NAME      section name (default cpu-<hostname> or cuda-<hostname>)\n"
+            "  --weights W      native (default) or f32, as alisa run holds them\n"
+            "  --threads N      CPU threads (default: every core, or OMP_NUM_THREADS)\n"
             "  --json           print the runs and statistics as JSON\n"
             "  -h, --help       this text\n"
             "\n"
@@ -114,6 +117,7 @@ static void attn_table(FILE *f, const char *key, const struct llm_config *c,
 struct calibrate_opts {
     const char *model, *tokenizer, *text, *out, *backend, *name;
     uint32_t repeat;
+    struct kv_opts exec;           /* only --weights and --threads */
     int json;
 };
 
@@ -127,6 +131,8 @@ static int calibrate_parse(int argc, char **argv, struct calibrate_opts *o)
                                          {"backend", required_argument, 0, 'B'},
                                          {"repeat", required_argument, 0, 'r'},
                                          {"name", required_argument, 0, 'n'},
+                                         {"weights", required_argument, 0, 1010},
+                                         {"threads", required_argument, 0, 1011},
                                          {"json", no_argument, 0, 'j'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
@@ -148,6 +154,7 @@ static int calibrate_parse(int argc, char **argv, struct calibrate_opts *o)
         case 'n': o->name = optarg; break;
         case 'j': o->json = 1; break;
         case 'r': bad = cli_parse_u32(opt, optarg, &o->repeat, &e); break;
+        case 1010: case 1011: bad = kv_opt(&o->exec, ch, opt, optarg, &e) < 0; break;
         default: return cli_option_end(ch, opt, cmd_calibrate_usage);
         }
     }
@@ -158,6 +165,9 @@ static int calibrate_parse(int argc, char **argv, struct calibrate_opts *o)
     int req = cli_require(2, "--model", o->model != NULL, "-o", o->out != NULL);
     if (req)
         return req;
+    if (exec_weight_mode(o->exec.weights) < 0)
+        return cli_usage_error(cmd_calibrate_usage, "--weights %s: expected native or f32",
+                               o->exec.weights);
     if (o->repeat < 2)
         return cli_usage_error(cmd_calibrate_usage, "--repeat %u: at least 2 runs show a spread",
                                o->repeat);
@@ -169,7 +179,7 @@ static int calibrate_parse(int argc, char **argv, struct calibrate_opts *o)
 static void profile_write(FILE *f, const struct calibrate_opts *o, const char *host,
                           const char *section, const struct llm_backend_info *be,
                           const struct llm_backend_info *cpu, size_t n_ids,
-                          const struct llm_config *c, const struct stat4 *st)
+                          const struct llm_config *c, double wbytes, const struct stat4 *st)
 {
     char date[32];
     time_t now = time(NULL);
@@ -194,7 +204,9 @@ static void profile_write(FILE *f, const struct calibrate_opts *o, const char *h
                "; GEMMs' fit; serial = 1 adds the two terms); link_gbps, link_latency_us =\n"
                "; the arena-to-arena copy fit (latency clamped at 0); host_mem_gbps =\n"
                "; mem_gbps; efficiencies 1: these are rates reached; weight_bytes = the\n"
-               "; backend's bytes per weight (4 FP32, 2 FP16; the tables are per such byte);\n"
+               "; bytes per weight as the executor held them (4 FP32, 2 FP16 on the GPU,\n"
+               "; 0.625 Q4_1: one average over layers and head; the tables are per such\n"
+               "; byte);\n"
                "; attn_ns_per_token, attn_ns_fixed, attn_ns_per_layer (attn_layer_ns),\n"
                "; recompute_ns as measured;\n"
                "; weight_gemm_ns_per_byte, head_gemm_ns_per_byte = the wgemm_r*_ns_b and\n"
@@ -211,14 +223,14 @@ static void profile_write(FILE *f, const struct calibrate_opts *o, const char *h
     fprintf(f, "[%s]\ngpu = %s executor: %s\ngpu_mem_gib = %.1f\nhbm_gbps = %.4g\n"
                "fp16_tflops = %.4g\nhost_dram_gib = %.1f\nlink_gbps = %.4g\n"
                "link_latency_us = %.4g\nhost_mem_gbps = %.4g\ngemm_efficiency = 1\n"
-               "hbm_efficiency = 1\nserial = 1\nbatched_copies = %d\nweight_bytes = %d\n"
+               "hbm_efficiency = 1\nserial = 1\nbatched_copies = %d\nweight_bytes = %.4g\n"
                "attn_ns_per_token = %.4g\n"
                "attn_ns_fixed = %.4g\nrecompute_ns = %.4g\nweight_gemm_ns_per_byte =",
             section, be->label, be->device, be->mem_gib, st[CALIB_STREAM_GBPS].mean,
             st[CALIB_STREAM_GFLOPS].mean / 1000.0,
             gib, st[CALIB_COPY_GBPS].mean,
             st[CALIB_COPY_LATENCY_US].mean > 0 ? st[CALIB_COPY_LATENCY_US].mean : 0.0,
-            st[CALIB_MEM_GBPS].mean, be->batched_copies, be->weight_bytes,
+            st[CALIB_MEM_GBPS].mean, be->batched_copies, wbytes,
             st[CALIB_ATTN_NS_PER_TOKEN].mean,
             st[CALIB_ATTN_NS_FIXED].mean, st[CALIB_RECOMPUTE_NS].mean);
     for (int i = 0; i < 6; i++)
@@ -349,7 +361,7 @@ int cmd_calibrate(int argc, char **argv)
     if (!f)
         return cli_fail(&e);
     struct loaded l;
-    if (load_model(&l, o.model, o.tokenizer, o.tokenizer != NULL || o.text != NULL, &e)) {
+    if (load_model(&l, o.model, o.tokenizer, o.tokenizer != NULL || o.text != NULL, &o.exec, &e)) {
         cli_part_close(f, part, o.out, ALISA_EIO, &e);
         return cli_fail(&e);
     }
@@ -370,7 +382,8 @@ int cmd_calibrate(int argc, char **argv)
     if (!rc)
         rc = calibrate_runs(&o, l.m, o.text ? &tx : NULL, kind, runs, st, &e);
     if (!rc)
-        profile_write(f, &o, host, section, &be, &cpu, n_ids, &l.m->c, st);
+        profile_write(f, &o, host, section, &be, &cpu, n_ids, &l.m->c,
+                      calib_bytes_per_weight(l.m, kind), st);
     rc = cli_part_close(f, part, o.out, rc, &e); /* a failed run leaves no profile */
     if (!rc)
         calibrate_report(&o, section, runs, st);

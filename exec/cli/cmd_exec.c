@@ -151,7 +151,7 @@ int cmd_run(int argc, char **argv)
     if (temp < 0)
         return cli_usage_error(cmd_run_usage, "--temperature %g: at least 0 (0: greedy)", temp);
     struct loaded l;
-    if (load_model(&l, model, tokenizer, 1, &e))
+    if (load_model(&l, model, tokenizer, 1, &kvo, &e))
         return cli_fail(&e);
     size_t cap = strlen(prompt) + 3;
     uint32_t *ids = malloc(cap * sizeof *ids);
@@ -416,7 +416,7 @@ int cmd_eval(int argc, char **argv)
     if (batch == 0)
         return cli_usage_error(cmd_eval_usage, "--batch 0: at least 1 window at a time");
     struct loaded l;
-    if (load_model(&l, model, tokenizer, 1, &e))
+    if (load_model(&l, model, tokenizer, 1, &kvo, &e))
         return cli_fail(&e);
     int rc = 0;
     char what[32];
@@ -625,7 +625,7 @@ int cmd_record(int argc, char **argv)
     if (!batch)
         return cli_usage_error(cmd_record_usage, "--batch 0: at least 1 sequence");
     struct loaded l;
-    if (load_model(&l, model, tokenizer, 1, &e))
+    if (load_model(&l, model, tokenizer, 1, &kvo, &e))
         return cli_fail(&e);
     char what[64];
     snprintf(what, sizeof what, "--prompt-len %u + --gen-len %u", P, G);

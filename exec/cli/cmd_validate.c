@@ -646,7 +646,7 @@ int cmd_validate(int argc, char **argv)
     if (validate_profile(&o, &cat, &hw, &e))
         return cli_fail(&e);
     struct loaded l;
-    if (load_model(&l, o.model, o.tokenizer, 1, &e)) {
+    if (load_model(&l, o.model, o.tokenizer, 1, &o.kvo, &e)) {
         catalog_deinit(&cat);
         return cli_fail(&e);
     }

@@ -43,12 +43,12 @@ trap 'rm -rf "$tmp"' EXIT
 
 # Each runner prints "TOKENS_PER_S RSS_KB" for one run.
 alisa_decode() { # threads batch
-    OPENBLAS_NUM_THREADS=$1 /usr/bin/time -f "%M" -o "$tmp/rss" "$alisa" run --model "$model" \
+    /usr/bin/time -f "%M" -o "$tmp/rss" "$alisa" run --model "$model" --threads "$1" \
         --prompt "Once upon a time" -n 128 --batch "$2" >/dev/null 2>"$tmp/err"
     echo "$(sed -n 's/.*: \([0-9.]*\) tokens\/s (decode.*/\1/p' "$tmp/err") $(cat "$tmp/rss")"
 }
 alisa_prompt() { # threads
-    OPENBLAS_NUM_THREADS=$1 /usr/bin/time -f "%M" -o "$tmp/rss" "$alisa" eval --model "$model" \
+    /usr/bin/time -f "%M" -o "$tmp/rss" "$alisa" eval --model "$model" --threads "$1" \
         --text "$text" --ctx 512 --blocks 12 >"$tmp/out" 2>/dev/null
     echo "$(sed -n 's/.*(\([0-9.]*\) tokens\/s).*/\1/p' "$tmp/out") $(cat "$tmp/rss")"
 }

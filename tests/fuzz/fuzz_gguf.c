@@ -37,7 +37,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         gguf_close(g);
     }
     struct llm_model *m;
-    if (llm_load_gguf(&m, path, &e) == 0) {
+    if (llm_load_gguf(&m, path, LLM_WEIGHTS_NATIVE, &e) == 0) { /* the mapped blocks: one row */
+        float row[256];
+        if (m->c.dim <= 256)
+            qmat_row(&m->w.token_embedding, 0, row);
+        llm_free(m);
+    }
+    if (llm_load_gguf(&m, path, LLM_WEIGHTS_F32, &e) == 0) {
         struct tokenizer *t;
         if (tok_load(&t, path, m->c.vocab, &e) == 0) {
             uint32_t ids[64];

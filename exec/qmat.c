@@ -1,0 +1,584 @@
+/* Quantised weight products (contract in qmat.h). Block layouts are
+ * ggml's (ggml-common.h): Q4_0 {f16 d; u8 qs[16]}, weight j = (nibble - 8) d,
+ * low nibbles holding weights 0-15 and high nibbles 16-31; Q4_1 {f16 d;
+ * f16 m; u8 qs[16]}, weight = nibble d + m; Q8_0 {f16 d; i8 qs[32]}.
+ * Activations become struct qa blocks: ggml's Q8_0/Q8_1 values (d and
+ * s = d x sum(q) rounded to binary16 as ggml stores them) held as floats.
+ * Per block, with integer sum S of weight codes times activation codes:
+ * Q4_0 and Q8_0 add d_w d_a S; Q4_1 adds d_w d_a S + m_w s_a.
+ */
+#include "qmat.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define QMAT_X86 1
+#endif
+
+#include "cpu_ops.h"
+#include "fp16.h"
+#include "gguf.h"
+
+#define QK 32    /* the 32-weight blocks, and our activation blocks */
+#define QKK 256  /* the k-quants' super-blocks */
+
+struct qa {
+    float d;         /* scale, a binary16 value */
+    float s;         /* d x sum of q, a binary16 value (Q8_1's s) */
+    int8_t q[QK];
+};
+
+_Static_assert(sizeof(struct qa) == QMAT_SCRATCH_PER_BLOCK, "qmat.h's scratch size");
+
+static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static inline float h2f(const uint8_t *p) { return fp16_to_float(rd16(p)); }
+static inline float round_h(float x) { return fp16_to_float(fp16_from_float(x)); }
+
+/* Q4_K {f16 d; f16 dmin; u8 scales[12]; u8 qs[128]} (144 bytes, 256
+ * weights): sub-block j of 32 has scale d sc_j and min dmin m_j, 6-bit
+ * numbers packed as ggml-quants.c get_scale_min_k4 reads them; its codes
+ * are the low (j even) or high (j odd) nibbles of qs[32 (j / 2) ..]. */
+static inline void k4_scale(const uint8_t *q, int j, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+static inline int k4_code(const uint8_t *blk, int j, int l)
+{
+    return (blk[16 + (j / 2) * 32 + l] >> (4 * (j & 1))) & 0xF;
+}
+
+/* Q6_K {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d} (210 bytes, 256
+ * weights), as ggml-quants.c dequantize_row_q6_K reads it: in each half of
+ * 128 weights, 32-weight group g takes its low 4 bits from ql (bytes l or
+ * l + 32, low or high nibble) and its top 2 bits from qh bits 2g; code - 32
+ * times d times the scale of its 16 weights. */
+static inline int k6_code(const uint8_t *blk, int g, int l)
+{
+    const uint8_t *ql = blk + 64 * (g / 4), *qh = blk + 128 + 32 * (g / 4);
+    int gg = g % 4;
+    int lo = (ql[l + 32 * (gg & 1)] >> (4 * (gg >> 1))) & 0xF;
+    return (lo | ((qh[l] >> (2 * gg)) & 3) << 4) - 32;
+}
+static inline int k6_scale(int g, int l) /* index into scales[16] */
+{
+    return 8 * (g / 4) + 2 * (g % 4) + (l >= 16);
+}
+
+size_t qmat_row_bytes(uint32_t type, uint64_t cols)
+{
+    if (cols == 0 || cols > (1u << 24))
+        return 0;
+    switch (type) {
+    case GGML_F32: return (size_t)cols * 4;
+    case GGML_F16: return (size_t)cols * 2;
+    case GGML_Q4_0: return cols % QK ? 0 : (size_t)cols / QK * 18;
+    case GGML_Q4_1: return cols % QK ? 0 : (size_t)cols / QK * 20;
+    case GGML_Q8_0: return cols % QK ? 0 : (size_t)cols / QK * 34;
+    case GGML_Q4_K: return cols % QKK ? 0 : (size_t)cols / QKK * 144;
+    case GGML_Q6_K: return cols % QKK ? 0 : (size_t)cols / QKK * 210;
+    }
+    return 0;
+}
+
+int qmat_init(struct qmat *w, uint32_t type, uint32_t rows, uint32_t cols, const void *data)
+{
+    size_t rb = qmat_row_bytes(type, cols);
+    if (!rb || !rows)
+        return ALISA_EINVAL;
+    *w = (struct qmat){type, rows, cols, rb, data};
+    return 0;
+}
+
+void qmat_dequant(uint32_t type, const void *src, float *out, size_t n)
+{
+    const uint8_t *p = src;
+    switch (type) {
+    case GGML_F32:
+        memcpy(out, p, n * 4);
+        break;
+    case GGML_F16:
+        for (size_t i = 0; i < n; i++)
+            out[i] = fp16_to_float(rd16(p + 2 * i));
+        break;
+    case GGML_Q8_0:
+        for (size_t b = 0; b < n / QK; b++, p += 34) {
+            float d = h2f(p);
+            for (int j = 0; j < QK; j++)
+                out[b * QK + j] = d * (float)(int8_t)p[2 + j];
+        }
+        break;
+    case GGML_Q4_0:
+        for (size_t b = 0; b < n / QK; b++, p += 18) {
+            float d = h2f(p);
+            for (int j = 0; j < 16; j++) {
+                out[b * QK + j] = d * (float)((p[2 + j] & 0x0F) - 8);
+                out[b * QK + j + 16] = d * (float)((p[2 + j] >> 4) - 8);
+            }
+        }
+        break;
+    case GGML_Q4_1:
+        for (size_t b = 0; b < n / QK; b++, p += 20) {
+            float d = h2f(p), m = h2f(p + 2);
+            for (int j = 0; j < 16; j++) {
+                out[b * QK + j] = d * (float)(p[4 + j] & 0x0F) + m;
+                out[b * QK + j + 16] = d * (float)(p[4 + j] >> 4) + m;
+            }
+        }
+        break;
+    case GGML_Q4_K:
+        for (size_t b = 0; b < n / QKK; b++, p += 144) {
+            float d = h2f(p), dmin = h2f(p + 2);
+            for (int j = 0; j < 8; j++) {
+                int sc, m;
+                k4_scale(p + 4, j, &sc, &m);
+                const float dj = d * (float)sc, mj = dmin * (float)m;
+                for (int l = 0; l < QK; l++)
+                    *out++ = dj * (float)k4_code(p, j, l) - mj;
+            }
+        }
+        break;
+    case GGML_Q6_K:
+        for (size_t b = 0; b < n / QKK; b++, p += 210) {
+            const float d = h2f(p + 208);
+            for (int g = 0; g < 8; g++)
+                for (int l = 0; l < QK; l++)
+                    *out++ = d * (float)(int8_t)p[192 + k6_scale(g, l)] * (float)k6_code(p, g, l);
+        }
+        break;
+    }
+}
+
+void qmat_row(const struct qmat *w, uint32_t r, float *out)
+{
+    qmat_dequant(w->type, (const uint8_t *)w->data + (size_t)r * w->row_bytes, out, w->cols);
+}
+
+size_t qmat_scratch_bytes(uint32_t cols, uint32_t R)
+{
+    return (size_t)R * ((cols + QK - 1) / QK) * sizeof(struct qa);
+}
+
+/* One row of activations into blocks (ggml's quantize_row_q8_1_ref: d =
+ * max |x| / 127, q = round(x / d)). */
+static void quantize_row(const float *x, struct qa *b, uint32_t nb)
+{
+    for (uint32_t i = 0; i < nb; i++, x += QK) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK; j++)
+            amax = fmaxf(amax, fabsf(x[j]));
+        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        int sum = 0;
+        for (int j = 0; j < QK; j++) {
+            int v = (int)roundf(x[j] * id);
+            b[i].q[j] = (int8_t)v;
+            sum += v;
+        }
+        b[i].d = round_h(d);
+        b[i].s = round_h((float)sum * d);
+    }
+}
+
+/* ---- the dot products: one weight row (nb blocks) with one activation row ---- */
+
+/* out[k * ostride] = weight row w (nb blocks) . activation row k, for k <
+ * n <= 4, the rows `stride` blocks apart from a */
+typedef void (*dots_fn)(const uint8_t *w, const struct qa *a, size_t stride, uint32_t nb,
+                        uint32_t n, float *out, size_t ostride);
+
+static float dot_q4_0_scalar(const uint8_t *w, const struct qa *a, uint32_t nb)
+{
+    float acc = 0.0f;
+    for (uint32_t i = 0; i < nb; i++, w += 18) {
+        int s = 0;
+        for (int j = 0; j < 16; j++)
+            s += ((w[2 + j] & 0x0F) - 8) * a[i].q[j] + ((w[2 + j] >> 4) - 8) * a[i].q[j + 16];
+        acc += h2f(w) * a[i].d * (float)s;
+    }
+    return acc;
+}
+
+static float dot_q4_1_scalar(const uint8_t *w, const struct qa *a, uint32_t nb)
+{
+    float acc = 0.0f;
+    for (uint32_t i = 0; i < nb; i++, w += 20) {
+        int s = 0;
+        for (int j = 0; j < 16; j++)
+            s += (w[4 + j] & 0x0F) * a[i].q[j] + (w[4 + j] >> 4) * a[i].q[j + 16];
+        acc += h2f(w) * a[i].d * (float)s + h2f(w + 2) * a[i].s;
+    }
+    return acc;
+}
+
+static float dot_q8_0_scalar(const uint8_t *w, const struct qa *a, uint32_t nb)
+{
+    float acc = 0.0f;
+    for (uint32_t i = 0; i < nb; i++, w += 34) {
+        int s = 0;
+        for (int j = 0; j < QK; j++)
+            s += (int8_t)w[2 + j] * a[i].q[j];
+        acc += h2f(w) * a[i].d * (float)s;
+    }
+    return acc;
+}
+
+static float dot_q4_k_scalar(const uint8_t *w, const struct qa *a, uint32_t nb)
+{
+    float acc = 0.0f;
+    for (uint32_t i = 0; i < nb / 8; i++, w += 144) {
+        const float d = h2f(w), dmin = h2f(w + 2);
+        for (int j = 0; j < 8; j++) {
+            const struct qa *x = a + i * 8 + j;
+            int sc, m, sum = 0;
+            k4_scale(w + 4, j, &sc, &m);
+            for (int l = 0; l < QK; l++)
+                sum += k4_code(w, j, l) * x->q[l];
+            acc += d * (float)sc * x->d * (float)sum - dmin * (float)m * x->s;
+        }
+    }
+    return acc;
+}
+
+static float dot_q6_k_scalar(const uint8_t *w, const struct qa *a, uint32_t nb)
+{
+    float acc = 0.0f;
+    for (uint32_t i = 0; i < nb / 8; i++, w += 210) {
+        const float d = h2f(w + 208);
+        for (int g = 0; g < 8; g++) {
+            const struct qa *x = a + i * 8 + g;
+            int sum[2] = {0, 0};
+            for (int l = 0; l < QK; l++)
+                sum[l >= 16] += k6_code(w, g, l) * x->q[l];
+            acc += d * x->d * (float)((int8_t)w[192 + k6_scale(g, 0)] * sum[0] +
+                                      (int8_t)w[192 + k6_scale(g, 16)] * sum[1]);
+        }
+    }
+    return acc;
+}
+
+#define DEFINE_SCALAR_DOTS(T)                                                             \
+    static void dots_##T##_scalar(const uint8_t *w, const struct qa *a, size_t stride,     \
+                                  uint32_t nb, uint32_t n, float *out, size_t ostride)      \
+    {                                                                                      \
+        for (uint32_t k = 0; k < n; k++)                                                   \
+            out[k * ostride] = dot_##T##_scalar(w, a + k * stride, nb);                    \
+    }
+DEFINE_SCALAR_DOTS(q4_0)
+DEFINE_SCALAR_DOTS(q4_1)
+DEFINE_SCALAR_DOTS(q8_0)
+DEFINE_SCALAR_DOTS(q4_k)
+DEFINE_SCALAR_DOTS(q6_k)
+
+static float dot_f16_scalar(const uint8_t *w, const float *x, uint32_t n)
+{
+    float acc = 0.0f;
+    for (uint32_t j = 0; j < n; j++)
+        acc += fp16_to_float(rd16(w + 2 * j)) * x[j];
+    return acc;
+}
+
+#ifdef QMAT_X86
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+#define VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+
+AVX2 static inline float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* 32 nibbles of qs (16 bytes) as bytes 0..15 low, 16..31 high */
+AVX2 static inline __m256i nibbles(const uint8_t *qs)
+{
+    __m128i raw = _mm_loadu_si128((const __m128i *)qs);
+    __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+/* eight partial sums of u (unsigned bytes) times s (signed bytes) */
+AVX2 static inline __m256i sum_us_avx2(__m256i u, __m256i s)
+{
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+VNNI static inline __m256i sum_us_vnni(__m256i u, __m256i s)
+{
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+}
+
+/* A dots_fn for one weight type from an always-inlined CORE: four rows at
+ * once with the accumulators in registers, fewer one by one. */
+#define DOTS_WRAPPER(NAME, CORE, TYPE, ATTR)                                                   \
+    ATTR static void NAME(const uint8_t *w, const struct qa *a, size_t stride, uint32_t nb,    \
+                          uint32_t n, float *out, size_t ostride)                              \
+    {                                                                                          \
+        if (n == 4)                                                                            \
+            CORE(TYPE, w, a, stride, nb, 4, out, ostride);                                     \
+        else                                                                                   \
+            for (uint32_t k = 0; k < n; k++)                                                   \
+                CORE(TYPE, w, a + k * stride, stride, nb, 1, out + k * ostride, ostride);      \
+    }
+
+/* The dot products of one weight row with n <= 4 activation rows (rows
+ * `stride` blocks apart), for each instruction set: each weight block is
+ * unpacked once for the n rows into codes x (signed bytes) and u (unsigned
+ * bytes for SUM(u, s), an unsigned-times-signed byte sum): Q4_1's codes are
+ * unsigned already; otherwise u = |x| and x's sign moves onto the
+ * activations (the sign trick). */
+#define DEFINE_DOTS(ISA, ATTR, SUM)                                                            \
+    ATTR static inline __attribute__((always_inline)) void dots_##ISA(                         \
+        uint32_t type, const uint8_t *w, const struct qa *a, size_t stride, uint32_t nb,       \
+        uint32_t n, float *out, size_t ostride)                                                \
+    {                                                                                          \
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),        \
+                         _mm256_setzero_ps()};                                                 \
+        float mins[4] = {0, 0, 0, 0};                                                          \
+        const size_t bb = type == GGML_Q4_0 ? 18 : type == GGML_Q4_1 ? 20 : 34;                \
+        for (uint32_t i = 0; i < nb; i++, w += bb) {                                           \
+            __m256i u, x;                                                                      \
+            float dw = h2f(w), mw = 0.0f;                                                      \
+            if (type == GGML_Q4_1) {                                                           \
+                u = x = nibbles(w + 4); /* unsigned codes: no sign to move */                  \
+                mw = h2f(w + 2);                                                               \
+            } else {                                                                           \
+                x = type == GGML_Q4_0 ? _mm256_sub_epi8(nibbles(w + 2), _mm256_set1_epi8(8))   \
+                                      : _mm256_loadu_si256((const __m256i *)(w + 2));          \
+                u = _mm256_sign_epi8(x, x);                                                    \
+            }                                                                                  \
+            _Pragma("GCC unroll 4")                                                            \
+            for (uint32_t k = 0; k < n; k++) {                                                 \
+                const struct qa *ak = a + k * stride + i;                                      \
+                __m256i y = _mm256_loadu_si256((const __m256i *)ak->q);                        \
+                if (type != GGML_Q4_1)                                                         \
+                    y = _mm256_sign_epi8(y, x);                                                \
+                __m256 f = _mm256_cvtepi32_ps(SUM(u, y));                                      \
+                acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(dw * ak->d), f, acc[k]);               \
+                mins[k] += mw * ak->s;                                                         \
+            }                                                                                  \
+        }                                                                                      \
+        _Pragma("GCC unroll 4")                                                                \
+        for (uint32_t k = 0; k < n; k++)                                                       \
+            out[k * ostride] = hsum8(acc[k]) + mins[k];                                        \
+    }                                                                                  \
+    DOTS_WRAPPER(dots_q4_0_##ISA, dots_##ISA, GGML_Q4_0, ATTR)                                 \
+    DOTS_WRAPPER(dots_q4_1_##ISA, dots_##ISA, GGML_Q4_1, ATTR)                                 \
+    DOTS_WRAPPER(dots_q8_0_##ISA, dots_##ISA, GGML_Q8_0, ATTR)
+
+/* The k-quants the same way: a super-block's scales decoded once, each
+ * 32-weight group's codes unpacked once for the n activation rows. */
+#define DEFINE_KDOTS(ISA, ATTR, SUM)                                                           \
+    ATTR static inline __attribute__((always_inline)) void kdots_##ISA(                        \
+        uint32_t type, const uint8_t *w, const struct qa *a, size_t stride, uint32_t nb,       \
+        uint32_t n, float *out, size_t ostride)                                                \
+    {                                                                                          \
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),        \
+                         _mm256_setzero_ps()};                                                 \
+        float mins[4] = {0, 0, 0, 0};                                                          \
+        const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);               \
+        for (uint32_t i = 0; i < nb / 8; i++, w += type == GGML_Q4_K ? 144 : 210) {            \
+            __m256i u[8], x[8];                                                                \
+            __m256 scale[8];                                                                   \
+            float mn[8] = {0};                                                                 \
+            if (type == GGML_Q4_K) {                                                           \
+                const float d = h2f(w), dmin = h2f(w + 2);                                     \
+                for (int p = 0; p < 4; p++) {                                                  \
+                    __m256i b = _mm256_loadu_si256((const __m256i *)(w + 16 + 32 * p));        \
+                    u[2 * p] = _mm256_and_si256(b, m4);                                        \
+                    u[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(b, 4), m4);              \
+                }                                                                              \
+                for (int j = 0; j < 8; j++) {                                                  \
+                    int sc, m;                                                                 \
+                    k4_scale(w + 4, j, &sc, &m);                                               \
+                    scale[j] = _mm256_set1_ps(d * (float)sc);                                  \
+                    mn[j] = dmin * (float)m;                                                   \
+                }                                                                              \
+            } else {                                                                           \
+                const float d = h2f(w + 208);                                                  \
+                for (int h = 0; h < 2; h++) {                                                  \
+                    const uint8_t *ql = w + 64 * h, *qhp = w + 128 + 32 * h;                   \
+                    __m256i la = _mm256_loadu_si256((const __m256i *)ql);                      \
+                    __m256i lb = _mm256_loadu_si256((const __m256i *)(ql + 32));               \
+                    __m256i qh = _mm256_loadu_si256((const __m256i *)qhp);                     \
+                    __m256i c[4] = {                                                           \
+                        _mm256_or_si256(_mm256_and_si256(la, m4),                              \
+                                        _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),      \
+                        _mm256_or_si256(_mm256_and_si256(lb, m4),                              \
+                                        _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),      \
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4),        \
+                                        _mm256_and_si256(qh, m30)),                            \
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4),        \
+                                        _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30))};     \
+                    for (int g = 0; g < 4; g++) {                                              \
+                        x[4 * h + g] = _mm256_sub_epi8(c[g], _mm256_set1_epi8(32));            \
+                        u[4 * h + g] = _mm256_sign_epi8(x[4 * h + g], x[4 * h + g]);           \
+                        float s0 = d * (float)(int8_t)w[192 + k6_scale(4 * h + g, 0)];         \
+                        float s1 = d * (float)(int8_t)w[192 + k6_scale(4 * h + g, 16)];        \
+                        scale[4 * h + g] = _mm256_setr_ps(s0, s0, s0, s0, s1, s1, s1, s1);     \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+            _Pragma("GCC unroll 4")                                                            \
+            for (uint32_t k = 0; k < n; k++) {                                                 \
+                const struct qa *ak = a + k * stride + 8 * i;                                  \
+                for (int j = 0; j < 8; j++) {                                                  \
+                    __m256i y = _mm256_loadu_si256((const __m256i *)ak[j].q);                  \
+                    if (type == GGML_Q6_K)                                                     \
+                        y = _mm256_sign_epi8(y, x[j]);                                         \
+                    __m256 f = _mm256_cvtepi32_ps(SUM(u[j], y));                               \
+                    acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(scale[j], _mm256_set1_ps(ak[j].d)), \
+                                             f, acc[k]);                                       \
+                    mins[k] += mn[j] * ak[j].s;                                                \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+        _Pragma("GCC unroll 4")                                                                \
+        for (uint32_t k = 0; k < n; k++)                                                       \
+            out[k * ostride] = hsum8(acc[k]) - mins[k];                                        \
+    }                                                                                  \
+    DOTS_WRAPPER(dots_q4_k_##ISA, kdots_##ISA, GGML_Q4_K, ATTR)                                \
+    DOTS_WRAPPER(dots_q6_k_##ISA, kdots_##ISA, GGML_Q6_K, ATTR)
+
+DEFINE_DOTS(avx2, AVX2, sum_us_avx2)
+DEFINE_KDOTS(avx2, AVX2, sum_us_avx2)
+DEFINE_KDOTS(vnni, VNNI, sum_us_vnni)
+DEFINE_DOTS(vnni, VNNI, sum_us_vnni)
+
+AVX2 static float dot_f16_avx2(const uint8_t *w, const float *x, uint32_t n)
+{
+    __m256 acc = _mm256_setzero_ps();
+    uint32_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 wf = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + 2 * j)));
+        acc = _mm256_fmadd_ps(wf, _mm256_loadu_ps(x + j), acc);
+    }
+    float s = hsum8(acc);
+    for (; j < n; j++)
+        s += fp16_to_float(rd16(w + 2 * j)) * x[j];
+    return s;
+}
+#endif
+
+enum isa { ISA_SCALAR, ISA_AVX2, ISA_VNNI, ISA_AUTO };
+static const char *const isa_names[] = {"scalar", "avx2", "avx512vnni", "auto"};
+static int isa = -1; /* chosen at the first product */
+
+static int cpu_has(enum isa i)
+{
+#ifdef QMAT_X86
+    __builtin_cpu_init();
+    if (i == ISA_AVX2)
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+    if (i == ISA_VNNI)
+        return cpu_has(ISA_AVX2) && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
+#endif
+    return i == ISA_SCALAR;
+}
+
+int qmat_set_isa(const char *name, struct alisa_err *e)
+{
+    for (int i = 0; i <= ISA_AUTO; i++) {
+        if (strcmp(name, isa_names[i]) != 0)
+            continue;
+        if (i == ISA_AUTO) {
+            isa = cpu_has(ISA_VNNI) ? ISA_VNNI : cpu_has(ISA_AVX2) ? ISA_AVX2 : ISA_SCALAR;
+            return 0;
+        }
+        if (!cpu_has((enum isa)i))
+            return err_set(e, ALISA_EINVAL, "instruction set '%s': this CPU does not have it",
+                           name);
+        isa = i;
+        return 0;
+    }
+    return err_set(e, ALISA_EINVAL, "instruction set '%s': unknown (scalar, avx2, avx512vnni, "
+                   "auto)", name);
+}
+
+static void isa_pick(void)
+{
+    if (isa >= 0)
+        return;
+    const char *env = getenv("ALISA_CPU_ISA");
+    struct alisa_err e = {{0}};
+    if (!env || qmat_set_isa(env, &e))
+        qmat_set_isa("auto", &e); /* a bad variable falls back to the best */
+}
+
+const char *qmat_isa(void)
+{
+    isa_pick();
+    return isa_names[isa];
+}
+
+static dots_fn dots_for(uint32_t type)
+{
+#ifdef QMAT_X86
+    if (type == GGML_Q4_K || type == GGML_Q6_K) {
+        if (isa == ISA_VNNI)
+            return type == GGML_Q4_K ? dots_q4_k_vnni : dots_q6_k_vnni;
+        if (isa == ISA_AVX2)
+            return type == GGML_Q4_K ? dots_q4_k_avx2 : dots_q6_k_avx2;
+    }
+    if (isa == ISA_VNNI)
+        return type == GGML_Q4_0 ? dots_q4_0_vnni : type == GGML_Q4_1 ? dots_q4_1_vnni
+                                                                      : dots_q8_0_vnni;
+    if (isa == ISA_AVX2)
+        return type == GGML_Q4_0 ? dots_q4_0_avx2 : type == GGML_Q4_1 ? dots_q4_1_avx2
+                                                                      : dots_q8_0_avx2;
+#endif
+    return type == GGML_Q4_0   ? dots_q4_0_scalar
+           : type == GGML_Q4_1 ? dots_q4_1_scalar
+           : type == GGML_Q8_0 ? dots_q8_0_scalar
+           : type == GGML_Q4_K ? dots_q4_k_scalar
+                               : dots_q6_k_scalar;
+}
+
+/* products below this many weight-row x activation-row pairs stay on one
+ * thread (a parallel region costs microseconds) */
+#define PAR_MIN_PAIRS 64
+
+void qmat_gemm(float *y, const float *x, const struct qmat *w, uint32_t R, void *scratch)
+{
+    const uint32_t rows = w->rows, cols = w->cols;
+    if (w->type == GGML_F32) {
+        cpu_gemm(y, x, w->data, R, rows, cols);
+        return;
+    }
+    isa_pick();
+    const uint8_t *base = w->data;
+    const size_t rb = w->row_bytes;
+    const int par = (uint64_t)rows * R >= PAR_MIN_PAIRS;
+    if (w->type == GGML_F16) {
+        float (*dot)(const uint8_t *, const float *, uint32_t) = dot_f16_scalar;
+#ifdef QMAT_X86
+        if (isa != ISA_SCALAR)
+            dot = dot_f16_avx2;
+#endif
+#pragma omp parallel for schedule(static) if (par)
+        for (uint32_t o = 0; o < rows; o++)
+            for (uint32_t r = 0; r < R; r++)
+                y[(size_t)r * rows + o] = dot(base + o * rb, x + (size_t)r * cols, cols);
+        return;
+    }
+    const uint32_t nb = cols / QK;
+    struct qa *xa = scratch;
+#pragma omp parallel for schedule(static) if (R > 1 && par)
+    for (uint32_t r = 0; r < R; r++)
+        quantize_row(x + (size_t)r * cols, xa + (size_t)r * nb, nb);
+    const dots_fn dots = dots_for(w->type);
+#pragma omp parallel for schedule(static) if (par)
+    for (uint32_t o = 0; o < rows; o++)
+        for (uint32_t r = 0; r < R; r += 4)
+            dots(base + o * rb, xa + (size_t)r * nb, nb, nb, R - r < 4 ? R - r : 4,
+                 y + (size_t)r * rows + o, rows);
+}
