@@ -162,6 +162,14 @@ const float *llm_forward_chunk(struct llm_state *s, const uint32_t *tokens, uint
     return s->ops->forward(s->be, &s->c, tokens, pos0, P, rows);
 }
 
+int llm_prefill_chunk(struct llm_state *s, const uint32_t *tokens, uint32_t pos0, uint32_t P)
+{
+    s->c.no_head = 1;
+    const float *done = llm_forward_chunk(s, tokens, pos0, P, NULL);
+    s->c.no_head = 0;
+    return done ? 0 : -1;
+}
+
 const float *llm_forward(struct llm_state *s, const uint32_t *tokens, uint32_t pos, float *rows)
 {
     return llm_forward_chunk(s, tokens, pos, 1, rows);

@@ -37,6 +37,7 @@ struct backend_common {
     FILE *timings;           /* JSON lines, borrowed; NULL: off */
     FILE *plan_log;          /* decision log (planlog.h), borrowed; NULL: off */
     double *t_layer;         /* (n_layers, T_N) ns per category of the current call */
+    int no_head;             /* this call needs no logits: a backend may skip the head */
 };
 
 /* What a shell asks of a backend instead of testing which one it is: the

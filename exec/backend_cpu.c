@@ -173,6 +173,21 @@ static uint32_t tiered_gather(struct cpu_state *s, struct backend_common *cm, ui
     return plan.n_attended;
 }
 
+/* o (R, d) = the architecture's norm of x (R, d): RMSNorm (LLaMA) or
+ * LayerNorm with bias b (OPT), rows across the threads. */
+static void norm_rows(const struct llm_config *c, float *o, const float *x, const float *w,
+                      const float *b, uint32_t R)
+{
+    const uint32_t d = c->dim;
+#pragma omp parallel for schedule(static) if (R > 1)
+    for (uint32_t r = 0; r < R; r++) {
+        if (c->arch == LLM_ARCH_OPT)
+            cpu_layernorm(o + (size_t)r * d, x + (size_t)r * d, w, b, d, c->norm_eps);
+        else
+            cpu_rmsnorm(o + (size_t)r * d, x + (size_t)r * d, w, d, c->norm_eps);
+    }
+}
+
 static const float *cpu_forward(void *be, struct backend_common *cm, const uint32_t *tokens,
                                 uint32_t pos0, uint32_t P, float *rows)
 {
@@ -187,20 +202,32 @@ static const float *cpu_forward(void *be, struct backend_common *cm, const uint3
         err_set(&cm->err, ALISA_ENOMEM, "out of memory for %u x %u activation rows", B, P);
         return NULL;
     }
-    /* row r = b * P + i holds sequence b at position pos0 + i */
-    for (uint32_t r = 0; r < R; r++)
-        qmat_row(&w->token_embedding, tokens[r], s->x + (size_t)r * d);
+    const int opt = c->arch == LLM_ARCH_OPT, rope = !opt;
+    /* row r = b * P + i holds sequence b at position pos0 + i; OPT adds its
+     * learned position, row pos + 2 (modeling_opt.py's offset) */
+    for (uint32_t r = 0; r < R; r++) {
+        float *x = s->x + (size_t)r * d;
+        qmat_row(&w->token_embedding, tokens[r], x);
+        if (opt) {
+            qmat_row(&w->pos_embedding, pos0 + r % P + 2, s->xb);
+            for (uint32_t j = 0; j < d; j++)
+                x[j] += s->xb[j];
+        }
+    }
     uint64_t t_start = backend_mono_ns(), t0;
     for (uint32_t l = 0; l < c->n_layers; l++) {
         double *tl = cm->t_layer + (size_t)l * T_N;
         t0 = backend_mono_ns();
-#pragma omp parallel for schedule(static) if (R > 1)
-        for (uint32_t r = 0; r < R; r++)
-            cpu_rmsnorm(s->xb + (size_t)r * d, s->x + (size_t)r * d, w->rms_att + (size_t)l * d, d,
-                        c->norm_eps);
+        norm_rows(c, s->xb, s->x, w->rms_att + (size_t)l * d,
+                  opt ? w->ln_att_b + (size_t)l * d : NULL, R);
         qmat_gemm(s->q, s->xb, &w->wq[l], R, s->qscratch);
         qmat_gemm(s->k, s->xb, &w->wk[l], R, s->qscratch);
         qmat_gemm(s->v, s->xb, &w->wv[l], R, s->qscratch);
+        if (opt) {
+            cpu_add_bias(s->q, w->bq + (size_t)l * d, R, d);
+            cpu_add_bias(s->k, w->bk + (size_t)l * kv, R, kv);
+            cpu_add_bias(s->v, w->bv + (size_t)l * kv, R, kv);
+        }
         tl[T_GEMM] += (double)(backend_mono_ns() - t0);
         t0 = backend_mono_ns();
         if (!cm->sched) { /* dense: every row's keys written, then every row attends, in parallel */
@@ -209,8 +236,10 @@ static const float *cpu_forward(void *be, struct backend_common *cm, const uint3
                 uint32_t b = r / P, pos = pos0 + r % P;
                 size_t base = (((size_t)l * B + b) * s->max_len + pos) * kv;
                 const float *cs = s->rope_cos + (size_t)pos * half, *sn = s->rope_sin + (size_t)pos * half;
-                cpu_rope(s->q + (size_t)r * d, d, hs, cs, sn);
-                cpu_rope(s->k + (size_t)r * kv, kv, hs, cs, sn);
+                if (rope) {
+                    cpu_rope(s->q + (size_t)r * d, d, hs, cs, sn);
+                    cpu_rope(s->k + (size_t)r * kv, kv, hs, cs, sn);
+                }
                 memcpy(s->key_cache + base, s->k + (size_t)r * kv, kv * sizeof(float));
                 memcpy(s->value_cache + base, s->v + (size_t)r * kv, kv * sizeof(float));
             }
@@ -234,8 +263,10 @@ static const float *cpu_forward(void *be, struct backend_common *cm, const uint3
             for (uint32_t b = 0; b < B; b++) {
                 size_t r = (size_t)b * P + i;
                 float *q = s->q + r * d, *kb = s->k + r * kv, *vb = s->v + r * kv;
-                cpu_rope(q, d, hs, cs, sn);
-                cpu_rope(kb, kv, hs, cs, sn);
+                if (rope) {
+                    cpu_rope(q, d, hs, cs, sn);
+                    cpu_rope(kb, kv, hs, cs, sn);
+                }
                 float *act = s->xb + r * d; /* this layer's normed input, kept for recompute */
                 float *row = rows ? rows + ((size_t)b * c->n_layers + l) * n : NULL;
                 double before = tl[T_MOVE] + tl[T_RECOMP] + tl[T_SCHED];
@@ -258,29 +289,34 @@ static const float *cpu_forward(void *be, struct backend_common *cm, const uint3
         tl[T_ATTN] += (double)(backend_mono_ns() - t0);
         t0 = backend_mono_ns();
         qmat_gemm(s->xb2, s->xb, &w->wo[l], R, s->qscratch);
-#pragma omp parallel for schedule(static) if (R > 1)
-        for (uint32_t r = 0; r < R; r++) {
-            float *x = s->x + (size_t)r * d;
-            const float *x2 = s->xb2 + (size_t)r * d;
-            for (uint32_t j = 0; j < d; j++)
-                x[j] += x2[j];
-            cpu_rmsnorm(s->xb + (size_t)r * d, x, w->rms_ffn + (size_t)l * d, d, c->norm_eps);
-        }
+        if (opt)
+            cpu_add_bias(s->xb2, w->bo + (size_t)l * d, R, d);
+        for (size_t i = 0; i < (size_t)R * d; i++)
+            s->x[i] += s->xb2[i];
+        norm_rows(c, s->xb, s->x, w->rms_ffn + (size_t)l * d,
+                  opt ? w->ln_ffn_b + (size_t)l * d : NULL, R);
         qmat_gemm(s->hb, s->xb, &w->w1[l], R, s->qscratch);
-        qmat_gemm(s->hb2, s->xb, &w->w3[l], R, s->qscratch);
+        if (opt) { /* fc1, ReLU, fc2 */
+            cpu_add_bias(s->hb, w->b1 + (size_t)l * hd, R, hd);
+            cpu_relu(s->hb, (size_t)R * hd);
+        } else { /* SwiGLU */
+            qmat_gemm(s->hb2, s->xb, &w->w3[l], R, s->qscratch);
 #pragma omp parallel for schedule(static) if (R > 1)
-        for (uint32_t r = 0; r < R; r++)
-            cpu_swiglu(s->hb + (size_t)r * hd, s->hb2 + (size_t)r * hd, hd);
+            for (uint32_t r = 0; r < R; r++)
+                cpu_swiglu(s->hb + (size_t)r * hd, s->hb2 + (size_t)r * hd, hd);
+        }
         qmat_gemm(s->xb2, s->hb, &w->w2[l], R, s->qscratch);
+        if (opt)
+            cpu_add_bias(s->xb2, w->b2 + (size_t)l * d, R, d);
         for (size_t i = 0; i < (size_t)R * d; i++)
             s->x[i] += s->xb2[i];
         tl[T_GEMM] += (double)(backend_mono_ns() - t0);
     }
     t0 = backend_mono_ns();
-#pragma omp parallel for schedule(static) if (R > 1)
-    for (uint32_t r = 0; r < R; r++)
-        cpu_rmsnorm(s->xb + (size_t)r * d, s->x + (size_t)r * d, w->rms_final, d, c->norm_eps);
-    qmat_gemm(s->logits, s->xb, &w->wcls, R, s->qscratch);
+    if (!cm->no_head) {
+        norm_rows(c, s->xb, s->x, w->rms_final, w->ln_final_b, R);
+        qmat_gemm(s->logits, s->xb, &w->wcls, R, s->qscratch);
+    }
     uint64_t end = backend_mono_ns();
     backend_write_timings(cm, pos0, P, (double)(end - t_start), (double)(end - t0));
     return s->logits;

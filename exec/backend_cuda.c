@@ -304,6 +304,9 @@ static int cuda_create(void **be, const struct backend_common *cm, struct alisa_
 {
     *be = NULL;
     const struct llm_config *c = &cm->m->c;
+    if (c->arch != LLM_ARCH_LLAMA)
+        return err_set(e, ALISA_EINVAL, "%s: the CUDA backend runs the LLaMA family only (OPT "
+                       "runs on --backend cpu; issue 22)", cm->m->name);
     struct cuda_state *s = calloc(1, sizeof *s);
     if (!s)
         return err_set(e, ALISA_ENOMEM, "out of memory");

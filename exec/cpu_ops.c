@@ -107,6 +107,33 @@ void cpu_rmsnorm(float *o, const float *x, const float *w, uint32_t n, float eps
         o[j] = w[j] * (ss * x[j]);
 }
 
+void cpu_layernorm(float *o, const float *x, const float *w, const float *b, uint32_t n,
+                   float eps)
+{
+    float mean = 0.0f, var = 0.0f;
+    for (uint32_t j = 0; j < n; j++)
+        mean += x[j];
+    mean /= (float)n;
+    for (uint32_t j = 0; j < n; j++)
+        var += (x[j] - mean) * (x[j] - mean);
+    float inv = 1.0f / sqrtf(var / (float)n + eps);
+    for (uint32_t j = 0; j < n; j++)
+        o[j] = w[j] * ((x[j] - mean) * inv) + b[j];
+}
+
+void cpu_add_bias(float *y, const float *b, uint32_t R, uint32_t n)
+{
+    for (uint32_t r = 0; r < R; r++)
+        for (uint32_t j = 0; j < n; j++)
+            y[(size_t)r * n + j] += b[j];
+}
+
+void cpu_relu(float *h, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h[i] = h[i] > 0.0f ? h[i] : 0.0f;
+}
+
 void cpu_rope(float *vec, uint32_t n, uint32_t head_dim, const float *cs, const float *sn)
 {
     for (uint32_t i = 0; i < n; i += 2) {

@@ -45,12 +45,23 @@ void cpu_gemm(float *y, const float *x, const float *w, uint32_t R, uint32_t out
 /* o (n) = w (n) * x / sqrt(mean(x^2) + eps); o may be x. */
 void cpu_rmsnorm(float *o, const float *x, const float *w, uint32_t n, float eps);
 
+/* o (n) = w (n) * (x - mean(x)) / sqrt(var(x) + eps) + b (n): LayerNorm as
+ * torch.nn.LayerNorm computes it (biased variance); o may be x. */
+void cpu_layernorm(float *o, const float *x, const float *w, const float *b, uint32_t n,
+                   float eps);
+
+/* y (R, n) += b (n) on each row. */
+void cpu_add_bias(float *y, const float *b, uint32_t R, uint32_t n);
+
 /* Rotates vec (n) in place, pairs of each head_dim-channel head by the
  * angles cs/sn (head_dim / 2) of one position. */
 void cpu_rope(float *vec, uint32_t n, uint32_t head_dim, const float *cs, const float *sn);
 
 /* hb (n) = silu(hb) * hb2. */
 void cpu_swiglu(float *hb, const float *hb2, size_t n);
+
+/* h (n) = max(h, 0). */
+void cpu_relu(float *h, size_t n);
 
 /* Softmax of a (n) in place. */
 void cpu_softmax(float *a, uint32_t n);

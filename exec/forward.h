@@ -115,6 +115,11 @@ void llm_state_plan_log(struct llm_state *s, FILE *f);
 const float *llm_forward_chunk(struct llm_state *s, const uint32_t *tokens, uint32_t pos0,
                               uint32_t P, float *rows);
 
+/* llm_forward_chunk for positions whose logits nobody reads (a prompt
+ * before its last token): the output head may be skipped (the CPU backend
+ * skips it). Returns 0, or -1 (llm_state_error says why). */
+int llm_prefill_chunk(struct llm_state *s, const uint32_t *tokens, uint32_t pos0, uint32_t P);
+
 /* The error of the last failed llm_forward. Cannot fail. */
 const struct alisa_err *llm_state_error(const struct llm_state *s);
 

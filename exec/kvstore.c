@@ -216,6 +216,13 @@ void kvstore_recompute(const struct llm_model *m, uint32_t layer, const float *a
     ALISA_ASSERT(m->w.wk[layer].type == GGML_F32 || qmat_scratch_bytes(c->dim, 1) <= sizeof scratch);
     qmat_gemm(k, act, &m->w.wk[layer], 1, scratch);
     qmat_gemm(v, act, &m->w.wv[layer], 1, scratch);
+    if (c->arch == LLM_ARCH_OPT) { /* biases, and no rotation: positions were added at the input */
+        for (size_t i = 0; i < kv; i++) {
+            k[i] += m->w.bk[(size_t)layer * kv + i];
+            v[i] += m->w.bv[(size_t)layer * kv + i];
+        }
+        return;
+    }
     for (uint32_t i = 0; i < kv; i += 2) {
         uint32_t j = (i % c->head_dim) / 2;
         float freq = 1.0f / powf(c->rope_theta, (float)(2 * j) / (float)c->head_dim);

@@ -112,7 +112,8 @@ void kvstore_fetch(struct kvstore *ks, const struct llm_model *m, uint32_t strea
 
 /* K and V (kv_dim each) of a token at position t of layer `layer` from its
  * layer input act (dim): the forward pass's projections (one GEMV each) and
- * RoPE at t. What a recomputation does. Cannot fail. */
+ * RoPE at t (OPT: the biases, no rotation). What a recomputation does.
+ * Cannot fail. */
 void kvstore_recompute(const struct llm_model *m, uint32_t layer, const float *act, uint32_t t,
                        float *k, float *v);
 

@@ -1,15 +1,20 @@
-/* llama2.c checkpoint loading (contract in model.h). The tensor order is
- * llama2c.c's; the RoPE tables stored after rms_final are skipped (RoPE is
- * computed from rope_theta). The file hash uses OpenSSL's SHA-256.
+/* Model loading (contract in model.h): llama2.c checkpoints (the tensor
+ * order is llama2c.c's; the RoPE tables stored after rms_final are skipped,
+ * RoPE is computed from rope_theta), GGUF files, and Hugging Face
+ * safetensors checkpoints (tensor names as transformers' modeling_opt.py and
+ * modeling_llama.py save them). The file hash uses OpenSSL's SHA-256.
  */
 #include "model.h"
 
+#include <jansson.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "gguf.h"
+#include "safetensors.h"
 #include "llama2c.h"
 
 int llm_file_sha256(const char *path, char out[65], struct alisa_err *e)
@@ -355,6 +360,11 @@ done:
 int llm_load(struct llm_model **out, const char *path, enum llm_weight_mode mode,
              struct alisa_err *e)
 {
+    struct stat sb;
+    size_t len = strlen(path);
+    if ((stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) ||
+        (len > 12 && strcmp(path + len - 12, ".safetensors") == 0))
+        return llm_load_hf(out, path, e);
     FILE *f = fopen(path, "rb");
     if (!f)
         return err_set(e, ALISA_EIO, "%s: cannot open checkpoint (missing file?)", path);
@@ -369,21 +379,25 @@ int llm_load(struct llm_model **out, const char *path, enum llm_weight_mode mode
 void llm_model_shape(const struct llm_model *m, struct model_shape *out)
 {
     const struct llm_config *c = &m->c;
+    const int opt = c->arch == LLM_ARCH_OPT;
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "%s", m->name);
-    snprintf(out->family, sizeof out->family, "llama");
+    snprintf(out->family, sizeof out->family, opt ? "opt" : "llama");
     out->n_layers = c->n_layers;
     out->hidden = c->dim;
     out->n_heads = c->n_heads;
     out->n_kv_heads = c->n_kv_heads;
     out->ffn = c->hidden_dim;
-    out->ffn_matrices = 3;
+    out->ffn_matrices = opt ? 2 : 3;
     out->vocab = c->vocab;
     out->tied_embeddings = m->w.wcls.data == m->w.token_embedding.data;
     out->max_seq = c->seq_len;
-    double d = c->dim, kv = c->kv_dim;
-    double layer = 2 * d * d + 2 * d * kv + 3 * d * c->hidden_dim + 2 * d;
-    out->params = (double)c->vocab * d * (out->tied_embeddings ? 1 : 2) + c->n_layers * layer + d;
+    double d = c->dim, kv = c->kv_dim, hd = c->hidden_dim;
+    /* OPT: four LayerNorm vectors, seven biases and the learned positions */
+    double layer = 2 * d * d + 2 * d * kv + out->ffn_matrices * d * hd + 2 * d +
+                   (opt ? 2 * d + 2 * d + 2 * kv + hd + d : 0);
+    out->params = (double)c->vocab * d * (out->tied_embeddings ? 1 : 2) + c->n_layers * layer + d +
+                  (opt ? d + (c->seq_len + 2.0) * d : 0);
     out->weight_bytes_fp16 = 2 * out->params;
     out->available = 1;
 }
@@ -397,4 +411,277 @@ double llm_bytes_per_weight(const struct llm_model *m)
         n += (double)m->mats[i].rows * m->mats[i].cols;
     }
     return bytes / n;
+}
+
+/* ---- Hugging Face checkpoints (safetensors + config.json) ---- */
+
+/* An integer key of config.json (def when absent and def >= 0). */
+static int cfg_u32(json_t *cfg, const char *cpath, const char *key, int64_t def, uint32_t max,
+                   uint32_t *out, struct alisa_err *e)
+{
+    json_t *v = json_object_get(cfg, key);
+    if (!v && def >= 0) {
+        *out = (uint32_t)def;
+        return 0;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > max)
+        return err_set(e, ALISA_ECORRUPT, "%s: '%s' is %s (an integer from 1 to %u is needed)",
+                       cpath, key, v ? "out of range or not an integer" : "missing", max);
+    *out = (uint32_t)json_integer_value(v);
+    return 0;
+}
+
+/* A floats cursor over m->data. */
+static float *take_f(float **p, size_t n)
+{
+    float *r = *p;
+    *p += n;
+    return r;
+}
+
+/* Tensor name of shape (rows, cols) (cols 0: a vector of rows) into dst. */
+static int hf_tensor(const struct st_file *f, const char *path, const char *name, uint64_t rows,
+                     uint64_t cols, float *dst, struct alisa_err *e)
+{
+    const struct st_tensor *t = st_find(f, name);
+    if (!t)
+        return err_set(e, ALISA_ECORRUPT, "%s: tensor '%s' missing", path, name);
+    int ok = cols ? t->n_dims == 2 && t->shape[0] == rows && t->shape[1] == cols
+                  : t->n_dims == 1 && t->shape[0] == rows;
+    if (!ok)
+        return err_set(e, ALISA_ECORRUPT, "%s: tensor '%s' has %u dimensions (%llu, %llu), "
+                       "expected (%llu%s%llu)", path, name, t->n_dims,
+                       (unsigned long long)t->shape[0],
+                       (unsigned long long)(t->n_dims > 1 ? t->shape[1] : 0),
+                       (unsigned long long)rows, cols ? ", " : "",
+                       (unsigned long long)(cols ? cols : 0));
+    return st_read_f32(f, t, dst, e);
+}
+
+/* Rows of a q or k projection (heads of hd rows, cols each) from Hugging
+ * Face's rotate-half order to interleaved pairs: row 2j + a of a head is
+ * its row a hd/2 + j (convert_hf_to_gguf.py permute). tmp holds hd x cols. */
+static void unpermute_rows(float *w, uint32_t heads, uint32_t hd, uint32_t cols, float *tmp)
+{
+    for (uint32_t h = 0; h < heads; h++) {
+        float *head = w + (size_t)h * hd * cols;
+        memcpy(tmp, head, (size_t)hd * cols * sizeof *tmp);
+        for (uint32_t j = 0; j < hd / 2; j++)
+            for (uint32_t a = 0; a < 2; a++)
+                memcpy(head + (size_t)(2 * j + a) * cols, tmp + (size_t)(a * hd / 2 + j) * cols,
+                       cols * sizeof *tmp);
+    }
+}
+
+/* One tensor of a layer: a matrix (q) or a vector (vec). */
+struct hf_part {
+    const char *name; /* after the layer's prefix */
+    struct qmat *q;
+    size_t rows, cols;
+    float *vec;
+};
+
+int llm_load_hf(struct llm_model **out, const char *path, struct alisa_err *e)
+{
+    *out = NULL;
+    char file[1024], dir[1024], cpath[1100];
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        snprintf(dir, sizeof dir, "%s", path);
+        snprintf(file, sizeof file, "%s/model.safetensors", path);
+    } else {
+        snprintf(file, sizeof file, "%s", path);
+        const char *slash = strrchr(path, '/');
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+    }
+    snprintf(cpath, sizeof cpath, "%s/config.json", dir);
+    json_error_t je;
+    json_t *cfg = json_load_file(cpath, 0, &je);
+    if (!json_is_object(cfg)) {
+        json_decref(cfg);
+        return err_set(e, ALISA_EIO, "%s: cannot read a JSON object (%s)", cpath,
+                       cfg ? "another value" : je.text);
+    }
+    struct st_file *f = NULL;
+    struct llm_model *m = calloc(1, sizeof *m);
+    int rc = m ? st_open(&f, file, e) : err_set(e, ALISA_ENOMEM, "out of memory");
+    if (rc)
+        goto done;
+    struct llm_config *c = &m->c;
+    json_t *mt = json_object_get(cfg, "model_type");
+    const char *type = json_is_string(mt) ? json_string_value(mt) : "";
+    uint32_t max_pos = 0;
+    if (strcmp(type, "opt") == 0) {
+        c->arch = LLM_ARCH_OPT;
+        uint32_t proj = 0;
+        if ((rc = cfg_u32(cfg, cpath, "hidden_size", -1, 1u << 16, &c->dim, e)) ||
+            (rc = cfg_u32(cfg, cpath, "num_attention_heads", -1, 1024, &c->n_heads, e)) ||
+            (rc = cfg_u32(cfg, cpath, "num_hidden_layers", -1, 1024, &c->n_layers, e)) ||
+            (rc = cfg_u32(cfg, cpath, "ffn_dim", -1, 1u << 24, &c->hidden_dim, e)) ||
+            (rc = cfg_u32(cfg, cpath, "vocab_size", -1, 1u << 24, &c->vocab, e)) ||
+            (rc = cfg_u32(cfg, cpath, "max_position_embeddings", -1, 1u << 24, &max_pos, e)) ||
+            (rc = cfg_u32(cfg, cpath, "word_embed_proj_dim", c->dim, 1u << 16, &proj, e)))
+            goto done;
+        json_t *pre = json_object_get(cfg, "do_layer_norm_before");
+        json_t *act = json_object_get(cfg, "activation_function");
+        if (proj != c->dim || json_is_false(pre) ||
+            (act && (!json_is_string(act) || strcmp(json_string_value(act), "relu") != 0))) {
+            rc = err_set(e, ALISA_EINVAL, "%s: an OPT variant not read here (word_embed_proj_dim "
+                         "%u against hidden_size %u, do_layer_norm_before, or an activation but "
+                         "relu: OPT-350m's layout)", cpath, proj, c->dim);
+            goto done;
+        }
+        c->n_kv_heads = c->n_heads;
+        c->norm_eps = 1e-5f; /* torch.nn.LayerNorm's default, as modeling_opt.py builds it */
+    } else if (strcmp(type, "llama") == 0) {
+        c->arch = LLM_ARCH_LLAMA;
+        if ((rc = cfg_u32(cfg, cpath, "hidden_size", -1, 1u << 16, &c->dim, e)) ||
+            (rc = cfg_u32(cfg, cpath, "num_attention_heads", -1, 1024, &c->n_heads, e)) ||
+            (rc = cfg_u32(cfg, cpath, "num_key_value_heads", c->n_heads, 1024, &c->n_kv_heads,
+                          e)) ||
+            (rc = cfg_u32(cfg, cpath, "num_hidden_layers", -1, 1024, &c->n_layers, e)) ||
+            (rc = cfg_u32(cfg, cpath, "intermediate_size", -1, 1u << 24, &c->hidden_dim, e)) ||
+            (rc = cfg_u32(cfg, cpath, "vocab_size", -1, 1u << 24, &c->vocab, e)) ||
+            (rc = cfg_u32(cfg, cpath, "max_position_embeddings", -1, 1u << 24, &max_pos, e)))
+            goto done;
+        json_t *eps = json_object_get(cfg, "rms_norm_eps"), *th = json_object_get(cfg, "rope_theta");
+        c->norm_eps = json_is_number(eps) ? (float)json_number_value(eps) : 1e-6f;
+        c->rope_theta = json_is_number(th) ? (float)json_number_value(th) : 10000.0f;
+    } else {
+        rc = err_set(e, ALISA_EINVAL, "%s: model_type '%s' is not read (opt and llama are)", cpath,
+                     type);
+        goto done;
+    }
+    if (c->dim % c->n_heads || c->n_heads % c->n_kv_heads || (c->dim / c->n_heads) % 2) {
+        rc = err_set(e, ALISA_ECORRUPT, "%s: hidden_size %u does not split into %u heads (of an "
+                     "even size) over %u KV heads", cpath, c->dim, c->n_heads, c->n_kv_heads);
+        goto done;
+    }
+    c->seq_len = max_pos;
+    c->head_dim = c->dim / c->n_heads;
+    c->kv_dim = c->head_dim * c->n_kv_heads;
+    const int opt = c->arch == LLM_ARCH_OPT;
+    const char *pre = opt ? "model.decoder." : "model.";
+    char nm[200];
+    snprintf(nm, sizeof nm, "%sembed_tokens.weight", pre);
+    int tied = st_find(f, "lm_head.weight") == NULL;
+    size_t L = c->n_layers, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim, V = c->vocab;
+    size_t per_layer = 2 * d * d + 2 * kv * d + (opt ? 2 : 3) * hd * d + 2 * d +
+                       (opt ? 2 * d + 2 * d + 2 * kv + hd + d : 0);
+    size_t n = V * d * (tied ? 1 : 2) + L * per_layer + d + (opt ? d + (max_pos + 2) * d : 0);
+    /* no allocation the file cannot justify: its smallest tensors hold 2 bytes a weight */
+    if (stat(file, &sb) != 0 || (uint64_t)n * 2 > (uint64_t)sb.st_size) {
+        rc = err_set(e, ALISA_ECORRUPT, "%s: config.json's shape needs %zu weights, more than "
+                     "%s's %llu bytes hold", cpath, n, file, (unsigned long long)sb.st_size);
+        goto done;
+    }
+    if (!(m->data = malloc(n * sizeof(float))) || alloc_mats(m)) {
+        rc = err_set(e, ALISA_ENOMEM, "%s: out of memory for %zu weights", file, n);
+        goto done;
+    }
+    struct llm_weights *w = &m->w;
+    float *p = m->data;
+    f32_mat(&w->token_embedding, (uint32_t)V, (uint32_t)d, &p);
+    if ((rc = hf_tensor(f, file, nm, V, d, (float *)(uintptr_t)w->token_embedding.data, e)))
+        goto done;
+    if (tied) {
+        w->wcls = w->token_embedding;
+    } else {
+        f32_mat(&w->wcls, (uint32_t)V, (uint32_t)d, &p);
+        if ((rc = hf_tensor(f, file, "lm_head.weight", V, d, (float *)(uintptr_t)w->wcls.data, e)))
+            goto done;
+    }
+    w->rms_att = take_f(&p, L * d);
+    w->rms_ffn = take_f(&p, L * d);
+    w->rms_final = take_f(&p, d);
+    if (opt) {
+        f32_mat(&w->pos_embedding, max_pos + 2, (uint32_t)d, &p);
+        w->ln_att_b = take_f(&p, L * d);
+        w->ln_ffn_b = take_f(&p, L * d);
+        w->ln_final_b = take_f(&p, d);
+        w->bq = take_f(&p, L * d);
+        w->bo = take_f(&p, L * d);
+        w->bk = take_f(&p, L * kv);
+        w->bv = take_f(&p, L * kv);
+        w->b1 = take_f(&p, L * hd);
+        w->b2 = take_f(&p, L * d);
+        snprintf(nm, sizeof nm, "%sembed_positions.weight", pre);
+        if ((rc = hf_tensor(f, file, nm, max_pos + 2, d,
+                            (float *)(uintptr_t)w->pos_embedding.data, e)) ||
+            (rc = hf_tensor(f, file, "model.decoder.final_layer_norm.weight", d, 0, w->rms_final,
+                            e)) ||
+            (rc = hf_tensor(f, file, "model.decoder.final_layer_norm.bias", d, 0, w->ln_final_b,
+                            e)))
+            goto done;
+    } else if ((rc = hf_tensor(f, file, "model.norm.weight", d, 0, w->rms_final, e))) {
+        goto done;
+    }
+    float *tmp = malloc((size_t)c->head_dim * d * sizeof *tmp);
+    if (!tmp) {
+        rc = err_set(e, ALISA_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t l = 0; l < L && !rc; l++) {
+        struct hf_part t[16];
+        int nt = 0;
+#define MAT(nme, qq, r, cc) t[nt++] = (struct hf_part){nme, qq, r, cc, NULL}
+#define VEC(nme, v, r) t[nt++] = (struct hf_part){nme, NULL, r, 0, v}
+        MAT("self_attn.q_proj.weight", &w->wq[l], d, d);
+        MAT("self_attn.k_proj.weight", &w->wk[l], kv, d);
+        MAT("self_attn.v_proj.weight", &w->wv[l], kv, d);
+        if (opt) {
+            MAT("self_attn.out_proj.weight", &w->wo[l], d, d);
+            MAT("fc1.weight", &w->w1[l], hd, d);
+            MAT("fc2.weight", &w->w2[l], d, hd);
+            VEC("self_attn_layer_norm.weight", w->rms_att + l * d, d);
+            VEC("self_attn_layer_norm.bias", w->ln_att_b + l * d, d);
+            VEC("final_layer_norm.weight", w->rms_ffn + l * d, d);
+            VEC("final_layer_norm.bias", w->ln_ffn_b + l * d, d);
+            VEC("self_attn.q_proj.bias", w->bq + l * d, d);
+            VEC("self_attn.k_proj.bias", w->bk + l * kv, kv);
+            VEC("self_attn.v_proj.bias", w->bv + l * kv, kv);
+            VEC("self_attn.out_proj.bias", w->bo + l * d, d);
+            VEC("fc1.bias", w->b1 + l * hd, hd);
+            VEC("fc2.bias", w->b2 + l * d, d);
+        } else {
+            MAT("self_attn.o_proj.weight", &w->wo[l], d, d);
+            MAT("mlp.gate_proj.weight", &w->w1[l], hd, d);
+            MAT("mlp.down_proj.weight", &w->w2[l], d, hd);
+            MAT("mlp.up_proj.weight", &w->w3[l], hd, d);
+            VEC("input_layernorm.weight", w->rms_att + l * d, d);
+            VEC("post_attention_layernorm.weight", w->rms_ffn + l * d, d);
+        }
+#undef MAT
+#undef VEC
+        for (int i = 0; i < nt && !rc; i++) {
+            snprintf(nm, sizeof nm, "%slayers.%zu.%s", pre, l, t[i].name);
+            float *dst = t[i].vec;
+            if (t[i].q) {
+                f32_mat(t[i].q, (uint32_t)t[i].rows, (uint32_t)t[i].cols, &p);
+                dst = (float *)(uintptr_t)t[i].q->data;
+            }
+            rc = hf_tensor(f, file, nm, t[i].rows, t[i].cols, dst, e);
+        }
+        if (!rc && !opt) { /* rotate-half rows to interleaved pairs */
+            unpermute_rows((float *)(uintptr_t)w->wq[l].data, c->n_heads, c->head_dim, c->dim, tmp);
+            unpermute_rows((float *)(uintptr_t)w->wk[l].data, c->n_kv_heads, c->head_dim, c->dim,
+                           tmp);
+        }
+    }
+    free(tmp);
+    if (rc)
+        goto done;
+    ALISA_ASSERT((size_t)(p - m->data) == n);
+    const char *slash = strrchr(dir, '/');
+    snprintf(m->name, sizeof m->name, "%.63s", slash ? slash + 1 : dir);
+    rc = llm_file_sha256(file, m->sha256, e);
+done:
+    st_close(f);
+    json_decref(cfg);
+    if (rc) {
+        llm_free(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
 }

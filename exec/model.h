@@ -1,6 +1,9 @@
-/* A LLaMA-family model in memory: configuration and weights, loaded from a
- * llama2.c version-0 checkpoint or a GGUF file (dequantised at load, or kept
- * quantised in the file's mapping).
+/* A decoder-only model in memory, of the LLaMA family (RMSNorm, RoPE,
+ * SwiGLU) or OPT (LayerNorm with bias, learned positions offset by 2, ReLU
+ * MLP, biases on every projection): configuration and weights, loaded from
+ * a llama2.c version-0 checkpoint, a GGUF file (dequantised at load, or kept
+ * quantised in the file's mapping) or a Hugging Face safetensors checkpoint
+ * with its config.json.
  *
  * Owns one FP32 allocation carved into named tensors, the per-layer qmats,
  * and for native GGUF weights the file's mapping; row-major [out][in]
@@ -19,7 +22,10 @@
 
 struct gguf;
 
+enum llm_arch { LLM_ARCH_LLAMA, LLM_ARCH_OPT };
+
 struct llm_config {
+    enum llm_arch arch;
     uint32_t dim;         /* model width */
     uint32_t hidden_dim;  /* FFN inner width */
     uint32_t n_layers;
@@ -29,8 +35,8 @@ struct llm_config {
     uint32_t seq_len;     /* maximum context */
     uint32_t head_dim;    /* dim / n_heads */
     uint32_t kv_dim;      /* head_dim * n_kv_heads */
-    float rope_theta;     /* 10000 for llama2.c checkpoints */
-    float norm_eps;       /* RMSNorm epsilon, 1e-5 for llama2.c */
+    float rope_theta;     /* 10000 for llama2.c checkpoints (LLaMA only) */
+    float norm_eps;       /* RMSNorm / LayerNorm epsilon, 1e-5 for llama2.c and OPT */
 };
 
 /* Weight matrices as qmats (qmat.h): FP32 in the model's one allocation,
@@ -42,13 +48,22 @@ struct llm_weights {
     struct qmat *wk;        /* (n_layers) of (kv_dim, dim) */
     struct qmat *wv;        /* (n_layers) of (kv_dim, dim) */
     struct qmat *wo;        /* (n_layers) of (dim, dim) */
-    struct qmat *w1;        /* (n_layers) of (hidden_dim, dim) gate */
-    struct qmat *w2;        /* (n_layers) of (dim, hidden_dim) down */
-    struct qmat *w3;        /* (n_layers) of (hidden_dim, dim) up */
+    struct qmat *w1;        /* (n_layers) of (hidden_dim, dim) gate; OPT's fc1 */
+    struct qmat *w2;        /* (n_layers) of (dim, hidden_dim) down; OPT's fc2 */
+    struct qmat *w3;        /* (n_layers) of (hidden_dim, dim) up; none (0 rows) in OPT */
     struct qmat wcls;       /* (vocab, dim); the token embedding's data when tied */
-    float *rms_att;         /* (n_layers, dim) */
-    float *rms_ffn;         /* (n_layers, dim) */
+    float *rms_att;         /* (n_layers, dim) attention norm's weight */
+    float *rms_ffn;         /* (n_layers, dim) FFN norm's weight */
     float *rms_final;       /* (dim) */
+    /* OPT only (NULL for LLaMA): LayerNorm biases, projection biases, and
+     * the learned positions (max positions + 2 rows: OPT's offset of 2) */
+    float *ln_att_b, *ln_ffn_b; /* (n_layers, dim) */
+    float *ln_final_b;          /* (dim) */
+    float *bq, *bo;             /* (n_layers, dim) */
+    float *bk, *bv;             /* (n_layers, kv_dim) */
+    float *b1;                  /* (n_layers, hidden_dim) fc1 */
+    float *b2;                  /* (n_layers, dim) fc2 */
+    struct qmat pos_embedding;  /* (seq_len + 2, dim) */
 };
 
 /* How a GGUF's weights are held: dequantised to FP32 at load (the oracle
@@ -80,8 +95,19 @@ int llm_load_llama2c(struct llm_model **out, const char *path, struct alisa_err 
 int llm_load_gguf(struct llm_model **out, const char *path, enum llm_weight_mode mode,
                   struct alisa_err *e);
 
-/* Either loader, by the file's first bytes ("GGUF" or a llama2.c header);
- * mode applies to GGUF files. */
+/* A Hugging Face checkpoint: path is a .safetensors file (one shard) with
+ * config.json in its directory, or that directory (model.safetensors in
+ * it). model_type "opt" (OPT-125m to OPT-66b: pre-LayerNorm, no projection
+ * of the embeddings) or "llama" (q and k rows permuted from Hugging Face's
+ * rotate-half RoPE to the interleaved pairs the forward pass rotates, as
+ * llama.cpp's convert_hf_to_gguf.py permute does). F32, F16 and BF16
+ * tensors, held as FP32. On failure e names the file and the tensor or
+ * key. */
+int llm_load_hf(struct llm_model **out, const char *path, struct alisa_err *e);
+
+/* Any of the loaders: a directory or a .safetensors file is a Hugging Face
+ * checkpoint, otherwise by the file's first bytes ("GGUF" or a llama2.c
+ * header); mode applies to GGUF files. */
 int llm_load(struct llm_model **out, const char *path, enum llm_weight_mode mode,
              struct alisa_err *e);
 

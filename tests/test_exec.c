@@ -167,6 +167,35 @@ static void test_exec_greedy_continuation_matches_the_independent_reference(void
     llm_free(m);
 }
 
+/* A prefill chunk that skips the output head leaves the next logits as a
+ * chunk that computes them: the head changes nothing but the logits. */
+static void test_exec_prefill_without_logits_gives_the_same_next_logits(void **state)
+{
+    (void)state;
+    struct llm_model *m = load_model_or_skip();
+    struct alisa_err e = {{0}};
+    const uint32_t B = 2, P = 7, V = m->c.vocab;
+    uint32_t tokens[2 * 7], last[2] = {33, 44};
+    for (uint32_t i = 0; i < B * P; i++)
+        tokens[i] = 1 + (i * 37) % (V - 1);
+    struct llm_state *a, *b;
+    assert_int_equal(llm_state_create(&a, m, B, 16, &e), 0);
+    assert_int_equal(llm_state_create(&b, m, B, 16, &e), 0);
+    assert_non_null(llm_forward_chunk(a, tokens, 0, P, NULL));
+    assert_int_equal(llm_prefill_chunk(b, tokens, 0, P), 0);
+    const float *la = llm_forward(a, last, P, NULL);
+    float *keep = malloc((size_t)B * V * sizeof *keep);
+    assert_non_null(la);
+    memcpy(keep, la, (size_t)B * V * sizeof *keep);
+    const float *lb = llm_forward(b, last, P, NULL);
+    assert_non_null(lb);
+    assert_memory_equal(keep, lb, (size_t)B * V * sizeof *keep);
+    free(keep);
+    llm_state_free(a);
+    llm_state_free(b);
+    llm_free(m);
+}
+
 static void test_exec_batched_decoding_equals_one_sequence_at_a_time(void **state)
 {
     (void)state;
@@ -250,17 +279,18 @@ static void attach_tiers(struct llm_state *st, const struct llm_config *c, uint3
  * positions, then a decode. */
 static void two_sequences(uint32_t cur[2], uint32_t p, uint32_t P, uint32_t vocab)
 {
-    cur[0] = p < P ? (uint32_t)(1 + 40 * p) % vocab : 60 + p % 200;
-    cur[1] = p < P ? (uint32_t)(1 + 17 * p) % vocab : 300 + p % 150;
+    cur[0] = p < P ? (uint32_t)(1 + 40 * p) % vocab : (60 + p % 200) % vocab;
+    cur[1] = p < P ? (uint32_t)(1 + 17 * p) % vocab : (300 + p % 150) % vocab;
 }
 
 /* Placement moves KV between arenas (offload, load, recompute) but must
  * never change what the model computes: the same selection with tiny tiers
  * gives the logits of the untiered run at every step. */
-static void test_exec_tiered_placement_leaves_the_outputs_unchanged(void **state)
+/* Every placement (three caches and the paper's rule, which loads CPU
+ * tokens and recomputes deleted ones) leaves m's logits as the untiered
+ * run gives them; frees m. */
+static void tiered_outputs_unchanged(struct llm_model *m)
 {
-    (void)state;
-    struct llm_model *m = load_model_or_skip();
     struct alisa_err e = {{0}};
     const struct llm_config *c = &m->c;
     const uint32_t B = 2, N = 110, P = 6;
@@ -308,6 +338,25 @@ static void test_exec_tiered_placement_leaves_the_outputs_unchanged(void **state
     assert_true(fetched > 0); /* some run loaded or recomputed evicted tokens */
     free(ref);
     llm_free(m);
+}
+
+static void test_exec_tiered_placement_leaves_the_outputs_unchanged(void **state)
+{
+    (void)state;
+    tiered_outputs_unchanged(load_model_or_skip());
+}
+
+/* The same on OPT (tests/golden/tiny-opt: learned positions, biases, no
+ * RoPE), whose recomputation adds the K and V biases and rotates nothing. */
+static void test_exec_tiered_placement_leaves_opt_outputs_unchanged(void **state)
+{
+    (void)state;
+    struct llm_model *m;
+    struct alisa_err e = {{0}};
+    if (llm_load(&m, ALISA_GOLDEN_DIR "/tiny-opt", LLM_WEIGHTS_F32, &e))
+        fail_msg("%s", e.msg);
+    assert_int_equal(m->c.arch, LLM_ARCH_OPT);
+    tiered_outputs_unchanged(m);
 }
 
 /* Running a prompt as one chunk (GEMMs over batch x P rows) computes what
@@ -817,8 +866,10 @@ int main(void)
         cmocka_unit_test(test_exec_tokenizer_rejects_wrong_vocabularies_and_truncation),
         cmocka_unit_test(test_exec_tokenizer_round_trips_text_and_bytes),
         cmocka_unit_test(test_exec_greedy_continuation_matches_the_independent_reference),
+        cmocka_unit_test(test_exec_prefill_without_logits_gives_the_same_next_logits),
         cmocka_unit_test(test_exec_batched_decoding_equals_one_sequence_at_a_time),
         cmocka_unit_test(test_exec_tiered_placement_leaves_the_outputs_unchanged),
+        cmocka_unit_test(test_exec_tiered_placement_leaves_opt_outputs_unchanged),
         cmocka_unit_test(test_exec_chunked_forward_equals_position_by_position),
         cmocka_unit_test(test_exec_attends_exactly_the_selected_tokens),
         cmocka_unit_test(test_exec_int8_kv_is_within_half_a_step_per_channel_and_group),

@@ -193,12 +193,14 @@ int cmd_run(int argc, char **argv)
     uint32_t *chunk = rc ? NULL : malloc((size_t)batch * CHUNK * sizeof *chunk);
     if (!rc && !chunk)
         rc = err_set(&e, ALISA_ENOMEM, "out of memory");
-    /* the prompt but its last token in chunks; the last alone gives (batch, vocab) logits */
+    /* the prompt but its last token in chunks (no logits); the last alone
+     * gives (batch, vocab) logits */
+    double t_prompt = cli_now_s();
     for (uint32_t p = 0; p + 1 < (uint32_t)np && !rc;) {
         uint32_t P = (uint32_t)np - 1 - p < CHUNK ? (uint32_t)np - 1 - p : CHUNK;
         for (uint32_t b = 0; b < batch; b++)
             memcpy(chunk + (size_t)b * P, ids + p, P * sizeof *chunk);
-        if (!llm_forward_chunk(st, chunk, p, P, NULL))
+        if (llm_prefill_chunk(st, chunk, p, P))
             rc = err_set(&e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
         p += P;
     }
@@ -207,6 +209,7 @@ int cmd_run(int argc, char **argv)
         cur[b] = ids[np - 1];
     if (!rc && !(logits = llm_forward(st, cur, (uint32_t)np - 1, NULL)))
         rc = err_set(&e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
+    double prompt_s = cli_now_s() - t_prompt;
     /* one sequence streams its text as it is generated; several print
      * theirs one after another at the end */
     uint32_t prev = TOK_BOS;
@@ -240,6 +243,9 @@ int cmd_run(int argc, char **argv)
         printf("\n");
     }
     if (!rc) {
+        fprintf(stderr, "alisa: prompt of %d tokens x %u sequence%s in %.3f s: %.1f tokens/s "
+                "(prefill)\n", np, batch, batch == 1 ? "" : "s", prompt_s,
+                prompt_s > 0 ? (double)np * batch / prompt_s : 0.0);
         fprintf(stderr, "alisa: %u tokens x %u sequence%s in %.3f s: %.1f tokens/s (decode, %s)\n",
                 n, batch, batch == 1 ? "" : "s", dt, dt > 0 ? (double)n * batch / dt : 0.0,
                 llm_state_label(st));

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The CPU executor against llama.cpp on the same machine (issue 28): SmolLM2-
 # 135M Q4_1, decode at batch 1, 8 and 32 and one 512-token prompt, with 1
-# and 2 threads, the two programs run interleaved (alisa, llama.cpp, alisa,
-# llama.cpp, ...; the median of the repeats), with each run's resident
+# and 2 threads (alisa's prompt twice: as `alisa run` prefills it, logits of
+# the last position only, as llama-bench computes them; and as `alisa eval`
+# runs a window, logits at every position), the two programs run
+# interleaved (alisa, llama.cpp, alisa, llama.cpp, ...; the median of the
+# repeats), with each run's resident
 # memory. llama.cpp is built from the PyPI source release of
 # llama-cpp-python (pinned below, sha256-checked) into build/llamacpp/
 # (git-ignored, never committed). Prints a Markdown table; run it from the
@@ -20,6 +23,8 @@ model=${ALISA_MODELS:-../shared/models}/SmolLM2-135M-Instruct.Q4_1.gguf
 [ -f "$model" ] || model=models-cache/SmolLM2-135M-Instruct.Q4_1.gguf
 [ -f "$model" ] || { echo "cpu-vs-llamacpp: no SmolLM2 GGUF (make models)" >&2; exit 1; }
 text=../shared/models/eval-text/tinystories_val_subset.txt
+# about 512 SmolLM2 tokens of it, cut at a space (alisa run says how many)
+prompt=$(head -c 2300 "$text" | tr '\n' ' ' | sed 's/ [^ ]*$//')
 mkdir -p "$work"
 
 # llama.cpp, once: the sdist's vendored tree, CPU build for this machine
@@ -46,6 +51,12 @@ alisa_decode() { # threads batch
     /usr/bin/time -f "%M" -o "$tmp/rss" "$alisa" run --model "$model" --threads "$1" \
         --prompt "Once upon a time" -n 128 --batch "$2" >/dev/null 2>"$tmp/err"
     echo "$(sed -n 's/.*: \([0-9.]*\) tokens\/s (decode.*/\1/p' "$tmp/err") $(cat "$tmp/rss")"
+}
+alisa_prefill() { # threads: a prompt of about 512 tokens, as alisa run prefills it
+    /usr/bin/time -f "%M" -o "$tmp/rss" "$alisa" run --model "$model" --threads "$1" \
+        --prompt "$prompt" -n 1 >/dev/null 2>"$tmp/err"
+    sed -n 's/.*prompt of \([0-9]*\) tokens.*/\1/p' "$tmp/err" >"$tmp/np"
+    echo "$(sed -n 's/.*: \([0-9.]*\) tokens\/s (prefill.*/\1/p' "$tmp/err") $(cat "$tmp/rss")"
 }
 alisa_prompt() { # threads
     /usr/bin/time -f "%M" -o "$tmp/rss" "$alisa" eval --model "$model" --threads "$1" \
@@ -78,12 +89,16 @@ echo
 echo "| test | threads | alisa tok/s | llama.cpp tok/s | alisa / llama.cpp | alisa RSS MB | llama.cpp RSS MB |"
 echo "|---|---:|---:|---:|---:|---:|---:|"
 for t in 1 2; do
-    for test in "decode, batch 1:1" "decode, batch 8:8" "decode, batch 32:32" "prompt, 512 tokens:p"; do
+    for test in "decode, batch 1:1" "decode, batch 8:8" "decode, batch 32:32" \
+        "prompt, 512 tokens (alisa run's prefill):f" "prompt, 512 tokens, logits at every position (alisa eval):p"; do
         name=${test%%:*} b=${test##*:}
         : >"$tmp/a"
         : >"$tmp/l"
         for ((r = 0; r < repeats; r++)); do
-            if [ "$b" = p ]; then
+            if [ "$b" = f ]; then
+                alisa_prefill "$t" >>"$tmp/a"
+                llama_prompt "$t" >>"$tmp/l"
+            elif [ "$b" = p ]; then
                 alisa_prompt "$t" >>"$tmp/a"
                 llama_prompt "$t" >>"$tmp/l"
             else
@@ -98,3 +113,5 @@ for t in 1 2; do
                 (lt > 0 ? at / lt : 0), am / 1024, lm / 1024 }'
     done
 done
+echo
+echo "alisa run's prompt: $(cat "$tmp/np") tokens (llama-bench -p 512: 512)"

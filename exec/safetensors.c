@@ -1,0 +1,201 @@
+/* safetensors reader (contract in safetensors.h). The header is JSON
+ * (parsed by jansson): {"NAME": {"dtype": "F16", "shape": [r, c],
+ * "data_offsets": [begin, end]}, ..., "__metadata__": {...}}; offsets count
+ * from the end of the header. Each tensor's range must lie in the file and
+ * hold exactly its shape's elements.
+ */
+#include "safetensors.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checked.h"
+#include "fp16.h"
+
+/* headers larger than this are refused (Hugging Face's own limit is 100 MB) */
+#define ST_MAX_HEADER (100u << 20)
+
+struct st_file {
+    char path[512];
+    const uint8_t *map;
+    uint64_t size;
+    const uint8_t *data;  /* after the header */
+    uint64_t data_bytes;
+    struct st_tensor *t;
+    size_t n_t;
+};
+
+void st_close(struct st_file *f)
+{
+    if (!f)
+        return;
+    if (f->map)
+        munmap((void *)f->map, f->size);
+    free(f->t);
+    free(f);
+}
+
+static unsigned dtype_bytes(const char *dt)
+{
+    return strcmp(dt, "F32") == 0 || strcmp(dt, "I32") == 0   ? 4
+           : strcmp(dt, "F16") == 0 || strcmp(dt, "BF16") == 0 ? 2
+           : strcmp(dt, "F64") == 0 || strcmp(dt, "I64") == 0  ? 8
+           : strcmp(dt, "I8") == 0 || strcmp(dt, "U8") == 0 || strcmp(dt, "BOOL") == 0 ? 1
+                                                                                       : 0;
+}
+
+/* One header entry into t; 0, or ALISA_ECORRUPT naming the field. */
+static int parse_tensor(struct st_file *f, const char *name, json_t *v, struct st_tensor *t,
+                        struct alisa_err *e)
+{
+    const char *p = f->path;
+    if (strlen(name) >= sizeof t->name)
+        return err_set(e, ALISA_ECORRUPT, "%s: tensor name '%.40s...' longer than %zu bytes", p,
+                       name, sizeof t->name - 1);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    json_t *dt = json_object_get(v, "dtype"), *sh = json_object_get(v, "shape"),
+           *off = json_object_get(v, "data_offsets");
+    if (!json_is_string(dt) || !json_is_array(sh) || !json_is_array(off) ||
+        json_array_size(off) != 2)
+        return err_set(e, ALISA_ECORRUPT, "%s: tensor '%s': dtype, shape or data_offsets missing "
+                       "or malformed", p, name);
+    snprintf(t->dtype, sizeof t->dtype, "%s", json_string_value(dt));
+    unsigned eb = dtype_bytes(t->dtype);
+    if (!eb)
+        return err_set(e, ALISA_ECORRUPT, "%s: tensor '%s': dtype '%s' unknown", p, name,
+                       json_string_value(dt));
+    if (json_array_size(sh) > 4)
+        return err_set(e, ALISA_ECORRUPT, "%s: tensor '%s': %zu dimensions (at most 4 are read)",
+                       p, name, json_array_size(sh));
+    t->n_dims = (uint32_t)json_array_size(sh);
+    int over = 0;
+    t->n_elems = 1;
+    for (uint32_t d = 0; d < t->n_dims; d++) {
+        json_t *x = json_array_get(sh, d);
+        if (!json_is_integer(x) || json_integer_value(x) < 0)
+            return err_set(e, ALISA_ECORRUPT, "%s: tensor '%s': shape[%u] is not a size", p, name,
+                           d);
+        t->shape[d] = (uint64_t)json_integer_value(x);
+        t->n_elems = checked_mul(t->n_elems, t->shape[d], &over);
+    }
+    json_t *b = json_array_get(off, 0), *en = json_array_get(off, 1);
+    if (!json_is_integer(b) || !json_is_integer(en) || json_integer_value(b) < 0 ||
+        json_integer_value(en) < json_integer_value(b))
+        return err_set(e, ALISA_ECORRUPT, "%s: tensor '%s': data_offsets are not a range", p,
+                       name);
+    t->begin = (uint64_t)json_integer_value(b);
+    uint64_t end = (uint64_t)json_integer_value(en), want = checked_mul(t->n_elems, eb, &over);
+    if (over || end > f->data_bytes || end - t->begin != want)
+        return err_set(e, ALISA_ECORRUPT, "%s: tensor '%s': bytes %llu to %llu, but its shape "
+                       "needs %llu bytes and the data section holds %llu", p, name,
+                       (unsigned long long)t->begin, (unsigned long long)end,
+                       over ? 0ULL : (unsigned long long)want, (unsigned long long)f->data_bytes);
+    return 0;
+}
+
+int st_open(struct st_file **out, const char *path, struct alisa_err *e)
+{
+    *out = NULL;
+    struct st_file *f = calloc(1, sizeof *f);
+    if (!f)
+        return err_set(e, ALISA_ENOMEM, "out of memory");
+    snprintf(f->path, sizeof f->path, "%s", path);
+    int fd = open(path, O_RDONLY), rc = 0;
+    struct stat sb;
+    json_t *root = NULL;
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        rc = err_set(e, ALISA_EIO, "%s: cannot open safetensors file", path);
+        goto done;
+    }
+    f->size = (uint64_t)sb.st_size;
+    if (f->size < 10) {
+        rc = err_set(e, ALISA_ECORRUPT, "%s: %llu bytes, too short for a safetensors header",
+                     path, (unsigned long long)f->size);
+        goto done;
+    }
+    void *m = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m == MAP_FAILED) {
+        rc = err_set(e, ALISA_EIO, "%s: cannot map the file", path);
+        goto done;
+    }
+    f->map = m;
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--)
+        hlen = hlen << 8 | f->map[i];
+    if (hlen < 2 || hlen > ST_MAX_HEADER || hlen > f->size - 8) {
+        rc = err_set(e, ALISA_ECORRUPT, "%s: byte 0: header length %llu does not fit the file's "
+                     "%llu bytes (or passes %u)", path, (unsigned long long)hlen,
+                     (unsigned long long)f->size, ST_MAX_HEADER);
+        goto done;
+    }
+    f->data = f->map + 8 + hlen;
+    f->data_bytes = f->size - 8 - hlen;
+    json_error_t je;
+    root = json_loadb((const char *)f->map + 8, hlen, JSON_REJECT_DUPLICATES, &je);
+    if (!json_is_object(root)) {
+        rc = err_set(e, ALISA_ECORRUPT, "%s: header is not a JSON object (%s, byte %d)", path,
+                     root ? "another value" : je.text, root ? 0 : je.position + 8);
+        goto done;
+    }
+    f->t = calloc(json_object_size(root) + 1, sizeof *f->t);
+    if (!f->t) {
+        rc = err_set(e, ALISA_ENOMEM, "%s: out of memory for %zu tensors", path,
+                     json_object_size(root));
+        goto done;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v)
+    {
+        if (strcmp(key, "__metadata__") == 0)
+            continue;
+        if ((rc = parse_tensor(f, key, v, &f->t[f->n_t], e)))
+            goto done;
+        f->n_t++;
+    }
+done:
+    if (fd >= 0)
+        close(fd);
+    json_decref(root);
+    if (rc) {
+        st_close(f);
+        return rc;
+    }
+    *out = f;
+    return 0;
+}
+
+const struct st_tensor *st_find(const struct st_file *f, const char *name)
+{
+    for (size_t i = 0; i < f->n_t; i++)
+        if (strcmp(f->t[i].name, name) == 0)
+            return &f->t[i];
+    return NULL;
+}
+
+int st_read_f32(const struct st_file *f, const struct st_tensor *t, float *out,
+                struct alisa_err *e)
+{
+    const uint8_t *p = f->data + t->begin;
+    if (strcmp(t->dtype, "F32") == 0) {
+        memcpy(out, p, t->n_elems * 4);
+    } else if (strcmp(t->dtype, "F16") == 0) {
+        for (uint64_t i = 0; i < t->n_elems; i++)
+            out[i] = fp16_to_float((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+    } else if (strcmp(t->dtype, "BF16") == 0) {
+        for (uint64_t i = 0; i < t->n_elems; i++) {
+            uint32_t bits = (uint32_t)(p[2 * i] | p[2 * i + 1] << 8) << 16;
+            memcpy(&out[i], &bits, 4);
+        }
+    } else {
+        return err_set(e, ALISA_EINVAL, "%s: tensor '%s' has dtype %s (F32, F16 and BF16 are "
+                       "read)", f->path, t->name, t->dtype);
+    }
+    return 0;
+}

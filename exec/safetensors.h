@@ -1,0 +1,37 @@
+/* Hugging Face safetensors files: an 8-byte little-endian header length, a
+ * JSON header naming each tensor's dtype, shape and byte range, then the
+ * data. Read through a read-only mapping; every range is checked against
+ * the file before any tensor is touched, so a truncated or inconsistent
+ * file is an error naming the file, the tensor and the value.
+ */
+#ifndef ALISA_SAFETENSORS_H
+#define ALISA_SAFETENSORS_H
+
+#include <stdint.h>
+
+#include "err.h"
+
+struct st_tensor {
+    char name[160];
+    char dtype[8];      /* "F32", "F16", "BF16", ... as the file says */
+    uint32_t n_dims;
+    uint64_t shape[4];
+    uint64_t n_elems;
+    uint64_t begin;     /* byte offset in the data section */
+};
+
+struct st_file;
+
+/* Maps and parses path. On failure *out is NULL and e says why. */
+int st_open(struct st_file **out, const char *path, struct alisa_err *e);
+void st_close(struct st_file *f); /* accepts NULL */
+
+/* The tensor called name, or NULL. */
+const struct st_tensor *st_find(const struct st_file *f, const char *name);
+
+/* Tensor t into out (t->n_elems floats), widened from F16 or BF16.
+ * ALISA_EINVAL naming the tensor for another dtype. */
+int st_read_f32(const struct st_file *f, const struct st_tensor *t, float *out,
+                struct alisa_err *e);
+
+#endif

@@ -1,0 +1,219 @@
+/* Hugging Face checkpoints (model.h's llm_load_hf, safetensors.h) and the
+ * OPT architecture:
+ * - tests/golden/tiny-opt (F16) and tiny-llama (BF16 matrices, F32 norms,
+ *   grouped-query attention, Hugging Face's rotate-half q/k layout) give
+ *   at every position the logits of an independent numpy forward pass
+ *   (tests/golden/make-hf-golden.py, written from transformers'
+ *   modeling_opt.py and modeling_llama.py), within 1e-4 + 1e-4 |x|
+ *   (measured: 3e-6);
+ * - bad files and configs are refused with the file and the field named:
+ *   a header length past the end, a tensor whose bytes do not match its
+ *   shape, a missing tensor, a wrong shape, an unknown model_type. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "forward.h"
+#include "model.h"
+
+#define MAX_T 16
+#define MAX_V 64
+
+/* The golden logits of `name` from hf-golden.txt: ids, T positions x V. */
+static void golden(const char *name, uint32_t *ids, uint32_t *T, uint32_t *V,
+                   double logits[MAX_T][MAX_V])
+{
+    FILE *f = fopen(ALISA_GOLDEN_DIR "/hf-golden.txt", "r");
+    assert_non_null(f);
+    static char line[8192];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        char nm[64];
+        if (sscanf(line, "model %63s %u %u", nm, T, V) == 3 && strcmp(nm, name) == 0)
+            found = 1;
+    }
+    assert_true(found && *T <= MAX_T && *V <= MAX_V);
+    assert_non_null(fgets(line, sizeof line, f));
+    char *p = line + 4, *end;
+    for (uint32_t t = 0; t < *T; t++, p = end)
+        ids[t] = (uint32_t)strtoul(p, &end, 10);
+    for (uint32_t t = 0; t < *T; t++) {
+        assert_non_null(fgets(line, sizeof line, f));
+        p = line;
+        for (uint32_t v = 0; v < *V; v++, p = end)
+            logits[t][v] = strtod(p, &end);
+    }
+    fclose(f);
+}
+
+static void check_model(const char *name, const char *path, enum llm_arch arch)
+{
+    uint32_t ids[MAX_T], T, V;
+    static double want[MAX_T][MAX_V];
+    golden(name, ids, &T, &V, want);
+    struct llm_model *m;
+    struct alisa_err e = {{0}};
+    if (llm_load(&m, path, LLM_WEIGHTS_F32, &e))
+        fail_msg("%s", e.msg);
+    assert_int_equal(m->c.arch, arch);
+    assert_int_equal(m->c.vocab, V);
+    struct llm_state *s;
+    assert_int_equal(llm_state_create(&s, m, 1, T, &e), 0);
+    /* the first half as one chunk, then position by position */
+    const float *lg = llm_forward_chunk(s, ids, 0, T / 2, NULL);
+    assert_non_null(lg);
+    double worst = 0;
+    for (uint32_t t = 0; t < T; t++) {
+        if (t >= T / 2)
+            assert_non_null(lg = llm_forward(s, &ids[t], t, NULL));
+        const float *row = t < T / 2 ? lg + (size_t)t * V : lg;
+        for (uint32_t v = 0; v < V; v++) {
+            double d = fabs(row[v] - want[t][v]);
+            worst = d > worst ? d : worst;
+            if (d > 1e-4 + 1e-4 * fabs(want[t][v]))
+                fail_msg("%s position %u logit %u: %.6f, numpy %.6f", name, t, v, row[v],
+                         want[t][v]);
+        }
+        if (t + 1 == T / 2) /* the chunk's logits are read; later calls reuse the buffer */
+            lg = NULL;
+    }
+    print_message("%s: %u x %u logits within %.2g of numpy's\n", name, T, V, worst);
+    llm_state_free(s);
+    llm_free(m);
+}
+
+static void test_hf_opt_matches_numpy(void **state)
+{
+    (void)state;
+    check_model("tiny-opt", ALISA_GOLDEN_DIR "/tiny-opt", LLM_ARCH_OPT);
+}
+
+static void test_hf_llama_matches_numpy(void **state)
+{
+    (void)state;
+    check_model("tiny-llama", ALISA_GOLDEN_DIR "/tiny-llama/model.safetensors", LLM_ARCH_LLAMA);
+}
+
+/* A copy of tiny-opt in a temporary directory, its safetensors bytes changed
+ * by edit (NULL: unchanged) and its config replaced by cfg (NULL: kept);
+ * returns the directory. */
+static const char *bad_copy(void (*edit)(unsigned char *, size_t *), const char *cfg)
+{
+    static char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/alisa-test-hf-%d", (int)getpid());
+    mkdir(dir, 0700);
+    char p[128];
+    FILE *in = fopen(ALISA_GOLDEN_DIR "/tiny-opt/model.safetensors", "rb");
+    assert_non_null(in);
+    static unsigned char buf[1 << 17];
+    size_t n = fread(buf, 1, sizeof buf, in);
+    fclose(in);
+    if (edit)
+        edit(buf, &n);
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    FILE *out = fopen(p, "wb");
+    assert_non_null(out);
+    fwrite(buf, 1, n, out);
+    fclose(out);
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    if (cfg) {
+        out = fopen(p, "w");
+        fputs(cfg, out);
+        fclose(out);
+    } else {
+        in = fopen(ALISA_GOLDEN_DIR "/tiny-opt/config.json", "r");
+        out = fopen(p, "w");
+        int ch;
+        while ((ch = fgetc(in)) != EOF)
+            fputc(ch, out);
+        fclose(in);
+        fclose(out);
+    }
+    return dir;
+}
+
+static void cleanup(const char *dir)
+{
+    char p[128];
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    unlink(p);
+    rmdir(dir);
+}
+
+static void expect_error(const char *dir, const char *needle)
+{
+    struct llm_model *m = NULL;
+    struct alisa_err e = {{0}};
+    assert_int_not_equal(llm_load(&m, dir, LLM_WEIGHTS_F32, &e), 0);
+    assert_null(m);
+    if (!strstr(e.msg, needle))
+        fail_msg("error '%s' does not say '%s'", e.msg, needle);
+    cleanup(dir);
+}
+
+static void huge_header(unsigned char *b, size_t *n)
+{
+    (void)n;
+    b[5] = 0x7f; /* header length ~ 2^47 */
+}
+
+static void truncate_data(unsigned char *b, size_t *n)
+{
+    (void)b;
+    *n -= 100;
+}
+
+/* renames the first tensor whose name holds "fc1.weight" to "fc9.weight" */
+static void rename_tensor(unsigned char *b, size_t *n)
+{
+    for (size_t i = 0; i + 10 < *n; i++)
+        if (memcmp(b + i, "fc1.weight", 10) == 0) {
+            b[i + 2] = '9';
+            return;
+        }
+    fail_msg("no fc1.weight in the header");
+}
+
+static void test_hf_refuses_bad_files_naming_the_field(void **state)
+{
+    (void)state;
+    expect_error(bad_copy(huge_header, NULL), "header length");
+    expect_error(bad_copy(truncate_data, NULL), "data section holds");
+    expect_error(bad_copy(rename_tensor, NULL), "layers.0.fc1.weight' missing");
+    expect_error(bad_copy(NULL, "{\"model_type\": \"gpt2\"}"), "model_type 'gpt2'");
+    expect_error(bad_copy(NULL, "{\"model_type\": \"opt\", \"hidden_size\": 32}"),
+                 "'num_attention_heads' is missing");
+    /* a config larger than the file: refused before any allocation */
+    expect_error(bad_copy(NULL, "{\"model_type\": \"opt\", \"hidden_size\": 4096, "
+                                "\"num_attention_heads\": 32, \"num_hidden_layers\": 32, "
+                                "\"ffn_dim\": 16384, \"vocab_size\": 50272, "
+                                "\"max_position_embeddings\": 2048}"),
+                 "more than");
+    /* the wrong width for the file's tensors */
+    expect_error(bad_copy(NULL, "{\"model_type\": \"opt\", \"hidden_size\": 16, "
+                                "\"num_attention_heads\": 4, \"num_hidden_layers\": 2, "
+                                "\"ffn_dim\": 64, \"vocab_size\": 64, "
+                                "\"max_position_embeddings\": 128}"),
+                 "embed_tokens.weight' has 2 dimensions (64, 32), expected (64, 16)");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hf_opt_matches_numpy),
+        cmocka_unit_test(test_hf_llama_matches_numpy),
+        cmocka_unit_test(test_hf_refuses_bad_files_naming_the_field),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
