@@ -14,6 +14,7 @@
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define QMAT_X86 1
 #endif
@@ -475,9 +476,11 @@ static int cpu_has(enum isa i)
 {
 #ifdef QMAT_X86
     __builtin_cpu_init();
-    if (i == ISA_AVX2)
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+    if (i == ISA_AVX2) { /* F16C from CPUID leaf 1 (clang 14 has no "f16c" to ask for) */
+        unsigned a, b, c, d;
+        int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+    }
     if (i == ISA_VNNI)
         return cpu_has(ISA_AVX2) && __builtin_cpu_supports("avx512vl") &&
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");

@@ -171,6 +171,14 @@ done:
     return 0;
 }
 
+size_t st_n_tensors(const struct st_file *f) { return f->n_t; }
+
+const struct st_tensor *st_tensor_at(const struct st_file *f, size_t i)
+{
+    ALISA_ASSERT(i < f->n_t);
+    return &f->t[i];
+}
+
 const struct st_tensor *st_find(const struct st_file *f, const char *name)
 {
     for (size_t i = 0; i < f->n_t; i++)

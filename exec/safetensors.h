@@ -7,6 +7,7 @@
 #ifndef ALISA_SAFETENSORS_H
 #define ALISA_SAFETENSORS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "err.h"
@@ -25,6 +26,10 @@ struct st_file;
 /* Maps and parses path. On failure *out is NULL and e says why. */
 int st_open(struct st_file **out, const char *path, struct alisa_err *e);
 void st_close(struct st_file *f); /* accepts NULL */
+
+/* The tensors, in the header's order. */
+size_t st_n_tensors(const struct st_file *f);
+const struct st_tensor *st_tensor_at(const struct st_file *f, size_t i);
 
 /* The tensor called name, or NULL. */
 const struct st_tensor *st_find(const struct st_file *f, const char *name);
