@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "fp16.h"
 #include "gguf.h"
 #include "safetensors.h"
 #include "llama2c.h"
@@ -52,6 +54,7 @@ void llm_free(struct llm_model *m)
         return;
     free(m->data);
     free(m->mats);
+    free(m->blocks);
     gguf_close(m->file);
     free(m);
 }
@@ -678,6 +681,178 @@ int llm_load_hf(struct llm_model **out, const char *path, struct alisa_err *e)
 done:
     st_close(f);
     json_decref(cfg);
+    if (rc) {
+        llm_free(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+/* ---- synthetic weights ---- */
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Row r of matrix `id`: cols weights of standard deviation 0.02, uniform,
+ * as Q8_0 blocks (cols % 32 == 0) or FP32, from a stream of (seed, id, r). */
+static void synth_row(void *dst, uint32_t type, uint32_t cols, uint64_t seed, uint64_t id,
+                      uint64_t r)
+{
+    uint64_t st = seed ^ (id * 0x632be59bd9b4e019ULL) ^ (r * 0xd6e8feb86659fd93ULL), bits = 0;
+    const float a = 0.02f * 1.7320508f; /* uniform on [-a, a]: std a / sqrt(3) */
+    if (type == GGML_F32) {
+        float *w = dst;
+        for (uint32_t j = 0; j < cols; j++)
+            w[j] = a * ((float)(splitmix64(&st) >> 40) / 8388608.0f - 1.0f);
+        return;
+    }
+    uint8_t *p = dst;
+    const uint16_t d = fp16_from_float(a / 127.0f);
+    for (uint32_t b = 0; b < cols / 32; b++, p += 34) {
+        p[0] = (uint8_t)d;
+        p[1] = (uint8_t)(d >> 8);
+        for (int j = 0; j < 32; j++) {
+            if (j % 8 == 0)
+                bits = splitmix64(&st);
+            p[2 + j] = (uint8_t)(int8_t)((int)((bits & 0xff) * 255 / 256) - 127);
+            bits >>= 8;
+        }
+    }
+}
+
+struct synth_mat {
+    struct qmat *q;
+    uint32_t rows, cols;
+};
+
+int llm_load_synthetic(struct llm_model **out, const struct model_shape *s, uint64_t seed,
+                       struct alisa_err *e)
+{
+    *out = NULL;
+    int opt = strcmp(s->family, "opt") == 0;
+    if (!opt && strcmp(s->family, "llama") != 0)
+        return err_set(e, ALISA_EINVAL, "%s: family '%s' has no forward pass here (opt and llama "
+                       "do)", s->name, s->family);
+    if (!s->n_layers || !s->hidden || !s->n_heads || !s->n_kv_heads || !s->ffn || !s->vocab ||
+        !s->max_seq || s->hidden % s->n_heads || s->n_heads % s->n_kv_heads ||
+        (s->hidden / s->n_heads) % 2 || s->hidden > (1u << 16) || s->n_layers > 1024)
+        return err_set(e, ALISA_EINVAL, "%s: shape cannot be built (hidden %u, heads %u, kv heads "
+                       "%u, layers %u)", s->name, s->hidden, s->n_heads, s->n_kv_heads,
+                       s->n_layers);
+    struct llm_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return err_set(e, ALISA_ENOMEM, "out of memory");
+    struct llm_config *c = &m->c;
+    c->arch = opt ? LLM_ARCH_OPT : LLM_ARCH_LLAMA;
+    c->dim = s->hidden;
+    c->hidden_dim = s->ffn;
+    c->n_layers = s->n_layers;
+    c->n_heads = s->n_heads;
+    c->n_kv_heads = opt ? s->n_heads : s->n_kv_heads;
+    c->vocab = s->vocab;
+    c->seq_len = s->max_seq;
+    c->head_dim = c->dim / c->n_heads;
+    c->kv_dim = c->head_dim * c->n_kv_heads;
+    c->rope_theta = 10000.0f;
+    c->norm_eps = opt ? 1e-5f : 1e-6f;
+    const int tied = opt || s->tied_embeddings;
+    const uint32_t L = c->n_layers, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim, V = c->vocab;
+    /* the matrices: (rows, cols) of each, in one list */
+    struct synth_mat *mat = malloc((7 * (size_t)L + 3) * sizeof *mat);
+    int rc = !mat ? ALISA_ENOMEM : alloc_mats(m);
+    size_t nm = 0, qbytes = 0, fl = 0;
+    if (rc) {
+        rc = err_set(e, ALISA_ENOMEM, "out of memory");
+        goto done;
+    }
+    mat[nm++] = (struct synth_mat){&m->w.token_embedding, V, d};
+    if (!tied)
+        mat[nm++] = (struct synth_mat){&m->w.wcls, V, d};
+    if (opt)
+        mat[nm++] = (struct synth_mat){&m->w.pos_embedding, c->seq_len + 2, d};
+    for (uint32_t l = 0; l < L; l++) {
+        mat[nm++] = (struct synth_mat){&m->w.wq[l], d, d};
+        mat[nm++] = (struct synth_mat){&m->w.wk[l], kv, d};
+        mat[nm++] = (struct synth_mat){&m->w.wv[l], kv, d};
+        mat[nm++] = (struct synth_mat){&m->w.wo[l], d, d};
+        mat[nm++] = (struct synth_mat){&m->w.w1[l], hd, d};
+        mat[nm++] = (struct synth_mat){&m->w.w2[l], d, hd};
+        if (!opt)
+            mat[nm++] = (struct synth_mat){&m->w.w3[l], hd, d};
+    }
+    for (size_t i = 0; i < nm; i++)
+        if (mat[i].cols % 32 == 0)
+            qbytes += (size_t)mat[i].rows * qmat_row_bytes(GGML_Q8_0, mat[i].cols);
+        else
+            fl += (size_t)mat[i].rows * mat[i].cols;
+    /* norms (and OPT's biases) in FP32 */
+    size_t vec = 2 * (size_t)L * d + d + (opt ? 2 * (size_t)L * d + d + 2 * (size_t)L * d +
+                                                2 * (size_t)L * kv + (size_t)L * hd + (size_t)L * d
+                                          : 0);
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    double need = (double)qbytes + 4.0 * (double)(fl + vec), have = (double)pages * psize;
+    if (pages > 0 && psize > 0 && need > 0.8 * have) {
+        rc = err_set(e, ALISA_ENOMEM, "%s: synthetic weights take %.1f GB (Q8_0), more than 80%% "
+                     "of this machine's %.1f GB", s->name, need / 1e9, have / 1e9);
+        goto done;
+    }
+    m->blocks = malloc(qbytes ? qbytes : 1);
+    m->data = malloc((fl + vec) * sizeof(float));
+    if (!m->blocks || !m->data) {
+        rc = err_set(e, ALISA_ENOMEM, "%s: out of memory for %.1f GB of synthetic weights",
+                     s->name, need / 1e9);
+        goto done;
+    }
+    uint8_t *qb = m->blocks;
+    float *p = m->data;
+    for (size_t i = 0; i < nm; i++) {
+        uint32_t type = mat[i].cols % 32 == 0 ? GGML_Q8_0 : GGML_F32;
+        void *at = type == GGML_F32 ? (void *)p : (void *)qb;
+        rc = qmat_init(mat[i].q, type, mat[i].rows, mat[i].cols, at);
+        ALISA_ASSERT(rc == 0);
+        if (type == GGML_F32)
+            p += (size_t)mat[i].rows * mat[i].cols;
+        else
+            qb += (size_t)mat[i].rows * mat[i].q->row_bytes;
+        const struct qmat *q = mat[i].q;
+#pragma omp parallel for schedule(static)
+        for (uint32_t r = 0; r < q->rows; r++)
+            synth_row((uint8_t *)(uintptr_t)q->data + (size_t)r * q->row_bytes, q->type, q->cols,
+                      seed, i, r);
+    }
+    if (tied)
+        m->w.wcls = m->w.token_embedding;
+    struct llm_weights *w = &m->w;
+    w->rms_att = take_f(&p, (size_t)L * d);
+    w->rms_ffn = take_f(&p, (size_t)L * d);
+    w->rms_final = take_f(&p, d);
+    for (float *x = w->rms_att; x < p; x++)
+        *x = 1.0f;
+    if (opt) {
+        float *b0 = p;
+        w->ln_att_b = take_f(&p, (size_t)L * d);
+        w->ln_ffn_b = take_f(&p, (size_t)L * d);
+        w->ln_final_b = take_f(&p, d);
+        w->bq = take_f(&p, (size_t)L * d);
+        w->bo = take_f(&p, (size_t)L * d);
+        w->bk = take_f(&p, (size_t)L * kv);
+        w->bv = take_f(&p, (size_t)L * kv);
+        w->b1 = take_f(&p, (size_t)L * hd);
+        w->b2 = take_f(&p, (size_t)L * d);
+        memset(b0, 0, (size_t)(p - b0) * sizeof *p);
+    }
+    ALISA_ASSERT((size_t)(p - m->data) == fl + vec);
+    m->mode = LLM_WEIGHTS_NATIVE;
+    snprintf(m->name, sizeof m->name, "%.40s (synthetic:%llu)", s->name, (unsigned long long)seed);
+    snprintf(m->sha256, sizeof m->sha256, "synthetic");
+done:
+    free(mat);
     if (rc) {
         llm_free(m);
         return rc;

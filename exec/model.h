@@ -78,6 +78,7 @@ struct llm_model {
     float *data;            /* FP32 weights (all of them, or only the norms) */
     struct qmat *mats;      /* the 7 x n_layers per-layer qmats behind w */
     struct gguf *file;      /* the mapped GGUF behind native weights, or NULL */
+    void *blocks;           /* synthetic weights' Q8_0 blocks, or NULL */
     char name[64];          /* file name without directory */
     char sha256[65];        /* hex SHA-256 of the file */
 };
@@ -104,6 +105,18 @@ int llm_load_gguf(struct llm_model **out, const char *path, enum llm_weight_mode
  * tensors, held as FP32. On failure e names the file and the tensor or
  * key. */
 int llm_load_hf(struct llm_model **out, const char *path, struct alisa_err *e);
+
+/* A model of shape s (a catalog entry: family opt or llama) with weights
+ * drawn, not read: every matrix uniform with HF's initial standard
+ * deviation of 0.02 (modeling_opt.py and modeling_llama.py _init_weights:
+ * init_std / initializer_range), as Q8_0 blocks (8-bit codes uniform in
+ * [-127, 127], scale 0.02 sqrt(3) / 127) where the input width is a whole
+ * number of 32-weight blocks and FP32 otherwise; norm weights 1, biases 0.
+ * Deterministic in seed, whatever the threads. Throughput is that of the
+ * real shape; the text is noise. ALISA_ENOMEM, with the sizes, when the
+ * weights would not fit this machine's memory. */
+int llm_load_synthetic(struct llm_model **out, const struct model_shape *s, uint64_t seed,
+                       struct alisa_err *e);
 
 /* Any of the loaders: a directory or a .safetensors file is a Hugging Face
  * checkpoint, otherwise by the file's first bytes ("GGUF" or a llama2.c

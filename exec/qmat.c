@@ -546,9 +546,10 @@ static dots_fn dots_for(uint32_t type)
                                : dots_q6_k_scalar;
 }
 
-/* products below this many weight-row x activation-row pairs stay on one
- * thread (a parallel region costs microseconds) */
-#define PAR_MIN_PAIRS 64
+/* products below this many multiply-adds stay on one thread: a parallel
+ * region costs microseconds, and waking OpenMP's threads between OpenBLAS
+ * calls on small FP32 matrices makes the two pools fight over the cores */
+#define PAR_MIN_MACS (1u << 17)
 
 void qmat_gemm(float *y, const float *x, const struct qmat *w, uint32_t R, void *scratch)
 {
@@ -560,7 +561,7 @@ void qmat_gemm(float *y, const float *x, const struct qmat *w, uint32_t R, void 
     isa_pick();
     const uint8_t *base = w->data;
     const size_t rb = w->row_bytes;
-    const int par = (uint64_t)rows * R >= PAR_MIN_PAIRS;
+    const int par = (uint64_t)rows * R * cols >= PAR_MIN_MACS;
     if (w->type == GGML_F16) {
         float (*dot)(const uint8_t *, const float *, uint32_t) = dot_f16_scalar;
 #ifdef QMAT_X86

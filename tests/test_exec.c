@@ -18,7 +18,9 @@
 
 #include <cmocka.h>
 
+#include "cpu_ops.h"
 #include "forward.h"
+#include "gguf.h"
 #include "kvstore.h"
 #include "model.h"
 #include "scheduler.h"
@@ -194,6 +196,72 @@ static void test_exec_prefill_without_logits_gives_the_same_next_logits(void **s
     llm_state_free(a);
     llm_state_free(b);
     llm_free(m);
+}
+
+/* Synthetic weights: the shape's matrices drawn with std 0.02 (Q8_0 where
+ * the width allows, FP32 otherwise), the same bytes for the same seed on 1
+ * or 2 threads, other bytes for another seed; the forward pass runs on
+ * them; shapes beyond memory or without a forward pass are refused. */
+static void test_exec_synthetic_weights(void **state)
+{
+    (void)state;
+    struct model_shape opt = {.name = "tiny-opt", .family = "opt", .n_layers = 2, .hidden = 64,
+                              .n_heads = 4, .n_kv_heads = 4, .ffn = 96, .vocab = 100,
+                              .max_seq = 32, .tied_embeddings = 1};
+    struct model_shape llama = {.name = "tiny-llama", .family = "llama", .n_layers = 2,
+                                .hidden = 64, .n_heads = 4, .n_kv_heads = 2, .ffn = 172,
+                                .vocab = 100, .max_seq = 32};
+    struct alisa_err e = {{0}};
+    struct llm_model *a, *b, *c;
+    cpu_threads_set(1);
+    assert_int_equal(llm_load_synthetic(&a, &opt, 5, &e), 0);
+    cpu_threads_set(2);
+    assert_int_equal(llm_load_synthetic(&b, &opt, 5, &e), 0);
+    assert_int_equal(llm_load_synthetic(&c, &opt, 6, &e), 0);
+    cpu_threads_set(0);
+    assert_int_equal(a->c.arch, LLM_ARCH_OPT);
+    const struct qmat *wa = &a->w.w1[1], *wb = &b->w.w1[1], *wc = &c->w.w1[1];
+    assert_int_equal(wa->type, GGML_Q8_0);
+    size_t bytes = (size_t)wa->rows * wa->row_bytes;
+    assert_memory_equal(wa->data, wb->data, bytes);
+    assert_memory_not_equal(wa->data, wc->data, bytes);
+    /* the standard deviation of every matrix's weights */
+    float row[256];
+    double sum = 0, sq = 0, n = 0;
+    for (uint32_t r = 0; r < wa->rows; r++) {
+        qmat_row(wa, r, row);
+        for (uint32_t j = 0; j < wa->cols; j++, n++)
+            sum += row[j], sq += (double)row[j] * row[j];
+    }
+    double sd = sqrt(sq / n - (sum / n) * (sum / n));
+    if (fabs(sd - 0.02) > 0.0006)
+        fail_msg("synthetic weights' standard deviation %.5f, expected 0.02", sd);
+    struct llm_state *st;
+    assert_int_equal(llm_state_create(&st, a, 1, 8, &e), 0);
+    uint32_t tok[8] = {1, 5, 9, 13, 17, 21, 25, 29};
+    const float *lg = llm_forward_chunk(st, tok, 0, 8, NULL);
+    assert_non_null(lg);
+    for (uint32_t i = 0; i < 8 * a->c.vocab; i++)
+        assert_true(isfinite(lg[i]));
+    llm_state_free(st);
+    llm_free(a);
+    llm_free(b);
+    llm_free(c);
+    /* 172 columns are no whole number of blocks: FP32 there */
+    assert_int_equal(llm_load_synthetic(&a, &llama, 1, &e), 0);
+    assert_int_equal(a->w.w2[0].type, GGML_F32);
+    assert_int_equal(a->w.w1[0].type, GGML_Q8_0);
+    assert_int_equal(a->c.n_kv_heads, 2);
+    llm_free(a);
+    struct model_shape big = opt;
+    big.n_layers = 1000, big.hidden = 65536, big.n_heads = 64, big.n_kv_heads = 64,
+    big.ffn = 262144;
+    assert_int_equal(llm_load_synthetic(&a, &big, 1, &e), ALISA_ENOMEM);
+    assert_non_null(strstr(e.msg, "synthetic weights take"));
+    struct model_shape pythia = opt;
+    snprintf(pythia.family, sizeof pythia.family, "pythia");
+    assert_int_equal(llm_load_synthetic(&a, &pythia, 1, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "family 'pythia'"));
 }
 
 static void test_exec_batched_decoding_equals_one_sequence_at_a_time(void **state)
@@ -867,6 +935,7 @@ int main(void)
         cmocka_unit_test(test_exec_tokenizer_round_trips_text_and_bytes),
         cmocka_unit_test(test_exec_greedy_continuation_matches_the_independent_reference),
         cmocka_unit_test(test_exec_prefill_without_logits_gives_the_same_next_logits),
+        cmocka_unit_test(test_exec_synthetic_weights),
         cmocka_unit_test(test_exec_batched_decoding_equals_one_sequence_at_a_time),
         cmocka_unit_test(test_exec_tiered_placement_leaves_the_outputs_unchanged),
         cmocka_unit_test(test_exec_tiered_placement_leaves_opt_outputs_unchanged),

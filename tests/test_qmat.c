@@ -226,7 +226,7 @@ static void test_random_blocks_within_quantisation_error_every_isa(void **state)
     (void)state;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         check_type(types[i], 7, 512, 1, 11 + i);  /* one row: below the parallel cut */
-        check_type(types[i], 70, 256, 5, 23 + i); /* a batch, on every thread */
+        check_type(types[i], 130, 256, 5, 23 + i); /* a batch, on every thread (> 2^17 MACs) */
     }
 }
 
@@ -234,10 +234,10 @@ static void test_threads_give_the_same_product(void **state)
 {
     (void)state;
     uint64_t s = 5;
-    const uint32_t rows = 300, cols = 128, R = 3;
+    const uint32_t rows = 600, cols = 128, R = 3; /* 230,400 MACs: above qmat's parallel cut */
     size_t rb = qmat_row_bytes(GGML_Q4_1, cols);
     uint8_t *buf = malloc(rows * rb);
-    float x[3 * 128], y1[3 * 300], y2[3 * 300];
+    float x[3 * 128], y1[3 * 600], y2[3 * 600];
     unsigned char scratch[3 * 4 * QMAT_SCRATCH_PER_BLOCK];
     fill(GGML_Q4_1, buf, rows, cols, &s);
     for (int i = 0; i < 3 * 128; i++)

@@ -27,9 +27,28 @@ void loaded_free(struct loaded *l)
 
 int exec_weight_mode(const char *weights)
 {
+    if (weights && strncmp(weights, "synthetic", 9) == 0) {
+        uint64_t seed;
+        return exec_synthetic_seed(weights, &seed) ? -1 : EXEC_WEIGHTS_SYNTHETIC;
+    }
     return !weights || strcmp(weights, "native") == 0 ? LLM_WEIGHTS_NATIVE
            : strcmp(weights, "f32") == 0              ? LLM_WEIGHTS_F32
                                                       : -1;
+}
+
+int exec_synthetic_seed(const char *weights, uint64_t *seed)
+{
+    *seed = 1;
+    if (strcmp(weights, "synthetic") == 0)
+        return 0;
+    if (strncmp(weights, "synthetic:", 10) != 0 || !weights[10])
+        return -1;
+    char *end;
+    unsigned long long v = strtoull(weights + 10, &end, 10);
+    if (*end || weights[10] == '-')
+        return -1;
+    *seed = v;
+    return 0;
 }
 
 int load_model(struct loaded *l, const char *model, const char *tokenizer, int with_tokenizer,
@@ -42,8 +61,15 @@ int load_model(struct loaded *l, const char *model, const char *tokenizer, int w
     char tok_path[600] = "";
     snprintf(l->model_path, sizeof l->model_path, "%s", model);
     struct catalog c;
+    int rc = 0, shaped = 0;
     if (!strchr(model, '/') && catalog_load(&c, catalog_default_dir(), catalog_models_dir(), e) == 0) {
         const struct model_shape *s = catalog_model(&c, model);
+        if (s && mode == EXEC_WEIGHTS_SYNTHETIC) { /* the catalog's shape, weights drawn */
+            uint64_t seed;
+            exec_synthetic_seed(o->weights, &seed);
+            rc = llm_load_synthetic(&l->m, s, seed, e);
+            shaped = 1;
+        }
         if (s && s->checkpoint[0]) {
             snprintf(l->model_path, sizeof l->model_path, "%s/%s", catalog_models_dir(),
                      s->checkpoint);
@@ -54,7 +80,11 @@ int load_model(struct loaded *l, const char *model, const char *tokenizer, int w
     }
     if (tokenizer)
         snprintf(tok_path, sizeof tok_path, "%s", tokenizer);
-    int rc = llm_load(&l->m, l->model_path, (enum llm_weight_mode)mode, e);
+    if (mode == EXEC_WEIGHTS_SYNTHETIC && !shaped)
+        return err_set(e, ALISA_EINVAL, "--weights %s: '%s' is not a catalog model (alisa "
+                       "catalog lists them; a synthetic model takes its shape)", o->weights, model);
+    if (mode != EXEC_WEIGHTS_SYNTHETIC)
+        rc = llm_load(&l->m, l->model_path, (enum llm_weight_mode)mode, e);
     if (rc || !with_tokenizer)
         return rc;
     size_t pl = strlen(l->model_path);
@@ -120,7 +150,8 @@ int kv_opts_check(const struct kv_opts *o)
     if (sel_params_validate(&o->sel, &e))
         return cli_usage_error(NULL, "%s", e.msg);
     if (exec_weight_mode(o->weights) < 0)
-        return cli_usage_error(NULL, "--weights %s: expected native or f32", o->weights);
+        return cli_usage_error(NULL, "--weights %s: expected native, f32 or synthetic[:SEED]",
+                               o->weights);
     const char *b = o->backend;
     if (b && strcmp(b, "cpu") != 0 && strcmp(b, "cuda") != 0 && strcmp(b, "auto") != 0)
         return cli_usage_error(NULL, "--backend %s: expected cpu, cuda or auto", b);

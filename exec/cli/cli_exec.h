@@ -95,15 +95,22 @@ struct kv_opts {
 #define EXEC_WEIGHTS_HELP                                                                   \
     "  --weights W        native (default: a GGUF's matrices stay in their quantised blocks,\n" \
     "                     mapped from the file, times 8-bit activations as llama.cpp does)\n" \
-    "                     or f32 (dequantised at load: the oracle); llama2.c files are f32\n" \
+    "                     or f32 (dequantised at load: the oracle); llama2.c files are f32;\n" \
+    "                     or synthetic[:SEED] (a catalog model's shape, weights drawn with\n" \
+    "                     std 0.02 as Q8_0 blocks: real throughput, noise for text)\n" \
     "  --threads N        CPU threads of the forward pass (default: every core, or OMP_NUM_THREADS)\n"
 
 /* Handles one KV option (getopt code ch, option as typed, value); returns 1
  * when ch was one, -1 on a bad value (e says why), 0 when not a KV option. */
 int kv_opt(struct kv_opts *o, int ch, const char *opt, const char *arg, struct alisa_err *e);
 
-/* --weights's value as a load mode; -1 for another value. */
+/* --weights's value as a load mode (EXEC_WEIGHTS_SYNTHETIC for
+ * synthetic[:SEED]); -1 for another value. */
+#define EXEC_WEIGHTS_SYNTHETIC 100
 int exec_weight_mode(const char *weights);
+
+/* The seed of "synthetic" (1) or "synthetic:SEED"; -1 when malformed. */
+int exec_synthetic_seed(const char *weights, uint64_t *seed);
 
 /* The KV options' values checked before any work: the selection and
  * placement known (alisa policy list), their parameters in range, the

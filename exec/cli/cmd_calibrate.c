@@ -83,7 +83,7 @@ void cmd_calibrate_usage(FILE *out)
             "  --backend B      cpu (default), cuda (device 0; fails without one) or auto\n"
             "  --repeat N       runs of every benchmark (default 3, at least 2)\n"
             "  --name NAME      section name (default cpu-<hostname> or cuda-<hostname>)\n"
-            "  --weights W      native (default) or f32, as alisa run holds them\n"
+            "  --weights W      native (default), f32 or synthetic[:SEED], as alisa run\n"
             "  --threads N      CPU threads (default: every core, or OMP_NUM_THREADS)\n"
             "  --json           print the runs and statistics as JSON\n"
             "  -h, --help       this text\n"
@@ -166,8 +166,8 @@ static int calibrate_parse(int argc, char **argv, struct calibrate_opts *o)
     if (req)
         return req;
     if (exec_weight_mode(o->exec.weights) < 0)
-        return cli_usage_error(cmd_calibrate_usage, "--weights %s: expected native or f32",
-                               o->exec.weights);
+        return cli_usage_error(cmd_calibrate_usage, "--weights %s: expected native, f32 or "
+                               "synthetic[:SEED]", o->exec.weights);
     if (o->repeat < 2)
         return cli_usage_error(cmd_calibrate_usage, "--repeat %u: at least 2 runs show a spread",
                                o->repeat);
