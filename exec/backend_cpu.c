@@ -88,6 +88,9 @@ static int cpu_create(void **be, const struct backend_common *cm, struct alisa_e
 {
     *be = NULL;
     const struct llm_config *c = &cm->m->c;
+    if (cm->m->synth_lazy)
+        return err_set(e, ALISA_EINVAL, "%s: synthetic weights not drawn on the host (drawn on "
+                       "the GPU for --backend cuda)", cm->m->name);
     struct cpu_state *s = calloc(1, sizeof *s);
     if (!s)
         return err_set(e, ALISA_ENOMEM, "out of memory");

@@ -20,8 +20,10 @@
 
 #include "device.h"
 #include "fit.h"
+#include "gguf.h"
 #include "fp16.h"
 #include "kernels.h"
+#include "synth.h"
 
 static int cu_check(cudaError_t rc, struct alisa_err *e, const char *file, int line,
                     const char *what)
@@ -84,6 +86,9 @@ struct cuda_state {
     uint16_t *w2;               /* (n_layers, dim, hidden_dim) */
     uint16_t *wcls;             /* (vocab, dim); emb when tied */
     float *rms;                 /* (2 n_layers + 1, dim): attention, FFN, final norms */
+    uint16_t *pos_emb;          /* OPT: (seq_len + 2, dim) learned positions, else NULL */
+    float *bias;                /* OPT: the norms' and projections' biases, one block */
+    float *ln_att_b, *ln_ffn_b, *ln_final_b, *bq, *bo, *bk, *bv, *b1, *b2; /* in bias */
     float *rope_cos, *rope_sin; /* (max_len, head_dim / 2) */
     /* activations, rows_cap rows (batch x positions), one allocation */
     float *act_block;
@@ -142,6 +147,7 @@ static void cuda_destroy(void *be)
     /* frees are not checked: there is nothing left to do on failure */
     cudaFree(s->w16);
     cudaFree(s->rms);
+    cudaFree(s->bias);
     cudaFree(s->rope_cos);
     cudaFree(s->act_block);
     cudaFree(s->a16);
@@ -235,12 +241,24 @@ static int ensure_rows(struct cuda_state *s, uint32_t rows, struct alisa_err *e)
 
 /* n matrices (each as the model holds it: FP32 or the file's blocks) to
  * FP16 at dst on the device, one after another, through host buffers row
- * (cols floats) and tmp (one matrix). */
-static int upload16(uint16_t *dst, const struct qmat *q, size_t n, float *row, uint16_t *tmp,
-                    struct alisa_err *e)
+ * (cols floats) and tmp (one matrix); a lazy synthetic model's matrices
+ * (NULL data) are drawn on the device instead (kernels/synth.h). */
+static int upload16(struct cuda_state *s, uint16_t *dst, const struct qmat *q, size_t n,
+                    float *row, uint16_t *tmp, struct alisa_err *e)
 {
+    const float scale = fp16_to_float(fp16_from_float(SYNTH_A / 127.0f));
     for (size_t i = 0; i < n; i++) {
         size_t cols = q[i].cols, count = (size_t)q[i].rows * cols;
+        if (!q[i].data) {
+            int64_t id = llm_synthetic_id(s->m, &q[i]);
+            if (id < 0)
+                return err_set(e, ALISA_EINVAL, "%s: a matrix without weights", s->m->name);
+            if (CU(e, kern_synth_f16(dst, q[i].type == GGML_Q8_0, q[i].rows, q[i].cols,
+                                     s->m->synth_seed, (uint64_t)id, scale, s->compute)))
+                return ALISA_EIO;
+            dst += count;
+            continue;
+        }
         for (uint32_t r = 0; r < q[i].rows; r++) {
             qmat_row(&q[i], r, row);
             for (size_t j = 0; j < cols; j++)
@@ -253,21 +271,33 @@ static int upload16(uint16_t *dst, const struct qmat *q, size_t n, float *row, u
     return 0;
 }
 
+/* n floats at src to the device at dst. */
+static int up(float *dst, const float *src, size_t n, struct alisa_err *e)
+{
+    return CU(e, cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyHostToDevice)) ? ALISA_EIO : 0;
+}
+
 static int upload_weights(struct cuda_state *s, struct alisa_err *e)
 {
     const struct llm_config *c = &s->m->c;
     const struct llm_weights *w = &s->m->w;
     size_t L = c->n_layers, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim, V = c->vocab;
-    int tied = w->wcls.data == w->token_embedding.data;
-    size_t sizes[9] = {V * d, L * d * d, L * kv * d, L * kv * d, L * d * d, L * hd * d,
-                       L * d * hd, L * hd * d, tied ? 0 : V * d};
-    const struct qmat *src[9] = {&w->token_embedding, w->wq, w->wk, w->wv, w->wo, w->w1, w->w2,
-                                 w->w3, &w->wcls};
-    const size_t count[9] = {1, L, L, L, L, L, L, L, tied ? 0 : 1};
-    uint16_t **dst[9] = {&s->emb, &s->wq, &s->wk, &s->wv, &s->wo, &s->w1, &s->w2, &s->w3, &s->wcls};
+    const int opt = c->arch == LLM_ARCH_OPT;
+    int tied = s->m->synth_lazy ? s->m->synth_tied : w->wcls.data == w->token_embedding.data;
+    size_t P = opt ? (size_t)c->seq_len + 2 : 0;
+    size_t sizes[10] = {V * d, L * d * d, L * kv * d, L * kv * d, L * d * d, L * hd * d,
+                        L * d * hd, opt ? 0 : L * hd * d, tied ? 0 : V * d, P * d};
+    const struct qmat *src[10] = {&w->token_embedding, w->wq, w->wk, w->wv, w->wo, w->w1, w->w2,
+                                  w->w3, &w->wcls, &w->pos_embedding};
+    const size_t count[10] = {1, L, L, L, L, L, L, opt ? 0 : L, tied ? 0 : 1, opt ? 1 : 0};
+    uint16_t **dst[10] = {&s->emb, &s->wq, &s->wk, &s->wv, &s->wo, &s->w1, &s->w2, &s->w3,
+                          &s->wcls, &s->pos_emb};
     size_t total = 0, biggest = V * d > hd * d ? V * d : hd * d;
-    for (int i = 0; i < 9; i++)
+    biggest = P * d > biggest ? P * d : biggest; /* OPT's positions may outnumber a tiny vocabulary */
+    for (int i = 0; i < 10; i++)
         total += sizes[i];
+    if (s->m->synth_lazy)
+        biggest = 1; /* drawn on the device: no host staging */
     if (CU(e, cudaMalloc((void **)&s->w16, total * sizeof(uint16_t))))
         return ALISA_ENOMEM;
     uint16_t *tmp = malloc(biggest * sizeof *tmp);
@@ -278,11 +308,13 @@ static int upload_weights(struct cuda_state *s, struct alisa_err *e)
     }
     uint16_t *p = s->w16;
     int rc = 0;
-    for (int i = 0; i < 9 && !rc; i++) {
-        *dst[i] = p;
-        rc = upload16(p, src[i], count[i], row, tmp, e);
+    for (int i = 0; i < 10 && !rc; i++) {
+        *dst[i] = sizes[i] ? p : NULL;
+        rc = upload16(s, p, src[i], count[i], row, tmp, e);
         p += sizes[i];
     }
+    if (!rc && CU(e, cudaStreamSynchronize(s->compute)))
+        rc = ALISA_EIO;
     free(tmp);
     free(row);
     if (tied)
@@ -297,6 +329,27 @@ static int upload_weights(struct cuda_state *s, struct alisa_err *e)
         CU(e, cudaMemcpy(s->rms + 2 * L * d, w->rms_final, d * sizeof(float),
                          cudaMemcpyHostToDevice)))
         return ALISA_EIO;
+    if (!opt)
+        return 0;
+    /* OPT's biases: the three LayerNorms', then q, o, k, v, fc1, fc2 */
+    size_t nb = 2 * L * d + d + 2 * L * d + 2 * L * kv + L * hd + L * d;
+    if (CU(e, cudaMalloc((void **)&s->bias, nb * sizeof(float))))
+        return ALISA_ENOMEM;
+    float *b = s->bias;
+    s->ln_att_b = b, b += L * d;
+    s->ln_ffn_b = b, b += L * d;
+    s->ln_final_b = b, b += d;
+    s->bq = b, b += L * d;
+    s->bo = b, b += L * d;
+    s->bk = b, b += L * kv;
+    s->bv = b, b += L * kv;
+    s->b1 = b, b += L * hd;
+    s->b2 = b;
+    if (up(s->ln_att_b, w->ln_att_b, L * d, e) || up(s->ln_ffn_b, w->ln_ffn_b, L * d, e) ||
+        up(s->ln_final_b, w->ln_final_b, d, e) || up(s->bq, w->bq, L * d, e) ||
+        up(s->bo, w->bo, L * d, e) || up(s->bk, w->bk, L * kv, e) || up(s->bv, w->bv, L * kv, e) ||
+        up(s->b1, w->b1, L * hd, e) || up(s->b2, w->b2, L * d, e))
+        return ALISA_EIO;
     return 0;
 }
 
@@ -304,9 +357,6 @@ static int cuda_create(void **be, const struct backend_common *cm, struct alisa_
 {
     *be = NULL;
     const struct llm_config *c = &cm->m->c;
-    if (c->arch != LLM_ARCH_LLAMA)
-        return err_set(e, ALISA_EINVAL, "%s: the CUDA backend runs the LLaMA family only (OPT "
-                       "runs on --backend cpu; issue 22)", cm->m->name);
     struct cuda_state *s = calloc(1, sizeof *s);
     if (!s)
         return err_set(e, ALISA_ENOMEM, "out of memory");
@@ -523,6 +573,23 @@ static int gemm(struct cuda_state *s, float *y, const float *x, const uint16_t *
                               CUDA_R_32F, (int)out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+/* o (R, dim) = the architecture's norm of x: RMSNorm (LLaMA) or LayerNorm
+ * with its bias (OPT); which 0, 1, 2: layer l's attention and FFN norms,
+ * the final one. */
+static int norm(struct cuda_state *s, float *o, const float *x, uint32_t l, int which, uint32_t R,
+                struct alisa_err *e)
+{
+    const struct llm_config *c = &s->m->c;
+    size_t d = c->dim, at = which == 2 ? 2 * (size_t)c->n_layers * d
+                                       : ((size_t)which * c->n_layers + l) * d;
+    if (c->arch != LLM_ARCH_OPT)
+        return CU(e, kern_rmsnorm(o, x, s->rms + at, R, (uint32_t)d, c->norm_eps, s->compute))
+                   ? ALISA_EIO : 0;
+    const float *b = which == 2 ? s->ln_final_b : (which ? s->ln_ffn_b : s->ln_att_b) + l * d;
+    return CU(e, kern_layernorm(o, x, s->rms + at, b, R, (uint32_t)d, c->norm_eps, s->compute))
+               ? ALISA_EIO : 0;
+}
+
 /* Carries out the queued tier ops of layer l on the device: offloads are
  * gathered first (their slots may be reused by what follows), copied down on
  * the d2h stream; loads are packed, copied up on the h2d stream and
@@ -597,8 +664,11 @@ static int flush(struct cuda_state *s, uint32_t l, cudaEvent_t *ev, struct alisa
                                s->wv + (size_t)l * kv * d, CUDA_R_16F, (int)d, s->d_q16, CUDA_R_16F,
                                (int)d, &zero, s->d_qv, CUDA_R_32F, (int)kv, CUBLAS_COMPUTE_32F,
                                CUBLAS_GEMM_DEFAULT)) ||
-            CU(e, kern_rope(s->d_qk, n, (uint32_t)kv, c->head_dim, s->d_qpos, s->rope_cos,
-                            s->rope_sin, cs)) ||
+            (c->arch == LLM_ARCH_OPT
+                 ? CU(e, kern_bias(s->d_qk, s->bk + l * kv, n, (uint32_t)kv, 0, cs)) ||
+                       CU(e, kern_bias(s->d_qv, s->bv + l * kv, n, (uint32_t)kv, 0, cs))
+                 : CU(e, kern_rope(s->d_qk, n, (uint32_t)kv, c->head_dim, s->d_qpos,
+                                   s->rope_cos, s->rope_sin, cs))) ||
             CU(e, kern_scatter_rows(s->ak, s->d_qrow2, s->d_qk, n, (uint32_t)kv, cs)) ||
             CU(e, kern_scatter_rows(s->av, s->d_qrow2, s->d_qv, n, (uint32_t)kv, cs)))
             return ALISA_EIO;
@@ -793,20 +863,25 @@ static const float *cuda_forward(void *be, struct backend_common *cm, const uint
     if (CU(e, cudaMemcpyAsync(s->d_tokens, s->h_tokens, 5 * (size_t)s->rows_cap * sizeof(uint32_t),
                               cudaMemcpyHostToDevice, cs)))
         goto out;
-    if (CU(e, kern_embed(s->x, s->emb, s->d_tokens, R, d, cs)))
+    const int opt = c->arch == LLM_ARCH_OPT;
+    if (CU(e, kern_embed(s->x, s->emb, s->d_tokens, R, d, cs)) ||
+        (opt && CU(e, kern_embed_pos(s->x, s->pos_emb, s->d_pos, 2, R, d, cs))))
         goto out;
     for (uint32_t l = 0; l < c->n_layers; l++) {
         cudaEvent_t *ev = s->ev + (size_t)l * E_N;
         double *tl = cm->t_layer + (size_t)l * T_N;
-        const float *rms_att = s->rms + (size_t)l * d, *rms_ffn = s->rms + ((size_t)c->n_layers + l) * d;
-        if (CU(e, cudaEventRecord(ev[E_START], cs)) ||
-            CU(e, kern_rmsnorm(s->xb, s->x, rms_att, R, d, c->norm_eps, cs)) ||
+        if (CU(e, cudaEventRecord(ev[E_START], cs)) || norm(s, s->xb, s->x, l, 0, R, e) ||
             gemm(s, s->q, s->xb, s->wq + (size_t)l * d * d, R, d, d, e) ||
             gemm(s, s->k, s->xb, s->wk + (size_t)l * kv * d, R, kv, d, e) ||
-            gemm(s, s->v, s->xb, s->wv + (size_t)l * kv * d, R, kv, d, e) ||
-            CU(e, kern_rope(s->q, R, d, hs, s->d_pos, s->rope_cos, s->rope_sin, cs)) ||
-            CU(e, kern_rope(s->k, R, kv, hs, s->d_pos, s->rope_cos, s->rope_sin, cs)) ||
-            CU(e, cudaEventRecord(ev[E_QKV], cs)))
+            gemm(s, s->v, s->xb, s->wv + (size_t)l * kv * d, R, kv, d, e))
+            goto out;
+        if (opt ? CU(e, kern_bias(s->q, s->bq + (size_t)l * d, R, d, 0, cs)) ||
+                      CU(e, kern_bias(s->k, s->bk + (size_t)l * kv, R, kv, 0, cs)) ||
+                      CU(e, kern_bias(s->v, s->bv + (size_t)l * kv, R, kv, 0, cs))
+                : CU(e, kern_rope(s->q, R, d, hs, s->d_pos, s->rope_cos, s->rope_sin, cs)) ||
+                      CU(e, kern_rope(s->k, R, kv, hs, s->d_pos, s->rope_cos, s->rope_sin, cs)))
+            goto out;
+        if (CU(e, cudaEventRecord(ev[E_QKV], cs)))
             goto out;
         struct kern_rows rw = {.count = s->d_count, .ld = L};
         const float *K, *V;
@@ -867,23 +942,29 @@ static const float *cuda_forward(void *be, struct backend_common *cm, const uint
             }
         }
         if (gemm(s, s->xb2, s->xb, s->wo + (size_t)l * d * d, R, d, d, e) ||
-            CU(e, kern_add(s->x, s->xb2, (size_t)R * d, cs)) ||
-            CU(e, kern_rmsnorm(s->xb, s->x, rms_ffn, R, d, c->norm_eps, cs)) ||
-            gemm(s, s->hb, s->xb, s->w1 + (size_t)l * hd * d, R, hd, d, e) ||
-            gemm(s, s->hb2, s->xb, s->w3 + (size_t)l * hd * d, R, hd, d, e) ||
-            CU(e, kern_swiglu(s->hb, s->hb2, (size_t)R * hd, cs)) ||
-            gemm(s, s->xb2, s->hb, s->w2 + (size_t)l * d * hd, R, d, hd, e) ||
+            (opt && CU(e, kern_bias(s->xb2, s->bo + (size_t)l * d, R, d, 0, cs))) ||
+            CU(e, kern_add(s->x, s->xb2, (size_t)R * d, cs)) || norm(s, s->xb, s->x, l, 1, R, e) ||
+            gemm(s, s->hb, s->xb, s->w1 + (size_t)l * hd * d, R, hd, d, e))
+            goto out;
+        if (opt ? CU(e, kern_bias(s->hb, s->b1 + (size_t)l * hd, R, hd, 1, cs)) /* fc1, ReLU */
+                : gemm(s, s->hb2, s->xb, s->w3 + (size_t)l * hd * d, R, hd, d, e) ||
+                      CU(e, kern_swiglu(s->hb, s->hb2, (size_t)R * hd, cs)))
+            goto out;
+        if (gemm(s, s->xb2, s->hb, s->w2 + (size_t)l * d * hd, R, d, hd, e) ||
+            (opt && CU(e, kern_bias(s->xb2, s->b2 + (size_t)l * d, R, d, 0, cs))) ||
             CU(e, kern_add(s->x, s->xb2, (size_t)R * d, cs)) ||
             CU(e, cudaEventRecord(ev[E_FFN], cs)))
             goto out;
     }
     cudaEvent_t *hv = s->ev + (size_t)c->n_layers * E_N;
+    /* the head, unless the caller wants no logits (a prompt's earlier chunks) */
     if (CU(e, cudaEventRecord(hv[E_START], cs)) ||
-        CU(e, kern_rmsnorm(s->xb, s->x, s->rms + 2 * (size_t)c->n_layers * d, R, d, c->norm_eps, cs)) ||
-        gemm(s, s->logits, s->xb, s->wcls, R, c->vocab, d, e) ||
+        (!cm->no_head && (norm(s, s->xb, s->x, 0, 2, R, e) ||
+                          gemm(s, s->logits, s->xb, s->wcls, R, c->vocab, d, e))) ||
         CU(e, cudaEventRecord(hv[E_FFN], cs)) ||
-        CU(e, cudaMemcpyAsync(s->h_logits, s->logits, (size_t)R * c->vocab * sizeof(float),
-                              cudaMemcpyDeviceToHost, cs)) ||
+        (!cm->no_head &&
+         CU(e, cudaMemcpyAsync(s->h_logits, s->logits, (size_t)R * c->vocab * sizeof(float),
+                               cudaMemcpyDeviceToHost, cs))) ||
         finish(s, e))
         goto out;
     uint64_t end = backend_mono_ns();

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "fp16.h"
+#include "synth.h"
 #include "gguf.h"
 #include "safetensors.h"
 #include "llama2c.h"
@@ -691,36 +692,27 @@ done:
 
 /* ---- synthetic weights ---- */
 
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-/* Row r of matrix `id`: cols weights of standard deviation 0.02, uniform,
- * as Q8_0 blocks (cols % 32 == 0) or FP32, from a stream of (seed, id, r). */
+/* Row r of matrix `id`: cols weights as Q8_0 blocks (cols % 32 == 0) or
+ * FP32, from the stream of (seed, id, r) (kernels/synth.h). */
 static void synth_row(void *dst, uint32_t type, uint32_t cols, uint64_t seed, uint64_t id,
                       uint64_t r)
 {
-    uint64_t st = seed ^ (id * 0x632be59bd9b4e019ULL) ^ (r * 0xd6e8feb86659fd93ULL), bits = 0;
-    const float a = 0.02f * 1.7320508f; /* uniform on [-a, a]: std a / sqrt(3) */
+    uint64_t st = synth_row_state(seed, id, r), bits = 0;
     if (type == GGML_F32) {
         float *w = dst;
         for (uint32_t j = 0; j < cols; j++)
-            w[j] = a * ((float)(splitmix64(&st) >> 40) / 8388608.0f - 1.0f);
+            w[j] = synth_f32(&st);
         return;
     }
     uint8_t *p = dst;
-    const uint16_t d = fp16_from_float(a / 127.0f);
+    const uint16_t d = fp16_from_float(SYNTH_A / 127.0f);
     for (uint32_t b = 0; b < cols / 32; b++, p += 34) {
         p[0] = (uint8_t)d;
         p[1] = (uint8_t)(d >> 8);
         for (int j = 0; j < 32; j++) {
             if (j % 8 == 0)
-                bits = splitmix64(&st);
-            p[2 + j] = (uint8_t)(int8_t)((int)((bits & 0xff) * 255 / 256) - 127);
+                bits = synth_next(&st);
+            p[2 + j] = (uint8_t)(int8_t)synth_code(bits);
             bits >>= 8;
         }
     }
@@ -731,8 +723,50 @@ struct synth_mat {
     uint32_t rows, cols;
 };
 
-int llm_load_synthetic(struct llm_model **out, const struct model_shape *s, uint64_t seed,
-                       struct alisa_err *e)
+/* The synthetic model's matrices in drawing order (their ids), into mat
+ * (7 n_layers + 3 entries); returns how many. */
+static size_t synth_list(struct llm_model *m, struct synth_mat *mat)
+{
+    const struct llm_config *c = &m->c;
+    const int opt = c->arch == LLM_ARCH_OPT;
+    const uint32_t L = c->n_layers, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim, V = c->vocab;
+    size_t nm = 0;
+    mat[nm++] = (struct synth_mat){&m->w.token_embedding, V, d};
+    if (!m->synth_tied)
+        mat[nm++] = (struct synth_mat){&m->w.wcls, V, d};
+    if (opt)
+        mat[nm++] = (struct synth_mat){&m->w.pos_embedding, c->seq_len + 2, d};
+    for (uint32_t l = 0; l < L; l++) {
+        mat[nm++] = (struct synth_mat){&m->w.wq[l], d, d};
+        mat[nm++] = (struct synth_mat){&m->w.wk[l], kv, d};
+        mat[nm++] = (struct synth_mat){&m->w.wv[l], kv, d};
+        mat[nm++] = (struct synth_mat){&m->w.wo[l], d, d};
+        mat[nm++] = (struct synth_mat){&m->w.w1[l], hd, d};
+        mat[nm++] = (struct synth_mat){&m->w.w2[l], d, hd};
+        if (!opt)
+            mat[nm++] = (struct synth_mat){&m->w.w3[l], hd, d};
+    }
+    return nm;
+}
+
+int64_t llm_synthetic_id(const struct llm_model *m, const struct qmat *q)
+{
+    if (!m->synth_drawn && !m->synth_lazy)
+        return -1;
+    struct synth_mat *mat = malloc((7 * (size_t)m->c.n_layers + 3) * sizeof *mat);
+    if (!mat)
+        return -1;
+    size_t nm = synth_list((struct llm_model *)(uintptr_t)m, mat);
+    int64_t id = -1;
+    for (size_t i = 0; i < nm && id < 0; i++)
+        if (mat[i].q == q)
+            id = (int64_t)i;
+    free(mat);
+    return id;
+}
+
+static int synthetic(struct llm_model **out, const struct model_shape *s, uint64_t seed, int draw,
+                     struct alisa_err *e)
 {
     *out = NULL;
     int opt = strcmp(s->family, "opt") == 0;
@@ -762,7 +796,9 @@ int llm_load_synthetic(struct llm_model **out, const struct model_shape *s, uint
     c->rope_theta = 10000.0f;
     c->norm_eps = opt ? 1e-5f : 1e-6f;
     const int tied = opt || s->tied_embeddings;
-    const uint32_t L = c->n_layers, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim, V = c->vocab;
+    m->synth_tied = tied;
+    m->synth_seed = seed;
+    const uint32_t L = c->n_layers, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim;
     /* the matrices: (rows, cols) of each, in one list */
     struct synth_mat *mat = malloc((7 * (size_t)L + 3) * sizeof *mat);
     int rc = !mat ? ALISA_ENOMEM : alloc_mats(m);
@@ -771,22 +807,8 @@ int llm_load_synthetic(struct llm_model **out, const struct model_shape *s, uint
         rc = err_set(e, ALISA_ENOMEM, "out of memory");
         goto done;
     }
-    mat[nm++] = (struct synth_mat){&m->w.token_embedding, V, d};
-    if (!tied)
-        mat[nm++] = (struct synth_mat){&m->w.wcls, V, d};
-    if (opt)
-        mat[nm++] = (struct synth_mat){&m->w.pos_embedding, c->seq_len + 2, d};
-    for (uint32_t l = 0; l < L; l++) {
-        mat[nm++] = (struct synth_mat){&m->w.wq[l], d, d};
-        mat[nm++] = (struct synth_mat){&m->w.wk[l], kv, d};
-        mat[nm++] = (struct synth_mat){&m->w.wv[l], kv, d};
-        mat[nm++] = (struct synth_mat){&m->w.wo[l], d, d};
-        mat[nm++] = (struct synth_mat){&m->w.w1[l], hd, d};
-        mat[nm++] = (struct synth_mat){&m->w.w2[l], d, hd};
-        if (!opt)
-            mat[nm++] = (struct synth_mat){&m->w.w3[l], hd, d};
-    }
-    for (size_t i = 0; i < nm; i++)
+    nm = synth_list(m, mat);
+    for (size_t i = 0; i < nm && draw; i++)
         if (mat[i].cols % 32 == 0)
             qbytes += (size_t)mat[i].rows * qmat_row_bytes(GGML_Q8_0, mat[i].cols);
         else
@@ -797,6 +819,7 @@ int llm_load_synthetic(struct llm_model **out, const struct model_shape *s, uint
                                           : 0);
     long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
     double need = (double)qbytes + 4.0 * (double)(fl + vec), have = (double)pages * psize;
+    /* qbytes and fl are 0 when the matrices are drawn elsewhere */
     if (pages > 0 && psize > 0 && need > 0.8 * have) {
         rc = err_set(e, ALISA_ENOMEM, "%s: synthetic weights take %.1f GB (Q8_0), more than 80%% "
                      "of this machine's %.1f GB", s->name, need / 1e9, have / 1e9);
@@ -813,9 +836,11 @@ int llm_load_synthetic(struct llm_model **out, const struct model_shape *s, uint
     float *p = m->data;
     for (size_t i = 0; i < nm; i++) {
         uint32_t type = mat[i].cols % 32 == 0 ? GGML_Q8_0 : GGML_F32;
-        void *at = type == GGML_F32 ? (void *)p : (void *)qb;
+        void *at = !draw ? NULL : type == GGML_F32 ? (void *)p : (void *)qb;
         rc = qmat_init(mat[i].q, type, mat[i].rows, mat[i].cols, at);
         ALISA_ASSERT(rc == 0);
+        if (!draw)
+            continue; /* drawn where they are used (the CUDA backend) */
         if (type == GGML_F32)
             p += (size_t)mat[i].rows * mat[i].cols;
         else
@@ -849,6 +874,8 @@ int llm_load_synthetic(struct llm_model **out, const struct model_shape *s, uint
     }
     ALISA_ASSERT((size_t)(p - m->data) == fl + vec);
     m->mode = LLM_WEIGHTS_NATIVE;
+    m->synth_drawn = draw;
+    m->synth_lazy = !draw;
     snprintf(m->name, sizeof m->name, "%.40s (synthetic:%llu)", s->name, (unsigned long long)seed);
     snprintf(m->sha256, sizeof m->sha256, "synthetic");
 done:
@@ -859,4 +886,16 @@ done:
     }
     *out = m;
     return 0;
+}
+
+int llm_load_synthetic(struct llm_model **out, const struct model_shape *s, uint64_t seed,
+                       struct alisa_err *e)
+{
+    return synthetic(out, s, seed, 1, e);
+}
+
+int llm_shape_synthetic(struct llm_model **out, const struct model_shape *s, uint64_t seed,
+                        struct alisa_err *e)
+{
+    return synthetic(out, s, seed, 0, e);
 }

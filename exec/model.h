@@ -79,6 +79,11 @@ struct llm_model {
     struct qmat *mats;      /* the 7 x n_layers per-layer qmats behind w */
     struct gguf *file;      /* the mapped GGUF behind native weights, or NULL */
     void *blocks;           /* synthetic weights' Q8_0 blocks, or NULL */
+    uint64_t synth_seed;    /* synthetic weights: their seed */
+    int synth_tied;         /* synthetic weights: the output head is the embedding */
+    int synth_drawn;        /* synthetic weights drawn here (llm_load_synthetic) */
+    int synth_lazy;         /* synthetic shapes only, matrices' data NULL
+                             * (llm_shape_synthetic): drawn by the backend */
     char name[64];          /* file name without directory */
     char sha256[65];        /* hex SHA-256 of the file */
 };
@@ -117,6 +122,19 @@ int llm_load_hf(struct llm_model **out, const char *path, struct alisa_err *e);
  * weights would not fit this machine's memory. */
 int llm_load_synthetic(struct llm_model **out, const struct model_shape *s, uint64_t seed,
                        struct alisa_err *e);
+
+/* As llm_load_synthetic, but the matrices are not drawn: their qmats have
+ * their types and sizes and NULL data, for a backend that draws them where
+ * it holds them (the CUDA backend draws them on the GPU, the same numbers
+ * rounded to FP16: kernels/synth.h). Norms and biases are on the host as
+ * above. The CPU backend refuses such a model. */
+int llm_shape_synthetic(struct llm_model **out, const struct model_shape *s, uint64_t seed,
+                        struct alisa_err *e);
+
+/* The id of matrix q of a synthetic model m (its stream in kernels/synth.h),
+ * or -1 when m is not synthetic or q is not one of its matrices (a tied
+ * output head is the embedding: pass &m->w.token_embedding). */
+int64_t llm_synthetic_id(const struct llm_model *m, const struct qmat *q);
 
 /* Any of the loaders: a directory or a .safetensors file is a Hugging Face
  * checkpoint, otherwise by the file's first bytes ("GGUF" or a llama2.c

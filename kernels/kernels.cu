@@ -6,6 +6,7 @@
  * FP32; they differ from the CPU's sequential sums by rounding only.
  */
 #include "kernels.h"
+#include "synth.h"
 
 #include <cuda_fp16.h>
 #include <math.h>
@@ -96,6 +97,97 @@ cudaError_t kern_rmsnorm(float *o, const float *x, const float *w, uint32_t R, u
 {
     if (R)
         rmsnorm<<<R, BLOCK, 0, stream>>>(o, x, w, n, eps);
+    return cudaGetLastError();
+}
+
+__global__ static void embed_pos(float *x, const __half *pe, const uint32_t *pos, uint32_t d,
+                                 uint32_t offset)
+{
+    uint32_t r = blockIdx.y;
+    for (uint32_t j = blockIdx.x * blockDim.x + threadIdx.x; j < d; j += gridDim.x * blockDim.x)
+        x[(size_t)r * d + j] += __half2float(pe[(size_t)(pos[r] + offset) * d + j]);
+}
+
+cudaError_t kern_embed_pos(float *x, const uint16_t *pe, const uint32_t *pos, uint32_t offset,
+                           uint32_t R, uint32_t d, cudaStream_t stream)
+{
+    if (R)
+        embed_pos<<<dim3(blocks(d), R), BLOCK, 0, stream>>>(x, (const __half *)pe, pos, d, offset);
+    return cudaGetLastError();
+}
+
+/* As cpu_layernorm: the mean, then the variance about it, both over n. */
+__global__ static void layernorm(float *o, const float *x, const float *w, const float *b,
+                                 uint32_t n, float eps)
+{
+    const float *xr = x + (size_t)blockIdx.x * n;
+    float *orow = o + (size_t)blockIdx.x * n;
+    float sum = 0.0f;
+    for (uint32_t j = threadIdx.x; j < n; j += blockDim.x)
+        sum += xr[j];
+    float mean = block_sum(sum) / (float)n, var = 0.0f;
+    for (uint32_t j = threadIdx.x; j < n; j += blockDim.x)
+        var += (xr[j] - mean) * (xr[j] - mean);
+    float inv = 1.0f / sqrtf(block_sum(var) / (float)n + eps);
+    for (uint32_t j = threadIdx.x; j < n; j += blockDim.x)
+        orow[j] = w[j] * ((xr[j] - mean) * inv) + b[j];
+}
+
+cudaError_t kern_layernorm(float *o, const float *x, const float *w, const float *b, uint32_t R,
+                           uint32_t n, float eps, cudaStream_t stream)
+{
+    if (R)
+        layernorm<<<R, BLOCK, 0, stream>>>(o, x, w, b, n, eps);
+    return cudaGetLastError();
+}
+
+__global__ static void bias_act(float *y, const float *b, size_t total, uint32_t n, int relu)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= total)
+        return;
+    float v = y[i] + b[i % n];
+    y[i] = relu && v < 0.0f ? 0.0f : v;
+}
+
+cudaError_t kern_bias(float *y, const float *b, uint32_t R, uint32_t n, int relu,
+                      cudaStream_t stream)
+{
+    size_t total = (size_t)R * n;
+    if (total)
+        bias_act<<<blocks(total), BLOCK, 0, stream>>>(y, b, total, n, relu);
+    return cudaGetLastError();
+}
+
+/* One thread a row: the row's stream is sequential (kernels/synth.h). */
+__global__ static void synth_f16(__half *dst, int q8, uint32_t rows, uint32_t cols, uint64_t seed,
+                                 uint64_t id, float scale)
+{
+    uint32_t r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows)
+        return;
+    uint64_t st = synth_row_state(seed, id, r), bits = 0;
+    __half *row = dst + (size_t)r * cols;
+    for (uint32_t j = 0; j < cols; j++) {
+        float v;
+        if (q8) {
+            if (j % 8 == 0)
+                bits = synth_next(&st);
+            v = __fmul_rn(scale, (float)synth_code(bits));
+            bits >>= 8;
+        } else {
+            v = synth_f32(&st);
+        }
+        row[j] = __float2half_rn(v);
+    }
+}
+
+cudaError_t kern_synth_f16(uint16_t *dst, int q8, uint32_t rows, uint32_t cols, uint64_t seed,
+                           uint64_t id, float scale, cudaStream_t stream)
+{
+    if (rows && cols)
+        synth_f16<<<(rows + 127) / 128, 128, 0, stream>>>((__half *)dst, q8, rows, cols, seed, id,
+                                                          scale);
     return cudaGetLastError();
 }
 
@@ -203,11 +295,42 @@ __global__ static void attn_scores(float *scores, const float *q, const float *K
     scores[((size_t)r * H + h) * rw.ld + t] = scale * acc;
 }
 
+/* The same, a warp per token: the lanes read a K row's channels four at a
+ * time (coalesced 16-byte loads) and sum across the warp. For hs a multiple
+ * of 4 (every real model's; the pointers are then 16-byte aligned). */
+#define ATT_WARPS 8u
+__global__ static void attn_scores_warp(float *scores, const float *q, const float *K,
+                                        struct kern_rows rw, uint32_t H, uint32_t KVH, uint32_t hs,
+                                        float scale)
+{
+    uint32_t lane = threadIdx.x & 31, t = blockIdx.x * ATT_WARPS + (threadIdx.x >> 5);
+    uint32_t h = blockIdx.y, r = blockIdx.z;
+    if (t >= rw.count[r])
+        return;
+    uint32_t g = h / (H / KVH), kvd = KVH * hs;
+    const float *qh = q + ((size_t)r * H + h) * hs;
+    const float *k = K + (size_t)kv_row(rw, r, t) * kvd + (size_t)g * hs;
+    float acc = 0.0f;
+    for (uint32_t j = lane * 4; j < hs; j += 128) {
+        float4 a = *(const float4 *)(qh + j), b = *(const float4 *)(k + j);
+        acc += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+    }
+    for (int o = 16; o > 0; o >>= 1)
+        acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0)
+        scores[((size_t)r * H + h) * rw.ld + t] = scale * acc;
+}
+
 cudaError_t kern_attn_scores(float *scores, const float *q, const float *K, struct kern_rows rows,
                              uint32_t R, uint32_t H, uint32_t KVH, uint32_t hs, float scale,
                              cudaStream_t stream)
 {
-    if (R && rows.ld)
+    if (!R || !rows.ld)
+        return cudaGetLastError();
+    if (hs % 4 == 0)
+        attn_scores_warp<<<dim3((rows.ld + ATT_WARPS - 1) / ATT_WARPS, H, R), 32 * ATT_WARPS, 0,
+                           stream>>>(scores, q, K, rows, H, KVH, hs, scale);
+    else
         attn_scores<<<dim3(blocks(rows.ld), H, R), BLOCK, 0, stream>>>(scores, q, K, rows, H, KVH,
                                                                        hs, scale);
     return cudaGetLastError();
@@ -227,12 +350,45 @@ __global__ static void attn_output(float *out, const float *p, const float *V,
     }
 }
 
+/* The same with the tokens split over ATT_WARPS warps, each lane holding
+ * four channels (16-byte loads of a V row), the warps' partial sums added in
+ * shared memory. For hs a multiple of 4 up to 128. */
+__global__ static void attn_output_warp(float *out, const float *p, const float *V,
+                                        struct kern_rows rw, uint32_t H, uint32_t KVH, uint32_t hs)
+{
+    __shared__ float4 part[ATT_WARPS][32];
+    uint32_t h = blockIdx.x, r = blockIdx.y, g = h / (H / KVH), kvd = KVH * hs;
+    uint32_t lane = threadIdx.x & 31, w = threadIdx.x >> 5, j = lane * 4;
+    const float *ph = p + ((size_t)r * H + h) * rw.ld;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (j < hs)
+        for (uint32_t t = w; t < rw.count[r]; t += ATT_WARPS) {
+            float pt = ph[t];
+            float4 v = *(const float4 *)(V + (size_t)kv_row(rw, r, t) * kvd + (size_t)g * hs + j);
+            acc.x += pt * v.x, acc.y += pt * v.y, acc.z += pt * v.z, acc.w += pt * v.w;
+        }
+    part[w][lane] = acc;
+    __syncthreads();
+    if (w == 0 && j < hs) {
+        float4 sum = part[0][lane];
+        for (uint32_t i = 1; i < ATT_WARPS; i++) {
+            float4 a = part[i][lane];
+            sum.x += a.x, sum.y += a.y, sum.z += a.z, sum.w += a.w;
+        }
+        *(float4 *)(out + ((size_t)r * H + h) * hs + j) = sum;
+    }
+}
+
 cudaError_t kern_attn_output(float *out, const float *p, const float *V, struct kern_rows rows,
                              uint32_t R, uint32_t H, uint32_t KVH, uint32_t hs,
                              cudaStream_t stream)
 {
     unsigned threads = hs < 32 ? 32 : hs > 1024 ? 1024 : hs;
-    if (R)
+    if (!R)
+        return cudaGetLastError();
+    if (hs % 4 == 0 && hs <= 128)
+        attn_output_warp<<<dim3(H, R), 32 * ATT_WARPS, 0, stream>>>(out, p, V, rows, H, KVH, hs);
+    else
         attn_output<<<dim3(H, R), threads, 0, stream>>>(out, p, V, rows, H, KVH, hs);
     return cudaGetLastError();
 }

@@ -28,6 +28,27 @@ cudaError_t kern_f32_to_f16(uint16_t *dst, const float *src, size_t n, cudaStrea
 cudaError_t kern_embed(float *x, const uint16_t *emb, const uint32_t *tokens, uint32_t R,
                        uint32_t d, cudaStream_t stream);
 
+/* x (R, d) += rows pos[r] + offset of the FP16 learned positions pe (OPT's,
+ * offset 2). */
+cudaError_t kern_embed_pos(float *x, const uint16_t *pe, const uint32_t *pos, uint32_t offset,
+                           uint32_t R, uint32_t d, cudaStream_t stream);
+
+/* o (R, n) = w * (x - mean) / sqrt(var + eps) + b, row by row (OPT's
+ * LayerNorm; cpu_layernorm); o may be x. */
+cudaError_t kern_layernorm(float *o, const float *x, const float *w, const float *b, uint32_t R,
+                           uint32_t n, float eps, cudaStream_t stream);
+
+/* y (R, n) += b (n) per row, then ReLU when relu is non-zero. */
+cudaError_t kern_bias(float *y, const float *b, uint32_t R, uint32_t n, int relu,
+                      cudaStream_t stream);
+
+/* dst (rows, cols) FP16 = matrix id of a synthetic model under seed
+ * (kernels/synth.h): Q8_0 codes times scale (the block scale as FP16
+ * holds it, as a float) when q8, else the FP32 draws; rounded to nearest
+ * even, as the host's dequantised weights would be. */
+cudaError_t kern_synth_f16(uint16_t *dst, int q8, uint32_t rows, uint32_t cols, uint64_t seed,
+                           uint64_t id, float scale, cudaStream_t stream);
+
 /* o (R, n) = w (n) * x / sqrt(mean(x^2) + eps), row by row; o may be x. */
 cudaError_t kern_rmsnorm(float *o, const float *x, const float *w, uint32_t R, uint32_t n,
                          float eps, cudaStream_t stream);

@@ -30,6 +30,7 @@
 #include "fp16.h"
 #include "kernels.h"
 #include "kvstore.h"
+#include "model.h"
 #include "selection.h"
 #include "testutil.h"
 
@@ -200,11 +201,9 @@ static void test_cuda_softmax_over_each_rows_count_equals_the_cpu(void **state)
  * of 64) over arena rows listed per query row, and over contiguous rows
  * from a base: output and head-mean weights equal cpu_attend's over the
  * same rows copied out. */
-static void test_cuda_gathered_attention_equals_the_cpu(void **state)
+static void attention_case(uint32_t hs)
 {
-    (void)state;
-    need_device();
-    const uint32_t H = 9, KVH = 3, hs = 64, kvd = KVH * hs, A = 120, R = 3, ld = 64;
+    const uint32_t H = 9, KVH = 3, kvd = KVH * hs, A = 120, R = 3, ld = 64;
     const uint32_t count[3] = {1, 17, 64};
     float *K = rnd_vec((size_t)A * kvd, 1.0f), *V = rnd_vec((size_t)A * kvd, 1.0f);
     float *q = rnd_vec((size_t)R * H * hs, 1.0f);
@@ -246,6 +245,18 @@ static void test_cuda_gathered_attention_equals_the_cpu(void **state)
         free(out); free(w); free(Kr); free(Vr); free(att); free(wr); free(outr);
     }
     free(K); free(V); free(q);
+}
+
+/* Head sizes taking each kernel's paths: 64 the warp-per-token forms, 12
+ * the thread-per-token ones (not a multiple of 4), 160 warp-per-token scores
+ * over two strides of 128 channels and the thread-per-channel output. */
+static void test_cuda_gathered_attention_equals_the_cpu(void **state)
+{
+    (void)state;
+    need_device();
+    attention_case(64);
+    attention_case(12);
+    attention_case(160);
 }
 
 static void test_cuda_gather_and_scatter_move_rows_exactly(void **state)
@@ -449,18 +460,16 @@ static void compare_pick(const char *what, const float *g, const float *lc, uint
  * `alisa run` does, else position by position. dev 0: dense; else tiered,
  * evicted tokens coming back by load when recompute_ns is 3 and by
  * recomputation when it is 1 (measured on the CPU: both happen). */
-static void greedy_both(const char *path, uint32_t B, uint32_t N, uint32_t P, uint32_t dev,
-                        uint64_t recompute_ns, int chunk)
+static void greedy_models(const char *path, struct llm_model *m, struct llm_model *mg, uint32_t B,
+                          uint32_t N, uint32_t P, uint32_t dev, uint64_t recompute_ns, int chunk)
 {
-    need_device();
-    struct llm_model *m = model_or_skip(path);
     const struct llm_config *c = &m->c;
     struct alisa_err e = {{0}};
     struct llm_state *cpu, *gpu;
     struct scheduler *s_cpu = NULL, *s_gpu = NULL;
     struct kvstore *k_cpu = NULL, *k_gpu = NULL;
     if (llm_state_create_on(&cpu, LLM_BACKEND_CPU, m, B, N, &e) ||
-        llm_state_create_on(&gpu, LLM_BACKEND_CUDA, m, B, N, &e))
+        llm_state_create_on(&gpu, LLM_BACKEND_CUDA, mg, B, N, &e))
         fail_msg("%s", e.msg);
     if (dev) {
         tiers(cpu, m, B, N, P, dev, recompute_ns, &s_cpu, &k_cpu);
@@ -521,7 +530,10 @@ static void greedy_both(const char *path, uint32_t B, uint32_t N, uint32_t P, ui
         kvstore_counts(k_gpu, &off, &ld, &rcp);
         print_message("cuda tiers: %llu offloads, %llu loads, %llu recomputes\n",
                       (unsigned long long)off, (unsigned long long)ld, (unsigned long long)rcp);
-        assert_true(off > 0 && (recompute_ns > 2 ? ld : rcp) > 0); /* phase II, III */
+        /* phase II and III: with loads cheaper than recomputation evicted
+         * tokens are offloaded and loaded back; with recomputation cheaper
+         * alisa-cache keeps no CPU copy of them (placement.h) and recomputes */
+        assert_true(recompute_ns > 2 ? off > 0 && ld > 0 : rcp > 0);
     }
     llm_state_free(gpu);
     llm_state_free(cpu);
@@ -530,10 +542,81 @@ static void greedy_both(const char *path, uint32_t B, uint32_t N, uint32_t P, ui
     scheduler_destroy(s_gpu);
     scheduler_destroy(s_cpu);
     free(cur); free(lc); free(rc); free(rg);
+}
+
+/* greedy_models with the checkpoint at path on both backends. */
+static void greedy_both(const char *path, uint32_t B, uint32_t N, uint32_t P, uint32_t dev,
+                        uint64_t recompute_ns, int chunk)
+{
+    need_device();
+    struct llm_model *m = model_or_skip(path);
+    greedy_models(path, m, m, B, N, P, dev, recompute_ns, chunk);
     llm_free(m);
 }
 
-static char stories[600], smollm2[600];
+static char stories[600], smollm2[600], tiny_opt[600];
+
+/* OPT (LayerNorm with bias, learned positions at offset 2, biases, ReLU) on
+ * the GPU: the tiny random checkpoint test_hf checks against numpy. */
+static void test_cuda_opt_greedy_equals_the_cpu_dense_and_tiered(void **state)
+{
+    (void)state;
+    greedy_both(tiny_opt, 3, 40, 8, 0, 0, 0);
+    greedy_both(tiny_opt, 3, 40, 8, 16, 3, 0);
+    greedy_both(tiny_opt, 3, 40, 8, 16, 1, 0);
+    greedy_both(tiny_opt, 3, 40, 8, 16, 3, 1);
+}
+
+/* Synthetic weights drawn on the GPU (llm_shape_synthetic, kern_synth_f16)
+ * are the host's (llm_load_synthetic) rounded to FP16: a LLaMA shape (Q8_0
+ * streams) and an OPT shape whose width is no whole number of blocks (FP32
+ * streams) decode as the host's model does, and one forward's logits agree
+ * far inside what other weights would give (2% of the largest). */
+static void test_cuda_synthetic_weights_drawn_on_the_gpu_equal_the_hosts(void **state)
+{
+    (void)state;
+    need_device();
+    const struct model_shape shapes[2] = {
+        {.name = "tiny-llama", .family = "llama", .n_layers = 2, .hidden = 64, .n_heads = 4,
+         .n_kv_heads = 2, .ffn = 128, .vocab = 256, .max_seq = 128},
+        {.name = "tiny-opt", .family = "opt", .n_layers = 2, .hidden = 48, .n_heads = 4,
+         .n_kv_heads = 4, .ffn = 96, .vocab = 250, .max_seq = 128},
+    };
+    for (int i = 0; i < 2; i++) {
+        struct llm_model *host, *lazy;
+        struct alisa_err e = {{0}};
+        if (llm_load_synthetic(&host, &shapes[i], 7, &e) ||
+            llm_shape_synthetic(&lazy, &shapes[i], 7, &e))
+            fail_msg("%s", e.msg);
+        assert_null(lazy->w.wq[0].data); /* nothing drawn on the host */
+        greedy_models(shapes[i].name, host, lazy, 2, 24, 4, 0, 0, 0);
+        greedy_models(shapes[i].name, host, lazy, 2, 40, 4, 16, 3, 1);
+        struct llm_state *cpu, *gpu;
+        if (llm_state_create_on(&cpu, LLM_BACKEND_CPU, host, 1, 8, &e) ||
+            llm_state_create_on(&gpu, LLM_BACKEND_CUDA, lazy, 1, 8, &e))
+            fail_msg("%s", e.msg);
+        uint32_t tok = 5;
+        const float *a = llm_forward(cpu, &tok, 0, NULL), *g = llm_forward(gpu, &tok, 0, NULL);
+        assert_non_null(a);
+        assert_non_null(g);
+        float big = 0.0f, worst = 0.0f;
+        for (uint32_t v = 0; v < host->c.vocab; v++) {
+            big = fabsf(a[v]) > big ? fabsf(a[v]) : big;
+            worst = fabsf(a[v] - g[v]) > worst ? fabsf(a[v] - g[v]) : worst;
+        }
+        print_message("%s: logits up to %g, cpu and gpu apart by %g at most\n", shapes[i].name,
+                      big, worst);
+        assert_true(big > 0.0f && worst <= 0.02f * big);
+        /* the CPU backend refuses weights it does not hold */
+        struct llm_state *no;
+        assert_int_not_equal(llm_state_create_on(&no, LLM_BACKEND_CPU, lazy, 1, 8, &e), 0);
+        assert_non_null(strstr(e.msg, "not drawn on the host"));
+        llm_state_free(gpu);
+        llm_state_free(cpu);
+        llm_free(lazy);
+        llm_free(host);
+    }
+}
 
 static void test_cuda_stories260k_greedy_equals_the_cpu_dense_and_tiered(void **state)
 {
@@ -559,6 +642,7 @@ int main(void)
 {
     snprintf(stories, sizeof stories, "%s/stories260K/stories260K.bin", tu_models_dir());
     snprintf(smollm2, sizeof smollm2, "%s", ALISA_SMOLLM2_GGUF);
+    snprintf(tiny_opt, sizeof tiny_opt, "%s/tiny-opt", ALISA_GOLDEN_DIR);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cuda_module_opens_and_gives_the_backend),
         cmocka_unit_test(test_cuda_fp16_narrowing_and_embedding_equal_the_cpu),
@@ -570,6 +654,8 @@ int main(void)
         cmocka_unit_test(test_cuda_swa_sum_update_equals_the_fixed_point_sum),
         cmocka_unit_test(test_cuda_stories260k_greedy_equals_the_cpu_dense_and_tiered),
         cmocka_unit_test(test_cuda_smollm2_greedy_equals_the_cpu_dense_and_tiered),
+        cmocka_unit_test(test_cuda_opt_greedy_equals_the_cpu_dense_and_tiered),
+        cmocka_unit_test(test_cuda_synthetic_weights_drawn_on_the_gpu_equal_the_hosts),
     };
     return tu_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -67,7 +67,14 @@ int load_model(struct loaded *l, const char *model, const char *tokenizer, int w
         if (s && mode == EXEC_WEIGHTS_SYNTHETIC) { /* the catalog's shape, weights drawn */
             uint64_t seed;
             exec_synthetic_seed(o->weights, &seed);
-            rc = llm_load_synthetic(&l->m, s, seed, e);
+            /* on a GPU the weights are drawn there, never on the host */
+            enum llm_backend be = LLM_BACKEND_CPU;
+            char said[300];
+            if (o->backend && llm_backend_choose(o->backend, &be, said, sizeof said, e) == 0 &&
+                be == LLM_BACKEND_CUDA)
+                rc = llm_shape_synthetic(&l->m, s, seed, e);
+            else
+                rc = llm_load_synthetic(&l->m, s, seed, e);
             shaped = 1;
         }
         if (s && s->checkpoint[0]) {

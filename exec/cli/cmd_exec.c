@@ -33,7 +33,7 @@
 void cmd_run_usage(FILE *out)
 {
     fprintf(out,
-            "usage: alisa run --model M --prompt TEXT -n N [options]\n"
+            "usage: alisa run --model M (--prompt TEXT | --prompt-tokens N) -n N [options]\n"
             "\n"
             "Generates N tokens after TEXT with the executor (--backend) and prints the prompt and\n"
             "its continuation on stdout (streamed as generated for one sequence; one block per\n"
@@ -47,6 +47,10 @@ void cmd_run_usage(FILE *out)
             "                     GGUF file (F32, F16, Q8_0, Q4_0, Q4_1 tensors)\n"
             "  --tokenizer T      tokenizer file (default: the catalog's for M)\n"
             "  --prompt TEXT      prompt text\n"
+            "  --prompt-tokens N  instead of a text: N token ids drawn uniformly from the\n"
+            "                     vocabulary (GSL mt19937 under --seed), no tokenizer needed;\n"
+            "                     the output is token ids. For speed measurements of models\n"
+            "                     without a tokenizer (--weights synthetic at catalog shapes)\n"
             "  -n N               tokens to generate\n"
             "  --batch B          sequences decoded together, same prompt (default 1)\n"
             "  --temperature T    0 = greedy (default); > 0 samples from softmax(logits / T)\n"
@@ -59,7 +63,8 @@ void cmd_run_usage(FILE *out)
             "  -h, --help         this text\n"
             "\n"
             "examples (run as shown by tests/readme_test.sh):\n"
-            "  alisa run --model stories260K --prompt \"Once upon a time\" -n 32\n");
+            "  alisa run --model stories260K --prompt \"Once upon a time\" -n 32\n"
+            "  alisa run --model OPT-125M --weights synthetic --prompt-tokens 16 -n 4\n");
 }
 
 static uint32_t argmax(const float *x, uint32_t n)
@@ -84,11 +89,13 @@ static uint32_t sample(const float *logits, uint32_t n, double temp, gsl_rng *rn
 }
 
 /* Writes the text of ids (n tokens) to stdout, each decoded after *prev
- * (which ends as the last). */
+ * (which ends as the last); without a tokenizer, the ids. */
 static void print_pieces(const struct tokenizer *t, uint32_t *prev, const uint32_t *ids,
                          uint32_t n)
 {
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; i < n && !t; i++)
+        printf(" %u", ids[i]);
+    for (uint32_t i = 0; i < n && t; i++) {
         size_t len;
         const char *piece = tok_decode(t, *prev, ids[i], &len);
         fwrite(piece, 1, len, stdout);
@@ -101,6 +108,7 @@ int cmd_run(int argc, char **argv)
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
                                          {"tokenizer", required_argument, 0, 't'},
                                          {"prompt", required_argument, 0, 'p'},
+                                         {"prompt-tokens", required_argument, 0, 'P'},
                                          {"batch", required_argument, 0, 'b'},
                                          {"temperature", required_argument, 0, 'T'},
                                          {"seed", required_argument, 0, 's'},
@@ -111,10 +119,10 @@ int cmd_run(int argc, char **argv)
     cli_list_options(opts);
     const char *model = NULL, *tokenizer = NULL, *prompt = NULL, *timings = NULL;
     struct kv_opts kvo = {.sel = {.sparsity = 0.8}};
-    uint32_t n = 0, batch = 1;
+    uint32_t n = 0, batch = 1, ptoks = 0;
     uint64_t seed = 1;
     double temp = 0;
-    int bad = 0, have_n = 0;
+    int bad = 0, have_n = 0, have_ptoks = 0;
     struct alisa_err e = {{0}};
     cli_reset_getopt();
     int ch;
@@ -131,6 +139,7 @@ int cmd_run(int argc, char **argv)
         case 'm': model = optarg; break;
         case 't': tokenizer = optarg; break;
         case 'p': prompt = optarg; break;
+        case 'P': bad = cli_parse_u32(opt, optarg, &ptoks, &e); have_ptoks = 1; break;
         case 'n': bad = cli_parse_u32("-n", optarg, &n, &e); have_n = 1; break;
         case 'b': bad = cli_parse_u32(opt, optarg, &batch, &e); break;
         case 'T': bad = cli_parse_double(opt, optarg, &temp, &e); break;
@@ -143,20 +152,38 @@ int cmd_run(int argc, char **argv)
         return cli_usage_error(cmd_run_usage, "%s", e.msg);
     if (optind < argc)
         return cli_usage_error(cmd_run_usage, "unexpected argument '%s'", argv[optind]);
-    int req = cli_require(3, "--model", model != NULL, "--prompt", prompt != NULL, "-n", have_n);
+    if (prompt && have_ptoks)
+        return cli_usage_error(cmd_run_usage, "--prompt and --prompt-tokens: give one of them");
+    int req = cli_require(3, "--model", model != NULL, "--prompt", prompt || have_ptoks, "-n",
+                          have_n);
     if (req || (req = kv_opts_check(&kvo)))
         return req;
+    if (have_ptoks && ptoks == 0)
+        return cli_usage_error(cmd_run_usage, "--prompt-tokens 0: at least 1 token");
     if (batch == 0)
         return cli_usage_error(cmd_run_usage, "--batch 0: at least 1 sequence");
     if (temp < 0)
         return cli_usage_error(cmd_run_usage, "--temperature %g: at least 0 (0: greedy)", temp);
     struct loaded l;
-    if (load_model(&l, model, tokenizer, 1, &kvo, &e))
+    if (load_model(&l, model, tokenizer, prompt != NULL, &kvo, &e))
         return cli_fail(&e);
-    size_t cap = strlen(prompt) + 3;
+    if (!prompt) { /* bounded by the context before the ids are allocated */
+        char what0[64];
+        snprintf(what0, sizeof what0, "-n %u after a %u-token prompt", n, ptoks);
+        int rc0 = loaded_context_check(&l, (uint64_t)ptoks + n, cmd_run_usage, what0);
+        if (rc0)
+            return rc0; /* l freed by the check */
+    }
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    size_t cap = prompt ? strlen(prompt) + 3 : ptoks;
     uint32_t *ids = malloc(cap * sizeof *ids);
-    int np = ids ? tok_encode(l.t, prompt, 1, ids, cap) : ALISA_ENOMEM;
+    int np = !ids || !rng ? ALISA_ENOMEM : prompt ? tok_encode(l.t, prompt, 1, ids, cap) : (int)ptoks;
     int rc = 0;
+    if (!prompt && ids && rng) { /* ids drawn, not encoded */
+        gsl_rng_set(rng, seed);
+        for (uint32_t i = 0; i < ptoks; i++)
+            ids[i] = (uint32_t)gsl_rng_uniform_int(rng, l.m->c.vocab);
+    }
     if (np < 0)
         rc = err_set(&e, ALISA_EINVAL, "cannot encode the prompt");
     char what[64];
@@ -164,12 +191,12 @@ int cmd_run(int argc, char **argv)
     if (np >= 0 && ((rc = loaded_context_check(&l, (uint64_t)np + n, cmd_run_usage, what)) ||
                     (rc = loaded_batch_check(&l, batch, (uint64_t)np + n, cmd_run_usage)))) {
         free(ids);
+        gsl_rng_free(rng);
         return rc;
     }
     struct llm_state *st = NULL;
     uint32_t *cur = malloc(batch * sizeof *cur), **gen = calloc(batch, sizeof *gen);
     double *scratch = malloc(l.m->c.vocab * sizeof *scratch);
-    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
     if (!rc && (!cur || !gen || !scratch || !rng))
         rc = err_set(&e, ALISA_ENOMEM, "out of memory");
     for (uint32_t b = 0; !rc && b < batch; b++)

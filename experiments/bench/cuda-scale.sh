@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The CUDA executor at the paper's model shapes (issue 22), on a machine
+# with an NVIDIA GPU: decode tokens/s of `alisa run --weights synthetic`
+# (weights drawn on the GPU at the catalog's shape, FP16; random prompt ids)
+# at batch 1, 8, 32, 64, 128 + 512 tokens, dense and under SWA at 80% with
+# KV offloaded (alisa-cache placement: a device arena of a quarter of the
+# run's KV, a pinned host arena as large), beside HF transformers on the same
+# shape and GPU (experiments/bench/hf_decode.py: random FP16 weights, static
+# cache), run by run in one session.
+#
+# Share of the HBM roofline: bytes read per decode step (every layer's
+# matrices and the output head in FP16, plus the K and V attended: FP32 in
+# this executor, pos + 1 tokens dense, 20% with SWA) / the mean decode step /
+# the device-to-device bandwidth measured here by torch (bytes read plus
+# written over a 2 GiB copy, the figure such machines are quoted by).
+# Attention source: the attention the GPU computes from the synthetic
+# weights (near uniform; --attention-from is not built), said in the table.
+#
+# Knobs: MODELS (default "LLaMA-7B OPT-6.7B"), BATCHES ("1 8 32 64"), MODES
+# ("dense offload"), P (128), G (512), HF (1: run the peer too). Writes the
+# table to experiments/bench/cuda-scale-<device>.md and a CSV beside it.
+# Run from the repository root after `make build`.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+alisa=${ALISA:-build/alisa}
+P=${P:-128} G=${G:-512}
+dev=$($alisa version | sed -n 's/^device: //p')
+case "$dev" in none*|"") echo "cuda-scale.sh: no CUDA device ($dev)" >&2; exit 1 ;; esac
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+bw=$(python3 -c '
+import torch, time
+n = 1 << 30
+a = torch.empty(n, dtype=torch.uint16, device="cuda"); b = torch.empty_like(a)
+for _ in range(3): b.copy_(a)
+torch.cuda.synchronize(); t = time.perf_counter()
+for _ in range(20): b.copy_(a)
+torch.cuda.synchronize(); print(round(2 * 2 * n * 20 / (time.perf_counter() - t) / 1e9))')
+shape() { # model key -> value from the catalog
+    awk -v m="[$1]" -v k="$2" '$0 == m { on = 1; next } /^\[/ { on = 0 }
+        on && $1 == k { print $3; exit }' sim/model/catalog/models.ini
+}
+name=$(tr ' /' '__' <<<"$dev" | tr -cd 'A-Za-z0-9_.-')
+out=experiments/bench/cuda-scale-$name.md csv=experiments/bench/cuda-scale-$name.csv
+echo "system,model,mode,batch,prompt,gen,decode_tok_s,step_ms,gb_s,roofline_share,note" >"$csv"
+{
+echo "Device: $dev; device-to-device copy measured at $bw GB/s (read + written)"
+echo "Command: experiments/bench/cuda-scale.sh ($(date -u +%F), $(git rev-parse --short HEAD 2>/dev/null || echo unknown)); $P + $G tokens; weights synthetic FP16 drawn on the GPU; attention computed (synthetic weights)"
+echo
+echo "| model | KV | batch | alisa decode tok/s | step ms | GB/s read | share of measured bandwidth | HF transformers tok/s | alisa / HF |"
+echo "|---|---|---|---|---|---|---|---|---|"
+for M in ${MODELS:-LLaMA-7B OPT-6.7B}; do
+    fam=$(shape "$M" family) L=$(shape "$M" layers) d=$(shape "$M" hidden) H=$(shape "$M" heads)
+    kvh=$(shape "$M" kv_heads) ffn=$(shape "$M" ffn) fm=$(shape "$M" ffn_matrices)
+    V=$(shape "$M" vocab) ctx=$(shape "$M" max_seq) tied=$(shape "$M" tied_embeddings)
+    kv=$(( d / H * kvh ))
+    wbytes=$(( (L * (2 * d * d + 2 * kv * d + fm * d * ffn) + V * d) * 2 ))
+    for mode in ${MODES:-dense offload}; do
+        for b in ${BATCHES:-1 8 32 64}; do
+            extra=() share=1
+            if [ $mode = offload ]; then
+                all=$(( (P + G) * kv * 2 * 4 * b * L ))
+                extra=(--selection swa --sparsity 0.8 --placement alisa-cache
+                       --gpu-kv-bytes $(( all / 4 )) --cpu-kv-bytes $(( all / 4 )))
+                share=0.2
+            fi
+            note=ok
+            if ! $alisa run --backend cuda --model "$M" --weights synthetic --prompt-tokens $P \
+                    -n $G --batch $b --timings "$tmp/t.jsonl" "${extra[@]}" >/dev/null 2>"$tmp/err"; then
+                note="failed: $(tail -1 "$tmp/err" | tr ',|' ';/')"
+                echo "| $M | $mode | $b | - | - | - | - | - | $note |"
+                echo "alisa,$M,$mode,$b,$P,$G,,,,,\"$note\"" >>"$csv"
+                continue
+            fi
+            tps=$(awk '/tokens\/s \(decode/ { for (i = 1; i <= NF; i++) if ($i == "tokens/s") print $(i - 1) }' "$tmp/err")
+            read -r ms gbs pct < <(awk -v b=$b -v L=$L -v kv=$kv -v w=$wbytes -v share=$share -v bw=$bw '
+                /"phase": "decode"/ {
+                    match($0, /"pos": [0-9]+/); pos = substr($0, RSTART + 7, RLENGTH - 7) + 0
+                    match($0, /"total_us": [0-9.]+/); us = substr($0, RSTART + 12, RLENGTH - 12) + 0
+                    bytes += w + b * L * share * (pos + 1) * kv * 2 * 4; t += us * 1e-6; n++ }
+                END { printf "%.3f %.0f %.1f\n", t / n * 1e3, bytes / t / 1e9, 100 * bytes / t / 1e9 / bw }' "$tmp/t.jsonl")
+            hf=- ratio=-
+            if [ "${HF:-1}" = 1 ] && [ $mode = dense ]; then
+                if python3 experiments/bench/hf_decode.py --family $fam --layers $L --hidden $d \
+                        --heads $H --kv-heads $kvh --ffn $ffn --vocab $V --max-seq $ctx \
+                        --tied ${tied:-0} --batch $b --prompt $P --gen $G >"$tmp/hf" 2>"$tmp/hferr"; then
+                    hf=$(sed -n 's/.*decode_tok_s=\([0-9.]*\).*/\1/p' "$tmp/hf")
+                    ratio=$(awk -v a="$tps" -v h="$hf" 'BEGIN { printf "%.2f", a / h }')
+                    echo "hf,$M,$mode,$b,$P,$G,$hf,,,,\"$(cat "$tmp/hf")\"" >>"$csv"
+                else
+                    hf="failed: $(tail -1 "$tmp/hferr" | cut -c1-80 | tr ',|' ';/')"
+                fi
+            fi
+            echo "| $M | $mode | $b | $tps | $ms | $gbs | $pct% | $hf | $ratio |"
+            echo "alisa,$M,$mode,$b,$P,$G,$tps,$ms,$gbs,$pct,$note" >>"$csv"
+        done
+    done
+done
+} | tee "$out"

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""HF transformers' decode speed at a catalog shape with random FP16 weights,
+the peer of `alisa run --weights synthetic` in experiments/bench/cuda-scale.sh.
+
+The model is built from its config (LlamaConfig or OPTConfig at the shape
+given), weights drawn by transformers' own initialisation on the GPU, FP16;
+prompts are random token ids; greedy decoding of exactly G new tokens with a
+static KV cache (cache_implementation="static"; the dynamic cache when the
+static one is refused, and the line says which). Decode time is the whole
+generate() minus a generate() of one token (the prefill), each the median of
+REPS runs after a warm-up. Prints one line of key=value pairs.
+"""
+import argparse
+import statistics
+import sys
+import time
+
+import torch
+import transformers
+from transformers import AutoModelForCausalLM, LlamaConfig, OPTConfig
+
+
+def build(a):
+    if a.family == "llama":
+        cfg = LlamaConfig(hidden_size=a.hidden, intermediate_size=a.ffn,
+                          num_hidden_layers=a.layers, num_attention_heads=a.heads,
+                          num_key_value_heads=a.kv_heads, vocab_size=a.vocab,
+                          max_position_embeddings=a.max_seq, tie_word_embeddings=bool(a.tied))
+    else:
+        cfg = OPTConfig(hidden_size=a.hidden, ffn_dim=a.ffn, num_hidden_layers=a.layers,
+                        num_attention_heads=a.heads, vocab_size=a.vocab,
+                        word_embed_proj_dim=a.hidden, max_position_embeddings=a.max_seq,
+                        do_layer_norm_before=True)
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        m = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float16)
+    return m.eval()
+
+
+def timed(fn):
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return time.perf_counter() - t
+
+
+def main():
+    p = argparse.ArgumentParser()
+    for k in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "max_seq", "tied",
+              "batch", "prompt", "gen"):
+        p.add_argument("--" + k.replace("_", "-"), dest=k, type=int, required=k != "tied",
+                       default=0)
+    p.add_argument("--family", choices=("llama", "opt"), required=True)
+    p.add_argument("--reps", type=int, default=1)
+    a = p.parse_args()
+    m = build(a)
+    ids = torch.randint(3, a.vocab, (a.batch, a.prompt), device="cuda")
+    mask = torch.ones_like(ids)
+    cache = "static"
+
+    def gen(n):
+        kw = dict(max_new_tokens=n, min_new_tokens=n, do_sample=False, attention_mask=mask,
+                  pad_token_id=0)
+        if cache:
+            kw["cache_implementation"] = cache
+        with torch.inference_mode():
+            return m.generate(ids, **kw)
+
+    try:
+        gen(2)
+    except Exception as exc:  # noqa: BLE001 - report and fall back
+        print(f"# static cache refused ({type(exc).__name__}: {exc}); dynamic cache",
+              file=sys.stderr)
+        cache = None
+        gen(2)
+    out = gen(a.gen)
+    assert out.shape[1] == a.prompt + a.gen, out.shape
+    full = statistics.median(timed(lambda: gen(a.gen)) for _ in range(a.reps))
+    pre = statistics.median(timed(lambda: gen(1)) for _ in range(a.reps))
+    dec = full - pre
+    print(f"hf transformers={transformers.__version__} torch={torch.__version__} "
+          f"cache={cache or 'dynamic'} batch={a.batch} prompt={a.prompt} gen={a.gen} "
+          f"prefill_s={pre:.4f} decode_s={dec:.4f} "
+          f"decode_tok_s={a.batch * (a.gen - 1) / dec:.1f} "
+          f"peak_gib={torch.cuda.max_memory_allocated() / 2**30:.1f}")
+
+
+if __name__ == "__main__":
+    main()
