@@ -152,6 +152,18 @@ void llm_state_timings(struct llm_state *s, FILE *f) { s->c.timings = f; }
 
 void llm_state_plan_log(struct llm_state *s, FILE *f) { s->c.plan_log = f; }
 
+void llm_state_attention_from(struct llm_state *s, llm_attention_row_fn fn, void *ctx)
+{
+    s->c.attn_row = fn;
+    s->c.attn_ctx = ctx;
+}
+
+void llm_state_attention_counts(const struct llm_state *s, uint64_t *fed, uint64_t *computed)
+{
+    *fed = s->c.attn_fed;
+    *computed = s->c.attn_computed;
+}
+
 const float *llm_forward_chunk(struct llm_state *s, const uint32_t *tokens, uint32_t pos0,
                                uint32_t P, float *rows)
 {
@@ -217,9 +229,16 @@ double backend_observe(struct backend_common *c, uint32_t b, uint32_t l, uint32_
      * replaying the recorded trace feeds it exactly the same */
     uint64_t t0 = backend_mono_ns();
     uint32_t stream = b * c->m->c.n_layers + l;
-    memset(dense, 0, (pos + 1) * sizeof *dense);
-    for (uint32_t a = 0; a < n_att; a++)
-        dense[ids[a]] = fp16_to_float(fp16_from_float(w[a]));
+    const float *src = c->attn_row ? c->attn_row(c->attn_ctx, b, l, pos) : NULL;
+    if (src) { /* a recorded row (--attention-from): every token's weight as stored */
+        memcpy(dense, src, (pos + 1) * sizeof *dense);
+        c->attn_fed++;
+    } else {
+        memset(dense, 0, (pos + 1) * sizeof *dense);
+        for (uint32_t a = 0; a < n_att; a++)
+            dense[ids[a]] = fp16_to_float(fp16_from_float(w[a]));
+        c->attn_computed++;
+    }
     if (pos < c->prompt_len)
         scheduler_observe_prefill(c->sched, stream, pos, dense, c->prompt_len);
     else

@@ -38,6 +38,9 @@ struct backend_common {
     FILE *plan_log;          /* decision log (planlog.h), borrowed; NULL: off */
     double *t_layer;         /* (n_layers, T_N) ns per category of the current call */
     int no_head;             /* this call needs no logits: a backend may skip the head */
+    llm_attention_row_fn attn_row; /* the selection's rows from elsewhere, or NULL */
+    void *attn_ctx;
+    uint64_t attn_fed, attn_computed; /* rows observed from attn_row / computed */
 };
 
 /* What a shell asks of a backend instead of testing which one it is: the

@@ -103,6 +103,21 @@ const float *llm_forward(struct llm_state *s, const uint32_t *tokens, uint32_t p
  * f is borrowed. */
 void llm_state_timings(struct llm_state *s, FILE *f);
 
+/* Where the selection's attention rows come from in tiered mode (issue 22's
+ * --attention-from): fn(ctx, seq, layer, pos) returns the pos + 1 weights
+ * (head-mean, over every earlier token) the selection observes for that
+ * sequence, layer and position instead of the attention just computed, or
+ * NULL to observe the computed one there. The model still attends the
+ * tokens the plan selects with its own weights: only the scheduler's input
+ * changes. fn NULL: computed attention everywhere (the default). */
+typedef const float *(*llm_attention_row_fn)(void *ctx, uint32_t seq, uint32_t layer,
+                                             uint32_t pos);
+void llm_state_attention_from(struct llm_state *s, llm_attention_row_fn fn, void *ctx);
+
+/* Rows the selection observed from the source and from the computed
+ * attention since s was made. Cannot fail. */
+void llm_state_attention_counts(const struct llm_state *s, uint64_t *fed, uint64_t *computed);
+
 /* Writes every scheduler plan of the tiered cache to f as a decision-log
  * line (planlog.h; NULL: off). f is borrowed. */
 void llm_state_plan_log(struct llm_state *s, FILE *f);

@@ -33,6 +33,28 @@ check $? "greedy run is deterministic"
 c=$("$alisa" run --model stories260K --prompt "Once upon a time" -n 40 --batch 3 2>/dev/null | grep -c "^\[")
 [ "$c" -eq 3 ]
 check $? "batched run prints 3 sequences"
+# --attention-from: the selection observes a trace's rows, mapped as alisa
+# sim maps them, while the model attends with its own weights
+"$alisa" trace gen --model stories260K --seqs 2 --prompt-len 16 --gen-len 24 -o "$tmp/a.trace" >/dev/null 2>&1
+tier=(--selection swa --sparsity 0.8 --placement alisa-cache --gpu-kv-bytes 48KiB --cpu-kv-bytes 48KiB)
+"$alisa" run --model stories260K --prompt-tokens 16 -n 24 --batch 3 "${tier[@]}" \
+    --attention-from "$tmp/a.trace" >/dev/null 2>"$tmp/fed"
+grep -q "attention the selection observed: 585 rows from $tmp/a.trace, 0 computed" "$tmp/fed"
+check $? "--attention-from feeds every row (3 sequences x 5 layers x 39 positions) from the trace"
+"$alisa" run --model stories260K --prompt-tokens 16 -n 24 --batch 3 "${tier[@]}" >/dev/null 2>"$tmp/own"
+grep -q "observed: 0 rows from no trace, 585 computed" "$tmp/own" &&
+    [ "$(grep "KV moves" "$tmp/fed")" != "$(grep "KV moves" "$tmp/own")" ]
+check $? "the trace's attention, not the model's, decides the moves ($(grep "KV moves" "$tmp/fed" | cut -c14-) vs $(grep "KV moves" "$tmp/own" | cut -c14-))"
+"$alisa" run --model stories260K --prompt-tokens 8 -n 24 "${tier[@]}" --attention-from "$tmp/a.trace" >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "a.trace: sequence 0: prompt_len 16, the run's prompt has 8 tokens" "$tmp/err"
+check $? "--attention-from with another prompt length names the trace's field"
+"$alisa" run --model stories260K --prompt-tokens 16 -n 40 "${tier[@]}" --attention-from "$tmp/a.trace" >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "sequence 0: 40 tokens (prompt_len + gen_len), the run needs 56" "$tmp/err"
+check $? "--attention-from with a trace too short for the run"
+"$alisa" run --model stories260K --prompt-tokens 16 -n 4 --attention-from "$tmp/a.trace" >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "needs --selection" "$tmp/err"
+check $? "--attention-from without a selection is a usage error"
+
 # synthetic weights: the catalog's shape, the same text for the same seed,
 # not the trained model's (random weights of std 0.02 repeat the last
 # token: the residual stream carries its embedding to the tied head); bad

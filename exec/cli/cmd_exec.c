@@ -12,6 +12,7 @@
 
 #include "catalog.h"
 #include "cli.h"
+#include "attn_trace.h"
 #include "cli_exec.h"
 #include "progress.h"
 #include "cmds.h"
@@ -55,6 +56,13 @@ void cmd_run_usage(FILE *out)
             "  --batch B          sequences decoded together, same prompt (default 1)\n"
             "  --temperature T    0 = greedy (default); > 0 samples from softmax(logits / T)\n"
             "  --seed S           sampling seed (GSL mt19937, default 1)\n"
+            "  --attention-from T the selection observes trace T's attention rows (recorded\n"
+            "                     or synthetic; sequence b reads the trace's b %% n_seqs,\n"
+            "                     layer l its l x trace layers / layers, as alisa sim maps\n"
+            "                     them) while the model attends the tokens selected with its\n"
+            "                     own weights: for synthetic weights, whose attention is\n"
+            "                     near uniform. Needs --selection; stderr says which rows\n"
+            "                     came from where\n"
             "  --timings FILE     one JSON line per forward call: first position, positions\n"
             "                     (chunk length), phase, batch, total, and per layer the\n"
             "                     GEMM, attention, KV transfer and recomputation time\n"
@@ -113,11 +121,12 @@ int cmd_run(int argc, char **argv)
                                          {"temperature", required_argument, 0, 'T'},
                                          {"seed", required_argument, 0, 's'},
                                          {"timings", required_argument, 0, 'J'},
+                                         {"attention-from", required_argument, 0, 'A'},
                                          KV_OPT_LIST,
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     cli_list_options(opts);
-    const char *model = NULL, *tokenizer = NULL, *prompt = NULL, *timings = NULL;
+    const char *model = NULL, *tokenizer = NULL, *prompt = NULL, *timings = NULL, *attn = NULL;
     struct kv_opts kvo = {.sel = {.sparsity = 0.8}};
     uint32_t n = 0, batch = 1, ptoks = 0;
     uint64_t seed = 1;
@@ -145,6 +154,7 @@ int cmd_run(int argc, char **argv)
         case 'T': bad = cli_parse_double(opt, optarg, &temp, &e); break;
         case 's': bad = cli_parse_u64(opt, optarg, &seed, &e); break;
         case 'J': timings = optarg; break;
+        case 'A': attn = optarg; break;
         default: return cli_option_end(ch, opt, cmd_run_usage);
         }
     }
@@ -152,6 +162,9 @@ int cmd_run(int argc, char **argv)
         return cli_usage_error(cmd_run_usage, "%s", e.msg);
     if (optind < argc)
         return cli_usage_error(cmd_run_usage, "unexpected argument '%s'", argv[optind]);
+    if (attn && !kvo.selection)
+        return cli_usage_error(cmd_run_usage, "--attention-from %s: needs --selection (it feeds "
+                               "the selection)", attn);
     if (prompt && have_ptoks)
         return cli_usage_error(cmd_run_usage, "--prompt and --prompt-tokens: give one of them");
     int req = cli_require(3, "--model", model != NULL, "--prompt", prompt || have_ptoks, "-n",
@@ -209,6 +222,11 @@ int cmd_run(int argc, char **argv)
         rc = tiered_attach(&tr, &kvo, l.m, st, batch, (uint32_t)np + n, (uint32_t)np, &e);
     if (!rc && !tr.sched)
         llm_state_tiered(st, NULL, NULL, (uint32_t)np); /* dense: phases for the timings */
+    struct attn_trace *at = NULL;
+    if (!rc && attn &&
+        !(rc = attn_trace_load(&at, attn, l.m->c.n_layers, batch, (uint32_t)np, (uint32_t)np + n,
+                               &e)))
+        llm_state_attention_from(st, attn_trace_row, at);
     FILE *tf = NULL;
     char tpart[1100];
     if (!rc && timings && !(tf = cli_part_open(timings, tpart, sizeof tpart, "timings file", &e)))
@@ -282,11 +300,19 @@ int cmd_run(int argc, char **argv)
             fprintf(stderr, "alisa: KV moves: %llu offloaded, %llu loaded, %llu recomputed\n",
                     (unsigned long long)off, (unsigned long long)ld, (unsigned long long)rcmp);
         }
+        if (tr.sched) {
+            uint64_t fed, computed;
+            llm_state_attention_counts(st, &fed, &computed);
+            fprintf(stderr, "alisa: attention the selection observed: %llu rows from %s, %llu "
+                    "computed by the model\n", (unsigned long long)fed, attn ? attn : "no trace",
+                    (unsigned long long)computed);
+        }
     }
     if (tf) /* whole or not at all */
         rc = cli_part_close(tf, tpart, timings, rc, &e);
     tiered_free(&tr);
     llm_state_free(st);
+    attn_trace_free(at);
     for (uint32_t b = 0; gen && b < batch; b++)
         free(gen[b]);
     free(gen);
