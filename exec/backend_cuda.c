@@ -109,7 +109,9 @@ struct cuda_state {
     int32_t *h_base, *h_dst, *h_idx;      /* (rows), (rows), (batch, max_len) */
     int32_t *d_dst;             /* (rows) dense-cache rows of this call's tokens */
     /* the dense cache, allocated on first dense call */
-    float *kc, *vc;             /* (n_layers, batch, max_len, kv_dim) */
+    uint16_t *kc, *vc;          /* (n_layers, batch, max_len, kv_dim) FP16, as HF's and
+                                 * vLLM's caches (the tiered arenas stay FP32: the
+                                 * kvstore's host rows are) */
     /* tiered: arenas and layer inputs behind the kvstore's tier ops */
     struct kvstore *ks;         /* the one kvstore made for this state */
     uint32_t n_streams, dev_cap;
@@ -560,17 +562,25 @@ static int cuda_kvstore(void *be, uint32_t n_streams, uint32_t max_len, uint32_t
 
 /* ---- the forward pass ---- */
 
-/* y (R, out) = x (R, in) W^T with W (out, in) FP16: x goes to FP16 first.
- * Row-major y is column-major (out, R) = W (column-major (in, out))^T x. */
-static int gemm(struct cuda_state *s, float *y, const float *x, const uint16_t *w, uint32_t R,
-                uint32_t out, uint32_t in, struct alisa_err *e)
+/* y (R, out) = a16 (R, in) W^T with W (out, in) FP16, the input already in
+ * s->a16 (a second product of the same input). Row-major y is column-major
+ * (out, R) = W (column-major (in, out))^T a16. */
+static int gemm_again(struct cuda_state *s, float *y, const uint16_t *w, uint32_t R, uint32_t out,
+                      uint32_t in, struct alisa_err *e)
 {
     const float one = 1.0f, zero = 0.0f;
-    if (CU(e, kern_f32_to_f16(s->a16, x, (size_t)R * in, s->compute)))
-        return ALISA_EIO;
     return BL(e, cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)R, (int)in, &one,
                               w, CUDA_R_16F, (int)in, s->a16, CUDA_R_16F, (int)in, &zero, y,
                               CUDA_R_32F, (int)out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+/* y (R, out) = x (R, in) W^T: x goes to FP16 (s->a16) first. */
+static int gemm(struct cuda_state *s, float *y, const float *x, const uint16_t *w, uint32_t R,
+                uint32_t out, uint32_t in, struct alisa_err *e)
+{
+    if (CU(e, kern_f32_to_f16(s->a16, x, (size_t)R * in, s->compute)))
+        return ALISA_EIO;
+    return gemm_again(s, y, w, R, out, in, e);
 }
 
 /* o (R, dim) = the architecture's norm of x: RMSNorm (LLaMA) or LayerNorm
@@ -836,8 +846,8 @@ static const float *cuda_forward(void *be, struct backend_common *cm, const uint
         return NULL;
     if (!cm->sched && !s->kc) {
         size_t n = (size_t)c->n_layers * B * L * kv;
-        if (CU(e, cudaMalloc((void **)&s->kc, n * sizeof(float))) ||
-            CU(e, cudaMalloc((void **)&s->vc, n * sizeof(float))))
+        if (CU(e, cudaMalloc((void **)&s->kc, n * sizeof(uint16_t))) ||
+            CU(e, cudaMalloc((void **)&s->vc, n * sizeof(uint16_t))))
             return NULL;
     }
     int per_layer_sync = cm->sched || rows;
@@ -872,8 +882,8 @@ static const float *cuda_forward(void *be, struct backend_common *cm, const uint
         double *tl = cm->t_layer + (size_t)l * T_N;
         if (CU(e, cudaEventRecord(ev[E_START], cs)) || norm(s, s->xb, s->x, l, 0, R, e) ||
             gemm(s, s->q, s->xb, s->wq + (size_t)l * d * d, R, d, d, e) ||
-            gemm(s, s->k, s->xb, s->wk + (size_t)l * kv * d, R, kv, d, e) ||
-            gemm(s, s->v, s->xb, s->wv + (size_t)l * kv * d, R, kv, d, e))
+            gemm_again(s, s->k, s->wk + (size_t)l * kv * d, R, kv, d, e) ||
+            gemm_again(s, s->v, s->wv + (size_t)l * kv * d, R, kv, d, e))
             goto out;
         if (opt ? CU(e, kern_bias(s->q, s->bq + (size_t)l * d, R, d, 0, cs)) ||
                       CU(e, kern_bias(s->k, s->bk + (size_t)l * kv, R, kv, 0, cs)) ||
@@ -884,7 +894,8 @@ static const float *cuda_forward(void *be, struct backend_common *cm, const uint
         if (CU(e, cudaEventRecord(ev[E_QKV], cs)))
             goto out;
         struct kern_rows rw = {.count = s->d_count, .ld = L};
-        const float *K, *V;
+        const float *K = NULL, *V = NULL;
+        const uint16_t *K16 = NULL, *V16 = NULL;
         if (cm->sched) {
             if (tiered_layer(s, cm, l, pos0, ev, ids, tl, e) ||
                 CU(e, cudaMemcpyAsync(s->d_count, s->h_count, B * sizeof(uint32_t),
@@ -898,23 +909,25 @@ static const float *cuda_forward(void *be, struct backend_common *cm, const uint
         } else {
             /* this call's K and V into the dense cache, then every row attends
              * its sequence's positions up to its own */
-            float *kl = s->kc + (size_t)l * B * L * kv, *vl = s->vc + (size_t)l * B * L * kv;
+            uint16_t *kl = s->kc + (size_t)l * B * L * kv, *vl = s->vc + (size_t)l * B * L * kv;
             if (CU(e, cudaEventRecord(ev[E_MOVE0], cs)) || CU(e, cudaEventRecord(ev[E_D2H0], s->d2h)) ||
                 CU(e, cudaEventRecord(ev[E_D2H1], s->d2h)) ||
-                CU(e, kern_scatter_rows(kl, s->d_dst, s->k, R, kv, cs)) ||
-                CU(e, kern_scatter_rows(vl, s->d_dst, s->v, R, kv, cs)) ||
+                CU(e, kern_scatter_rows16(kl, s->d_dst, s->k, R, kv, cs)) ||
+                CU(e, kern_scatter_rows16(vl, s->d_dst, s->v, R, kv, cs)) ||
                 CU(e, cudaEventRecord(ev[E_REC0], cs)) || CU(e, cudaEventRecord(ev[E_REC1], cs)) ||
                 CU(e, cudaEventRecord(ev[E_MOVE1], cs)))
                 goto out;
             rw.base = s->d_base;
-            K = kl;
-            V = vl;
+            K16 = kl;
+            V16 = vl;
         }
         /* the attention's output replaces the normed input, as on the CPU */
         if (CU(e, cudaEventRecord(ev[E_ATT0], cs)) ||
-            CU(e, kern_attn_scores(s->scores, s->q, K, rw, R, H, KVH, hs, scale, cs)) ||
+            CU(e, K16 ? kern_attn_scores16(s->scores, s->q, K16, rw, R, H, KVH, hs, scale, cs)
+                      : kern_attn_scores(s->scores, s->q, K, rw, R, H, KVH, hs, scale, cs)) ||
             CU(e, kern_softmax(s->scores, R * H, L, s->d_count, H, cs)) ||
-            CU(e, kern_attn_output(s->xb, s->scores, V, rw, R, H, KVH, hs, cs)) ||
+            CU(e, V16 ? kern_attn_output16(s->xb, s->scores, V16, rw, R, H, KVH, hs, cs)
+                      : kern_attn_output(s->xb, s->scores, V, rw, R, H, KVH, hs, cs)) ||
             CU(e, cudaEventRecord(ev[E_ATT1], cs)))
             goto out;
         if (per_layer_sync) {
@@ -947,7 +960,7 @@ static const float *cuda_forward(void *be, struct backend_common *cm, const uint
             gemm(s, s->hb, s->xb, s->w1 + (size_t)l * hd * d, R, hd, d, e))
             goto out;
         if (opt ? CU(e, kern_bias(s->hb, s->b1 + (size_t)l * hd, R, hd, 1, cs)) /* fc1, ReLU */
-                : gemm(s, s->hb2, s->xb, s->w3 + (size_t)l * hd * d, R, hd, d, e) ||
+                : gemm_again(s, s->hb2, s->w3 + (size_t)l * hd * d, R, hd, d, e) ||
                       CU(e, kern_swiglu(s->hb, s->hb2, (size_t)R * hd, cs)))
             goto out;
         if (gemm(s, s->xb2, s->hb, s->w2 + (size_t)l * d * hd, R, d, hd, e) ||

@@ -367,7 +367,8 @@ int llm_load(struct llm_model **out, const char *path, enum llm_weight_mode mode
     struct stat sb;
     size_t len = strlen(path);
     if ((stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) ||
-        (len > 12 && strcmp(path + len - 12, ".safetensors") == 0))
+        (len > 12 && strcmp(path + len - 12, ".safetensors") == 0) ||
+        (len > 11 && strcmp(path + len - 11, ".index.json") == 0))
         return llm_load_hf(out, path, e);
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -493,6 +494,8 @@ int llm_load_hf(struct llm_model **out, const char *path, struct alisa_err *e)
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         snprintf(dir, sizeof dir, "%s", path);
         snprintf(file, sizeof file, "%s/model.safetensors", path);
+        if (access(file, F_OK) != 0) /* a sharded checkpoint */
+            snprintf(file, sizeof file, "%s/model.safetensors.index.json", path);
     } else {
         snprintf(file, sizeof file, "%s", path);
         const char *slash = strrchr(path, '/');
@@ -574,9 +577,10 @@ int llm_load_hf(struct llm_model **out, const char *path, struct alisa_err *e)
                        (opt ? 2 * d + 2 * d + 2 * kv + hd + d : 0);
     size_t n = V * d * (tied ? 1 : 2) + L * per_layer + d + (opt ? d + (max_pos + 2) * d : 0);
     /* no allocation the file cannot justify: its smallest tensors hold 2 bytes a weight */
-    if (stat(file, &sb) != 0 || (uint64_t)n * 2 > (uint64_t)sb.st_size) {
+    if ((uint64_t)n * 2 > st_file_bytes(f)) {
         rc = err_set(e, ALISA_ECORRUPT, "%s: config.json's shape needs %zu weights, more than "
-                     "%s's %llu bytes hold", cpath, n, file, (unsigned long long)sb.st_size);
+                     "%s's %llu bytes hold", cpath, n, file,
+                     (unsigned long long)st_file_bytes(f));
         goto done;
     }
     if (!(m->data = malloc(n * sizeof(float))) || alloc_mats(m)) {

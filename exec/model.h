@@ -101,9 +101,10 @@ int llm_load_llama2c(struct llm_model **out, const char *path, struct alisa_err 
 int llm_load_gguf(struct llm_model **out, const char *path, enum llm_weight_mode mode,
                   struct alisa_err *e);
 
-/* A Hugging Face checkpoint: path is a .safetensors file (one shard) with
- * config.json in its directory, or that directory (model.safetensors in
- * it). model_type "opt" (OPT-125m to OPT-66b: pre-LayerNorm, no projection
+/* A Hugging Face checkpoint: path is a .safetensors file (one shard), or a
+ * sharded checkpoint's model.safetensors.index.json, with config.json in
+ * its directory, or that directory (model.safetensors in it, else the
+ * index). model_type "opt" (OPT-125m to OPT-66b: pre-LayerNorm, no projection
  * of the embeddings) or "llama" (q and k rows permuted from Hugging Face's
  * rotate-half RoPE to the interleaved pairs the forward pass rotates, as
  * llama.cpp's convert_hf_to_gguf.py permute does). F32, F16 and BF16
@@ -136,7 +137,8 @@ int llm_shape_synthetic(struct llm_model **out, const struct model_shape *s, uin
  * output head is the embedding: pass &m->w.token_embedding). */
 int64_t llm_synthetic_id(const struct llm_model *m, const struct qmat *q);
 
-/* Any of the loaders: a directory or a .safetensors file is a Hugging Face
+/* Any of the loaders: a directory, a .safetensors file or a sharded
+ * checkpoint's model.safetensors.index.json is a Hugging Face
  * checkpoint, otherwise by the file's first bytes ("GGUF" or a llama2.c
  * header); mode applies to GGUF files. */
 int llm_load(struct llm_model **out, const char *path, enum llm_weight_mode mode,

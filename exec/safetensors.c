@@ -29,6 +29,10 @@ struct st_file {
     uint64_t data_bytes;
     struct st_tensor *t;
     size_t n_t;
+    /* a sharded checkpoint (an index): its shards, and which holds each of t */
+    struct st_file **parts;
+    size_t n_parts;
+    uint32_t *part_of;    /* (n_t) */
 };
 
 void st_close(struct st_file *f)
@@ -37,6 +41,10 @@ void st_close(struct st_file *f)
         return;
     if (f->map)
         munmap((void *)f->map, f->size);
+    for (size_t i = 0; i < f->n_parts; i++)
+        st_close(f->parts[i]);
+    free(f->parts);
+    free(f->part_of);
     free(f->t);
     free(f);
 }
@@ -99,9 +107,14 @@ static int parse_tensor(struct st_file *f, const char *name, json_t *v, struct s
     return 0;
 }
 
+static int open_index(struct st_file **out, const char *path, struct alisa_err *e);
+
 int st_open(struct st_file **out, const char *path, struct alisa_err *e)
 {
     *out = NULL;
+    size_t pl = strlen(path);
+    if (pl > 11 && strcmp(path + pl - 11, ".index.json") == 0)
+        return open_index(out, path, e);
     struct st_file *f = calloc(1, sizeof *f);
     if (!f)
         return err_set(e, ALISA_ENOMEM, "out of memory");
@@ -171,6 +184,94 @@ done:
     return 0;
 }
 
+/* A sharded checkpoint: {"metadata": {...}, "weight_map": {"TENSOR":
+ * "SHARD.safetensors", ...}} beside its shards. Each shard named is opened
+ * once; every tensor the map names must be in its shard, and no tensor may
+ * be in two. */
+static int open_index(struct st_file **out, const char *path, struct alisa_err *e)
+{
+    json_error_t je;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    json_t *map = json_is_object(root) ? json_object_get(root, "weight_map") : NULL;
+    if (!json_is_object(map)) {
+        json_decref(root);
+        return err_set(e, ALISA_ECORRUPT, "%s: weight_map: %s", path,
+                       root ? "missing or not an object" : je.text);
+    }
+    struct st_file *f = calloc(1, sizeof *f);
+    size_t n_map = json_object_size(map);
+    int rc = 0;
+    if (!f || !(f->parts = calloc(n_map + 1, sizeof *f->parts))) {
+        free(f);
+        json_decref(root);
+        return err_set(e, ALISA_ENOMEM, "out of memory");
+    }
+    snprintf(f->path, sizeof f->path, "%s", path);
+    const char *slash = strrchr(path, '/');
+    int dl = slash ? (int)(slash - path) : 1;
+    const char *dir = slash ? path : ".";
+    const char *key;
+    json_t *v;
+    size_t total = 0;
+    json_object_foreach(map, key, v)
+    {
+        const char *shard = json_is_string(v) ? json_string_value(v) : NULL;
+        if (!shard || !shard[0] || strchr(shard, '/') || strlen(shard) > 200) {
+            rc = err_set(e, ALISA_ECORRUPT, "%s: weight_map[\"%.80s\"]: not a shard file name "
+                         "in this directory", path, key);
+            break;
+        }
+        size_t i = 0;
+        char sp[1100];
+        snprintf(sp, sizeof sp, "%.*s/%s", dl, dir, shard);
+        while (i < f->n_parts && strcmp(f->parts[i]->path, sp) != 0)
+            i++;
+        if (i == f->n_parts) {
+            if ((rc = st_open(&f->parts[i], sp, e)))
+                break;
+            if (f->parts[i]->n_parts) {
+                f->n_parts++;
+                rc = err_set(e, ALISA_ECORRUPT, "%s: shard %s is an index", path, shard);
+                break;
+            }
+            f->n_parts++;
+            total += f->parts[i]->n_t;
+        }
+        if (!st_find(f->parts[i], key)) {
+            rc = err_set(e, ALISA_ECORRUPT, "%s: weight_map[\"%.80s\"]: not in %s", path, key,
+                         shard);
+            break;
+        }
+    }
+    if (!rc && (!(f->t = calloc(total + 1, sizeof *f->t)) ||
+                !(f->part_of = calloc(total + 1, sizeof *f->part_of))))
+        rc = err_set(e, ALISA_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < f->n_parts; i++)
+        for (size_t j = 0; !rc && j < f->parts[i]->n_t; j++) {
+            const struct st_tensor *t = &f->parts[i]->t[j];
+            if (st_find(f, t->name))
+                rc = err_set(e, ALISA_ECORRUPT, "%s: tensor '%s' in two shards (the second %s)",
+                             path, t->name, f->parts[i]->path);
+            f->t[f->n_t] = *t;
+            f->part_of[f->n_t++] = (uint32_t)i;
+        }
+    json_decref(root);
+    if (rc) {
+        st_close(f);
+        return rc;
+    }
+    *out = f;
+    return 0;
+}
+
+uint64_t st_file_bytes(const struct st_file *f)
+{
+    uint64_t n = f->size;
+    for (size_t i = 0; i < f->n_parts; i++)
+        n += f->parts[i]->size;
+    return n;
+}
+
 size_t st_n_tensors(const struct st_file *f) { return f->n_t; }
 
 const struct st_tensor *st_tensor_at(const struct st_file *f, size_t i)
@@ -190,6 +291,12 @@ const struct st_tensor *st_find(const struct st_file *f, const char *name)
 int st_read_f32(const struct st_file *f, const struct st_tensor *t, float *out,
                 struct alisa_err *e)
 {
+    if (f->n_parts) { /* an index: the tensor's own shard */
+        size_t i = (size_t)(t - f->t);
+        ALISA_ASSERT(i < f->n_t);
+        const struct st_file *part = f->parts[f->part_of[i]];
+        return st_read_f32(part, st_find(part, t->name), out, e);
+    }
     const uint8_t *p = f->data + t->begin;
     if (strcmp(t->dtype, "F32") == 0) {
         memcpy(out, p, t->n_elems * 4);

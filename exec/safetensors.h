@@ -23,8 +23,15 @@ struct st_tensor {
 
 struct st_file;
 
-/* Maps and parses path. On failure *out is NULL and e says why. */
+/* Maps and parses path. A path ending in ".index.json" is a sharded
+ * checkpoint's index (Hugging Face's model.safetensors.index.json: a
+ * weight_map from tensor names to shard files beside it): every shard it
+ * names is opened and the result holds their tensors as one file. On
+ * failure *out is NULL and e says why (the index, shard or tensor named). */
 int st_open(struct st_file **out, const char *path, struct alisa_err *e);
+
+/* Bytes of the file, or of every shard of an index. */
+uint64_t st_file_bytes(const struct st_file *f);
 void st_close(struct st_file *f); /* accepts NULL */
 
 /* The tensors, in the header's order. */

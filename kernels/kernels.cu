@@ -278,8 +278,20 @@ __device__ static int32_t kv_row(const struct kern_rows &rw, uint32_t r, uint32_
     return rw.idx ? rw.idx[(size_t)r * rw.ld + t] : rw.base[r] + (int32_t)t;
 }
 
+/* K and V elements as floats: FP32 arenas, or the FP16 dense cache. */
+__device__ static inline float ld1(const float *p) { return *p; }
+__device__ static inline float ld1(const __half *p) { return __half2float(*p); }
+__device__ static inline float4 ld4(const float *p) { return *(const float4 *)p; }
+__device__ static inline float4 ld4(const __half *p)
+{
+    uint2 u = *(const uint2 *)p; /* 8-byte aligned when hs and kv_dim are multiples of 4 */
+    float2 a = __half22float2(*(const __half2 *)&u.x), b = __half22float2(*(const __half2 *)&u.y);
+    return make_float4(a.x, a.y, b.x, b.y);
+}
+
 /* grid (token blocks, H, R): one thread per (r, h, t). */
-__global__ static void attn_scores(float *scores, const float *q, const float *K,
+template <typename T>
+__global__ static void attn_scores(float *scores, const float *q, const T *K,
                                    struct kern_rows rw, uint32_t H, uint32_t KVH, uint32_t hs,
                                    float scale)
 {
@@ -288,10 +300,10 @@ __global__ static void attn_scores(float *scores, const float *q, const float *K
         return;
     uint32_t g = h / (H / KVH), kvd = KVH * hs;
     const float *qh = q + ((size_t)r * H + h) * hs;
-    const float *k = K + (size_t)kv_row(rw, r, t) * kvd + (size_t)g * hs;
+    const T *k = K + (size_t)kv_row(rw, r, t) * kvd + (size_t)g * hs;
     float acc = 0.0f;
     for (uint32_t j = 0; j < hs; j++)
-        acc += qh[j] * k[j];
+        acc += qh[j] * ld1(k + j);
     scores[((size_t)r * H + h) * rw.ld + t] = scale * acc;
 }
 
@@ -299,7 +311,8 @@ __global__ static void attn_scores(float *scores, const float *q, const float *K
  * time (coalesced 16-byte loads) and sum across the warp. For hs a multiple
  * of 4 (every real model's; the pointers are then 16-byte aligned). */
 #define ATT_WARPS 8u
-__global__ static void attn_scores_warp(float *scores, const float *q, const float *K,
+template <typename T>
+__global__ static void attn_scores_warp(float *scores, const float *q, const T *K,
                                         struct kern_rows rw, uint32_t H, uint32_t KVH, uint32_t hs,
                                         float scale)
 {
@@ -309,10 +322,10 @@ __global__ static void attn_scores_warp(float *scores, const float *q, const flo
         return;
     uint32_t g = h / (H / KVH), kvd = KVH * hs;
     const float *qh = q + ((size_t)r * H + h) * hs;
-    const float *k = K + (size_t)kv_row(rw, r, t) * kvd + (size_t)g * hs;
+    const T *k = K + (size_t)kv_row(rw, r, t) * kvd + (size_t)g * hs;
     float acc = 0.0f;
     for (uint32_t j = lane * 4; j < hs; j += 128) {
-        float4 a = *(const float4 *)(qh + j), b = *(const float4 *)(k + j);
+        float4 a = *(const float4 *)(qh + j), b = ld4(k + j);
         acc += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
     }
     for (int o = 16; o > 0; o >>= 1)
@@ -321,9 +334,10 @@ __global__ static void attn_scores_warp(float *scores, const float *q, const flo
         scores[((size_t)r * H + h) * rw.ld + t] = scale * acc;
 }
 
-cudaError_t kern_attn_scores(float *scores, const float *q, const float *K, struct kern_rows rows,
-                             uint32_t R, uint32_t H, uint32_t KVH, uint32_t hs, float scale,
-                             cudaStream_t stream)
+template <typename T>
+static cudaError_t attn_scores_any(float *scores, const float *q, const T *K, struct kern_rows rows,
+                                  uint32_t R, uint32_t H, uint32_t KVH, uint32_t hs, float scale,
+                                  cudaStream_t stream)
 {
     if (!R || !rows.ld)
         return cudaGetLastError();
@@ -337,7 +351,8 @@ cudaError_t kern_attn_scores(float *scores, const float *q, const float *K, stru
 }
 
 /* grid (H, R), one thread per output channel of the head. */
-__global__ static void attn_output(float *out, const float *p, const float *V,
+template <typename T>
+__global__ static void attn_output(float *out, const float *p, const T *V,
                                    struct kern_rows rw, uint32_t H, uint32_t KVH, uint32_t hs)
 {
     uint32_t h = blockIdx.x, r = blockIdx.y, g = h / (H / KVH), kvd = KVH * hs;
@@ -345,7 +360,7 @@ __global__ static void attn_output(float *out, const float *p, const float *V,
     for (uint32_t j = threadIdx.x; j < hs; j += blockDim.x) {
         float acc = 0.0f;
         for (uint32_t t = 0; t < rw.count[r]; t++)
-            acc += ph[t] * V[(size_t)kv_row(rw, r, t) * kvd + (size_t)g * hs + j];
+            acc += ph[t] * ld1(V + (size_t)kv_row(rw, r, t) * kvd + (size_t)g * hs + j);
         out[((size_t)r * H + h) * hs + j] = acc;
     }
 }
@@ -353,7 +368,8 @@ __global__ static void attn_output(float *out, const float *p, const float *V,
 /* The same with the tokens split over ATT_WARPS warps, each lane holding
  * four channels (16-byte loads of a V row), the warps' partial sums added in
  * shared memory. For hs a multiple of 4 up to 128. */
-__global__ static void attn_output_warp(float *out, const float *p, const float *V,
+template <typename T>
+__global__ static void attn_output_warp(float *out, const float *p, const T *V,
                                         struct kern_rows rw, uint32_t H, uint32_t KVH, uint32_t hs)
 {
     __shared__ float4 part[ATT_WARPS][32];
@@ -364,7 +380,7 @@ __global__ static void attn_output_warp(float *out, const float *p, const float 
     if (j < hs)
         for (uint32_t t = w; t < rw.count[r]; t += ATT_WARPS) {
             float pt = ph[t];
-            float4 v = *(const float4 *)(V + (size_t)kv_row(rw, r, t) * kvd + (size_t)g * hs + j);
+            float4 v = ld4(V + (size_t)kv_row(rw, r, t) * kvd + (size_t)g * hs + j);
             acc.x += pt * v.x, acc.y += pt * v.y, acc.z += pt * v.z, acc.w += pt * v.w;
         }
     part[w][lane] = acc;
@@ -379,9 +395,10 @@ __global__ static void attn_output_warp(float *out, const float *p, const float 
     }
 }
 
-cudaError_t kern_attn_output(float *out, const float *p, const float *V, struct kern_rows rows,
-                             uint32_t R, uint32_t H, uint32_t KVH, uint32_t hs,
-                             cudaStream_t stream)
+template <typename T>
+static cudaError_t attn_output_any(float *out, const float *p, const T *V, struct kern_rows rows,
+                                   uint32_t R, uint32_t H, uint32_t KVH, uint32_t hs,
+                                   cudaStream_t stream)
 {
     unsigned threads = hs < 32 ? 32 : hs > 1024 ? 1024 : hs;
     if (!R)
@@ -391,6 +408,34 @@ cudaError_t kern_attn_output(float *out, const float *p, const float *V, struct 
     else
         attn_output<<<dim3(H, R), threads, 0, stream>>>(out, p, V, rows, H, KVH, hs);
     return cudaGetLastError();
+}
+
+cudaError_t kern_attn_scores(float *scores, const float *q, const float *K, struct kern_rows rows,
+                             uint32_t R, uint32_t H, uint32_t KVH, uint32_t hs, float scale,
+                             cudaStream_t stream)
+{
+    return attn_scores_any(scores, q, K, rows, R, H, KVH, hs, scale, stream);
+}
+
+cudaError_t kern_attn_scores16(float *scores, const float *q, const uint16_t *K,
+                               struct kern_rows rows, uint32_t R, uint32_t H, uint32_t KVH,
+                               uint32_t hs, float scale, cudaStream_t stream)
+{
+    return attn_scores_any(scores, q, (const __half *)K, rows, R, H, KVH, hs, scale, stream);
+}
+
+cudaError_t kern_attn_output(float *out, const float *p, const float *V, struct kern_rows rows,
+                             uint32_t R, uint32_t H, uint32_t KVH, uint32_t hs,
+                             cudaStream_t stream)
+{
+    return attn_output_any(out, p, V, rows, R, H, KVH, hs, stream);
+}
+
+cudaError_t kern_attn_output16(float *out, const float *p, const uint16_t *V,
+                               struct kern_rows rows, uint32_t R, uint32_t H, uint32_t KVH,
+                               uint32_t hs, cudaStream_t stream)
+{
+    return attn_output_any(out, p, (const __half *)V, rows, R, H, KVH, hs, stream);
 }
 
 __global__ static void head_mean(float *w, const float *p, const uint32_t *count, uint32_t H,
@@ -440,6 +485,25 @@ __global__ static void scatter_rows(float *dst, const int32_t *rows, const float
         return;
     size_t r = i / width, c = i % width;
     dst[(size_t)rows[r] * width + c] = src[i];
+}
+
+__global__ static void scatter_rows16(__half *dst, const int32_t *rows, const float *src,
+                                      uint32_t n, uint32_t width)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)n * width)
+        return;
+    size_t r = i / width, c = i % width;
+    dst[(size_t)rows[r] * width + c] = __float2half_rn(src[i]);
+}
+
+cudaError_t kern_scatter_rows16(uint16_t *dst, const int32_t *rows, const float *src, uint32_t n,
+                                uint32_t width, cudaStream_t stream)
+{
+    size_t total = (size_t)n * width;
+    if (total)
+        scatter_rows16<<<blocks(total), BLOCK, 0, stream>>>((__half *)dst, rows, src, n, width);
+    return cudaGetLastError();
 }
 
 cudaError_t kern_scatter_rows(float *dst, const int32_t *rows, const float *src, uint32_t n,

@@ -91,6 +91,15 @@ cudaError_t kern_attn_output(float *out, const float *p, const float *V, struct 
                              uint32_t R, uint32_t H, uint32_t KVH, uint32_t hs,
                              cudaStream_t stream);
 
+/* kern_attn_scores and kern_attn_output over FP16 K and V (the dense
+ * cache), the products in FP32. */
+cudaError_t kern_attn_scores16(float *scores, const float *q, const uint16_t *K,
+                               struct kern_rows rows, uint32_t R, uint32_t H, uint32_t KVH,
+                               uint32_t hs, float scale, cudaStream_t stream);
+cudaError_t kern_attn_output16(float *out, const float *p, const uint16_t *V,
+                               struct kern_rows rows, uint32_t R, uint32_t H, uint32_t KVH,
+                               uint32_t hs, cudaStream_t stream);
+
 /* w (R, ld) = the heads' mean of p (R, H, ld) over each row's count, summed
  * head by head in order as the CPU backend does. */
 cudaError_t kern_head_mean(float *w, const float *p, const uint32_t *count, uint32_t R,
@@ -103,6 +112,10 @@ cudaError_t kern_gather_rows(float *dst, const float *src, const int32_t *rows, 
 /* dst rows rows[i] = src (n, width). */
 cudaError_t kern_scatter_rows(float *dst, const int32_t *rows, const float *src, uint32_t n,
                               uint32_t width, cudaStream_t stream);
+
+/* dst rows rows[i] (FP16) = src (n, width) rounded to nearest even. */
+cudaError_t kern_scatter_rows16(uint16_t *dst, const int32_t *rows, const float *src, uint32_t n,
+                                uint32_t width, cudaStream_t stream);
 
 /* Channel-wise INT8 parameters of x (n, kv) into p (2, kv): scale, then zero
  * point (kvstore.h's formula). */

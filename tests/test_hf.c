@@ -6,6 +6,10 @@
  *   (tests/golden/make-hf-golden.py, written from transformers'
  *   modeling_opt.py and modeling_llama.py), within 1e-4 + 1e-4 |x|
  *   (measured: 3e-6);
+ * - the same checkpoint split into 2 and 3 shards with an index, as Hugging
+ *   Face shards large models (files the test writes), gives the same logits;
+ *   a missing shard, a tensor in the wrong shard and a shard name outside
+ *   the directory are refused naming the index and the tensor;
  * - bad files and configs are refused with the file and the field named:
  *   a header length past the end, a tensor whose bytes do not match its
  *   shape, a missing tensor, a wrong shape, an unknown model_type. */
@@ -21,6 +25,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "forward.h"
 #include "model.h"
@@ -208,12 +213,160 @@ static void test_hf_refuses_bad_files_naming_the_field(void **state)
                  "embed_tokens.weight' has 2 dimensions (64, 32), expected (64, 16)");
 }
 
+/* tiny-llama split as Hugging Face shards a checkpoint: its tensors dealt
+ * round-robin into `parts` shard files (model-0000i-of-0000n.safetensors),
+ * a model.safetensors.index.json mapping each to its shard, config.json
+ * beside them, in a temporary directory (returned). edit_index, when not
+ * NULL, changes the index's weight_map before it is written. */
+static const char *shard_copy(int parts, void (*edit_index)(json_t *map))
+{
+    static char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/alisa-test-shards-%d", (int)getpid());
+    mkdir(dir, 0700);
+    FILE *in = fopen(ALISA_GOLDEN_DIR "/tiny-llama/model.safetensors", "rb");
+    assert_non_null(in);
+    static unsigned char buf[1 << 17];
+    size_t n = fread(buf, 1, sizeof buf, in);
+    fclose(in);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--)
+        hlen = hlen << 8 | buf[i];
+    json_t *head = json_loadb((const char *)buf + 8, hlen, 0, NULL), *map = json_object();
+    assert_non_null(head);
+    const unsigned char *data = buf + 8 + hlen;
+    json_t *sh[4];
+    static unsigned char body[4][1 << 17];
+    size_t used[4] = {0}, k = 0;
+    assert_true(parts <= 4);
+    for (int i = 0; i < parts; i++)
+        sh[i] = json_object();
+    const char *key;
+    json_t *v;
+    json_object_foreach(head, key, v)
+    {
+        if (strcmp(key, "__metadata__") == 0)
+            continue;
+        int i = (int)(k++ % (size_t)parts);
+        json_t *off = json_object_get(v, "data_offsets");
+        size_t b = (size_t)json_integer_value(json_array_get(off, 0));
+        size_t end = (size_t)json_integer_value(json_array_get(off, 1));
+        assert_true(end <= n - 8 - hlen);
+        memcpy(body[i] + used[i], data + b, end - b);
+        json_t *t = json_deep_copy(v);
+        json_object_set_new(t, "data_offsets",
+                            json_pack("[I, I]", (json_int_t)used[i], (json_int_t)(used[i] + end - b)));
+        json_object_set_new(sh[i], key, t);
+        used[i] += end - b;
+        char name[64];
+        snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", i + 1, parts);
+        json_object_set_new(map, key, json_string(name));
+    }
+    char p[160];
+    for (int i = 0; i < parts; i++) {
+        char *hj = json_dumps(sh[i], JSON_COMPACT);
+        uint64_t hl = strlen(hj);
+        unsigned char len8[8];
+        for (int j = 0; j < 8; j++)
+            len8[j] = (unsigned char)(hl >> (8 * j));
+        snprintf(p, sizeof p, "%s/model-%05d-of-%05d.safetensors", dir, i + 1, parts);
+        FILE *out = fopen(p, "wb");
+        assert_non_null(out);
+        fwrite(len8, 1, 8, out);
+        fwrite(hj, 1, hl, out);
+        fwrite(body[i], 1, used[i], out);
+        fclose(out);
+        free(hj);
+        json_decref(sh[i]);
+    }
+    if (edit_index)
+        edit_index(map);
+    json_t *index = json_pack("{s:{s:I}, s:o}", "metadata", "total_size", (json_int_t)(n - 8 - hlen),
+                              "weight_map", map);
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
+    assert_int_equal(json_dump_file(index, p, 0), 0);
+    json_decref(index);
+    json_decref(head);
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    FILE *out = fopen(p, "w");
+    in = fopen(ALISA_GOLDEN_DIR "/tiny-llama/config.json", "r");
+    int ch;
+    while ((ch = fgetc(in)) != EOF)
+        fputc(ch, out);
+    fclose(in);
+    fclose(out);
+    return dir;
+}
+
+static void shard_cleanup(const char *dir, int parts)
+{
+    char p[160];
+    for (int i = 0; i < parts; i++) {
+        snprintf(p, sizeof p, "%s/model-%05d-of-%05d.safetensors", dir, i + 1, parts);
+        unlink(p);
+    }
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    unlink(p);
+    rmdir(dir);
+}
+
+static void missing_shard(json_t *map)
+{
+    json_object_set_new(map, "model.norm.weight", json_string("model-00009-of-00009.safetensors"));
+}
+
+static void wrong_shard(json_t *map)
+{
+    const char *first = json_string_value(json_object_get(map, "model.embed_tokens.weight"));
+    char other[64];
+    snprintf(other, sizeof other, "%s", first);
+    other[10] = other[10] == '1' ? '2' : '1'; /* model-0000X: the other shard */
+    json_object_set_new(map, "model.embed_tokens.weight", json_string(other));
+}
+
+static void escaping_shard(json_t *map)
+{
+    json_object_set_new(map, "model.norm.weight", json_string("../model.safetensors"));
+}
+
+/* A sharded checkpoint (model.safetensors.index.json and its shards) loads
+ * as the single file does: the same numpy logits; a directory holding only
+ * the index is found; a broken index names the index and the tensor. */
+static void test_hf_sharded_checkpoint_matches_the_single_file(void **state)
+{
+    (void)state;
+    for (int parts = 2; parts <= 3; parts++) {
+        const char *dir = shard_copy(parts, NULL);
+        check_model("tiny-llama", dir, LLM_ARCH_LLAMA);
+        char idx[160];
+        snprintf(idx, sizeof idx, "%s/model.safetensors.index.json", dir);
+        check_model("tiny-llama", idx, LLM_ARCH_LLAMA);
+        shard_cleanup(dir, parts);
+    }
+    void (*edits[3])(json_t *) = {missing_shard, wrong_shard, escaping_shard};
+    const char *says[3] = {"model-00009-of-00009.safetensors: cannot open",
+                           "weight_map[\"model.embed_tokens.weight\"]: not in",
+                           "weight_map[\"model.norm.weight\"]: not a shard file name"};
+    for (int i = 0; i < 3; i++) {
+        const char *dir = shard_copy(2, edits[i]);
+        struct llm_model *m = NULL;
+        struct alisa_err e = {{0}};
+        assert_int_not_equal(llm_load(&m, dir, LLM_WEIGHTS_F32, &e), 0);
+        assert_null(m);
+        if (!strstr(e.msg, says[i]))
+            fail_msg("error '%s' does not say '%s'", e.msg, says[i]);
+        shard_cleanup(dir, 2);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hf_opt_matches_numpy),
         cmocka_unit_test(test_hf_llama_matches_numpy),
         cmocka_unit_test(test_hf_refuses_bad_files_naming_the_field),
+        cmocka_unit_test(test_hf_sharded_checkpoint_matches_the_single_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

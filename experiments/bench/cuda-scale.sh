@@ -9,8 +9,9 @@
 # cache), run by run in one session.
 #
 # Share of the HBM roofline: bytes read per decode step (every layer's
-# matrices and the output head in FP16, plus the K and V attended: FP32 in
-# this executor, pos + 1 tokens dense, 20% with SWA) / the mean decode step /
+# matrices and the output head in FP16, plus the K and V attended: FP16 in
+# the dense cache, FP32 in the tiered arenas; pos + 1 tokens dense, 20% with
+# SWA) / the mean decode step /
 # the device-to-device bandwidth measured here by torch (bytes read plus
 # written over a 2 GiB copy, the figure such machines are quoted by).
 # Attention source: the attention the GPU computes from the synthetic
@@ -57,12 +58,12 @@ for M in ${MODELS:-LLaMA-7B OPT-6.7B}; do
     wbytes=$(( (L * (2 * d * d + 2 * kv * d + fm * d * ffn) + V * d) * 2 ))
     for mode in ${MODES:-dense offload}; do
         for b in ${BATCHES:-1 8 32 64}; do
-            extra=() share=1
+            extra=() share=1 kvb=2 # the dense cache is FP16, the tiered arenas FP32
             if [ $mode = offload ]; then
                 all=$(( (P + G) * kv * 2 * 4 * b * L ))
                 extra=(--selection swa --sparsity 0.8 --placement alisa-cache
                        --gpu-kv-bytes $(( all / 4 )) --cpu-kv-bytes $(( all / 4 )))
-                share=0.2
+                share=0.2 kvb=4
             fi
             note=ok
             if ! $alisa run --backend cuda --model "$M" --weights synthetic --prompt-tokens $P \
@@ -73,11 +74,11 @@ for M in ${MODELS:-LLaMA-7B OPT-6.7B}; do
                 continue
             fi
             tps=$(awk '/tokens\/s \(decode/ { for (i = 1; i <= NF; i++) if ($i == "tokens/s") print $(i - 1) }' "$tmp/err")
-            read -r ms gbs pct < <(awk -v b=$b -v L=$L -v kv=$kv -v w=$wbytes -v share=$share -v bw=$bw '
+            read -r ms gbs pct < <(awk -v b=$b -v L=$L -v kv=$kv -v w=$wbytes -v share=$share -v kvb=$kvb -v bw=$bw '
                 /"phase": "decode"/ {
                     match($0, /"pos": [0-9]+/); pos = substr($0, RSTART + 7, RLENGTH - 7) + 0
                     match($0, /"total_us": [0-9.]+/); us = substr($0, RSTART + 12, RLENGTH - 12) + 0
-                    bytes += w + b * L * share * (pos + 1) * kv * 2 * 4; t += us * 1e-6; n++ }
+                    bytes += w + b * L * share * (pos + 1) * kv * 2 * kvb; t += us * 1e-6; n++ }
                 END { printf "%.3f %.0f %.1f\n", t / n * 1e3, bytes / t / 1e9, 100 * bytes / t / 1e9 / bw }' "$tmp/t.jsonl")
             hf=- ratio=-
             if [ "${HF:-1}" = 1 ] && [ $mode = dense ]; then

@@ -7,7 +7,7 @@
 # new tokens, and the share of
 # the HBM roofline each reached: (FP16 weights + the K and V read per step)
 # / measured decode step time / peak bandwidth. The K and V read is
-# B x layers x attended x kv_dim x 2 x 4 bytes (FP32 arenas), attended being
+# B x layers x attended x kv_dim x 2 x 2 bytes (FP16 dense cache; 4 in the FP32 arenas), attended being
 # pos + 1 dense and 20% of it with SWA (the budget rounds, so approximately).
 # Peak bandwidth: PEAK_GBPS, else 4800 (H200), 2000 (H100 PCIe), 3350 (H100
 # SXM). Prints a Markdown table and writes it to experiments/bench/
@@ -53,24 +53,24 @@ out=experiments/bench/cuda-$(tr ' /' '__' <<<"$dev" | tr -cd 'A-Za-z0-9_.-').md
     for mode in dense offload; do
         for b in ${BATCHES:-1 8 32 64}; do
             extra=()
-            share=1
+            share=1 kvb=2 # the dense cache is FP16 (since 2026-11-24), the arenas FP32
             if [ $mode = offload ]; then
                 all=$(( (P + G) * kvdim * 2 * 4 * b * layers ))
                 extra=(--selection swa --sparsity 0.8 --placement alisa-cache --gpu-kv-bytes $(( all / 4 ))
                        --cpu-kv-bytes $(( all / 4 )))
-                share=0.2
+                share=0.2 kvb=4
             fi
             $alisa run --backend $backend --model "$smol" --prompt "$prompt" -n $G \
                 --batch $b --timings "$tmp/t.jsonl" "${extra[@]}" >/dev/null 2>"$tmp/err" ||
                 { cat "$tmp/err" >&2; exit 1; }
             tps=$(awk '/tokens\/s/ { for (i = 1; i <= NF; i++) if ($i == "tokens/s") print $(i - 1) }' "$tmp/err")
             moves=$(awk '/KV moves/ { print $4 "/" $6 "/" $8 }' "$tmp/err")
-            awk -v b=$b -v L=$layers -v kv=$kvdim -v w=$melems -v share=$share -v peak=$peak \
+            awk -v b=$b -v L=$layers -v kv=$kvdim -v w=$melems -v share=$share -v kvb=$kvb -v peak=$peak \
                 -v mode=$mode -v tps="$tps" -v moves="${moves:--}" '
                 /"phase": "decode"/ {
                     match($0, /"pos": [0-9]+/); pos = substr($0, RSTART + 7, RLENGTH - 7) + 0
                     match($0, /"total_us": [0-9.]+/); us = substr($0, RSTART + 12, RLENGTH - 12) + 0
-                    bytes += w * 1e6 * 2 + b * L * share * (pos + 1) * kv * 2 * 4
+                    bytes += w * 1e6 * 2 + b * L * share * (pos + 1) * kv * 2 * kvb
                     t += us * 1e-6; n++
                 }
                 END { gbps = bytes / t / 1e9

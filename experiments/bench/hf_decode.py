@@ -8,7 +8,9 @@ prompts are random token ids; greedy decoding of exactly G new tokens with a
 static KV cache (cache_implementation="static"; the dynamic cache when the
 static one is refused, and the line says which). Decode time is the whole
 generate() minus a generate() of one token (the prefill), each the median of
-REPS runs after a warm-up. Prints one line of key=value pairs.
+REPS runs after an untimed whole-length run (the first generate() with a
+static cache sets up, and may compile, its forward: seen as a 10x slower
+first run on an H100). Prints one line of key=value pairs.
 """
 import argparse
 import statistics
@@ -74,6 +76,8 @@ def main():
               file=sys.stderr)
         cache = None
         gen(2)
+    # a whole-length run first, untimed: generate() with a static cache sets
+    # up (and may compile) its forward on first use, which is no decode time
     out = gen(a.gen)
     assert out.shape[1] == a.prompt + a.gen, out.shape
     full = statistics.median(timed(lambda: gen(a.gen)) for _ in range(a.reps))
