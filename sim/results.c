@@ -205,7 +205,8 @@ int results_merge(const char *out, const char *const *inputs, int n_inputs, uint
     return rc;
 }
 
-const char *const results_queries[] = {"sim", "plan", "eval", "fidelity", "validate", "runs", NULL};
+const char *const results_queries[] = {"sim",      "plan", "eval", "fidelity",
+                                       "validate", "run",  "runs", NULL};
 
 #define P(k) "json_extract(config, '$.params." k "')"
 #define R(k) "json_extract(result, '$." k "')"
@@ -286,6 +287,19 @@ static const char q_validate[] =
     R("repeat_spread_pct") " AS repeat_spread_pct, wall_s "
     "FROM runs WHERE json_extract(config, '$.command') = 'validate'";
 
+static const char q_run[] =
+    "SELECT sweep, point, status, code_version, " R("model") " AS model, " R("weights") " AS weights, "
+    R("backend") " AS backend, " R("device") " AS device, " R("batch") " AS batch, "
+    R("prompt_tokens") " AS prompt_tokens, " R("gen_tokens") " AS gen_tokens, "
+    R("selection") " AS selection, " R("placement") " AS placement, "
+    P("sparsity") " AS sparsity, " P("\"gpu-kv-bytes\"") " AS gpu_kv_bytes, "
+    R("prefill_s") " AS prefill_s, " R("prefill_tok_s") " AS prefill_tok_s, "
+    R("decode_s") " AS decode_s, " R("decode_tok_s") " AS decode_tok_s, "
+    R("offloaded") " AS offloaded, " R("loaded") " AS loaded, " R("recomputed") " AS recomputed, "
+    R("attention_source") " AS attention_source, "
+    R("attention_rows_fed") " AS attention_rows_fed, wall_s, created "
+    "FROM runs WHERE json_extract(config, '$.command') = 'run'";
+
 static const char q_runs[] =
     "SELECT sweep, point, config_hash, status, error, code_version, wall_s, created, config "
     "FROM runs WHERE 1";
@@ -316,6 +330,7 @@ int results_export(const char *db, const char *query, const char *sweep, FILE *o
                        : strcmp(query, "eval") == 0     ? q_eval
                        : strcmp(query, "fidelity") == 0 ? q_fidelity
                        : strcmp(query, "validate") == 0 ? q_validate
+                       : strcmp(query, "run") == 0      ? q_run
                        : strcmp(query, "runs") == 0     ? q_runs
                                                         : NULL;
     if (!base)

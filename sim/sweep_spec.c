@@ -35,7 +35,8 @@ static int is_path_key(const char *key)
         return 2;
     return strcmp(key, "trace") == 0 || strcmp(key, "timeline") == 0 || strcmp(key, "log") == 0 ||
            strcmp(key, "text") == 0 || strcmp(key, "tokenizer") == 0 ||
-           strcmp(key, "profile") == 0 || strcmp(key, "steps") == 0;
+           strcmp(key, "profile") == 0 || strcmp(key, "steps") == 0 ||
+           strcmp(key, "attention-from") == 0 || strcmp(key, "timings") == 0;
 }
 
 /* Splits value on whitespace into p->values. */
@@ -94,9 +95,9 @@ static int spec_handler(void *user, const char *section, const char *name, const
         if (strcmp(name, "command") == 0) {
             if (strcmp(value, "sim") != 0 && strcmp(value, "plan") != 0 &&
                 strcmp(value, "eval") != 0 && strcmp(value, "fidelity") != 0 &&
-                strcmp(value, "validate") != 0) {
-                snprintf(c->msg, sizeof c->msg, "command '%s' unknown (sim, plan, eval, fidelity "
-                         "or validate)", value);
+                strcmp(value, "validate") != 0 && strcmp(value, "run") != 0) {
+                snprintf(c->msg, sizeof c->msg, "command '%s' unknown (sim, plan, eval, fidelity, "
+                         "validate or run)", value);
                 return 0;
             }
             strcpy(s->command, value);

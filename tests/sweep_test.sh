@@ -73,5 +73,29 @@ head -1 "$tmp/direct.csv" | tr , '\n' | grep -qx wall_s &&
     diff <(no_wall "$tmp/merged.csv") <(no_wall "$tmp/direct.csv") >/dev/null
 check $? "parallel + merge gives the same rows as the direct run"
 
+# The executor's speed as rows: command = run (synthetic weights at a
+# catalog shape need no model files), exported by the "run" query.
+cat >"$tmp/r.sweep" <<SPEC
+[sweep]
+name = runs
+command = run
+[fixed]
+model = OPT-125M
+weights = synthetic
+prompt-tokens = 8
+gen-tokens = 3
+[vary]
+batch = 1 2
+SPEC
+"$alisa" sweep "$tmp/r.sweep" --db "$tmp/r.db" >/dev/null 2>&1
+check $? "a sweep of alisa run"
+"$alisa" db export --db "$tmp/r.db" --query run -o "$tmp/r.csv"
+awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+         { n++; if ($c["status"] != "ok" || $c["model"] != "OPT-125M (synthetic:1)" ||
+                    $c["backend"] != "CPU" || $c["batch"] != n || $c["gen_tokens"] != 3 ||
+                    !($c["decode_tok_s"] > 0) || $c["code_version"] == "") bad = 1 }
+         END { exit bad || n != 2 }' "$tmp/r.csv"
+check $? "the run query gives one row per point with its batch, backend, speed and code version"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -52,7 +52,7 @@ void cmd_run_usage(FILE *out)
             "                     vocabulary (GSL mt19937 under --seed), no tokenizer needed;\n"
             "                     the output is token ids. For speed measurements of models\n"
             "                     without a tokenizer (--weights synthetic at catalog shapes)\n"
-            "  -n N               tokens to generate\n"
+            "  -n, --gen-tokens N tokens to generate\n"
             "  --batch B          sequences decoded together, same prompt (default 1)\n"
             "  --temperature T    0 = greedy (default); > 0 samples from softmax(logits / T)\n"
             "  --seed S           sampling seed (GSL mt19937, default 1)\n"
@@ -63,6 +63,10 @@ void cmd_run_usage(FILE *out)
             "                     own weights: for synthetic weights, whose attention is\n"
             "                     near uniform. Needs --selection; stderr says which rows\n"
             "                     came from where\n"
+            "  --json             no text: one JSON object on stdout (model, weights, backend,\n"
+            "                     device, batch, tokens, prefill and decode seconds and\n"
+            "                     tokens/s, KV moves, attention source); what alisa sweep\n"
+            "                     stores for command = run\n"
             "  --timings FILE     one JSON line per forward call: first position, positions\n"
             "                     (chunk length), phase, batch, total, and per layer the\n"
             "                     GEMM, attention, KV transfer and recomputation time\n"
@@ -117,11 +121,13 @@ int cmd_run(int argc, char **argv)
                                          {"tokenizer", required_argument, 0, 't'},
                                          {"prompt", required_argument, 0, 'p'},
                                          {"prompt-tokens", required_argument, 0, 'P'},
+                                         {"gen-tokens", required_argument, 0, 'n'},
                                          {"batch", required_argument, 0, 'b'},
                                          {"temperature", required_argument, 0, 'T'},
                                          {"seed", required_argument, 0, 's'},
                                          {"timings", required_argument, 0, 'J'},
                                          {"attention-from", required_argument, 0, 'A'},
+                                         {"json", no_argument, 0, 'j'},
                                          KV_OPT_LIST,
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
@@ -131,7 +137,7 @@ int cmd_run(int argc, char **argv)
     uint32_t n = 0, batch = 1, ptoks = 0;
     uint64_t seed = 1;
     double temp = 0;
-    int bad = 0, have_n = 0, have_ptoks = 0;
+    int bad = 0, have_n = 0, have_ptoks = 0, json = 0;
     struct alisa_err e = {{0}};
     cli_reset_getopt();
     int ch;
@@ -155,6 +161,7 @@ int cmd_run(int argc, char **argv)
         case 's': bad = cli_parse_u64(opt, optarg, &seed, &e); break;
         case 'J': timings = optarg; break;
         case 'A': attn = optarg; break;
+        case 'j': json = 1; break;
         default: return cli_option_end(ch, opt, cmd_run_usage);
         }
     }
@@ -258,7 +265,7 @@ int cmd_run(int argc, char **argv)
     /* one sequence streams its text as it is generated; several print
      * theirs one after another at the end */
     uint32_t prev = TOK_BOS;
-    if (!rc && batch == 1) {
+    if (!rc && batch == 1 && !json) {
         print_pieces(l.t, &prev, ids + 1, (uint32_t)np - 1);
         fflush(stdout);
     }
@@ -270,7 +277,7 @@ int cmd_run(int argc, char **argv)
                                : sample(lg, l.m->c.vocab, temp, rng, scratch);
             gen[b][j] = cur[b];
         }
-        if (batch == 1) {
+        if (batch == 1 && !json) {
             print_pieces(l.t, &prev, &cur[0], 1);
             fflush(stdout);
         }
@@ -278,9 +285,9 @@ int cmd_run(int argc, char **argv)
             rc = err_set(&e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
     }
     double dt = cli_now_s() - t0;
-    if (batch == 1 && np > 0)
+    if (batch == 1 && np > 0 && !json)
         printf("\n");
-    for (uint32_t b = 0; b < batch && batch > 1 && !rc; b++) {
+    for (uint32_t b = 0; b < batch && batch > 1 && !rc && !json; b++) {
         printf("[%u] ", b);
         prev = TOK_BOS;
         print_pieces(l.t, &prev, ids + 1, (uint32_t)np - 1);
@@ -300,12 +307,40 @@ int cmd_run(int argc, char **argv)
             fprintf(stderr, "alisa: KV moves: %llu offloaded, %llu loaded, %llu recomputed\n",
                     (unsigned long long)off, (unsigned long long)ld, (unsigned long long)rcmp);
         }
+        uint64_t fed = 0, computed = 0, off = 0, ld = 0, rcmp = 0;
         if (tr.sched) {
-            uint64_t fed, computed;
             llm_state_attention_counts(st, &fed, &computed);
             fprintf(stderr, "alisa: attention the selection observed: %llu rows from %s, %llu "
                     "computed by the model\n", (unsigned long long)fed, attn ? attn : "no trace",
                     (unsigned long long)computed);
+        }
+        if (json) {
+            if (tr.ks)
+                kvstore_counts(tr.ks, &off, &ld, &rcmp);
+            enum llm_backend kind = LLM_BACKEND_CPU;
+            char said[320];
+            struct llm_backend_info bi;
+            struct alisa_err e2 = {{0}};
+            if (llm_backend_choose(kvo.backend ? kvo.backend : "cpu", &kind, said, sizeof said,
+                                   &e2) || llm_backend_info(kind, &bi, &e2))
+                snprintf(bi.device, sizeof bi.device, "unknown (%.200s)", e2.msg);
+            json_t *root = json_pack(
+                "{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:s, s:s, s:I, s:I, s:I, "
+                "s:s, s:I, s:I}",
+                "model", l.m->name, "weights", kvo.weights ? kvo.weights : "native", "backend",
+                llm_state_label(st), "device", bi.device, "batch", (int)batch, "prompt_tokens", np,
+                "gen_tokens", (int)n, "prefill_s", prompt_s, "prefill_tok_s",
+                prompt_s > 0 ? (double)np * batch / prompt_s : 0.0, "decode_s", dt,
+                "decode_tok_s", dt > 0 ? (double)n * batch / dt : 0.0, "selection",
+                kvo.selection ? kvo.selection : "dense", "placement",
+                tr.sched ? (kvo.placement ? kvo.placement : "gpu-only") : "none", "offloaded",
+                (json_int_t)off, "loaded", (json_int_t)ld, "recomputed", (json_int_t)rcmp,
+                "attention_source", attn ? attn : tr.sched ? "computed" : "none",
+                "attention_rows_fed", (json_int_t)fed, "attention_rows_computed",
+                (json_int_t)computed);
+            json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
+            printf("\n");
+            json_decref(root);
         }
     }
     if (tf) /* whole or not at all */
