@@ -168,18 +168,33 @@ size_t qmat_scratch_bytes(uint32_t cols, uint32_t R)
     return (size_t)R * ((cols + QK - 1) / QK) * sizeof(struct qa);
 }
 
+/* roundf (half away from zero) for |y| <= 127, without the library call:
+ * the truncation and the remainder y - t are exact in this range. */
+static inline int round_small(float y)
+{
+    int t = (int)y;
+    float r = y - (float)t;
+    return t + (r >= 0.5f) - (r <= -0.5f);
+}
+
 /* One row of activations into blocks (ggml's quantize_row_q8_1_ref: d =
- * max |x| / 127, q = round(x / d)). */
+ * max |x| / 127, q = round(x / d)). Built for AVX-512 and AVX2 beside the
+ * baseline, chosen at load (a prompt quantises every row it multiplies). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 static void quantize_row(const float *x, struct qa *b, uint32_t nb)
 {
     for (uint32_t i = 0; i < nb; i++, x += QK) {
         float amax = 0.0f;
-        for (int j = 0; j < QK; j++)
-            amax = fmaxf(amax, fabsf(x[j]));
+        for (int j = 0; j < QK; j++) {
+            float a = fabsf(x[j]);
+            amax = a > amax ? a : amax; /* fmaxf's result: a NaN is passed over */
+        }
         float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
         int sum = 0;
         for (int j = 0; j < QK; j++) {
-            int v = (int)roundf(x[j] * id);
+            int v = round_small(x[j] * id);
             b[i].q[j] = (int8_t)v;
             sum += v;
         }
@@ -191,7 +206,7 @@ static void quantize_row(const float *x, struct qa *b, uint32_t nb)
 /* ---- the dot products: one weight row (nb blocks) with one activation row ---- */
 
 /* out[k * ostride] = weight row w (nb blocks) . activation row k, for k <
- * n <= 4, the rows `stride` blocks apart from a */
+ * n <= 8, the rows `stride` blocks apart from a */
 typedef void (*dots_fn)(const uint8_t *w, const struct qa *a, size_t stride, uint32_t nb,
                         uint32_t n, float *out, size_t ostride);
 
@@ -316,20 +331,26 @@ VNNI static inline __m256i sum_us_vnni(__m256i u, __m256i s)
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
 }
 
-/* A dots_fn for one weight type from an always-inlined CORE: four rows at
- * once with the accumulators in registers, fewer one by one. */
-#define DOTS_WRAPPER(NAME, CORE, TYPE, ATTR)                                                   \
+/* A dots_fn for one weight type from an always-inlined CORE: TILE rows at
+ * once with the accumulators in registers (8 for the 32-weight blocks, 4 for
+ * the k-quants, whose unpacked super-block already fills the registers),
+ * then four, then one by one. */
+#define DOTS_WRAPPER(NAME, CORE, TYPE, ATTR, TILE)                                             \
     ATTR static void NAME(const uint8_t *w, const struct qa *a, size_t stride, uint32_t nb,    \
                           uint32_t n, float *out, size_t ostride)                              \
     {                                                                                          \
-        if (n == 4)                                                                            \
-            CORE(TYPE, w, a, stride, nb, 4, out, ostride);                                     \
-        else                                                                                   \
-            for (uint32_t k = 0; k < n; k++)                                                   \
-                CORE(TYPE, w, a + k * stride, stride, nb, 1, out + k * ostride, ostride);      \
+        uint32_t k = 0;                                                                        \
+        for (; k + (TILE) <= n; k += (TILE))                                                   \
+            CORE(TYPE, w, a + k * stride, stride, nb, (TILE), out + k * ostride, ostride);     \
+        if ((TILE) > 4 && k + 4 <= n) {                                                        \
+            CORE(TYPE, w, a + k * stride, stride, nb, 4, out + k * ostride, ostride);          \
+            k += 4;                                                                            \
+        }                                                                                      \
+        for (; k < n; k++)                                                                     \
+            CORE(TYPE, w, a + k * stride, stride, nb, 1, out + k * ostride, ostride);          \
     }
 
-/* The dot products of one weight row with n <= 4 activation rows (rows
+/* The dot products of one weight row with n <= 8 activation rows (rows
  * `stride` blocks apart), for each instruction set: each weight block is
  * unpacked once for the n rows into codes x (signed bytes) and u (unsigned
  * bytes for SUM(u, s), an unsigned-times-signed byte sum): Q4_1's codes are
@@ -340,9 +361,10 @@ VNNI static inline __m256i sum_us_vnni(__m256i u, __m256i s)
         uint32_t type, const uint8_t *w, const struct qa *a, size_t stride, uint32_t nb,       \
         uint32_t n, float *out, size_t ostride)                                                \
     {                                                                                          \
-        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),        \
-                         _mm256_setzero_ps()};                                                 \
-        float mins[4] = {0, 0, 0, 0};                                                          \
+        __m256 acc[8];                                                                         \
+        float mins[8];                                                                         \
+        for (int k = 0; k < 8; k++)                                                            \
+            acc[k] = _mm256_setzero_ps(), mins[k] = 0.0f;                                      \
         const size_t bb = type == GGML_Q4_0 ? 18 : type == GGML_Q4_1 ? 20 : 34;                \
         for (uint32_t i = 0; i < nb; i++, w += bb) {                                           \
             __m256i u, x;                                                                      \
@@ -355,7 +377,7 @@ VNNI static inline __m256i sum_us_vnni(__m256i u, __m256i s)
                                       : _mm256_loadu_si256((const __m256i *)(w + 2));          \
                 u = _mm256_sign_epi8(x, x);                                                    \
             }                                                                                  \
-            _Pragma("GCC unroll 4")                                                            \
+            _Pragma("GCC unroll 8")                                                            \
             for (uint32_t k = 0; k < n; k++) {                                                 \
                 const struct qa *ak = a + k * stride + i;                                      \
                 __m256i y = _mm256_loadu_si256((const __m256i *)ak->q);                        \
@@ -366,13 +388,13 @@ VNNI static inline __m256i sum_us_vnni(__m256i u, __m256i s)
                 mins[k] += mw * ak->s;                                                         \
             }                                                                                  \
         }                                                                                      \
-        _Pragma("GCC unroll 4")                                                                \
+        _Pragma("GCC unroll 8")                                                                \
         for (uint32_t k = 0; k < n; k++)                                                       \
             out[k * ostride] = hsum8(acc[k]) + mins[k];                                        \
     }                                                                                  \
-    DOTS_WRAPPER(dots_q4_0_##ISA, dots_##ISA, GGML_Q4_0, ATTR)                                 \
-    DOTS_WRAPPER(dots_q4_1_##ISA, dots_##ISA, GGML_Q4_1, ATTR)                                 \
-    DOTS_WRAPPER(dots_q8_0_##ISA, dots_##ISA, GGML_Q8_0, ATTR)
+    DOTS_WRAPPER(dots_q4_0_##ISA, dots_##ISA, GGML_Q4_0, ATTR, 8)                              \
+    DOTS_WRAPPER(dots_q4_1_##ISA, dots_##ISA, GGML_Q4_1, ATTR, 8)                              \
+    DOTS_WRAPPER(dots_q8_0_##ISA, dots_##ISA, GGML_Q8_0, ATTR, 8)
 
 /* The k-quants the same way: a super-block's scales decoded once, each
  * 32-weight group's codes unpacked once for the n activation rows. */
@@ -445,8 +467,8 @@ VNNI static inline __m256i sum_us_vnni(__m256i u, __m256i s)
         for (uint32_t k = 0; k < n; k++)                                                       \
             out[k * ostride] = hsum8(acc[k]) - mins[k];                                        \
     }                                                                                  \
-    DOTS_WRAPPER(dots_q4_k_##ISA, kdots_##ISA, GGML_Q4_K, ATTR)                                \
-    DOTS_WRAPPER(dots_q6_k_##ISA, kdots_##ISA, GGML_Q6_K, ATTR)
+    DOTS_WRAPPER(dots_q4_k_##ISA, kdots_##ISA, GGML_Q4_K, ATTR, 4)                             \
+    DOTS_WRAPPER(dots_q6_k_##ISA, kdots_##ISA, GGML_Q6_K, ATTR, 4)
 
 DEFINE_DOTS(avx2, AVX2, sum_us_avx2)
 DEFINE_KDOTS(avx2, AVX2, sum_us_avx2)
@@ -582,7 +604,7 @@ void qmat_gemm(float *y, const float *x, const struct qmat *w, uint32_t R, void 
     const dots_fn dots = dots_for(w->type);
 #pragma omp parallel for schedule(static) if (par)
     for (uint32_t o = 0; o < rows; o++)
-        for (uint32_t r = 0; r < R; r += 4)
-            dots(base + o * rb, xa + (size_t)r * nb, nb, nb, R - r < 4 ? R - r : 4,
+        for (uint32_t r = 0; r < R; r += 8)
+            dots(base + o * rb, xa + (size_t)r * nb, nb, nb, R - r < 8 ? R - r : 8,
                  y + (size_t)r * rows + o, rows);
 }

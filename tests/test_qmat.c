@@ -141,6 +141,15 @@ static void test_hand_worked_products_are_exact(void **state)
         xr[j] = up ? x[j] + 0.6f : x[j];
         want_round += (double)(int8_t)q80[j / 32][2 + j % 32] * (up ? x[j] + 1 : x[j]);
     }
+    /* exact halves round away from zero, as roundf does: x + 0.5 becomes
+     * x + 1 for 0 <= x < 126 and x - 0.5 becomes x - 1 for -126 < x < 0 */
+    float xt[64];
+    double want_tie = 0;
+    for (int j = 0; j < 64; j++) {
+        int up = x[j] >= 0 && x[j] < 126, down = x[j] < 0 && x[j] > -126;
+        xt[j] = up ? x[j] + 0.5f : down ? x[j] - 0.5f : x[j];
+        want_tie += (double)(int8_t)q80[j / 32][2 + j % 32] * (up ? x[j] + 1 : down ? x[j] - 1 : x[j]);
+    }
     unsigned char scratch[2 * QMAT_SCRATCH_PER_BLOCK];
     for (int i = 0; i < n_isa; i++) {
         set_isa(names[i]);
@@ -157,6 +166,8 @@ static void test_hand_worked_products_are_exact(void **state)
         assert_float_equal(y, want80, 0.0);
         qmat_gemm(&y, xr, &w, 1, scratch);
         assert_float_equal(y, want_round, 0.0);
+        qmat_gemm(&y, xt, &w, 1, scratch);
+        assert_float_equal(y, want_tie, 0.0);
     }
     set_isa("auto");
 }
@@ -227,6 +238,7 @@ static void test_random_blocks_within_quantisation_error_every_isa(void **state)
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         check_type(types[i], 7, 512, 1, 11 + i);  /* one row: below the parallel cut */
         check_type(types[i], 130, 256, 5, 23 + i); /* a batch, on every thread (> 2^17 MACs) */
+        check_type(types[i], 40, 512, 13, 37 + i); /* tiles of 8, 4 and 1 rows */
     }
 }
 
