@@ -325,11 +325,8 @@ static int upload_weights(struct cuda_state *s, struct alisa_err *e)
         return rc;
     /* norms stay FP32, as the CPU backend's */
     if (CU(e, cudaMalloc((void **)&s->rms, (2 * L + 1) * d * sizeof(float))) ||
-        CU(e, cudaMemcpy(s->rms, w->rms_att, L * d * sizeof(float), cudaMemcpyHostToDevice)) ||
-        CU(e, cudaMemcpy(s->rms + L * d, w->rms_ffn, L * d * sizeof(float),
-                         cudaMemcpyHostToDevice)) ||
-        CU(e, cudaMemcpy(s->rms + 2 * L * d, w->rms_final, d * sizeof(float),
-                         cudaMemcpyHostToDevice)))
+        up(s->rms, w->rms_att, L * d, e) || up(s->rms + L * d, w->rms_ffn, L * d, e) ||
+        up(s->rms + 2 * L * d, w->rms_final, d, e))
         return ALISA_EIO;
     if (!opt)
         return 0;

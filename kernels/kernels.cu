@@ -477,24 +477,20 @@ cudaError_t kern_gather_rows(float *dst, const float *src, const int32_t *rows, 
     return cudaGetLastError();
 }
 
-__global__ static void scatter_rows(float *dst, const int32_t *rows, const float *src,
-                                    uint32_t n, uint32_t width)
-{
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)n * width)
-        return;
-    size_t r = i / width, c = i % width;
-    dst[(size_t)rows[r] * width + c] = src[i];
-}
+/* An FP32 value stored as the destination holds it: as is, or rounded to
+ * FP16 (nearest even). */
+__device__ static inline void st1(float *p, float v) { *p = v; }
+__device__ static inline void st1(__half *p, float v) { *p = __float2half_rn(v); }
 
-__global__ static void scatter_rows16(__half *dst, const int32_t *rows, const float *src,
-                                      uint32_t n, uint32_t width)
+template <typename T>
+__global__ static void scatter_rows(T *dst, const int32_t *rows, const float *src, uint32_t n,
+                                    uint32_t width)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)n * width)
         return;
     size_t r = i / width, c = i % width;
-    dst[(size_t)rows[r] * width + c] = __float2half_rn(src[i]);
+    st1(dst + (size_t)rows[r] * width + c, src[i]);
 }
 
 cudaError_t kern_scatter_rows16(uint16_t *dst, const int32_t *rows, const float *src, uint32_t n,
@@ -502,7 +498,7 @@ cudaError_t kern_scatter_rows16(uint16_t *dst, const int32_t *rows, const float 
 {
     size_t total = (size_t)n * width;
     if (total)
-        scatter_rows16<<<blocks(total), BLOCK, 0, stream>>>((__half *)dst, rows, src, n, width);
+        scatter_rows<<<blocks(total), BLOCK, 0, stream>>>((__half *)dst, rows, src, n, width);
     return cudaGetLastError();
 }
 

@@ -108,6 +108,19 @@ static void test_hf_llama_matches_numpy(void **state)
     check_model("tiny-llama", ALISA_GOLDEN_DIR "/tiny-llama/model.safetensors", LLM_ARCH_LLAMA);
 }
 
+/* The file at from, copied byte for byte to to. */
+static void copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+    assert_non_null(in);
+    assert_non_null(out);
+    int ch;
+    while ((ch = fgetc(in)) != EOF)
+        fputc(ch, out);
+    fclose(in);
+    fclose(out);
+}
+
 /* A copy of tiny-opt in a temporary directory, its safetensors bytes changed
  * by edit (NULL: unchanged) and its config replaced by cfg (NULL: kept);
  * returns the directory. */
@@ -135,13 +148,7 @@ static const char *bad_copy(void (*edit)(unsigned char *, size_t *), const char 
         fputs(cfg, out);
         fclose(out);
     } else {
-        in = fopen(ALISA_GOLDEN_DIR "/tiny-opt/config.json", "r");
-        out = fopen(p, "w");
-        int ch;
-        while ((ch = fgetc(in)) != EOF)
-            fputc(ch, out);
-        fclose(in);
-        fclose(out);
+        copy_file(ALISA_GOLDEN_DIR "/tiny-opt/config.json", p);
     }
     return dir;
 }
@@ -287,13 +294,7 @@ static const char *shard_copy(int parts, void (*edit_index)(json_t *map))
     json_decref(index);
     json_decref(head);
     snprintf(p, sizeof p, "%s/config.json", dir);
-    FILE *out = fopen(p, "w");
-    in = fopen(ALISA_GOLDEN_DIR "/tiny-llama/config.json", "r");
-    int ch;
-    while ((ch = fgetc(in)) != EOF)
-        fputc(ch, out);
-    fclose(in);
-    fclose(out);
+    copy_file(ALISA_GOLDEN_DIR "/tiny-llama/config.json", p);
     return dir;
 }
 

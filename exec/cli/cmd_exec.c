@@ -301,13 +301,12 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "alisa: %u tokens x %u sequence%s in %.3f s: %.1f tokens/s (decode, %s)\n",
                 n, batch, batch == 1 ? "" : "s", dt, dt > 0 ? (double)n * batch / dt : 0.0,
                 llm_state_label(st));
+        uint64_t fed = 0, computed = 0, off = 0, ld = 0, rcmp = 0;
         if (tr.ks) {
-            uint64_t off, ld, rcmp;
             kvstore_counts(tr.ks, &off, &ld, &rcmp);
             fprintf(stderr, "alisa: KV moves: %llu offloaded, %llu loaded, %llu recomputed\n",
                     (unsigned long long)off, (unsigned long long)ld, (unsigned long long)rcmp);
         }
-        uint64_t fed = 0, computed = 0, off = 0, ld = 0, rcmp = 0;
         if (tr.sched) {
             llm_state_attention_counts(st, &fed, &computed);
             fprintf(stderr, "alisa: attention the selection observed: %llu rows from %s, %llu "
@@ -315,14 +314,9 @@ int cmd_run(int argc, char **argv)
                     (unsigned long long)computed);
         }
         if (json) {
-            if (tr.ks)
-                kvstore_counts(tr.ks, &off, &ld, &rcmp);
-            enum llm_backend kind = LLM_BACKEND_CPU;
-            char said[320];
             struct llm_backend_info bi;
             struct alisa_err e2 = {{0}};
-            if (llm_backend_choose(kvo.backend ? kvo.backend : "cpu", &kind, said, sizeof said,
-                                   &e2) || llm_backend_info(kind, &bi, &e2))
+            if (llm_backend_info(llm_state_backend(st), &bi, &e2))
                 snprintf(bi.device, sizeof bi.device, "unknown (%.200s)", e2.msg);
             json_t *root = json_pack(
                 "{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:s, s:s, s:I, s:I, s:I, "
