@@ -31,12 +31,12 @@ const struct sim_system sim_systems[] = {
                 "or --search grid, or --schedule): the oldest tokens to the CPU by age, the "
                 "oldest of those deleted and recomputed when attended, CPU tokens loaded for "
                 "the step only; weights on the GPU",
-     .selection = "swa", .placement = "alisa", .gpu_fraction = -1},
+     .selection = "swa", .placement = "alisa", .gpu_fraction = -1, .software = "alisa"},
     {.name = "alisa-cache",
      .summary = "Beyond the paper: ALISA's tiers as a cache (alisa-cache placement: fetched "
                 "tokens stay on the GPU, the oldest leave first, a CPU copy only when loading "
                 "beats recomputing), swa selection; weights on the GPU",
-     .selection = "swa", .placement = "alisa-cache", .gpu_fraction = -1},
+     .selection = "swa", .placement = "alisa-cache", .gpu_fraction = -1, .software = "alisa"},
     /* FlexGen's Policy (flexgen/flex_opt.py) chosen by its LP
      * (flexgen/experimental/cost_model.py, solve_lp) over our cost terms */
     {.name = "flexgen",
@@ -45,31 +45,32 @@ const struct sim_system sim_systems[] = {
                 "share of every token's KV on the GPU; streamed weights cross the link every "
                 "step), attention over the KV's CPU share computed by the CPU where it lies",
      .selection = "dense", .placement = "flexgen-static", .gpu_fraction = -1,
-     .cpu_attention = 1, .flexgen_policy = SIM_FLEXGEN_LP},
+     .cpu_attention = 1, .flexgen_policy = SIM_FLEXGEN_LP, .software = "flexgen"},
     /* FlexGen's default cache path: --cpu-cache-compute is off unless given
      * (flexgen/flex_opt.py, add_parser_arguments), so the CPU share of a
      * layer's KV is copied to the GPU every step */
     {.name = "flexgen-copy",
      .summary = "FlexGen with its default cache path (--cpu-cache-compute off) and its LP's "
                 "policy: as flexgen, but the CPU share of each layer's KV is copied to the GPU "
-                "every step and attended there (pinned-rate copies; FlexGen's pageable relay "
-                "not modelled)",
+                "every step and attended there, staged by the host from pageable into pinned "
+                "memory first (FlexGen's general_copy)",
      .selection = "dense", .placement = "flexgen-static", .gpu_fraction = -1,
-     .flexgen_policy = SIM_FLEXGEN_LP},
+     .flexgen_policy = SIM_FLEXGEN_LP, .software = "flexgen"},
     /* FlexGen run as it starts: --percent 100 0 100 0 100 0 and no
      * --cpu-cache-compute (flex_opt.py, add_parser_arguments) */
     {.name = "flexgen-default",
      .summary = "FlexGen with its default policy (--percent 100 0 100 0 100 0: weights and "
                 "KV on the GPU) and cache path: out of memory once the KV outgrows the GPU",
      .selection = "dense", .placement = "flexgen-static", .gpu_fraction = 1,
-     .flexgen_policy = SIM_FLEXGEN_DEFAULT},
+     .flexgen_policy = SIM_FLEXGEN_DEFAULT, .software = "flexgen"},
     /* Accelerate's hooks move a layer's tensors in its pre-forward hook, so
      * no copy runs ahead of compute (accelerate/hooks.py, AlignDevicesHook) */
     {.name = "accelerate",
      .summary = "HF Accelerate as the ALISA paper describes it: dense attention, the whole KV "
                 "on the CPU and loaded every step (flexgen-static with a GPU share of 0), no "
                 "prefetch (each layer's copy waits for the previous layer); weights on the GPU",
-     .selection = "dense", .placement = "flexgen-static", .gpu_fraction = 0, .no_prefetch = 1},
+     .selection = "dense", .placement = "flexgen-static", .gpu_fraction = 0, .no_prefetch = 1,
+     .software = "hf-eager"},
     /* FlexGen's baseline script, benchmark/hf_ds/hf_opt.py get_hf_opt_model
      * with --cpu-offload: the decoder layers on "cpu", embeddings and head on
      * the GPU; generate's KV stays on the GPU */
@@ -78,7 +79,7 @@ const struct sim_system sim_systems[] = {
                 "GPU (gpu-only), the decoder layers' weights on the CPU copied to the GPU layer "
                 "by layer every step, no prefetch",
      .selection = "dense", .placement = "gpu-only", .weights_cpu_share = 1, .gpu_fraction = -1,
-     .no_prefetch = 1},
+     .no_prefetch = 1, .software = "hf-eager"},
     /* as FlexGen's baseline script configures ZeRO-3 (benchmark/hf_ds/hf_opt.py
      * get_ds_opt_model: offload_param to the CPU, stage3_prefetch_bucket_size 0) */
     {.name = "deepspeed",
@@ -86,10 +87,10 @@ const struct sim_system sim_systems[] = {
                 "memory when it does not fit), weights on the CPU streamed layer by layer every "
                 "step without prefetch (stage3_prefetch_bucket_size 0, as FlexGen's benchmark)",
      .selection = "dense", .placement = "gpu-only", .weights_cpu_share = 1, .gpu_fraction = -1,
-     .no_prefetch = 1},
+     .no_prefetch = 1, .software = "hf-eager"},
     {.name = "h2o",
      .summary = "H2O: h2o selection (evicted tokens freed for good), gpu-only placement",
-     .selection = "h2o", .placement = "gpu-only", .gpu_fraction = -1},
+     .selection = "h2o", .placement = "gpu-only", .gpu_fraction = -1, .software = "hf-eager"},
     {.name = "dense-gpu",
      .summary = "Dense attention with everything on the GPU: the ideal when it fits",
      .selection = "dense", .placement = "gpu-only", .gpu_fraction = -1},
@@ -106,7 +107,7 @@ const struct sim_system sim_systems[] = {
                 "recomputed (prefill over its tokens), so the effective batch shrinks instead "
                 "of running out of memory; weights on the GPU",
      .selection = "dense", .placement = "gpu-only", .gpu_fraction = -1, .block_tokens = 16,
-     .gpu_mem_utilization = 0.9, .profile_seqs = 256},
+     .gpu_mem_utilization = 0.9, .profile_seqs = 256, .software = "vllm"},
     {.name = "executor",
      .summary = "alisa's executor as it runs: the selection and placement given (default dense, "
                 "gpu-only), no schedule search, no CPU attention; with a serial profile (alisa "
@@ -468,12 +469,17 @@ static int run_vllm(const struct sim_config *cfg, double gpu_kv, struct sim_resu
         double attended = 0;
         for (uint32_t k = 0; k < n_run; k++)
             attended += len[order[k]] + 1;
-        double step = 0;
-        for (uint32_t l = 0; l < m->n_layers; l++)
-            step += cost_layer_compute_ns(m, cfg->hw, n_run, attended, attended, cfg->precision,
-                                          0, l == m->n_layers - 1);
-        t += step;
+        double step = 0, host = cost_layer_host_ns(cfg->sw, cfg->sel->name), waited = 0;
+        for (uint32_t l = 0; l < m->n_layers; l++) {
+            double gpu = cost_layer_compute_ns(m, cfg->hw, n_run, attended, attended,
+                                               cfg->precision, 0, l == m->n_layers - 1);
+            step += gpu;
+            if (host > gpu)
+                waited += host - gpu;
+        }
+        t += step + waited;
         r->compute_s += step * 1e-9;
+        r->host_s += waited * 1e-9;
         batch_sum += n_run;
         r->decode_steps++;
         for (uint32_t k = 0; k < n_run;) {
@@ -530,6 +536,7 @@ struct run {
     uint64_t *sched;             /* (Lm * N) the scheduler's ns within each COMPUTE task */
     struct alisa_sched alisa;    /* placement alisa: the schedule, in positions */
     double w_cpu;                /* share of the weights streamed from the CPU every step */
+    double host_ns;              /* the host's launches of one decode layer (cfg->sw) */
     double gpu_fraction;         /* flexgen-static: share of every token's KV on the GPU */
     double attended_all, misses_all;
 };
@@ -602,7 +609,7 @@ static int run_search(struct run *u, struct alisa_err *e)
         return 0;
     struct search_workload w = {u->m, cfg->hw, u->B, cfg->prompt_len, u->N, cfg->sel_params,
                                 cfg->precision, 1, u->gpu_kv, u->cpu_kv,
-                                cfg->system->inputs_outside};
+                                cfg->system->inputs_outside, u->host_ns};
     struct alisa_schedule *s = &u->r->schedule;
     int rc;
     if (cfg->schedule_given) {
@@ -755,6 +762,7 @@ static void price_layer(struct run *u, uint32_t j, uint32_t l, const struct sche
     r->bytes_h2d += h2d;
     r->bytes_d2h += d2h;
     double copies = h2d > 0, copies_d2h = d2h > 0;
+    const double kv_h2d = h2d; /* the KV's loads, before any streamed weights */
     if (hw->serial) { /* offloads and loads in one task; K and V per token, or a
                        * layer's moves gathered into one copy each way */
         copies = hw->batched_copies ? copies + copies_d2h : 2 * moved;
@@ -771,9 +779,11 @@ static void price_layer(struct run *u, uint32_t j, uint32_t l, const struct sche
     const double context = (double)cfg->prompt_len + j + 1;
     struct task *t = u->g.t;
     /* the arenas' own bookkeeping, where the profile prices it, goes with
-     * the copies */
+     * the copies; pageable KV is staged by the host before its copy */
+    double relay = cfg->sw && cfg->sw->pageable_relay ? cost_pageable_relay_ns(hw, kv_h2d) : 0;
+    r->relay_s += relay * 1e-9;
     t[T_LOAD(x)] = (struct task){.res = res[RES_H2D],
-                                 .dur_ns = ns_of(cost_transfer_ns(hw, h2d, copies) +
+                                 .dur_ns = ns_of(cost_transfer_ns(hw, h2d, copies) + relay +
                                                  cost_kvstore_ns(hw, u->B, context))};
     t[T_RECOMP(x)] = (struct task){
         .res = RES_GPU, .dur_ns = ns_of(cost_recompute_gpu_ns(u->m, hw, rec, cfg->precision))};
@@ -783,11 +793,14 @@ static void price_layer(struct run *u, uint32_t j, uint32_t l, const struct sche
     /* the scheduler's own time, where the profile prices it, runs before
      * the layer on the same processor */
     u->sched[x] = ns_of(cost_schedule_ns(sp, u->B, context, ret));
-    t[T_COMPUTE(x)] = (struct task){
-        .res = RES_GPU,
-        .dur_ns = ns_of(cost_layer_compute_ns(u->m, hw, u->B, att, resident, cfg->precision,
-                                              cfg->sel->gathers, l == u->Lm - 1)) +
-                  u->sched[x]};
+    /* the layer lasts at least its launches on the host */
+    double gpu = cost_layer_compute_ns(u->m, hw, u->B, att, resident, cfg->precision,
+                                       cfg->sel->gathers, l == u->Lm - 1);
+    if (u->host_ns > gpu) {
+        r->host_s += (u->host_ns - gpu) * 1e-9;
+        gpu = u->host_ns;
+    }
+    t[T_COMPUTE(x)] = (struct task){.res = RES_GPU, .dur_ns = ns_of(gpu) + u->sched[x]};
     t[T_OFFLOAD(x)] = (struct task){.res = res[RES_D2H],
                                     .dur_ns = ns_of(cost_transfer_ns(hw, d2h, copies_d2h))};
 }
@@ -859,6 +872,7 @@ static void run_summarise(struct run *u)
         gpu_busy += (t[T_COMPUTE(x)].dur_ns + t[T_RECOMP(x)].dur_ns) * 1e-9;
     }
     r->transfer_s += t[T_PREFILL_OFF].dur_ns * 1e-9;
+    r->compute_s -= r->host_s; /* the launches' wait is reported apart */
     double decode_span = (t[T_COMPUTE(Gn - 1)].end_ns - t[T_PREFILL].end_ns) * 1e-9;
     r->stall_s = decode_span - gpu_busy > 0 ? decode_span - gpu_busy : 0;
     r->throughput_tok_s = r->total_s > 0 ? (double)u->B * u->N / r->total_s : 0;
@@ -920,7 +934,8 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
                        cfg->batch, cfg->prompt_len, cfg->gen_len);
     struct run u = {.cfg = cfg, .m = cfg->model, .r = r, .Lm = cfg->model->n_layers,
                     .B = cfg->batch, .N = cfg->gen_len,
-                    .ks = kv_shape_of(cfg->model, cfg->precision)};
+                    .ks = kv_shape_of(cfg->model, cfg->precision),
+                    .host_ns = cost_layer_host_ns(cfg->sw, cfg->sel->name)};
     int rc = check_trace(cfg, &u.S, &u.Lt, &u.shortest, &u.th, e);
     if (rc)
         return rc;

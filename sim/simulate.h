@@ -32,6 +32,16 @@
  * their prompt and generated tokens (recomputation). Every step runs on the
  * GPU alone, so the time is the sum of the steps' prefill and decode costs.
  *
+ * Software (sim_config.sw, the system's entry in software.ini): a decode
+ * layer's COMPUTE lasts at least the host's time to launch it
+ * (cost_layer_host_ns: the GPU cannot run ahead of the launches; FlexGen
+ * syncs after every layer, so no layer's launches run ahead of the previous
+ * layer's end, and for an eager runtime without that sync the per-layer
+ * maximum is the same when the layers are alike); with pageable_relay each
+ * layer's KV loads are first staged by the host into pinned memory
+ * (cost_pageable_relay_ns, in series before the copy, on LOAD). Prefill is
+ * priced without host costs (its GEMMs outlast the launches).
+ *
  * A serial profile (hw->serial, alisa's CPU executor) runs every task on one
  * resource in the order above, and copies each moved token's K and V
  * separately (two copies per token, each paying link_latency_us).
@@ -72,6 +82,7 @@ struct sim_system {
     int no_prefetch;           /* a layer's copies start only when the previous layer's
                                   compute has ended (Accelerate's hooks; DeepSpeed as FlexGen's
                                   benchmark runs it); 0: they overlap it (FlexGen's loop) */
+    const char *software;      /* its software.ini entry (host costs); NULL: none */
 };
 
 extern const struct sim_system sim_systems[]; /* terminated by a NULL name */
@@ -86,6 +97,8 @@ struct sim_config {
     const struct selection_ops *sel;   /* resolved: the system's or an override */
     struct sel_params sel_params;
     const struct placement_ops *place;
+    const struct sw_profile *sw;       /* host costs of the software (the system's
+                                          software.ini entry or --software); NULL: none */
     enum kv_precision precision;
     double gpu_mem_bytes;              /* GPU memory (default: the profile's) */
     double cpu_mem_bytes;              /* host memory for KV (default: the profile's) */
@@ -125,6 +138,11 @@ struct sim_result {
     double schedule_s;          /* the scheduler's own time, where the profile prices it
                                    (serial profiles: on the processor, before each layer) */
     double stall_s;             /* GPU idle during decode, waiting for transfers or the CPU */
+    double host_s;              /* decode time the GPU waited for the host's launches (layers
+                                   whose launches outlast their GPU work; in compute_s's
+                                   place, not in it) */
+    double relay_s;             /* host staging of pageable KV before its copies (in
+                                   transfer_s) */
     double bytes_h2d, bytes_d2h;
     double gpu_kv_capacity_bytes, cpu_kv_capacity_bytes;
     double peak_gpu_kv_bytes, peak_cpu_kv_bytes;

@@ -66,6 +66,12 @@ static void test_schedule_that_fits_is_all_compute(void **state)
      * contexts 5, 6, 7 -> 336 + 64 * c each */
     assert_true(fabs(s.total_ns - (3 * 336 + 64 * 18)) < 1e-9);
     assert_true(s.transfer_ns == 0 && s.recompute_ns == 0);
+    /* 700 ns of launches a layer: step 0 (656 ns of GPU work) waits for
+     * them, steps 1 and 2 (720, 784) do not */
+    w.layer_host_ns = 700;
+    assert_int_equal(alisa_search_greedy(&w, &s, &e), 0);
+    assert_true(fabs(s.total_ns - (700 + 720 + 784)) < 1e-9);
+    w.layer_host_ns = 0;
     struct alisa_schedule bad = {.alpha = 1.5, .p1 = 0, .p2 = 3};
     assert_int_equal(alisa_schedule_eval(&w, &bad, &e), ALISA_EINVAL);
     assert_non_null(strstr(e.msg, "alpha 1.5"));

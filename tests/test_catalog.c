@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include <cmocka.h>
 
 #include "catalog.h"
+#include "costmodel.h"
 #include "testutil.h"
 
 static void test_catalog_shipped_files_load_with_all_paper_models_and_profiles(void **state)
@@ -186,6 +188,64 @@ static void test_catalog_bad_hardware_values_are_rejected(void **state)
     free(dir);
 }
 
+/* software.ini: the keys parse, a selection's operations are a table, and
+ * every bad value names its file and line; a catalog directory without
+ * software.ini loads with none. */
+static void test_catalog_software_profiles_parse_and_bad_values_fail(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "software.ini");
+    const char *text = "[eager]\nop_host_us = 7.5\nops_per_layer = 3\n"
+                       "selection_ops_per_layer = swa:4 h2o:2\npageable_relay = 1\n";
+    tu_write(path, (const uint8_t *)text, strlen(text));
+    struct catalog c = {0};
+    struct alisa_err e = {{0}};
+    assert_int_equal(catalog_load_software(&c, path, &e), 0);
+    const struct sw_profile *s = catalog_sw(&c, "EAGER");
+    assert_non_null(s);
+    assert_true(s->op_host_us == 7.5 && s->ops_per_layer == 3 && s->pageable_relay == 1);
+    assert_int_equal(s->selection_ops.n, 2);
+    /* (3 + 4) x 7.5 us for swa, 3 x 7.5 for a selection without its own */
+    assert_true(cost_layer_host_ns(s, "swa") == 52500);
+    assert_true(cost_layer_host_ns(s, "dense") == 22500);
+    assert_true(cost_layer_host_ns(NULL, "swa") == 0);
+    assert_null(catalog_sw(&c, "lazy"));
+    assert_int_equal(catalog_sw_not_found(&c, "--software", "eagr", &e), ALISA_ENOTFOUND);
+    assert_non_null(strstr(e.msg, "--software eagr: not in the catalog; did you mean 'eager'?"));
+    catalog_deinit(&c);
+    static const struct {
+        const char *text, *msg;
+    } bad[] = {
+        {"[x]\nop_host_us = 1\nops_per_layer = 2\npageable_relay = 2\n",
+         ":1: [x]: pageable_relay = 2 must be 0 or 1"},
+        {"[x]\nop_host_us = 1\nops_per_layer = 2\nselection_ops_per_layer = swa:1.5\n",
+         "[x]: selection_ops_per_layer swa:1.5 must be a whole number"},
+        {"[x]\nop_host_us = -1\nops_per_layer = 2\n", ":2: op_host_us = '-1' is not a non-negative number"},
+        {"[x]\nop_host_us = 1\n", ":1: [x]: missing key 'ops_per_layer'"},
+        {"[x]\nop_host_us = 1\nops_per_layer = 2\nlaunches = 3\n", ":4: [x]: unknown key 'launches'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tu_write(path, (const uint8_t *)bad[i].text, strlen(bad[i].text));
+        assert_int_equal(catalog_load_software(&c, path, &e), ALISA_EINVAL);
+        if (!strstr(e.msg, bad[i].msg) || !strstr(e.msg, "software.ini"))
+            fail_msg("case %zu: got '%s'", i, e.msg);
+        assert_int_equal(c.n_sw, 0);
+    }
+    /* a directory with models.ini and hardware.ini only */
+    char mp[600], hp[600];
+    snprintf(mp, sizeof mp, "%s/models.ini", catalog_default_dir());
+    snprintf(hp, sizeof hp, "%s/hardware.ini", catalog_default_dir());
+    tu_copy(mp, tu_path(dir, "models.ini"), SIZE_MAX);
+    tu_copy(hp, tu_path(dir, "hardware.ini"), SIZE_MAX);
+    unlink(path);
+    assert_int_equal(catalog_load(&c, dir, tu_models_dir(), &e), 0);
+    assert_true(c.n_sw == 0 && c.n_hw > 0);
+    catalog_deinit(&c);
+    tu_rmdir(dir);
+    free(dir);
+}
+
 /* The executor's optional keys: tables parse into their structs; a bad
  * table names its line and the spot. */
 static void test_catalog_executor_profile_keys_parse_and_bad_tables_fail(void **state)
@@ -268,6 +328,7 @@ int main(void)
         cmocka_unit_test(test_catalog_bad_model_files_name_the_line_and_problem),
         cmocka_unit_test(test_catalog_bad_hardware_values_are_rejected),
         cmocka_unit_test(test_catalog_executor_profile_keys_parse_and_bad_tables_fail),
+        cmocka_unit_test(test_catalog_software_profiles_parse_and_bad_values_fail),
     };
     return tu_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

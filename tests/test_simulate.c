@@ -125,6 +125,75 @@ static void test_accelerate_loads_every_step_with_exact_transfer_times(void **st
     free(dir);
 }
 
+/* Software host costs: a layer lasts at least its launches. The dense-gpu
+ * timeline above with 390 ns of launches a layer: step 0's GPU work (384 ns)
+ * waits 6 ns for them, step 1's (400 ns) does not. */
+static void test_host_launches_floor_each_layer(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "tiny.trace");
+    write_tiny(path);
+    const struct sw_profile sw = {.name = "slow", .op_host_us = 0.13, .ops_per_layer = 3};
+    struct sim_config c = toy_config(path, "dense-gpu", 2);
+    c.sw = &sw;
+    struct sim_result r;
+    struct alisa_err e = {{0}};
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    assert_true(fabs(r.total_s - (624 + 390 + 400) * 1e-9) < 1e-15);
+    assert_true(fabs(r.host_s - 6e-9) < 1e-15);
+    assert_true(fabs(r.compute_s - 784e-9) < 1e-15); /* the wait is not compute */
+    assert_true(r.relay_s == 0);
+    tu_rmdir(dir);
+    free(dir);
+}
+
+/* FlexGen's pageable relay: each load is first staged by the host, its
+ * bytes read and written at host_mem_gbps (1 byte/ns here), before the copy.
+ * The accelerate timeline above with staging: LOAD(0) of 32 bytes 33 + 64 ns
+ * 657..754; COMPUTE(0) 754..1138; OFFLOAD(0) ..1155; LOAD(1) of 48 bytes
+ * 49 + 96 ns 1155..1300; COMPUTE(1) 1300..1700; OFFLOAD(1) ..1717. Offloads
+ * are not staged. */
+static void test_pageable_relay_stages_each_load_before_its_copy(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "tiny.trace");
+    write_tiny(path);
+    const struct sw_profile sw = {.name = "pageable", .pageable_relay = 1};
+    struct sim_config c = toy_config(path, "accelerate", 2);
+    c.sw = &sw;
+    struct sim_result r;
+    struct alisa_err e = {{0}};
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    assert_true(fabs(r.total_s - 1717e-9) < 1e-15);
+    assert_true(fabs(r.relay_s - 160e-9) < 1e-15);
+    assert_true(fabs(r.transfer_s - (33 + 97 + 17 + 145 + 17) * 1e-9) < 1e-15);
+    assert_true(r.host_s == 0);
+    tu_rmdir(dir);
+    free(dir);
+}
+
+/* Every system that names a software profile finds it in the shipped
+ * catalog, and the ones whose runtime launches per operation pay for it. */
+static void test_every_systems_software_is_in_the_catalog(void **state)
+{
+    (void)state;
+    struct catalog cat;
+    struct alisa_err e = {{0}};
+    assert_int_equal(catalog_load(&cat, catalog_default_dir(), tu_models_dir(), &e), 0);
+    for (size_t i = 0; sim_systems[i].name; i++) {
+        const char *sw = sim_systems[i].software;
+        if (sw && !catalog_sw(&cat, sw))
+            fail_msg("system %s: software '%s' not in software.ini", sim_systems[i].name, sw);
+    }
+    assert_true(cost_layer_host_ns(catalog_sw(&cat, sim_system_find("flexgen")->software),
+                                   "dense") > 0);
+    assert_true(catalog_sw(&cat, sim_system_find("flexgen-copy")->software)->pageable_relay);
+    assert_null(sim_system_find("executor")->software); /* its profile prices its own */
+    catalog_deinit(&cat);
+}
+
 static void test_flexgen_attends_its_cpu_share_on_the_cpu(void **state)
 {
     (void)state;
@@ -688,6 +757,9 @@ int main(void)
         cmocka_unit_test(test_same_input_gives_the_same_result),
         cmocka_unit_test(test_sim_and_search_agree_on_a_schedule_they_price_alike),
         cmocka_unit_test(test_flexgen_shares_stream_weights_and_split_the_kv),
+        cmocka_unit_test(test_host_launches_floor_each_layer),
+        cmocka_unit_test(test_pageable_relay_stages_each_load_before_its_copy),
+        cmocka_unit_test(test_every_systems_software_is_in_the_catalog),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

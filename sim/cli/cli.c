@@ -171,6 +171,22 @@ int cli_catalog_load(struct catalog *c, const char *dir, const char *profile, st
     return rc;
 }
 
+int cli_software(const struct catalog *c, const char *given, const char *fallback,
+                 const struct sw_profile **out, struct alisa_err *e)
+{
+    *out = NULL;
+    if (given && strcmp(given, "none") == 0)
+        return 0;
+    if (given)
+        return (*out = catalog_sw(c, given)) ? 0 : catalog_sw_not_found(c, "--software", given, e);
+    if (!fallback || c->n_sw == 0)
+        return 0;
+    if (!(*out = catalog_sw(c, fallback)))
+        return err_set(e, ALISA_EINVAL, "software.ini has no [%s] profile (the system's; "
+                       "--software none prices no host costs)", fallback);
+    return 0;
+}
+
 double cli_now_s(void)
 {
     struct timespec t;

@@ -84,6 +84,15 @@ int cli_option_end(int ch, const char *opt, void (*usage)(FILE *));
 struct catalog;
 int cli_catalog_load(struct catalog *c, const char *dir, const char *profile, struct alisa_err *e);
 
+/* The software profile a run prices (--software): `given` when set ("none":
+ * *out NULL, else its catalog entry or ALISA_ENOTFOUND naming --software),
+ * else `fallback` (a system's), NULL when fallback is NULL or the catalog
+ * has no software profiles at all; a catalog with profiles but without the
+ * fallback is ALISA_EINVAL. */
+struct sw_profile;
+int cli_software(const struct catalog *c, const char *given, const char *fallback,
+                 const struct sw_profile **out, struct alisa_err *e);
+
 /* getopt_long needs a reset between subcommands (glibc: optind = 0). */
 void cli_reset_getopt(void);
 

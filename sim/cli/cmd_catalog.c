@@ -14,16 +14,18 @@
 void cmd_catalog_usage(FILE *out)
 {
     fprintf(out,
-            "usage: alisa catalog [models|hardware] [--json] [--catalog DIR]\n"
+            "usage: alisa catalog [models|hardware|software] [--json] [--catalog DIR]\n"
             "\n"
-            "Prints the model shapes and hardware profiles that the simulator and the\n"
-            "generator know. Without a kind, prints both.\n"
+            "Prints the model shapes, hardware profiles and software host costs that the\n"
+            "simulator and the generator know. Without a kind, prints all three.\n"
             "\n"
             "  models        model shapes (the paper's models and the real checkpoints\n"
             "                under the models directory, whose shape is read from the file)\n"
             "  hardware      GPU + host profiles (memory, bandwidths, FLOP/s, link)\n"
+            "  software      each system's host costs (launches per layer, host time per\n"
+            "                launch, pageable staging) that alisa sim prices\n"
             "  --json        print JSON instead of a table\n"
-            "  --catalog DIR directory holding models.ini and hardware.ini\n"
+            "  --catalog DIR directory holding models.ini, hardware.ini and software.ini\n"
             "                (default: $ALISA_CATALOG, else sim/model/catalog of the source tree)\n"
             "  -h, --help    this text\n"
             "\n"
@@ -61,6 +63,47 @@ static void print_hw_table(const struct catalog *c)
                h->gpu_mem_gib, h->hbm_gbps, h->fp16_tflops, h->host_dram_gib, h->link_gbps,
                h->link_latency_us, h->host_mem_gbps);
     }
+}
+
+/* "swa:4 h2o:3", or "-" for none, into buf. */
+static const char *selection_ops_str(const struct sw_profile *s, char *buf, size_t cap)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (uint32_t k = 0; k < s->selection_ops.n && at < cap; k++)
+        at += (size_t)snprintf(buf + at, cap - at, "%s%s:%.0f", k ? " " : "",
+                               s->selection_ops.name[k], s->selection_ops.value[k]);
+    return buf[0] ? buf : "-";
+}
+
+static void print_sw_table(const struct catalog *c)
+{
+    printf("%-11s %13s %10s %10s %-20s %s\n", "software", "ops/layer", "us/op", "us/layer",
+           "selection ops/layer", "pageable KV");
+    for (size_t i = 0; i < c->n_sw; i++) {
+        const struct sw_profile *s = &c->sw[i];
+        char ops[256];
+        printf("%-11s %13u %10.1f %10.1f %-20s %s\n", s->name, s->ops_per_layer, s->op_host_us,
+               s->ops_per_layer * s->op_host_us, selection_ops_str(s, ops, sizeof ops),
+               s->pageable_relay ? "staged" : "no");
+    }
+}
+
+static json_t *sw_json(const struct catalog *c)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < c->n_sw; i++) {
+        const struct sw_profile *s = &c->sw[i];
+        json_t *sel = json_object();
+        for (uint32_t k = 0; k < s->selection_ops.n; k++)
+            json_object_set_new(sel, s->selection_ops.name[k],
+                                json_integer((json_int_t)s->selection_ops.value[k]));
+        json_array_append_new(arr, json_pack("{s:s, s:i, s:f, s:o, s:b}", "name", s->name,
+                                             "ops_per_layer", s->ops_per_layer, "op_host_us",
+                                             s->op_host_us, "selection_ops_per_layer", sel,
+                                             "pageable_relay", s->pageable_relay));
+    }
+    return arr;
 }
 
 static json_t *models_json(const struct catalog *c)
@@ -129,15 +172,14 @@ int cmd_catalog(int argc, char **argv)
         default: return cli_option_end(ch, argv[optind - 1], cmd_catalog_usage);
         }
     }
-    int want_models = 1, want_hw = 1;
+    int want_models = 1, want_hw = 1, want_sw = 1;
     if (optind < argc) {
-        if (strcmp(argv[optind], "models") == 0)
-            want_hw = 0;
-        else if (strcmp(argv[optind], "hardware") == 0)
-            want_models = 0;
-        else
-            return cli_usage_error(cmd_catalog_usage, "unknown catalog '%s' (models or hardware)",
-                                   argv[optind]);
+        want_models = strcmp(argv[optind], "models") == 0;
+        want_hw = strcmp(argv[optind], "hardware") == 0;
+        want_sw = strcmp(argv[optind], "software") == 0;
+        if (!want_models && !want_hw && !want_sw)
+            return cli_usage_error(cmd_catalog_usage, "unknown catalog '%s' (models, hardware or "
+                                   "software)", argv[optind]);
         if (optind + 1 < argc)
             return cli_usage_error(cmd_catalog_usage, "unexpected argument '%s'", argv[optind + 1]);
     }
@@ -151,6 +193,8 @@ int cmd_catalog(int argc, char **argv)
             json_object_set_new(root, "models", models_json(&c));
         if (want_hw)
             json_object_set_new(root, "hardware", hw_json(&c));
+        if (want_sw)
+            json_object_set_new(root, "software", sw_json(&c));
         json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
         printf("\n");
         json_decref(root);
@@ -161,6 +205,10 @@ int cmd_catalog(int argc, char **argv)
             printf("\n");
         if (want_hw)
             print_hw_table(&c);
+        if (want_sw && (want_models || want_hw))
+            printf("\n");
+        if (want_sw)
+            print_sw_table(&c);
     }
     catalog_deinit(&c);
     return 0;

@@ -36,6 +36,9 @@ void cmd_search_usage(FILE *out)
             "  --kv-int8           INT8 KV\n"
             "  --grid G            grid resolution: alpha, beta in steps of 1/G, p1, p2 in steps\n"
             "                      of gen-len/G (default 20)\n"
+            "  --software NAME     host costs (alisa catalog software): Tc_j is at least the\n"
+            "                      layers' launches on the host (default alisa, as alisa sim\n"
+            "                      --system alisa; none: not priced)\n"
             "  --json              print JSON\n"
             "  --catalog DIR       catalog directory\n"
             "  --profile FILE      hardware profiles added to the catalog (alisa calibrate)\n"
@@ -81,7 +84,7 @@ static void print_schedule(const char *name, const struct alisa_schedule *s, uin
 int cmd_search(int argc, char **argv)
 {
     enum { O_MODEL = 1000, O_HW, O_BATCH, O_PROMPT, O_GEN, O_SPARSITY, O_BUDGET, O_INT8, O_GRID,
-           O_JSON, O_CATALOG, O_PROFILE };
+           O_JSON, O_CATALOG, O_PROFILE, O_SOFTWARE };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},     {"hardware", required_argument, 0, O_HW},
         {"batch", required_argument, 0, O_BATCH},     {"prompt-len", required_argument, 0, O_PROMPT},
@@ -89,10 +92,12 @@ int cmd_search(int argc, char **argv)
         {"budget-tokens", required_argument, 0, O_BUDGET}, {"kv-int8", no_argument, 0, O_INT8},
         {"grid", required_argument, 0, O_GRID},       {"json", no_argument, 0, O_JSON},
         {"catalog", required_argument, 0, O_CATALOG},
-        {"profile", required_argument, 0, O_PROFILE}, {"help", no_argument, 0, 'h'},
+        {"profile", required_argument, 0, O_PROFILE}, {"software", required_argument, 0, O_SOFTWARE},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     cli_list_options(opts);
     const char *model = NULL, *hw_name = NULL, *dir = catalog_default_dir(), *profile = NULL;
+    const char *software = NULL;
     struct search_workload w = {.prompt_len = 128, .gen_len = 512, .sel = {.sparsity = 0.8}};
     uint32_t grid = 20;
     int json = 0, bad = 0, batch_given = 0;
@@ -108,6 +113,7 @@ int cmd_search(int argc, char **argv)
         case O_HW: hw_name = optarg; break;
         case O_CATALOG: dir = optarg; break;
         case O_PROFILE: profile = optarg; break;
+        case O_SOFTWARE: software = optarg; break;
         case O_INT8: w.precision = KV_INT8; break;
         case O_JSON: json = 1; break;
         case O_BATCH: batch_given = 1; bad = cli_parse_u32(opt, optarg, &w.batch, &e); break;
@@ -156,6 +162,9 @@ int cmd_search(int argc, char **argv)
         return cli_usage_error(NULL, "--prompt-len %u + --gen-len %u: over %s's context of %u "
                                "tokens", w.prompt_len, w.gen_len, name, max_seq);
     }
+    const struct sw_profile *sw = NULL;
+    if (!rc && !(rc = cli_software(&c, software, "alisa", &sw, &e)))
+        w.layer_host_ns = cost_layer_host_ns(sw, "swa");
     struct alisa_schedule greedy, best;
     if (!rc)
         rc = alisa_search_greedy(&w, &greedy, &e);
@@ -172,15 +181,17 @@ int cmd_search(int argc, char **argv)
                                  w.sel.sparsity, "budget_tokens", w.sel.budget_tokens,
                                  "kv_precision", kv_precision_name(w.precision),
                                  "grid", grid);
+        json_object_set_new(root, "software", json_string(sw ? sw->name : "none"));
         json_object_set_new(root, "greedy", schedule_json(&greedy, w.batch, w.gen_len));
         json_object_set_new(root, "grid_best", schedule_json(&best, w.batch, w.gen_len));
         json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
         printf("\n");
         json_decref(root);
     } else {
-        printf("%s on %s, batch %u, %u + %u tokens, %s KV, %s\n", w.model->name, w.hw->name,
-               w.batch, w.prompt_len, w.gen_len, w.precision == KV_INT8 ? "INT8" : "FP16",
-               w.sel.budget_tokens ? "token budget" : "SWA sparsity");
+        printf("%s on %s, batch %u, %u + %u tokens, %s KV, %s, software %s\n", w.model->name,
+               w.hw->name, w.batch, w.prompt_len, w.gen_len,
+               w.precision == KV_INT8 ? "INT8" : "FP16",
+               w.sel.budget_tokens ? "token budget" : "SWA sparsity", sw ? sw->name : "none");
         print_schedule("greedy", &greedy, w.batch, w.gen_len);
         print_schedule("grid", &best, w.batch, w.gen_len);
     }

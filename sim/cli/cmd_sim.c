@@ -55,6 +55,10 @@ void cmd_sim_usage(FILE *out)
             "                      WG:WC:CG:CC): weights\n"
             "                      on the GPU and CPU, KV on the GPU and CPU, each pair summing\n"
             "                      to 100 (no disk); replaces the flexgen systems' LP policy\n"
+            "  --software NAME     the host costs priced (alisa catalog software): a decode\n"
+            "                      layer lasts at least its launches on the host, and FlexGen's\n"
+            "                      pageable KV is staged into pinned memory before each copy;\n"
+            "                      default: the system's (below), none: no host costs\n"
             "  --extend            continue a trace with fewer than --gen-len generated tokens\n"
             "                      with synthetic rows (alisa trace gen's model, each trace layer's\n"
             "                      target its measured mean sparsity; the importance of the\n"
@@ -66,7 +70,8 @@ void cmd_sim_usage(FILE *out)
             "\n"
             "systems:\n");
     for (size_t i = 0; sim_systems[i].name; i++)
-        fprintf(out, "  %-11s %s\n", sim_systems[i].name, sim_systems[i].summary);
+        fprintf(out, "  %-11s %s; software %s\n", sim_systems[i].name, sim_systems[i].summary,
+                sim_systems[i].software ? sim_systems[i].software : "none");
     fprintf(out, "\nvllm is modelled per sequence (its block manager), not per token: it ignores\n"
                  "the trace's attention.\n"
             "\n"
@@ -79,7 +84,7 @@ int cmd_sim(int argc, char **argv)
 {
     enum { O_TRACE = 1000, O_MODEL, O_HW, O_BATCH, O_PROMPT, O_GEN, O_SYSTEM, O_SPARSITY,
            O_BUDGET, O_SEL, O_PLACE, O_INT8, O_GPUMEM, O_CPUMEM, O_TIMELINE, O_JSON, O_CATALOG,
-           O_PROFILE, O_EXTEND, O_OVERLAP, O_SEARCH, O_SCHEDULE, O_PERCENT };
+           O_PROFILE, O_EXTEND, O_OVERLAP, O_SEARCH, O_SCHEDULE, O_PERCENT, O_SOFTWARE };
     static const struct option opts[] = {
         {"trace", required_argument, 0, O_TRACE},     {"model", required_argument, 0, O_MODEL},
         {"hardware", required_argument, 0, O_HW},     {"batch", required_argument, 0, O_BATCH},
@@ -94,10 +99,12 @@ int cmd_sim(int argc, char **argv)
         {"overlap", required_argument, 0, O_OVERLAP}, {"search", required_argument, 0, O_SEARCH},
         {"schedule", required_argument, 0, O_SCHEDULE},
         {"flexgen-percent", required_argument, 0, O_PERCENT},
+        {"software", required_argument, 0, O_SOFTWARE},
         {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
     cli_list_options(opts);
     const char *model = NULL, *hw_name = NULL, *system = NULL, *sel = NULL, *place = NULL;
     const char *timeline_path = NULL, *dir = catalog_default_dir(), *profile = NULL;
+    const char *software = NULL;
     struct sim_config cfg = {.prompt_len = 128, .gen_len = 512, .sel_params = {.sparsity = 0.8}};
     uint64_t gpu_mem = 0, cpu_mem = 0;
     int json = 0, bad = 0, batch_given = 0;
@@ -118,6 +125,7 @@ int cmd_sim(int argc, char **argv)
         case O_TIMELINE: timeline_path = optarg; break;
         case O_CATALOG: dir = optarg; break;
         case O_PROFILE: profile = optarg; break;
+        case O_SOFTWARE: software = optarg; break;
         case O_INT8: cfg.precision = KV_INT8; break;
         case O_JSON: json = 1; break;
         case O_EXTEND: cfg.extend = 1; break;
@@ -227,7 +235,7 @@ int cmd_sim(int argc, char **argv)
         rc = err_set(&e, ALISA_ENOTFOUND, "--model %s: unavailable: %s", model, cfg.model->note);
     else if (!cfg.hw)
         rc = catalog_hw_not_found(&c, "--hardware", hw_name, &e);
-    else
+    else if (!(rc = cli_software(&c, software, cfg.system->software, &cfg.sw, &e)))
         rc = sim_resolve(&cfg, &e);
     FILE *tl = NULL;
     char part[1100];
@@ -264,6 +272,9 @@ int cmd_sim(int argc, char **argv)
             r.recall_min, "gpu_kv_capacity_bytes", r.gpu_kv_capacity_bytes,
             "cpu_kv_capacity_bytes", r.cpu_kv_capacity_bytes, "events", (json_int_t)r.events,
             "trace_streams", r.trace_streams);
+        json_object_set_new(root, "software", json_string(cfg.sw ? cfg.sw->name : "none"));
+        json_object_set_new(root, "host_s", json_real(r.host_s));
+        json_object_set_new(root, "relay_s", json_real(r.relay_s));
         json_object_set_new(root, "preemptions", json_integer(r.preemptions));
         json_object_set_new(root, "cpu_attention_s", json_real(r.cpu_attention_s));
         json_object_set_new(root, "extended_steps", json_integer(r.extended_steps));
@@ -309,6 +320,10 @@ int cmd_sim(int argc, char **argv)
             printf("time         compute %.3f s, recompute %.3f s, transfer %.3f s (link busy), "
                    "CPU attention %.3f s, GPU stall %.3f s\n", r.compute_s, r.recompute_s,
                    r.transfer_s, r.cpu_attention_s, r.stall_s);
+            if (cfg.sw)
+                printf("host         software %s: %.3f s waiting for launches (%.0f us a layer), "
+                       "%.3f s staging pageable KV\n", cfg.sw->name, r.host_s,
+                       cost_layer_host_ns(cfg.sw, cfg.sel->name) * 1e-3, r.relay_s);
             printf("traffic      %.3f GB host->GPU, %.3f GB GPU->host; %.0f tokens recomputed\n",
                    r.bytes_h2d / 1e9, r.bytes_d2h / 1e9, r.recomputed_tokens);
             printf("KV           GPU peak %.2f of %.2f GB, CPU peak %.2f of %.2f GB; GPU hit rate "

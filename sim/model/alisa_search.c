@@ -50,9 +50,12 @@ struct alisa_sched alisa_schedule_positions(const struct search_workload *w,
 static double step_compute_ns(const struct search_workload *w, uint32_t j, double resident)
 {
     uint32_t c = w->prompt_len + j + 1;
-    /* SWA's gather and local-sum kernels run at any sparsity */
-    return cost_step_compute_ns(w->model, w->hw, w->batch, sel_budget(&w->sel, c), resident,
-                                w->precision, 1);
+    /* SWA's gather and local-sum kernels run at any sparsity; the GPU cannot
+     * run ahead of the host's launches */
+    double gpu = cost_step_compute_ns(w->model, w->hw, w->batch, sel_budget(&w->sel, c), resident,
+                                      w->precision, 1);
+    double host = w->model->n_layers * w->layer_host_ns;
+    return gpu > host ? gpu : host;
 }
 
 /* The rule's counts for one stream after a position (placement alisa's

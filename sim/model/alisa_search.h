@@ -46,6 +46,8 @@ struct search_workload {
     double gpu_kv_bytes, cpu_kv_bytes; /* the whole batch's, split evenly over its streams */
     int inputs_outside;      /* deleted tokens' layer inputs kept outside the CPU tier (the
                                 executor); 0: they take its bytes */
+    double layer_host_ns;    /* the host's launches of one decode layer (cost_layer_host_ns):
+                                Tc_j is at least the layers times this; 0: not priced */
 };
 
 struct alisa_schedule {

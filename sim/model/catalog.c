@@ -103,7 +103,16 @@ static const struct field hw_fields[] = {
     HFO("kv_ns_per_layer", FIELD_DOUBLE, kv_ns_per_layer),
     HFO("weight_probe_gbps", FIELD_DOUBLE, weight_probe_gbps),
 };
+#define SF(key, type, member, req) \
+    {key, type, offsetof(struct sw_profile, member), sizeof(((struct sw_profile *)0)->member), req}
+static const struct field sw_fields[] = {
+    SF("op_host_us", FIELD_DOUBLE, op_host_us, 1),
+    SF("ops_per_layer", FIELD_U32, ops_per_layer, 1),
+    SF("selection_ops_per_layer", FIELD_NAMED_TABLE, selection_ops, 0),
+    SF("pageable_relay", FIELD_U32, pageable_relay, 0),
+};
 #define N_MODEL_FIELDS (sizeof model_fields / sizeof model_fields[0])
+#define N_SW_FIELDS (sizeof sw_fields / sizeof sw_fields[0])
 #define N_HW_FIELDS (sizeof hw_fields / sizeof hw_fields[0])
 
 /* State of one inih pass over one file. */
@@ -138,6 +147,7 @@ static const struct bound {
     {"attn_ns_per_layer", 0, 1e12}, {"recompute_ns", 0, 1e12},
     {"kv_ns_per_token", 0, 1e9},    {"kv_ns_per_stream", 0, 1e12},
     {"kv_ns_per_layer", 0, 1e12},   {"weight_probe_gbps", 0, 1e6},
+    {"op_host_us", 0, 1e6},
 };
 
 static int parse_value(const struct field *f, const char *value, void *dst, char *msg, size_t cap)
@@ -462,6 +472,34 @@ int catalog_load_hardware(struct catalog *c, const char *path, struct alisa_err 
     return rc;
 }
 
+int catalog_load_software(struct catalog *c, const char *path, struct alisa_err *e)
+{
+    struct parse_ctx p = {.path = path, .fields = sw_fields, .n_fields = N_SW_FIELDS,
+                          .entry_size = sizeof(struct sw_profile),
+                          .name_size = sizeof c->sw[0].name,
+                          .entries = (void **)&c->sw, .count = &c->n_sw};
+    int rc = parse_file(&p, e);
+    for (size_t i = p.first_new; !rc && i < c->n_sw; i++) {
+        const struct sw_profile *s = &c->sw[i];
+        if ((rc = check_required(&p, i, 1, e)))
+            break;
+        if (s->pageable_relay > 1)
+            rc = err_set(e, ALISA_EINVAL, "%s:%d: [%s]: pageable_relay = %u must be 0 or 1", path,
+                         section_line(path, s->name), s->name, s->pageable_relay);
+        for (uint32_t k = 0; !rc && k < s->selection_ops.n; k++)
+            if (s->selection_ops.value[k] != floor(s->selection_ops.value[k]) ||
+                s->selection_ops.value[k] > 1e4)
+                rc = err_set(e, ALISA_EINVAL, "%s:%d: [%s]: selection_ops_per_layer %s:%g must be "
+                             "a whole number of operations (0 to 10000)", path,
+                             section_line(path, s->name), s->name, s->selection_ops.name[k],
+                             s->selection_ops.value[k]);
+    }
+    free(p.seen);
+    if (rc)
+        catalog_deinit(c);
+    return rc;
+}
+
 int catalog_load(struct catalog *c, const char *dir, const char *models_dir, struct alisa_err *e)
 {
     memset(c, 0, sizeof *c);
@@ -471,7 +509,14 @@ int catalog_load(struct catalog *c, const char *dir, const char *models_dir, str
     if (rc)
         return rc;
     snprintf(path, sizeof path, "%s/hardware.ini", dir);
-    return catalog_load_hardware(c, path, e);
+    if ((rc = catalog_load_hardware(c, path, e)))
+        return rc;
+    snprintf(path, sizeof path, "%s/software.ini", dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0; /* a catalog without software profiles: systems pay no host costs */
+    fclose(f);
+    return catalog_load_software(c, path, e);
 }
 
 const struct model_shape *catalog_model(const struct catalog *c, const char *name)
@@ -494,6 +539,17 @@ const struct hw_profile *catalog_hw(const struct catalog *c, const char *name)
     for (size_t i = 0; i < c->n_hw; i++)
         if (strcasecmp(c->hw[i].name, name) == 0)
             return &c->hw[i];
+    return NULL;
+}
+
+const struct sw_profile *catalog_sw(const struct catalog *c, const char *name)
+{
+    for (size_t i = 0; i < c->n_sw; i++)
+        if (strcmp(c->sw[i].name, name) == 0)
+            return &c->sw[i];
+    for (size_t i = 0; i < c->n_sw; i++)
+        if (strcasecmp(c->sw[i].name, name) == 0)
+            return &c->sw[i];
     return NULL;
 }
 
@@ -564,6 +620,16 @@ int catalog_hw_not_found(const struct catalog *c, const char *opt, const char *n
     return not_found(opt, name, best, d, "alisa catalog hardware", e);
 }
 
+int catalog_sw_not_found(const struct catalog *c, const char *opt, const char *name,
+                         struct alisa_err *e)
+{
+    size_t d = SIZE_MAX;
+    const char *best = NULL;
+    for (size_t i = 0; i < c->n_sw; i++)
+        nearer(name, c->sw[i].name, c->sw[i].name, &d, &best);
+    return not_found(opt, name, best, d, "alisa catalog software", e);
+}
+
 double catalog_param_estimate(const struct model_shape *m)
 {
     double h = m->hidden, kv = (double)m->n_kv_heads * (m->hidden / m->n_heads);
@@ -581,5 +647,6 @@ void catalog_deinit(struct catalog *c)
 {
     free(c->models);
     free(c->hw);
+    free(c->sw);
     memset(c, 0, sizeof *c);
 }

@@ -114,11 +114,29 @@ struct hw_profile {
                                  validate then derives it from the weight tables) */
 };
 
+/* The host-side costs of the software a system runs on (software.ini): what
+ * the framework spends on the CPU to launch a decoder layer's GPU work each
+ * decode step, and how it moves host memory. Every figure's source is a
+ * comment in the .ini file. */
+struct sw_profile {
+    char name[64];            /* section name, e.g. "flexgen" */
+    double op_host_us;        /* host time to dispatch one GPU operation, microseconds */
+    uint32_t ops_per_layer;   /* GPU operations one decoder layer launches per decode step */
+    struct named_table selection_ops; /* selection_ops_per_layer = SELECTION:N ...: the
+                                         selection's own operations per layer (SWA's local
+                                         sum, top-k, gathers) */
+    uint32_t pageable_relay;  /* 1: host-resident KV lives in pageable memory and each
+                                 copy to the GPU is first staged into pinned memory by
+                                 the host (FlexGen's general_copy) */
+};
+
 struct catalog {
     struct model_shape *models; /* (n_models), owned */
     size_t n_models;
     struct hw_profile *hw;      /* (n_hw), owned */
     size_t n_hw;
+    struct sw_profile *sw;      /* (n_sw), owned */
+    size_t n_sw;
 };
 
 /* Directory of models.ini and hardware.ini: $ALISA_CATALOG, else the
@@ -138,7 +156,8 @@ int ini_check_lines(const char *path, struct alisa_err *e);
  * beside the source tree. Cannot fail. */
 const char *catalog_models_dir(void);
 
-/* Loads dir/models.ini and dir/hardware.ini into c (zeroed by the call).
+/* Loads dir/models.ini, dir/hardware.ini and dir/software.ini into c (zeroed
+ * by the call); a directory without software.ini has no software profiles.
  * models_dir resolves checkpoint entries. On failure c is left empty and e
  * says "file:line: what". */
 int catalog_load(struct catalog *c, const char *dir, const char *models_dir, struct alisa_err *e);
@@ -147,12 +166,14 @@ int catalog_load(struct catalog *c, const char *dir, const char *models_dir, str
 int catalog_load_models(struct catalog *c, const char *path, const char *models_dir,
                         struct alisa_err *e);
 int catalog_load_hardware(struct catalog *c, const char *path, struct alisa_err *e);
+int catalog_load_software(struct catalog *c, const char *path, struct alisa_err *e);
 
 /* Look-ups by name: the exact name first, then in any case, and for models
  * their Hugging Face id (hf_id, any case) as an alias. NULL when none.
  * Cannot fail. */
 const struct model_shape *catalog_model(const struct catalog *c, const char *name);
 const struct hw_profile *catalog_hw(const struct catalog *c, const char *name);
+const struct sw_profile *catalog_sw(const struct catalog *c, const char *name);
 
 /* ALISA_ENOTFOUND into e for a name the look-ups did not find, given as
  * option opt: "--model opt-3b: not in the catalog; did you mean
@@ -161,6 +182,8 @@ const struct hw_profile *catalog_hw(const struct catalog *c, const char *name);
 int catalog_model_not_found(const struct catalog *c, const char *opt, const char *name,
                             struct alisa_err *e);
 int catalog_hw_not_found(const struct catalog *c, const char *opt, const char *name,
+                         struct alisa_err *e);
+int catalog_sw_not_found(const struct catalog *c, const char *opt, const char *name,
                          struct alisa_err *e);
 
 /* Parameter count implied by a shape: attention projections, FFN matrices and

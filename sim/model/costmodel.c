@@ -210,6 +210,22 @@ double cost_cpu_attention_ns(const struct hw_profile *hw, double bytes)
     return bytes > 0 ? bytes / hw->host_mem_gbps : 0;
 }
 
+double cost_layer_host_ns(const struct sw_profile *sw, const char *selection)
+{
+    if (!sw)
+        return 0;
+    double ops = sw->ops_per_layer;
+    for (uint32_t i = 0; i < sw->selection_ops.n; i++)
+        if (strcmp(sw->selection_ops.name[i], selection) == 0)
+            ops += sw->selection_ops.value[i];
+    return ops * sw->op_host_us * 1e3;
+}
+
+double cost_pageable_relay_ns(const struct hw_profile *hw, double bytes)
+{
+    return bytes > 0 ? 2.0 * bytes / hw->host_mem_gbps : 0;
+}
+
 double cost_transfer_ns(const struct hw_profile *hw, double bytes, double copies)
 {
     if (bytes <= 0)

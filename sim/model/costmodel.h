@@ -104,6 +104,17 @@ double cost_layer_weight_bytes(const struct model_shape *m);
  * the link are a few KB and left out). ns. Cannot fail. */
 double cost_cpu_attention_ns(const struct hw_profile *hw, double bytes);
 
+/* Host time one decoder layer's launches take each decode step under the
+ * software sw running `selection`: (ops_per_layer + the selection's own
+ * operations) x op_host_us. The GPU cannot finish the layer sooner, so a
+ * layer lasts max(this, its GPU time). 0 for sw NULL. ns. Cannot fail. */
+double cost_layer_host_ns(const struct sw_profile *sw, const char *selection);
+
+/* The host staging `bytes` of pageable memory into pinned memory before a
+ * copy to the GPU (FlexGen's general_copy: src.pin_memory(), then the copy):
+ * read and written once at host_mem_gbps, before the DMA. ns. Cannot fail. */
+double cost_pageable_relay_ns(const struct hw_profile *hw, double bytes);
+
 /* Moving `bytes` over the CPU-GPU link in `copies` copies: per-copy latency
  * plus bytes / bandwidth (ALISA.md section 3: Tm = bytes / B). ns. */
 double cost_transfer_ns(const struct hw_profile *hw, double bytes, double copies);

@@ -1,5 +1,6 @@
 /* The INI catalogs and calibrated profiles (--profile FILE): the first
- * byte picks hardware (even) or models (odd), the rest is the file. */
+ * byte picks models (odd), software (bit 1 set) or hardware, the rest is
+ * the file. */
 #include "catalog.h"
 #include "fuzz.h"
 
@@ -12,6 +13,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct alisa_err e;
     if (data[0] & 1) {
         if (catalog_load_models(&c, path, "/nonexistent-models-dir", &e) == 0)
+            catalog_deinit(&c);
+    } else if (data[0] & 2) {
+        if (catalog_load_software(&c, path, &e) == 0)
             catalog_deinit(&c);
     } else if (catalog_load_hardware(&c, path, &e) == 0) {
         catalog_deinit(&c);
