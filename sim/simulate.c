@@ -537,6 +537,8 @@ struct run {
     struct alisa_sched alisa;    /* placement alisa: the schedule, in positions */
     double w_cpu;                /* share of the weights streamed from the CPU every step */
     double host_ns;              /* the host's launches of one decode layer (cfg->sw) */
+    uint32_t ngb;                /* FlexGen's num_gpu_batches: each layer computed once per
+                                    GPU batch (1 for every other system) */
     double gpu_fraction;         /* flexgen-static: share of every token's KV on the GPU */
     double attended_all, misses_all;
 };
@@ -565,8 +567,17 @@ static int run_flexgen_policy(struct run *u, struct alisa_err *e)
     } else {
         return 0;
     }
+    /* FlexGen splits each GPU batch's cache by sequences: the first
+     * int(gbs x heads x percent) // heads x heads of its gbs x heads rows
+     * (pytorch_backend.py, TorchMixedDevice.init_cache_one_gpu_batch), so
+     * the GPU share is whole sequences, rounded down */
+    uint32_t G = cfg->flexgen_gpu_batch ? cfg->flexgen_gpu_batch : u->B;
+    double rows = floor((double)G * u->m->n_heads * p.cache_gpu + 1e-9);
+    p.cache_gpu = floor(rows / u->m->n_heads) / G;
+    u->ngb = u->B / G;
     u->r->flexgen = 1;
     u->r->policy = p;
+    u->r->gpu_batch_size = G;
     u->w_cpu = 1 - p.w_gpu;
     u->gpu_fraction = p.cache_gpu;
     return 0;
@@ -793,12 +804,16 @@ static void price_layer(struct run *u, uint32_t j, uint32_t l, const struct sche
     /* the scheduler's own time, where the profile prices it, runs before
      * the layer on the same processor */
     u->sched[x] = ns_of(cost_schedule_ns(sp, u->B, context, ret));
-    /* the layer lasts at least its launches on the host */
-    double gpu = cost_layer_compute_ns(u->m, hw, u->B, att, resident, cfg->precision,
-                                       cfg->sel->gathers, l == u->Lm - 1);
-    if (u->host_ns > gpu) {
-        r->host_s += (u->host_ns - gpu) * 1e-9;
-        gpu = u->host_ns;
+    /* FlexGen computes the layer once per GPU batch (its weights read each
+     * time; flex_opt.py, generation_loop_overlap_single_batch's loop over
+     * num_gpu_batches); the layer lasts at least its launches on the host */
+    const double ngb = u->ngb;
+    double gpu = ngb * cost_layer_compute_ns(u->m, hw, u->B / u->ngb, att / ngb, resident / ngb,
+                                             cfg->precision, cfg->sel->gathers, l == u->Lm - 1);
+    const double host = ngb * u->host_ns;
+    if (host > gpu) {
+        r->host_s += (host - gpu) * 1e-9;
+        gpu = host;
     }
     t[T_COMPUTE(x)] = (struct task){.res = RES_GPU, .dur_ns = ns_of(gpu) + u->sched[x]};
     t[T_OFFLOAD(x)] = (struct task){.res = res[RES_D2H],
@@ -932,10 +947,13 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
     if (!cfg->batch || !cfg->gen_len || !cfg->prompt_len)
         return err_set(e, ALISA_EINVAL, "batch %u, prompt %u and generated %u tokens must be positive",
                        cfg->batch, cfg->prompt_len, cfg->gen_len);
+    if (cfg->flexgen_gpu_batch && cfg->batch % cfg->flexgen_gpu_batch)
+        return err_set(e, ALISA_EINVAL, "FlexGen's GPU batch of %u sequences does not divide the "
+                       "batch of %u", cfg->flexgen_gpu_batch, cfg->batch);
     struct run u = {.cfg = cfg, .m = cfg->model, .r = r, .Lm = cfg->model->n_layers,
                     .B = cfg->batch, .N = cfg->gen_len,
                     .ks = kv_shape_of(cfg->model, cfg->precision),
-                    .host_ns = cost_layer_host_ns(cfg->sw, cfg->sel->name)};
+                    .host_ns = cost_layer_host_ns(cfg->sw, cfg->sel->name), .ngb = 1};
     int rc = check_trace(cfg, &u.S, &u.Lt, &u.shortest, &u.th, e);
     if (rc)
         return rc;

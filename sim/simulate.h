@@ -42,6 +42,11 @@
  * (cost_pageable_relay_ns, in series before the copy, on LOAD). Prefill is
  * priced without host costs (its GEMMs outlast the launches).
  *
+ * FlexGen (a flexgen_policy system) runs the batch as num_gpu_batches GPU
+ * batches of flexgen_gpu_batch sequences: each decode layer is computed, and
+ * launched, once per GPU batch, its weights read each time; its cache's GPU
+ * share is whole sequences of each GPU batch, rounded down.
+ *
  * A serial profile (hw->serial, alisa's CPU executor) runs every task on one
  * resource in the order above, and copies each moved token's K and V
  * separately (two copies per token, each paying link_latency_us).
@@ -117,6 +122,8 @@ struct sim_config {
     int percent_given;                 /* 1: run `percent` (FlexGen's weight and cache shares)
                                           instead of the system's */
     struct flexgen_policy percent;
+    uint32_t flexgen_gpu_batch;        /* FlexGen's gpu_batch_size, dividing batch (the rest is
+                                          num_gpu_batches); 0: the whole batch, one GPU batch */
 };
 
 /* sim_system.flexgen_policy */
@@ -160,6 +167,7 @@ struct sim_result {
     int flexgen;                /* FlexGen's shares were used: */
     struct flexgen_policy policy;
     double flexgen_lp_layer_ns; /* the LP's per-layer time for them (SIM_FLEXGEN_LP) */
+    uint32_t gpu_batch_size;    /* FlexGen's, the batch / num_gpu_batches it ran */
     int scheduled;              /* placement alisa ran `schedule` */
     struct alisa_schedule schedule; /* with the search's analytic pricing of it */
 };

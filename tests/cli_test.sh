@@ -115,9 +115,24 @@ grep_out "^throughput" "sim prints throughput"
 expect 0 "sim --json" "$alisa" sim --trace "$tmp/a.trace" --model OPT-13B --hardware V100-32GB \
     --batch 8 --prompt-len 32 --gen-len 64 --system flexgen --json
 for key in throughput_tok_s total_s oom bytes_h2d bytes_d2h gpu_hit_rate recomputed_tokens \
-           attention_recall_mean; do
+           attention_recall_mean host_s relay_s cache_gpu_percent lp_layer_ns; do
     grep_out "\"$key\"" "sim json has $key"
 done
+grep_out '"software": "flexgen"' "sim json names the software"
+expect 0 "sim --flexgen-gpu-batch" "$alisa" sim --trace "$tmp/a.trace" --model OPT-13B \
+    --hardware V100-32GB --batch 8 --prompt-len 32 --gen-len 64 --system flexgen-copy \
+    --flexgen-gpu-batch 2 --software none
+grep_out "gpu-batch-size 2 --num-gpu-batches 4" "sim prints FlexGen's GPU batches"
+expect 2 "sim --flexgen-gpu-batch not dividing" "$alisa" sim --trace "$tmp/a.trace" \
+    --model OPT-13B --hardware V100-32GB --batch 8 --prompt-len 32 --gen-len 64 \
+    --system flexgen --flexgen-gpu-batch 3
+grep_out "flexgen-gpu-batch 3: does not divide --batch 8" "sim names the bad GPU batch"
+expect 2 "sim --flexgen-gpu-batch for vllm" "$alisa" sim --trace "$tmp/a.trace" \
+    --model OPT-13B --hardware V100-32GB --batch 8 --prompt-len 32 --gen-len 64 \
+    --system vllm --flexgen-gpu-batch 4
+expect 1 "sim unknown software" "$alisa" sim --trace "$tmp/a.trace" --model OPT-13B \
+    --hardware V100-32GB --batch 8 --prompt-len 32 --gen-len 64 --system alisa --software slow
+grep_out "software slow: not in the catalog" "sim names the unknown software"
 expect 1 "sim oom" "$alisa" sim --trace "$tmp/a.trace" --model OPT-30B --hardware V100-32GB \
     --batch 8 --prompt-len 32 --gen-len 64 --system dense-gpu
 grep_out "out of memory: the weights" "sim reports weights not fitting"

@@ -174,6 +174,76 @@ static void test_pageable_relay_stages_each_load_before_its_copy(void **state)
     free(dir);
 }
 
+/* FlexGen's GPU batches: each layer computed once per GPU batch, its
+ * weights read each time. The toy at batch 2 on hardware with 10 FLOP/ns
+ * (so a 2-sequence GEMM is still memory-bound): one GPU batch of 2 runs step
+ * 0 in 256 (layer) + 80 (head) + 2 x 3 x 16 (attention) = 432 ns, two GPU
+ * batches of 1 in 2 x (256 + 80 + 48) = 768; step 1 464 against 800. */
+static void test_flexgen_gpu_batches_read_the_weights_once_each(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "tiny.trace");
+    write_tiny(path);
+    struct hw_profile fast = unit_hw;
+    fast.fp16_tflops = 1e-2;
+    struct sim_config c = toy_config(path, "flexgen-default", 2);
+    c.hw = &fast;
+    c.batch = 2;
+    struct sim_result one, two;
+    struct alisa_err e = {{0}};
+    assert_int_equal(sim_run(&c, &one, NULL, &e), 0);
+    assert_int_equal(one.gpu_batch_size, 2);
+    c.flexgen_gpu_batch = 1;
+    assert_int_equal(sim_run(&c, &two, NULL, &e), 0);
+    assert_int_equal(two.gpu_batch_size, 1);
+    assert_true(fabs(one.compute_s - (432 + 464) * 1e-9) < 1e-15);
+    assert_true(fabs(two.compute_s - (768 + 800) * 1e-9) < 1e-15);
+    assert_true(fabs(two.total_s - one.total_s - 672e-9) < 1e-15);
+    c.flexgen_gpu_batch = 3; /* does not divide the batch */
+    assert_int_equal(sim_run(&c, &two, NULL, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "GPU batch of 3 sequences does not divide the batch of 2"));
+    tu_rmdir(dir);
+    free(dir);
+}
+
+/* FlexGen's cache split is by whole sequences of a GPU batch, rounded down
+ * (int(gbs x heads x percent) // heads rows of heads): the toy has 2 heads. */
+static void test_flexgen_splits_the_cache_by_whole_sequences(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "tiny.trace");
+    write_tiny(path);
+    struct sim_config c = toy_config(path, "flexgen", 2);
+    c.percent_given = 1;
+    c.percent = (struct flexgen_policy){1, 0.5};
+    struct sim_result r;
+    struct alisa_err e = {{0}};
+    /* batch 1: int(1 x 2 x 0.5) = 1 row, 0 whole sequences on the GPU */
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    assert_true(r.policy.cache_gpu == 0);
+    /* batch 2: 2 rows, 1 sequence of 2 */
+    c.batch = 2;
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    assert_true(r.policy.cache_gpu == 0.5);
+    /* batch 2 at 30%: int(1.2) = 1 row, no whole sequence */
+    c.percent.cache_gpu = 0.3;
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    assert_true(r.policy.cache_gpu == 0);
+    /* batch 4 at 30% in GPU batches of 2: each keeps 0 sequences; in one GPU
+     * batch of 4: int(2.4) = 2 rows, 1 sequence of 4 */
+    c.batch = 4;
+    c.flexgen_gpu_batch = 2;
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    assert_true(r.policy.cache_gpu == 0);
+    c.flexgen_gpu_batch = 0;
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    assert_true(r.policy.cache_gpu == 0.25);
+    tu_rmdir(dir);
+    free(dir);
+}
+
 /* Every system that names a software profile finds it in the shipped
  * catalog, and the ones whose runtime launches per operation pay for it. */
 static void test_every_systems_software_is_in_the_catalog(void **state)
@@ -200,24 +270,28 @@ static void test_flexgen_attends_its_cpu_share_on_the_cpu(void **state)
     char *dir = tu_mkdtemp();
     const char *path = tu_path(dir, "tiny.trace");
     write_tiny(path);
-    /* KV room for 2 of the 4 tokens: FlexGen's LP puts half of every token
-     * (8 of 16 bytes) on the GPU. Step 0 attends tokens 0-2: the CPU halves
-     * of 0 and 1 (16 bytes) go through the FP32 workspace, 5 bytes of host
-     * traffic each (80 ns at 1 byte/ns); step 1 those of 0-2 (120 ns). No KV
-     * crosses the link except each new token's CPU half (8 bytes). */
+    /* Two sequences with KV room for 4 of their 8 tokens: FlexGen's LP puts
+     * half the cache on the GPU, one whole sequence (its split is by
+     * sequences). Step 0 attends tokens 0-2 of each: the CPU sequence's 0
+     * and 1 (32 bytes) go through the FP32 workspace, 5 bytes of host
+     * traffic each (160 ns at 1 byte/ns); step 1 its 0-2 (240 ns). No KV
+     * crosses the link except the CPU sequence's new tokens (16 bytes). */
     struct sim_config c = toy_config(path, "flexgen", 2);
-    c.gpu_mem_bytes = 336 + 2 * 16;
+    c.batch = 2;
+    c.gpu_mem_bytes = 336 + 4 * 16;
     struct sim_result r;
     struct alisa_err e = {{0}};
     assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
     assert_false(r.oom);
-    assert_true(fabs(r.cpu_attention_s - 200e-9) < 1e-15);
+    assert_true(r.policy.cache_gpu == 0.5);
+    assert_true(fabs(r.cpu_attention_s - 400e-9) < 1e-15);
     assert_true(r.bytes_h2d == 0);
-    assert_true(fabs(r.bytes_d2h - 4 * 8) < 1e-9); /* 2 prompt + 2 new tokens' halves */
-    /* prefill 624, its offload 1 + 16 = 17 (624..641); CPU_ATTN(0) 624..704;
-     * COMPUTE(0) 704..1088; OFFLOAD(0) ..1097; CPU_ATTN(1) 1088..1208;
-     * COMPUTE(1) 1208..1608; OFFLOAD(1) ..1617 */
-    assert_true(fabs(r.total_s - 1617e-9) < 1e-15);
+    assert_true(fabs(r.bytes_d2h - 4 * 16) < 1e-9); /* 2 prompt + 2 new tokens */
+    /* prefill of 4 tokens: layer 1024 + head 160 + attention 64 = 1248; its
+     * offload 1 + 32 (1248..1281); CPU_ATTN(0) 1248..1408; COMPUTE(0) 512 +
+     * 160 + 6 x 16 = 768, 1408..2176; OFFLOAD(0) ..2193; CPU_ATTN(1)
+     * 2176..2416; COMPUTE(1) 512 + 160 + 128, 2416..3216; OFFLOAD(1) ..3233 */
+    assert_true(fabs(r.total_s - 3233e-9) < 1e-15);
     tu_rmdir(dir);
     free(dir);
 }
@@ -760,6 +834,8 @@ int main(void)
         cmocka_unit_test(test_host_launches_floor_each_layer),
         cmocka_unit_test(test_pageable_relay_stages_each_load_before_its_copy),
         cmocka_unit_test(test_every_systems_software_is_in_the_catalog),
+        cmocka_unit_test(test_flexgen_gpu_batches_read_the_weights_once_each),
+        cmocka_unit_test(test_flexgen_splits_the_cache_by_whole_sequences),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -59,6 +59,9 @@ void cmd_sim_usage(FILE *out)
             "                      layer lasts at least its launches on the host, and FlexGen's\n"
             "                      pageable KV is staged into pinned memory before each copy;\n"
             "                      default: the system's (below), none: no host costs\n"
+            "  --flexgen-gpu-batch G  FlexGen's gpu_batch_size, dividing --batch (the quotient\n"
+            "                      its num_gpu_batches): each layer computed and launched once\n"
+            "                      per GPU batch (default: the whole batch, one GPU batch)\n"
             "  --extend            continue a trace with fewer than --gen-len generated tokens\n"
             "                      with synthetic rows (alisa trace gen's model, each trace layer's\n"
             "                      target its measured mean sparsity; the importance of the\n"
@@ -84,7 +87,8 @@ int cmd_sim(int argc, char **argv)
 {
     enum { O_TRACE = 1000, O_MODEL, O_HW, O_BATCH, O_PROMPT, O_GEN, O_SYSTEM, O_SPARSITY,
            O_BUDGET, O_SEL, O_PLACE, O_INT8, O_GPUMEM, O_CPUMEM, O_TIMELINE, O_JSON, O_CATALOG,
-           O_PROFILE, O_EXTEND, O_OVERLAP, O_SEARCH, O_SCHEDULE, O_PERCENT, O_SOFTWARE };
+           O_PROFILE, O_EXTEND, O_OVERLAP, O_SEARCH, O_SCHEDULE, O_PERCENT, O_SOFTWARE,
+           O_GPU_BATCH };
     static const struct option opts[] = {
         {"trace", required_argument, 0, O_TRACE},     {"model", required_argument, 0, O_MODEL},
         {"hardware", required_argument, 0, O_HW},     {"batch", required_argument, 0, O_BATCH},
@@ -100,6 +104,7 @@ int cmd_sim(int argc, char **argv)
         {"schedule", required_argument, 0, O_SCHEDULE},
         {"flexgen-percent", required_argument, 0, O_PERCENT},
         {"software", required_argument, 0, O_SOFTWARE},
+        {"flexgen-gpu-batch", required_argument, 0, O_GPU_BATCH},
         {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
     cli_list_options(opts);
     const char *model = NULL, *hw_name = NULL, *system = NULL, *sel = NULL, *place = NULL;
@@ -182,6 +187,11 @@ int cmd_sim(int argc, char **argv)
             cfg.percent = (struct flexgen_policy){wg / 100, cg / 100};
             break;
         }
+        case O_GPU_BATCH:
+            if (!(bad = cli_parse_u32(opt, optarg, &cfg.flexgen_gpu_batch, &e)) &&
+                !cfg.flexgen_gpu_batch)
+                bad = err_set(&e, ALISA_EINVAL, "%s 0: at least 1 sequence", opt);
+            break;
         case O_BATCH: batch_given = 1; bad = cli_parse_u32(opt, optarg, &cfg.batch, &e); break;
         case O_PROMPT: bad = cli_parse_u32(opt, optarg, &cfg.prompt_len, &e); break;
         case O_GEN: bad = cli_parse_u32(opt, optarg, &cfg.gen_len, &e); break;
@@ -211,6 +221,12 @@ int cmd_sim(int argc, char **argv)
         return cli_usage_error(cmd_sim_usage, "--batch 0: at least 1 sequence");
     if (!(cfg.system = sim_system_find(system)))
         return cli_usage_error(cmd_sim_usage, "unknown system '%s'", system);
+    if (cfg.flexgen_gpu_batch && cfg.batch % cfg.flexgen_gpu_batch)
+        return cli_usage_error(cmd_sim_usage, "--flexgen-gpu-batch %u: does not divide --batch %u",
+                               cfg.flexgen_gpu_batch, cfg.batch);
+    if (cfg.flexgen_gpu_batch && !cfg.system->flexgen_policy)
+        return cli_usage_error(cmd_sim_usage, "--flexgen-gpu-batch: system %s is not FlexGen's "
+                               "(flexgen, flexgen-copy, flexgen-default)", system);
     if (sel && !(cfg.sel = selection_find(sel)))
         return cli_usage_error(cmd_sim_usage, "unknown selection '%s'", sel);
     if (place && !(cfg.place = placement_find(place)))
@@ -285,7 +301,9 @@ int cmd_sim(int argc, char **argv)
         json_object_set_new(root, "phase3_step", r.phase3_step >= 0 ? json_integer(r.phase3_step) : json_null());
         if (r.flexgen)
             json_object_set_new(root, "flexgen_policy", json_pack(
-                "{s:f, s:f, s:s, s:f}", "weights_gpu_percent", 100 * r.policy.w_gpu,
+                "{s:f, s:i, s:i, s:f, s:s, s:f}", "weights_gpu_percent", 100 * r.policy.w_gpu,
+                "gpu_batch_size", r.gpu_batch_size, "num_gpu_batches",
+                r.gpu_batch_size ? cfg.batch / r.gpu_batch_size : 0,
                 "cache_gpu_percent", 100 * r.policy.cache_gpu, "source",
                 cfg.percent_given ? "given" : cfg.system->flexgen_policy == SIM_FLEXGEN_LP ? "lp"
                                                                                         : "default",
@@ -336,12 +354,14 @@ int cmd_sim(int argc, char **argv)
                 snprintf(p3, sizeof p3, "from step %lld", (long long)r.phase3_step);
             printf("phases       II (KV offloaded) %s, III (KV dropped) %s\n", p2, p3);
             if (r.flexgen)
-                printf("policy       FlexGen --percent %.0f %.0f %.0f %.0f (%s)\n",
+                printf("policy       FlexGen --percent %.0f %.0f %.4g %.4g (%s; KV split by whole "
+                       "sequences), --gpu-batch-size %u --num-gpu-batches %u\n",
                        100 * r.policy.w_gpu, 100 - 100 * r.policy.w_gpu, 100 * r.policy.cache_gpu,
                        100 - 100 * r.policy.cache_gpu,
                        cfg.percent_given ? "given" : cfg.system->flexgen_policy == SIM_FLEXGEN_LP
                                                         ? "its LP's choice"
-                                                        : "its default");
+                                                        : "its default",
+                       r.gpu_batch_size, r.gpu_batch_size ? cfg.batch / r.gpu_batch_size : 0);
             if (r.scheduled) {
                 const struct alisa_schedule *q = &r.schedule;
                 char s1[32] = "never", s2[32] = "never";

@@ -18,8 +18,11 @@
  * the longest context) and CPU memory (the rest). FlexGen fits its own
  * hardware constants; we price with the catalog's (costmodel.h), the terms
  * the simulator runs. gpu_batch_size x num_gpu_batches is not searched: the
- * batch is the workload's, and without activation memory in the model the
- * split does not change the time. Solved with GLPK.
+ * batch is the workload's, and FlexGen's LP prices a block's compute by its
+ * FLOPs (compg = bls x ... / mm_flops), which the split does not change;
+ * the simulator's runtime does price it (sim_config.flexgen_gpu_batch: the
+ * weights read once per GPU batch), and rounds the cache's GPU share down
+ * to whole sequences as FlexGen's cache allocation does. Solved with GLPK.
  */
 #ifndef ALISA_FLEXGEN_POLICY_H
 #define ALISA_FLEXGEN_POLICY_H
