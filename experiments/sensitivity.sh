@@ -35,6 +35,12 @@ slow=$(mktemp -d)
 trap 'rm -rf "$slow"' EXIT
 cp sim/model/catalog/*.ini "$slow/"
 sed -i 's/^op_host_us = 10$/op_host_us = 35/' "$slow/software.ini"
+# the H100's link at PCIe 4.0 x16's 31.5 GB/s peak instead of the paper's 20
+awk '/^\[H100-80GB\]/ { print "[H100-80GB-link31]"; keep = 1; next }
+     /^\[/ { keep = 0 } keep && /^link_gbps/ { print "link_gbps = 31.5"; next } keep' \
+    sim/model/catalog/hardware.ini >"$slow/link31.ini"
+# vLLM's 0.9 cap undone: 80 GiB / 0.9 of memory, so 0.9 of it is the whole GPU
+vmem=$(awk 'BEGIN { printf "%.0f", 80 * 1024 ^ 3 / 0.9 }')
 echo "| choice (one changed per row) | ALISA tok/s | FlexGen tok/s | vLLM tok/s | ALISA / FlexGen | ALISA / vLLM |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: |"
 row "base: ALISA's greedy schedule, FlexGen's LP policy with CPU attention, vLLM" \
@@ -59,6 +65,10 @@ row "FlexGen: its default policy, 100 0 100 0" \
     "$H --system alisa|$H --system flexgen-default|$H --system vllm"
 row "hardware: H100 PCIe (2.0 TB/s HBM, same 20 GB/s link)" \
     "--hardware H100-PCIe-80GB --system alisa|--hardware H100-PCIe-80GB --system flexgen|--hardware H100-PCIe-80GB --system vllm"
+row "link: 31.5 GB/s (PCIe 4.0 x16's peak) instead of the paper's 20" \
+    "--profile $slow/link31.ini --hardware H100-80GB-link31 --system alisa|--profile $slow/link31.ini --hardware H100-80GB-link31 --system flexgen|--profile $slow/link31.ini --hardware H100-80GB-link31 --system vllm"
+row "memory: vLLM's 0.9 cap undone (its profiling peak kept)" \
+    "$H --system alisa|$H --system flexgen|$H --system vllm --gpu-mem $vmem"
 row "KV: INT8 for ALISA (the paper's full method)" \
     "$H --system alisa --kv-int8|$H --system flexgen|$H --system vllm"
 row "KV sparsity 0.9 for ALISA" \
