@@ -193,9 +193,18 @@ static void check_type(uint32_t t, uint32_t rows, uint32_t cols, uint32_t R, uin
         qmat_row(&w, r, wf + (size_t)r * cols);
     const char *names[3];
     int n_isa = isas(names);
+    float *y_avx2 = malloc((size_t)R * rows * sizeof *y_avx2);
+    assert_non_null(y_avx2);
     for (int i = 0; i < n_isa; i++) {
         set_isa(names[i]);
         qmat_gemm(i ? y : y0, x, &w, R, scratch);
+        /* the 512-bit VNNI products of the 32-weight blocks sum the same
+         * integers and scale them in the same order as AVX2's: equal bits */
+        if (strcmp(names[i], "avx2") == 0)
+            memcpy(y_avx2, y, (size_t)R * rows * sizeof *y);
+        if (strcmp(names[i], "avx512vnni") == 0 && i == 2 && t != GGML_Q4_K && t != GGML_Q6_K &&
+            t != GGML_F16 && memcmp(y, y_avx2, (size_t)R * rows * sizeof *y) != 0)
+            fail_msg("%s: avx512vnni differs from avx2 in its bits", ggml_type_name(t));
         for (uint32_t r = 0; r < R; r++)
             for (uint32_t o = 0; o < rows; o++) {
                 const float *xr = x + (size_t)r * cols, *wr = wf + (size_t)o * cols;
@@ -229,7 +238,7 @@ static void check_type(uint32_t t, uint32_t rows, uint32_t cols, uint32_t R, uin
             }
     }
     set_isa("auto");
-    free(buf), free(x), free(wf), free(y), free(y0), free(scratch);
+    free(buf), free(x), free(wf), free(y), free(y0), free(scratch), free(y_avx2);
 }
 
 static void test_random_blocks_within_quantisation_error_every_isa(void **state)
@@ -239,6 +248,10 @@ static void test_random_blocks_within_quantisation_error_every_isa(void **state)
         check_type(types[i], 7, 512, 1, 11 + i);  /* one row: below the parallel cut */
         check_type(types[i], 130, 256, 5, 23 + i); /* a batch, on every thread (> 2^17 MACs) */
         check_type(types[i], 40, 512, 13, 37 + i); /* tiles of 8, 4 and 1 rows */
+        check_type(types[i], 40, 256, 7, 41 + i);  /* and of 4, 2 and 1 */
+        /* a batch in tiles of 4 weight rows by 8 activation rows, with 3
+         * activation rows and 2 weight rows left over */
+        check_type(types[i], 42, 256, 19, 43 + i);
     }
 }
 

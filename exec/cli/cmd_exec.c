@@ -79,13 +79,19 @@ void cmd_run_usage(FILE *out)
             "  alisa run --model OPT-125M --weights synthetic --prompt-tokens 16 -n 4\n");
 }
 
+/* The first index of the largest of x[0..n) (NaNs never win unless x[0]
+ * is one: then 0), in two vectorisable passes: the maximum, then where it
+ * first is. */
 static uint32_t argmax(const float *x, uint32_t n)
 {
-    uint32_t best = 0;
+    float mx = x[0];
+#pragma omp simd reduction(max : mx)
     for (uint32_t i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
+        mx = x[i] > mx ? x[i] : mx;
+    for (uint32_t i = 0; i < n; i++)
+        if (x[i] == mx)
+            return i;
+    return 0;
 }
 
 static uint32_t sample(const float *logits, uint32_t n, double temp, gsl_rng *rng, double *scratch)
@@ -271,6 +277,8 @@ int cmd_run(int argc, char **argv)
     }
     double t0 = cli_now_s();
     for (uint32_t j = 0; j < n && !rc; j++) {
+        /* greedy rows on every thread; sampling draws in order from one rng */
+#pragma omp parallel for schedule(static) if (temp == 0 && batch > 1)
         for (uint32_t b = 0; b < batch; b++) {
             const float *lg = logits + (size_t)b * l.m->c.vocab;
             cur[b] = temp == 0 ? argmax(lg, l.m->c.vocab)
