@@ -24,12 +24,14 @@
 /* glibc's vector expf (libmvec, which libm.so pulls in as needed): declared
  * SIMD so that the loops below call its 4-, 8- or 16-lane variant (for the
  * baseline, AVX2 and AVX-512 clones) instead of the scalar expf one element
- * at a time; at most 1 ulp from expf (glibc's libm-test-ulps) */
+ * at a time; at most 1 ulp from expf (glibc's libm-test-ulps). VEC_CLONES
+ * builds a function's loops for AVX-512, AVX2 and the baseline, picked at
+ * load time. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(_OPENMP)
 float expf(float) __attribute__((simd("notinbranch")));
-#define VEXP_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define VEC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
-#define VEXP_CLONES
+#define VEC_CLONES
 #endif
 
 void cpu_flush_subnormals(void)
@@ -156,7 +158,7 @@ void cpu_rope(float *vec, uint32_t n, uint32_t head_dim, const float *cs, const 
     }
 }
 
-VEXP_CLONES void cpu_swiglu(float *hb, const float *hb2, size_t n)
+VEC_CLONES void cpu_swiglu(float *hb, const float *hb2, size_t n)
 {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) {
@@ -165,7 +167,7 @@ VEXP_CLONES void cpu_swiglu(float *hb, const float *hb2, size_t n)
     }
 }
 
-VEXP_CLONES void cpu_softmax(float *a, uint32_t n)
+VEC_CLONES void cpu_softmax(float *a, uint32_t n)
 {
     float mx = -INFINITY, sum = 0.0f;
 #pragma omp simd reduction(max : mx)
@@ -182,7 +184,7 @@ VEXP_CLONES void cpu_softmax(float *a, uint32_t n)
         a[t] *= inv;
 }
 
-VEXP_CLONES void cpu_attend(const float *q, const float *K, const float *V, uint32_t n,
+VEC_CLONES void cpu_attend(const float *q, const float *K, const float *V, uint32_t n,
                             uint32_t kv_dim, uint32_t hs, uint32_t group, uint32_t H, float *att,
                             uint32_t ld, float *w, float *out)
 {

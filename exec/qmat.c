@@ -326,6 +326,30 @@ AVX2 static inline __m256i nibbles(const uint8_t *qs)
     return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
 }
 
+/* Bytes of one 32-weight block of type (Q4_0, Q4_1 or Q8_0). */
+static inline size_t block32_bytes(uint32_t type)
+{
+    return type == GGML_Q4_0 ? 18 : type == GGML_Q4_1 ? 20 : 34;
+}
+
+/* One 32-weight block unpacked for SUM(u, s): x its codes as signed bytes,
+ * u their magnitudes (Q4_1's codes are unsigned already, so both); *dw its
+ * scale and *mw its min (Q4_1; 0 otherwise). */
+AVX2 static inline __attribute__((always_inline)) void block32_codes(
+    uint32_t type, const uint8_t *w, __m256i *u, __m256i *x, float *dw, float *mw)
+{
+    *dw = h2f_hw(w);
+    *mw = 0.0f;
+    if (type == GGML_Q4_1) {
+        *u = *x = nibbles(w + 4); /* unsigned codes: no sign to move */
+        *mw = h2f_hw(w + 2);
+    } else {
+        *x = type == GGML_Q4_0 ? _mm256_sub_epi8(nibbles(w + 2), _mm256_set1_epi8(8))
+                               : _mm256_loadu_si256((const __m256i *)(w + 2));
+        *u = _mm256_sign_epi8(*x, *x);
+    }
+}
+
 /* eight partial sums of u (unsigned bytes) times s (signed bytes) */
 AVX2 static inline __m256i sum_us_avx2(__m256i u, __m256i s)
 {
@@ -370,18 +394,11 @@ VNNI static inline __m256i sum_us_vnni(__m256i u, __m256i s)
         float mins[8];                                                                         \
         for (int k = 0; k < 8; k++)                                                            \
             acc[k] = _mm256_setzero_ps(), mins[k] = 0.0f;                                      \
-        const size_t bb = type == GGML_Q4_0 ? 18 : type == GGML_Q4_1 ? 20 : 34;                \
+        const size_t bb = block32_bytes(type);                                                 \
         for (uint32_t i = 0; i < nb; i++, w += bb) {                                           \
             __m256i u, x;                                                                      \
-            float dw = h2f_hw(w), mw = 0.0f;                                                      \
-            if (type == GGML_Q4_1) {                                                           \
-                u = x = nibbles(w + 4); /* unsigned codes: no sign to move */                  \
-                mw = h2f_hw(w + 2);                                                               \
-            } else {                                                                           \
-                x = type == GGML_Q4_0 ? _mm256_sub_epi8(nibbles(w + 2), _mm256_set1_epi8(8))   \
-                                      : _mm256_loadu_si256((const __m256i *)(w + 2));          \
-                u = _mm256_sign_epi8(x, x);                                                    \
-            }                                                                                  \
+            float dw, mw;                                                                      \
+            block32_codes(type, w, &u, &x, &dw, &mw);                                          \
             _Pragma("GCC unroll 8")                                                            \
             for (uint32_t k = 0; k < n; k++) {                                                 \
                 const struct qa *ak = a + k * stride + i;                                      \
@@ -498,18 +515,11 @@ VNNI static inline __attribute__((always_inline)) void dots2_vnni(
         acc[k] = _mm512_setzero_ps();
     for (int k = 0; k < 8; k++)
         mins[k] = 0.0f;
-    const size_t bb = type == GGML_Q4_0 ? 18 : type == GGML_Q4_1 ? 20 : 34;
+    const size_t bb = block32_bytes(type);
     for (uint32_t i = 0; i < nb; i++, w += bb) {
         __m256i u, x;
-        float dw = h2f_hw(w), mw = 0.0f;
-        if (type == GGML_Q4_1) {
-            u = x = nibbles(w + 4);
-            mw = h2f_hw(w + 2);
-        } else {
-            x = type == GGML_Q4_0 ? _mm256_sub_epi8(nibbles(w + 2), _mm256_set1_epi8(8))
-                                  : _mm256_loadu_si256((const __m256i *)(w + 2));
-            u = _mm256_sign_epi8(x, x);
-        }
+        float dw, mw;
+        block32_codes(type, w, &u, &x, &dw, &mw);
         const __m512i uu = _mm512_broadcast_i64x4(u);
         const __mmask64 neg = _mm512_movepi8_mask(_mm512_broadcast_i64x4(x));
         _Pragma("GCC unroll 4")
@@ -577,7 +587,7 @@ VNNI static void tile4x8_vnni(uint32_t type, const uint8_t *w, size_t rb, const 
         for (int p = 0; p < 4; p++)
             acc[r][p] = _mm512_setzero_ps();
     }
-    const size_t bb = type == GGML_Q4_0 ? 18 : type == GGML_Q4_1 ? 20 : 34;
+    const size_t bb = block32_bytes(type);
     for (uint32_t i = 0; i < nb; i++) {
         __m512i y[4];
         __m512 d[4];
@@ -597,17 +607,12 @@ VNNI static void tile4x8_vnni(uint32_t type, const uint8_t *w, size_t rb, const 
                               : _mm256_setzero_ps();
         _Pragma("GCC unroll 4")
         for (int r = 0; r < TILE_W; r++) {
-            const uint8_t *wb = w + r * rb + i * bb;
             __m256i u, x;
-            const __m512 dw = _mm512_set1_ps(h2f_hw(wb));
-            if (type == GGML_Q4_1) {
-                u = x = nibbles(wb + 4);
-                mins[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f_hw(wb + 2)), s8, mins[r]);
-            } else {
-                x = type == GGML_Q4_0 ? _mm256_sub_epi8(nibbles(wb + 2), _mm256_set1_epi8(8))
-                                      : _mm256_loadu_si256((const __m256i *)(wb + 2));
-                u = _mm256_sign_epi8(x, x);
-            }
+            float dws, mw;
+            block32_codes(type, w + r * rb + i * bb, &u, &x, &dws, &mw);
+            const __m512 dw = _mm512_set1_ps(dws);
+            if (type == GGML_Q4_1)
+                mins[r] = _mm256_fmadd_ps(_mm256_set1_ps(mw), s8, mins[r]);
             const __m512i uu = _mm512_broadcast_i64x4(u);
             const __mmask64 neg = _mm512_movepi8_mask(_mm512_broadcast_i64x4(x));
             _Pragma("GCC unroll 4")

@@ -9,13 +9,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 alisa=build/alisa
 trace=traces/synthetic-opt-8l-4s.trace
-base=(--trace "$trace" --model OPT-30B --batch 64 --prompt-len 128 --gen-len 512)
+common=(--trace "$trace" --prompt-len 128 --gen-len 512)
 
-# tok/s of one run (0 when it runs out of memory)
-tps() {
-    $alisa sim "${base[@]}" "$@" --json |
+# tok/s of one run (0 when it runs out of memory): at the Fig. 12 point, or
+# (tps_at) with the model and batch given
+tps_at() {
+    $alisa sim "${common[@]}" "$@" --json |
         python3 -c 'import json, sys; d = json.load(sys.stdin); print(0 if d["oom"] else d["throughput_tok_s"])'
 }
+tps() { tps_at --model OPT-30B --batch 64 "$@"; }
 
 # row NAME | ALISA args | FlexGen args | vLLM args
 row() {
@@ -83,9 +85,9 @@ echo "| OPT-6.7B on H100-80GB, batch | ALISA tok/s | FlexGen tok/s | vLLM tok/s 
 echo "| ---: | ---: | ---: | ---: | ---: | ---: |"
 for b in 1 4 16 64; do
     s=(--hardware H100-80GB --model OPT-6.7B --batch "$b")
-    a=$(tps "${s[@]}" --system alisa) f=$(tps "${s[@]}" --system flexgen)
-    v=$(tps "${s[@]}" --system vllm) a0=$(tps "${s[@]}" --system alisa --software none)
-    v0=$(tps "${s[@]}" --system vllm --software none)
+    a=$(tps_at "${s[@]}" --system alisa) f=$(tps_at "${s[@]}" --system flexgen)
+    v=$(tps_at "${s[@]}" --system vllm) a0=$(tps_at "${s[@]}" --system alisa --software none)
+    v0=$(tps_at "${s[@]}" --system vllm --software none)
     awk -v b="$b" -v a="$a" -v f="$f" -v v="$v" -v a0="$a0" -v v0="$v0" 'BEGIN {
         printf "| %s | %.0f | %.0f | %.0f | %.2fx | %.2fx |\n", b, a, f, v, a / v, a0 / v0 }'
 done

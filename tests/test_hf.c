@@ -29,6 +29,7 @@
 
 #include "forward.h"
 #include "model.h"
+#include "testutil.h"
 
 #define MAX_T 16
 #define MAX_V 64
@@ -108,19 +109,6 @@ static void test_hf_llama_matches_numpy(void **state)
     check_model("tiny-llama", ALISA_GOLDEN_DIR "/tiny-llama/model.safetensors", LLM_ARCH_LLAMA);
 }
 
-/* The file at from, copied byte for byte to to. */
-static void copy_file(const char *from, const char *to)
-{
-    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
-    assert_non_null(in);
-    assert_non_null(out);
-    int ch;
-    while ((ch = fgetc(in)) != EOF)
-        fputc(ch, out);
-    fclose(in);
-    fclose(out);
-}
-
 /* A copy of tiny-opt in a temporary directory, its safetensors bytes changed
  * by edit (NULL: unchanged) and its config replaced by cfg (NULL: kept);
  * returns the directory. */
@@ -148,7 +136,7 @@ static const char *bad_copy(void (*edit)(unsigned char *, size_t *), const char 
         fputs(cfg, out);
         fclose(out);
     } else {
-        copy_file(ALISA_GOLDEN_DIR "/tiny-opt/config.json", p);
+        tu_copy(ALISA_GOLDEN_DIR "/tiny-opt/config.json", p, SIZE_MAX);
     }
     return dir;
 }
@@ -294,7 +282,7 @@ static const char *shard_copy(int parts, void (*edit_index)(json_t *map))
     json_decref(index);
     json_decref(head);
     snprintf(p, sizeof p, "%s/config.json", dir);
-    copy_file(ALISA_GOLDEN_DIR "/tiny-llama/config.json", p);
+    tu_copy(ALISA_GOLDEN_DIR "/tiny-llama/config.json", p, SIZE_MAX);
     return dir;
 }
 

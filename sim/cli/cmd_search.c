@@ -10,6 +10,7 @@
 #include "catalog.h"
 #include "cli.h"
 #include "cmds.h"
+#include "simulate.h"
 
 void cmd_search_usage(FILE *out)
 {
@@ -163,7 +164,7 @@ int cmd_search(int argc, char **argv)
                                "tokens", w.prompt_len, w.gen_len, name, max_seq);
     }
     const struct sw_profile *sw = NULL;
-    if (!rc && !(rc = cli_software(&c, software, "alisa", &sw, &e)))
+    if (!rc && !(rc = cli_software(&c, software, sim_system_find("alisa")->software, &sw, &e)))
         w.layer_host_ns = cost_layer_host_ns(sw, "swa");
     struct alisa_schedule greedy, best;
     if (!rc)
