@@ -158,6 +158,8 @@ void llm_state_attention_from(struct llm_state *s, llm_attention_row_fn fn, void
     s->c.attn_ctx = ctx;
 }
 
+void llm_state_pipeline(struct llm_state *s, int on) { s->c.pipeline = on != 0; }
+
 void llm_state_attention_counts(const struct llm_state *s, uint64_t *fed, uint64_t *computed)
 {
     *fed = s->c.attn_fed;

@@ -41,6 +41,7 @@ struct backend_common {
     llm_attention_row_fn attn_row; /* the selection's rows from elsewhere, or NULL */
     void *attn_ctx;
     uint64_t attn_fed, attn_computed; /* rows observed from attn_row / computed */
+    int pipeline;            /* llm_state_pipeline */
 };
 
 /* What a shell asks of a backend instead of testing which one it is: the

@@ -8,6 +8,17 @@
  * cuBLAS, ordered by events. Every CUDA and cuBLAS call is checked and
  * names its file:line; nothing aborts. INT8 KV is not built for this
  * backend (llm_state_kvstore refuses it).
+ *
+ * With llm_state_pipeline (--cuda-pipeline; off by default until it has run
+ * on a GPU: README "What does not work yet"):
+ * a dense decode step is captured once as a CUDA graph and replayed (one
+ * launch a step instead of some twenty a layer), and a tiered decode step
+ * no longer waits for each layer's attention: the host plans layer l + 1
+ * while the GPU runs layer l (a step's plans depend only on earlier steps'
+ * attention), every layer's attention rows come down asynchronously, and
+ * the scheduler observes them all once the step is done. Calls with
+ * --timings, attention rows for the caller, or prefill positions keep the
+ * eager, layer-by-layer path.
  */
 #include "backend.h"
 
@@ -40,6 +51,8 @@ static int blas_check(cublasStatus_t rc, struct alisa_err *e, const char *file, 
         return 0;
     return err_set(e, ALISA_EIO, "%s:%d: %s: %s", file, line, what, cublasGetStatusString(rc));
 }
+
+#define CUBLAS_WS_BYTES ((size_t)32 << 20)
 
 /* Non-zero (a negative status, e set) when the call failed. */
 #define CU(e, call) cu_check((call), (e), __FILE__, __LINE__, #call)
@@ -131,6 +144,14 @@ struct cuda_state {
     float *h_lk, *h_lv;         /* (cap, kv_dim) pinned: load copies leave from here */
     struct alisa_err op_err;    /* the first failure inside a tier op, reported at flush */
     float *h_dense;             /* (max_len) host scratch: an attention row spread out */
+    /* the pipelined step (llm_state_pipeline) */
+    int capturing;              /* enqueueing into a graph capture: no event records */
+    cudaGraphExec_t graph[2];   /* the dense decode step, without and with the head */
+    uint32_t graph_rows[2];     /* the rows each was captured for (0: none) */
+    void *cublas_ws;            /* cuBLAS's workspace, fixed so a capture allocates nothing */
+    float *h_rows;              /* (n_layers, batch, max_len) pinned: a tiered step's rows */
+    uint32_t *step_ids;         /* (n_layers, batch, max_len) their token ids */
+    uint32_t *step_count;       /* (n_layers, batch) their lengths */
     float *chunk_logits;        /* (batch, chunk_cap, vocab) host: tiered chunks' logits */
     uint32_t chunk_cap;
 };
@@ -166,6 +187,12 @@ static void cuda_destroy(void *be)
     cudaFreeHost(s->h_qk);
     free(s->h_dense);
     free(s->chunk_logits);
+    for (int i = 0; i < 2; i++)
+        if (s->graph[i])
+            cudaGraphExecDestroy(s->graph[i]);
+    cudaFreeHost(s->h_rows);
+    free(s->step_ids);
+    free(s->step_count);
     if (s->ev)
         for (size_t i = 0; i < (size_t)(s->m->c.n_layers + 1) * E_N; i++)
             if (s->ev[i])
@@ -177,6 +204,7 @@ static void cuda_destroy(void *be)
         cudaEventDestroy(s->ev_loaded);
     if (s->blas)
         cublasDestroy(s->blas);
+    cudaFree(s->cublas_ws); /* after the handle that used it */
     if (s->compute)
         cudaStreamDestroy(s->compute);
     if (s->h2d)
@@ -186,11 +214,23 @@ static void cuda_destroy(void *be)
     free(s);
 }
 
+/* Forgets the captured steps. Cannot fail. */
+static void drop_graphs(struct cuda_state *s)
+{
+    for (int i = 0; i < 2; i++) {
+        if (s->graph[i])
+            cudaGraphExecDestroy(s->graph[i]);
+        s->graph[i] = NULL;
+        s->graph_rows[i] = 0;
+    }
+}
+
 /* Grows the per-row buffers (device and pinned) to `rows` rows. */
 static int ensure_rows(struct cuda_state *s, uint32_t rows, struct alisa_err *e)
 {
     if (rows <= s->rows_cap)
         return 0;
+    drop_graphs(s); /* they hold the buffers' old addresses */
     const struct llm_config *c = &s->m->c;
     size_t R = rows, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim, L = s->max_len;
     size_t wide = d > hd ? d : hd;
@@ -380,6 +420,13 @@ static int cuda_create(void **be, const struct backend_common *cm, struct alisa_
     for (size_t i = 0; i < n_ev; i++)
         if (CU(e, cudaEventCreate(&s->ev[i])))
             goto fail;
+    /* a workspace of our own (after cublasSetStream, which resets it), in
+     * both forms so both pick the same GEMM algorithms: a graph capture must
+     * not allocate (32 MiB, the cuBLAS reference's advice for Hopper under
+     * cublasSetWorkspace) */
+    if (CU(e, cudaMalloc(&s->cublas_ws, CUBLAS_WS_BYTES)) ||
+        BL(e, cublasSetWorkspace(s->blas, s->cublas_ws, CUBLAS_WS_BYTES)))
+        goto fail;
     if ((rc = upload_weights(s, e)))
         goto fail;
     rc = ALISA_EIO;
@@ -597,6 +644,13 @@ static int norm(struct cuda_state *s, float *o, const float *x, uint32_t l, int 
                ? ALISA_EIO : 0;
 }
 
+/* cudaEventRecord, or nothing while a step is being captured (the graph
+ * replays without per-layer timings). */
+static cudaError_t rec(const struct cuda_state *s, cudaEvent_t ev, cudaStream_t st)
+{
+    return s->capturing ? cudaSuccess : cudaEventRecord(ev, st);
+}
+
 /* Carries out the queued tier ops of layer l on the device: offloads are
  * gathered first (their slots may be reused by what follows), copied down on
  * the d2h stream; loads are packed, copied up on the h2d stream and
@@ -613,7 +667,7 @@ static int flush(struct cuda_state *s, uint32_t l, cudaEvent_t *ev, struct alisa
         *e = s->op_err;
         return ALISA_EINVAL;
     }
-    if (CU(e, cudaEventRecord(ev[E_MOVE0], cs)))
+    if (CU(e, rec(s, ev[E_MOVE0], cs)))
         return ALISA_EIO;
     if (q->n_off) {
         uint32_t n = q->n_off;
@@ -623,14 +677,14 @@ static int flush(struct cuda_state *s, uint32_t l, cudaEvent_t *ev, struct alisa
             CU(e, kern_gather_rows(s->d_ov, s->av, s->d_qrow, n, (uint32_t)kv, cs)) ||
             CU(e, cudaEventRecord(s->ev_gathered, cs)) ||
             CU(e, cudaStreamWaitEvent(s->d2h, s->ev_gathered, 0)) ||
-            CU(e, cudaEventRecord(ev[E_D2H0], s->d2h)) ||
+            CU(e, rec(s, ev[E_D2H0], s->d2h)) ||
             CU(e, cudaMemcpyAsync(s->h_qk, s->d_ok, n * row, cudaMemcpyDeviceToHost, s->d2h)) ||
             CU(e, cudaMemcpyAsync(s->h_qv, s->d_ov, n * row, cudaMemcpyDeviceToHost, s->d2h)))
             return ALISA_EIO;
-    } else if (CU(e, cudaEventRecord(ev[E_D2H0], s->d2h))) {
+    } else if (CU(e, rec(s, ev[E_D2H0], s->d2h))) {
         return ALISA_EIO;
     }
-    if (CU(e, cudaEventRecord(ev[E_D2H1], s->d2h)))
+    if (CU(e, rec(s, ev[E_D2H1], s->d2h)))
         return ALISA_EIO;
     if (q->n_load) {
         uint32_t n = q->n_load;
@@ -652,7 +706,7 @@ static int flush(struct cuda_state *s, uint32_t l, cudaEvent_t *ev, struct alisa
             CU(e, kern_scatter_rows(s->av, s->d_qrow2, dv, n, (uint32_t)kv, cs)))
             return ALISA_EIO;
     }
-    if (CU(e, cudaEventRecord(ev[E_REC0], cs)))
+    if (CU(e, rec(s, ev[E_REC0], cs)))
         return ALISA_EIO;
     if (q->n_rec) {
         uint32_t n = q->n_rec;
@@ -680,7 +734,7 @@ static int flush(struct cuda_state *s, uint32_t l, cudaEvent_t *ev, struct alisa
             CU(e, kern_scatter_rows(s->av, s->d_qrow2, s->d_qv, n, (uint32_t)kv, cs)))
             return ALISA_EIO;
     }
-    if (CU(e, cudaEventRecord(ev[E_REC1], cs)))
+    if (CU(e, rec(s, ev[E_REC1], cs)))
         return ALISA_EIO;
     if (q->n_store) {
         uint32_t n = q->n_store;
@@ -696,25 +750,46 @@ static int flush(struct cuda_state *s, uint32_t l, cudaEvent_t *ev, struct alisa
             CU(e, kern_scatter_rows(s->act, act, s->d_qact, n, (uint32_t)d, cs)))
             return ALISA_EIO;
     }
-    if (CU(e, cudaEventRecord(ev[E_MOVE1], cs)))
+    if (CU(e, rec(s, ev[E_MOVE1], cs)))
         return ALISA_EIO;
     q->n_load = q->n_rec = q->n_store = 0; /* offloads wait for finish() */
     return 0;
+}
+
+/* Writes the offloaded rows that have come down (h_qk, h_qv) to their host
+ * slots and empties the offload queue; their copies must be complete. */
+static void drain_offloads(struct cuda_state *s)
+{
+    struct queue *q = &s->qu;
+    size_t kv = s->m->c.kv_dim, row = kv * sizeof(float);
+    for (uint32_t i = 0; i < q->n_off; i++) {
+        memcpy(q->off_hk[i], s->h_qk + i * kv, row);
+        memcpy(q->off_hv[i], s->h_qv + i * kv, row);
+    }
+    q->n_off = 0;
 }
 
 /* Waits for the compute stream and the offloads' copies, then writes the
  * offloaded rows to their host slots. */
 static int finish(struct cuda_state *s, struct alisa_err *e)
 {
-    struct queue *q = &s->qu;
-    size_t kv = s->m->c.kv_dim, row = kv * sizeof(float);
     if (CU(e, cudaStreamSynchronize(s->compute)) || CU(e, cudaStreamSynchronize(s->d2h)))
         return ALISA_EIO;
-    for (uint32_t i = 0; i < q->n_off; i++) {
-        memcpy(q->off_hk[i], s->h_qk + i * kv, row);
-        memcpy(q->off_hv[i], s->h_qv + i * kv, row);
-    }
-    q->n_off = 0;
+    drain_offloads(s);
+    return 0;
+}
+
+/* Before the host plans layer l of a pipelined step: what layer l - 1 (its
+ * events prev) left in the host buffers every layer shares must have been
+ * read. Its row lists, load staging and attention index lists were
+ * uploaded before its attention began (E_ATT0); its offloads were down by
+ * E_D2H1 and go to their host slots now. The host thus runs at most one
+ * layer ahead of the GPU, planning layer l while the GPU computes l - 1. */
+static int layer_handoff(struct cuda_state *s, const cudaEvent_t *prev, struct alisa_err *e)
+{
+    if (CU(e, cudaEventSynchronize(prev[E_ATT0])) || CU(e, cudaEventSynchronize(prev[E_D2H1])))
+        return ALISA_EIO;
+    drain_offloads(s);
     return 0;
 }
 
@@ -793,16 +868,214 @@ static double elapsed_ns(cudaEvent_t a, cudaEvent_t b)
     return cudaEventElapsedTime(&ms, a, b) == cudaSuccess ? (double)ms * 1e6 : 0.0;
 }
 
-static const float *cuda_forward(void *be, struct backend_common *cm, const uint32_t *tokens,
-                                 uint32_t pos0, uint32_t P, float *rows)
+/* Enqueues one call's forward pass on the compute stream (rows b * P + i:
+ * sequence b at position pos0 + i, their host lists filled), from the
+ * lists' upload to the logits' copy down; in tiered mode each layer plans
+ * and moves first (tiered_layer). With `observe` each layer waits for its
+ * attention rows and gives them to the scheduler and to `rows` at once
+ * (ids: (batch, max_len) scratch); with `defer` (a pipelined tiered decode
+ * step) they come down into s->h_rows, layer by layer without a wait, for
+ * observe_step. Returns 0 or a negative status (e set). */
+static int enqueue(struct cuda_state *s, struct backend_common *cm, uint32_t P, uint32_t pos0,
+                   uint32_t *ids, float *rows, int observe, int defer)
 {
-    struct cuda_state *s = be;
     struct alisa_err *e = &cm->err;
     const struct llm_config *c = &s->m->c;
     const uint32_t B = s->batch, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim, L = s->max_len;
     const uint32_t H = c->n_heads, KVH = c->n_kv_heads, hs = c->head_dim, R = B * P;
     const float scale = 1.0f / sqrtf((float)hs);
     cudaStream_t cs = s->compute;
+    if (CU(e, cudaMemcpyAsync(s->d_tokens, s->h_tokens, 5 * (size_t)s->rows_cap * sizeof(uint32_t),
+                              cudaMemcpyHostToDevice, cs)))
+        return ALISA_EIO;
+    const int opt = c->arch == LLM_ARCH_OPT;
+    if (CU(e, kern_embed(s->x, s->emb, s->d_tokens, R, d, cs)) ||
+        (opt && CU(e, kern_embed_pos(s->x, s->pos_emb, s->d_pos, 2, R, d, cs))))
+        return ALISA_EIO;
+    for (uint32_t l = 0; l < c->n_layers; l++) {
+        cudaEvent_t *ev = s->ev + (size_t)l * E_N;
+        double *tl = cm->t_layer + (size_t)l * T_N;
+        if (CU(e, rec(s, ev[E_START], cs)) || norm(s, s->xb, s->x, l, 0, R, e) ||
+            gemm(s, s->q, s->xb, s->wq + (size_t)l * d * d, R, d, d, e) ||
+            gemm_again(s, s->k, s->wk + (size_t)l * kv * d, R, kv, d, e) ||
+            gemm_again(s, s->v, s->wv + (size_t)l * kv * d, R, kv, d, e))
+            return ALISA_EIO;
+        if (opt ? CU(e, kern_bias(s->q, s->bq + (size_t)l * d, R, d, 0, cs)) ||
+                      CU(e, kern_bias(s->k, s->bk + (size_t)l * kv, R, kv, 0, cs)) ||
+                      CU(e, kern_bias(s->v, s->bv + (size_t)l * kv, R, kv, 0, cs))
+                : CU(e, kern_rope(s->q, R, d, hs, s->d_pos, s->rope_cos, s->rope_sin, cs)) ||
+                      CU(e, kern_rope(s->k, R, kv, hs, s->d_pos, s->rope_cos, s->rope_sin, cs)))
+            return ALISA_EIO;
+        if (CU(e, rec(s, ev[E_QKV], cs)))
+            return ALISA_EIO;
+        struct kern_rows rw = {.count = s->d_count, .ld = L};
+        const float *K = NULL, *V = NULL;
+        const uint16_t *K16 = NULL, *V16 = NULL;
+        if (cm->sched) {
+            if ((defer && l && layer_handoff(s, ev - E_N, e)) ||
+                tiered_layer(s, cm, l, pos0, ev, defer ? s->step_ids + (size_t)l * B * L : ids,
+                             tl, e) ||
+                CU(e, cudaMemcpyAsync(s->d_count, s->h_count, B * sizeof(uint32_t),
+                                      cudaMemcpyHostToDevice, cs)) ||
+                CU(e, cudaMemcpyAsync(s->d_idx, s->h_idx, (size_t)B * L * sizeof(int32_t),
+                                      cudaMemcpyHostToDevice, cs)))
+                return ALISA_EIO;
+            if (defer)
+                memcpy(s->step_count + (size_t)l * B, s->h_count, B * sizeof(uint32_t));
+            rw.idx = s->d_idx;
+            K = s->ak;
+            V = s->av;
+        } else {
+            /* this call's K and V into the dense cache, then every row attends
+             * its sequence's positions up to its own */
+            uint16_t *kl = s->kc + (size_t)l * B * L * kv, *vl = s->vc + (size_t)l * B * L * kv;
+            if (CU(e, rec(s, ev[E_MOVE0], cs)) || CU(e, rec(s, ev[E_D2H0], s->d2h)) ||
+                CU(e, rec(s, ev[E_D2H1], s->d2h)) ||
+                CU(e, kern_scatter_rows16(kl, s->d_dst, s->k, R, kv, cs)) ||
+                CU(e, kern_scatter_rows16(vl, s->d_dst, s->v, R, kv, cs)) ||
+                CU(e, rec(s, ev[E_REC0], cs)) || CU(e, rec(s, ev[E_REC1], cs)) ||
+                CU(e, rec(s, ev[E_MOVE1], cs)))
+                return ALISA_EIO;
+            rw.base = s->d_base;
+            K16 = kl;
+            V16 = vl;
+        }
+        /* the attention's output replaces the normed input, as on the CPU */
+        if (CU(e, rec(s, ev[E_ATT0], cs)) ||
+            CU(e, K16 ? kern_attn_scores16(s->scores, s->q, K16, rw, R, H, KVH, hs, scale, cs)
+                      : kern_attn_scores(s->scores, s->q, K, rw, R, H, KVH, hs, scale, cs)) ||
+            CU(e, kern_softmax(s->scores, R * H, L, s->d_count, H, cs)) ||
+            CU(e, V16 ? kern_attn_output16(s->xb, s->scores, V16, rw, R, H, KVH, hs, cs)
+                      : kern_attn_output(s->xb, s->scores, V, rw, R, H, KVH, hs, cs)) ||
+            CU(e, rec(s, ev[E_ATT1], cs)))
+            return ALISA_EIO;
+        if (defer && (CU(e, kern_head_mean(s->wmean, s->scores, s->d_count, B, H, L, cs)) ||
+                      CU(e, cudaMemcpyAsync(s->h_rows + (size_t)l * B * L, s->wmean,
+                                            (size_t)B * L * sizeof(float),
+                                            cudaMemcpyDeviceToHost, cs))))
+            return ALISA_EIO;
+        if (observe) {
+            if (CU(e, kern_head_mean(s->wmean, s->scores, s->d_count, B, H, L, cs)) ||
+                CU(e, cudaMemcpyAsync(s->h_wmean, s->wmean, (size_t)B * L * sizeof(float),
+                                      cudaMemcpyDeviceToHost, cs)) ||
+                finish(s, e))
+                return ALISA_EIO;
+            for (uint32_t b = 0; b < B; b++) {
+                uint32_t pos = pos0, n = pos + 1, n_att = s->h_count[b];
+                const uint32_t *id = ids + (size_t)b * L;
+                const float *w = s->h_wmean + (size_t)b * L;
+                if (!cm->sched) {
+                    for (uint32_t t = 0; t < n; t++)
+                        ids[(size_t)b * L + t] = t;
+                }
+                if (rows) {
+                    float *row = rows + ((size_t)b * c->n_layers + l) * n;
+                    memset(row, 0, n * sizeof *row);
+                    for (uint32_t a = 0; a < n_att; a++)
+                        row[id[a]] = w[a];
+                }
+                if (cm->sched)
+                    backend_observe(cm, b, l, pos, id, w, n_att, s->h_dense, tl);
+            }
+        }
+        if (gemm(s, s->xb2, s->xb, s->wo + (size_t)l * d * d, R, d, d, e) ||
+            (opt && CU(e, kern_bias(s->xb2, s->bo + (size_t)l * d, R, d, 0, cs))) ||
+            CU(e, kern_add(s->x, s->xb2, (size_t)R * d, cs)) || norm(s, s->xb, s->x, l, 1, R, e) ||
+            gemm(s, s->hb, s->xb, s->w1 + (size_t)l * hd * d, R, hd, d, e))
+            return ALISA_EIO;
+        if (opt ? CU(e, kern_bias(s->hb, s->b1 + (size_t)l * hd, R, hd, 1, cs)) /* fc1, ReLU */
+                : gemm_again(s, s->hb2, s->w3 + (size_t)l * hd * d, R, hd, d, e) ||
+                      CU(e, kern_swiglu(s->hb, s->hb2, (size_t)R * hd, cs)))
+            return ALISA_EIO;
+        if (gemm(s, s->xb2, s->hb, s->w2 + (size_t)l * d * hd, R, d, hd, e) ||
+            (opt && CU(e, kern_bias(s->xb2, s->b2 + (size_t)l * d, R, d, 0, cs))) ||
+            CU(e, kern_add(s->x, s->xb2, (size_t)R * d, cs)) ||
+            CU(e, rec(s, ev[E_FFN], cs)))
+            return ALISA_EIO;
+    }
+    cudaEvent_t *hv = s->ev + (size_t)c->n_layers * E_N;
+    /* the head, unless the caller wants no logits (a prompt's earlier chunks) */
+    if (CU(e, rec(s, hv[E_START], cs)) ||
+        (!cm->no_head && (norm(s, s->xb, s->x, 0, 2, R, e) ||
+                          gemm(s, s->logits, s->xb, s->wcls, R, c->vocab, d, e))) ||
+        CU(e, rec(s, hv[E_FFN], cs)) ||
+        (!cm->no_head &&
+         CU(e, cudaMemcpyAsync(s->h_logits, s->logits, (size_t)R * c->vocab * sizeof(float),
+                               cudaMemcpyDeviceToHost, cs))))
+        return ALISA_EIO;
+    return 0;
+}
+
+/* The host buffers of a pipelined tiered step, on its first use. */
+static int step_buffers(struct cuda_state *s, struct alisa_err *e)
+{
+    size_t n = (size_t)s->m->c.n_layers * s->batch * s->max_len;
+    if (CU(e, cudaHostAlloc((void **)&s->h_rows, n * sizeof(float), cudaHostAllocDefault)))
+        return ALISA_ENOMEM;
+    if (!(s->step_ids = malloc(n * sizeof *s->step_ids)) ||
+        !(s->step_count = malloc((size_t)s->m->c.n_layers * s->batch * sizeof *s->step_count)))
+        return err_set(e, ALISA_ENOMEM, "out of memory for a step's attention rows");
+    return 0;
+}
+
+/* The scheduler observes a pipelined step's attention rows, every layer's,
+ * in the eager path's order (layer by layer, sequence by sequence; streams
+ * are independent, so the order changes nothing but the log's). */
+static void observe_step(struct cuda_state *s, struct backend_common *cm, uint32_t pos)
+{
+    const uint32_t B = s->batch, L = s->max_len;
+    for (uint32_t l = 0; l < s->m->c.n_layers; l++)
+        for (uint32_t b = 0; b < B; b++) {
+            size_t at = ((size_t)l * B + b) * L;
+            backend_observe(cm, b, l, pos, s->step_ids + at, s->h_rows + at,
+                            s->step_count[(size_t)l * B + b], s->h_dense,
+                            cm->t_layer + (size_t)l * T_N);
+        }
+}
+
+/* Launches a dense step of one position a sequence as a CUDA graph,
+ * capturing it first when none exists for this width and head. Every value
+ * that changes between steps (tokens, positions, lengths, cache rows) is in
+ * the pinned lists the graph's first node uploads, so one capture serves
+ * every later step. Returns 0 or a negative status (e set). */
+static int run_graph(struct cuda_state *s, struct backend_common *cm, uint32_t pos0)
+{
+    struct alisa_err *e = &cm->err;
+    int k = cm->no_head ? 1 : 0;
+    if (s->graph_rows[k] != s->batch) {
+        cudaGraph_t g = NULL;
+        if (s->graph[k])
+            cudaGraphExecDestroy(s->graph[k]);
+        s->graph[k] = NULL;
+        s->graph_rows[k] = 0;
+        if (CU(e, cudaStreamBeginCapture(s->compute, cudaStreamCaptureModeThreadLocal)))
+            return ALISA_EIO;
+        s->capturing = 1;
+        int rc = enqueue(s, cm, 1, pos0, NULL, NULL, 0, 0);
+        s->capturing = 0;
+        cudaError_t ended = cudaStreamEndCapture(s->compute, &g);
+        if (!rc && CU(e, ended))
+            rc = ALISA_EIO;
+        if (!rc && CU(e, cudaGraphInstantiate(&s->graph[k], g, 0)))
+            rc = ALISA_EIO;
+        if (g)
+            cudaGraphDestroy(g);
+        if (rc) {
+            s->graph[k] = NULL;
+            return rc;
+        }
+        s->graph_rows[k] = s->batch;
+    }
+    return CU(e, cudaGraphLaunch(s->graph[k], s->compute)) ? ALISA_EIO : 0;
+}
+
+static const float *cuda_forward(void *be, struct backend_common *cm, const uint32_t *tokens,
+                                 uint32_t pos0, uint32_t P, float *rows)
+{
+    struct cuda_state *s = be;
+    struct alisa_err *e = &cm->err;
+    const struct llm_config *c = &s->m->c;
+    const uint32_t B = s->batch, kv = c->kv_dim, L = s->max_len, R = B * P;
     uint32_t *ids = NULL;
     if (cm->sched && (cm->ks != s->ks || !s->ks)) {
         err_set(e, ALISA_EINVAL, "the cuda backend's tiered cache needs the kvstore made by "
@@ -847,8 +1120,16 @@ static const float *cuda_forward(void *be, struct backend_common *cm, const uint
             CU(e, cudaMalloc((void **)&s->vc, n * sizeof(uint16_t))))
             return NULL;
     }
-    int per_layer_sync = cm->sched || rows;
-    if (per_layer_sync && !(ids = malloc((size_t)B * L * sizeof *ids))) {
+    /* the pipelined forms: a tiered decode step observed at its end, a dense
+     * one-position step replayed as a graph (neither when the caller wants
+     * rows or timings, nor for prefill, whose plans move the prompt's own
+     * tokens between its positions) */
+    int defer = cm->pipeline && cm->sched && !rows && pos0 >= cm->prompt_len;
+    int observe = rows || (cm->sched && !defer);
+    int graph = cm->pipeline && !cm->sched && !rows && P == 1 && !cm->timings;
+    if (defer && !s->h_rows && step_buffers(s, e))
+        return NULL;
+    if (observe && !(ids = malloc((size_t)B * L * sizeof *ids))) {
         err_set(e, ALISA_ENOMEM, "out of memory");
         return NULL;
     }
@@ -864,121 +1145,14 @@ static const float *cuda_forward(void *be, struct backend_common *cm, const uint
             s->h_base[r] = (int32_t)((size_t)b * L);
             s->h_dst[r] = (int32_t)((size_t)b * L + pos0 + i);
         }
-    /* the five lists lie one after another in both places, rows_cap apart:
-     * tokens, pos, count, base, dst (copying 5 R values would leave pos and
-     * the rest stale after a wider call had grown rows_cap) */
-    if (CU(e, cudaMemcpyAsync(s->d_tokens, s->h_tokens, 5 * (size_t)s->rows_cap * sizeof(uint32_t),
-                              cudaMemcpyHostToDevice, cs)))
-        goto out;
-    const int opt = c->arch == LLM_ARCH_OPT;
-    if (CU(e, kern_embed(s->x, s->emb, s->d_tokens, R, d, cs)) ||
-        (opt && CU(e, kern_embed_pos(s->x, s->pos_emb, s->d_pos, 2, R, d, cs))))
-        goto out;
-    for (uint32_t l = 0; l < c->n_layers; l++) {
-        cudaEvent_t *ev = s->ev + (size_t)l * E_N;
-        double *tl = cm->t_layer + (size_t)l * T_N;
-        if (CU(e, cudaEventRecord(ev[E_START], cs)) || norm(s, s->xb, s->x, l, 0, R, e) ||
-            gemm(s, s->q, s->xb, s->wq + (size_t)l * d * d, R, d, d, e) ||
-            gemm_again(s, s->k, s->wk + (size_t)l * kv * d, R, kv, d, e) ||
-            gemm_again(s, s->v, s->wv + (size_t)l * kv * d, R, kv, d, e))
-            goto out;
-        if (opt ? CU(e, kern_bias(s->q, s->bq + (size_t)l * d, R, d, 0, cs)) ||
-                      CU(e, kern_bias(s->k, s->bk + (size_t)l * kv, R, kv, 0, cs)) ||
-                      CU(e, kern_bias(s->v, s->bv + (size_t)l * kv, R, kv, 0, cs))
-                : CU(e, kern_rope(s->q, R, d, hs, s->d_pos, s->rope_cos, s->rope_sin, cs)) ||
-                      CU(e, kern_rope(s->k, R, kv, hs, s->d_pos, s->rope_cos, s->rope_sin, cs)))
-            goto out;
-        if (CU(e, cudaEventRecord(ev[E_QKV], cs)))
-            goto out;
-        struct kern_rows rw = {.count = s->d_count, .ld = L};
-        const float *K = NULL, *V = NULL;
-        const uint16_t *K16 = NULL, *V16 = NULL;
-        if (cm->sched) {
-            if (tiered_layer(s, cm, l, pos0, ev, ids, tl, e) ||
-                CU(e, cudaMemcpyAsync(s->d_count, s->h_count, B * sizeof(uint32_t),
-                                      cudaMemcpyHostToDevice, cs)) ||
-                CU(e, cudaMemcpyAsync(s->d_idx, s->h_idx, (size_t)B * L * sizeof(int32_t),
-                                      cudaMemcpyHostToDevice, cs)))
-                goto out;
-            rw.idx = s->d_idx;
-            K = s->ak;
-            V = s->av;
-        } else {
-            /* this call's K and V into the dense cache, then every row attends
-             * its sequence's positions up to its own */
-            uint16_t *kl = s->kc + (size_t)l * B * L * kv, *vl = s->vc + (size_t)l * B * L * kv;
-            if (CU(e, cudaEventRecord(ev[E_MOVE0], cs)) || CU(e, cudaEventRecord(ev[E_D2H0], s->d2h)) ||
-                CU(e, cudaEventRecord(ev[E_D2H1], s->d2h)) ||
-                CU(e, kern_scatter_rows16(kl, s->d_dst, s->k, R, kv, cs)) ||
-                CU(e, kern_scatter_rows16(vl, s->d_dst, s->v, R, kv, cs)) ||
-                CU(e, cudaEventRecord(ev[E_REC0], cs)) || CU(e, cudaEventRecord(ev[E_REC1], cs)) ||
-                CU(e, cudaEventRecord(ev[E_MOVE1], cs)))
-                goto out;
-            rw.base = s->d_base;
-            K16 = kl;
-            V16 = vl;
-        }
-        /* the attention's output replaces the normed input, as on the CPU */
-        if (CU(e, cudaEventRecord(ev[E_ATT0], cs)) ||
-            CU(e, K16 ? kern_attn_scores16(s->scores, s->q, K16, rw, R, H, KVH, hs, scale, cs)
-                      : kern_attn_scores(s->scores, s->q, K, rw, R, H, KVH, hs, scale, cs)) ||
-            CU(e, kern_softmax(s->scores, R * H, L, s->d_count, H, cs)) ||
-            CU(e, V16 ? kern_attn_output16(s->xb, s->scores, V16, rw, R, H, KVH, hs, cs)
-                      : kern_attn_output(s->xb, s->scores, V, rw, R, H, KVH, hs, cs)) ||
-            CU(e, cudaEventRecord(ev[E_ATT1], cs)))
-            goto out;
-        if (per_layer_sync) {
-            if (CU(e, kern_head_mean(s->wmean, s->scores, s->d_count, B, H, L, cs)) ||
-                CU(e, cudaMemcpyAsync(s->h_wmean, s->wmean, (size_t)B * L * sizeof(float),
-                                      cudaMemcpyDeviceToHost, cs)) ||
-                finish(s, e))
-                goto out;
-            for (uint32_t b = 0; b < B; b++) {
-                uint32_t pos = pos0, n = pos + 1, n_att = s->h_count[b];
-                const uint32_t *id = ids + (size_t)b * L;
-                const float *w = s->h_wmean + (size_t)b * L;
-                if (!cm->sched) {
-                    for (uint32_t t = 0; t < n; t++)
-                        ids[(size_t)b * L + t] = t;
-                }
-                if (rows) {
-                    float *row = rows + ((size_t)b * c->n_layers + l) * n;
-                    memset(row, 0, n * sizeof *row);
-                    for (uint32_t a = 0; a < n_att; a++)
-                        row[id[a]] = w[a];
-                }
-                if (cm->sched)
-                    backend_observe(cm, b, l, pos, id, w, n_att, s->h_dense, tl);
-            }
-        }
-        if (gemm(s, s->xb2, s->xb, s->wo + (size_t)l * d * d, R, d, d, e) ||
-            (opt && CU(e, kern_bias(s->xb2, s->bo + (size_t)l * d, R, d, 0, cs))) ||
-            CU(e, kern_add(s->x, s->xb2, (size_t)R * d, cs)) || norm(s, s->xb, s->x, l, 1, R, e) ||
-            gemm(s, s->hb, s->xb, s->w1 + (size_t)l * hd * d, R, hd, d, e))
-            goto out;
-        if (opt ? CU(e, kern_bias(s->hb, s->b1 + (size_t)l * hd, R, hd, 1, cs)) /* fc1, ReLU */
-                : gemm_again(s, s->hb2, s->w3 + (size_t)l * hd * d, R, hd, d, e) ||
-                      CU(e, kern_swiglu(s->hb, s->hb2, (size_t)R * hd, cs)))
-            goto out;
-        if (gemm(s, s->xb2, s->hb, s->w2 + (size_t)l * d * hd, R, d, hd, e) ||
-            (opt && CU(e, kern_bias(s->xb2, s->b2 + (size_t)l * d, R, d, 0, cs))) ||
-            CU(e, kern_add(s->x, s->xb2, (size_t)R * d, cs)) ||
-            CU(e, cudaEventRecord(ev[E_FFN], cs)))
-            goto out;
-    }
-    cudaEvent_t *hv = s->ev + (size_t)c->n_layers * E_N;
-    /* the head, unless the caller wants no logits (a prompt's earlier chunks) */
-    if (CU(e, cudaEventRecord(hv[E_START], cs)) ||
-        (!cm->no_head && (norm(s, s->xb, s->x, 0, 2, R, e) ||
-                          gemm(s, s->logits, s->xb, s->wcls, R, c->vocab, d, e))) ||
-        CU(e, cudaEventRecord(hv[E_FFN], cs)) ||
-        (!cm->no_head &&
-         CU(e, cudaMemcpyAsync(s->h_logits, s->logits, (size_t)R * c->vocab * sizeof(float),
-                               cudaMemcpyDeviceToHost, cs))) ||
+    if ((graph ? run_graph(s, cm, pos0) : enqueue(s, cm, P, pos0, ids, rows, observe, defer)) ||
         finish(s, e))
         goto out;
+    if (defer)
+        observe_step(s, cm, pos0);
     uint64_t end = backend_mono_ns();
-    for (uint32_t l = 0; l < c->n_layers; l++) {
+    cudaEvent_t *hv = s->ev + (size_t)c->n_layers * E_N;
+    for (uint32_t l = 0; l < c->n_layers && !graph; l++) {
         cudaEvent_t *ev = s->ev + (size_t)l * E_N;
         double *tl = cm->t_layer + (size_t)l * T_N;
         /* GPU time per category; the moves' host bookkeeping and the
@@ -991,7 +1165,8 @@ static const float *cuda_forward(void *be, struct backend_common *cm, const uint
         tl[T_RECOMP] += elapsed_ns(ev[E_REC0], ev[E_REC1]);
         tl[T_ATTN] += elapsed_ns(ev[E_ATT0], ev[E_ATT1]);
     }
-    backend_write_timings(cm, pos0, P, (double)(end - t_start), elapsed_ns(hv[E_START], hv[E_FFN]));
+    backend_write_timings(cm, pos0, P, (double)(end - t_start),
+                          graph ? 0.0 : elapsed_ns(hv[E_START], hv[E_FFN]));
     result = s->h_logits;
 out:
     free(ids);
@@ -1005,6 +1180,7 @@ static void cuda_describe(struct llm_backend_info *out)
     struct device_info d;
     device_probe(&d);
     snprintf(out->device, sizeof out->device, "%s", d.n_devices ? d.name : d.note);
+    snprintf(out->driver, sizeof out->driver, "%s", d.driver);
     out->mem_gib = (double)d.mem_bytes / 1073741824.0;
     snprintf(out->note, sizeof out->note, "GPU: %s, %.1f GiB, compute capability %d.%d", d.name,
              out->mem_gib, d.cc_major, d.cc_minor);

@@ -28,6 +28,8 @@ struct device_info {
     char name[256];        /* name of device 0, "" when none */
     size_t mem_bytes;      /* global memory of device 0, bytes */
     int cc_major, cc_minor; /* compute capability of device 0 */
+    char driver[96];       /* the NVIDIA driver's version (NVML, as nvidia-smi prints it), else
+                              the CUDA driver API's; "" when there is no device */
     char note[256];        /* why there is no device, "" when there is one */
 };
 
@@ -57,7 +59,7 @@ int device_cuda_backend(const struct backend_ops **out, char *why, size_t n);
  * halves of the calls above. abi must equal DEVICE_MODULE_ABI (a module
  * from another build is refused). */
 #define DEVICE_MODULE_SYMBOL "alisa_cuda_module"
-#define DEVICE_MODULE_ABI 1
+#define DEVICE_MODULE_ABI 2
 struct device_module {
     int abi;
     void (*probe)(struct device_info *out);

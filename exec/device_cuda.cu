@@ -14,9 +14,37 @@ extern const struct backend_ops backend_cuda; /* backend_cuda.c */
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The driver's version into out (n bytes): NVML's, opened for the call
+ * (libnvidia-ml ships with the driver, not with CUDA), else the CUDA driver
+ * API's number. Cannot fail. */
+static void driver_version(char *out, size_t n)
+{
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (h) {
+        typedef int (*init_fn)(void);
+        typedef int (*version_fn)(char *, unsigned);
+        init_fn init = (init_fn)dlsym(h, "nvmlInit_v2");
+        version_fn version = (version_fn)dlsym(h, "nvmlSystemGetDriverVersion");
+        init_fn shutdown = (init_fn)dlsym(h, "nvmlShutdown");
+        char v[80] = "";
+        int ok = init && version && shutdown && init() == 0; /* NVML_SUCCESS */
+        if (ok && version(v, sizeof v) == 0 && v[0])
+            snprintf(out, n, "%s", v);
+        if (ok)
+            shutdown();
+        dlclose(h);
+        if (out[0])
+            return;
+    }
+    int dv = 0;
+    if (cudaDriverGetVersion(&dv) == cudaSuccess && dv > 0)
+        snprintf(out, n, "CUDA driver API %d.%d", dv / 1000, dv % 1000 / 10);
+}
 
 static void cuda_probe(struct device_info *out)
 {
@@ -54,6 +82,7 @@ static void cuda_probe(struct device_info *out)
     out->mem_bytes = prop.totalGlobalMem;
     out->cc_major = prop.major;
     out->cc_minor = prop.minor;
+    driver_version(out->driver, sizeof out->driver);
 }
 
 /* A failed call's text into note; 1 when rc failed. */

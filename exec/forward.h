@@ -54,6 +54,7 @@ struct llm_backend_info {
     int weight_bytes;      /* bytes per weight as held: 4 (FP32) or 2 (FP16) */
     int batched_copies;    /* a layer's moves copied at once (1) or token by token (0) */
     char device[256];      /* the processor computed on: CPU model or GPU name */
+    char driver[96];       /* the GPU's driver version (device_info), "" on the CPU */
     double mem_gib;        /* its memory */
     char note[320];        /* one more line for a profile's comments, or "" */
 };
@@ -113,6 +114,17 @@ void llm_state_timings(struct llm_state *s, FILE *f);
 typedef const float *(*llm_attention_row_fn)(void *ctx, uint32_t seq, uint32_t layer,
                                              uint32_t pos);
 void llm_state_attention_from(struct llm_state *s, llm_attention_row_fn fn, void *ctx);
+
+/* The pipelined step on the CUDA backend (issue 22; off by default until
+ * it has run on a GPU): a dense call of one position a sequence that wants
+ * no attention rows and writes no timings is captured once as a CUDA graph
+ * and replayed; a tiered decode step without rows for the caller plans
+ * layer l + 1 on the host while the GPU runs layer l (a step's plans depend
+ * only on earlier steps' attention) and the scheduler observes every
+ * layer's attention once the step is done. Same kernels, same order: the
+ * same logits and plans as the eager path. The CPU backend ignores it.
+ * Cannot fail. */
+void llm_state_pipeline(struct llm_state *s, int on);
 
 /* Rows the selection observed from the source and from the computed
  * attention since s was made. Cannot fail. */

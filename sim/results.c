@@ -206,7 +206,7 @@ int results_merge(const char *out, const char *const *inputs, int n_inputs, uint
 }
 
 const char *const results_queries[] = {"sim",      "plan", "eval", "fidelity",
-                                       "validate", "run",  "runs", NULL};
+                                       "validate", "run",  "peer", "runs", NULL};
 
 #define P(k) "json_extract(config, '$.params." k "')"
 #define R(k) "json_extract(result, '$." k "')"
@@ -290,7 +290,8 @@ static const char q_validate[] =
 
 static const char q_run[] =
     "SELECT sweep, point, status, code_version, " R("model") " AS model, " R("weights") " AS weights, "
-    R("backend") " AS backend, " R("device") " AS device, " R("batch") " AS batch, "
+    R("backend") " AS backend, " R("device") " AS device, " R("driver") " AS driver, "
+    R("batch") " AS batch, "
     R("prompt_tokens") " AS prompt_tokens, " R("gen_tokens") " AS gen_tokens, "
     R("selection") " AS selection, " R("placement") " AS placement, "
     P("sparsity") " AS sparsity, " P("\"gpu-kv-bytes\"") " AS gpu_kv_bytes, "
@@ -300,6 +301,16 @@ static const char q_run[] =
     R("attention_source") " AS attention_source, "
     R("attention_rows_fed") " AS attention_rows_fed, wall_s, created "
     "FROM runs WHERE json_extract(config, '$.command') = 'run'";
+
+/* command = exec rows: peer systems' benchmarks (experiments/bench/flexgen_run.py,
+ * hf_decode.py), whose JSON carries these keys */
+static const char q_peer[] =
+    "SELECT sweep, point, status, code_version, " R("system") " AS system, " R("model")
+    " AS model, " R("device") " AS device, " R("driver") " AS driver, " R("batch") " AS batch, "
+    R("prompt_tokens") " AS prompt_tokens, " R("gen_tokens") " AS gen_tokens, "
+    R("prefill_tok_s") " AS prefill_tok_s, " R("decode_tok_s") " AS decode_tok_s, "
+    R("software") " AS software, json_extract(config, '$.params') AS params, wall_s, created "
+    "FROM runs WHERE json_extract(config, '$.command') = 'exec'";
 
 static const char q_runs[] =
     "SELECT sweep, point, config_hash, status, error, code_version, wall_s, created, config "
@@ -332,11 +343,12 @@ int results_export(const char *db, const char *query, const char *sweep, FILE *o
                        : strcmp(query, "fidelity") == 0 ? q_fidelity
                        : strcmp(query, "validate") == 0 ? q_validate
                        : strcmp(query, "run") == 0      ? q_run
+                       : strcmp(query, "peer") == 0     ? q_peer
                        : strcmp(query, "runs") == 0     ? q_runs
                                                         : NULL;
     if (!base)
-        return err_set(e, ALISA_EINVAL, "unknown query '%s' (sim, plan, eval, fidelity, validate, runs)",
-                       query);
+        return err_set(e, ALISA_EINVAL, "unknown query '%s' (sim, plan, eval, fidelity, validate, "
+                       "run, peer, runs)", query);
     struct results *r;
     int rc = results_open_readonly(&r, db, e);
     if (rc)

@@ -95,15 +95,27 @@ static int spec_handler(void *user, const char *section, const char *name, const
         if (strcmp(name, "command") == 0) {
             if (strcmp(value, "sim") != 0 && strcmp(value, "plan") != 0 &&
                 strcmp(value, "eval") != 0 && strcmp(value, "fidelity") != 0 &&
-                strcmp(value, "validate") != 0 && strcmp(value, "run") != 0) {
+                strcmp(value, "validate") != 0 && strcmp(value, "run") != 0 &&
+                strcmp(value, "exec") != 0) {
                 snprintf(c->msg, sizeof c->msg, "command '%s' unknown (sim, plan, eval, fidelity, "
-                         "validate or run)", value);
+                         "validate, run or exec)", value);
                 return 0;
             }
             strcpy(s->command, value);
             return 1;
         }
-        snprintf(c->msg, sizeof c->msg, "[sweep]: unknown key '%s' (name, command)", name);
+        if (strcmp(name, "program") == 0) {
+            int n = value[0] == '/' ? snprintf(s->program, sizeof s->program, "%s", value)
+                                    : snprintf(s->program, sizeof s->program, "%s/%s", c->dir,
+                                               value);
+            if (!value[0] || n < 0 || (size_t)n >= sizeof s->program) {
+                snprintf(c->msg, sizeof c->msg, "program '%.200s': empty or too long", value);
+                return 0;
+            }
+            return 1;
+        }
+        snprintf(c->msg, sizeof c->msg, "[sweep]: unknown key '%s' (name, command, program)",
+                 name);
         return 0;
     }
     int fixed = strcmp(section, "fixed") == 0, vary = strcmp(section, "vary") == 0;
@@ -222,7 +234,12 @@ int sweep_spec_load(struct sweep_spec *s, const char *path, struct alisa_err *e)
         rc = err_set(e, ALISA_EINVAL, "%s:%d: %s", path, line,
                      c.msg[0] ? c.msg : "syntax error (expected [section] or key = value)");
     else if (!s->name[0] || !s->command[0])
-        rc = err_set(e, ALISA_EINVAL, "%s: [sweep] needs a name and a command (sim, plan, eval, fidelity or validate)", path);
+        rc = err_set(e, ALISA_EINVAL, "%s: [sweep] needs a name and a command (sim, plan, eval, "
+                     "fidelity, validate, run or exec)", path);
+    else if ((strcmp(s->command, "exec") == 0) != (s->program[0] != 0))
+        rc = err_set(e, ALISA_EINVAL, "%s: [sweep] %s", path,
+                     s->program[0] ? "program is for command = exec only"
+                                   : "command = exec needs a program");
     if (rc) {
         sweep_spec_free(s);
         return rc;
@@ -299,7 +316,8 @@ int sweep_point_make(const struct sweep_spec *s, uint64_t k, struct sweep_point 
     n_params += s->n_vary;
     p->argv = calloc(2 * n_params + 3, sizeof *p->argv);
     json_t *params = json_object(), *root = NULL;
-    if (!p->argv || !params || !(p->argv[p->argc++] = strdup(s->command)))
+    int exec = strcmp(s->command, "exec") == 0;
+    if (!p->argv || !params || !(p->argv[p->argc++] = strdup(exec ? s->program : s->command)))
         goto oom;
     for (uint32_t i = 0; i < s->n_fixed; i++) {
         if (push_opt(p, params, s->fixed[i].key, s->fixed[i].values[0]))
@@ -323,7 +341,10 @@ int sweep_point_make(const struct sweep_spec *s, uint64_t k, struct sweep_point 
     free(chosen);
     if (!(p->argv[p->argc++] = strdup("--json")))
         goto oom;
-    root = json_pack("{s:s, s:s, s:o}", "sweep", s->name, "command", s->command, "params", params);
+    root = exec ? json_pack("{s:s, s:s, s:s, s:o}", "sweep", s->name, "command", s->command,
+                            "program", s->program, "params", params)
+                : json_pack("{s:s, s:s, s:o}", "sweep", s->name, "command", s->command, "params",
+                            params);
     params = NULL;
     if (!root || !(p->config = json_dumps(root, JSON_SORT_KEYS | JSON_COMPACT)))
         goto oom;

@@ -23,7 +23,11 @@ struct sweep_param {
 struct sweep_spec {
     char path[512];    /* the spec file */
     char name[64];     /* [sweep] name */
-    char command[16];  /* "sim", "plan", "eval" or "fidelity" */
+    char command[16];  /* an alisa command (sim, plan, eval, fidelity, validate, run), or
+                          "exec": another program, a peer system's benchmark */
+    char program[1024]; /* exec: the program, absolute (relative in the spec: to its
+                           directory); it is run with the point's options and --json and
+                           must print one JSON object */
     struct sweep_param *fixed; /* (n_fixed) one value each */
     uint32_t n_fixed;
     struct sweep_param *vary;  /* (n_vary) the product, first key slowest */
@@ -36,8 +40,10 @@ struct sweep_spec {
 struct sweep_point {
     uint64_t index;     /* 0..n_points-1 */
     int argc;
-    char **argv;        /* (argc + 1) "sim" or "plan", "--key", "value", ..., "--json", NULL */
-    char *config;       /* canonical JSON: {"command", "params": {...sorted}, "sweep"} */
+    char **argv;        /* (argc + 1) the command (exec: the program), "--key", "value", ...,
+                           "--json", NULL */
+    char *config;       /* canonical JSON: {"command", "params": {...sorted}, "sweep"}, and
+                           "program" for exec */
     char hash[SWEEP_HASH_LEN + 1]; /* FNV-1a 64 of config, hex */
 };
 

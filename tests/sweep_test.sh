@@ -97,5 +97,44 @@ awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
          END { exit bad || n != 2 }' "$tmp/r.csv"
 check $? "the run query gives one row per point with its batch, backend, speed and code version"
 
+# command = exec: a peer's benchmark program (here a stand-in script beside
+# the spec, found relative to it) run with each point's options and --json;
+# its JSON is the row's result, a failing point is an error row with its
+# message, and the "peer" query exports them.
+cat >"$tmp/peer.sh" <<'PEER'
+#!/bin/sh
+model= batch= json=0
+while [ $# -gt 0 ]; do
+    case $1 in --model) model=$2; shift 2 ;; --batch) batch=$2; shift 2 ;; --json) json=1; shift ;; *) exit 2 ;; esac
+done
+[ "$json" = 1 ] || exit 2
+[ "$batch" = 3 ] && { echo "batch 3 does not fit" >&2; exit 3; }
+echo "{\"system\": \"stand-in\", \"model\": \"$model\", \"batch\": $batch, \"decode_tok_s\": $((batch * 10)), \"device\": \"none\", \"driver\": \"none\"}"
+PEER
+chmod +x "$tmp/peer.sh"
+cat >"$tmp/p.sweep" <<SPEC
+[sweep]
+name = peers
+command = exec
+program = peer.sh
+[fixed]
+model = OPT-30B
+[vary]
+batch = 1 2 3
+SPEC
+"$alisa" sweep "$tmp/p.sweep" --db "$tmp/p.db" >/dev/null 2>&1
+[ $? -eq 1 ]
+check $? "an exec sweep with a failing point exits 1"
+"$alisa" db export --db "$tmp/p.db" --query peer -o "$tmp/p.csv"
+awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+         { n++; ok = $c["status"] == "ok"
+           if (n < 3 && (!ok || $c["system"] != "stand-in" || $c["model"] != "OPT-30B" ||
+                         $c["batch"] != n || $c["decode_tok_s"] != 10 * n)) bad = 1
+           if (n == 3 && ok) bad = 1 }
+         END { exit bad || n != 3 }' "$tmp/p.csv"
+check $? "the peer query gives each exec point's JSON, the failed one as an error row"
+"$alisa" db export --db "$tmp/p.db" --query runs | grep -q "exit 3: batch 3 does not fit"
+check $? "the failed exec point keeps the program's message"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

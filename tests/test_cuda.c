@@ -6,7 +6,8 @@
  * the CPU's own logits) with logits within tolerance, dense and tiered
  * (strided selection under ALISA placement with a device arena small enough
  * for phases II and III), attention rows included, the prompt run position by position and as
- * one chunk.
+ * one chunk; and the pipelined step (llm_state_pipeline: CUDA graph,
+ * layers planned ahead) bitwise equal to the eager one, plans included.
  *
  * Every test but the first (the CUDA module opens) skips when there is no CUDA device (this program is built
  * whenever nvcc is, so the CUDA code always compiles); with a device and
@@ -662,6 +663,135 @@ static void test_cuda_smollm2_greedy_equals_the_cpu_dense_and_tiered(void **stat
     greedy_both(smollm2, 2, 72, 8, 24, 3, 1);
 }
 
+/* One run for pipelined_equals_eager: B sequences of a fixed P-token prompt
+ * run position by position, then each sequence's own argmax, N positions in
+ * all, without attention rows for the caller (the pipelined forms take only
+ * such calls). Tiered: SWA at 50% under alisa-cache with dev slots a stream,
+ * a load priced 2 and a recomputation recompute_ns, its plans written to
+ * *log. Returns the logits of every position, (N - 1,
+ * B, V). */
+static float *run_cuda(const struct llm_model *m, uint32_t B, uint32_t N, uint32_t P,
+                       uint32_t dev, uint64_t recompute_ns, int pipelined, char **log)
+{
+    struct alisa_err e = {{0}};
+    struct llm_state *st;
+    struct scheduler *sched = NULL;
+    struct kvstore *ks = NULL;
+    size_t V = m->c.vocab, log_n = 0;
+    FILE *f = NULL;
+    if (llm_state_create_on(&st, LLM_BACKEND_CUDA, m, B, N, &e))
+        fail_msg("%s", e.msg);
+    llm_state_pipeline(st, pipelined);
+    if (dev) {
+        struct scheduler_config sc = {.sel = &sel_swa_ops, .sel_params = {.sparsity = 0.5},
+                                      .place = &place_alisa_cache_ops,
+                                      .n_streams = B * m->c.n_layers, .max_len = N};
+        sc.place_params = (struct place_params){.kv_bytes = 1, .act_bytes = 1, .gpu_bytes = dev,
+                                                .cpu_bytes = dev, .load_ns = 2,
+                                                .recompute_ns = recompute_ns,
+                                                .gpu_fraction = -1};
+        if (scheduler_create(&sched, &sc, NULL, &e) ||
+            llm_state_kvstore(st, sc.n_streams, N, dev, dev, 0, &ks, &e))
+            fail_msg("%s", e.msg);
+        llm_state_tiered(st, sched, ks, P);
+        assert_non_null(f = open_memstream(log, &log_n));
+        llm_state_plan_log(st, f);
+    }
+    float *out = malloc((size_t)(N - 1) * B * V * sizeof *out);
+    uint32_t *cur = malloc(B * sizeof *cur);
+    assert_non_null(out);
+    assert_non_null(cur);
+    for (uint32_t b = 0; b < B; b++)
+        cur[b] = 1;
+    for (uint32_t p = 0; p + 1 < N; p++) {
+        const float *lg = llm_forward(st, cur, p, NULL);
+        if (!lg)
+            fail_msg("%s position %u: %s", pipelined ? "pipelined" : "eager", p,
+                     llm_state_error(st)->msg);
+        memcpy(out + (size_t)p * B * V, lg, (size_t)B * V * sizeof *out);
+        for (uint32_t b = 0; b < B; b++) {
+            const float *x = lg + (size_t)b * V;
+            uint32_t best = 0;
+            for (uint32_t v = 1; v < V; v++)
+                best = x[v] > x[best] ? v : best;
+            cur[b] = p + 1 < P ? (uint32_t)(1 + 37 * (p + 1) + 11 * b) % (uint32_t)V : best;
+        }
+    }
+    if (dev) {
+        uint64_t off, ld, rcp;
+        kvstore_counts(ks, &off, &ld, &rcp);
+        print_message("%s: %llu offloads, %llu loads, %llu recomputes\n",
+                      pipelined ? "pipelined" : "eager", (unsigned long long)off,
+                      (unsigned long long)ld, (unsigned long long)rcp);
+        /* the handoff between layers had moves to carry (seen on the CPU
+         * backend with these settings: loads when loading is cheaper,
+         * recomputations when recomputing is) */
+        assert_true(recompute_ns > 2 ? off > 0 && ld > 0 : rcp > 0);
+    }
+    llm_state_free(st);
+    if (f)
+        fclose(f);
+    kvstore_free(ks);
+    scheduler_destroy(sched);
+    free(cur);
+    return out;
+}
+
+/* llm_state_pipeline (a dense step replayed as a CUDA graph; a tiered
+ * step whose host plans layer l + 1 while the GPU runs layer l and whose
+ * attention rows the scheduler observes at the step's end) computes what
+ * the eager, layer-by-layer path computes: the same kernels on the same
+ * data in the same order, so logits bitwise equal at every position, and
+ * under SWA, whose plans follow the attention weights, the same decision
+ * log (a row observed late, or a host buffer reused before the GPU read
+ * it, changes the plans or the logits). */
+static void pipelined_equals_eager(const char *path, uint32_t B, uint32_t N, uint32_t P,
+                                   uint32_t dev, uint64_t recompute_ns)
+{
+    need_device();
+    struct llm_model *m = model_or_skip(path);
+    char *log_e = NULL, *log_p = NULL;
+    float *eager = run_cuda(m, B, N, P, dev, recompute_ns, 0, &log_e);
+    float *piped = run_cuda(m, B, N, P, dev, recompute_ns, 1, &log_p);
+    size_t n = (size_t)(N - 1) * B * m->c.vocab, bad = 0;
+    double worst = 0;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&eager[i], &piped[i], sizeof *eager)) {
+            double dd = fabs((double)eager[i] - piped[i]);
+            worst = dd > worst ? dd : worst;
+            if (bad++ < 5)
+                print_message("logit %zu (position %zu): eager %.9g, pipelined %.9g\n", i,
+                              i / ((size_t)B * m->c.vocab), eager[i], piped[i]);
+        }
+    if (bad)
+        fail_msg("%s, %s: %zu of %zu logits differ (largest %g)", path, dev ? "tiered" : "dense",
+                 bad, n, worst);
+    if (dev) {
+        assert_non_null(log_e);
+        assert_non_null(log_p);
+        assert_true(strlen(log_e) > 0);
+        assert_string_equal(log_e, log_p);
+    }
+    print_message("%s, %s: pipelined equals eager over %u positions\n", path,
+                  dev ? "tiered" : "dense", N - 1);
+    free(log_e);
+    free(log_p);
+    free(eager);
+    free(piped);
+    llm_free(m);
+}
+
+static void test_cuda_pipelined_step_equals_the_eager_one(void **state)
+{
+    (void)state;
+    pipelined_equals_eager(stories, 3, 72, 8, 0, 0);
+    pipelined_equals_eager(stories, 3, 72, 8, 40, 3);
+    pipelined_equals_eager(stories, 3, 72, 8, 40, 1);
+    pipelined_equals_eager(tiny_opt, 3, 40, 8, 0, 0);
+    pipelined_equals_eager(tiny_opt, 3, 40, 8, 24, 3);
+    pipelined_equals_eager(smollm2, 2, 72, 8, 40, 3);
+}
+
 int main(void)
 {
     snprintf(stories, sizeof stories, "%s/stories260K/stories260K.bin", tu_models_dir());
@@ -680,6 +810,7 @@ int main(void)
         cmocka_unit_test(test_cuda_smollm2_greedy_equals_the_cpu_dense_and_tiered),
         cmocka_unit_test(test_cuda_opt_greedy_equals_the_cpu_dense_and_tiered),
         cmocka_unit_test(test_cuda_synthetic_weights_drawn_on_the_gpu_equal_the_hosts),
+        cmocka_unit_test(test_cuda_pipelined_step_equals_the_eager_one),
     };
     return tu_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -152,6 +152,10 @@ static void test_sweep_bad_specs_name_the_line_and_problem(void **state)
         {"syntax", "[sweep]\nname a\n", ":2: syntax error"},
         {"no command", "[sweep]\nname = a\n", "[sweep] needs a name and a command"},
         {"bad name", "[sweep]\nname = two words\n", ":2: name 'two words' must be one word"},
+        {"exec without program", "[sweep]\nname = a\ncommand = exec\n",
+         "command = exec needs a program"},
+        {"program without exec", "[sweep]\nname = a\ncommand = sim\nprogram = p.py\n",
+         "program is for command = exec only"},
     };
     char *dir = tu_mkdtemp();
     const char *path = tu_path(dir, "bad.sweep");

@@ -128,6 +128,7 @@ int kv_opt(struct kv_opts *o, int ch, const char *opt, const char *arg, struct a
     case 1008: o->int8 = 1; return 1;
     case 1009: o->backend = arg; return 1;
     case 1010: o->weights = arg; return 1;
+    case 1012: o->pipeline = 1; return 1;
     case 1011:
         if (cli_parse_u32(opt, arg, &o->threads, e))
             return -1;
@@ -193,7 +194,10 @@ int exec_state_create(struct llm_state **st, const struct kv_opts *o, const stru
         return rc;
     if (strcmp(name, "auto") == 0)
         fprintf(stderr, "alisa: backend: %s\n", said);
-    return llm_state_create_on(st, kind, m, batch, max_len, e);
+    rc = llm_state_create_on(st, kind, m, batch, max_len, e);
+    if (!rc)
+        llm_state_pipeline(*st, o->pipeline);
+    return rc;
 }
 
 int tiered_attach(struct tiered *t, const struct kv_opts *o, const struct llm_model *m,

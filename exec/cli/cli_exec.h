@@ -62,6 +62,7 @@ struct kv_opts {
     uint64_t gpu_bytes, cpu_bytes; /* totals over all streams */
     const char *weights;           /* native (NULL) or f32 */
     uint32_t threads;              /* CPU threads, 0: all cores */
+    int pipeline;                  /* --cuda-pipeline (llm_state_pipeline) */
 };
 
 #define KV_OPT_LIST                                                                \
@@ -70,7 +71,7 @@ struct kv_opts {
     {"gpu-kv-bytes", required_argument, 0, 1005}, {"cpu-kv-bytes", required_argument, 0, 1006}, \
     {"hardware", required_argument, 0, 1007}, {"kv-int8", no_argument, 0, 1008},      \
     {"backend", required_argument, 0, 1009}, {"weights", required_argument, 0, 1010}, \
-    {"threads", required_argument, 0, 1011}
+    {"threads", required_argument, 0, 1011}, {"cuda-pipeline", no_argument, 0, 1012}
 
 #define KV_OPT_HELP                                                                          \
     "  --selection NAME   tokens each layer attends (alisa policy list; default: all)\n"     \
@@ -88,6 +89,10 @@ struct kv_opts {
     "  --backend B        cpu (default), cuda (the GPU: FP16 weights, cuBLAS, the device\n" \
     "                     arena in GPU memory, the host arena pinned) or auto (cuda when\n" \
     "                     built and a device is found, else cpu; says which)\n"          \
+    "  --cuda-pipeline    cuda: replay a dense decode step as one CUDA graph, and plan a\n"  \
+    "                     tiered one a layer ahead, observing its attention at its end\n" \
+    "                     (not yet run on a GPU, so off by default; calls that write\n"   \
+    "                     per-layer timings stay eager)\n"                                 \
     EXEC_WEIGHTS_HELP
 
 /* The options of how the executor holds weights and how many threads it

@@ -328,7 +328,7 @@ int cmd_run(int argc, char **argv)
                 snprintf(bi.device, sizeof bi.device, "unknown (%.200s)", e2.msg);
             json_t *root = json_pack(
                 "{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:s, s:s, s:I, s:I, s:I, "
-                "s:s, s:I, s:I}",
+                "s:s, s:I, s:I, s:s}",
                 "model", l.m->name, "weights", kvo.weights ? kvo.weights : "native", "backend",
                 llm_state_label(st), "device", bi.device, "batch", (int)batch, "prompt_tokens", np,
                 "gen_tokens", (int)n, "prefill_s", prompt_s, "prefill_tok_s",
@@ -339,7 +339,7 @@ int cmd_run(int argc, char **argv)
                 (json_int_t)off, "loaded", (json_int_t)ld, "recomputed", (json_int_t)rcmp,
                 "attention_source", attn ? attn : tr.sched ? "computed" : "none",
                 "attention_rows_fed", (json_int_t)fed, "attention_rows_computed",
-                (json_int_t)computed);
+                (json_int_t)computed, "driver", bi.driver);
             json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
             printf("\n");
             json_decref(root);

@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "cmds.h"
 #include "device.h"
+#include "git_version.h"
 
 void cmd_version_usage(FILE *out)
 {
@@ -35,6 +36,8 @@ int cmd_version(int argc, char **argv)
         printf("device: %s, %.1f GiB, compute capability %d.%d (%d device%s)\n", d.name,
                d.mem_bytes / (1024.0 * 1024 * 1024), d.cc_major, d.cc_minor, d.n_devices,
                d.n_devices > 1 ? "s" : "");
+    if (d.n_devices)
+        printf("driver: %s\n", d.driver[0] ? d.driver : "unknown");
     else
         printf("device: none (%s)\n", d.note);
     return 0;

@@ -8,24 +8,32 @@
 # shape and GPU (experiments/bench/hf_decode.py: random FP16 weights, static
 # cache), run by run in one session.
 #
+# Each point runs twice, eager (every kernel launched from the host, a
+# tiered step waiting for each layer's attention) and pipelined
+# (--cuda-pipeline: the dense step replayed as a CUDA graph, the
+# tiered step planned a layer ahead and observed at its end), rows "eager"
+# and "pipelined"; the HF peer once a point.
+#
 # Share of the HBM roofline: bytes read per decode step (every layer's
 # matrices and the output head in FP16, plus the K and V attended: FP16 in
-# the dense cache, FP32 in the tiered arenas; pos + 1 tokens dense, 20% with
-# SWA) / the mean decode step /
+# the dense cache, FP32 in the tiered arenas; on average P + G/2 tokens
+# dense, 20% of them with SWA) / the mean time a decode token takes (batch /
+# the decode tok/s `alisa run` prints) /
 # the device-to-device bandwidth measured here by torch (bytes read plus
 # written over a 2 GiB copy, the figure such machines are quoted by).
 # Attention source: the attention the GPU computes from the synthetic
 # weights (near uniform; --attention-from is not built), said in the table.
 #
 # Knobs: MODELS (default "LLaMA-7B OPT-6.7B"), BATCHES ("1 8 32 64"), MODES
-# ("dense offload"), P (128), G (512), HF (1: run the peer too). Writes the
+# ("dense offload"), PIPELINE ("0 1"), P (128), G (512), HF (1: run the
+# peer too). Writes the
 # table to experiments/bench/cuda-scale-<device>.md and a CSV beside it.
 # Run from the repository root after `make build`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 alisa=${ALISA:-build/alisa}
 P=${P:-128} G=${G:-512}
-dev=$($alisa version | sed -n 's/^device: //p')
+dev=$($alisa version | sed -n 's/^device: //p') drv=$($alisa version | sed -n 's/^driver: //p')
 case "$dev" in none*|"") echo "cuda-scale.sh: no CUDA device ($dev)" >&2; exit 1 ;; esac
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -43,13 +51,13 @@ shape() { # model key -> value from the catalog
 }
 name=$(tr ' /' '__' <<<"$dev" | tr -cd 'A-Za-z0-9_.-')
 out=experiments/bench/cuda-scale-$name.md csv=experiments/bench/cuda-scale-$name.csv
-echo "system,model,mode,batch,prompt,gen,decode_tok_s,step_ms,gb_s,roofline_share,note" >"$csv"
+echo "system,model,mode,step,batch,prompt,gen,decode_tok_s,step_ms,gb_s,roofline_share,note" >"$csv"
 {
-echo "Device: $dev; device-to-device copy measured at $bw GB/s (read + written)"
+echo "Device: $dev; driver $drv; device-to-device copy measured at $bw GB/s (read + written)"
 echo "Command: experiments/bench/cuda-scale.sh ($(date -u +%F), $(git rev-parse --short HEAD 2>/dev/null || echo unknown)); $P + $G tokens; weights synthetic FP16 drawn on the GPU; attention computed (synthetic weights)"
 echo
-echo "| model | KV | batch | alisa decode tok/s | step ms | GB/s read | share of measured bandwidth | HF transformers tok/s | alisa / HF |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| model | KV | step | batch | alisa decode tok/s | step ms | GB/s read | share of measured bandwidth | HF transformers tok/s | alisa / HF |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for M in ${MODELS:-LLaMA-7B OPT-6.7B}; do
     fam=$(shape "$M" family) L=$(shape "$M" layers) d=$(shape "$M" hidden) H=$(shape "$M" heads)
     kvh=$(shape "$M" kv_heads) ffn=$(shape "$M" ffn) fm=$(shape "$M" ffn_matrices)
@@ -65,35 +73,39 @@ for M in ${MODELS:-LLaMA-7B OPT-6.7B}; do
                        --gpu-kv-bytes $(( all / 4 )) --cpu-kv-bytes $(( all / 4 )))
                 share=0.2 kvb=4
             fi
-            note=ok
-            if ! $alisa run --backend cuda --model "$M" --weights synthetic --prompt-tokens $P \
-                    -n $G --batch $b --timings "$tmp/t.jsonl" "${extra[@]}" >/dev/null 2>"$tmp/err"; then
-                note="failed: $(tail -1 "$tmp/err" | tr ',|' ';/')"
-                echo "| $M | $mode | $b | - | - | - | - | - | $note |"
-                echo "alisa,$M,$mode,$b,$P,$G,,,,,\"$note\"" >>"$csv"
-                continue
-            fi
-            tps=$(awk '/tokens\/s \(decode/ { for (i = 1; i <= NF; i++) if ($i == "tokens/s") print $(i - 1) }' "$tmp/err")
-            read -r ms gbs pct < <(awk -v b=$b -v L=$L -v kv=$kv -v w=$wbytes -v share=$share -v kvb=$kvb -v bw=$bw '
-                /"phase": "decode"/ {
-                    match($0, /"pos": [0-9]+/); pos = substr($0, RSTART + 7, RLENGTH - 7) + 0
-                    match($0, /"total_us": [0-9.]+/); us = substr($0, RSTART + 12, RLENGTH - 12) + 0
-                    bytes += w + b * L * share * (pos + 1) * kv * 2 * kvb; t += us * 1e-6; n++ }
-                END { printf "%.3f %.0f %.1f\n", t / n * 1e3, bytes / t / 1e9, 100 * bytes / t / 1e9 / bw }' "$tmp/t.jsonl")
             hf=- ratio=-
             if [ "${HF:-1}" = 1 ] && [ $mode = dense ]; then
                 if python3 experiments/bench/hf_decode.py --family $fam --layers $L --hidden $d \
                         --heads $H --kv-heads $kvh --ffn $ffn --vocab $V --max-seq $ctx \
                         --tied ${tied:-0} --batch $b --prompt $P --gen $G >"$tmp/hf" 2>"$tmp/hferr"; then
                     hf=$(sed -n 's/.*decode_tok_s=\([0-9.]*\).*/\1/p' "$tmp/hf")
-                    ratio=$(awk -v a="$tps" -v h="$hf" 'BEGIN { printf "%.2f", a / h }')
-                    echo "hf,$M,$mode,$b,$P,$G,$hf,,,,\"$(cat "$tmp/hf")\"" >>"$csv"
+                    echo "hf,$M,$mode,-,$b,$P,$G,$hf,,,,\"$(cat "$tmp/hf")\"" >>"$csv"
                 else
                     hf="failed: $(tail -1 "$tmp/hferr" | cut -c1-80 | tr ',|' ';/')"
                 fi
             fi
-            echo "| $M | $mode | $b | $tps | $ms | $gbs | $pct% | $hf | $ratio |"
-            echo "alisa,$M,$mode,$b,$P,$G,$tps,$ms,$gbs,$pct,$note" >>"$csv"
+            for pipe in ${PIPELINE:-0 1}; do
+                step=eager
+                [ "$pipe" = 1 ] && step=pipelined
+                pflag=()
+                [ "$pipe" = 1 ] && pflag=(--cuda-pipeline)
+                if ! $alisa run --backend cuda --model "$M" --weights synthetic --prompt-tokens $P \
+                        -n $G --batch $b "${extra[@]}" "${pflag[@]}" >/dev/null 2>"$tmp/err"; then
+                    note="failed: $(tail -1 "$tmp/err" | tr ',|' ';/')"
+                    echo "| $M | $mode | $step | $b | - | - | - | - | - | $note |"
+                    echo "alisa,$M,$mode,$step,$b,$P,$G,,,,,\"$note\"" >>"$csv"
+                    continue
+                fi
+                tps=$(awk '/tokens\/s \(decode/ { for (i = 1; i <= NF; i++) if ($i == "tokens/s") print $(i - 1) }' "$tmp/err")
+                read -r ms gbs pct < <(awk -v b=$b -v L=$L -v kv=$kv -v w=$wbytes -v share=$share \
+                        -v kvb=$kvb -v bw=$bw -v tps="$tps" -v ctx=$(( P + G / 2 )) 'BEGIN {
+                    t = b / tps; bytes = w + b * L * share * ctx * kv * 2 * kvb
+                    printf "%.3f %.0f %.1f\n", t * 1e3, bytes / t / 1e9, 100 * bytes / t / 1e9 / bw }')
+                ratio=-
+                case "$hf" in [0-9]*) ratio=$(awk -v a="$tps" -v h="$hf" 'BEGIN { printf "%.2f", a / h }') ;; esac
+                echo "| $M | $mode | $step | $b | $tps | $ms | $gbs | $pct% | $hf | $ratio |"
+                echo "alisa,$M,$mode,$step,$b,$P,$G,$tps,$ms,$gbs,$pct,ok" >>"$csv"
+            done
         done
     done
 done

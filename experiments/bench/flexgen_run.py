@@ -17,8 +17,23 @@ explains `.whl`). Usage, the options being FlexGen's own:
   python3 experiments/bench/flexgen_run.py --model facebook/opt-6.7b \
       --path _DUMMY_ --percent 100 0 100 0 100 0 --gpu-batch-size 8 \
       --prompt-len 128 --gen-len 512
+
+Two additions for `alisa sweep` (command = exec, experiments/peers-h100.sweep):
+--percent also takes its six shares as one value separated by ',' or ':'
+(a sweep's linked [vary] lists use ',' themselves), and
+--json sends FlexGen's own printing to stderr and prints one JSON object on
+stdout: FlexGen's figures as its benchmark log has them (read back with its
+own read_benchmark_log; decode tok/s = prompts x (gen_len - 1) / decode
+latency, FlexGen's definition), the policy, the device, the driver and the
+software versions.
 """
 import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
 
 from flexgen import flex_opt
 
@@ -48,14 +63,59 @@ class _AutoTokenizer:
         return StandInTokenizer()
 
 
+def split_argv(argv):
+    """(--json given, argv without it, --percent's one-value form spread out)."""
+    want_json, out = False, []
+    for i, a in enumerate(argv):
+        if a == "--json":
+            want_json = True
+        elif i and argv[i - 1] == "--percent" and ("," in a or ":" in a):
+            out.extend(x for x in a.replace(":", ",").split(",") if x)
+        else:
+            out.append(a)
+    return want_json, out
+
+
+def driver_version():
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=30, check=True)
+        return r.stdout.strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return "unknown"
+
+
 def main():
     flex_opt.AutoTokenizer = _AutoTokenizer
     parser = argparse.ArgumentParser()
     flex_opt.add_parser_arguments(parser)
-    args = parser.parse_args()
-    assert len(args.percent) == 6
+    want_json, argv = split_argv(sys.argv[1:])
+    args = parser.parse_args(argv)
+    assert len(args.percent) == 6, "--percent takes six shares"
     assert "_DUMMY_" in args.path, "the stand-in tokenizer serves dummy weights only"
-    flex_opt.run_flexgen(args)
+    if not want_json:
+        flex_opt.run_flexgen(args)
+        return
+    import torch
+    import transformers
+    from flexgen.utils import read_benchmark_log
+    with tempfile.TemporaryDirectory() as tmp:
+        args.log_file = os.path.join(tmp, "flexgen.log")
+        with contextlib.redirect_stdout(sys.stderr):
+            flex_opt.run_flexgen(args)
+        r = read_benchmark_log(args.log_file)
+    print(json.dumps({
+        "system": "flexgen", "model": args.model,
+        "batch": args.gpu_batch_size * args.num_gpu_batches,
+        "gpu_batch_size": args.gpu_batch_size, "num_gpu_batches": args.num_gpu_batches,
+        "percent": args.percent, "cpu_cache_compute": bool(args.cpu_cache_compute),
+        "prompt_tokens": args.prompt_len, "gen_tokens": args.gen_len,
+        "prefill_s": r.prefill_latency, "prefill_tok_s": r.prefill_throughput,
+        "decode_s": r.decode_latency, "decode_tok_s": r.decode_throughput,
+        "total_tok_s": r.total_throughput,
+        "device": torch.cuda.get_device_name(0), "driver": driver_version(),
+        "software": f"flexgen 0.1.8, torch {torch.__version__}, "
+                    f"transformers {transformers.__version__}"}))
 
 
 if __name__ == "__main__":

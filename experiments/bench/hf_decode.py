@@ -10,10 +10,17 @@ static one is refused, and the line says which). Decode time is the whole
 generate() minus a generate() of one token (the prefill), each the median of
 REPS runs after an untimed whole-length run (the first generate() with a
 static cache sets up, and may compile, its forward: seen as a 10x slower
-first run on an H100). Prints one line of key=value pairs.
+first run on an H100). Prints one line of key=value pairs; with --json one
+JSON object instead (what `alisa sweep` stores for command = exec). The
+shape comes from the options, or from --model NAME, read from the
+catalog's sim/model/catalog/models.ini.
 """
 import argparse
+import configparser
+import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -39,6 +46,41 @@ def build(a):
     return m.eval()
 
 
+CATALOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "sim", "model",
+                       "catalog", "models.ini")
+SHAPE_KEYS = {"family": "family", "layers": "layers", "hidden": "hidden", "heads": "heads",
+              "kv_heads": "kv_heads", "ffn": "ffn", "vocab": "vocab", "max_seq": "max_seq",
+              "tied": "tied_embeddings"}
+
+
+def catalog_shape(a):
+    """Fills a's shape from the catalog's section for a.model."""
+    c = configparser.ConfigParser(inline_comment_prefixes=(";", "#"))
+    c.read(CATALOG)
+    if a.model not in c:
+        sys.exit(f"hf_decode.py: --model {a.model}: not in {CATALOG}")
+    sec = c[a.model]
+    for attr, key in SHAPE_KEYS.items():
+        if key not in sec and attr != "tied":
+            sys.exit(f"hf_decode.py: {CATALOG}: [{a.model}] has no {key}")
+        v = sec.get(key, "0").strip()
+        if attr == "family":
+            setattr(a, attr, v)
+        elif attr == "tied":
+            setattr(a, attr, 1 if v.lower() in ("1", "yes", "true") else 0)
+        else:
+            setattr(a, attr, int(v))
+
+
+def driver_version():
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=30, check=True)
+        return r.stdout.strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return "unknown"
+
+
 def timed(fn):
     torch.cuda.synchronize()
     t = time.perf_counter()
@@ -49,13 +91,23 @@ def timed(fn):
 
 def main():
     p = argparse.ArgumentParser()
-    for k in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "max_seq", "tied",
-              "batch", "prompt", "gen"):
-        p.add_argument("--" + k.replace("_", "-"), dest=k, type=int, required=k != "tied",
-                       default=0)
-    p.add_argument("--family", choices=("llama", "opt"), required=True)
+    for k in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "max_seq", "tied"):
+        p.add_argument("--" + k.replace("_", "-"), dest=k, type=int, default=0)
+    for k in ("batch", "prompt", "gen"):
+        p.add_argument("--" + k, dest=k, type=int, required=True)
+    p.add_argument("--family", choices=("llama", "opt"))
+    p.add_argument("--model", help="a catalog model: its shape instead of the options")
     p.add_argument("--reps", type=int, default=1)
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     a = p.parse_args()
+    if a.model:
+        catalog_shape(a)
+    missing = [k for k in ("family", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab",
+                           "max_seq") if not getattr(a, k)]
+    if missing:
+        p.error("the shape needs --model or --" + ", --".join(k.replace("_", "-") for k in missing))
+    if a.family not in ("llama", "opt"):
+        p.error(f"family {a.family}: the peer builds llama and opt shapes only")
     m = build(a)
     ids = torch.randint(3, a.vocab, (a.batch, a.prompt), device="cuda")
     mask = torch.ones_like(ids)
@@ -83,6 +135,17 @@ def main():
     full = statistics.median(timed(lambda: gen(a.gen)) for _ in range(a.reps))
     pre = statistics.median(timed(lambda: gen(1)) for _ in range(a.reps))
     dec = full - pre
+    if a.json:
+        print(json.dumps({
+            "system": "hf", "model": a.model or f"{a.family}-{a.layers}x{a.hidden}",
+            "batch": a.batch, "prompt_tokens": a.prompt, "gen_tokens": a.gen,
+            "cache": cache or "dynamic", "prefill_s": pre, "decode_s": dec,
+            "prefill_tok_s": a.batch * a.prompt / pre,
+            "decode_tok_s": a.batch * (a.gen - 1) / dec,
+            "peak_gib": torch.cuda.max_memory_allocated() / 2**30,
+            "device": torch.cuda.get_device_name(0), "driver": driver_version(),
+            "software": f"transformers {transformers.__version__}, torch {torch.__version__}"}))
+        return
     print(f"hf transformers={transformers.__version__} torch={torch.__version__} "
           f"cache={cache or 'dynamic'} batch={a.batch} prompt={a.prompt} gen={a.gen} "
           f"prefill_s={pre:.4f} decode_s={dec:.4f} "

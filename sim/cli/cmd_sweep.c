@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "git_version.h"
 #include "progress.h"
 #include "cmds.h"
 #include "results.h"
@@ -34,7 +35,9 @@ void cmd_sweep_usage(FILE *out)
             "\n"
             "Runs every point of a sweep spec (format: experiments/README.md): the product\n"
             "of its [vary] lists, each with its [fixed] parameters, as `alisa sim`, `plan`,\n"
-            "`eval`, `fidelity`, `validate` or `run` with --json. One row per point goes into a\n"
+            "`eval`, `fidelity`, `validate` or `run` with --json; with command = exec, the\n"
+            "spec's program (a peer system's benchmark) with the point's options and --json,\n"
+            "printing one JSON object. One row per point goes into a\n"
             "SQLite database (config, config hash, code version, the command's JSON\n"
             "metrics, wall time), in its own transaction: killing the sweep at any moment\n"
             "leaves whole rows only, and a rerun skips the points already stored (failed\n"
@@ -83,6 +86,9 @@ void cmd_db_usage(FILE *out)
             "              run    one row per `alisa run` point: model, weights, backend,\n"
             "                     device, batch, tokens, prefill and decode tok/s, KV moves,\n"
             "                     attention source, code version\n"
+            "              peer   one row per command = exec point (a peer's benchmark):\n"
+            "                     system, model, device, driver, batch, tokens, prefill\n"
+            "                     and decode tok/s, software, its options\n"
             "              runs   bookkeeping: status, error, code version, wall time, config\n"
             "            --sweep NAME keeps one sweep's rows; -o, --output FILE writes\n"
             "            the CSV whole or not at all\n"
@@ -100,6 +106,7 @@ struct job {
     size_t len[2], cap[2];
     struct sweep_point point;
     struct timespec start;
+    int exec;           /* point.argv[0] is a program to exec, not an alisa command */
 };
 
 static int job_start(struct job *j)
@@ -130,6 +137,11 @@ static int job_start(struct job *j)
         close(out[1]);
         close(err[0]);
         close(err[1]);
+        if (j->exec) { /* a peer's benchmark: its own program */
+            execv(j->point.argv[0], j->point.argv);
+            fprintf(stderr, "%s: %s\n", j->point.argv[0], strerror(errno));
+            _exit(127);
+        }
         int code = cli_run_command(j->point.argc, j->point.argv);
         fflush(stdout);
         fflush(stderr);
@@ -404,6 +416,7 @@ int cmd_sweep(int argc, char **argv)
                 sweep_point_free(&j->point);
                 continue;
             }
+            j->exec = strcmp(s.command, "exec") == 0;
             if (job_start(j) != 0) {
                 rc = err_set(&e, ALISA_EIO, "cannot start a process for point %llu: %s",
                              (unsigned long long)j->point.index, strerror(errno));
