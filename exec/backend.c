@@ -77,6 +77,7 @@ int llm_backend_info(enum llm_backend kind, struct llm_backend_info *out, struct
         return rc;
     *out = (struct llm_backend_info){.name = ops->name, .label = ops->label,
                                      .computes = ops->computes, .weight_bytes = ops->weight_bytes,
+                                     .kv_bytes = ops->kv_bytes,
                                      .batched_copies = ops->batched_copies};
     ops->describe(out);
     return 0;

@@ -51,6 +51,8 @@ struct backend_ops {
     const char *label;     /* "CPU", "CUDA": messages and the profile's gpu line */
     const char *computes;  /* how it runs the model, in words, for the profile */
     int weight_bytes;      /* bytes of one weight as it holds them: 4 (FP32) or 2 (FP16) */
+    int kv_bytes;          /* bytes of one K or V channel in its tiered arenas: 4 (FP32) or 2
+                              (FP16); INT8, where built, is 1 */
     int batched_copies;    /* 1: a layer's moves are copied at once; 0: token by token */
     /* A state for c->batch sequences of c->max_len tokens of c->m into *be.
      * Returns 0 or a negative status with e set. */

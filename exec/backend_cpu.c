@@ -431,6 +431,7 @@ const struct backend_ops backend_cpu = {
     .label = "CPU",
     .computes = "OpenMP threads; FP32 weights, or a GGUF's blocks times 8-bit activations",
     .weight_bytes = 4,
+    .kv_bytes = 4,
     .batched_copies = 0,
     .create = cpu_create,
     .destroy = cpu_destroy,

@@ -5,7 +5,11 @@
  * every sequence, the kvstore turns the plans into tier ops, which this file
  * queues and carries out as token-level gathers/scatters, cudaMemcpyAsync on
  * their own streams (host->device, device->host) and K/V recomputation by
- * cuBLAS, ordered by events. Every CUDA and cuBLAS call is checked and
+ * cuBLAS, ordered by events. K and V are FP16 in every arena, as in the dense
+ * cache: the device arena, the pinned host arena (the kvstore's host rows
+ * are these bytes) and the staging between them; a row of kv_dim halves is
+ * moved as kv_dim / 2 floats by the row gather/scatter kernels (kv_dim is
+ * even: heads of even size). Every CUDA and cuBLAS call is checked and
  * names its file:line; nothing aborts. INT8 KV is not built for this
  * backend (llm_state_kvstore refuses it).
  *
@@ -123,25 +127,26 @@ struct cuda_state {
     int32_t *d_dst;             /* (rows) dense-cache rows of this call's tokens */
     /* the dense cache, allocated on first dense call */
     uint16_t *kc, *vc;          /* (n_layers, batch, max_len, kv_dim) FP16, as HF's and
-                                 * vLLM's caches (the tiered arenas stay FP32: the
-                                 * kvstore's host rows are) */
+                                 * vLLM's caches */
     /* tiered: arenas and layer inputs behind the kvstore's tier ops */
     struct kvstore *ks;         /* the one kvstore made for this state */
     uint32_t n_streams, dev_cap;
-    float *ak, *av;             /* (n_streams * dev_cap + batch * max_len, kv_dim): the device
-                                 * arenas, then each sequence's prefill staging rows */
+    uint16_t *ak, *av;          /* (n_streams * dev_cap + batch * max_len, kv_dim) FP16: the
+                                 * device arenas, then each sequence's prefill staging rows */
     float *act;                 /* (n_streams * max_len, dim) kept layer inputs */
     struct queue qu;
     void *qu_pin;               /* the queue's pinned lists, one allocation */
-    float *d_ok, *d_ov;         /* (cap, kv_dim) device staging of the offloads (read by the
-                                 * d2h stream while the compute stream goes on) */
-    float *d_qk, *d_qv;         /* (cap, kv_dim) device staging of loads, recomputes, stores */
+    float *d_ok, *d_ov;         /* (cap, kv_dim) device staging of the offloads, FP16 rows in
+                                 * the first half (read by the d2h stream while the compute
+                                 * stream goes on) */
+    float *d_qk, *d_qv;         /* (cap, kv_dim) device staging of loads (FP16 rows in the
+                                 * first half), recomputes and stores (FP32) */
     float *d_qact;              /* (cap, dim) gathered layer inputs */
     uint16_t *d_q16;            /* (cap, dim) their FP16 */
     int32_t *d_qrow, *d_qrow2;  /* (cap) row lists on the device */
     uint32_t *d_qpos;           /* (cap) */
-    float *h_qk, *h_qv;         /* (cap, kv_dim) pinned: offload copies land here */
-    float *h_lk, *h_lv;         /* (cap, kv_dim) pinned: load copies leave from here */
+    float *h_qk, *h_qv;         /* (cap, kv_dim) pinned: offload copies land here (FP16 rows) */
+    float *h_lk, *h_lv;         /* (cap, kv_dim) pinned: load copies leave from here (FP16) */
     struct alisa_err op_err;    /* the first failure inside a tier op, reported at flush */
     float *h_dense;             /* (max_len) host scratch: an attention row spread out */
     /* the pipelined step (llm_state_pipeline) */
@@ -546,16 +551,19 @@ static int cuda_kvstore(void *be, uint32_t n_streams, uint32_t max_len, uint32_t
                        "sequences x %u layers x %u tokens", n_streams, max_len, s->batch,
                        c->n_layers, s->max_len);
     size_t kv = c->kv_dim, d = c->dim;
+    if (kv % 2)
+        return err_set(e, ALISA_EINVAL, "the cuda backend's arenas move FP16 rows as pairs: "
+                       "kv_dim %zu is odd", kv);
     size_t rows = (size_t)n_streams * dev_cap + (size_t)s->batch * max_len;
     uint32_t cap = s->batch * max_len + 1;
     s->n_streams = n_streams;
     s->dev_cap = dev_cap;
     s->qu.cap = cap;
     size_t pin = (size_t)cap * 9 * sizeof(int32_t);
-    if (CU(e, cudaMalloc((void **)&s->ak, rows * kv * sizeof(float))) ||
-        CU(e, cudaMalloc((void **)&s->av, rows * kv * sizeof(float))) ||
-        CU(e, cudaMemset(s->ak, 0, rows * kv * sizeof(float))) ||
-        CU(e, cudaMemset(s->av, 0, rows * kv * sizeof(float))) ||
+    if (CU(e, cudaMalloc((void **)&s->ak, rows * kv * sizeof(uint16_t))) ||
+        CU(e, cudaMalloc((void **)&s->av, rows * kv * sizeof(uint16_t))) ||
+        CU(e, cudaMemset(s->ak, 0, rows * kv * sizeof(uint16_t))) ||
+        CU(e, cudaMemset(s->av, 0, rows * kv * sizeof(uint16_t))) ||
         CU(e, cudaMalloc((void **)&s->act, (size_t)n_streams * max_len * d * sizeof(float))) ||
         CU(e, cudaHostAlloc(&s->qu_pin, pin, cudaHostAllocDefault)) ||
         CU(e, cudaMalloc((void **)&s->d_ok, (size_t)cap * (4 * kv + d) * sizeof(float) +
@@ -591,6 +599,7 @@ static int cuda_kvstore(void *be, uint32_t n_streams, uint32_t max_len, uint32_t
     s->h_lv = s->h_lk + (size_t)cap * kv;
     struct kv_tier_ops ops = {
         .ctx = s,
+        .row_bytes = kv * sizeof(uint16_t),
         .host_alloc = tier_host_alloc,
         .host_free = tier_host_free,
         .offload = tier_offload,
@@ -661,7 +670,10 @@ static int flush(struct cuda_state *s, uint32_t l, cudaEvent_t *ev, struct alisa
 {
     const struct llm_config *c = &s->m->c;
     struct queue *q = &s->qu;
-    const size_t kv = c->kv_dim, d = c->dim, row = kv * sizeof(float);
+    /* an FP16 row moves as kv / 2 floats (pairs of halves) */
+    const size_t kv = c->kv_dim, d = c->dim, row = kv * sizeof(uint16_t);
+    const uint32_t pairs = (uint32_t)(kv / 2);
+    float *ak2 = (float *)s->ak, *av2 = (float *)s->av;
     cudaStream_t cs = s->compute;
     if (s->op_err.msg[0]) {
         *e = s->op_err;
@@ -673,8 +685,8 @@ static int flush(struct cuda_state *s, uint32_t l, cudaEvent_t *ev, struct alisa
         uint32_t n = q->n_off;
         /* D2H0 after the wait: the copy engine's time alone */
         if (CU(e, cudaMemcpyAsync(s->d_qrow, q->off_row, n * sizeof(int32_t), cudaMemcpyHostToDevice, cs)) ||
-            CU(e, kern_gather_rows(s->d_ok, s->ak, s->d_qrow, n, (uint32_t)kv, cs)) ||
-            CU(e, kern_gather_rows(s->d_ov, s->av, s->d_qrow, n, (uint32_t)kv, cs)) ||
+            CU(e, kern_gather_rows(s->d_ok, ak2, s->d_qrow, n, pairs, cs)) ||
+            CU(e, kern_gather_rows(s->d_ov, av2, s->d_qrow, n, pairs, cs)) ||
             CU(e, cudaEventRecord(s->ev_gathered, cs)) ||
             CU(e, cudaStreamWaitEvent(s->d2h, s->ev_gathered, 0)) ||
             CU(e, rec(s, ev[E_D2H0], s->d2h)) ||
@@ -689,8 +701,8 @@ static int flush(struct cuda_state *s, uint32_t l, cudaEvent_t *ev, struct alisa
     if (q->n_load) {
         uint32_t n = q->n_load;
         for (uint32_t i = 0; i < n; i++) {
-            memcpy(s->h_lk + i * kv, q->load_hk[i], row);
-            memcpy(s->h_lv + i * kv, q->load_hv[i], row);
+            memcpy((char *)s->h_lk + i * row, q->load_hk[i], row);
+            memcpy((char *)s->h_lv + i * row, q->load_hv[i], row);
         }
         float *dk = s->d_qk, *dv = s->d_qv;
         /* the previous flush's scatter of these staging rows is done when
@@ -702,8 +714,8 @@ static int flush(struct cuda_state *s, uint32_t l, cudaEvent_t *ev, struct alisa
                                   cudaMemcpyHostToDevice, s->h2d)) ||
             CU(e, cudaEventRecord(s->ev_loaded, s->h2d)) ||
             CU(e, cudaStreamWaitEvent(cs, s->ev_loaded, 0)) ||
-            CU(e, kern_scatter_rows(s->ak, s->d_qrow2, dk, n, (uint32_t)kv, cs)) ||
-            CU(e, kern_scatter_rows(s->av, s->d_qrow2, dv, n, (uint32_t)kv, cs)))
+            CU(e, kern_scatter_rows(ak2, s->d_qrow2, dk, n, pairs, cs)) ||
+            CU(e, kern_scatter_rows(av2, s->d_qrow2, dv, n, pairs, cs)))
             return ALISA_EIO;
     }
     if (CU(e, rec(s, ev[E_REC0], cs)))
@@ -730,8 +742,8 @@ static int flush(struct cuda_state *s, uint32_t l, cudaEvent_t *ev, struct alisa
                        CU(e, kern_bias(s->d_qv, s->bv + l * kv, n, (uint32_t)kv, 0, cs))
                  : CU(e, kern_rope(s->d_qk, n, (uint32_t)kv, c->head_dim, s->d_qpos,
                                    s->rope_cos, s->rope_sin, cs))) ||
-            CU(e, kern_scatter_rows(s->ak, s->d_qrow2, s->d_qk, n, (uint32_t)kv, cs)) ||
-            CU(e, kern_scatter_rows(s->av, s->d_qrow2, s->d_qv, n, (uint32_t)kv, cs)))
+            CU(e, kern_scatter_rows16(s->ak, s->d_qrow2, s->d_qk, n, (uint32_t)kv, cs)) ||
+            CU(e, kern_scatter_rows16(s->av, s->d_qrow2, s->d_qv, n, (uint32_t)kv, cs)))
             return ALISA_EIO;
     }
     if (CU(e, rec(s, ev[E_REC1], cs)))
@@ -743,9 +755,9 @@ static int flush(struct cuda_state *s, uint32_t l, cudaEvent_t *ev, struct alisa
             CU(e, cudaMemcpyAsync(dst, q->store_row, n * sizeof(int32_t), cudaMemcpyHostToDevice, cs)) ||
             CU(e, cudaMemcpyAsync(act, q->store_act, n * sizeof(int32_t), cudaMemcpyHostToDevice, cs)) ||
             CU(e, kern_gather_rows(s->d_qk, s->k, src, n, (uint32_t)kv, cs)) ||
-            CU(e, kern_scatter_rows(s->ak, dst, s->d_qk, n, (uint32_t)kv, cs)) ||
+            CU(e, kern_scatter_rows16(s->ak, dst, s->d_qk, n, (uint32_t)kv, cs)) ||
             CU(e, kern_gather_rows(s->d_qv, s->v, src, n, (uint32_t)kv, cs)) ||
-            CU(e, kern_scatter_rows(s->av, dst, s->d_qv, n, (uint32_t)kv, cs)) ||
+            CU(e, kern_scatter_rows16(s->av, dst, s->d_qv, n, (uint32_t)kv, cs)) ||
             CU(e, kern_gather_rows(s->d_qact, s->xb, src, n, (uint32_t)d, cs)) ||
             CU(e, kern_scatter_rows(s->act, act, s->d_qact, n, (uint32_t)d, cs)))
             return ALISA_EIO;
@@ -761,10 +773,10 @@ static int flush(struct cuda_state *s, uint32_t l, cudaEvent_t *ev, struct alisa
 static void drain_offloads(struct cuda_state *s)
 {
     struct queue *q = &s->qu;
-    size_t kv = s->m->c.kv_dim, row = kv * sizeof(float);
+    size_t row = s->m->c.kv_dim * sizeof(uint16_t);
     for (uint32_t i = 0; i < q->n_off; i++) {
-        memcpy(q->off_hk[i], s->h_qk + i * kv, row);
-        memcpy(q->off_hv[i], s->h_qv + i * kv, row);
+        memcpy(q->off_hk[i], (const char *)s->h_qk + i * row, row);
+        memcpy(q->off_hv[i], (const char *)s->h_qv + i * row, row);
     }
     q->n_off = 0;
 }
@@ -909,8 +921,7 @@ static int enqueue(struct cuda_state *s, struct backend_common *cm, uint32_t P, 
         if (CU(e, rec(s, ev[E_QKV], cs)))
             return ALISA_EIO;
         struct kern_rows rw = {.count = s->d_count, .ld = L};
-        const float *K = NULL, *V = NULL;
-        const uint16_t *K16 = NULL, *V16 = NULL;
+        const uint16_t *K16, *V16; /* FP16 either way: the dense cache or the arenas */
         if (cm->sched) {
             if ((defer && l && layer_handoff(s, ev - E_N, e)) ||
                 tiered_layer(s, cm, l, pos0, ev, defer ? s->step_ids + (size_t)l * B * L : ids,
@@ -923,8 +934,8 @@ static int enqueue(struct cuda_state *s, struct backend_common *cm, uint32_t P, 
             if (defer)
                 memcpy(s->step_count + (size_t)l * B, s->h_count, B * sizeof(uint32_t));
             rw.idx = s->d_idx;
-            K = s->ak;
-            V = s->av;
+            K16 = s->ak;
+            V16 = s->av;
         } else {
             /* this call's K and V into the dense cache, then every row attends
              * its sequence's positions up to its own */
@@ -942,11 +953,9 @@ static int enqueue(struct cuda_state *s, struct backend_common *cm, uint32_t P, 
         }
         /* the attention's output replaces the normed input, as on the CPU */
         if (CU(e, rec(s, ev[E_ATT0], cs)) ||
-            CU(e, K16 ? kern_attn_scores16(s->scores, s->q, K16, rw, R, H, KVH, hs, scale, cs)
-                      : kern_attn_scores(s->scores, s->q, K, rw, R, H, KVH, hs, scale, cs)) ||
+            CU(e, kern_attn_scores16(s->scores, s->q, K16, rw, R, H, KVH, hs, scale, cs)) ||
             CU(e, kern_softmax(s->scores, R * H, L, s->d_count, H, cs)) ||
-            CU(e, V16 ? kern_attn_output16(s->xb, s->scores, V16, rw, R, H, KVH, hs, cs)
-                      : kern_attn_output(s->xb, s->scores, V, rw, R, H, KVH, hs, cs)) ||
+            CU(e, kern_attn_output16(s->xb, s->scores, V16, rw, R, H, KVH, hs, cs)) ||
             CU(e, rec(s, ev[E_ATT1], cs)))
             return ALISA_EIO;
         if (defer && (CU(e, kern_head_mean(s->wmean, s->scores, s->d_count, B, H, L, cs)) ||
@@ -1230,6 +1239,7 @@ const struct backend_ops backend_cuda = {
     .label = "CUDA",
     .computes = "FP16 weights on the GPU, cuBLAS",
     .weight_bytes = 2,
+    .kv_bytes = 2,
     .batched_copies = 1,
     .create = cuda_create,
     .destroy = cuda_destroy,

@@ -52,6 +52,7 @@ struct llm_backend_info {
     const char *label;     /* "CPU", "CUDA" */
     const char *computes;  /* how it runs the model, in words */
     int weight_bytes;      /* bytes per weight as held: 4 (FP32) or 2 (FP16) */
+    int kv_bytes;          /* bytes of a K or V channel in the tiered arenas: 4 (FP32), 2 (FP16) */
     int batched_copies;    /* a layer's moves copied at once (1) or token by token (0) */
     char device[256];      /* the processor computed on: CPU model or GPU name */
     char driver[96];       /* the GPU's driver version (device_info), "" on the CPU */
@@ -66,8 +67,9 @@ int llm_backend_info(enum llm_backend kind, struct llm_backend_info *out, struct
 const char *llm_state_label(const struct llm_state *s);
 
 /* A kvstore (kvstore.h's arguments) whose device arena lives where s
- * computes: host memory on the CPU backend, GPU memory (and a pinned host
- * arena) on the CUDA one, which refuses int8 (not built yet). Owned by the
+ * computes: host memory on the CPU backend (FP32 or INT8), GPU memory (and
+ * a pinned host arena) in FP16 on the CUDA one, which refuses int8 (not
+ * built yet). Owned by the
  * caller, freed with kvstore_free after s stops using it. */
 int llm_state_kvstore(struct llm_state *s, uint32_t n_streams, uint32_t max_len, uint32_t dev_cap,
                       uint32_t host_cap, int int8, struct kvstore **out, struct alisa_err *e);

@@ -132,7 +132,9 @@ static int create(struct kvstore **out, const struct llm_config *c, uint32_t n_s
     ks->kv_dim = c->kv_dim;
     ks->dim = c->dim;
     ks->int8 = int8 != 0;
-    ks->row = int8 ? c->kv_dim : c->kv_dim * sizeof(float);
+    ks->row = ops && ops->row_bytes ? ops->row_bytes
+              : int8                ? c->kv_dim
+                                    : c->kv_dim * sizeof(float);
     size_t tokens = (size_t)n_streams * max_len;
     ks->dev = calloc(n_streams, sizeof *ks->dev);
     ks->host = calloc(n_streams, sizeof *ks->host);

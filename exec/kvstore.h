@@ -53,6 +53,10 @@ void kvstore_free(struct kvstore *ks); /* accepts NULL */
  * kvstore_apply. */
 struct kv_tier_ops {
     void *ctx; /* the backend's, passed to every call */
+    /* bytes of one token's K (or V) as the device arena stores it, and so
+     * a host slot's: kv_dim * 2 for FP16 (the CUDA backend); 0 = FP32. The
+     * kvstore only copies these bytes, never reads them */
+    size_t row_bytes;
     /* host arena bytes (pinned memory); NULL when out of memory */
     void *(*host_alloc)(void *ctx, size_t bytes);
     void (*host_free)(void *ctx, void *p);
@@ -68,8 +72,8 @@ struct kv_tier_ops {
                   const float *v, const float *act);
 };
 
-/* kvstore_create with the device arena behind ops (FP32 K and V; INT8 is
- * not built for it). ops is copied. */
+/* kvstore_create with the device arena behind ops (K and V in ops's
+ * row_bytes; INT8 is not built for it). ops is copied. */
 int kvstore_create_tiered(struct kvstore **out, const struct llm_config *c, uint32_t n_streams,
                           uint32_t max_len, uint32_t dev_cap, uint32_t host_cap,
                           const struct kv_tier_ops *ops, struct alisa_err *e);

@@ -278,10 +278,8 @@ __device__ static int32_t kv_row(const struct kern_rows &rw, uint32_t r, uint32_
     return rw.idx ? rw.idx[(size_t)r * rw.ld + t] : rw.base[r] + (int32_t)t;
 }
 
-/* K and V elements as floats: FP32 arenas, or the FP16 dense cache. */
-__device__ static inline float ld1(const float *p) { return *p; }
+/* FP16 K and V elements (the dense cache, the tiered arenas) as floats. */
 __device__ static inline float ld1(const __half *p) { return __half2float(*p); }
-__device__ static inline float4 ld4(const float *p) { return *(const float4 *)p; }
 __device__ static inline float4 ld4(const __half *p)
 {
     uint2 u = *(const uint2 *)p; /* 8-byte aligned when hs and kv_dim are multiples of 4 */
@@ -410,25 +408,11 @@ static cudaError_t attn_output_any(float *out, const float *p, const T *V, struc
     return cudaGetLastError();
 }
 
-cudaError_t kern_attn_scores(float *scores, const float *q, const float *K, struct kern_rows rows,
-                             uint32_t R, uint32_t H, uint32_t KVH, uint32_t hs, float scale,
-                             cudaStream_t stream)
-{
-    return attn_scores_any(scores, q, K, rows, R, H, KVH, hs, scale, stream);
-}
-
 cudaError_t kern_attn_scores16(float *scores, const float *q, const uint16_t *K,
                                struct kern_rows rows, uint32_t R, uint32_t H, uint32_t KVH,
                                uint32_t hs, float scale, cudaStream_t stream)
 {
     return attn_scores_any(scores, q, (const __half *)K, rows, R, H, KVH, hs, scale, stream);
-}
-
-cudaError_t kern_attn_output(float *out, const float *p, const float *V, struct kern_rows rows,
-                             uint32_t R, uint32_t H, uint32_t KVH, uint32_t hs,
-                             cudaStream_t stream)
-{
-    return attn_output_any(out, p, V, rows, R, H, KVH, hs, stream);
 }
 
 cudaError_t kern_attn_output16(float *out, const float *p, const uint16_t *V,

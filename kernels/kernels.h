@@ -81,21 +81,13 @@ struct kern_rows {
 };
 
 /* scores (R, H, ld) = scale * q . K for each query row r (q: (R, H * hs)),
- * head h against KV head h / (H / KVH). */
-cudaError_t kern_attn_scores(float *scores, const float *q, const float *K, struct kern_rows rows,
-                             uint32_t R, uint32_t H, uint32_t KVH, uint32_t hs, float scale,
-                             cudaStream_t stream);
-
-/* out (R, H * hs) = p (R, H, ld, softmaxed) . V, grouped as the scores. */
-cudaError_t kern_attn_output(float *out, const float *p, const float *V, struct kern_rows rows,
-                             uint32_t R, uint32_t H, uint32_t KVH, uint32_t hs,
-                             cudaStream_t stream);
-
-/* kern_attn_scores and kern_attn_output over FP16 K and V (the dense
- * cache), the products in FP32. */
+ * head h against KV head h / (H / KVH), over FP16 K (the dense cache or the
+ * tiered arenas), the products in FP32. */
 cudaError_t kern_attn_scores16(float *scores, const float *q, const uint16_t *K,
                                struct kern_rows rows, uint32_t R, uint32_t H, uint32_t KVH,
                                uint32_t hs, float scale, cudaStream_t stream);
+/* out (R, H * hs) = p (R, H, ld, softmaxed) . V, grouped as the scores,
+ * over FP16 V. */
 cudaError_t kern_attn_output16(float *out, const float *p, const uint16_t *V,
                                struct kern_rows rows, uint32_t R, uint32_t H, uint32_t KVH,
                                uint32_t hs, cudaStream_t stream);

@@ -208,21 +208,19 @@ static void attention_case(uint32_t hs)
     const uint32_t count[3] = {1, 17, 64};
     float *K = rnd_vec((size_t)A * kvd, 1.0f), *V = rnd_vec((size_t)A * kvd, 1.0f);
     float *q = rnd_vec((size_t)R * H * hs, 1.0f);
-    /* FP16 copies for the dense cache's kernels, and the values they hold */
+    /* FP16 copies (the kernels read FP16 K and V), and the values they hold */
     uint16_t *Kh = malloc((size_t)A * kvd * sizeof *Kh), *Vh = malloc((size_t)A * kvd * sizeof *Vh);
     float *Kq = malloc((size_t)A * kvd * sizeof *Kq), *Vq = malloc((size_t)A * kvd * sizeof *Vq);
     for (size_t i = 0; i < (size_t)A * kvd; i++) {
         Kh[i] = fp16_from_float(K[i]), Vh[i] = fp16_from_float(V[i]);
         Kq[i] = fp16_to_float(Kh[i]), Vq[i] = fp16_to_float(Vh[i]);
     }
-    for (int pass = 0; pass < 4; pass++) {
-        int mode = pass & 1, half = pass >> 1; /* mode 1: base rows; half: FP16 K and V */
-        const float *Ko = half ? Kq : K, *Vo = half ? Vq : V;
+    for (int mode = 0; mode < 2; mode++) { /* mode 1: base rows, else listed rows */
+        const float *Ko = Kq, *Vo = Vq;
         int32_t idx[3 * 64], base[3] = {0, 30, 56};
         for (uint32_t r = 0; r < R; r++)
             for (uint32_t t = 0; t < ld; t++) /* distinct rows, out of order */
                 idx[r * ld + t] = (int32_t)((t * 37 + r * 11) % A);
-        float *d_K = up(K, (size_t)A * kvd * sizeof(float)), *d_V = up(V, (size_t)A * kvd * sizeof(float));
         uint16_t *d_Kh = up(Kh, (size_t)A * kvd * 2), *d_Vh = up(Vh, (size_t)A * kvd * 2);
         float *d_q = up(q, (size_t)R * H * hs * sizeof(float));
         int32_t *d_idx = up(idx, sizeof idx), *d_base = up(base, sizeof base);
@@ -231,11 +229,9 @@ static void attention_case(uint32_t hs)
         float *d_out = up(NULL, (size_t)R * H * hs * sizeof(float)), *d_w = up(NULL, (size_t)R * ld * sizeof(float));
         struct kern_rows rw = {.idx = mode ? NULL : d_idx, .base = d_base, .count = d_c, .ld = ld};
         float sc = 1.0f / sqrtf((float)hs);
-        assert_int_equal(half ? kern_attn_scores16(d_s, d_q, d_Kh, rw, R, H, KVH, hs, sc, 0)
-                              : kern_attn_scores(d_s, d_q, d_K, rw, R, H, KVH, hs, sc, 0), cudaSuccess);
+        assert_int_equal(kern_attn_scores16(d_s, d_q, d_Kh, rw, R, H, KVH, hs, sc, 0), cudaSuccess);
         assert_int_equal(kern_softmax(d_s, R * H, ld, d_c, H, 0), cudaSuccess);
-        assert_int_equal(half ? kern_attn_output16(d_out, d_s, d_Vh, rw, R, H, KVH, hs, 0)
-                              : kern_attn_output(d_out, d_s, d_V, rw, R, H, KVH, hs, 0), cudaSuccess);
+        assert_int_equal(kern_attn_output16(d_out, d_s, d_Vh, rw, R, H, KVH, hs, 0), cudaSuccess);
         assert_int_equal(kern_head_mean(d_w, d_s, d_c, R, H, ld, 0), cudaSuccess);
         float *out = malloc((size_t)R * H * hs * sizeof *out), *w = malloc((size_t)R * ld * sizeof *w);
         down(out, d_out, (size_t)R * H * hs * sizeof *out);
@@ -250,11 +246,11 @@ static void attention_case(uint32_t hs)
                 memcpy(Vr + (size_t)t * kvd, Vo + (size_t)row * kvd, kvd * sizeof(float));
             }
             cpu_attend(q + (size_t)r * H * hs, Kr, Vr, count[r], kvd, hs, H / KVH, H, att, ld, wr, outr);
-            check_close(half ? "attention output (FP16 K, V)" : mode ? "attention output (base)" : "attention output (gathered)",
+            check_close(mode ? "attention output (base)" : "attention output (gathered)",
                         out + (size_t)r * H * hs, outr, (size_t)H * hs, 1e-5f, 1e-4f);
             check_close("head-mean weights", w + (size_t)r * ld, wr, count[r], 1e-6f, 1e-4f);
         }
-        cudaFree(d_K); cudaFree(d_V); cudaFree(d_Kh); cudaFree(d_Vh); cudaFree(d_q); cudaFree(d_idx); cudaFree(d_base);
+        cudaFree(d_Kh); cudaFree(d_Vh); cudaFree(d_q); cudaFree(d_idx); cudaFree(d_base);
         cudaFree(d_c); cudaFree(d_s); cudaFree(d_out); cudaFree(d_w);
         free(out); free(w); free(Kr); free(Vr); free(att); free(wr); free(outr);
     }

@@ -173,10 +173,20 @@ const struct hw_profile *kv_opts_hw(const struct kv_opts *o, const struct catalo
                         : catalog_hw(c, "H100-80GB");
 }
 
-void kv_opts_capacity(const struct kv_opts *o, const struct llm_config *c, uint32_t batch,
-                      uint32_t max_len, uint64_t *gpu_bytes, uint64_t *cpu_bytes)
+enum kv_precision exec_kv_precision(const struct kv_opts *o, enum llm_backend kind)
 {
-    struct kv_shape ks = {c->dim, c->kv_dim, o->int8 ? KV_INT8 : KV_FP32};
+    struct llm_backend_info bi;
+    struct alisa_err e = {{0}};
+    if (o->int8)
+        return KV_INT8;
+    return !llm_backend_info(kind, &bi, &e) && bi.kv_bytes == 2 ? KV_FP16 : KV_FP32;
+}
+
+void kv_opts_capacity(const struct kv_opts *o, const struct llm_config *c, uint32_t batch,
+                      uint32_t max_len, enum kv_precision p, uint64_t *gpu_bytes,
+                      uint64_t *cpu_bytes)
+{
+    struct kv_shape ks = {c->dim, c->kv_dim, p};
     uint64_t all = (uint64_t)max_len * cost_kv_bytes(&ks) * batch * c->n_layers;
     *gpu_bytes = o->gpu_bytes ? o->gpu_bytes : all;
     *cpu_bytes = o->cpu_bytes ? o->cpu_bytes : all;
@@ -228,14 +238,16 @@ int tiered_attach(struct tiered *t, const struct kv_opts *o, const struct llm_mo
         catalog_deinit(&cat);
         return ALISA_ENOTFOUND;
     }
-    /* priced as stored: FP32 (or INT8) K and V, FP32 layer inputs */
-    struct kv_shape ks = {c->dim, c->kv_dim, o->int8 ? KV_INT8 : KV_FP32};
+    /* priced as stored: K and V as the backend's arenas hold them (FP32 on
+     * the CPU, FP16 on the GPU, or INT8), FP32 layer inputs */
+    enum kv_precision prec = exec_kv_precision(o, llm_state_backend(st));
+    struct kv_shape ks = {c->dim, c->kv_dim, prec};
     struct kv_shape f32 = {c->dim, c->kv_dim, KV_FP32};
     struct place_params *pp = &sc.place_params;
     pp->kv_bytes = cost_kv_bytes(&ks);
     pp->act_bytes = cost_act_bytes(&f32);
     uint64_t g, h;
-    kv_opts_capacity(o, c, batch, max_len, &g, &h);
+    kv_opts_capacity(o, c, batch, max_len, prec, &g, &h);
     pp->gpu_bytes = g / sc.n_streams;
     pp->cpu_bytes = h / sc.n_streams;
     pp->load_ns = cost_load_ns(&ks, hw);

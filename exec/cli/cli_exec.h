@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "catalog.h"
+#include "costmodel.h"
 #include "err.h"
 #include "forward.h"
 #include "kvstore.h"
@@ -80,7 +81,7 @@ struct kv_opts {
     "  --placement NAME   place KV token by token in a device and a host arena under this\n" \
     "                     policy (alisa policy list); default: one dense arena\n"            \
     "  --gpu-kv-bytes N   device arena, bytes for all sequences and layers (K and V at 4\n" \
-    "                     bytes a channel, 1 with --kv-int8)\n"                              \
+    "                     bytes a channel on the CPU backend, 2 on cuda, 1 with --kv-int8)\n" \
     "  --cpu-kv-bytes N   host arena, bytes (default: unlimited)\n"                        \
     "  --hardware NAME    profile pricing load against recompute (default H100-80GB)\n"    \
     "  --kv-int8          store K and V in INT8, channel-wise asymmetric per group of 32\n" \
@@ -129,10 +130,16 @@ int kv_opts_check(const struct kv_opts *o);
 const struct hw_profile *kv_opts_hw(const struct kv_opts *o, const struct catalog *c);
 
 /* The device and host arenas' bytes for `batch` sequences of max_len tokens
- * of a model of config c: o's, or room for every token (K and V as stored)
- * where o gives none. */
+ * of a model of config c: o's, or room for every token (K and V stored in
+ * precision p) where o gives none. */
 void kv_opts_capacity(const struct kv_opts *o, const struct llm_config *c, uint32_t batch,
-                      uint32_t max_len, uint64_t *gpu_bytes, uint64_t *cpu_bytes);
+                      uint32_t max_len, enum kv_precision p, uint64_t *gpu_bytes,
+                      uint64_t *cpu_bytes);
+
+/* How backend kind's arenas store K and V under o: INT8 with --kv-int8,
+ * else FP16 or FP32 as the backend holds them (llm_backend_info's
+ * kv_bytes). Cannot fail (a backend this build lacks: FP32). */
+enum kv_precision exec_kv_precision(const struct kv_opts *o, enum llm_backend kind);
 
 /* An executor state on o's backend (see --backend) for `batch` sequences of
  * max_len tokens; with auto, says on stderr which backend it took. */

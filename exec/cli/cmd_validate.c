@@ -505,17 +505,20 @@ static int validate_measure(const struct validate_opts *o, struct loaded *l,
  * into *sbuf (malloc'd, the caller frees), the device arena's bytes into
  * *gpu_kv. */
 static int validate_predict(const struct validate_opts *o, const struct llm_model *m,
-                            const struct hw_profile *hw, struct sim_result *r, char **sbuf,
-                            uint64_t *gpu_kv, struct alisa_err *e)
+                            enum llm_backend kind, const struct hw_profile *hw,
+                            struct sim_result *r, char **sbuf, uint64_t *gpu_kv,
+                            struct alisa_err *e)
 {
     struct model_shape shape;
     llm_model_shape(m, &shape);
     uint64_t cpu_kv;
-    kv_opts_capacity(&o->kvo, &m->c, o->batch, o->P + o->G, gpu_kv, &cpu_kv);
+    /* the executor's arenas: FP32 on the CPU backend, FP16 on the GPU */
+    enum kv_precision prec = exec_kv_precision(&o->kvo, kind);
+    kv_opts_capacity(&o->kvo, &m->c, o->batch, o->P + o->G, prec, gpu_kv, &cpu_kv);
     struct sim_config cfg = {.trace = o->trace, .model = &shape, .hw = hw,
                              .system = sim_system_find("executor"), .batch = o->batch,
                              .prompt_len = o->P, .gen_len = o->G, .sel_params = o->kvo.sel,
-                             .precision = KV_FP32,
+                             .precision = prec,
                              .gpu_kv_bytes = (double)*gpu_kv, .cpu_mem_bytes = (double)cpu_kv};
     ALISA_ASSERT(cfg.system);
     if (!(cfg.sel = selection_find(o->kvo.selection)))
@@ -680,7 +683,7 @@ int cmd_validate(int argc, char **argv)
     if (!rc)
         rc = validate_measure(&o, &l, kind, ex, runs, &v, &e);
     if (!rc)
-        rc = validate_predict(&o, l.m, hw, &r, &sbuf, &gpu_kv, &e);
+        rc = validate_predict(&o, l.m, kind, hw, &r, &sbuf, &gpu_kv, &e);
     if (!rc) {
         v.meas_prefill = pick_median(ex, runs, o.repeat, o.G, st);
         v.spread = run_spread(runs, o.repeat, o.G);

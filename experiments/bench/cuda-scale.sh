@@ -16,7 +16,7 @@
 #
 # Share of the HBM roofline: bytes read per decode step (every layer's
 # matrices and the output head in FP16, plus the K and V attended: FP16 in
-# the dense cache, FP32 in the tiered arenas; on average P + G/2 tokens
+# the dense cache and the tiered arenas alike; on average P + G/2 tokens
 # dense, 20% of them with SWA) / the mean time a decode token takes (batch /
 # the decode tok/s `alisa run` prints) /
 # the device-to-device bandwidth measured here by torch (bytes read plus
@@ -66,12 +66,12 @@ for M in ${MODELS:-LLaMA-7B OPT-6.7B}; do
     wbytes=$(( (L * (2 * d * d + 2 * kv * d + fm * d * ffn) + V * d) * 2 ))
     for mode in ${MODES:-dense offload}; do
         for b in ${BATCHES:-1 8 32 64}; do
-            extra=() share=1 kvb=2 # the dense cache is FP16, the tiered arenas FP32
+            extra=() share=1 kvb=2 # FP16 K and V, dense cache and tiered arenas alike
             if [ $mode = offload ]; then
-                all=$(( (P + G) * kv * 2 * 4 * b * L ))
+                all=$(( (P + G) * kv * 2 * kvb * b * L ))
                 extra=(--selection swa --sparsity 0.8 --placement alisa-cache
                        --gpu-kv-bytes $(( all / 4 )) --cpu-kv-bytes $(( all / 4 )))
-                share=0.2 kvb=4
+                share=0.2
             fi
             hf=- ratio=-
             if [ "${HF:-1}" = 1 ] && [ $mode = dense ]; then

@@ -7,7 +7,8 @@
 # new tokens, and the share of
 # the HBM roofline each reached: (FP16 weights + the K and V read per step)
 # / measured decode step time / peak bandwidth. The K and V read is
-# B x layers x attended x kv_dim x 2 x 2 bytes (FP16 dense cache; 4 in the FP32 arenas), attended being
+# B x layers x attended x kv_dim x 2 x 2 bytes (FP16 on the GPU, dense cache and arenas alike;
+# 4 in the CPU backend's FP32 arenas), attended being
 # pos + 1 dense and 20% of it with SWA (the budget rounds, so approximately).
 # Peak bandwidth: PEAK_GBPS, else 4800 (H200), 2000 (H100 PCIe), 3350 (H100
 # SXM). Prints a Markdown table and writes it to experiments/bench/
@@ -53,12 +54,13 @@ out=experiments/bench/cuda-$(tr ' /' '__' <<<"$dev" | tr -cd 'A-Za-z0-9_.-').md
     for mode in dense offload; do
         for b in ${BATCHES:-1 8 32 64}; do
             extra=()
-            share=1 kvb=2 # the dense cache is FP16 (since 2026-11-24), the arenas FP32
+            share=1 kvb=2 # FP16 on the GPU, dense cache and arenas (both since 2026-11-24)
+            [ "$backend" = cpu ] && kvb=4 # the CPU backend's cache and arenas are FP32
             if [ $mode = offload ]; then
-                all=$(( (P + G) * kvdim * 2 * 4 * b * layers ))
+                all=$(( (P + G) * kvdim * 2 * kvb * b * layers ))
                 extra=(--selection swa --sparsity 0.8 --placement alisa-cache --gpu-kv-bytes $(( all / 4 ))
                        --cpu-kv-bytes $(( all / 4 )))
-                share=0.2 kvb=4
+                share=0.2
             fi
             $alisa run --backend $backend --model "$smol" --prompt "$prompt" -n $G \
                 --batch $b --timings "$tmp/t.jsonl" "${extra[@]}" >/dev/null 2>"$tmp/err" ||

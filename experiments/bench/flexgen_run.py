@@ -31,11 +31,12 @@ import argparse
 import contextlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 from flexgen import flex_opt
+
+from gpu_facts import driver_version
 
 PROMPT_IDS = [2, 32826, 16, 5, 812, 343, 9]  # stand-in ids; any would do with dummy weights
 
@@ -74,15 +75,6 @@ def split_argv(argv):
         else:
             out.append(a)
     return want_json, out
-
-
-def driver_version():
-    try:
-        r = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                           capture_output=True, text=True, timeout=30, check=True)
-        return r.stdout.strip().splitlines()[0]
-    except (OSError, subprocess.SubprocessError, IndexError):
-        return "unknown"
 
 
 def main():

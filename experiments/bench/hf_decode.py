@@ -20,13 +20,14 @@ import configparser
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
 import torch
 import transformers
 from transformers import AutoModelForCausalLM, LlamaConfig, OPTConfig
+
+from gpu_facts import driver_version
 
 
 def build(a):
@@ -70,15 +71,6 @@ def catalog_shape(a):
             setattr(a, attr, 1 if v.lower() in ("1", "yes", "true") else 0)
         else:
             setattr(a, attr, int(v))
-
-
-def driver_version():
-    try:
-        r = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                           capture_output=True, text=True, timeout=30, check=True)
-        return r.stdout.strip().splitlines()[0]
-    except (OSError, subprocess.SubprocessError, IndexError):
-        return "unknown"
 
 
 def timed(fn):
