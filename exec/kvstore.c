@@ -362,8 +362,8 @@ int kvstore_apply(struct kvstore *ks, const struct scheduler_plan *plan, const u
      * deleted again within the step is not copied at all) */
     for (uint32_t i = 0; i < r->n_offload; i++) {
         uint32_t t = r->offload[i];
-        if (!(flags[t] & KV_CPU) || hs[t] >= 0)
-            continue;
+        if (!(flags[t] & KV_CPU) || hs[t] >= 0 || (t == pos && ds[t] < 0))
+            continue; /* the last: a new token produced to the CPU, written through in 4. */
         int slot = take(host);
         if (ds[t] < 0 || slot < 0)
             return err_set(e, ALISA_EINVAL, "stream %u step %u: cannot offload token %u", s, pos, t);
@@ -427,13 +427,29 @@ int kvstore_apply(struct kvstore *ks, const struct scheduler_plan *plan, const u
             hs[t] = -1;
         }
     }
-    /* 4. the new token, computed on the device this step */
-    if (pos < ks->max_len && (flags[pos] & KV_GPU) && ds[pos] < 0) {
-        int slot = take(dev);
-        if (slot < 0)
-            return err_set(e, ALISA_EINVAL, "stream %u step %u: no device slot for the new token", s,
-                           pos);
+    /* 4. the new token, computed on the device this step: kept there, or
+     * there for this step only and written through to its host copy */
+    if (pos < ks->max_len && (flags[pos] & (KV_GPU | KV_VISIT)) && ds[pos] < 0) {
+        int through = (flags[pos] & KV_CPU) && hs[pos] < 0;
+        if (through && (ks->ops || ks->int8))
+            return err_set(e, ALISA_EINVAL, "stream %u step %u: a new token produced straight to "
+                           "the host arena is not built for %s", s, pos,
+                           ks->ops ? "a device arena behind tier ops" : "INT8 storage");
+        int slot = take(dev), hslot = through ? take(host) : 0;
+        if (slot < 0 || hslot < 0)
+            return err_set(e, ALISA_EINVAL, "stream %u step %u: no %s slot for the new token", s,
+                           pos, slot < 0 ? "device" : "host");
         ds[pos] = slot;
+        if (through) {
+            memcpy(ks->act + ((size_t)s * ks->max_len + pos) * ks->dim, act,
+                   ks->dim * sizeof(float));
+            store(ks, s, pos, dev->k + (size_t)slot * row, dev->v + (size_t)slot * row, k, v);
+            memcpy(host->k + (size_t)hslot * row, dev->k + (size_t)slot * row, row);
+            memcpy(host->v + (size_t)hslot * row, dev->v + (size_t)slot * row, row);
+            hs[pos] = hslot;
+            ks->offloads++;
+            return 0;
+        }
         if (ks->ops) {
             ks->ops->store(ks->ops->ctx, s, pos, (uint32_t)slot, k, v, act);
             return 0;

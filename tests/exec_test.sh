@@ -118,6 +118,18 @@ check $? "timings have transfer and recompute per layer"
 "$alisa" run --model stories260K --prompt "Once upon a time" -n 40 --selection swa \
     --placement alisa --gpu-kv-bytes 5KiB --kv-int8 >"$tmp/out" 2>&1 && grep -q "Once upon a time" "$tmp/out"
 check $? "run with INT8 KV in tight tiers"
+# FlexGen's static split as its code makes it: whole sequences on the device
+# or on the host (the host ones loaded every step, new tokens written
+# through); the text is the dense run's. 4 sequences x 5 layers x 53 tokens
+# at 256 bytes (stories260K: kv_dim 32, FP32): 271,360 bytes; 140,000 of
+# them on the device hold 2 sequences (floor(4 x 0.516)).
+"$alisa" run --model stories260K --prompt "Once upon a time" -n 48 --batch 4 >"$tmp/fd" 2>/dev/null
+"$alisa" run --model stories260K --prompt "Once upon a time" -n 48 --batch 4 \
+    --placement flexgen-static --gpu-kv-bytes 140000 >"$tmp/fs" 2>"$tmp/fs.err"
+check $? "run --placement flexgen-static"
+cmp -s "$tmp/fd" "$tmp/fs" && grep -q "2 of 4 sequences' KV on the device" "$tmp/fs.err" &&
+    grep -q "KV moves: 520 offloaded" "$tmp/fs.err"
+check $? "flexgen-static: 2 of 4 sequences on the device, 2 x 5 x 52 tokens written through, the dense text"
 # eval against the dense reference: dense against dense is exact, and
 # sparsity 0 of every policy is dense
 ev() { "$alisa" eval --model stories260K --text "$text/tinystories_val_subset.txt" --ctx 64 \

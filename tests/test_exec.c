@@ -333,6 +333,40 @@ static void attach_sel(struct llm_state *st, const struct llm_config *c, uint32_
     llm_state_tiered(st, *sched, *ks, prompt_len);
 }
 
+/* FlexGen's split by whole sequences (the executor's flexgen-static,
+ * exec/cli's flexgen_split): sequence 0's KV all on the device, sequence
+ * 1's all on the host, loaded for every step that attends it and each new
+ * token written through; SWA at 50%, FP32. Arenas as large as the largest
+ * stream's. */
+static void attach_flexgen(struct llm_state *st, const struct llm_config *c, uint32_t N,
+                           uint32_t prompt_len, struct scheduler **sched, struct kvstore **ks)
+{
+    struct alisa_err e = {{0}};
+    const uint32_t B = 2, n = B * c->n_layers;
+    struct place_params *pp = calloc(n, sizeof *pp);
+    assert_non_null(pp);
+    for (uint32_t i = 0; i < n; i++) {
+        int gpu = i < c->n_layers; /* stream b * n_layers + l: sequence 0 */
+        pp[i] = (struct place_params){.kv_bytes = 1, .act_bytes = 1, .gpu_bytes = gpu ? N : 0,
+                                      .cpu_bytes = gpu ? 0 : N, .gpu_fraction = gpu};
+    }
+    struct scheduler_config sc = {.sel = &sel_swa_ops, .sel_params = {.sparsity = 0.5},
+                                  .place = &place_flexgen_ops, .stream_params = pp,
+                                  .n_streams = n, .max_len = N};
+    if (scheduler_create(sched, &sc, NULL, &e))
+        fail_msg("%s", e.msg);
+    free(pp);
+    uint32_t dev = 0, host = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t d = scheduler_stream_dev_slots(*sched, i), h = scheduler_stream_host_slots(*sched, i);
+        dev = d > dev ? d : dev;
+        host = h > host ? h : host;
+    }
+    if (kvstore_create(ks, c, n, N, dev, host, 0, &e))
+        fail_msg("%s", e.msg);
+    llm_state_tiered(st, *sched, *ks, prompt_len);
+}
+
 /* SWA at 50% sparsity, FP32. */
 static void attach_tiers(struct llm_state *st, const struct llm_config *c, uint32_t B, uint32_t N,
                          uint32_t prompt_len, const struct placement_ops *place, uint32_t dev,
@@ -354,9 +388,9 @@ static void two_sequences(uint32_t cur[2], uint32_t p, uint32_t P, uint32_t voca
 /* Placement moves KV between arenas (offload, load, recompute) but must
  * never change what the model computes: the same selection with tiny tiers
  * gives the logits of the untiered run at every step. */
-/* Every placement (three caches and the paper's rule, which loads CPU
- * tokens and recomputes deleted ones) leaves m's logits as the untiered
- * run gives them; frees m. */
+/* Every placement (three caches, the paper's rule, which loads CPU tokens
+ * and recomputes deleted ones, and FlexGen's split by sequences) leaves m's
+ * logits as the untiered run gives them; frees m. */
 static void tiered_outputs_unchanged(struct llm_model *m)
 {
     struct alisa_err e = {{0}};
@@ -366,7 +400,7 @@ static void tiered_outputs_unchanged(struct llm_model *m)
                                             &place_fifo_ops, &place_alisa_ops};
     float *ref = malloc((size_t)N * B * c->vocab * sizeof *ref);
     uint64_t fetched = 0;
-    for (int run = 0; run < 5; run++) {
+    for (int run = 0; run < 6; run++) {
         struct llm_state *st;
         assert_int_equal(llm_state_create(&st, m, B, N, &e), 0);
         struct scheduler *sched = NULL;
@@ -375,8 +409,11 @@ static void tiered_outputs_unchanged(struct llm_model *m)
          * 16 host slots per stream under three caches; run 4: the paper's
          * rule, alpha = beta = 0.5 from positions 36 and 55 (55 tokens at
          * most on the device, 55 on the host with the deleted ones' inputs) */
-        attach_tiers(st, c, B, N, P, run ? places[run - 1] : &place_gpu_only_ops, run ? 72 : N,
-                     run == 4 ? 60 : run ? 16 : N, 3, &sched, &ks);
+        if (run == 5) /* FlexGen's split: sequence 0 on the device, 1 on the host */
+            attach_flexgen(st, c, N, P, &sched, &ks);
+        else
+            attach_tiers(st, c, B, N, P, run ? places[run - 1] : &place_gpu_only_ops,
+                         run ? 72 : N, run == 4 ? 60 : run ? 16 : N, 3, &sched, &ks);
         uint32_t cur[2];
         for (uint32_t p = 0; p < N; p++) {
             two_sequences(cur, p, P, c->vocab);
@@ -398,6 +435,8 @@ static void tiered_outputs_unchanged(struct llm_model *m)
             assert_true(off > 0);
         if (run == 4) /* the paper's rule loads CPU tokens and recomputes deleted ones */
             assert_true(ld > 0 && rc > 0);
+        if (run == 5) /* every token of sequence 1 written through, then loaded when attended */
+            assert_true(off == (uint64_t)N * c->n_layers && ld > off && rc == 0);
         fetched += ld + rc;
         kvstore_free(ks);
         scheduler_destroy(sched);

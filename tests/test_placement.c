@@ -539,6 +539,57 @@ static void test_flexgen_static_loads_every_attended_share_and_never_caches(void
     fx_deinit(&f);
 }
 
+/* FlexGen's own split is by whole sequences (TorchMixedDevice.
+ * init_cache_one_gpu_batch), so a stream's share is 1 or 0; then tokens
+ * keep the engine's places, which an executor can carry out: f = 1, every
+ * token KV_GPU and nothing moves; f = 0, every token KV_CPU, on the GPU only
+ * for the step that attends it (KV_VISIT: loaded, or the new one computed
+ * there and written through), the visits gone at the next step; bytes as
+ * the split form's (kv 10: all of it each way). */
+static void test_flexgen_whole_shares_keep_whole_token_places(void **state)
+{
+    (void)state;
+    struct alisa_err e = {{0}};
+    for (int share = 1; share >= 0; share--) {
+        struct fixture f;
+        fx_init(&f, &place_flexgen_ops, 0, 0, NULL);
+        f.p = (struct place_params){.gpu_bytes = share ? 30 : 0, .cpu_bytes = share ? 0 : 30,
+                                    .kv_bytes = 10, .act_bytes = 1, .gpu_fraction = share};
+        fx_apply(&f);
+        uint32_t att[4][4] = {{0}, {0, 1}, {0, 1, 2}, {1, 2, 3}}, n_att[4] = {1, 2, 3, 3};
+        for (uint32_t pos = 0; pos < 4; pos++) {
+            struct place_result r = {.load = f.bufs[0], .recompute = f.bufs[1],
+                                     .offload = f.bufs[2], .drop = f.bufs[3]};
+            uint32_t gone = 0; /* step 3 retires token 0 */
+            place_step(f.ops, f.st, &f.s, &f.p, att[pos], n_att[pos], pos == 3 ? &gone : NULL,
+                       pos == 3, 0, pos, &r);
+            assert_int_equal(r.oom, 0);
+            assert_int_equal(kv_stream_check(&f.s, &f.p, pos, att[pos], n_att[pos], NULL, &e), 0);
+            if (share) {
+                assert_int_equal(r.n_load + r.n_offload, 0);
+                assert_int_equal(kv_place_of(&f.s, pos), KV_PLACE_GPU);
+                assert_int_equal(f.s.gpu_bytes, 10 * (pos < 3 ? pos + 1 : 3));
+                continue;
+            }
+            assert_int_equal(r.n_load, n_att[pos] - 1); /* every earlier attended token */
+            assert_int_equal(r.bytes_h2d, 10 * (n_att[pos] - 1));
+            assert_int_equal(r.n_offload, 1); /* the new token, written through */
+            assert_int_equal(f.bufs[2][0], pos);
+            assert_int_equal(r.bytes_d2h, 10);
+            assert_int_equal(kv_place_of(&f.s, pos), KV_PLACE_CPU);
+            assert_int_equal(f.s.visits, n_att[pos]);
+            for (uint32_t i = 0; i < n_att[pos]; i++)
+                assert_true(f.s.flags[att[pos][i]] & KV_VISIT);
+            if (pos == 3) { /* token 0: retired, no visit left; 1-3 visiting, CPU-placed */
+                assert_int_equal(kv_place_of(&f.s, 0), KV_PLACE_GONE);
+                assert_int_equal(f.s.cpu_tokens, 3);
+                assert_int_equal(f.s.cpu_bytes, 30);
+            }
+        }
+        fx_deinit(&f);
+    }
+}
+
 static void test_retired_tokens_free_their_memory(void **state)
 {
     (void)state;
@@ -594,6 +645,7 @@ int main(void)
         cmocka_unit_test(test_belady_evicts_the_token_used_farthest_in_the_future),
         cmocka_unit_test(test_oracle_cost_keeps_copies_only_when_they_pay),
         cmocka_unit_test(test_flexgen_static_loads_every_attended_share_and_never_caches),
+        cmocka_unit_test(test_flexgen_whole_shares_keep_whole_token_places),
         cmocka_unit_test(test_retired_tokens_free_their_memory),
         cmocka_unit_test(test_stream_check_reports_a_broken_invariant),
     };

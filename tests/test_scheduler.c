@@ -354,10 +354,54 @@ static void test_a_selection_that_lost_its_state_stops_the_step(void **state)
     scheduler_destroy(ok);
 }
 
+/* Each stream's own placement parameters (FlexGen's split by sequences in
+ * the executor): stream 0 keeps every token on the GPU, stream 1 every token
+ * on the CPU, under the same dense selection; the second loads each earlier
+ * token every step and needs a step's worth of staging slots (dense: every
+ * token), the first none. The parameters are copied: the caller's array
+ * may go at once. */
+static void test_streams_take_their_own_placement_parameters(void **state)
+{
+    (void)state;
+    struct place_params *pp = malloc(2 * sizeof *pp);
+    assert_non_null(pp);
+    pp[0] = (struct place_params){.gpu_bytes = 16, .cpu_bytes = 0, .kv_bytes = 1,
+                                  .act_bytes = 1, .gpu_fraction = 1};
+    pp[1] = (struct place_params){.gpu_bytes = 0, .cpu_bytes = 16, .kv_bytes = 1,
+                                  .act_bytes = 1, .gpu_fraction = 0};
+    /* a sparsity dense ignores: the staging must still hold every token */
+    struct scheduler_config sc = {.sel = &sel_dense_ops, .sel_params = {.sparsity = 0.5},
+                                  .place = &place_flexgen_ops, .stream_params = pp,
+                                  .n_streams = 2, .max_len = 16};
+    struct scheduler *s;
+    struct alisa_err e = {{0}};
+    assert_int_equal(scheduler_create(&s, &sc, NULL, &e), 0);
+    free(pp);
+    assert_int_equal(scheduler_stream_gpu_cap(s, 0), 16);
+    assert_int_equal(scheduler_stream_cpu_cap(s, 0), 0);
+    assert_int_equal(scheduler_stream_gpu_cap(s, 1), 0);
+    assert_int_equal(scheduler_stream_cpu_cap(s, 1), 16);
+    assert_int_equal(scheduler_stream_dev_slots(s, 1), 16);
+    struct scheduler_plan plan;
+    for (uint32_t st = 0; st < 2; st++) {
+        for (uint32_t pos = 0; pos < 4; pos++)
+            assert_int_equal(scheduler_prefill(s, st, pos, NULL, 4, &plan), 0);
+        for (uint32_t pos = 4; pos < 8; pos++) {
+            assert_int_equal(scheduler_step(s, st, pos, &plan), 0);
+            assert_false(plan.place.oom);
+            assert_int_equal(plan.place.n_load, st ? pos : 0);
+            assert_int_equal(plan.place.n_offload, st ? 1 : 0);
+        }
+        assert_int_equal(plan.census.gpu, st ? 0 : 8);
+    }
+    scheduler_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_selection_that_lost_its_state_stops_the_step),
+        cmocka_unit_test(test_streams_take_their_own_placement_parameters),
         cmocka_unit_test(test_every_selection_and_placement_keeps_the_invariants),
         cmocka_unit_test(test_belady_never_misses_more_than_an_online_placement),
         cmocka_unit_test(test_oracle_cost_is_optimal_when_recompute_is_cheaper_and_bounds_hold),

@@ -107,11 +107,37 @@ int load_model(struct loaded *l, const char *model, const char *tokenizer, int w
     return rc;
 }
 
-/* The executor runs every online placement but flexgen-static (its split
- * tokens have no kvstore form). */
+/* The executor runs every online placement (flexgen-static in FlexGen's own
+ * form: flexgen_split). */
 static int executor_runs(const struct placement_ops *pl)
 {
     return !pl->offline && (!pl->step || pl->visits);
+}
+
+/* FlexGen's KV split as its code makes it (flexgen/pytorch_backend.py,
+ * TorchMixedDevice.init_cache_one_gpu_batch: the batch x heads dimension
+ * cut at int(B x heads x c) rounded down to whole heads, c the GPU share):
+ * the first floor(B c) sequences' KV wholly on the GPU, the others' wholly
+ * on the CPU (loaded for every step that attends them, copy path), c being
+ * the device arena's share of the run's KV. Fills pp (n_streams) from the
+ * shared parameters base; *n_gpu gets the sequences on the GPU. */
+static void flexgen_split(const struct place_params *base, uint32_t batch, uint32_t n_layers,
+                          uint32_t max_len, uint64_t gpu_total, struct place_params *pp,
+                          uint32_t *n_gpu)
+{
+    double all = (double)batch * n_layers * max_len * (double)base->kv_bytes;
+    double c = all > 0 ? (double)gpu_total / all : 1.0;
+    uint32_t g = c >= 1 ? batch : (uint32_t)floor(batch * c + 1e-9);
+    uint64_t seq = (uint64_t)max_len * base->kv_bytes; /* one stream's every token */
+    for (uint32_t b = 0; b < batch; b++)
+        for (uint32_t l = 0; l < n_layers; l++) {
+            struct place_params *p = &pp[(size_t)b * n_layers + l];
+            *p = *base;
+            p->gpu_fraction = b < g ? 1.0 : 0.0;
+            p->gpu_bytes = b < g ? seq : 0;
+            p->cpu_bytes = b < g ? 0 : seq;
+        }
+    *n_gpu = g;
 }
 
 /* Handles one KV option; returns 1 when ch was one, -1 on a bad value. */
@@ -153,8 +179,7 @@ int kv_opts_check(const struct kv_opts *o)
                                o->placement);
     if (pl && !executor_runs(pl))
         return cli_usage_error(NULL, "--placement %s: not supported by the executor yet (offline "
-                               "bounds need a recorded run; flexgen-static splits tokens)",
-                               pl->name);
+                               "bounds need a recorded run)", pl->name);
     if (sel_params_validate(&o->sel, &e))
         return cli_usage_error(NULL, "%s", e.msg);
     if (exec_weight_mode(o->weights) < 0)
@@ -226,8 +251,7 @@ int tiered_attach(struct tiered *t, const struct kv_opts *o, const struct llm_mo
         return err_set(e, ALISA_EINVAL, "unknown placement '%s'", o->placement);
     if (!executor_runs(sc.place))
         return err_set(e, ALISA_EINVAL, "placement '%s' is not supported by the executor yet "
-                       "(offline bounds need a recorded run; flexgen-static splits tokens)",
-                       sc.place->name);
+                       "(offline bounds need a recorded run)", sc.place->name);
     struct catalog cat;
     int rc = cli_catalog_load(&cat, catalog_default_dir(), o->profile, e);
     if (rc)
@@ -254,9 +278,28 @@ int tiered_attach(struct tiered *t, const struct kv_opts *o, const struct llm_mo
     pp->recompute_ns = cost_recompute_ns(&f32, hw);
     pp->gpu_fraction = -1;
     catalog_deinit(&cat);
-    if ((rc = scheduler_create(&t->sched, &sc, NULL, e)) ||
-        (rc = llm_state_kvstore(st, sc.n_streams, max_len, scheduler_stream_dev_slots(t->sched, 0),
-                                scheduler_stream_host_slots(t->sched, 0), o->int8, &t->ks, e))) {
+    struct place_params *split = NULL;
+    if (sc.place == &place_flexgen_ops) {
+        uint32_t n_gpu;
+        if (!(split = malloc(sc.n_streams * sizeof *split)))
+            return err_set(e, ALISA_ENOMEM, "out of memory");
+        flexgen_split(pp, batch, c->n_layers, max_len, g, split, &n_gpu);
+        sc.stream_params = split;
+        fprintf(stderr, "alisa: flexgen-static: %u of %u sequences' KV on the device, the rest "
+                "on the host (FlexGen's split by whole sequences)\n", n_gpu, batch);
+    }
+    rc = scheduler_create(&t->sched, &sc, NULL, e);
+    free(split);
+    /* arenas as large as the largest stream's (FlexGen's split differs by
+     * sequence) */
+    uint32_t dev = 0, host = 0;
+    for (uint32_t i = 0; !rc && i < sc.n_streams; i++) {
+        uint32_t ds = scheduler_stream_dev_slots(t->sched, i);
+        uint32_t hs = scheduler_stream_host_slots(t->sched, i);
+        dev = ds > dev ? ds : dev;
+        host = hs > host ? hs : host;
+    }
+    if (rc || (rc = llm_state_kvstore(st, sc.n_streams, max_len, dev, host, o->int8, &t->ks, e))) {
         scheduler_destroy(t->sched);
         t->sched = NULL;
         return rc;

@@ -23,6 +23,7 @@ struct scheduler_stream {
 
 struct scheduler {
     struct scheduler_config cfg;
+    struct place_params *pp;      /* (n_streams) each stream's placement parameters */
     struct scheduler_stream *streams; /* (n_streams) */
     uint32_t *retired;            /* (max_len) plan buffers, shared */
     uint32_t *load, *recompute, *offload, *drop;
@@ -43,6 +44,7 @@ void scheduler_destroy(struct scheduler *s)
         free(st->attended);
     }
     free(s->streams);
+    free(s->pp);
     free(s->retired);
     free(s->load);
     free(s->recompute);
@@ -68,24 +70,28 @@ int scheduler_create(struct scheduler **out, const struct scheduler_config *cfg,
     if (!s)
         return err_set(e, ALISA_ENOMEM, "out of memory for the scheduler");
     s->cfg = *cfg;
+    s->cfg.stream_params = NULL; /* borrowed: s->pp holds the copy */
     size_t n = cfg->max_len;
     s->streams = calloc(cfg->n_streams, sizeof *s->streams);
+    s->pp = malloc(cfg->n_streams * sizeof *s->pp);
     s->retired = malloc(n * sizeof(uint32_t));
     s->load = malloc(n * sizeof(uint32_t));
     s->recompute = malloc(n * sizeof(uint32_t));
     s->offload = malloc(n * sizeof(uint32_t));
     s->drop = malloc(n * sizeof(uint32_t));
     s->w = malloc(n * sizeof(float));
-    if (!s->streams || !s->retired || !s->load || !s->recompute || !s->offload || !s->drop ||
-        !s->w) {
+    if (!s->streams || !s->pp || !s->retired || !s->load || !s->recompute || !s->offload ||
+        !s->drop || !s->w) {
         scheduler_destroy(s);
         return err_set(e, ALISA_ENOMEM, "out of memory for %u streams", cfg->n_streams);
     }
+    for (uint32_t i = 0; i < cfg->n_streams; i++)
+        s->pp[i] = cfg->stream_params ? cfg->stream_params[i] : cfg->place_params;
     for (uint32_t i = 0; i < cfg->n_streams; i++) {
         struct scheduler_stream *st = &s->streams[i];
         if ((rc = cfg->sel->create(&st->sel, &cfg->sel_params, cfg->max_len, e)) ||
-            (rc = kv_stream_init(&st->kv, &cfg->place_params, cfg->max_len, e)) ||
-            (rc = cfg->place->create(&st->place, &cfg->place_params, cfg->max_len,
+            (rc = kv_stream_init(&st->kv, &s->pp[i], cfg->max_len, e)) ||
+            (rc = cfg->place->create(&st->place, &s->pp[i], cfg->max_len,
                                      futures ? &futures[i] : NULL, e))) {
             scheduler_destroy(s);
             return rc;
@@ -121,7 +127,7 @@ static void plan_finish(struct scheduler *s, struct scheduler_stream *st, struct
         return;
     }
     struct alisa_err e = {{0}};
-    int rc = kv_stream_check(&st->kv, &s->cfg.place_params, last, plan->attended,
+    int rc = kv_stream_check(&st->kv, &s->pp[plan->stream], last, plan->attended,
                              plan->n_attended, &plan->census, &e);
     if (rc) {
         fprintf(stderr, "alisa: internal error: stream %u step %u: %s\n", plan->stream, last,
@@ -144,7 +150,7 @@ int scheduler_prefill(struct scheduler *s, uint32_t stream, uint32_t pos, const 
         return 0;
     }
     while (st->produced <= pos && !plan->place.oom)
-        place_admit(s->cfg.place, st->place, &st->kv, &s->cfg.place_params, st->produced++,
+        place_admit(s->cfg.place, st->place, &st->kv, &s->pp[stream], st->produced++,
                     &plan->place);
     if (!plan->place.oom)
         scheduler_observe_prefill(s, stream, pos, row, prompt_len);
@@ -165,7 +171,7 @@ int scheduler_step(struct scheduler *s, uint32_t stream, uint32_t pos,
     }
     /* Tokens before pos must exist: a trace may start its rows late. */
     while (st->produced < pos && !plan->place.oom)
-        place_admit(s->cfg.place, st->place, &st->kv, &s->cfg.place_params, st->produced++,
+        place_admit(s->cfg.place, st->place, &st->kv, &s->pp[stream], st->produced++,
                     &plan->place);
     if (plan->place.oom) {
         plan_finish(s, st, plan, pos);
@@ -182,7 +188,7 @@ int scheduler_step(struct scheduler *s, uint32_t stream, uint32_t pos,
     plan->n_attended = n_att;
     plan->local_tokens = local;
     plan->n_retired = n_ret;
-    place_step(s->cfg.place, st->place, &st->kv, &s->cfg.place_params, st->attended, n_att,
+    place_step(s->cfg.place, st->place, &st->kv, &s->pp[stream], st->attended, n_att,
                s->retired, n_ret, pos + 1 - local, pos, &plan->place);
     st->produced = pos + 1;
     plan_finish(s, st, plan, pos);
@@ -230,13 +236,14 @@ uint32_t scheduler_stream_gpu_cap(const struct scheduler *s, uint32_t stream)
     return s->streams[stream].kv.gpu_cap;
 }
 
-/* cap plus, under a placement with visits, one step's budget, at most max_len */
+/* cap plus, under a placement with visits, one step's budget (every token
+ * for a selection that gathers none: dense), at most max_len */
 static uint32_t with_staging(const struct scheduler *s, uint32_t cap)
 {
     uint32_t max_len = s->cfg.max_len;
     if (!s->cfg.place->visits)
         return cap;
-    uint32_t b = sel_budget(&s->cfg.sel_params, max_len);
+    uint32_t b = s->cfg.sel->gathers ? sel_budget(&s->cfg.sel_params, max_len) : max_len;
     return b < max_len - cap ? cap + b : max_len;
 }
 

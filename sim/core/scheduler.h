@@ -25,6 +25,9 @@ struct scheduler_config {
     struct sel_params sel_params;
     const struct placement_ops *place;
     struct place_params place_params; /* per stream: capacities are one stream's share */
+    const struct place_params *stream_params; /* (n_streams) each stream's own instead, or
+                                                 NULL (copied at creation): FlexGen's split
+                                                 by whole sequences in the executor */
     uint32_t n_streams;               /* sequences x layers */
     uint32_t max_len;                 /* tokens per sequence, at most */
 };
