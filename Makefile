@@ -43,7 +43,7 @@ reproduce: build models
 	@bash experiments/reproduce
 
 # Issue 9: calibrate this machine, then the simulator against the executor
-# (plots/out/validation*); about 20 minutes, timings on an otherwise idle machine.
+# (plots/out/validation*); 5.3 minutes on 2 cores (2026-11-24), timings on an idle machine.
 validate: build models
 	@bash experiments/validate
 
