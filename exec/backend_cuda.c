@@ -73,7 +73,7 @@ enum { E_START, E_QKV, E_MOVE0, E_MOVE1, E_REC0, E_REC1, E_ATT0, E_ATT1, E_FFN, 
  * lists are pinned so they can be copied up asynchronously). */
 struct queue {
     uint32_t cap;
-    uint32_t n_off, n_load, n_rec, n_store;
+    uint32_t n_off, n_load, n_rec, n_store, n_thr;
     int32_t *off_row;           /* (cap) pinned: arena rows to copy down */
     void **off_hk, **off_hv;    /* (cap) host destinations */
     int32_t *load_row;          /* (cap) pinned: destination rows */
@@ -84,6 +84,8 @@ struct queue {
     int32_t *store_src;         /* (cap) pinned: activation rows of the new tokens */
     int32_t *store_row;         /* (cap) pinned: destination rows */
     int32_t *store_act;         /* (cap) pinned: layer-input rows to keep them at */
+    int32_t *thr_row;           /* (cap) pinned: stored rows written through to the host */
+    void **thr_hk, **thr_hv;    /* (cap) their host destinations */
 };
 
 struct cuda_state {
@@ -133,7 +135,13 @@ struct cuda_state {
     uint32_t n_streams, dev_cap;
     uint16_t *ak, *av;          /* (n_streams * dev_cap + batch * max_len, kv_dim) FP16: the
                                  * device arenas, then each sequence's prefill staging rows */
-    float *act;                 /* (n_streams * max_len, dim) kept layer inputs */
+    uint16_t *act;              /* (n_streams * max_len, dim) kept layer inputs, FP16 (what
+                                 * a recomputation's GEMMs take), in pinned host memory mapped
+                                 * into the device's address space: on the host, as the
+                                 * paper keeps them (ALISA.md 2), written and read by the
+                                 * kernels over the link; at paper scale they outgrow the
+                                 * device (OPT-30B, batch 64, 640 tokens: 28 GB) */
+    uint16_t *act_host;         /* the same memory, as the host allocated it */
     struct queue qu;
     void *qu_pin;               /* the queue's pinned lists, one allocation */
     float *d_ok, *d_ov;         /* (cap, kv_dim) device staging of the offloads, FP16 rows in
@@ -141,8 +149,9 @@ struct cuda_state {
                                  * stream goes on) */
     float *d_qk, *d_qv;         /* (cap, kv_dim) device staging of loads (FP16 rows in the
                                  * first half), recomputes and stores (FP32) */
-    float *d_qact;              /* (cap, dim) gathered layer inputs */
-    uint16_t *d_q16;            /* (cap, dim) their FP16 */
+    float *d_qact;              /* (cap, dim) the new tokens' layer inputs, before they go to
+                                 * act */
+    uint16_t *d_q16;            /* (cap, dim) layer inputs gathered from act to recompute */
     int32_t *d_qrow, *d_qrow2;  /* (cap) row lists on the device */
     uint32_t *d_qpos;           /* (cap) */
     float *h_qk, *h_qv;         /* (cap, kv_dim) pinned: offload copies land here (FP16 rows) */
@@ -185,7 +194,7 @@ static void cuda_destroy(void *be)
     cudaFree(s->vc);
     cudaFree(s->ak);
     cudaFree(s->av);
-    cudaFree(s->act);
+    cudaFreeHost(s->act_host);
     cudaFreeHost(s->qu_pin);
     free(s->qu.off_hk);
     cudaFree(s->d_ok);
@@ -535,6 +544,17 @@ static void tier_store(void *ctx, uint32_t stream, uint32_t pos, uint32_t dev_sl
     q->store_act[q->n_store++] = (int32_t)((size_t)stream * s->max_len + pos);
 }
 
+static void tier_through(void *ctx, uint32_t stream, uint32_t dev_slot, void *hk, void *hv)
+{
+    struct cuda_state *s = ctx;
+    struct queue *q = &s->qu;
+    if (!room(s, q->n_thr))
+        return;
+    q->thr_row[q->n_thr] = arena_row(s, stream, dev_slot);
+    q->thr_hk[q->n_thr] = hk;
+    q->thr_hv[q->n_thr++] = hv;
+}
+
 static int cuda_kvstore(void *be, uint32_t n_streams, uint32_t max_len, uint32_t dev_cap,
                         uint32_t host_cap, int int8, struct kvstore **out, struct alisa_err *e)
 {
@@ -551,32 +571,36 @@ static int cuda_kvstore(void *be, uint32_t n_streams, uint32_t max_len, uint32_t
                        "sequences x %u layers x %u tokens", n_streams, max_len, s->batch,
                        c->n_layers, s->max_len);
     size_t kv = c->kv_dim, d = c->dim;
-    if (kv % 2)
+    if (kv % 2 || d % 2)
         return err_set(e, ALISA_EINVAL, "the cuda backend's arenas move FP16 rows as pairs: "
-                       "kv_dim %zu is odd", kv);
+                       "%s %zu is odd", kv % 2 ? "kv_dim" : "dim", kv % 2 ? kv : d);
     size_t rows = (size_t)n_streams * dev_cap + (size_t)s->batch * max_len;
     uint32_t cap = s->batch * max_len + 1;
     s->n_streams = n_streams;
     s->dev_cap = dev_cap;
     s->qu.cap = cap;
-    size_t pin = (size_t)cap * 9 * sizeof(int32_t);
+    size_t pin = (size_t)cap * 10 * sizeof(int32_t);
     if (CU(e, cudaMalloc((void **)&s->ak, rows * kv * sizeof(uint16_t))) ||
         CU(e, cudaMalloc((void **)&s->av, rows * kv * sizeof(uint16_t))) ||
         CU(e, cudaMemset(s->ak, 0, rows * kv * sizeof(uint16_t))) ||
         CU(e, cudaMemset(s->av, 0, rows * kv * sizeof(uint16_t))) ||
-        CU(e, cudaMalloc((void **)&s->act, (size_t)n_streams * max_len * d * sizeof(float))) ||
+        CU(e, cudaHostAlloc((void **)&s->act_host, (size_t)n_streams * max_len * d * sizeof(uint16_t),
+                            cudaHostAllocMapped)) ||
+        CU(e, cudaHostGetDevicePointer((void **)&s->act, s->act_host, 0)) ||
         CU(e, cudaHostAlloc(&s->qu_pin, pin, cudaHostAllocDefault)) ||
         CU(e, cudaMalloc((void **)&s->d_ok, (size_t)cap * (4 * kv + d) * sizeof(float) +
                          (size_t)cap * d * sizeof(uint16_t) + 3 * (size_t)cap * sizeof(int32_t))) ||
         CU(e, cudaHostAlloc((void **)&s->h_qk, (size_t)cap * 4 * kv * sizeof(float),
                             cudaHostAllocDefault)))
         return ALISA_ENOMEM;
-    if (!(s->qu.off_hk = malloc((size_t)cap * 4 * sizeof(void *))))
+    if (!(s->qu.off_hk = malloc((size_t)cap * 6 * sizeof(void *))))
         return err_set(e, ALISA_ENOMEM, "out of memory for the move queue");
     struct queue *q = &s->qu;
     q->off_hv = q->off_hk + cap;
     q->load_hk = (const void **)(q->off_hk + 2 * (size_t)cap);
     q->load_hv = (const void **)(q->off_hk + 3 * (size_t)cap);
+    q->thr_hk = q->off_hk + 4 * (size_t)cap;
+    q->thr_hv = q->off_hk + 5 * (size_t)cap;
     int32_t *p = s->qu_pin;
     q->off_row = p; p += cap;
     q->load_row = p; p += cap;
@@ -585,7 +609,8 @@ static int cuda_kvstore(void *be, uint32_t n_streams, uint32_t max_len, uint32_t
     q->rec_row = p; p += cap;
     q->store_src = p; p += cap;
     q->store_row = p; p += cap;
-    q->store_act = p;
+    q->store_act = p; p += cap;
+    q->thr_row = p;
     s->d_ov = s->d_ok + (size_t)cap * kv;
     s->d_qk = s->d_ov + (size_t)cap * kv;
     s->d_qv = s->d_qk + (size_t)cap * kv;
@@ -606,6 +631,7 @@ static int cuda_kvstore(void *be, uint32_t n_streams, uint32_t max_len, uint32_t
         .load = tier_load,
         .recompute = tier_recompute,
         .store = tier_store,
+        .through = tier_through,
     };
     int rc = kvstore_create_tiered(out, c, n_streams, max_len, dev_cap, host_cap, &ops, e);
     if (!rc)
@@ -664,8 +690,9 @@ static cudaError_t rec(const struct cuda_state *s, cudaEvent_t ev, cudaStream_t 
  * gathered first (their slots may be reused by what follows), copied down on
  * the d2h stream; loads are packed, copied up on the h2d stream and
  * scattered; recomputations are a gather of layer inputs, two GEMMs, RoPE and
- * a scatter; new tokens are copied in last. Host destinations of the
- * offloads are written by finish(). */
+ * a scatter; new tokens are copied in last, and those written through to
+ * the host copied down after them. Host destinations of the offloads and
+ * write-throughs are written by finish(). */
 static int flush(struct cuda_state *s, uint32_t l, cudaEvent_t *ev, struct alisa_err *e)
 {
     const struct llm_config *c = &s->m->c;
@@ -725,8 +752,9 @@ static int flush(struct cuda_state *s, uint32_t l, cudaEvent_t *ev, struct alisa
         if (CU(e, cudaMemcpyAsync(s->d_qrow, q->rec_act, n * sizeof(int32_t), cudaMemcpyHostToDevice, cs)) ||
             CU(e, cudaMemcpyAsync(s->d_qrow2, q->rec_row, n * sizeof(int32_t), cudaMemcpyHostToDevice, cs)) ||
             CU(e, cudaMemcpyAsync(s->d_qpos, q->rec_pos, n * sizeof(uint32_t), cudaMemcpyHostToDevice, cs)) ||
-            CU(e, kern_gather_rows(s->d_qact, s->act, s->d_qrow, n, (uint32_t)d, cs)) ||
-            CU(e, kern_f32_to_f16(s->d_q16, s->d_qact, (size_t)n * d, cs)))
+            /* FP16 rows move as d / 2 floats (pairs of halves) */
+            CU(e, kern_gather_rows((float *)s->d_q16, (const float *)s->act, s->d_qrow, n,
+                                   (uint32_t)(d / 2), cs)))
             return ALISA_EIO;
         const float one = 1.0f, zero = 0.0f;
         if (BL(e, cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)kv, (int)n, (int)d, &one,
@@ -759,7 +787,22 @@ static int flush(struct cuda_state *s, uint32_t l, cudaEvent_t *ev, struct alisa
             CU(e, kern_gather_rows(s->d_qv, s->v, src, n, (uint32_t)kv, cs)) ||
             CU(e, kern_scatter_rows16(s->av, dst, s->d_qv, n, (uint32_t)kv, cs)) ||
             CU(e, kern_gather_rows(s->d_qact, s->xb, src, n, (uint32_t)d, cs)) ||
-            CU(e, kern_scatter_rows(s->act, act, s->d_qact, n, (uint32_t)d, cs)))
+            CU(e, kern_scatter_rows16(s->act, act, s->d_qact, n, (uint32_t)d, cs)))
+            return ALISA_EIO;
+    }
+    if (q->n_thr) {
+        /* written through: the rows just stored, gathered behind this
+         * flush's offloads in the staging rows and copied down on the
+         * compute stream (a few rows a layer; finish() writes them) */
+        uint32_t n = q->n_thr, at = q->n_off;
+        float *dk = s->d_ok + (size_t)at * pairs, *dv = s->d_ov + (size_t)at * pairs;
+        if (CU(e, cudaMemcpyAsync(s->d_qrow, q->thr_row, n * sizeof(int32_t), cudaMemcpyHostToDevice, cs)) ||
+            CU(e, kern_gather_rows(dk, ak2, s->d_qrow, n, pairs, cs)) ||
+            CU(e, kern_gather_rows(dv, av2, s->d_qrow, n, pairs, cs)) ||
+            CU(e, cudaMemcpyAsync((char *)s->h_qk + (size_t)at * row, dk, n * row,
+                                  cudaMemcpyDeviceToHost, cs)) ||
+            CU(e, cudaMemcpyAsync((char *)s->h_qv + (size_t)at * row, dv, n * row,
+                                  cudaMemcpyDeviceToHost, cs)))
             return ALISA_EIO;
     }
     if (CU(e, rec(s, ev[E_MOVE1], cs)))
@@ -768,8 +811,9 @@ static int flush(struct cuda_state *s, uint32_t l, cudaEvent_t *ev, struct alisa
     return 0;
 }
 
-/* Writes the offloaded rows that have come down (h_qk, h_qv) to their host
- * slots and empties the offload queue; their copies must be complete. */
+/* Writes the offloaded and written-through rows that have come down (h_qk,
+ * h_qv) to their host slots and empties both queues; their copies must be
+ * complete. */
 static void drain_offloads(struct cuda_state *s)
 {
     struct queue *q = &s->qu;
@@ -778,7 +822,11 @@ static void drain_offloads(struct cuda_state *s)
         memcpy(q->off_hk[i], (const char *)s->h_qk + i * row, row);
         memcpy(q->off_hv[i], (const char *)s->h_qv + i * row, row);
     }
-    q->n_off = 0;
+    for (uint32_t i = 0; i < q->n_thr; i++) {
+        memcpy(q->thr_hk[i], (const char *)s->h_qk + (q->n_off + i) * row, row);
+        memcpy(q->thr_hv[i], (const char *)s->h_qv + (q->n_off + i) * row, row);
+    }
+    q->n_off = q->n_thr = 0;
 }
 
 /* Waits for the compute stream and the offloads' copies, then writes the

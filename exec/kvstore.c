@@ -431,15 +431,23 @@ int kvstore_apply(struct kvstore *ks, const struct scheduler_plan *plan, const u
      * there for this step only and written through to its host copy */
     if (pos < ks->max_len && (flags[pos] & (KV_GPU | KV_VISIT)) && ds[pos] < 0) {
         int through = (flags[pos] & KV_CPU) && hs[pos] < 0;
-        if (through && (ks->ops || ks->int8))
+        if (through && ((ks->ops && !ks->ops->through) || ks->int8))
             return err_set(e, ALISA_EINVAL, "stream %u step %u: a new token produced straight to "
                            "the host arena is not built for %s", s, pos,
-                           ks->ops ? "a device arena behind tier ops" : "INT8 storage");
+                           ks->ops ? "these tier ops" : "INT8 storage");
         int slot = take(dev), hslot = through ? take(host) : 0;
         if (slot < 0 || hslot < 0)
             return err_set(e, ALISA_EINVAL, "stream %u step %u: no %s slot for the new token", s,
                            pos, slot < 0 ? "device" : "host");
         ds[pos] = slot;
+        if (through && ks->ops) {
+            ks->ops->store(ks->ops->ctx, s, pos, (uint32_t)slot, k, v, act);
+            ks->ops->through(ks->ops->ctx, s, (uint32_t)slot, host->k + (size_t)hslot * row,
+                             host->v + (size_t)hslot * row);
+            hs[pos] = hslot;
+            ks->offloads++;
+            return 0;
+        }
         if (through) {
             memcpy(ks->act + ((size_t)s * ks->max_len + pos) * ks->dim, act,
                    ks->dim * sizeof(float));

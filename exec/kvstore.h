@@ -49,8 +49,9 @@ void kvstore_free(struct kvstore *ks); /* accepts NULL */
  * (store receives them, recompute finds them). Calls may be queued until the
  * backend synchronises, but it must carry them out so that every offload
  * reads its slot before a load, recompute or store queued with it writes
- * one, and finish writing the offloaded host bytes before the next
- * kvstore_apply. */
+ * one, every write-through (`through`) reads its slot after the store
+ * queued before it, and finish writing the offloaded and written-through
+ * host bytes before the next kvstore_apply. */
 struct kv_tier_ops {
     void *ctx; /* the backend's, passed to every call */
     /* bytes of one token's K (or V) as the device arena stores it, and so
@@ -70,6 +71,12 @@ struct kv_tier_ops {
      * pointers are what the backend passed to kvstore_apply */
     void (*store)(void *ctx, uint32_t stream, uint32_t pos, uint32_t dev_slot, const float *k,
                   const float *v, const float *act);
+    /* after the store queued just before it: that device slot's K and V
+     * into host bytes hk, hv, written like an offload's by the next
+     * kvstore_apply (a new token written through to its host copy:
+     * flexgen-static's host sequences). NULL: not built, and a plan that
+     * writes through fails */
+    void (*through)(void *ctx, uint32_t stream, uint32_t dev_slot, void *hk, void *hv);
 };
 
 /* kvstore_create with the device arena behind ops (K and V in ops's

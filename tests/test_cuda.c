@@ -412,6 +412,36 @@ static void tiers(struct llm_state *st, const struct llm_model *m, uint32_t B, u
     llm_state_tiered(st, *sched, *ks, P);
 }
 
+/* FlexGen's split by whole sequences on st (the executor's flexgen-static,
+ * exec/cli's flexgen_split), strided over 12 tokens: sequence 0's KV wholly
+ * on the device, the others' wholly on the host, loaded for every step that
+ * attends them, each new token written through (the tier ops' `through`);
+ * arenas of N slots a stream. */
+static void split_tiers(struct llm_state *st, const struct llm_model *m, uint32_t B, uint32_t N,
+                        uint32_t P, struct scheduler **sched, struct kvstore **ks)
+{
+    struct alisa_err e = {{0}};
+    const uint32_t n = B * m->c.n_layers;
+    struct place_params *pp = calloc(n, sizeof *pp);
+    assert_non_null(pp);
+    for (uint32_t i = 0; i < n; i++) {
+        int gpu = i < m->c.n_layers; /* stream b * n_layers + l: sequence 0 */
+        pp[i] = (struct place_params){.kv_bytes = 1, .act_bytes = 1, .gpu_bytes = gpu ? N : 0,
+                                      .cpu_bytes = gpu ? 0 : N, .gpu_fraction = gpu};
+    }
+    struct scheduler_config sc = {.sel = &sel_strided_ops, .sel_params = {.budget_tokens = 12},
+                                  .place = &place_flexgen_ops, .stream_params = pp,
+                                  .n_streams = n, .max_len = N};
+    if (scheduler_create(sched, &sc, NULL, &e) ||
+        llm_state_kvstore(st, n, N, N, N, 0, ks, &e))
+        fail_msg("%s", e.msg);
+    free(pp);
+    llm_state_tiered(st, *sched, *ks, P);
+}
+
+/* greedy_models's dev for split_tiers instead of tiers */
+#define SPLIT UINT32_MAX
+
 /* Logits (n rows of V) within atol + rtol x the row's largest |logit| of
  * the CPU's: FP16 weights and GEMM inputs err in proportion to the dot
  * products' terms, not to each result (a logit near 0 is the cancellation of
@@ -478,9 +508,10 @@ static void compare_pick(const char *what, const float *g, const float *lc, uint
  * CUDA backend in lockstep: logits and attention rows within tolerance (FP16
  * weights and GEMM inputs against FP32) and the same argmax (compare_pick).
  * chunk: the prompt runs as one llm_forward_chunk call of P positions, as
- * `alisa run` does, else position by position. dev 0: dense; else tiered,
- * evicted tokens coming back by load when recompute_ns is 3 and by
- * recomputation when it is 1 (measured on the CPU: both happen). */
+ * `alisa run` does, else position by position. dev 0: dense; SPLIT:
+ * FlexGen's split (split_tiers); else tiered, evicted tokens coming back by
+ * load when recompute_ns is 3 and by recomputation when it is 1 (measured
+ * on the CPU: both happen). */
 static void greedy_models(const char *path, struct llm_model *m, struct llm_model *mg, uint32_t B,
                           uint32_t N, uint32_t P, uint32_t dev, uint64_t recompute_ns, int chunk)
 {
@@ -492,7 +523,10 @@ static void greedy_models(const char *path, struct llm_model *m, struct llm_mode
     if (llm_state_create_on(&cpu, LLM_BACKEND_CPU, m, B, N, &e) ||
         llm_state_create_on(&gpu, LLM_BACKEND_CUDA, mg, B, N, &e))
         fail_msg("%s", e.msg);
-    if (dev) {
+    if (dev == SPLIT) {
+        split_tiers(cpu, m, B, N, P, &s_cpu, &k_cpu);
+        split_tiers(gpu, m, B, N, P, &s_gpu, &k_gpu);
+    } else if (dev) {
         tiers(cpu, m, B, N, P, dev, recompute_ns, &s_cpu, &k_cpu);
         tiers(gpu, m, B, N, P, dev, recompute_ns, &s_gpu, &k_gpu);
     }
@@ -545,7 +579,7 @@ static void greedy_models(const char *path, struct llm_model *m, struct llm_mode
                 cur[b] = (uint32_t)(1 + 37 * (p + 1) + 11 * b) % c->vocab;
     }
     print_message("%s: B %u, %s prompt, %s: %u near ties\n", path, B, chunk ? "chunked" : "stepped",
-                  dev ? "tiered" : "dense", ties);
+                  dev == SPLIT ? "split by sequences" : dev ? "tiered" : "dense", ties);
     if (dev) {
         uint64_t off, ld, rcp;
         kvstore_counts(k_gpu, &off, &ld, &rcp);
@@ -553,8 +587,12 @@ static void greedy_models(const char *path, struct llm_model *m, struct llm_mode
                       (unsigned long long)off, (unsigned long long)ld, (unsigned long long)rcp);
         /* phase II and III: with loads cheaper than recomputation evicted
          * tokens are offloaded and loaded back; with recomputation cheaper
-         * alisa-cache keeps no CPU copy of them (placement.h) and recomputes */
-        assert_true(recompute_ns > 2 ? off > 0 && ld > 0 : rcp > 0);
+         * alisa-cache keeps no CPU copy of them (placement.h) and recomputes;
+         * split: the host sequences' tokens written through and loaded */
+        if (dev == SPLIT)
+            assert_true(off > 0 && ld > 0 && rcp == 0);
+        else
+            assert_true(recompute_ns > 2 ? off > 0 && ld > 0 : rcp > 0);
     }
     llm_state_free(gpu);
     llm_state_free(cpu);
@@ -586,6 +624,7 @@ static void test_cuda_opt_greedy_equals_the_cpu_dense_and_tiered(void **state)
     greedy_both(tiny_opt, 3, 40, 8, 16, 3, 0);
     greedy_both(tiny_opt, 3, 40, 8, 16, 1, 0);
     greedy_both(tiny_opt, 3, 40, 8, 16, 3, 1);
+    greedy_both(tiny_opt, 3, 40, 8, SPLIT, 0, 0);
 }
 
 /* Synthetic weights drawn on the GPU (llm_shape_synthetic, kern_synth_f16)
@@ -647,6 +686,8 @@ static void test_cuda_stories260k_greedy_equals_the_cpu_dense_and_tiered(void **
     greedy_both(stories, 3, 72, 8, 24, 1, 0);
     greedy_both(stories, 3, 72, 8, 0, 0, 1);
     greedy_both(stories, 3, 72, 8, 24, 3, 1);
+    greedy_both(stories, 3, 72, 8, SPLIT, 0, 0);
+    greedy_both(stories, 3, 72, 8, SPLIT, 0, 1);
 }
 
 static void test_cuda_smollm2_greedy_equals_the_cpu_dense_and_tiered(void **state)

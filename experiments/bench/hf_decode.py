@@ -14,6 +14,15 @@ first run on an H100). Prints one line of key=value pairs; with --json one
 JSON object instead (what `alisa sweep` stores for command = exec). The
 shape comes from the options, or from --model NAME, read from the
 catalog's sim/model/catalog/models.ini.
+
+--offload cpu: Accelerate's CPU offloading as FlexGen's baseline script
+sets it up for one GPU (benchmark/hf_ds/hf_opt.py, get_hf_opt_model with
+cpu_offload): the decoder layers and the final norm on "cpu" (Accelerate
+keeps their weights in host memory and moves each layer's to the GPU for
+its forward), the embeddings and the output head on GPU 0. The model is
+built on the host (FP16, transformers' initialisation) and dispatched with
+accelerate.dispatch_model; the KV cache is the dynamic one, as that
+script's generate() has it, and the line says so.
 """
 import argparse
 import configparser
@@ -30,7 +39,7 @@ from transformers import AutoModelForCausalLM, LlamaConfig, OPTConfig
 from gpu_facts import driver_version
 
 
-def build(a):
+def config(a):
     if a.family == "llama":
         cfg = LlamaConfig(hidden_size=a.hidden, intermediate_size=a.ffn,
                           num_hidden_layers=a.layers, num_attention_heads=a.heads,
@@ -41,10 +50,31 @@ def build(a):
                         num_attention_heads=a.heads, vocab_size=a.vocab,
                         word_embed_proj_dim=a.hidden, max_position_embeddings=a.max_seq,
                         do_layer_norm_before=True)
+    return cfg
+
+
+def build(a):
+    cfg = config(a)
     torch.manual_seed(0)
-    with torch.device("cuda"):
-        m = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float16)
-    return m.eval()
+    if a.offload == "none":
+        with torch.device("cuda"):
+            m = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float16)
+        return m.eval()
+    from accelerate import dispatch_model
+    m = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float16).eval()
+    dispatch_model(m, device_map=offload_map(m, a.family), main_device=0)
+    return m
+
+
+def offload_map(m, family):
+    """hf_opt.py's device map for one GPU with cpu_offload, for either
+    family: the decoder's layers and final norm on "cpu", every other part
+    of the decoder (embeddings, positions) and the output head on GPU 0."""
+    prefix, inner = ("model.decoder", m.model.decoder) if family == "opt" else ("model", m.model)
+    dm = {f"{prefix}.{name}": "cpu" if name in ("layers", "final_layer_norm", "norm") else 0
+          for name, _ in inner.named_children()}
+    dm["lm_head"] = 0
+    return dm
 
 
 CATALOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "sim", "model",
@@ -90,6 +120,8 @@ def main():
     p.add_argument("--family", choices=("llama", "opt"))
     p.add_argument("--model", help="a catalog model: its shape instead of the options")
     p.add_argument("--reps", type=int, default=1)
+    p.add_argument("--offload", choices=("none", "cpu"), default="none",
+                   help="cpu: Accelerate's CPU offloading as FlexGen's hf_opt.py sets it up")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     a = p.parse_args()
     if a.model:
@@ -103,7 +135,7 @@ def main():
     m = build(a)
     ids = torch.randint(3, a.vocab, (a.batch, a.prompt), device="cuda")
     mask = torch.ones_like(ids)
-    cache = "static"
+    cache = "static" if a.offload == "none" else None
 
     def gen(n):
         kw = dict(max_new_tokens=n, min_new_tokens=n, do_sample=False, attention_mask=mask,
@@ -129,7 +161,8 @@ def main():
     dec = full - pre
     if a.json:
         print(json.dumps({
-            "system": "hf", "model": a.model or f"{a.family}-{a.layers}x{a.hidden}",
+            "system": "hf" if a.offload == "none" else "hf-accelerate-offload",
+            "model": a.model or f"{a.family}-{a.layers}x{a.hidden}", "offload": a.offload,
             "batch": a.batch, "prompt_tokens": a.prompt, "gen_tokens": a.gen,
             "cache": cache or "dynamic", "prefill_s": pre, "decode_s": dec,
             "prefill_tok_s": a.batch * a.prompt / pre,
@@ -139,7 +172,7 @@ def main():
             "software": f"transformers {transformers.__version__}, torch {torch.__version__}"}))
         return
     print(f"hf transformers={transformers.__version__} torch={torch.__version__} "
-          f"cache={cache or 'dynamic'} batch={a.batch} prompt={a.prompt} gen={a.gen} "
+          f"offload={a.offload} cache={cache or 'dynamic'} batch={a.batch} prompt={a.prompt} gen={a.gen} "
           f"prefill_s={pre:.4f} decode_s={dec:.4f} "
           f"decode_tok_s={a.batch * (a.gen - 1) / dec:.1f} "
           f"peak_gib={torch.cuda.max_memory_allocated() / 2**30:.1f}")
