@@ -347,6 +347,7 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
 
     struct future_set fs = {0};
     struct scheduler *s = NULL;
+    struct place_params *by_seq = NULL; /* flexgen_whole's per-stream parameters */
     struct pass ps = {.cfg = cfg, .trace_seed = h.seed, .tot = tot, .fn = fn, .user = user};
     if (cfg->place->offline) {
         /* Pass 1: the selection alone, under a placement that never evicts. */
@@ -379,7 +380,22 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
         rc = err_set(e, ALISA_ENOMEM, "out of memory for replay totals");
         goto done;
     }
-    if ((rc = scheduler_create(&s, &sc, cfg->place->offline ? fs.fut : NULL, e)))
+    if (cfg->flexgen_whole && cfg->place == &place_flexgen_ops) {
+        if (!(by_seq = malloc(n_streams * sizeof *by_seq))) {
+            rc = err_set(e, ALISA_ENOMEM, "out of memory for %u streams", n_streams);
+            goto done;
+        }
+        /* a stream's share of every token: the given one, else its capacity's */
+        double need = (double)max_len * (double)pp->kv_bytes;
+        double share = pp->gpu_fraction >= 0 ? pp->gpu_fraction
+                       : need > 0                ? (double)pp->gpu_bytes / need
+                                                 : 1.0;
+        place_flexgen_split(pp, h.n_seqs, h.n_layers, max_len, share, by_seq);
+        sc.stream_params = by_seq;
+    }
+    rc = scheduler_create(&s, &sc, cfg->place->offline ? fs.fut : NULL, e);
+    free(by_seq); /* the scheduler keeps its own copy */
+    if (rc)
         goto done;
     ps.scheduler = s;
     rc = run_pass(path, &ps, e);

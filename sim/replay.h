@@ -32,6 +32,9 @@ struct replay_config {
                                    (the simulator passes batch x model layers) */
     uint32_t positions;         /* replay only query positions below this; 0 = all */
     int cpu_attention;          /* flexgen-static: attend CPU shares on the CPU */
+    int flexgen_whole;          /* flexgen-static: FlexGen's split by whole trace sequences
+                                   (place_flexgen_split), as the executor runs it; 0: every
+                                   stream holds the share, the split averaged (KV_SPLIT) */
     int inputs_outside;         /* dropped tokens' layer inputs are kept outside the CPU tier
                                    (the executor's kvstore); 0: they take its bytes */
     const struct alisa_sched *sched; /* placement alisa: the schedule (positions); NULL = the

@@ -110,9 +110,11 @@ const struct sim_system sim_systems[] = {
      .gpu_mem_utilization = 0.9, .profile_seqs = 256, .software = "vllm"},
     {.name = "executor",
      .summary = "alisa's executor as it runs: the selection and placement given (default dense, "
-                "gpu-only), no schedule search, no CPU attention; with a serial profile (alisa "
+                "gpu-only), no schedule search, no CPU attention, flexgen-static by whole "
+                "sequences as FlexGen's code splits them; with a serial profile (alisa "
                 "calibrate) every task runs on one processor. What alisa validate simulates",
-     .selection = "dense", .placement = "gpu-only", .gpu_fraction = -1, .inputs_outside = 1},
+     .selection = "dense", .placement = "gpu-only", .gpu_fraction = -1, .inputs_outside = 1,
+     .flexgen_whole = 1},
     {.name = NULL},
 };
 
@@ -712,6 +714,7 @@ static int run_replay(struct run *u, struct alisa_err *e)
                                  .shape = &u->ks, .capacity_streams = (uint64_t)u->B * u->Lm,
                                  .positions = cfg->prompt_len + u->N,
                                  .cpu_attention = cfg->system->cpu_attention,
+                                 .flexgen_whole = cfg->system->flexgen_whole,
                                  .inputs_outside = cfg->system->inputs_outside,
                                  .extend = extend ? &ext : NULL,
                                  .sched = u->r->scheduled ? &u->alisa : NULL};

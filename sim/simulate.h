@@ -84,6 +84,8 @@ struct sim_system {
     int cpu_attention;         /* FlexGen: attention over CPU-resident KV runs on the CPU */
     int inputs_outside;        /* the executor: dropped tokens' layer inputs are kept beside
                                   the host KV arena, not in it */
+    int flexgen_whole;         /* the executor: flexgen-static splits whole sequences as
+                                  FlexGen's code does (replay.h); 0: the split averaged */
     int no_prefetch;           /* a layer's copies start only when the previous layer's
                                   compute has ended (Accelerate's hooks; DeepSpeed as FlexGen's
                                   benchmark runs it); 0: they overlap it (FlexGen's loop) */

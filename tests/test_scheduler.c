@@ -397,11 +397,79 @@ static void test_streams_take_their_own_placement_parameters(void **state)
     scheduler_destroy(s);
 }
 
+/* FlexGen's split by whole sequences (place_flexgen_split): floor(n x
+ * share) sequences' streams wholly on the GPU, the rest wholly on the CPU,
+ * each with room for every token on its tier. */
+static void test_flexgen_split_puts_whole_sequences_on_each_tier(void **state)
+{
+    (void)state;
+    struct place_params base = {.kv_bytes = 4, .act_bytes = 2, .gpu_bytes = 7, .cpu_bytes = 9,
+                                .gpu_fraction = -1, .load_ns = 3}, pp[8];
+    const double shares[] = {0.6, 0.74, 0.75, 1.5, 0.0, 0.24};
+    const uint32_t on_gpu[] = {2, 2, 3, 4, 0, 0};
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(place_flexgen_split(&base, 4, 2, 10, shares[i], pp), on_gpu[i]);
+        for (uint32_t b = 0; b < 4; b++)
+            for (uint32_t l = 0; l < 2; l++) {
+                const struct place_params *p = &pp[b * 2 + l];
+                int gpu = b < on_gpu[i];
+                assert_true(p->gpu_fraction == (gpu ? 1.0 : 0.0));
+                assert_int_equal(p->gpu_bytes, gpu ? 40 : 0);
+                assert_int_equal(p->cpu_bytes, gpu ? 0 : 40);
+                assert_true(p->load_ns == 3 && p->kv_bytes == 4 && p->act_bytes == 2);
+            }
+    }
+}
+
+/* The replay of flexgen-static by whole sequences (the executor's form)
+ * against the split averaged over every stream: with the GPU holding half
+ * of the KV of 2 sequences, the same bytes cross the link both ways, but
+ * only sequence 1's tokens move, whole, so half as many tokens are loaded
+ * and offloaded. With a quarter no whole sequence fits: everything moves
+ * whole, a third more bytes than the averaged quarter-on-GPU split. */
+static void test_flexgen_by_whole_sequences_moves_whole_tokens_of_the_cpu_sequences(void **state)
+{
+    struct env *v = *state;
+    struct replay_totals avg, whole;
+    struct alisa_err e = {{0}};
+    const uint32_t max_len = 64; /* t0: 16 + 48 positions, 2 sequences of 3 layers */
+    for (int quarter = 0; quarter < 2; quarter++) {
+        uint32_t gpu_tokens = quarter ? max_len / 4 : max_len / 2;
+        struct replay_config cfg = {.sel = &sel_dense_ops, .place = &place_flexgen_ops,
+                                    .precision = KV_FP16,
+                                    .gpu_kv_bytes = (uint64_t)gpu_tokens * KVB * STREAMS,
+                                    .cpu_kv_bytes = (uint64_t)max_len * KVB * STREAMS,
+                                    .hw = &test_hw, .gpu_fraction = -1};
+        if (replay_trace(v->paths[0], &cfg, &avg, NULL, NULL, &e))
+            fail_msg("%s", e.msg);
+        cfg.flexgen_whole = 1;
+        if (replay_trace(v->paths[0], &cfg, &whole, NULL, NULL, &e))
+            fail_msg("%s", e.msg);
+        assert_false(avg.oom || whole.oom);
+        assert_true(avg.loads > 0);
+        if (!quarter) {
+            assert_int_equal(whole.bytes_h2d, avg.bytes_h2d);
+            assert_int_equal(whole.bytes_d2h, avg.bytes_d2h);
+            assert_int_equal(2 * whole.loads, avg.loads);
+            assert_int_equal(whole.offloads, 3 * max_len); /* sequence 1's every token */
+            assert_int_equal(avg.offloads, STREAMS * max_len);
+        } else {
+            assert_int_equal(whole.loads, avg.loads);
+            assert_int_equal(3 * whole.bytes_h2d, 4 * avg.bytes_h2d);
+            assert_int_equal(whole.offloads, STREAMS * max_len);
+        }
+        replay_totals_free(&avg);
+        replay_totals_free(&whole);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_selection_that_lost_its_state_stops_the_step),
         cmocka_unit_test(test_streams_take_their_own_placement_parameters),
+        cmocka_unit_test(test_flexgen_split_puts_whole_sequences_on_each_tier),
+        cmocka_unit_test(test_flexgen_by_whole_sequences_moves_whole_tokens_of_the_cpu_sequences),
         cmocka_unit_test(test_every_selection_and_placement_keeps_the_invariants),
         cmocka_unit_test(test_belady_never_misses_more_than_an_online_placement),
         cmocka_unit_test(test_oracle_cost_is_optimal_when_recompute_is_cheaper_and_bounds_hold),

@@ -108,36 +108,10 @@ int load_model(struct loaded *l, const char *model, const char *tokenizer, int w
 }
 
 /* The executor runs every online placement (flexgen-static in FlexGen's own
- * form: flexgen_split). */
+ * form: place_flexgen_split). */
 static int executor_runs(const struct placement_ops *pl)
 {
     return !pl->offline && (!pl->step || pl->visits);
-}
-
-/* FlexGen's KV split as its code makes it (flexgen/pytorch_backend.py,
- * TorchMixedDevice.init_cache_one_gpu_batch: the batch x heads dimension
- * cut at int(B x heads x c) rounded down to whole heads, c the GPU share):
- * the first floor(B c) sequences' KV wholly on the GPU, the others' wholly
- * on the CPU (loaded for every step that attends them, copy path), c being
- * the device arena's share of the run's KV. Fills pp (n_streams) from the
- * shared parameters base; *n_gpu gets the sequences on the GPU. */
-static void flexgen_split(const struct place_params *base, uint32_t batch, uint32_t n_layers,
-                          uint32_t max_len, uint64_t gpu_total, struct place_params *pp,
-                          uint32_t *n_gpu)
-{
-    double all = (double)batch * n_layers * max_len * (double)base->kv_bytes;
-    double c = all > 0 ? (double)gpu_total / all : 1.0;
-    uint32_t g = c >= 1 ? batch : (uint32_t)floor(batch * c + 1e-9);
-    uint64_t seq = (uint64_t)max_len * base->kv_bytes; /* one stream's every token */
-    for (uint32_t b = 0; b < batch; b++)
-        for (uint32_t l = 0; l < n_layers; l++) {
-            struct place_params *p = &pp[(size_t)b * n_layers + l];
-            *p = *base;
-            p->gpu_fraction = b < g ? 1.0 : 0.0;
-            p->gpu_bytes = b < g ? seq : 0;
-            p->cpu_bytes = b < g ? 0 : seq;
-        }
-    *n_gpu = g;
 }
 
 /* Handles one KV option; returns 1 when ch was one, -1 on a bad value. */
@@ -283,7 +257,10 @@ int tiered_attach(struct tiered *t, const struct kv_opts *o, const struct llm_mo
         uint32_t n_gpu;
         if (!(split = malloc(sc.n_streams * sizeof *split)))
             return err_set(e, ALISA_ENOMEM, "out of memory");
-        flexgen_split(pp, batch, c->n_layers, max_len, g, split, &n_gpu);
+        /* the device arena's share of the run's KV */
+        double all = (double)batch * c->n_layers * max_len * (double)pp->kv_bytes;
+        n_gpu = place_flexgen_split(pp, batch, c->n_layers, max_len, all > 0 ? g / all : 1.0,
+                                    split);
         sc.stream_params = split;
         fprintf(stderr, "alisa: flexgen-static: %u of %u sequences' KV on the device, the rest "
                 "on the host (FlexGen's split by whole sequences)\n", n_gpu, batch);

@@ -19,6 +19,7 @@
  * CPU, or, the new one, computed there and written through to the CPU.
  * The bytes moved are the same in every form.
  */
+#include <math.h>
 #include <stdlib.h>
 
 #include "placement.h"
@@ -175,3 +176,19 @@ const struct placement_ops place_flexgen_ops = {
     .destroy = flexgen_destroy,
     .step = flexgen_step,
 };
+
+uint32_t place_flexgen_split(const struct place_params *base, uint32_t n_seqs, uint32_t n_layers,
+                             uint32_t max_len, double share, struct place_params *pp)
+{
+    uint32_t g = share >= 1 ? n_seqs : share > 0 ? (uint32_t)floor(n_seqs * share + 1e-9) : 0;
+    uint64_t seq = (uint64_t)max_len * base->kv_bytes; /* one stream's every token */
+    for (uint32_t b = 0; b < n_seqs; b++)
+        for (uint32_t l = 0; l < n_layers; l++) {
+            struct place_params *p = &pp[(size_t)b * n_layers + l];
+            *p = *base;
+            p->gpu_fraction = b < g ? 1.0 : 0.0;
+            p->gpu_bytes = b < g ? seq : 0;
+            p->cpu_bytes = b < g ? 0 : seq;
+        }
+    return g;
+}

@@ -159,6 +159,19 @@ extern const struct placement_ops place_gpu_only_ops, place_alisa_ops, place_ali
     place_lru_ops, place_fifo_ops, place_lfu_ops, place_flexgen_ops, place_belady_ops,
     place_oracle_cost_ops;
 
+/* ---- FlexGen's split as its code makes it (place_flexgen.c) ---- */
+
+/* FlexGen cuts its cache along the batch x heads dimension at
+ * int(B x heads x share) rounded down to whole heads
+ * (flexgen/pytorch_backend.py, TorchMixedDevice.init_cache_one_gpu_batch),
+ * so the first floor(n_seqs x share) sequences' KV lies wholly on the GPU
+ * and the others' wholly on the CPU. Fills pp (n_seqs x n_layers, stream
+ * seq x n_layers + layer) from base: gpu_fraction 1 and room for max_len
+ * tokens on the GPU tier, or 0 and that room on the CPU tier. Returns the
+ * sequences on the GPU. Cannot fail. */
+uint32_t place_flexgen_split(const struct place_params *base, uint32_t n_seqs, uint32_t n_layers,
+                             uint32_t max_len, double share, struct place_params *pp);
+
 /* ---- the paper's rule in whole tokens (place_alisa.c), shared with the search ---- */
 
 /* At position pos, with the local window starting at local_start: how many
