@@ -176,6 +176,17 @@ static size_t rows_floats(const struct llm_config *c, uint32_t max_len)
            (size_t)c->n_heads * max_len + max_len;
 }
 
+/* Forgets the captured steps. Cannot fail. */
+static void drop_graphs(struct cuda_state *s)
+{
+    for (int i = 0; i < 2; i++) {
+        if (s->graph[i])
+            cudaGraphExecDestroy(s->graph[i]);
+        s->graph[i] = NULL;
+        s->graph_rows[i] = 0;
+    }
+}
+
 static void cuda_destroy(void *be)
 {
     struct cuda_state *s = be;
@@ -201,9 +212,7 @@ static void cuda_destroy(void *be)
     cudaFreeHost(s->h_qk);
     free(s->h_dense);
     free(s->chunk_logits);
-    for (int i = 0; i < 2; i++)
-        if (s->graph[i])
-            cudaGraphExecDestroy(s->graph[i]);
+    drop_graphs(s);
     cudaFreeHost(s->h_rows);
     free(s->step_ids);
     free(s->step_count);
@@ -226,17 +235,6 @@ static void cuda_destroy(void *be)
     if (s->d2h)
         cudaStreamDestroy(s->d2h);
     free(s);
-}
-
-/* Forgets the captured steps. Cannot fail. */
-static void drop_graphs(struct cuda_state *s)
-{
-    for (int i = 0; i < 2; i++) {
-        if (s->graph[i])
-            cudaGraphExecDestroy(s->graph[i]);
-        s->graph[i] = NULL;
-        s->graph_rows[i] = 0;
-    }
 }
 
 /* Grows the per-row buffers (device and pinned) to `rows` rows. */
@@ -488,15 +486,23 @@ static int room(struct cuda_state *s, uint32_t n)
     return 0;
 }
 
+/* Appends a device slot bound for host bytes hk, hv to one of the queue's
+ * lists down (offloads, write-throughs): rows, hks, hvs, *n. */
+static void queue_down(struct cuda_state *s, int32_t *rows, void **hks, void **hvs, uint32_t *n,
+                       uint32_t stream, uint32_t dev_slot, void *hk, void *hv)
+{
+    if (!room(s, *n))
+        return;
+    rows[*n] = arena_row(s, stream, dev_slot);
+    hks[*n] = hk;
+    hvs[(*n)++] = hv;
+}
+
 static void tier_offload(void *ctx, uint32_t stream, uint32_t dev_slot, void *hk, void *hv)
 {
     struct cuda_state *s = ctx;
     struct queue *q = &s->qu;
-    if (!room(s, q->n_off))
-        return;
-    q->off_row[q->n_off] = arena_row(s, stream, dev_slot);
-    q->off_hk[q->n_off] = hk;
-    q->off_hv[q->n_off++] = hv;
+    queue_down(s, q->off_row, q->off_hk, q->off_hv, &q->n_off, stream, dev_slot, hk, hv);
 }
 
 static void queue_load(struct cuda_state *s, const void *hk, const void *hv, int32_t row)
@@ -548,11 +554,7 @@ static void tier_through(void *ctx, uint32_t stream, uint32_t dev_slot, void *hk
 {
     struct cuda_state *s = ctx;
     struct queue *q = &s->qu;
-    if (!room(s, q->n_thr))
-        return;
-    q->thr_row[q->n_thr] = arena_row(s, stream, dev_slot);
-    q->thr_hk[q->n_thr] = hk;
-    q->thr_hv[q->n_thr++] = hv;
+    queue_down(s, q->thr_row, q->thr_hk, q->thr_hv, &q->n_thr, stream, dev_slot, hk, hv);
 }
 
 static int cuda_kvstore(void *be, uint32_t n_streams, uint32_t max_len, uint32_t dev_cap,
@@ -822,7 +824,7 @@ static void drain_offloads(struct cuda_state *s)
         memcpy(q->off_hk[i], (const char *)s->h_qk + i * row, row);
         memcpy(q->off_hv[i], (const char *)s->h_qv + i * row, row);
     }
-    for (uint32_t i = 0; i < q->n_thr; i++) {
+    for (uint32_t i = 0; i < q->n_thr; i++) { /* behind the offloads' rows (flush) */
         memcpy(q->thr_hk[i], (const char *)s->h_qk + (q->n_off + i) * row, row);
         memcpy(q->thr_hv[i], (const char *)s->h_qv + (q->n_off + i) * row, row);
     }

@@ -440,32 +440,27 @@ int kvstore_apply(struct kvstore *ks, const struct scheduler_plan *plan, const u
             return err_set(e, ALISA_EINVAL, "stream %u step %u: no %s slot for the new token", s,
                            pos, slot < 0 ? "device" : "host");
         ds[pos] = slot;
-        if (through && ks->ops) {
-            ks->ops->store(ks->ops->ctx, s, pos, (uint32_t)slot, k, v, act);
-            ks->ops->through(ks->ops->ctx, s, (uint32_t)slot, host->k + (size_t)hslot * row,
-                             host->v + (size_t)hslot * row);
-            hs[pos] = hslot;
-            ks->offloads++;
-            return 0;
-        }
-        if (through) {
-            memcpy(ks->act + ((size_t)s * ks->max_len + pos) * ks->dim, act,
-                   ks->dim * sizeof(float));
-            store(ks, s, pos, dev->k + (size_t)slot * row, dev->v + (size_t)slot * row, k, v);
-            memcpy(host->k + (size_t)hslot * row, dev->k + (size_t)slot * row, row);
-            memcpy(host->v + (size_t)hslot * row, dev->v + (size_t)slot * row, row);
-            hs[pos] = hslot;
-            ks->offloads++;
-            return 0;
-        }
+        void *hk = through ? host->k + (size_t)hslot * row : NULL;
+        void *hv = through ? host->v + (size_t)hslot * row : NULL;
         if (ks->ops) {
             ks->ops->store(ks->ops->ctx, s, pos, (uint32_t)slot, k, v, act);
-            return 0;
+            if (through)
+                ks->ops->through(ks->ops->ctx, s, (uint32_t)slot, hk, hv);
+        } else {
+            memcpy(ks->act + ((size_t)s * ks->max_len + pos) * ks->dim, act,
+                   ks->dim * sizeof(float));
+            if (ks->int8) /* never with through (refused above) */
+                int8_add(ks, s, pos, k, v); /* may close the group, this slot included */
+            store(ks, s, pos, dev->k + (size_t)slot * row, dev->v + (size_t)slot * row, k, v);
+            if (through) {
+                memcpy(hk, dev->k + (size_t)slot * row, row);
+                memcpy(hv, dev->v + (size_t)slot * row, row);
+            }
         }
-        memcpy(ks->act + ((size_t)s * ks->max_len + pos) * ks->dim, act, ks->dim * sizeof(float));
-        if (ks->int8)
-            int8_add(ks, s, pos, k, v); /* may close the group, this slot included */
-        store(ks, s, pos, dev->k + (size_t)slot * row, dev->v + (size_t)slot * row, k, v);
+        if (through) {
+            hs[pos] = hslot;
+            ks->offloads++;
+        }
     }
     return 0;
 }

@@ -385,12 +385,8 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
             rc = err_set(e, ALISA_ENOMEM, "out of memory for %u streams", n_streams);
             goto done;
         }
-        /* a stream's share of every token: the given one, else its capacity's */
-        double need = (double)max_len * (double)pp->kv_bytes;
-        double share = pp->gpu_fraction >= 0 ? pp->gpu_fraction
-                       : need > 0                ? (double)pp->gpu_bytes / need
-                                                 : 1.0;
-        place_flexgen_split(pp, h.n_seqs, h.n_layers, max_len, share, by_seq);
+        place_flexgen_split(pp, h.n_seqs, h.n_layers, max_len, place_flexgen_share(pp, max_len),
+                            by_seq);
         sc.stream_params = by_seq;
     }
     rc = scheduler_create(&s, &sc, cfg->place->offline ? fs.fut : NULL, e);

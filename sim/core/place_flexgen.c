@@ -41,13 +41,7 @@ static int flexgen_create(void **state, const struct place_params *p, uint32_t m
     *state = f;
     if (!f || !(f->visit = malloc((max_len ? max_len : 1) * sizeof *f->visit)))
         return err_set(e, ALISA_ENOMEM, "out of memory for flexgen state");
-    double frac = p->gpu_fraction;
-    if (frac < 0) {
-        double need = (double)max_len * (double)p->kv_bytes;
-        frac = need > 0 ? (double)p->gpu_bytes / need : 1.0;
-    }
-    if (frac > 1)
-        frac = 1;
+    double frac = place_flexgen_share(p, max_len);
     f->gpu_part = (uint64_t)(frac * (double)p->kv_bytes);
     f->cpu_part = p->kv_bytes - f->gpu_part;
     f->cpu_attention = p->cpu_attention;
@@ -176,6 +170,16 @@ const struct placement_ops place_flexgen_ops = {
     .destroy = flexgen_destroy,
     .step = flexgen_step,
 };
+
+double place_flexgen_share(const struct place_params *p, uint32_t max_len)
+{
+    double frac = p->gpu_fraction;
+    if (frac < 0) {
+        double need = (double)max_len * (double)p->kv_bytes;
+        frac = need > 0 ? (double)p->gpu_bytes / need : 1.0;
+    }
+    return frac > 1 ? 1 : frac;
+}
 
 uint32_t place_flexgen_split(const struct place_params *base, uint32_t n_seqs, uint32_t n_layers,
                              uint32_t max_len, double share, struct place_params *pp)

@@ -172,6 +172,11 @@ extern const struct placement_ops place_gpu_only_ops, place_alisa_ops, place_ali
 uint32_t place_flexgen_split(const struct place_params *base, uint32_t n_seqs, uint32_t n_layers,
                              uint32_t max_len, double share, struct place_params *pp);
 
+/* The share of every token a flexgen-static stream of max_len tokens keeps
+ * on the GPU under p: p->gpu_fraction, or when that is < 0 the largest its
+ * GPU tier holds; at most 1. Cannot fail. */
+double place_flexgen_share(const struct place_params *p, uint32_t max_len);
+
 /* ---- the paper's rule in whole tokens (place_alisa.c), shared with the search ---- */
 
 /* At position pos, with the local window starting at local_start: how many
