@@ -190,6 +190,34 @@ const float *llm_forward(struct llm_state *s, const uint32_t *tokens, uint32_t p
     return llm_forward_chunk(s, tokens, pos, 1, rows);
 }
 
+uint32_t llm_argmax(const float *x, uint32_t n)
+{
+    float mx = -INFINITY; /* a NaN never compares larger: none enters the maximum */
+#pragma omp simd reduction(max : mx)
+    for (uint32_t i = 0; i < n; i++)
+        mx = x[i] > mx ? x[i] : mx;
+    for (uint32_t i = 0; i < n; i++)
+        if (x[i] == mx)
+            return i;
+    return 0;
+}
+
+int llm_forward_greedy(struct llm_state *s, const uint32_t *tokens, uint32_t pos, uint32_t *next)
+{
+    s->c.greedy = s->ops->device_argmax ? next : NULL;
+    const float *lg = llm_forward_chunk(s, tokens, pos, 1, NULL);
+    s->c.greedy = NULL;
+    if (!lg)
+        return -1;
+    if (!s->ops->device_argmax) {
+        const uint32_t B = s->c.batch, V = s->c.m->c.vocab;
+#pragma omp parallel for schedule(static) if (B > 1)
+        for (uint32_t b = 0; b < B; b++)
+            next[b] = llm_argmax(lg + (size_t)b * V, V);
+    }
+    return 0;
+}
+
 int backend_plan(struct backend_common *c, uint32_t b, uint32_t l, uint32_t pos,
                  struct scheduler_plan *plan, double *tl)
 {

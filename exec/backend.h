@@ -38,6 +38,9 @@ struct backend_common {
     FILE *plan_log;          /* decision log (planlog.h), borrowed; NULL: off */
     double *t_layer;         /* (n_layers, T_N) ns per category of the current call */
     int no_head;             /* this call needs no logits: a backend may skip the head */
+    uint32_t *greedy;        /* set only for a backend with device_argmax: the call's
+                              * (batch) greedy next tokens go here, and the logits it
+                              * returns need not hold anything (llm_forward_greedy) */
     llm_attention_row_fn attn_row; /* the selection's rows from elsewhere, or NULL */
     void *attn_ctx;
     uint64_t attn_fed, attn_computed; /* rows observed from attn_row / computed */
@@ -54,6 +57,8 @@ struct backend_ops {
     int kv_bytes;          /* bytes of one K or V channel in its tiered arenas: 4 (FP32) or 2
                               (FP16); INT8, where built, is 1 */
     int batched_copies;    /* 1: a layer's moves are copied at once; 0: token by token */
+    int device_argmax;     /* 1: forward writes c->greedy itself when it is set (only the
+                              ids come back); 0: llm_forward_greedy takes it on the host */
     /* A state for c->batch sequences of c->max_len tokens of c->m into *be.
      * Returns 0 or a negative status with e set. */
     int (*create)(void **be, const struct backend_common *c, struct alisa_err *e);

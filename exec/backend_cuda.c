@@ -120,12 +120,14 @@ struct cuda_state {
     uint16_t *a16;              /* (rows, max(dim, hidden_dim)) FP16 GEMM input */
     uint32_t *d_tokens, *d_pos, *d_count; /* (rows) */
     int32_t *d_base, *d_idx;    /* (rows), (batch, max_len) */
+    uint32_t *d_next;           /* (rows) greedy tokens (llm_forward_greedy) */
     /* host mirrors, pinned */
     void *pin_block;
     float *h_logits;            /* (rows, vocab) */
     float *h_wmean;             /* (batch, max_len) */
     uint32_t *h_tokens, *h_pos, *h_count; /* (rows) */
     int32_t *h_base, *h_dst, *h_idx;      /* (rows), (rows), (batch, max_len) */
+    uint32_t *h_next;           /* (rows) */
     int32_t *d_dst;             /* (rows) dense-cache rows of this call's tokens */
     /* the dense cache, allocated on first dense call */
     uint16_t *kc, *vc;          /* (n_layers, batch, max_len, kv_dim) FP16, as HF's and
@@ -160,8 +162,10 @@ struct cuda_state {
     float *h_dense;             /* (max_len) host scratch: an attention row spread out */
     /* the pipelined step (llm_state_pipeline) */
     int capturing;              /* enqueueing into a graph capture: no event records */
-    cudaGraphExec_t graph[2];   /* the dense decode step, without and with the head */
-    uint32_t graph_rows[2];     /* the rows each was captured for (0: none) */
+    int timed;                  /* this call writes timings: the timing events are recorded */
+    cudaGraphExec_t graph[3];   /* the dense decode step: logits copied down, no head, the
+                                 * greedy tokens alone copied down */
+    uint32_t graph_rows[3];     /* the rows each was captured for (0: none) */
     void *cublas_ws;            /* cuBLAS's workspace, fixed so a capture allocates nothing */
     float *h_rows;              /* (n_layers, batch, max_len) pinned: a tiered step's rows */
     uint32_t *step_ids;         /* (n_layers, batch, max_len) their token ids */
@@ -179,7 +183,7 @@ static size_t rows_floats(const struct llm_config *c, uint32_t max_len)
 /* Forgets the captured steps. Cannot fail. */
 static void drop_graphs(struct cuda_state *s)
 {
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         if (s->graph[i])
             cudaGraphExecDestroy(s->graph[i]);
         s->graph[i] = NULL;
@@ -257,9 +261,9 @@ static int ensure_rows(struct cuda_state *s, uint32_t rows, struct alisa_err *e)
     s->rows_cap = 0;
     if (CU(e, cudaMalloc((void **)&s->act_block, R * rows_floats(c, s->max_len) * sizeof(float))) ||
         CU(e, cudaMalloc((void **)&s->a16, R * wide * sizeof(uint16_t))) ||
-        CU(e, cudaMalloc((void **)&s->d_tokens, (5 * R + (size_t)s->batch * L) * sizeof(int32_t))) ||
+        CU(e, cudaMalloc((void **)&s->d_tokens, (6 * R + (size_t)s->batch * L) * sizeof(int32_t))) ||
         CU(e, cudaHostAlloc(&s->pin_block, (R * c->vocab + (size_t)s->batch * L) * sizeof(float) +
-                            (5 * R + (size_t)s->batch * L) * sizeof(int32_t), cudaHostAllocDefault)))
+                            (6 * R + (size_t)s->batch * L) * sizeof(int32_t), cudaHostAllocDefault)))
         return ALISA_ENOMEM;
     float *p = s->act_block;
     s->x = p; p += R * d;
@@ -279,6 +283,7 @@ static int ensure_rows(struct cuda_state *s, uint32_t rows, struct alisa_err *e)
     s->d_base = (int32_t *)(u + 3 * R);
     s->d_dst = (int32_t *)(u + 4 * R);
     s->d_idx = (int32_t *)(u + 5 * R);
+    s->d_next = u + 5 * R + (size_t)s->batch * L;
     float *h = s->pin_block;
     s->h_logits = h;
     s->h_wmean = h + R * c->vocab;
@@ -289,6 +294,7 @@ static int ensure_rows(struct cuda_state *s, uint32_t rows, struct alisa_err *e)
     s->h_base = (int32_t *)(hu + 3 * R);
     s->h_dst = (int32_t *)(hu + 4 * R);
     s->h_idx = (int32_t *)(hu + 5 * R);
+    s->h_next = hu + 5 * R + (size_t)s->batch * L;
     s->rows_cap = rows;
     return 0;
 }
@@ -683,9 +689,18 @@ static int norm(struct cuda_state *s, float *o, const float *x, uint32_t l, int 
 
 /* cudaEventRecord, or nothing while a step is being captured (the graph
  * replays without per-layer timings). */
+/* Records an event another stream or the host waits on (not while
+ * capturing: a graph is dense, nobody waits). */
 static cudaError_t rec(const struct cuda_state *s, cudaEvent_t ev, cudaStream_t st)
 {
     return s->capturing ? cudaSuccess : cudaEventRecord(ev, st);
+}
+
+/* Records an event only the timings read: skipped unless the call writes
+ * timings (some 350 API calls a LLaMA-7B step otherwise). */
+static cudaError_t tick(const struct cuda_state *s, cudaEvent_t ev, cudaStream_t st)
+{
+    return s->timed ? rec(s, ev, st) : cudaSuccess;
 }
 
 /* Carries out the queued tier ops of layer l on the device: offloads are
@@ -718,11 +733,11 @@ static int flush(struct cuda_state *s, uint32_t l, cudaEvent_t *ev, struct alisa
             CU(e, kern_gather_rows(s->d_ov, av2, s->d_qrow, n, pairs, cs)) ||
             CU(e, cudaEventRecord(s->ev_gathered, cs)) ||
             CU(e, cudaStreamWaitEvent(s->d2h, s->ev_gathered, 0)) ||
-            CU(e, rec(s, ev[E_D2H0], s->d2h)) ||
+            CU(e, tick(s, ev[E_D2H0], s->d2h)) ||
             CU(e, cudaMemcpyAsync(s->h_qk, s->d_ok, n * row, cudaMemcpyDeviceToHost, s->d2h)) ||
             CU(e, cudaMemcpyAsync(s->h_qv, s->d_ov, n * row, cudaMemcpyDeviceToHost, s->d2h)))
             return ALISA_EIO;
-    } else if (CU(e, rec(s, ev[E_D2H0], s->d2h))) {
+    } else if (CU(e, tick(s, ev[E_D2H0], s->d2h))) {
         return ALISA_EIO;
     }
     if (CU(e, rec(s, ev[E_D2H1], s->d2h)))
@@ -747,7 +762,7 @@ static int flush(struct cuda_state *s, uint32_t l, cudaEvent_t *ev, struct alisa
             CU(e, kern_scatter_rows(av2, s->d_qrow2, dv, n, pairs, cs)))
             return ALISA_EIO;
     }
-    if (CU(e, rec(s, ev[E_REC0], cs)))
+    if (CU(e, tick(s, ev[E_REC0], cs)))
         return ALISA_EIO;
     if (q->n_rec) {
         uint32_t n = q->n_rec;
@@ -776,7 +791,7 @@ static int flush(struct cuda_state *s, uint32_t l, cudaEvent_t *ev, struct alisa
             CU(e, kern_scatter_rows16(s->av, s->d_qrow2, s->d_qv, n, (uint32_t)kv, cs)))
             return ALISA_EIO;
     }
-    if (CU(e, rec(s, ev[E_REC1], cs)))
+    if (CU(e, tick(s, ev[E_REC1], cs)))
         return ALISA_EIO;
     if (q->n_store) {
         uint32_t n = q->n_store;
@@ -807,7 +822,7 @@ static int flush(struct cuda_state *s, uint32_t l, cudaEvent_t *ev, struct alisa
                                   cudaMemcpyDeviceToHost, cs)))
             return ALISA_EIO;
     }
-    if (CU(e, rec(s, ev[E_MOVE1], cs)))
+    if (CU(e, tick(s, ev[E_MOVE1], cs)))
         return ALISA_EIO;
     q->n_load = q->n_rec = q->n_store = 0; /* offloads wait for finish() */
     return 0;
@@ -849,7 +864,10 @@ static int finish(struct cuda_state *s, struct alisa_err *e)
  * layer ahead of the GPU, planning layer l while the GPU computes l - 1. */
 static int layer_handoff(struct cuda_state *s, const cudaEvent_t *prev, struct alisa_err *e)
 {
-    if (CU(e, cudaEventSynchronize(prev[E_ATT0])) || CU(e, cudaEventSynchronize(prev[E_D2H1])))
+    /* the compute stream's next gather into the offload staging waits for
+     * layer l - 1's copy down on the device too, not only through the host */
+    if (CU(e, cudaEventSynchronize(prev[E_ATT0])) || CU(e, cudaEventSynchronize(prev[E_D2H1])) ||
+        CU(e, cudaStreamWaitEvent(s->compute, prev[E_D2H1], 0)))
         return ALISA_EIO;
     drain_offloads(s);
     return 0;
@@ -957,7 +975,7 @@ static int enqueue(struct cuda_state *s, struct backend_common *cm, uint32_t P, 
     for (uint32_t l = 0; l < c->n_layers; l++) {
         cudaEvent_t *ev = s->ev + (size_t)l * E_N;
         double *tl = cm->t_layer + (size_t)l * T_N;
-        if (CU(e, rec(s, ev[E_START], cs)) || norm(s, s->xb, s->x, l, 0, R, e) ||
+        if (CU(e, tick(s, ev[E_START], cs)) || norm(s, s->xb, s->x, l, 0, R, e) ||
             gemm(s, s->q, s->xb, s->wq + (size_t)l * d * d, R, d, d, e) ||
             gemm_again(s, s->k, s->wk + (size_t)l * kv * d, R, kv, d, e) ||
             gemm_again(s, s->v, s->wv + (size_t)l * kv * d, R, kv, d, e))
@@ -968,7 +986,7 @@ static int enqueue(struct cuda_state *s, struct backend_common *cm, uint32_t P, 
                 : CU(e, kern_rope(s->q, R, d, hs, s->d_pos, s->rope_cos, s->rope_sin, cs)) ||
                       CU(e, kern_rope(s->k, R, kv, hs, s->d_pos, s->rope_cos, s->rope_sin, cs)))
             return ALISA_EIO;
-        if (CU(e, rec(s, ev[E_QKV], cs)))
+        if (CU(e, tick(s, ev[E_QKV], cs)))
             return ALISA_EIO;
         struct kern_rows rw = {.count = s->d_count, .ld = L};
         const uint16_t *K16, *V16; /* FP16 either way: the dense cache or the arenas */
@@ -990,12 +1008,12 @@ static int enqueue(struct cuda_state *s, struct backend_common *cm, uint32_t P, 
             /* this call's K and V into the dense cache, then every row attends
              * its sequence's positions up to its own */
             uint16_t *kl = s->kc + (size_t)l * B * L * kv, *vl = s->vc + (size_t)l * B * L * kv;
-            if (CU(e, rec(s, ev[E_MOVE0], cs)) || CU(e, rec(s, ev[E_D2H0], s->d2h)) ||
-                CU(e, rec(s, ev[E_D2H1], s->d2h)) ||
+            if (CU(e, tick(s, ev[E_MOVE0], cs)) || CU(e, tick(s, ev[E_D2H0], s->d2h)) ||
+                CU(e, tick(s, ev[E_D2H1], s->d2h)) ||
                 CU(e, kern_scatter_rows16(kl, s->d_dst, s->k, R, kv, cs)) ||
                 CU(e, kern_scatter_rows16(vl, s->d_dst, s->v, R, kv, cs)) ||
-                CU(e, rec(s, ev[E_REC0], cs)) || CU(e, rec(s, ev[E_REC1], cs)) ||
-                CU(e, rec(s, ev[E_MOVE1], cs)))
+                CU(e, tick(s, ev[E_REC0], cs)) || CU(e, tick(s, ev[E_REC1], cs)) ||
+                CU(e, tick(s, ev[E_MOVE1], cs)))
                 return ALISA_EIO;
             rw.base = s->d_base;
             K16 = kl;
@@ -1006,7 +1024,7 @@ static int enqueue(struct cuda_state *s, struct backend_common *cm, uint32_t P, 
             CU(e, kern_attn_scores16(s->scores, s->q, K16, rw, R, H, KVH, hs, scale, cs)) ||
             CU(e, kern_softmax(s->scores, R * H, L, s->d_count, H, cs)) ||
             CU(e, kern_attn_output16(s->xb, s->scores, V16, rw, R, H, KVH, hs, cs)) ||
-            CU(e, rec(s, ev[E_ATT1], cs)))
+            CU(e, tick(s, ev[E_ATT1], cs)))
             return ALISA_EIO;
         if (defer && (CU(e, kern_head_mean(s->wmean, s->scores, s->d_count, B, H, L, cs)) ||
                       CU(e, cudaMemcpyAsync(s->h_rows + (size_t)l * B * L, s->wmean,
@@ -1049,16 +1067,20 @@ static int enqueue(struct cuda_state *s, struct backend_common *cm, uint32_t P, 
         if (gemm(s, s->xb2, s->hb, s->w2 + (size_t)l * d * hd, R, d, hd, e) ||
             (opt && CU(e, kern_bias(s->xb2, s->b2 + (size_t)l * d, R, d, 0, cs))) ||
             CU(e, kern_add(s->x, s->xb2, (size_t)R * d, cs)) ||
-            CU(e, rec(s, ev[E_FFN], cs)))
+            CU(e, tick(s, ev[E_FFN], cs)))
             return ALISA_EIO;
     }
     cudaEvent_t *hv = s->ev + (size_t)c->n_layers * E_N;
     /* the head, unless the caller wants no logits (a prompt's earlier chunks) */
-    if (CU(e, rec(s, hv[E_START], cs)) ||
+    if (CU(e, tick(s, hv[E_START], cs)) ||
         (!cm->no_head && (norm(s, s->xb, s->x, 0, 2, R, e) ||
                           gemm(s, s->logits, s->xb, s->wcls, R, c->vocab, d, e))) ||
-        CU(e, rec(s, hv[E_FFN], cs)) ||
-        (!cm->no_head &&
+        CU(e, tick(s, hv[E_FFN], cs)) ||
+        (!cm->no_head && cm->greedy &&
+         (CU(e, kern_argmax_rows(s->d_next, s->logits, R, c->vocab, cs)) ||
+          CU(e, cudaMemcpyAsync(s->h_next, s->d_next, R * sizeof(uint32_t),
+                                cudaMemcpyDeviceToHost, cs)))) ||
+        (!cm->no_head && !cm->greedy &&
          CU(e, cudaMemcpyAsync(s->h_logits, s->logits, (size_t)R * c->vocab * sizeof(float),
                                cudaMemcpyDeviceToHost, cs))))
         return ALISA_EIO;
@@ -1100,7 +1122,7 @@ static void observe_step(struct cuda_state *s, struct backend_common *cm, uint32
 static int run_graph(struct cuda_state *s, struct backend_common *cm, uint32_t pos0)
 {
     struct alisa_err *e = &cm->err;
-    int k = cm->no_head ? 1 : 0;
+    int k = cm->no_head ? 1 : cm->greedy ? 2 : 0;
     if (s->graph_rows[k] != s->batch) {
         cudaGraph_t g = NULL;
         if (s->graph[k])
@@ -1186,6 +1208,7 @@ static const float *cuda_forward(void *be, struct backend_common *cm, const uint
     int defer = cm->pipeline && cm->sched && !rows && pos0 >= cm->prompt_len;
     int observe = rows || (cm->sched && !defer);
     int graph = cm->pipeline && !cm->sched && !rows && P == 1 && !cm->timings;
+    s->timed = cm->timings != NULL;
     if (defer && !s->h_rows && step_buffers(s, e))
         return NULL;
     if (observe && !(ids = malloc((size_t)B * L * sizeof *ids))) {
@@ -1209,9 +1232,11 @@ static const float *cuda_forward(void *be, struct backend_common *cm, const uint
         goto out;
     if (defer)
         observe_step(s, cm, pos0);
+    if (cm->greedy)
+        memcpy(cm->greedy, s->h_next, R * sizeof(uint32_t));
     uint64_t end = backend_mono_ns();
     cudaEvent_t *hv = s->ev + (size_t)c->n_layers * E_N;
-    for (uint32_t l = 0; l < c->n_layers && !graph; l++) {
+    for (uint32_t l = 0; l < c->n_layers && s->timed && !graph; l++) {
         cudaEvent_t *ev = s->ev + (size_t)l * E_N;
         double *tl = cm->t_layer + (size_t)l * T_N;
         /* GPU time per category; the moves' host bookkeeping and the
@@ -1225,7 +1250,7 @@ static const float *cuda_forward(void *be, struct backend_common *cm, const uint
         tl[T_ATTN] += elapsed_ns(ev[E_ATT0], ev[E_ATT1]);
     }
     backend_write_timings(cm, pos0, P, (double)(end - t_start),
-                          graph ? 0.0 : elapsed_ns(hv[E_START], hv[E_FFN]));
+                          graph || !s->timed ? 0.0 : elapsed_ns(hv[E_START], hv[E_FFN]));
     result = s->h_logits;
 out:
     free(ids);
@@ -1291,6 +1316,7 @@ const struct backend_ops backend_cuda = {
     .weight_bytes = 2,
     .kv_bytes = 2,
     .batched_copies = 1,
+    .device_argmax = 1,
     .create = cuda_create,
     .destroy = cuda_destroy,
     .kvstore = cuda_kvstore,

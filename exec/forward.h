@@ -95,6 +95,17 @@ void llm_state_tiered(struct llm_state *s, struct scheduler *sched, struct kvsto
  * heads (0 for tokens not attended). */
 const float *llm_forward(struct llm_state *s, const uint32_t *tokens, uint32_t pos, float *rows);
 
+/* The greedy token of a row of n logits: the first index of the largest
+ * value that is not a NaN (0 when all are NaNs). The host's rule, which the
+ * CUDA backend's device argmax reproduces exactly. Cannot fail. */
+uint32_t llm_argmax(const float *x, uint32_t n);
+
+/* llm_forward at pos for every sequence, keeping only each sequence's
+ * greedy next token (llm_argmax of its logits) in next (batch): the CUDA
+ * backend takes the argmax on the device and copies down the ids alone,
+ * not (batch, vocab) logits. Returns 0, or -1 (llm_state_error says why). */
+int llm_forward_greedy(struct llm_state *s, const uint32_t *tokens, uint32_t pos, uint32_t *next);
+
 /* Writes one JSON line per llm_forward call to f (NULL: off): position,
  * phase (prefill or decode), batch, total wall time and, per layer, the time
  * in weight GEMMs (with the element-wise work around them), attention (with

@@ -273,6 +273,59 @@ cudaError_t kern_softmax(float *x, uint32_t rows, uint32_t ld, const uint32_t *c
     return cudaGetLastError();
 }
 
+/* (v, i) beats (bv, bi): larger, or as large and earlier; a NaN never beats
+ * anything (llm_argmax's rule). */
+__device__ static inline bool beats(float v, uint32_t i, float bv, uint32_t bi)
+{
+    return v > bv || (v == bv && i < bi);
+}
+
+/* One block a row: every thread scans its stride from (-inf, none), then a
+ * shuffle and a shared-memory reduction keep the best pair; none left (a
+ * row of NaNs) gives 0. */
+__global__ static void argmax_rows(uint32_t *out, const float *x, uint32_t n)
+{
+    __shared__ float sv[BLOCK / 32];
+    __shared__ uint32_t si[BLOCK / 32];
+    const float *row = x + (size_t)blockIdx.x * n;
+    float bv = -INFINITY;
+    uint32_t bi = UINT32_MAX;
+    for (uint32_t t = threadIdx.x; t < n; t += blockDim.x)
+        if (beats(row[t], t, bv, bi)) {
+            bv = row[t];
+            bi = t;
+        }
+    for (int o = 16; o; o >>= 1) {
+        float v = __shfl_down_sync(0xffffffffu, bv, o);
+        uint32_t i = __shfl_down_sync(0xffffffffu, bi, o);
+        if (beats(v, i, bv, bi)) {
+            bv = v;
+            bi = i;
+        }
+    }
+    if ((threadIdx.x & 31) == 0) {
+        sv[threadIdx.x / 32] = bv;
+        si[threadIdx.x / 32] = bi;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (uint32_t w = 1; w < blockDim.x / 32; w++)
+            if (beats(sv[w], si[w], bv, bi)) {
+                bv = sv[w];
+                bi = si[w];
+            }
+        out[blockIdx.x] = bi == UINT32_MAX ? 0 : bi;
+    }
+}
+
+cudaError_t kern_argmax_rows(uint32_t *out, const float *x, uint32_t R, uint32_t n,
+                             cudaStream_t stream)
+{
+    if (R && n)
+        argmax_rows<<<R, BLOCK, 0, stream>>>(out, x, n);
+    return cudaGetLastError();
+}
+
 __device__ static int32_t kv_row(const struct kern_rows &rw, uint32_t r, uint32_t t)
 {
     return rw.idx ? rw.idx[(size_t)r * rw.ld + t] : rw.base[r] + (int32_t)t;

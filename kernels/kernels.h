@@ -70,6 +70,12 @@ cudaError_t kern_add(float *x, const float *y, size_t n, cudaStream_t stream);
 cudaError_t kern_softmax(float *x, uint32_t rows, uint32_t ld, const uint32_t *count, uint32_t per,
                          cudaStream_t stream);
 
+/* out (R) = the greedy token of each row of x (R, n): the first index of
+ * the row's largest value that is not a NaN (0 for a row of NaNs);
+ * exec/forward.h llm_argmax is the oracle, matched exactly. */
+cudaError_t kern_argmax_rows(uint32_t *out, const float *x, uint32_t R, uint32_t n,
+                             cudaStream_t stream);
+
 /* Where query row r's attended K/V rows lie: the t-th is row idx[r * ld + t]
  * of K and V (kv_dim floats a row), or base[r] + t when idx is NULL; count[r]
  * of them. */

@@ -6,8 +6,10 @@
  * the CPU's own logits) with logits within tolerance, dense and tiered
  * (strided selection under ALISA placement with a device arena small enough
  * for phases II and III), attention rows included, the prompt run position by position and as
- * one chunk; and the pipelined step (llm_state_pipeline: CUDA graph,
- * layers planned ahead) bitwise equal to the eager one, plans included.
+ * one chunk; the pipelined step (llm_state_pipeline: CUDA graph,
+ * layers planned ahead) bitwise equal to the eager one, plans included;
+ * and the greedy tokens taken on the device (llm_forward_greedy) equal to
+ * the host's argmax of the same logits.
  *
  * Every test but the first (the CUDA module opens) skips when there is no CUDA device (this program is built
  * whenever nvcc is, so the CUDA code always compiles); with a device and
@@ -196,6 +198,44 @@ static void test_cuda_softmax_over_each_rows_count_equals_the_cpu(void **state)
     }
     cudaFree(d_x); cudaFree(d_c);
     free(x); free(got);
+}
+
+/* The device argmax (kern_argmax_rows) picks llm_argmax's token in every
+ * row: random rows of a width that is no multiple of the block, a maximum
+ * twice (the first wins), a NaN first (skipped), NaNs before the maximum
+ * at the end, all -inf (0), zeros of both signs (the first), all NaNs (0). */
+static void test_cuda_argmax_rows_equals_the_hosts(void **state)
+{
+    (void)state;
+    need_device();
+    const uint32_t R = 8, n = 1001;
+    float *x = rnd_vec((size_t)R * n, 4.0f);
+    float *r1 = x + n, *r2 = x + 2 * n, *r3 = x + 3 * n, *r4 = x + 4 * n, *r5 = x + 5 * n;
+    float *r7 = x + 7 * n;
+    r1[17] = r1[900] = 9.0f;
+    r2[0] = NAN;
+    r2[5] = 9.0f;
+    for (uint32_t i = 0; i < n; i += 3)
+        r3[i + 1] = NAN;
+    r3[n - 1] = 9.0f;
+    for (uint32_t i = 0; i < n; i++) {
+        r4[i] = -INFINITY;
+        r5[i] = i % 2 ? 0.0f : -0.0f;
+        r7[i] = NAN;
+    }
+    float *d_x = up(x, (size_t)R * n * sizeof *x);
+    uint32_t *d_o = up(NULL, R * sizeof(uint32_t)), got[8];
+    assert_int_equal(kern_argmax_rows(d_o, d_x, R, n, 0), cudaSuccess);
+    down(got, d_o, sizeof got);
+    const uint32_t want[8] = {llm_argmax(x, n), 17, 5, n - 1, 0, 0, llm_argmax(x + 6 * n, n), 0};
+    for (uint32_t r = 0; r < R; r++) {
+        assert_int_equal(llm_argmax(x + (size_t)r * n, n), want[r]);
+        if (got[r] != want[r])
+            fail_msg("row %u: device argmax %u, host %u", r, got[r], want[r]);
+    }
+    cudaFree(d_x);
+    cudaFree(d_o);
+    free(x);
 }
 
 /* Gathered grouped-query attention (SmolLM2's heads: 9 query over 3 KV heads
@@ -826,7 +866,84 @@ static void test_cuda_pipelined_step_equals_the_eager_one(void **state)
     pipelined_equals_eager(stories, 3, 72, 8, 40, 1);
     pipelined_equals_eager(tiny_opt, 3, 40, 8, 0, 0);
     pipelined_equals_eager(tiny_opt, 3, 40, 8, 24, 3);
+}
+
+/* SmolLM2's case on its own: it skips where the GGUF did not travel (a GPU
+ * window's pack), and the cases above still report PASS. */
+static void test_cuda_pipelined_smollm2_step_equals_the_eager_one(void **state)
+{
+    (void)state;
     pipelined_equals_eager(smollm2, 2, 72, 8, 40, 3);
+}
+
+/* llm_forward_greedy on the GPU (the argmax taken on the device, only ids
+ * copied down) picks at every position the token llm_argmax picks from the
+ * same backend's logits, eager and pipelined (its own graph), dense and
+ * tiered: the two states run the same kernels on the same tokens, so any
+ * difference is the device argmax's or its copy's. */
+static void device_greedy_case(const char *path, uint32_t B, uint32_t N, uint32_t dev,
+                               int pipelined)
+{
+    need_device();
+    struct llm_model *m = model_or_skip(path);
+    struct alisa_err e = {{0}};
+    struct llm_state *st[2];
+    struct scheduler *sched[2] = {NULL, NULL};
+    struct kvstore *ks[2] = {NULL, NULL};
+    const uint32_t V = m->c.vocab, P = 8;
+    for (int k = 0; k < 2; k++) {
+        if (llm_state_create_on(&st[k], LLM_BACKEND_CUDA, m, B, N, &e))
+            fail_msg("%s", e.msg);
+        llm_state_pipeline(st[k], pipelined);
+        if (!dev)
+            continue;
+        struct scheduler_config sc = {.sel = &sel_swa_ops, .sel_params = {.sparsity = 0.5},
+                                      .place = &place_alisa_cache_ops,
+                                      .n_streams = B * m->c.n_layers, .max_len = N};
+        sc.place_params = (struct place_params){.kv_bytes = 1, .act_bytes = 1, .gpu_bytes = dev,
+                                                .cpu_bytes = dev, .load_ns = 2,
+                                                .recompute_ns = 3, .gpu_fraction = -1};
+        if (scheduler_create(&sched[k], &sc, NULL, &e) ||
+            llm_state_kvstore(st[k], sc.n_streams, N, dev, dev, 0, &ks[k], &e))
+            fail_msg("%s", e.msg);
+        llm_state_tiered(st[k], sched[k], ks[k], P);
+    }
+    uint32_t *cur = malloc(B * sizeof *cur), *host = malloc(B * sizeof *host);
+    uint32_t *gpu = malloc(B * sizeof *gpu);
+    for (uint32_t b = 0; b < B; b++)
+        cur[b] = 1 + 5 * b;
+    for (uint32_t p = 0; p + 1 < N; p++) {
+        const float *lg = llm_forward(st[0], cur, p, NULL);
+        if (!lg || llm_forward_greedy(st[1], cur, p, gpu))
+            fail_msg("position %u: %s", p, llm_state_error(lg ? st[1] : st[0])->msg);
+        for (uint32_t b = 0; b < B; b++) {
+            host[b] = llm_argmax(lg + (size_t)b * V, V);
+            if (host[b] != gpu[b])
+                fail_msg("%s, %s%s, position %u, sequence %u: device argmax %u, host %u", path,
+                         dev ? "tiered" : "dense", pipelined ? ", pipelined" : "", p, b, gpu[b],
+                         host[b]);
+            cur[b] = p + 1 < P ? (uint32_t)(1 + 37 * (p + 1) + 11 * b) % V : host[b];
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        llm_state_free(st[k]);
+        kvstore_free(ks[k]);
+        scheduler_destroy(sched[k]);
+    }
+    free(cur);
+    free(host);
+    free(gpu);
+    llm_free(m);
+}
+
+static void test_cuda_device_greedy_equals_the_host_argmax(void **state)
+{
+    (void)state;
+    device_greedy_case(stories, 3, 40, 0, 0);
+    device_greedy_case(stories, 3, 40, 0, 1);
+    device_greedy_case(stories, 3, 40, 24, 0);
+    device_greedy_case(stories, 3, 40, 24, 1);
+    device_greedy_case(tiny_opt, 2, 24, 0, 1);
 }
 
 int main(void)
@@ -839,6 +956,7 @@ int main(void)
         cmocka_unit_test(test_cuda_fp16_narrowing_and_embedding_equal_the_cpu),
         cmocka_unit_test(test_cuda_rmsnorm_rope_swiglu_add_equal_the_cpu),
         cmocka_unit_test(test_cuda_softmax_over_each_rows_count_equals_the_cpu),
+        cmocka_unit_test(test_cuda_argmax_rows_equals_the_hosts),
         cmocka_unit_test(test_cuda_gathered_attention_equals_the_cpu),
         cmocka_unit_test(test_cuda_gather_and_scatter_move_rows_exactly),
         cmocka_unit_test(test_cuda_int8_quantisation_equals_the_kvstore),
@@ -848,6 +966,8 @@ int main(void)
         cmocka_unit_test(test_cuda_opt_greedy_equals_the_cpu_dense_and_tiered),
         cmocka_unit_test(test_cuda_synthetic_weights_drawn_on_the_gpu_equal_the_hosts),
         cmocka_unit_test(test_cuda_pipelined_step_equals_the_eager_one),
+        cmocka_unit_test(test_cuda_pipelined_smollm2_step_equals_the_eager_one),
+        cmocka_unit_test(test_cuda_device_greedy_equals_the_host_argmax),
     };
     return tu_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -169,6 +169,61 @@ static void test_exec_greedy_continuation_matches_the_independent_reference(void
     llm_free(m);
 }
 
+/* llm_argmax, the greedy rule every backend follows (worked by hand): the
+ * first of equal maxima, a NaN never wins (first or not; a row of NaNs
+ * gives 0), all -inf gives 0, zeros of either sign the first, a maximum at
+ * the end of a row longer than a vector. */
+static void test_exec_argmax_takes_the_first_largest_and_never_a_nan(void **state)
+{
+    (void)state;
+    const float a[] = {1, 3, 3, 2}, b[] = {NAN, 5, 7}, c[] = {2, NAN, 9, 9, NAN};
+    const float nan2[] = {NAN, NAN}, mixed[] = {NAN, -INFINITY, NAN, -INFINITY};
+    const float d[] = {-INFINITY, -INFINITY}, z[] = {-0.0f, 0.0f, 0.0f}, f[] = {-1, -2};
+    assert_int_equal(llm_argmax(a, 4), 1);
+    assert_int_equal(llm_argmax(b, 3), 2);
+    assert_int_equal(llm_argmax(nan2, 2), 0);
+    assert_int_equal(llm_argmax(mixed, 4), 1);
+    assert_int_equal(llm_argmax(c, 5), 2);
+    assert_int_equal(llm_argmax(d, 2), 0);
+    assert_int_equal(llm_argmax(z, 3), 0);
+    assert_int_equal(llm_argmax(f, 2), 0);
+    float g[37];
+    for (int i = 0; i < 37; i++)
+        g[i] = (float)(i % 5);
+    g[36] = 4.5f;
+    assert_int_equal(llm_argmax(g, 37), 36);
+    assert_int_equal(llm_argmax(g, 36), 4);
+}
+
+/* llm_forward_greedy gives, sequence by sequence, the argmax of the logits
+ * llm_forward gives a twin state, over a batch's decode. */
+static void test_exec_greedy_forward_equals_the_argmax_of_the_logits(void **state)
+{
+    (void)state;
+    struct llm_model *m = load_model_or_skip();
+    struct alisa_err e = {{0}};
+    const uint32_t B = 3, V = m->c.vocab;
+    struct llm_state *a, *b;
+    assert_int_equal(llm_state_create(&a, m, B, 40, &e), 0);
+    assert_int_equal(llm_state_create(&b, m, B, 40, &e), 0);
+    uint32_t cur[3] = {1, 7, 300}, next[3];
+    int differ = 0;
+    for (uint32_t p = 0; p < 32; p++) {
+        const float *lg = llm_forward(a, cur, p, NULL);
+        assert_non_null(lg);
+        assert_int_equal(llm_forward_greedy(b, cur, p, next), 0);
+        for (uint32_t s = 0; s < B; s++) {
+            assert_int_equal(next[s], llm_argmax(lg + (size_t)s * V, V));
+            differ |= next[s] != next[0];
+            cur[s] = next[s];
+        }
+    }
+    assert_true(differ); /* the sequences' rows are not one row copied */
+    llm_state_free(a);
+    llm_state_free(b);
+    llm_free(m);
+}
+
 /* A prefill chunk that skips the output head leaves the next logits as a
  * chunk that computes them: the head changes nothing but the logits. */
 static void test_exec_prefill_without_logits_gives_the_same_next_logits(void **state)
@@ -1018,6 +1073,8 @@ int main(void)
         cmocka_unit_test(test_exec_tokenizer_round_trips_text_and_bytes),
         cmocka_unit_test(test_exec_greedy_continuation_matches_the_independent_reference),
         cmocka_unit_test(test_exec_prefill_without_logits_gives_the_same_next_logits),
+        cmocka_unit_test(test_exec_argmax_takes_the_first_largest_and_never_a_nan),
+        cmocka_unit_test(test_exec_greedy_forward_equals_the_argmax_of_the_logits),
         cmocka_unit_test(test_exec_synthetic_weights),
         cmocka_unit_test(test_exec_batched_decoding_equals_one_sequence_at_a_time),
         cmocka_unit_test(test_exec_tiered_placement_leaves_the_outputs_unchanged),

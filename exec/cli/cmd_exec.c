@@ -79,24 +79,9 @@ void cmd_run_usage(FILE *out)
             "  alisa run --model OPT-125M --weights synthetic --prompt-tokens 16 -n 4\n");
 }
 
-/* The first index of the largest of x[0..n) (NaNs never win unless x[0]
- * is one: then 0), in two vectorisable passes: the maximum, then where it
- * first is. */
-static uint32_t argmax(const float *x, uint32_t n)
-{
-    float mx = x[0];
-#pragma omp simd reduction(max : mx)
-    for (uint32_t i = 1; i < n; i++)
-        mx = x[i] > mx ? x[i] : mx;
-    for (uint32_t i = 0; i < n; i++)
-        if (x[i] == mx)
-            return i;
-    return 0;
-}
-
 static uint32_t sample(const float *logits, uint32_t n, double temp, gsl_rng *rng, double *scratch)
 {
-    double mx = logits[argmax(logits, n)], sum = 0;
+    double mx = logits[llm_argmax(logits, n)], sum = 0;
     for (uint32_t i = 0; i < n; i++)
         sum += scratch[i] = exp((logits[i] - mx) / temp);
     double u = gsl_rng_uniform(rng) * sum, acc = 0;
@@ -104,6 +89,23 @@ static uint32_t sample(const float *logits, uint32_t n, double temp, gsl_rng *rn
         if ((acc += scratch[i]) >= u)
             return i;
     return n - 1;
+}
+
+/* Runs position pos of every sequence (tokens) and puts each one's next
+ * token in next (which may be tokens): greedy (temp 0) where the backend
+ * computes, only the ids coming back; otherwise sampled from the logits in
+ * sequence order from one rng. 0, or -1 (llm_state_error says why). */
+static int next_tokens(struct llm_state *st, uint32_t batch, uint32_t V, const uint32_t *tokens,
+                       uint32_t pos, double temp, gsl_rng *rng, double *scratch, uint32_t *next)
+{
+    if (temp == 0)
+        return llm_forward_greedy(st, tokens, pos, next);
+    const float *lg = llm_forward(st, tokens, pos, NULL);
+    if (!lg)
+        return -1;
+    for (uint32_t b = 0; b < batch; b++)
+        next[b] = sample(lg + (size_t)b * V, V, temp, rng, scratch);
+    return 0;
 }
 
 /* Writes the text of ids (n tokens) to stdout, each decoded after *prev
@@ -246,7 +248,6 @@ int cmd_run(int argc, char **argv)
         rc = ALISA_EIO;
     if (tf)
         llm_state_timings(st, tf);
-    const float *logits = NULL;
     gsl_rng_set(rng, seed);
     uint32_t *chunk = rc ? NULL : malloc((size_t)batch * CHUNK * sizeof *chunk);
     if (!rc && !chunk)
@@ -265,7 +266,7 @@ int cmd_run(int argc, char **argv)
     free(chunk);
     for (uint32_t b = 0; b < batch && !rc; b++)
         cur[b] = ids[np - 1];
-    if (!rc && !(logits = llm_forward(st, cur, (uint32_t)np - 1, NULL)))
+    if (!rc && next_tokens(st, batch, l.m->c.vocab, cur, (uint32_t)np - 1, temp, rng, scratch, cur))
         rc = err_set(&e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
     double prompt_s = cli_now_s() - t_prompt;
     /* one sequence streams its text as it is generated; several print
@@ -277,19 +278,14 @@ int cmd_run(int argc, char **argv)
     }
     double t0 = cli_now_s();
     for (uint32_t j = 0; j < n && !rc; j++) {
-        /* greedy rows on every thread; sampling draws in order from one rng */
-#pragma omp parallel for schedule(static) if (temp == 0 && batch > 1)
-        for (uint32_t b = 0; b < batch; b++) {
-            const float *lg = logits + (size_t)b * l.m->c.vocab;
-            cur[b] = temp == 0 ? argmax(lg, l.m->c.vocab)
-                               : sample(lg, l.m->c.vocab, temp, rng, scratch);
+        for (uint32_t b = 0; b < batch; b++)
             gen[b][j] = cur[b];
-        }
         if (batch == 1 && !json) {
             print_pieces(l.t, &prev, &cur[0], 1);
             fflush(stdout);
         }
-        if (j + 1 < n && !(logits = llm_forward(st, cur, (uint32_t)np + j, NULL)))
+        if (j + 1 < n &&
+            next_tokens(st, batch, l.m->c.vocab, cur, (uint32_t)np + j, temp, rng, scratch, cur))
             rc = err_set(&e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
     }
     double dt = cli_now_s() - t0;
@@ -373,7 +369,7 @@ struct eval_acc {
 /* log(sum exp(lg)) over n logits, and the argmax into *top. */
 static double log_sum_exp(const float *lg, uint32_t n, uint32_t *top)
 {
-    *top = argmax(lg, n);
+    *top = llm_argmax(lg, n);
     double mx = lg[*top], sum = 0;
     for (uint32_t v = 0; v < n; v++)
         sum += exp(lg[v] - mx);
