@@ -9,12 +9,14 @@
 
 #include "catalog.h"
 
+#include <errno.h>
 #include <ini.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* inih keeps a continued key's name in a 50-byte buffer. */
 #define INIH_NAME_CUT 49
@@ -114,8 +116,20 @@ static int spec_handler(void *user, const char *section, const char *name, const
             }
             return 1;
         }
-        snprintf(c->msg, sizeof c->msg, "[sweep]: unknown key '%s' (name, command, program)",
-                 name);
+        if (strcmp(name, "timeout") == 0) {
+            char *end = NULL;
+            errno = 0;
+            unsigned long long t = strtoull(value, &end, 10);
+            if (errno || end == value || *end || value[0] == '-' || t > 7 * 86400) {
+                snprintf(c->msg, sizeof c->msg, "timeout '%.60s': expected seconds in 0..%d",
+                         value, 7 * 86400);
+                return 0;
+            }
+            s->timeout_s = (uint32_t)t;
+            return 1;
+        }
+        snprintf(c->msg, sizeof c->msg,
+                 "[sweep]: unknown key '%s' (name, command, program, timeout)", name);
         return 0;
     }
     int fixed = strcmp(section, "fixed") == 0, vary = strcmp(section, "vary") == 0;
@@ -361,4 +375,139 @@ oom:
     json_decref(root);
     sweep_point_free(p);
     return err_set(e, ALISA_ENOMEM, "out of memory building point %llu", (unsigned long long)k);
+}
+
+/* Replaces *slot with a copy of v; -1 when out of memory (slot unchanged). */
+static int replace_str(char **slot, const char *v)
+{
+    char *c = strdup(v);
+    if (!c)
+        return -1;
+    free(*slot);
+    *slot = c;
+    return 0;
+}
+
+/* value with component idx of a linked value (commas) replaced by v, newly
+ * allocated; NULL when out of memory. */
+static char *with_component(const char *linked, size_t idx, const char *v)
+{
+    size_t cap = strlen(linked) + strlen(v) + 1;
+    char *out = malloc(cap);
+    if (!out)
+        return NULL;
+    out[0] = 0;
+    size_t i = 0;
+    for (const char *p = linked;; i++) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        size_t used = strlen(out);
+        if (i == idx)
+            snprintf(out + used, cap - used, "%s%s", i ? "," : "", v);
+        else
+            snprintf(out + used, cap - used, "%s%.*s", i ? "," : "", (int)len, p);
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    return out;
+}
+
+/* Position of key among a linked key's names, or -1. */
+static long linked_index(const char *linked, const char *key)
+{
+    size_t n = strlen(key);
+    long i = 0;
+    for (const char *p = linked;; i++) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len == n && strncmp(p, key, n) == 0)
+            return i;
+        if (!comma)
+            return -1;
+        p = comma + 1;
+    }
+}
+
+int sweep_spec_set(struct sweep_spec *s, const char *key, const char *value, struct alisa_err *e)
+{
+    if (!key[0] || strlen(key) >= sizeof s->fixed[0].key || strchr(key, ',') ||
+        strcmp(key, "json") == 0 || strcmp(key, "help") == 0)
+        return err_set(e, ALISA_EINVAL, "--set '%s': parameter not allowed", key);
+    if (!value[0] || strpbrk(value, " \t\n,"))
+        return err_set(e, ALISA_EINVAL, "--set %s='%.100s': expected one word without commas",
+                       key, value);
+    char buf[1100], cwd[PATH_MAX];
+    const char *v = value;
+    int path_key = strcmp(key, "program") == 0 ? 1 : is_path_key(key);
+    if (path_key && value[0] != '/' && (path_key == 1 || strchr(value, '/'))) {
+        if (!getcwd(cwd, sizeof cwd))
+            return err_set(e, ALISA_EIO, "--set %s: cannot read the working directory", key);
+        int n = snprintf(buf, sizeof buf, "%s/%s", cwd, value);
+        if (n < 0 || (size_t)n >= sizeof buf)
+            return err_set(e, ALISA_EINVAL, "--set %s: path too long", key);
+        v = buf;
+    }
+    if (strcmp(key, "program") == 0) {
+        if (strcmp(s->command, "exec") != 0)
+            return err_set(e, ALISA_EINVAL, "--set program: %s is not a command = exec sweep",
+                           s->path);
+        size_t n = strlen(v);
+        if (n >= sizeof s->program)
+            return err_set(e, ALISA_EINVAL, "--set program: path too long");
+        memcpy(s->program, v, n + 1);
+        return 0;
+    }
+    struct sweep_param *p = find_param(s->fixed, s->n_fixed, key);
+    if (p)
+        return replace_str(&p->values[0], v) ? err_set(e, ALISA_ENOMEM, "out of memory") : 0;
+    for (uint32_t i = 0; i < s->n_vary; i++) {
+        long idx = linked_index(s->vary[i].key, key);
+        if (idx < 0)
+            continue;
+        /* build every new value first, so a failure leaves s as it was */
+        char **fresh = calloc(s->vary[i].n_values, sizeof *fresh);
+        for (uint32_t j = 0; fresh && j < s->vary[i].n_values; j++)
+            if (!(fresh[j] = with_component(s->vary[i].values[j], (size_t)idx, v))) {
+                for (uint32_t k = 0; k < j; k++)
+                    free(fresh[k]);
+                free(fresh);
+                fresh = NULL;
+            }
+        if (!fresh)
+            return err_set(e, ALISA_ENOMEM, "out of memory");
+        for (uint32_t j = 0; j < s->vary[i].n_values; j++) {
+            free(s->vary[i].values[j]);
+            s->vary[i].values[j] = fresh[j];
+        }
+        free(fresh);
+        return 0;
+    }
+    struct sweep_param *grown = realloc(s->fixed, (s->n_fixed + 1) * sizeof *grown);
+    if (!grown)
+        return err_set(e, ALISA_ENOMEM, "out of memory");
+    s->fixed = grown;
+    p = &grown[s->n_fixed];
+    memset(p, 0, sizeof *p);
+    snprintf(p->key, sizeof p->key, "%s", key);
+    if (!(p->values = malloc(sizeof *p->values)) || !(p->values[0] = strdup(v))) {
+        free(p->values);
+        p->values = NULL;
+        return err_set(e, ALISA_ENOMEM, "out of memory");
+    }
+    p->n_values = 1;
+    s->n_fixed++;
+    return 0;
+}
+
+void sweep_shell_quote(FILE *f, const char *arg)
+{
+    fputc('\'', f);
+    for (const char *c = arg; *c; c++) {
+        if (*c == '\'')
+            fputs("'\\''", f);
+        else
+            fputc(*c, f);
+    }
+    fputc('\'', f);
 }

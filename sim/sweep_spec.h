@@ -10,6 +10,7 @@
 #define ALISA_SWEEP_SPEC_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "err.h"
 
@@ -33,6 +34,7 @@ struct sweep_spec {
     struct sweep_param *vary;  /* (n_vary) the product, first key slowest */
     uint32_t n_vary;
     uint64_t n_points;
+    uint32_t timeout_s; /* [sweep] timeout: a point's wall-clock limit in seconds (0: none) */
 };
 
 #define SWEEP_HASH_LEN 16 /* hex digits of a point's hash */
@@ -51,6 +53,21 @@ struct sweep_point {
  * timeline and log are made absolute against the spec's directory. On
  * failure s is empty and e says "path:line: what". */
 int sweep_spec_load(struct sweep_spec *s, const char *path, struct alisa_err *e);
+
+/* Overrides one parameter of a loaded spec, as `alisa sweep --set KEY=VALUE`:
+ * a [fixed] key takes the value; a [vary] key, alone or linked, takes it in
+ * every point (the point count and numbering stay, so --point K is the same
+ * point); a key the spec lacks joins [fixed]; "program" replaces an exec
+ * spec's program. Relative paths are taken from the working directory. The
+ * value must be one word (no whitespace, no comma). Returns 0, or an error
+ * naming the key and value; s is unchanged on failure. */
+int sweep_spec_set(struct sweep_spec *s, const char *key, const char *value,
+                   struct alisa_err *e);
+
+/* Writes arg to f quoted for a POSIX shell: one word whatever it holds
+ * (quotes, spaces, newlines, $, backticks), as '...' with each ' written as
+ * '\''. Cannot fail (f's errors are f's). */
+void sweep_shell_quote(FILE *f, const char *arg);
 
 /* Frees what s owns; s may be zeroed or half-loaded. */
 void sweep_spec_free(struct sweep_spec *s);

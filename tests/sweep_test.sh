@@ -5,7 +5,7 @@
 # rows as a direct run.
 # Usage: sweep_test.sh PATH/TO/alisa REPO_ROOT
 set -u
-alisa=$1
+alisa=$(realpath "$1")
 root=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -13,6 +13,8 @@ pass=0 fail=0
 check() { # check CONDITION-EXIT-CODE DESCRIPTION
     if [ "$1" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi
 }
+# a process that is gone or a zombie (PID 1 here may not reap orphans)
+gone() { local st; st=$(ps -o stat= -p "$1" 2>/dev/null); [ -z "$st" ] || [ "${st#Z}" != "$st" ]; }
 rows() { "$alisa" db export --db "$1" --query runs | tail -n +2 | grep -c ok || true; }
 
 cat >"$tmp/k.sweep" <<SPEC
@@ -135,6 +137,69 @@ awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
 check $? "the peer query gives each exec point's JSON, the failed one as an error row"
 "$alisa" db export --db "$tmp/p.db" --query runs | grep -q "exit 3: batch 3 does not fit"
 check $? "the failed exec point keeps the program's message"
+
+# A point past its time limit (--timeout, or the spec's [sweep] timeout) is
+# stopped with everything it started (its process group: the sleep below
+# must not outlive it) and stored as "timed out"; a point that prints without
+# end keeps at most 64 MiB and is stored as failed, saying how much it dropped
+cat >"$tmp/slow.sh" <<'SLOW'
+#!/bin/sh
+case "$*" in
+*"--batch 1 "*) echo '{"system": "slow", "batch": 1}' ;;
+*"--batch 2 "*) sleep 300 & echo $! >"$(dirname "$0")/child.pid"; wait ;;
+*"--batch 3 "*) yes ;;
+esac
+SLOW
+chmod +x "$tmp/slow.sh"
+cat >"$tmp/t.sweep" <<SPEC
+[sweep]
+name = slow
+command = exec
+program = slow.sh
+timeout = 30
+[vary]
+batch = 1 2 3
+SPEC
+t=$(date +%s)
+"$alisa" sweep "$tmp/t.sweep" --db "$tmp/t.db" --timeout 2 >/dev/null 2>"$tmp/t.log"
+[ $? -eq 1 ] && [ $(( $(date +%s) - t )) -lt 25 ]
+check $? "--timeout stops a point that runs too long (exit 1, well inside the spec's 30 s)"
+"$alisa" db export --db "$tmp/t.db" --query runs >"$tmp/t.csv"
+grep -q "timed out after 2 s" "$tmp/t.csv" && [ "$(grep -c ',ok,' "$tmp/t.csv")" -eq 1 ]
+check $? "the timed-out point is stored as timed out, the quick one as ok"
+sleep 0.5
+gone "$(cat "$tmp/child.pid" 2>/dev/null || echo 999999)"
+check $? "the timed-out point's own children are stopped too"
+grep -q "printed more than 64 MiB (.* bytes of stdout and 0 of stderr dropped)" "$tmp/t.csv"
+check $? "a point printing without end is cut (its output capped), not stored whole"
+
+# SIGTERM: the running point is stopped with its children, nothing partial is
+# stored, and the sweep says how to resume
+rm -f "$tmp/child.pid"
+"$alisa" sweep "$tmp/t.sweep" --db "$tmp/t2.db" --point 1 >/dev/null 2>"$tmp/term.log" &
+spid=$!
+for _ in $(seq 1 100); do [ -s "$tmp/child.pid" ] && break; sleep 0.1; done
+kill -TERM $spid
+wait $spid
+[ $? -eq 143 ] && grep -q "run the same command again to resume" "$tmp/term.log"
+check $? "SIGTERM stops the sweep (exit 143) and says how to resume"
+sleep 0.5
+gone "$(cat "$tmp/child.pid" 2>/dev/null || echo 999999)"
+check $? "SIGTERM stops the running point's children (no orphan)"
+
+# --emit-jobs quotes every word: a spec in a directory with a quote, $ and a
+# space, and --set values, run through a shell, give the same rows
+hd="$tmp/bob's \$HOME runs"
+mkdir -p "$hd"
+sed 's/^timeout = 30$//' "$tmp/t.sweep" >"$hd/t.sweep"
+cp "$tmp/slow.sh" "$hd/"
+(cd "$hd" && "$alisa" sweep t.sweep --emit-jobs --set batch=1 --parts "$hd/parts") >"$tmp/jobs2.txt"
+[ "$(wc -l <"$tmp/jobs2.txt")" -eq 3 ] && bash "$tmp/jobs2.txt" 2>/dev/null &&
+    "$alisa" db merge "$tmp/m2.db" "$hd"/parts/*.db 2>/dev/null &&
+    [ "$("$alisa" db export --db "$tmp/m2.db" --query runs | grep -c ',ok,')" -eq 1 ]
+check $? "--emit-jobs lines run as written from a path with ' \$ and spaces, --set passed on"
+"$alisa" sweep "$tmp/t.sweep" --list --set batch=7 | awk -F'\t' '$3 !~ /"batch":"7"/ { bad = 1 } END { exit bad || NR != 3 }'
+check $? "--list prints every point's configuration, --set applied"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -949,8 +949,11 @@ static void test_cuda_device_greedy_equals_the_host_argmax(void **state)
 int main(void)
 {
     snprintf(stories, sizeof stories, "%s/stories260K/stories260K.bin", tu_models_dir());
-    snprintf(smollm2, sizeof smollm2, "%s", ALISA_SMOLLM2_GGUF);
-    snprintf(tiny_opt, sizeof tiny_opt, "%s/tiny-opt", ALISA_GOLDEN_DIR);
+    /* the paths compiled in, unless the environment moves them (a packed
+     * copy on a GPU machine: scripts/gpu-pack's setup.sh) */
+    const char *gguf = getenv("ALISA_SMOLLM2_GGUF"), *golden = getenv("ALISA_GOLDEN_DIR");
+    snprintf(smollm2, sizeof smollm2, "%s", gguf && *gguf ? gguf : ALISA_SMOLLM2_GGUF);
+    snprintf(tiny_opt, sizeof tiny_opt, "%s/tiny-opt", golden && *golden ? golden : ALISA_GOLDEN_DIR);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cuda_module_opens_and_gives_the_backend),
         cmocka_unit_test(test_cuda_fp16_narrowing_and_embedding_equal_the_cpu),

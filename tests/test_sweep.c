@@ -217,6 +217,99 @@ static int count_lines(const char *s)
     return n;
 }
 
+/* argv of point k as one space-joined string, for comparisons */
+static void point_line(const struct sweep_spec *s, uint64_t k, char *buf, size_t cap)
+{
+    struct sweep_point p;
+    struct alisa_err e = {{0}};
+    if (sweep_point_make(s, k, &p, &e))
+        fail_msg("%s", e.msg);
+    buf[0] = 0;
+    for (int i = 0; i < p.argc; i++) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, cap - used, "%s%s", i ? " " : "", p.argv[i]);
+    }
+    sweep_point_free(&p);
+}
+
+static void test_sweep_set_overrides_fixed_vary_and_linked_keys_keeping_numbering(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "t.sweep");
+    tu_write(path, (const uint8_t *)good, strlen(good));
+    struct sweep_spec s;
+    struct alisa_err e = {{0}};
+    if (sweep_spec_load(&s, path, &e))
+        fail_msg("%s", e.msg);
+    /* a [fixed] key, one side of a linked [vary] key, a plain [vary] key and
+     * a key the spec lacks */
+    assert_int_equal(sweep_spec_set(&s, "prompt-len", "16", &e), 0);
+    assert_int_equal(sweep_spec_set(&s, "hardware", "CPU", &e), 0);
+    assert_int_equal(sweep_spec_set(&s, "batch", "2", &e), 0);
+    assert_int_equal(sweep_spec_set(&s, "backend", "cpu", &e), 0);
+    assert_int_equal(s.n_points, 2 * 3 * 2); /* numbering kept: point 7 is still model 1, int8 1 */
+    char line[1024];
+    point_line(&s, 7, line, sizeof line);
+    assert_non_null(strstr(line, "--prompt-len 16 "));
+    assert_non_null(strstr(line, "--model OPT-30B --hardware CPU --batch 2 --kv-int8 --json"));
+    assert_non_null(strstr(line, "--backend cpu"));
+    point_line(&s, 0, line, sizeof line);
+    assert_non_null(strstr(line, "--model OPT-13B --hardware CPU --batch 2 --json"));
+    /* refused, and the spec unchanged: values with spaces or commas, a
+     * linked name, program on a non-exec spec */
+    assert_int_not_equal(sweep_spec_set(&s, "batch", "2 4", &e), 0);
+    assert_non_null(strstr(e.msg, "batch"));
+    assert_int_not_equal(sweep_spec_set(&s, "batch", "2,4", &e), 0);
+    assert_int_not_equal(sweep_spec_set(&s, "model,hardware", "a", &e), 0);
+    assert_int_not_equal(sweep_spec_set(&s, "program", "x.py", &e), 0);
+    assert_non_null(strstr(e.msg, "not a command = exec"));
+    assert_int_not_equal(sweep_spec_set(&s, "json", "x", &e), 0);
+    point_line(&s, 0, line, sizeof line);
+    assert_non_null(strstr(line, "--batch 2 --json"));
+    sweep_spec_free(&s);
+    tu_rmdir(dir);
+    free(dir);
+}
+
+static void test_sweep_shell_quote_keeps_every_argument_one_word(void **state)
+{
+    (void)state;
+    /* each hostile argument quoted, then read back by a real shell */
+    const char *args[] = {"plain", "bob's runs/x.db", "a b\tc", "$(touch pwned)", "`id`",
+                          "line\nbreak", "'", "''", "\\", "*", ""};
+    char *dir = tu_mkdtemp();
+    const char *script = tu_path(dir, "q.sh");
+    FILE *f = fopen(script, "w");
+    assert_non_null(f);
+    fputs("for a in", f);
+    for (size_t i = 0; i < sizeof args / sizeof args[0]; i++) {
+        fputc(' ', f);
+        sweep_shell_quote(f, args[i]);
+    }
+    fputs("; do printf '%s\\0' \"$a\"; done\n", f);
+    fclose(f);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "cd '%s' && sh q.sh", dir);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    char out[512];
+    size_t n = fread(out, 1, sizeof out, p);
+    assert_int_equal(pclose(p), 0);
+    size_t at = 0;
+    for (size_t i = 0; i < sizeof args / sizeof args[0]; i++) {
+        assert_true(at + strlen(args[i]) < n);
+        assert_string_equal(out + at, args[i]);
+        at += strlen(args[i]) + 1;
+    }
+    assert_int_equal(at, n);
+    snprintf(cmd, sizeof cmd, "%s/pwned", dir);
+    FILE *pw = fopen(cmd, "r");
+    assert_null(pw); /* nothing ran */
+    tu_rmdir(dir);
+    free(dir);
+}
+
 static void test_results_rows_skip_replace_merge_and_export(void **state)
 {
     (void)state;
@@ -275,6 +368,8 @@ int main(void)
         cmocka_unit_test(test_sweep_points_are_the_product_in_odometer_order),
         cmocka_unit_test(test_sweep_vary_lists_continue_on_indented_lines),
         cmocka_unit_test(test_sweep_bad_specs_name_the_line_and_problem),
+        cmocka_unit_test(test_sweep_set_overrides_fixed_vary_and_linked_keys_keeping_numbering),
+        cmocka_unit_test(test_sweep_shell_quote_keeps_every_argument_one_word),
         cmocka_unit_test(test_results_rows_skip_replace_merge_and_export),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

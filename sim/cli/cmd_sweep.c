@@ -30,8 +30,10 @@
 void cmd_sweep_usage(FILE *out)
 {
     fprintf(out,
-            "usage: alisa sweep SPEC [--db FILE] [--jobs N] [--point K]\n"
-            "       alisa sweep SPEC --emit-jobs [--parts DIR]\n"
+            "usage: alisa sweep SPEC [--db FILE] [--jobs N] [--point K] [--timeout S]\n"
+            "                        [--set KEY=VALUE]...\n"
+            "       alisa sweep SPEC --emit-jobs [--parts DIR] [--set KEY=VALUE]...\n"
+            "       alisa sweep SPEC --list [--set KEY=VALUE]...\n"
             "\n"
             "Runs every point of a sweep spec (format: experiments/README.md): the product\n"
             "of its [vary] lists, each with its [fixed] parameters, as `alisa sim`, `plan`,\n"
@@ -43,11 +45,22 @@ void cmd_sweep_usage(FILE *out)
             "leaves whole rows only, and a rerun skips the points already stored (failed\n"
             "points are retried).\n"
             "Progress goes to stderr: a bar with count, rate and ETA on a terminal, one line\n"
-            "per point otherwise. Exits 1 when any point failed.\n"
+            "per point otherwise. Exits 1 when any point failed. SIGINT or SIGTERM stops\n"
+            "the running points (their whole process groups), stores nothing partial and\n"
+            "says how to resume (the same command again).\n"
             "\n"
             "  --db FILE       results database (default results.db)\n"
             "  --jobs N        run N points at once (default 1)\n"
             "  --point K       run only point K (0-based)\n"
+            "  --timeout S     stop a point after S seconds of wall time (its process\n"
+            "                  group is sent SIGTERM, then SIGKILL 5 s later) and store\n"
+            "                  it as failed, \"timed out\"; default the spec's [sweep]\n"
+            "                  timeout, else none (6 hours for command = exec)\n"
+            "  --set KEY=VALUE override one parameter in every point (a [fixed] or [vary]\n"
+            "                  key, linked or not, keeps its point numbering; a new key\n"
+            "                  joins [fixed]; program= replaces an exec spec's program);\n"
+            "                  repeatable; the overrides are part of each point's identity\n"
+            "  --list          print each point's number and configuration, run nothing\n"
             "  --emit-jobs     print one self-contained command per point instead of\n"
             "                  running, each writing its own database in DIR, for GNU\n"
             "                  parallel or a Slurm array; combine them with alisa db merge\n"
@@ -107,7 +120,23 @@ struct job {
     struct sweep_point point;
     struct timespec start;
     int exec;           /* point.argv[0] is a program to exec, not an alisa command */
+    double deadline_s;  /* cli_now_s() after which the point is stopped; 0: none */
+    double killed_s;    /* when SIGTERM went to its group; 0: not yet */
+    int timed_out;
+    size_t dropped[2];  /* bytes of output beyond JOB_OUTPUT_CAP, counted and dropped */
 };
+
+/* What a point's stdout or stderr may hold: a point that prints without end
+ * must not take the sweep's memory (issue 48); the rest is counted. */
+#define JOB_OUTPUT_CAP ((size_t)64 << 20)
+
+/* Set by SIGINT or SIGTERM: stop the running points and leave. */
+static volatile sig_atomic_t sweep_stop_signal;
+
+static void sweep_on_signal(int sig)
+{
+    sweep_stop_signal = sig;
+}
 
 static int job_start(struct job *j)
 {
@@ -130,7 +159,10 @@ static int job_start(struct job *j)
         return -1;
     }
     if (pid == 0) {
+        /* its own process group, so a stop reaches whatever it starts */
+        setpgid(0, 0);
         signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
         dup2(out[1], STDOUT_FILENO);
         dup2(err[1], STDERR_FILENO);
         close(out[0]);
@@ -147,6 +179,7 @@ static int job_start(struct job *j)
         fflush(stderr);
         _exit(code);
     }
+    setpgid(pid, pid); /* also here: no race with a stop before the child ran */
     close(out[1]);
     close(err[1]);
     j->pid = pid;
@@ -160,6 +193,17 @@ static int job_start(struct job *j)
 /* Reads what is available on fd k of j; closes it at EOF. */
 static void job_read(struct job *j, int k)
 {
+    if (j->len[k] >= JOB_OUTPUT_CAP) { /* read on, keep nothing */
+        char sink[4096];
+        ssize_t n = read(j->fd[k], sink, sizeof sink);
+        if (n > 0) {
+            j->dropped[k] += (size_t)n;
+        } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+            close(j->fd[k]);
+            j->fd[k] = -1;
+        }
+        return;
+    }
     if (j->len[k] + 4096 + 1 > j->cap[k]) {
         size_t cap = j->cap[k] ? 2 * j->cap[k] : 8192;
         while (cap < j->len[k] + 4096 + 1)
@@ -298,7 +342,18 @@ static int job_finish(struct job *j, const struct sweep_spec *s, struct results 
     json_t *res = exited_ok && j->buf[0] ? json_loads(j->buf[0], 0, &jerr) : NULL;
     char *compact = res ? json_dumps(res, JSON_COMPACT) : NULL;
     char why[600];
-    if (!exited_ok) {
+    if (j->timed_out || j->dropped[0] || j->dropped[1]) {
+        int n = j->timed_out ? snprintf(why, sizeof why, "timed out after %.0f s (its process "
+                                        "group stopped)", wall) : 0;
+        if (j->dropped[0] || j->dropped[1])
+            snprintf(why + n, sizeof why - (size_t)n, "%sprinted more than %zu MiB (%zu bytes "
+                     "of stdout and %zu of stderr dropped)", n ? "; " : "", JOB_OUTPUT_CAP >> 20,
+                     j->dropped[0], j->dropped[1]);
+        json_decref(res);
+        free(compact);
+        res = NULL;
+        compact = NULL;
+    } else if (!exited_ok) {
         if (WIFSIGNALED(status))
             snprintf(why, sizeof why, "killed by signal %d", WTERMSIG(status));
         else
@@ -316,7 +371,14 @@ static int job_finish(struct job *j, const struct sweep_spec *s, struct results 
     return !ok;
 }
 
-static int emit_jobs(const struct sweep_spec *s, const char *parts, struct alisa_err *e)
+/* The --set arguments a sweep was given, to pass on. */
+struct sets {
+    char **kv; /* (n) "KEY=VALUE", borrowed from argv */
+    int n;
+};
+
+static int emit_jobs(const struct sweep_spec *s, const char *parts, const struct sets *sets,
+                     uint32_t timeout_s, struct alisa_err *e)
 {
     char self[PATH_MAX], spec[PATH_MAX], dir[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -329,9 +391,24 @@ static int emit_jobs(const struct sweep_spec *s, const char *parts, struct alisa
         return err_set(e, ALISA_EIO, "%s: cannot create the parts directory", parts);
     if (!realpath(parts, dir))
         return err_set(e, ALISA_EIO, "%s: cannot resolve", parts);
-    for (uint64_t k = 0; k < s->n_points; k++)
-        printf("'%s' sweep '%s' --point %llu --db '%s/%s-%llu.db'\n", self, spec,
-               (unsigned long long)k, dir, s->name, (unsigned long long)k);
+    /* every word through one quoting function: a spec's name or path may
+     * hold quotes, spaces or $ (issue 48) */
+    char db[PATH_MAX + 96];
+    for (uint64_t k = 0; k < s->n_points; k++) {
+        sweep_shell_quote(stdout, self);
+        fputs(" sweep ", stdout);
+        sweep_shell_quote(stdout, spec);
+        printf(" --point %llu --db ", (unsigned long long)k);
+        snprintf(db, sizeof db, "%s/%s-%llu.db", dir, s->name, (unsigned long long)k);
+        sweep_shell_quote(stdout, db);
+        if (timeout_s)
+            printf(" --timeout %u", timeout_s);
+        for (int i = 0; i < sets->n; i++) {
+            fputs(" --set ", stdout);
+            sweep_shell_quote(stdout, sets->kv[i]);
+        }
+        putchar('\n');
+    }
     return 0;
 }
 
@@ -342,13 +419,20 @@ int cmd_sweep(int argc, char **argv)
                                          {"point", required_argument, 0, 'p'},
                                          {"emit-jobs", no_argument, 0, 'E'},
                                          {"parts", required_argument, 0, 'P'},
+                                         {"timeout", required_argument, 0, 't'},
+                                         {"set", required_argument, 0, 's'},
+                                         {"list", no_argument, 0, 'L'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     cli_list_options(opts);
     const char *db_path = "results.db", *parts = NULL;
     uint32_t jobs = 1;
     uint64_t only = UINT64_MAX;
-    int emit = 0, bad = 0;
+    uint32_t timeout_s = 0;
+    int emit = 0, list = 0, bad = 0, timeout_given = 0;
+    struct sets sets = {calloc((size_t)argc, sizeof(char *)), 0};
+    if (!sets.kv)
+        return cli_usage_error(cmd_sweep_usage, "out of memory");
     struct alisa_err e = {{0}};
     cli_reset_getopt();
     int ch;
@@ -360,20 +444,63 @@ int cmd_sweep(int argc, char **argv)
         case 'd': db_path = optarg; break;
         case 'P': parts = optarg; break;
         case 'E': emit = 1; break;
+        case 'L': list = 1; break;
+        case 's': sets.kv[sets.n++] = optarg; break;
+        case 't':
+            timeout_given = 1;
+            bad = cli_parse_u32(opt, optarg, &timeout_s, &e);
+            if (!bad && timeout_s > 7 * 86400)
+                bad = err_set(&e, ALISA_EINVAL, "--timeout %u: more than a week", timeout_s);
+            break;
         case 'j': bad = cli_parse_u32(opt, optarg, &jobs, &e); break;
         case 'p': bad = cli_parse_u64(opt, optarg, &only, &e); break;
-        default: return cli_option_end(ch, opt, cmd_sweep_usage);
+        default: free(sets.kv); return cli_option_end(ch, opt, cmd_sweep_usage);
         }
     }
-    if (bad)
-        return cli_usage_error(cmd_sweep_usage, "%s", e.msg);
-    if (optind != argc - 1)
-        return cli_usage_error(cmd_sweep_usage, optind >= argc ? "missing SPEC" : "expected one SPEC");
-    if (jobs < 1 || jobs > 256)
+    for (int i = 0; !bad && i < sets.n; i++)
+        if (!strchr(sets.kv[i], '=') || sets.kv[i][0] == '=')
+            bad = err_set(&e, ALISA_EINVAL, "--set '%s': expected KEY=VALUE", sets.kv[i]);
+    if (bad || optind != argc - 1 || jobs < 1 || jobs > 256) {
+        free(sets.kv);
+        if (bad)
+            return cli_usage_error(cmd_sweep_usage, "%s", e.msg);
+        if (optind != argc - 1)
+            return cli_usage_error(cmd_sweep_usage,
+                                   optind >= argc ? "missing SPEC" : "expected one SPEC");
         return cli_usage_error(cmd_sweep_usage, "--jobs %u not in 1..256", jobs);
+    }
     struct sweep_spec s;
-    if (sweep_spec_load(&s, argv[optind], &e))
+    if (sweep_spec_load(&s, argv[optind], &e)) {
+        free(sets.kv);
         return cli_fail(&e);
+    }
+    for (int i = 0; i < sets.n; i++) {
+        char key[128];
+        const char *eq = strchr(sets.kv[i], '=');
+        snprintf(key, sizeof key, "%.*s", (int)(eq - sets.kv[i]), sets.kv[i]);
+        if (sweep_spec_set(&s, key, eq + 1, &e)) {
+            free(sets.kv);
+            sweep_spec_free(&s);
+            return cli_fail(&e);
+        }
+    }
+    if (!timeout_given)
+        timeout_s = s.timeout_s ? s.timeout_s : strcmp(s.command, "exec") == 0 ? 6 * 3600 : 0;
+    if (list) {
+        for (uint64_t k = 0; k < s.n_points; k++) {
+            struct sweep_point pt;
+            if (sweep_point_make(&s, k, &pt, &e)) {
+                free(sets.kv);
+                sweep_spec_free(&s);
+                return cli_fail(&e);
+            }
+            printf("%llu\t%s\t%s\n", (unsigned long long)k, pt.hash, pt.config);
+            sweep_point_free(&pt);
+        }
+        free(sets.kv);
+        sweep_spec_free(&s);
+        return 0;
+    }
     if (only != UINT64_MAX && only >= s.n_points) {
         err_set(&e, ALISA_EINVAL, "%s: --point %llu, the sweep has %llu points", s.path,
                 (unsigned long long)only, (unsigned long long)s.n_points);
@@ -383,25 +510,34 @@ int cmd_sweep(int argc, char **argv)
     if (emit) {
         char def[128];
         snprintf(def, sizeof def, "%s-parts", s.name);
-        int rc = emit_jobs(&s, parts ? parts : def, &e);
+        int rc = emit_jobs(&s, parts ? parts : def, &sets, timeout_given ? timeout_s : 0, &e);
+        free(sets.kv);
         sweep_spec_free(&s);
         return rc ? cli_fail(&e) : 0;
     }
+    free(sets.kv);
     struct results *db;
     if (results_open(&db, db_path, &e)) {
         sweep_spec_free(&s);
         return cli_fail(&e);
     }
     signal(SIGPIPE, SIG_IGN);
+    /* no SA_RESTART: a signal wakes poll() */
+    struct sigaction sa = {0}, old_int, old_term;
+    sa.sa_handler = sweep_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sweep_stop_signal = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
     struct tally pg = {.total = only != UINT64_MAX ? 1 : s.n_points};
     progress_start(&pg.bar, s.name, "points", pg.total, 0);
     struct job *active = calloc(jobs, sizeof *active);
     uint32_t n_active = 0;
     uint64_t next = only != UINT64_MAX ? only : 0, end = only != UINT64_MAX ? only + 1 : s.n_points;
     int db_rc = 0, rc = active ? 0 : err_set(&e, ALISA_ENOMEM, "out of memory");
-    while (!rc && !db_rc && (next < end || n_active)) {
+    while (!rc && !db_rc && !sweep_stop_signal && (next < end || n_active)) {
         /* start points until every slot is busy */
-        while (!rc && next < end && n_active < jobs) {
+        while (!rc && !sweep_stop_signal && next < end && n_active < jobs) {
             struct job *j = &active[n_active];
             if ((rc = sweep_point_make(&s, next++, &j->point, &e)))
                 break;
@@ -423,10 +559,30 @@ int cmd_sweep(int argc, char **argv)
                 sweep_point_free(&j->point);
                 break;
             }
+            j->deadline_s = timeout_s ? cli_now_s() + timeout_s : 0;
             n_active++;
         }
         if (rc || !n_active)
             continue;
+        /* points past their time: SIGTERM to the group, SIGKILL 5 s on */
+        int wait_ms = -1;
+        double now = cli_now_s();
+        for (uint32_t i = 0; i < n_active; i++) {
+            struct job *j = &active[i];
+            if (!j->deadline_s)
+                continue;
+            if (!j->killed_s && now >= j->deadline_s) {
+                j->timed_out = 1;
+                j->killed_s = now;
+                kill(-j->pid, SIGTERM);
+            } else if (j->killed_s && now >= j->killed_s + 5) {
+                kill(-j->pid, SIGKILL);
+            }
+            double at = j->killed_s ? j->killed_s + 5 : j->deadline_s;
+            int ms = at > now ? (int)((at - now) * 1e3) + 10 : 10;
+            if (wait_ms < 0 || ms < wait_ms)
+                wait_ms = ms;
+        }
         struct pollfd pfd[512];
         int owner[512], which[512], n = 0;
         for (uint32_t i = 0; i < n_active; i++)
@@ -436,7 +592,7 @@ int cmd_sweep(int argc, char **argv)
                     owner[n] = (int)i;
                     which[n++] = k;
                 }
-        if (n && poll(pfd, (nfds_t)n, -1) < 0 && errno != EINTR) {
+        if (n && poll(pfd, (nfds_t)n, wait_ms) < 0 && errno != EINTR) {
             rc = err_set(&e, ALISA_EIO, "poll failed: %s", strerror(errno));
             break;
         }
@@ -463,6 +619,42 @@ int cmd_sweep(int argc, char **argv)
             memset(&active[n_active], 0, sizeof active[n_active]);
         }
     }
+    /* on a stop signal, end the running points: nothing partial is stored
+     * (a point's row is written whole or not at all), a rerun redoes them */
+    if (sweep_stop_signal) {
+        for (uint32_t i = 0; i < n_active; i++)
+            kill(-active[i].pid, SIGTERM);
+        for (uint32_t i = 0; i < n_active; i++) {
+            struct job *j = &active[i];
+            double until = cli_now_s() + 5;
+            int status;
+            while (waitpid(j->pid, &status, WNOHANG) == 0 && cli_now_s() < until)
+                nanosleep(&(struct timespec){0, 20000000}, NULL);
+            kill(-j->pid, SIGKILL);
+            while (waitpid(j->pid, &status, 0) < 0 && errno == EINTR)
+                ;
+            for (int k = 0; k < 2; k++)
+                if (j->fd[k] >= 0)
+                    close(j->fd[k]);
+            sweep_point_free(&j->point);
+            free(j->buf[0]);
+            free(j->buf[1]);
+        }
+        progress_end(&pg.bar);
+        fprintf(stderr, "%s: stopped by signal %d: %llu points stored, %u running points "
+                "dropped; run the same command again to resume (stored points are skipped)\n",
+                s.name, (int)sweep_stop_signal, (unsigned long long)(pg.done + pg.failed),
+                n_active);
+        free(active);
+        free(pg.unsaved.hash);
+        results_close(db);
+        sweep_spec_free(&s);
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
+        return 128 + (int)sweep_stop_signal;
+    }
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     /* on an error, let running points finish (their rows are still written) */
     for (uint32_t i = 0; i < n_active; i++) {
         struct job *j = &active[i];
