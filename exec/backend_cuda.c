@@ -588,6 +588,25 @@ static int cuda_kvstore(void *be, uint32_t n_streams, uint32_t max_len, uint32_t
     s->dev_cap = dev_cap;
     s->qu.cap = cap;
     size_t pin = (size_t)cap * 10 * sizeof(int32_t);
+    /* refused before any allocation when it cannot fit (issue 39): the
+     * arenas (dev_cap slots a stream, visit staging included, plus the
+     * prefill rows) and the move staging, against what the device has free
+     * after the weights and activations */
+    size_t arena_b = 2 * rows * kv * sizeof(uint16_t);
+    size_t stage_b = (size_t)cap * (4 * kv + d) * sizeof(float) + (size_t)cap * d * sizeof(uint16_t) +
+                     3 * (size_t)cap * sizeof(int32_t);
+    size_t free_b = 0, total_b = 0;
+    if (CU(e, cudaMemGetInfo(&free_b, &total_b)))
+        return ALISA_EIO;
+    const size_t margin_b = (size_t)256 << 20; /* cuBLAS and the runtime's later needs */
+    if (arena_b + stage_b + margin_b > free_b)
+        return err_set(e, ALISA_ENOMEM, "the tiered KV does not fit the device: arenas %.2f GB "
+                       "(%u streams x %u slots, with any visit staging, + %u x %u prefill rows) + "
+                       "move staging %.2f GB + 0.27 GB margin, %.2f GB free of %.2f GB after the "
+                       "weights and activations; lower --gpu-kv-bytes by at least %.2f GB",
+                       arena_b / 1e9, n_streams, dev_cap, s->batch, max_len, stage_b / 1e9,
+                       free_b / 1e9, total_b / 1e9,
+                       (arena_b + stage_b + margin_b - free_b) / 1e9);
     if (CU(e, cudaMalloc((void **)&s->ak, rows * kv * sizeof(uint16_t))) ||
         CU(e, cudaMalloc((void **)&s->av, rows * kv * sizeof(uint16_t))) ||
         CU(e, cudaMemset(s->ak, 0, rows * kv * sizeof(uint16_t))) ||
