@@ -6,6 +6,7 @@
 #include "fidelity.h"
 
 #include <gsl/gsl_statistics_double.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -108,6 +109,12 @@ int fidelity_trace(const char *path, const struct selection_ops *sel, const stru
             }
         fl->positions = (uint32_t)n;
         fl->spearman = n > 1 ? gsl_stats_spearman(x, 1, y, 1, n, y + a.max_len) : 1.0;
+        /* a ranking with no spread (every weight equal) has no rank
+         * correlation: an error, never a NaN passed on (issue 48) */
+        if (!isfinite(fl->spearman))
+            rc = err_set(e, ALISA_EINVAL, "%s: layer %u: Spearman's rank correlation is undefined: "
+                         "the dense or the selected mean weights are all equal over its %zu "
+                         "positions", path, l, n);
         fl->mass_kept = a.steps[l] ? a.mass[l] / (double)a.steps[l] : 1.0;
     }
     if (!rc) {

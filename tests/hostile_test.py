@@ -25,6 +25,32 @@ for n in (17, 20):
     subprocess.run([sys.executable, "gen_trace_many_seqs.py", "many%d.trace" % n, str(n)],
                    cwd=tmp, check=True)
 
+import struct, zlib
+
+def bad_row_trace(path, row):
+    """A structurally valid one-layer trace (format: sim/trace/trace.c) whose
+    one step's row is `row` (3 weights, FP16): NaN, negative or not summing to 1"""
+    def chunk(tag, p):
+        h = tag + struct.pack("<I", len(p))
+        return h + p + struct.pack("<I", zlib.crc32(h + p) & 0xffffffff)
+    def s(x):
+        b = x.encode()
+        return struct.pack("<H", len(b)) + b
+    with open(path, "wb") as f:
+        f.write(b"ALISATRC" + struct.pack("<II", 1, 0))
+        f.write(chunk(b"HEAD", s("OPT-125M") + struct.pack("<IIIIIIIfQ", 1, 12, 12, 768, 50272, 1, 0, 0.0, 1)
+                      + s("synthetic") + s("") + s("") + s("")))
+        f.write(chunk(b"SEQ ", struct.pack("<IIIIII", 0, 2, 1, 2, 5, 6)))
+        f.write(chunk(b"STEP", struct.pack("<IIIB", 0, 2, 7, 0) + struct.pack("<3e", *row)))
+        f.write(chunk(b"END ", struct.pack("<QI", 1, 1)))
+
+# issue 48: every reader of trace rows refuses what `trace check` refuses
+for name, row in (("nan_row.trace", (0.5, float("nan"), 0.5)), ("neg_row.trace", (0.75, 0.5, -0.25)),
+                  ("sum3_row.trace", (1.0, 1.0, 1.0)), ("zero_row.trace", (0.0, 0.0, 0.0))):
+    bad_row_trace(os.path.join(tmp, name), row)
+# valid, but every weight equal: no rank correlation, so an error, not a NaN
+bad_row_trace(os.path.join(tmp, "const_row.trace"), (1 / 3, 1 / 3, 1 / 3))
+
 def run(args):
     """exit code, stderr and peak RSS (MB) of one alisa run, from wait4"""
     with tempfile.TemporaryFile() as err:
@@ -53,6 +79,13 @@ cases = [  # (file named in the error, command)
     ("many17.trace", ["trace", "check", "many17.trace"]),
     ("many20.trace", ["trace", "info", "many20.trace"]),
 ]
+for t in ("nan_row.trace", "neg_row.trace", "sum3_row.trace", "zero_row.trace"):
+    cases += [(t, ["trace", "check", t]), (t, ["trace", "info", t]),
+              (t, ["sim", "--trace", t, "--system", "alisa", "--model", "OPT-125M", "--hardware", "H100-80GB",
+                   "--batch", "1", "--prompt-len", "2", "--gen-len", "1"]),
+              (t, ["plan", "--trace", t, "--selection", "swa", "--placement", "lru", "--gpu-kv-bytes", "1M"]),
+              (t, ["fidelity", "--trace", t, "--selection", "swa"])]
+cases += [("const_row.trace", ["fidelity", "--trace", "const_row.trace", "--selection", "swa", "--json"])]
 # tok512.bin is the real tokenizer the llama2.c case names; without it the
 # error would be about the missing file, so it must be there
 shared_tok = os.path.join(crashes, "..", "models", "stories260K", "tok512.bin")

@@ -418,9 +418,24 @@ static void test_trace_check_finds_bad_row_sum_and_token(void **state)
     row[0] = 0.5f, row[1] = 0.5f, row[2] = 0.5f;
     assert_int_equal(trace_writer_step(w, 0, 2, 7, row, NULL, &e), 0);
     assert_int_equal(trace_writer_close(w, &e), 0);
-    assert_int_equal(read_all(f->path, &e), 0); /* structurally fine */
+    /* structurally fine, yet every reader refuses it, not only trace check
+     * (issue 48: sim, plan and fidelity computed on such rows) */
+    assert_int_equal(read_all(f->path, &e), ALISA_ECORRUPT);
+    assert_non_null(strstr(e.msg, "seq 0 pos 2 layer 0: weight row sums to 1.5000"));
     assert_int_equal(trace_check(f->path, NULL, &e), ALISA_ECORRUPT);
     assert_non_null(strstr(e.msg, "seq 0 pos 2 layer 0: weight row sums to 1.5000"));
+    /* a NaN, and a negative weight that keeps the sum at 1 */
+    const float bad[2][3] = {{0.5f, NAN, 0.5f}, {0.75f, 0.5f, -0.25f}};
+    const char *why[2] = {"weight 1 is nan", "weight 2 is -0.25"};
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(trace_writer_open(&w, f->path, &h, &e), 0);
+        assert_int_equal(trace_writer_seq(w, 0, 2, 1, 2, tok, &e), 0);
+        assert_int_equal(trace_writer_step(w, 0, 2, 7, bad[k], NULL, &e), 0);
+        if (trace_writer_close(w, &e))
+            continue; /* a writer that refuses it is as good */
+        assert_int_equal(read_all(f->path, &e), ALISA_ECORRUPT);
+        assert_non_null(strstr(e.msg, why[k]));
+    }
     /* Token 150 >= vocab 100. */
     assert_int_equal(trace_writer_open(&w, f->path, &h, &e), 0);
     assert_int_equal(trace_writer_seq(w, 0, 2, 1, 2, tok, &e), 0);

@@ -107,7 +107,13 @@ int cmd_fidelity(int argc, char **argv)
                                  "budget_tokens", sp.budget_tokens, "decode_steps",
                                  (json_int_t)r.decode_steps, "attended_share", r.attended_share,
                                  "spearman_mean", rho, "mass_kept_mean", mass, "layers", layers);
-        json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
+        if (!root || json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6))) {
+            json_decref(root);
+            fidelity_result_free(&r);
+            err_set(&e, ALISA_EINVAL, "%s: the result could not be written as JSON (a value "
+                    "that is not a finite number?)", trace);
+            return cli_fail(&e);
+        }
         printf("\n");
         json_decref(root);
     } else {

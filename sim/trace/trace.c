@@ -757,6 +757,49 @@ static int parse_row(struct trace_reader *r, struct cursor *c, uint32_t n, float
     return 0;
 }
 
+static int check_row(const char *path, const struct trace_step *st, const float *row, float res,
+                     const char *what, uint32_t l, struct alisa_err *e)
+{
+    double sum = res;
+    for (uint32_t i = 0; i < st->n_ctx; i++) {
+        if (!isfinite(row[i]) || row[i] < 0.0f)
+            return err_set(e, ALISA_ECORRUPT, "%s: byte %llu: seq %u pos %u layer %u%s: weight %u is %g",
+                           path, (unsigned long long)st->offset, st->seq, st->pos, l, what, i,
+                           (double)row[i]);
+        sum += row[i];
+    }
+    if (!isfinite(res) || res < 0.0f || fabs(sum - 1.0) > TRACE_SUM_TOLERANCE)
+        return err_set(e, ALISA_ECORRUPT,
+                       "%s: byte %llu: seq %u pos %u layer %u%s: weight row sums to %.4f (expected 1)",
+                       path, (unsigned long long)st->offset, st->seq, st->pos, l, what, sum);
+    return 0;
+}
+
+/* Every row of a step (layer means and any per-head rows) finite,
+ * non-negative and summing to 1 with its residual, and the token in the
+ * vocabulary: checked by every reader, not only `trace check` (issue 48). */
+static int check_step(const struct trace_reader *r, const struct trace_step *st,
+                      struct alisa_err *e)
+{
+    const struct trace_header *h = &r->h;
+    if (st->token >= h->vocab)
+        return err_set(e, ALISA_ECORRUPT, "%s: byte %llu: seq %u pos %u: token id %u >= vocab %u",
+                       r->path, (unsigned long long)st->offset, st->seq, st->pos, st->token,
+                       h->vocab);
+    for (uint32_t l = 0; l < h->n_layers; l++) {
+        int rc = check_row(r->path, st, st->w + (size_t)l * st->n_ctx, st->residual[l], "", l, e);
+        for (uint32_t hd = 0; !rc && st->w_head && hd < h->n_heads; hd++) {
+            char what[32];
+            snprintf(what, sizeof what, " head %u", hd);
+            rc = check_row(r->path, st, st->w_head + ((size_t)l * h->n_heads + hd) * st->n_ctx,
+                           st->residual_head[(size_t)l * h->n_heads + hd], what, l, e);
+        }
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 int trace_reader_next(struct trace_reader *r, struct trace_step *step, struct alisa_err *e)
 {
     if (r->done)
@@ -848,25 +891,8 @@ int trace_reader_next(struct trace_reader *r, struct trace_step *step, struct al
     step->w_head = per_head ? r->w_head : NULL;
     step->residual_head = per_head ? r->residual_head : NULL;
     step->offset = at;
-    return 1;
-}
-
-static int check_row(const char *path, const struct trace_step *st, const float *row, float res,
-                     const char *what, uint32_t l, struct alisa_err *e)
-{
-    double sum = res;
-    for (uint32_t i = 0; i < st->n_ctx; i++) {
-        if (!isfinite(row[i]) || row[i] < 0.0f)
-            return err_set(e, ALISA_ECORRUPT, "%s: byte %llu: seq %u pos %u layer %u%s: weight %u is %g",
-                           path, (unsigned long long)st->offset, st->seq, st->pos, l, what, i,
-                           (double)row[i]);
-        sum += row[i];
-    }
-    if (!isfinite(res) || res < 0.0f || fabs(sum - 1.0) > TRACE_SUM_TOLERANCE)
-        return err_set(e, ALISA_ECORRUPT,
-                       "%s: byte %llu: seq %u pos %u layer %u%s: weight row sums to %.4f (expected 1)",
-                       path, (unsigned long long)st->offset, st->seq, st->pos, l, what, sum);
-    return 0;
+    rc = check_step(r, step, e);
+    return rc ? rc : 1;
 }
 
 int trace_check(const char *path, uint64_t *n_steps, struct alisa_err *e)
@@ -884,22 +910,9 @@ int trace_check(const char *path, uint64_t *n_steps, struct alisa_err *e)
     struct trace_step st;
     uint64_t count = 0;
     while (!rc && (rc = trace_reader_next(r, &st, e)) == 1) {
+        /* the reader checked the step's rows and token */
         rc = 0;
         count++;
-        if (st.token >= h->vocab) {
-            rc = err_set(e, ALISA_ECORRUPT, "%s: byte %llu: seq %u pos %u: token id %u >= vocab %u",
-                         path, (unsigned long long)st.offset, st.seq, st.pos, st.token, h->vocab);
-            break;
-        }
-        for (uint32_t l = 0; l < h->n_layers && !rc; l++) {
-            rc = check_row(path, &st, st.w + (size_t)l * st.n_ctx, st.residual[l], "", l, e);
-            for (uint32_t hd = 0; st.w_head && hd < h->n_heads && !rc; hd++) {
-                char what[32];
-                snprintf(what, sizeof what, " head %u", hd);
-                rc = check_row(path, &st, st.w_head + ((size_t)l * h->n_heads + hd) * st.n_ctx,
-                               st.residual_head[(size_t)l * h->n_heads + hd], what, l, e);
-            }
-        }
     }
     trace_reader_destroy(r);
     if (rc < 0)

@@ -105,7 +105,11 @@ const struct trace_seq *trace_reader_seq(const struct trace_reader *r, uint32_t 
 uint32_t trace_reader_max_len(const struct trace_reader *r);
 
 /* Reads the next STEP into *step. Returns 1 when a step was read, 0 at a valid
- * END (all sequences complete, nothing after it), negative on error. */
+ * END (all sequences complete, nothing after it), negative on error: among
+ * them a step whose token is outside the vocabulary or any of whose rows
+ * (layer means, per-head rows) holds a NaN, an infinity or a negative weight,
+ * or does not sum to 1 with its residual ("file: byte N: seq S pos P layer
+ * L: ..."), so no reader computes on such a row. */
 int trace_reader_next(struct trace_reader *r, struct trace_step *step, struct alisa_err *e);
 
 /* Total file size in bytes. Cannot fail. */
