@@ -179,5 +179,22 @@ expect 1 "gen that fills the disk over an existing file" bash -c \
 cmp -s "$tmp/a.trace" "$tmp/keep.trace" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: the existing trace changed"; }
 [ ! -e "$tmp/keep.trace.part" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: a .part file was left"; }
 
+# Issue 48: options bounded before any work, each with one line naming the
+# option and value (the reproducers took 11.8 GB, 16.7 GB, or grew without end)
+expect 2 "sim --batch 2^31" "$alisa" sim --trace "$tmp/a.trace" --model OPT-30B --hardware H100-80GB \
+    --system vllm --batch 2147483647
+grep_out "batch 2147483647: expected 1..65536 sequences" "sim --batch names its bound"
+expect 1 "sim --gen-len past the model's context" "$alisa" sim --trace "$tmp/a.trace" --model OPT-30B \
+    --hardware H100-80GB --system alisa --batch 4 --gen-len 1000000 --extend
+grep_out "over OPT-30B's context of 2048" "sim names the context"
+expect 2 "run --batch 1000000" "$alisa" run --model OPT-125M --weights synthetic --prompt-tokens 4 \
+    -n 2 --batch 1000000
+grep_out "a prefill chunk's activations" "run counts the activations, not only the KV"
+expect 2 "trace gen --gen-len 1000000" "$alisa" trace gen --model OPT-125M --gen-len 1000000 \
+    -o "$tmp/huge.trace"
+grep_out "the trace needs at least" "trace gen estimates the file's size first"
+[ ! -e "$tmp/huge.trace" ] && [ ! -e "$tmp/huge.trace.part" ] && pass=$((pass + 1)) ||
+    { fail=$((fail + 1)); echo "FAIL: trace gen wrote a file it refused"; }
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

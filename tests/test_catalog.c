@@ -123,6 +123,11 @@ static void test_catalog_bad_model_files_name_the_line_and_problem(void **state)
          ":6: section [A] appears twice"},
         {"missing key", "\n\n[M]\nfamily = opt\nlayers = 2\n", ":3: [M]: missing key 'hidden'"},
         {"bad format", "[C]\ncheckpoint = x.bin\nformat = gguf2\n", ":1: [C]: checkpoint format 'gguf2' unknown"},
+        /* issue 48: shapes bounded from above before anything is sized */
+        {"layers huge", "[M]\nlayers = 4000000000\n", ":2: layers = 4000000000 is outside [1, 1024]"},
+        {"vocab huge", "[M]\nvocab = 100000000\n", ":2: vocab = 100000000 is outside [1, 4194304]"},
+        {"hidden zero", "[M]\nhidden = 0\n", ":2: hidden = 0 is outside [1, 131072]"},
+        {"max_seq huge", "[M]\nmax_seq = 3000000000\n", ":2: max_seq = 3000000000 is outside"},
     };
     char *dir = tu_mkdtemp();
     const char *path = tu_path(dir, "models.ini");

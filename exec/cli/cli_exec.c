@@ -370,15 +370,19 @@ int loaded_batch_check(struct loaded *l, uint32_t batch, uint64_t len, void (*us
 {
     const struct llm_config *c = &l->m->c;
     struct kv_shape f32 = {c->dim, c->kv_dim, KV_FP32};
-    double need = (double)cost_kv_bytes(&f32) * c->n_layers * (double)batch * (double)len;
+    double kv = (double)cost_kv_bytes(&f32) * c->n_layers * (double)batch * (double)len;
+    double row = (4.0 * c->dim + 2.0 * c->kv_dim + 2.0 * c->hidden_dim + c->vocab) * sizeof(float);
+    double act = (double)batch * (double)(len < EXEC_CHUNK ? len : EXEC_CHUNK) * row;
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    double have = pages > 0 && page > 0 ? (double)pages * (double)page : INFINITY;
-    if (need <= have)
+    double have = pages > 0 && page > 0 ? 0.8 * (double)pages * (double)page : INFINITY;
+    if (kv + act <= have)
         return 0;
     loaded_free(l);
-    return cli_usage_error(usage, "--batch %u: the KV cache of %u sequences of %llu tokens needs "
-                           "%.1f GB, over this machine's %.1f GB of memory", batch, batch,
-                           (unsigned long long)len, need / 1e9, have / 1e9);
+    return cli_usage_error(usage, "--batch %u: %u sequences of %llu tokens need %.1f GB (KV "
+                           "cache %.1f GB, a prefill chunk's activations %.1f GB), over 80%% of "
+                           "this machine's memory (%.1f GB)", batch, batch,
+                           (unsigned long long)len, (kv + act) / 1e9, kv / 1e9, act / 1e9,
+                           have / 1e9);
 }
 
 int record_trace(const struct record_job *j, struct alisa_err *e)

@@ -25,9 +25,9 @@
 #include "tokenizer.h"
 #include "trace.h"
 
-/* Positions per llm_forward_chunk call in prefill and eval: the GEMMs run over
- * batch x CHUNK rows while the logits stay (batch, CHUNK, vocab) in memory. */
-#define CHUNK 32u
+/* Positions per llm_forward_chunk call in prefill and eval: EXEC_CHUNK
+ * (cli_exec.h), whose rows loaded_batch_check counts. */
+#define CHUNK EXEC_CHUNK
 
 /* ---- alisa run ---- */
 

@@ -14,6 +14,12 @@
 
 #define CLI_EXIT_FAIL 1
 #define CLI_EXIT_USAGE 2
+
+/* The most sequences a simulated batch may hold (issue 48: --batch
+ * 2147483647 took 11.8 GB): far above any batch one GPU serves (HiSparse
+ * reports 256 concurrent requests), so the per-sequence state stays
+ * bounded. */
+#define CLI_MAX_BATCH (1u << 16)
 /* Not an exit status: a parse helper's "the help was printed, stop here";
  * cli_run_command turns it into exit 0. */
 #define CLI_HELP_SHOWN (-1)

@@ -134,8 +134,9 @@ int cmd_search(int argc, char **argv)
                           w.batch > 0 || batch_given);
     if (req)
         return req;
-    if (!w.batch)
-        return cli_usage_error(cmd_search_usage, "--batch 0: at least 1 sequence");
+    if (!w.batch || w.batch > CLI_MAX_BATCH)
+        return cli_usage_error(cmd_search_usage, "--batch %u: expected 1..%u sequences", w.batch,
+                               CLI_MAX_BATCH);
     if (!w.gen_len)
         return cli_usage_error(cmd_search_usage, "--gen-len 0: at least 1 token");
     if (grid == 0 || grid > 1024)

@@ -217,8 +217,9 @@ int cmd_sim(int argc, char **argv)
                           system != NULL);
     if (req)
         return req;
-    if (!cfg.batch)
-        return cli_usage_error(cmd_sim_usage, "--batch 0: at least 1 sequence");
+    if (!cfg.batch || cfg.batch > CLI_MAX_BATCH)
+        return cli_usage_error(cmd_sim_usage, "--batch %u: expected 1..%u sequences", cfg.batch,
+                               CLI_MAX_BATCH);
     if (!(cfg.system = sim_system_find(system)))
         return cli_usage_error(cmd_sim_usage, "unknown system '%s'", system);
     if (cfg.flexgen_gpu_batch && cfg.batch % cfg.flexgen_gpu_batch)
@@ -249,6 +250,10 @@ int cmd_sim(int argc, char **argv)
         rc = catalog_model_not_found(&c, "--model", model, &e);
     else if (!cfg.model->available)
         rc = err_set(&e, ALISA_ENOTFOUND, "--model %s: unavailable: %s", model, cfg.model->note);
+    else if ((uint64_t)cfg.prompt_len + cfg.gen_len > cfg.model->max_seq)
+        rc = err_set(&e, ALISA_EINVAL, "--prompt-len %u + --gen-len %u: %llu tokens, over %s's "
+                     "context of %u", cfg.prompt_len, cfg.gen_len,
+                     (unsigned long long)cfg.prompt_len + cfg.gen_len, model, cfg.model->max_seq);
     else if (!cfg.hw)
         rc = catalog_hw_not_found(&c, "--hardware", hw_name, &e);
     else if (!(rc = cli_software(&c, software, cfg.system->software, &cfg.sw, &e)))

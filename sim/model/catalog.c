@@ -130,11 +130,12 @@ struct parse_ctx {
     int oom;
 };
 
-/* Physical bounds of the profile figures, wide enough for any machine from
- * a phone to a cluster node and for alisa calibrate's CPU figures (a CPU
- * "fp16_tflops" of 0.04), narrow enough to refuse what no machine has (a
- * bandwidth of 1e-300 GB/s that makes every step last forever). Fields not
- * listed: any finite non-negative number. */
+/* Bounds of the model shapes, and physical bounds of the profile figures:
+ * wide enough for any machine from a phone to a cluster node and for alisa
+ * calibrate's CPU figures (a CPU "fp16_tflops" of 0.04), narrow enough to
+ * refuse what no machine has (a bandwidth of 1e-300 GB/s that makes every
+ * step last forever). Fields not listed: any finite non-negative number
+ * (integers: up to 2^32 - 1). */
 static const struct bound {
     const char *key;
     double min, max;
@@ -148,6 +149,15 @@ static const struct bound {
     {"kv_ns_per_token", 0, 1e9},    {"kv_ns_per_stream", 0, 1e12},
     {"kv_ns_per_layer", 0, 1e12},   {"weight_probe_gbps", 0, 1e6},
     {"op_host_us", 0, 1e6},
+    /* model shapes (issue 48: a catalog's layers = 4e9 grew without end):
+     * wider than any published model (Llama 3.1 405B: 126 layers, hidden
+     * 16384, ffn 53248; Gemma: vocabulary 256k; contexts of 1M), so every
+     * buffer a shape sizes stays bounded */
+    {"layers", 1, 1024},            {"hidden", 1, 131072},
+    {"heads", 1, 4096},             {"kv_heads", 1, 4096},
+    {"ffn", 1, 1048576},            {"ffn_matrices", 1, 3},
+    {"vocab", 1, 4194304},          {"tied_embeddings", 0, 1},
+    {"max_seq", 1, 4194304},
 };
 
 static int parse_value(const struct field *f, const char *value, void *dst, char *msg, size_t cap)
@@ -161,6 +171,12 @@ static int parse_value(const struct field *f, const char *value, void *dst, char
             snprintf(msg, cap, "%s = '%s' is not a non-negative integer", f->key, value);
             return -1;
         }
+        for (size_t i = 0; i < sizeof bounds / sizeof bounds[0]; i++)
+            if (strcmp(bounds[i].key, f->key) == 0 && (v < bounds[i].min || v > bounds[i].max)) {
+                snprintf(msg, cap, "%s = %s is outside [%.0f, %.0f]", f->key, value,
+                         bounds[i].min, bounds[i].max);
+                return -1;
+            }
         *(uint32_t *)dst = (uint32_t)v;
         return 0;
     }

@@ -267,17 +267,27 @@ uint64_t trace_gen_min_bytes(const struct trace_gen_params *p)
     /* trace.c's encoding: a chunk is 8 bytes of tag and length, its payload
      * and a 4-byte CRC; SEQ's payload 16 bytes and the prompt's tokens;
      * STEP's 12 bytes and, per layer (and head with per_head), a row of n
-     * weights: dense 1 + 2n bytes, sparse 9 + 4 per kept weight, at least
-     * one (the row's largest); the smaller is written */
+     * weights: dense 1 + 2n bytes, sparse 9 + 4 per kept weight; the smaller
+     * is written. A row keeps every weight at or above threshold x its max,
+     * and threshold <= 1%: at least the (1 - sparsity target) share the
+     * generator solves each layer's row for, so a sparse row grows with n
+     * and the file with the square of the length (issue 48) */
     const double N = (double)p->prompt_len + p->gen_len;
     const uint32_t row_start = p->prompt_rows < p->prompt_len ? p->prompt_len - p->prompt_rows : 0;
-    const double rows_per_step = (double)p->n_layers * (p->per_head ? 1.0 + p->n_heads : 1.0);
+    const double heads = p->per_head ? 1.0 + p->n_heads : 1.0;
+    double kept_share = 0; /* mean over layers of the share a row keeps */
+    for (uint32_t l = 0; l < p->n_layers; l++) {
+        double t = p->n_layers > 1 ? (double)l / (p->n_layers - 1) : 0;
+        kept_share += (1.0 - (p->sparsity_first + t * (p->sparsity_last - p->sparsity_first))) /
+                      p->n_layers;
+    }
     double bytes = (double)p->n_seqs * (12.0 + 16.0 + 4.0 * p->prompt_len);
     double per_seq = 0;
     for (double pos = row_start; pos < N; pos++) {
-        double n = pos + 1, dense = 1 + 2 * n;
-        double row = p->threshold <= 0.0f ? dense : (dense < 13 ? dense : 13);
-        per_seq += 12.0 + 12.0 + rows_per_step * row;
+        double n = pos + 1, dense = 1 + 2 * n, kept = kept_share * n < 1 ? 1 : kept_share * n;
+        double sparse = 9 + 4 * kept;
+        double row = p->threshold <= 0.0f || dense < sparse ? dense : sparse;
+        per_seq += 12.0 + 12.0 + p->n_layers * heads * row;
     }
     bytes += (double)p->n_seqs * per_seq;
     return bytes >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)bytes;

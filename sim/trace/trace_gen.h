@@ -66,10 +66,13 @@ int trace_gen_validate(const struct trace_gen_params *p, struct alisa_err *e);
  * under path unless the whole trace was written). */
 int trace_gen_write(const struct trace_gen_params *p, const char *path, struct alisa_err *e);
 
-/* A lower bound on the bytes trace_gen_write writes for p (p valid): every
- * SEQ and STEP chunk's fixed bytes and each row's smallest encoding (exact
- * for the rows when p->threshold is 0: every row dense); the header and end
- * chunks are not counted. Saturates at UINT64_MAX. Cannot fail. */
+/* The bytes trace_gen_write writes for p (p valid), from below: every SEQ
+ * and STEP chunk's fixed bytes and each row's smaller encoding, a sparse row
+ * keeping the (1 - sparsity target) share of its weights that its layer's
+ * target leaves above 1% of the row max (exact for the rows when
+ * p->threshold is 0: every row dense; per-row jitter of the target ignored);
+ * the header and end chunks are not counted. Grows with the square of the
+ * length, as the file does. Saturates at UINT64_MAX. Cannot fail. */
 uint64_t trace_gen_min_bytes(const struct trace_gen_params *p);
 
 /* A synthetic row source for one (sequence, layer) stream, for extending a
