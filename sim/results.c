@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct results {
     sqlite3 *db;
@@ -58,6 +59,30 @@ int results_open(struct results **out, const char *path, struct alisa_err *e)
     return 0;
 }
 
+/* Opens path read-only into r->db and checks for the runs table; 0, or
+ * SQLite's status. immutable: a URI open that takes no lock and needs no
+ * -shm file (a WAL database on a read-only mount or directory). */
+static int open_ro(struct results *r, const char *path, int immutable)
+{
+    char uri[4200];
+    if (immutable) {
+        /* a URI path: '%', '?' and '#' escaped */
+        size_t n = (size_t)snprintf(uri, sizeof uri, "file:");
+        for (const char *c = path; *c && n + 4 < sizeof uri; c++)
+            n += strchr("%?#", *c) ? (size_t)snprintf(uri + n, sizeof uri - n, "%%%02X",
+                                                      (unsigned char)*c)
+                                   : (size_t)snprintf(uri + n, sizeof uri - n, "%c", *c);
+        snprintf(uri + n, sizeof uri - n, "?immutable=1");
+    }
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_open_v2(immutable ? uri : path, &r->db,
+                             SQLITE_OPEN_READONLY | (immutable ? SQLITE_OPEN_URI : 0), NULL);
+    if (rc == SQLITE_OK && (rc = sqlite3_busy_timeout(r->db, 30000)) == SQLITE_OK)
+        rc = sqlite3_prepare_v2(r->db, "SELECT 1 FROM runs LIMIT 0", -1, &st, NULL);
+    sqlite3_finalize(st);
+    return rc;
+}
+
 int results_open_readonly(struct results **out, const char *path, struct alisa_err *e)
 {
     *out = NULL;
@@ -66,14 +91,24 @@ int results_open_readonly(struct results **out, const char *path, struct alisa_e
         free(r);
         return err_set(e, ALISA_ENOMEM, "out of memory opening %s", path);
     }
-    int rc = 0;
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_open_v2(path, &r->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
-        rc = db_fail(e, path, r->db, "cannot open results database (missing file?)");
-    else if (sqlite3_busy_timeout(r->db, 30000) != SQLITE_OK ||
-             sqlite3_prepare_v2(r->db, "SELECT 1 FROM runs LIMIT 0", -1, &st, NULL) != SQLITE_OK)
-        rc = db_fail(e, path, r->db, "not a results database");
-    sqlite3_finalize(st);
+    int rc = 0, st = 0;
+    if (access(path, F_OK) != 0) {
+        rc = err_set(e, ALISA_EIO, "%s: no such results database", path);
+    } else if ((st = open_ro(r, path, 0)) != SQLITE_OK) {
+        /* a WAL database whose directory or mount is read-only cannot make
+         * its -shm file: read it as immutable (issue 48) */
+        int first = st;
+        char first_msg[256];
+        snprintf(first_msg, sizeof first_msg, "%s", r->db ? sqlite3_errmsg(r->db) : "no handle");
+        sqlite3_close(r->db);
+        r->db = NULL;
+        if ((st = open_ro(r, path, 1)) != SQLITE_OK) {
+            int foreign = first == SQLITE_NOTADB || first == SQLITE_ERROR;
+            rc = err_set(e, ALISA_EIO, "%s: %s: %s", path,
+                         foreign ? "not a results database" : "cannot read the results database",
+                         first_msg);
+        }
+    }
     if (rc) {
         results_close(r);
         return rc;
@@ -141,13 +176,16 @@ int results_put(struct results *r, const struct result_row *row, struct alisa_er
     return rc;
 }
 
-/* Copies the rows of `in` into r in one transaction; *added counts them. */
-static int merge_one(struct results *r, struct results *in, uint64_t *added, struct alisa_err *e)
+/* Copies the rows of `in` into r in one transaction: a point r lacks is
+ * added (*added), a point r holds as an error row and `in` as ok is replaced
+ * by it (*replaced); every other row of r is kept. */
+static int merge_one(struct results *r, struct results *in, uint64_t *added, uint64_t *replaced,
+                     struct alisa_err *e)
 {
     static const char cols[] = "sweep, point, config_hash, config, code_version, result, status, "
                                "error, wall_s, created";
-    char sql[256];
-    sqlite3_stmt *get = NULL, *put = NULL;
+    char sql[512];
+    sqlite3_stmt *get = NULL, *put = NULL, *fix = NULL;
     int rc = 0;
     snprintf(sql, sizeof sql, "SELECT %s FROM runs ORDER BY id", cols);
     if (sqlite3_prepare_v2(in->db, sql, -1, &get, NULL) != SQLITE_OK)
@@ -155,15 +193,27 @@ static int merge_one(struct results *r, struct results *in, uint64_t *added, str
     snprintf(sql, sizeof sql, "INSERT OR IGNORE INTO runs (%s) VALUES (?,?,?,?,?,?,?,?,?,?)", cols);
     if (!rc && sqlite3_prepare_v2(r->db, sql, -1, &put, NULL) != SQLITE_OK)
         rc = db_fail(e, r->path, r->db, "cannot insert");
+    /* the same parameters: ?3 the hash, ?7 the status */
+    snprintf(sql, sizeof sql, "UPDATE runs SET sweep = ?1, point = ?2, config = ?4, "
+             "code_version = ?5, result = ?6, status = ?7, error = ?8, wall_s = ?9, created = ?10 "
+             "WHERE config_hash = ?3 AND status = 'error' AND ?7 = 'ok'");
+    if (!rc && sqlite3_prepare_v2(r->db, sql, -1, &fix, NULL) != SQLITE_OK)
+        rc = db_fail(e, r->path, r->db, "cannot update");
     if (!rc && sqlite3_exec(r->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
         rc = db_fail(e, r->path, r->db, "cannot begin");
     int step;
     while (!rc && (step = sqlite3_step(get)) == SQLITE_ROW) {
-        for (int c = 0; c < 10; c++)
+        for (int c = 0; c < 10; c++) {
+            sqlite3_bind_value(fix, c + 1, sqlite3_column_value(get, c));
             sqlite3_bind_value(put, c + 1, sqlite3_column_value(get, c));
-        if (sqlite3_step(put) != SQLITE_DONE)
+        }
+        if (sqlite3_step(fix) != SQLITE_DONE)
+            rc = db_fail(e, r->path, r->db, "merge failed");
+        *replaced += (uint64_t)sqlite3_changes(r->db);
+        if (!rc && sqlite3_step(put) != SQLITE_DONE)
             rc = db_fail(e, r->path, r->db, "merge failed");
         *added += (uint64_t)sqlite3_changes(r->db);
+        sqlite3_reset(fix);
         sqlite3_reset(put);
     }
     if (!rc && step != SQLITE_DONE)
@@ -174,13 +224,15 @@ static int merge_one(struct results *r, struct results *in, uint64_t *added, str
         sqlite3_exec(r->db, "ROLLBACK", NULL, NULL, NULL);
     sqlite3_finalize(get);
     sqlite3_finalize(put);
+    sqlite3_finalize(fix);
     return rc;
 }
 
 int results_merge(const char *out, const char *const *inputs, int n_inputs, uint64_t *added,
-                  struct alisa_err *e)
+                  uint64_t *replaced, struct alisa_err *e)
 {
     *added = 0;
+    *replaced = 0;
     /* every input first: a missing or foreign one stops the merge before
      * the output is created or touched */
     struct results **in = calloc(n_inputs ? (size_t)n_inputs : 1, sizeof *in);
@@ -193,10 +245,12 @@ int results_merge(const char *out, const char *const *inputs, int n_inputs, uint
     if (!rc)
         rc = results_open(&r, out, e);
     for (int i = 0; i < n_inputs && !rc; i++) {
-        uint64_t n = 0;
-        rc = merge_one(r, in[i], &n, e);
-        if (!rc)
+        uint64_t n = 0, fixed = 0;
+        rc = merge_one(r, in[i], &n, &fixed, e);
+        if (!rc) {
             *added += n;
+            *replaced += fixed;
+        }
     }
     results_close(r);
     for (int i = 0; i < n_inputs; i++)

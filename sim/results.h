@@ -35,7 +35,10 @@ int results_open(struct results **out, const char *path, struct alisa_err *e);
 
 /* Opens an existing results database for reading only: never created,
  * never switched to WAL, never written (a read must not change a user's
- * file). A missing file or one without the runs table is an error. */
+ * file). On a read-only mount or directory, where SQLite cannot make a WAL
+ * database's -shm file, it is read as immutable. A missing file ("no such
+ * results database"), one without the runs table ("not a results
+ * database") or one that cannot be read ("cannot read ...") is an error. */
 int results_open_readonly(struct results **out, const char *path, struct alisa_err *e);
 
 /* Closes r. Accepts NULL. */
@@ -49,11 +52,13 @@ int results_done(struct results *r, const char *config_hash, int *done, struct a
 int results_put(struct results *r, const struct result_row *row, struct alisa_err *e);
 
 /* Copies every row of each input database into out (created when missing);
- * rows whose hash is already there are kept as they are. *added counts the
- * rows copied. Inputs are opened read-only (never created, switched to WAL
- * or written); a missing or foreign input fails before out is touched. */
+ * rows whose hash is already there are kept as they are, except that an ok
+ * row replaces an error row of the same point (a point retried elsewhere).
+ * *added counts the rows copied, *replaced the error rows replaced. Inputs
+ * are opened read-only (never created, switched to WAL or written); a
+ * missing or foreign input fails before out is touched. */
 int results_merge(const char *out, const char *const *inputs, int n_inputs, uint64_t *added,
-                  struct alisa_err *e);
+                  uint64_t *replaced, struct alisa_err *e);
 
 /* Writes the named query's result as CSV with a header line (db opened
  * read-only: a read-only file or directory is fine, a missing one an error): "sim", "plan",

@@ -196,5 +196,19 @@ grep_out "the trace needs at least" "trace gen estimates the file's size first"
 [ ! -e "$tmp/huge.trace" ] && [ ! -e "$tmp/huge.trace.part" ] && pass=$((pass + 1)) ||
     { fail=$((fail + 1)); echo "FAIL: trace gen wrote a file it refused"; }
 
+# Issue 48: writers never replace a link, FIFO or device; "-" is stdout
+ln -s "$tmp/keep.trace" "$tmp/tl-link"
+mkfifo "$tmp/tl-fifo"
+for out in "$tmp/tl-link" "$tmp/tl-fifo" /dev/null; do
+    expect 1 "sim --timeline $out" timeout 20 "$alisa" sim --trace "$tmp/a.trace" --model OPT-30B \
+        --hardware H100-80GB --system alisa --batch 4 --prompt-len 32 --gen-len 64 --timeline "$out"
+    grep_out "refusing to replace it" "the refusal says why ($out)"
+done
+[ -L "$tmp/tl-link" ] && [ -p "$tmp/tl-fifo" ] && [ -c /dev/null ] && pass=$((pass + 1)) ||
+    { fail=$((fail + 1)); echo "FAIL: a link, FIFO or device was replaced"; }
+expect 0 "sim --timeline -" "$alisa" sim --trace "$tmp/a.trace" --model OPT-30B --hardware H100-80GB \
+    --system alisa --batch 4 --prompt-len 32 --gen-len 64 --timeline -
+grep_out "^step,end_ms" "the timeline went to standard output"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

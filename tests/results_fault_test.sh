@@ -83,5 +83,43 @@ check $([ ! -e "$tmp/new.db" ] && [ ! -e "$tmp/no-such.db" ]; echo $?) \
 grep -q "no-such.db" "$tmp/log5"
 check $? "the merge error does not name the missing input: $(cat "$tmp/log5")"
 
+# 4. a user who cannot write the database's directory (root writes through
+# chmod, so as nobody when run as root): export and merge read it, as
+# immutable (issue 48: "not a results database")
+if [ "$(id -u)" -ne 0 ]; then asuser=(); elif command -v setpriv >/dev/null; then
+    asuser=(setpriv --reuid=65534 --regid=65534 --clear-groups); else asuser=(skip); fi
+if [ "${asuser[0]:-}" != skip ]; then
+    ro2=$(mktemp -d /tmp/alisa-ro.XXXXXX)
+    cp "$tmp/f.db" "$ro2/" && chmod 755 "$ro2" && chmod 644 "$ro2/f.db"
+    out=$("${asuser[@]}" "$alisa" db export --db "$ro2/f.db" --query runs 2>"$tmp/log6")
+    check $? "export by a user who cannot write the directory failed: $(cat "$tmp/log6")"
+    check $(($(tail -n +2 <<<"$out" | grep -c ',ok,') != n)) "that export has the wrong rows"
+    "${asuser[@]}" "$alisa" db merge /dev/null/x.db "$ro2/f.db" >/dev/null 2>"$tmp/log7"
+    grep -q "not a results database" "$tmp/log7"
+    check $((! $?)) "an unwritable output is blamed on the input: $(cat "$tmp/log7")"
+    rm -rf "$ro2"
+else
+    echo "SKIPPED: the read-only user case (root without setpriv)"
+fi
+
+# 5. db merge: an ok row replaces an error row of the same point, and says so
+cat >"$tmp/e.sweep" <<SPEC
+[sweep]
+name = retry
+command = exec
+program = $tmp/flaky.sh
+[vary]
+batch = 1 2
+SPEC
+printf '#!/bin/sh\n[ -f %s/ok ] || [ "$2" = 1 ] || exit 3\necho "{\\"x\\": $2}"\n' "$tmp" >"$tmp/flaky.sh"
+chmod +x "$tmp/flaky.sh"
+"$alisa" sweep "$tmp/e.sweep" --db "$tmp/e1.db" >/dev/null 2>&1 # point 1 fails
+touch "$tmp/ok"
+"$alisa" sweep "$tmp/e.sweep" --db "$tmp/e2.db" >/dev/null 2>&1 # both ok
+"$alisa" db merge "$tmp/e1.db" "$tmp/e2.db" 2>"$tmp/log8"
+grep -q "merged 0 rows into .*; 1 error rows replaced by ok rows" "$tmp/log8"
+check $? "merge did not replace the error row: $(cat "$tmp/log8")"
+check $(($(rows "$tmp/e1.db") != 2)) "after the merge $(rows "$tmp/e1.db") ok rows, expected 2"
+
 echo "results_fault: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

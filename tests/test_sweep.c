@@ -338,7 +338,8 @@ static void test_results_rows_skip_replace_merge_and_export(void **state)
     results_close(r);
     const char *ins[2] = {a, b};
     uint64_t added;
-    assert_int_equal(results_merge(m, ins, 2, &added, &e), 0);
+    uint64_t replaced = 0;
+    assert_int_equal(results_merge(m, ins, 2, &added, &replaced, &e), 0);
     assert_int_equal(added, 3); /* h0, h1 from a; h2 from b; b's h1 kept out */
     char *csv = export_str(m, "sim");
     assert_int_equal(count_lines(csv), 1 + 3);

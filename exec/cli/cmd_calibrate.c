@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "outfile.h"
 #include "calibrate.h"
 #include "cli.h"
 #include "cli_exec.h"
@@ -357,12 +358,12 @@ int cmd_calibrate(int argc, char **argv)
     /* the output's PATH.part made first: a path that cannot be written
      * fails now, not after minutes of benchmarks */
     char part[1100];
-    FILE *f = cli_part_open(o.out, part, sizeof part, "profile", &e);
+    FILE *f = outfile_open(o.out, part, sizeof part, "profile", &e);
     if (!f)
         return cli_fail(&e);
     struct loaded l;
     if (load_model(&l, o.model, o.tokenizer, o.tokenizer != NULL || o.text != NULL, &o.exec, &e)) {
-        cli_part_close(f, part, o.out, ALISA_EIO, &e);
+        outfile_close(f, part, o.out, ALISA_EIO, &e);
         return cli_fail(&e);
     }
     uint32_t *ids = NULL, n_blocks = 0;
@@ -384,7 +385,7 @@ int cmd_calibrate(int argc, char **argv)
     if (!rc)
         profile_write(f, &o, host, section, &be, &cpu, n_ids, &l.m->c,
                       calib_bytes_per_weight(l.m, kind), st);
-    rc = cli_part_close(f, part, o.out, rc, &e); /* a failed run leaves no profile */
+    rc = outfile_close(f, part, o.out, rc, &e); /* a failed run leaves no profile */
     if (!rc)
         calibrate_report(&o, section, runs, st);
     free(runs);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "outfile.h"
 #include "catalog.h"
 #include "cli.h"
 #include "attn_trace.h"
@@ -244,7 +245,7 @@ int cmd_run(int argc, char **argv)
         llm_state_attention_from(st, attn_trace_row, at);
     FILE *tf = NULL;
     char tpart[1100];
-    if (!rc && timings && !(tf = cli_part_open(timings, tpart, sizeof tpart, "timings file", &e)))
+    if (!rc && timings && !(tf = outfile_open(timings, tpart, sizeof tpart, "timings file", &e)))
         rc = ALISA_EIO;
     if (tf)
         llm_state_timings(st, tf);
@@ -342,7 +343,7 @@ int cmd_run(int argc, char **argv)
         }
     }
     if (tf) /* whole or not at all */
-        rc = cli_part_close(tf, tpart, timings, rc, &e);
+        rc = outfile_close(tf, tpart, timings, rc, &e);
     tiered_free(&tr);
     llm_state_free(st);
     attn_trace_free(at);
@@ -726,7 +727,7 @@ int cmd_record(int argc, char **argv)
         return rc;
     FILE *lf = NULL;
     char lpart[1100];
-    if (log_path && !(lf = cli_part_open(log_path, lpart, sizeof lpart, "decision log", &e)))
+    if (log_path && !(lf = outfile_open(log_path, lpart, sizeof lpart, "decision log", &e)))
         rc = ALISA_EIO;
     struct record_job job = {.l = &l, .text = text, .out = out, .P = P, .G = G, .batch = batch,
                              .offset = offset, .threshold = threshold, .kv = kvo, .log = lf,
@@ -734,7 +735,7 @@ int cmd_record(int argc, char **argv)
     if (!rc)
         rc = record_trace(&job, &e);
     if (lf) /* whole or not at all: a failed record leaves no log */
-        rc = cli_part_close(lf, lpart, log_path, rc, &e);
+        rc = outfile_close(lf, lpart, log_path, rc, &e);
     if (!rc)
         fprintf(stderr, "alisa: wrote %s (%s, %u sequence%s of %u + %u tokens)\n", out, l.m->name,
                 batch, batch == 1 ? "" : "s", P, G);

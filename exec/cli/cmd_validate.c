@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "outfile.h"
 #include "calibrate.h"
 #include "catalog.h"
 #include "cli.h"
@@ -333,7 +334,7 @@ static int write_steps(const char *path, const struct step_times *st, uint32_t P
                        struct alisa_err *e)
 {
     char part[1100];
-    FILE *f = cli_part_open(path, part, sizeof part, "steps file", e);
+    FILE *f = outfile_open(path, part, sizeof part, "steps file", e);
     if (!f)
         return ALISA_EIO;
     fprintf(f, "step,pos,measured_ms,predicted_ms,measured_compute_ms,predicted_compute_ms,"
@@ -348,7 +349,7 @@ static int write_steps(const char *path, const struct step_times *st, uint32_t P
                 s->meas_recompute * 1e3, s->pred_recompute * 1e3, s->meas_schedule * 1e3,
                 s->pred_schedule * 1e3, s->rate, s->pred_norm * 1e3);
     }
-    return cli_part_close(f, part, path, 0, e);
+    return outfile_close(f, part, path, 0, e);
 }
 
 /* The executor's timing lines as they were captured, run after run, written
@@ -357,12 +358,12 @@ static int write_timings(const char *path, const struct exec_run *ex, uint32_t r
                          struct alisa_err *e)
 {
     char part[1100];
-    FILE *f = cli_part_open(path, part, sizeof part, "timings file", e);
+    FILE *f = outfile_open(path, part, sizeof part, "timings file", e);
     if (!f)
         return ALISA_EIO;
     for (uint32_t k = 0; k < repeat; k++)
         fwrite(ex[k].buf, 1, ex[k].len, f);
-    return cli_part_close(f, part, path, 0, e);
+    return outfile_close(f, part, path, 0, e);
 }
 
 static void print_row(const char *what, double meas, double pred)

@@ -194,27 +194,3 @@ double cli_now_s(void)
     return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-FILE *cli_part_open(const char *path, char *part, size_t size, const char *what,
-                    struct alisa_err *e)
-{
-    snprintf(part, size, "%s.part", path);
-    FILE *f = fopen(part, "w");
-    if (!f)
-        err_set(e, ALISA_EIO, "%s: cannot create%s%s", part, *what ? " " : "", what);
-    return f;
-}
-
-int cli_part_close(FILE *f, const char *part, const char *path, int failed, struct alisa_err *e)
-{
-    int bad = ferror(f);
-    int rc = fclose(f) != 0 || bad;
-    if (failed)
-        rc = failed;
-    else if (rc)
-        rc = err_set(e, ALISA_EIO, "%s: write failed", part);
-    else if (rename(part, path) != 0)
-        rc = err_set(e, ALISA_EIO, "%s: cannot rename to %s", part, path);
-    if (rc)
-        remove(part);
-    return rc;
-}

@@ -105,14 +105,4 @@ void cli_reset_getopt(void);
 /* Seconds on the monotonic clock. */
 double cli_now_s(void);
 
-/* A file written whole or not at all: cli_part_open opens path + ".part"
- * for writing (the name into part, `size` bytes; NULL with e set to
- * "PART: cannot create WHAT" when it cannot). cli_part_close closes it and,
- * unless `failed` (an error already in e) or the stream saw a write error,
- * renames it over path; else removes it, so a file already at path stays
- * as it was. Returns 0, `failed`, or a negative status with e set. */
-FILE *cli_part_open(const char *path, char *part, size_t size, const char *what,
-                    struct alisa_err *e);
-int cli_part_close(FILE *f, const char *part, const char *path, int failed, struct alisa_err *e);
-
 #endif

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "outfile.h"
 #include "catalog.h"
 #include "cli.h"
 #include "cmds.h"
@@ -245,14 +246,14 @@ int cmd_plan(int argc, char **argv)
 
     struct plan_log lg = {0};
     char part[1100];
-    if (log_path && !(lg.f = cli_part_open(log_path, part, sizeof part, "decision log", &e)))
+    if (log_path && !(lg.f = outfile_open(log_path, part, sizeof part, "decision log", &e)))
         return cli_fail(&e);
     struct replay_totals t;
     int rc = replay_trace(trace, &cfg, &t, lg.f ? log_plan : NULL, &lg, &e);
     if (lg.f) { /* whole or not at all: a failed replay (or a text one out of memory) leaves
                  * no log */
         int oom_fails = !rc && t.oom && !json;
-        int closed = cli_part_close(lg.f, part, log_path, rc ? rc : oom_fails ? ALISA_ENOMEM : 0,
+        int closed = outfile_close(lg.f, part, log_path, rc ? rc : oom_fails ? ALISA_ENOMEM : 0,
                                     &e);
         if (!oom_fails)
             rc = closed;

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "outfile.h"
 #include "catalog.h"
 #include "cli.h"
 #include "cmds.h"
@@ -260,14 +261,14 @@ int cmd_sim(int argc, char **argv)
         rc = sim_resolve(&cfg, &e);
     FILE *tl = NULL;
     char part[1100];
-    if (!rc && timeline_path && !(tl = cli_part_open(timeline_path, part, sizeof part, "timeline", &e)))
+    if (!rc && timeline_path && !(tl = outfile_open(timeline_path, part, sizeof part, "timeline", &e)))
         rc = ALISA_EIO;
     struct sim_result r;
     if (!rc)
         rc = sim_run(&cfg, &r, tl, &e);
     if (tl) { /* whole or not at all; a text run out of memory fails (below) */
         int oom_fails = !rc && r.oom && !json;
-        int closed = cli_part_close(tl, part, timeline_path, rc ? rc : oom_fails ? ALISA_ENOMEM : 0,
+        int closed = outfile_close(tl, part, timeline_path, rc ? rc : oom_fails ? ALISA_ENOMEM : 0,
                                     &e);
         if (!oom_fails)
             rc = closed;

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "outfile.h"
 #include "cli.h"
 #include "git_version.h"
 #include "progress.h"
@@ -83,7 +84,8 @@ void cmd_db_usage(FILE *out)
             "       alisa db export --db FILE --query NAME [--sweep NAME] [-o FILE]\n"
             "\n"
             "  merge     copies every row of the IN databases into OUT (created when\n"
-            "            missing); a point already in OUT is kept as it is\n"
+            "            missing); a point already in OUT is kept as it is, unless OUT\n"
+            "            has it failed and an IN has it ok (then the ok row replaces it)\n"
             "  export    writes a query's result as CSV (header line first) to stdout or -o:\n"
             "              sim    one row per `alisa sim` point: model, hardware, system,\n"
             "                     batch, sparsity, throughput_tok_s, time split, traffic, ...\n"
@@ -699,10 +701,14 @@ int cmd_db(int argc, char **argv)
         cli_set_command("db merge");
         if (argc < 4)
             return cli_usage_error(cmd_db_usage, "merge needs OUT and at least one IN");
-        uint64_t added;
-        if (results_merge(argv[2], (const char *const *)argv + 3, argc - 3, &added, &e))
+        uint64_t added, replaced;
+        if (results_merge(argv[2], (const char *const *)argv + 3, argc - 3, &added, &replaced, &e))
             return cli_fail(&e);
-        fprintf(stderr, "alisa: merged %llu rows into %s\n", (unsigned long long)added, argv[2]);
+        fprintf(stderr, "alisa: merged %llu rows into %s", (unsigned long long)added, argv[2]);
+        if (replaced)
+            fprintf(stderr, "; %llu error rows replaced by ok rows of the same points",
+                    (unsigned long long)replaced);
+        fputc('\n', stderr);
         return 0;
     }
     if (strcmp(argv[1], "export") != 0)
@@ -736,10 +742,10 @@ int cmd_db(int argc, char **argv)
     FILE *out = stdout;
     char tmp[PATH_MAX];
     /* write beside the target and rename: a failed export leaves the old file */
-    if (out_path && !(out = cli_part_open(out_path, tmp, sizeof tmp, "", &e)))
+    if (out_path && !(out = outfile_open(out_path, tmp, sizeof tmp, "", &e)))
         return cli_fail(&e);
     int rc = results_export(db, query, sweep, out, &e);
     if (out_path)
-        rc = cli_part_close(out, tmp, out_path, rc, &e);
+        rc = outfile_close(out, tmp, out_path, rc, &e);
     return rc ? cli_fail(&e) : 0;
 }

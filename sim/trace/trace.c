@@ -7,6 +7,8 @@
  */
 #include "trace.h"
 
+#include "outfile.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,10 +200,13 @@ int trace_writer_open(struct trace_writer **out, const char *path,
     w->seqs = calloc(h->n_seqs, sizeof *w->seqs);
     if (!w->path || !w->part || !w->seqs)
         goto fail;
-    sprintf(w->part, "%s.part", path);
-    w->f = fopen(w->part, "wb");
-    if (!w->f) {
-        rc = err_set(e, ALISA_EIO, "%s: cannot create file", w->part);
+    if (strcmp(path, "-") == 0) {
+        rc = err_set(e, ALISA_EINVAL, "-: a trace is written to a file, not standard output");
+        goto fail;
+    }
+    /* never through a link, never over a FIFO or device (outfile.h) */
+    if (!(w->f = outfile_open(path, w->part, strlen(path) + 6, "trace", e))) {
+        rc = ALISA_EIO;
         goto fail;
     }
     uint8_t pre[16] = {0};
@@ -381,15 +386,8 @@ int trace_writer_close(struct trace_writer *w, struct alisa_err *e)
         }
     }
     if (!rc) {
-        int bad = fflush(w->f) != 0 || ferror(w->f);
-        bad |= fclose(w->f) != 0;
+        rc = outfile_close(w->f, w->part, w->path, 0, e);
         w->f = NULL;
-        if (bad)
-            rc = err_set(e, ALISA_EIO, "%s: write failed at close", w->part);
-        else if (rename(w->part, w->path) != 0)
-            rc = err_set(e, ALISA_EIO, "%s: cannot rename to %s", w->part, w->path);
-        if (rc)
-            remove(w->part);
     }
     trace_writer_destroy(w);
     return rc;
