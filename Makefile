@@ -29,11 +29,17 @@ build-asan: deps
 	@cmake --build build-asan -j$(JOBS) >build-asan.log 2>&1 || { grep -B2 -A6 -E "error|Error" build-asan.log | tail -60; exit 1; }
 	@grep -A4 "warning:" build-asan.log || true
 
+# Both suites always run (a failure in the first does not hide the second),
+# each failing test's output shown; the summary names what failed.
 test: build build-asan models
 	@echo "== tests (normal build) =="
-	@ctest --test-dir build --output-on-failure
+	@ctest --test-dir build --output-on-failure; echo $$? >build/.ctest-rc
 	@echo "== tests (address + undefined sanitizers) =="
-	@ctest --test-dir build-asan --output-on-failure
+	@ctest --test-dir build-asan --output-on-failure; echo $$? >build-asan/.ctest-rc
+	@n=$$(cat build/.ctest-rc) a=$$(cat build-asan/.ctest-rc); \
+	 if [ "$$n" != 0 ] || [ "$$a" != 0 ]; then \
+	     echo "make test: FAILED (normal build: exit $$n, sanitizers: exit $$a); the failing tests' output is above, and ctest --test-dir DIR --rerun-failed --output-on-failure reruns them"; exit 1; \
+	 fi; echo "make test: both suites passed"
 
 demo: build
 	@bash scripts/demo

@@ -75,6 +75,12 @@
 #include "forward.h"
 #include "model.h"
 
+/* The weight probe's spread over runs (or its drift from a profile) that a
+ * quiet machine stays within; beyond it calibrate and validate warn that
+ * other work shares the cores (issue 41: a probe read 0.011 GB/s under load
+ * against a profile's 21.4). */
+#define CALIB_QUIET_SPREAD 0.10
+
 /* Batches the attention tables are measured at (calib_attn_batch). */
 #define CALIB_ATTN_N 6
 

@@ -9,6 +9,9 @@
  */
 #include "cpu_ops.h"
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <cblas.h>
 #include <math.h>
 #ifdef _OPENMP
@@ -43,22 +46,64 @@ void cpu_flush_subnormals(void)
 }
 
 static uint32_t n_threads;
+static int threads_given; /* by the caller, ALISA_THREADS or OMP_NUM_THREADS: never capped */
 
-void cpu_threads_set(uint32_t n)
+/* A positive count from the environment variable name, else 0. */
+static uint32_t env_threads(const char *name)
 {
-    if (n == 0) { /* each library's default (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS) */
-#ifdef _OPENMP
-        n_threads = (uint32_t)omp_get_max_threads();
-#else
-        n_threads = 1;
+    const char *v = getenv(name);
+    char *end;
+    unsigned long n = v && *v ? strtoul(v, &end, 10) : 0;
+    return v && *v && !*end && n > 0 && n <= 4096 ? (uint32_t)n : 0;
+}
+
+/* The CPUs this process may run on (its affinity mask: a container's or
+ * taskset's share, not every core of the machine), at least 1. */
+static uint32_t affinity_cpus(void)
+{
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return (uint32_t)CPU_COUNT(&set);
 #endif
-        return;
-    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (uint32_t)n : 1;
+}
+
+static void apply_threads(uint32_t n)
+{
     n_threads = n;
 #ifdef _OPENMP
     omp_set_num_threads((int)n);
 #endif
     openblas_set_num_threads((int)n);
+}
+
+void cpu_threads_set(uint32_t n)
+{
+    threads_given = 1;
+    if (!n)
+        n = env_threads("ALISA_THREADS");
+    if (!n)
+        n = env_threads("OMP_NUM_THREADS");
+    if (!n) {
+        threads_given = 0;
+        n = affinity_cpus();
+    }
+    apply_threads(n);
+}
+
+void cpu_threads_fit(uint64_t params)
+{
+    if (!n_threads)
+        cpu_threads_set(0);
+    if (threads_given)
+        return;
+    uint64_t cap = params / CPU_PARAMS_PER_THREAD;
+    if (cap < 1)
+        cap = 1;
+    if (n_threads > cap)
+        apply_threads((uint32_t)cap);
 }
 
 uint32_t cpu_threads(void)

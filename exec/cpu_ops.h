@@ -20,12 +20,24 @@
 void cpu_flush_subnormals(void);
 
 /* Sets the threads of the CPU forward pass: OpenMP's (qmat.h's products and
- * the other operations) and OpenBLAS's; 0 leaves each library's default
- * (every core, or OMP_NUM_THREADS / OPENBLAS_NUM_THREADS). Call before a
- * forward pass, not during one. */
+ * the other operations) and OpenBLAS's, the same count. n > 0 is taken as
+ * given; 0 means ALISA_THREADS, else OMP_NUM_THREADS, else (automatic) the
+ * CPUs this process may run on (its affinity mask), which cpu_threads_fit
+ * may lower. Call before a forward pass, not during one. Cannot fail. */
 void cpu_threads_set(uint32_t n);
 
-/* The threads cpu_threads_set chose. */
+/* Parameters a thread must have to itself before another thread pays:
+ * below it a decode step's fork and join cost more than the split saves
+ * (issue 41: stories260K, 0.26M parameters, decoded 2x slower on 2 threads
+ * than on 1, eval 3.5x). */
+#define CPU_PARAMS_PER_THREAD ((uint64_t)8 << 20)
+
+/* Caps an automatic thread count at one thread per CPU_PARAMS_PER_THREAD
+ * parameters of the model (at least 1); a count given (--threads,
+ * ALISA_THREADS, OMP_NUM_THREADS) is kept. Cannot fail. */
+void cpu_threads_fit(uint64_t params);
+
+/* The threads cpu_threads_set (and cpu_threads_fit) chose. */
 uint32_t cpu_threads(void);
 
 /* The calling thread's number in the current parallel region (0 outside

@@ -276,6 +276,14 @@ check $? "validate --kv-int8 refused with the reason"
     --profile "$tmp/none.ini" --prompt-len 32 --gen-len 16 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "none.ini" "$tmp/err"
 check $? "validate names a missing profile"
+# a machine far from its profile is said, with the figures (issue 41): a
+# profile claiming a weight rate no machine has
+sed 's/^weight_probe_gbps = .*/weight_probe_gbps = 99999/' "$tmp/cat/hardware.ini" >"$tmp/fast.ini"
+"$alisa" validate --model stories260K --text "$text/tinystories_val_subset.txt" \
+    --profile "$tmp/fast.ini" --prompt-len 16 --gen-len 4 --json >"$tmp/drift.json" 2>"$tmp/err"
+[ $? -eq 0 ] && grep -q "warning: this machine's weight rate was .* from the profile's 1e+05, beyond its noise" "$tmp/err" &&
+    python3 -c "import json,sys; sys.exit(not json.load(open(sys.argv[1]))['machine_drift_pct'] < -99)" "$tmp/drift.json"
+check $? "validate warns when the machine departs from the profile beyond its noise"
 printf '; nothing\n' >"$tmp/empty.ini"
 "$alisa" validate --model stories260K --text "$text/tinystories_val_subset.txt" \
     --profile "$tmp/empty.ini" --prompt-len 32 --gen-len 16 2>"$tmp/err"

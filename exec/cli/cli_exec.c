@@ -92,6 +92,12 @@ int load_model(struct loaded *l, const char *model, const char *tokenizer, int w
                        "catalog lists them; a synthetic model takes its shape)", o->weights, model);
     if (mode != EXEC_WEIGHTS_SYNTHETIC)
         rc = llm_load(&l->m, l->model_path, (enum llm_weight_mode)mode, e);
+    if (!rc) { /* the automatic thread count fitted to the model's work */
+        const struct llm_config *mc = &l->m->c;
+        uint64_t per_layer = 2 * (uint64_t)mc->dim * mc->dim + 2 * (uint64_t)mc->dim * mc->kv_dim +
+                             3 * (uint64_t)mc->dim * mc->hidden_dim;
+        cpu_threads_fit(mc->n_layers * per_layer + (uint64_t)mc->vocab * mc->dim);
+    }
     if (rc || !with_tokenizer)
         return rc;
     size_t pl = strlen(l->model_path);

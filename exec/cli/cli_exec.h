@@ -114,7 +114,9 @@ struct kv_opts {
     "                     or f32 (dequantised at load: the oracle); llama2.c files are f32;\n" \
     "                     or synthetic[:SEED] (a catalog model's shape, weights drawn with\n" \
     "                     std 0.02 as Q8_0 blocks: real throughput, noise for text)\n" \
-    "  --threads N        CPU threads of the forward pass (default: every core, or OMP_NUM_THREADS)\n"
+    "  --threads N        CPU threads of the forward pass (default: ALISA_THREADS, else\n" \
+    "                     OMP_NUM_THREADS, else the CPUs this process may use, at most one\n" \
+    "                     per 8M parameters of the model; idle threads wait passively)\n"
 
 /* Handles one KV option (getopt code ch, option as typed, value); returns 1
  * when ch was one, -1 on a bad value (e says why), 0 when not a KV option. */

@@ -85,7 +85,7 @@ void cmd_calibrate_usage(FILE *out)
             "  --repeat N       runs of every benchmark (default 3, at least 2)\n"
             "  --name NAME      section name (default cpu-<hostname> or cuda-<hostname>)\n"
             "  --weights W      native (default), f32 or synthetic[:SEED], as alisa run\n"
-            "  --threads N      CPU threads (default: every core, or OMP_NUM_THREADS)\n"
+            "  --threads N      CPU threads (default: as alisa run chooses them)\n"
             "  --json           print the runs and statistics as JSON\n"
             "  -h, --help       this text\n"
             "\n"
@@ -253,10 +253,11 @@ static void profile_write(FILE *f, const struct calibrate_opts *o, const char *h
     for (int i = 0; i < 6; i++)
         fprintf(f, " %d:%.5g", calib_wgemm_rows[i], st[CALIB_HEAD_R1 + i].mean);
     fprintf(f, "\nkv_ns_per_token = %.4g\nkv_ns_per_stream = %.4g\nkv_ns_per_layer = %.4g\n"
-               "weight_probe_gbps = %.4g\nattn_ns_per_layer = %.4g\n",
+               "weight_probe_gbps = %.4g\nweight_probe_spread = %.4g\nattn_ns_per_layer = %.4g\n",
             st[CALIB_KV_NS_PER_TOKEN].mean, st[CALIB_KV_NS_PER_STREAM].mean,
             st[CALIB_KV_NS_PER_LAYER].mean,
-            st[CALIB_WEIGHT_PROBE_GBPS].mean, st[CALIB_ATTN_NS_LAYER].mean);
+            st[CALIB_WEIGHT_PROBE_GBPS].mean, st[CALIB_WEIGHT_PROBE_GBPS].spread,
+            st[CALIB_ATTN_NS_LAYER].mean);
     attn_table(f, "attn_ns_per_token_by_kv", c, st + CALIB_ATTN_BATCH_FIRST);
     attn_table(f, "attn_sparse_ns_per_token_by_kv", c, st + CALIB_ATTN_SPARSE_FIRST);
 }
@@ -332,6 +333,14 @@ static int calibrate_runs(const struct calibrate_opts *o, const struct llm_model
         gsl_stats_minmax(&st[f].min, &st[f].max, col, 1, n);
         st[f].spread = st[f].mean != 0 ? (st[f].max - st[f].min) / fabs(st[f].mean) : 0;
     }
+    /* a machine whose speed moved between the runs is being shared: say so
+     * with the figure (issue 41), the profile records the spread */
+    const struct stat4 *p = &st[CALIB_WEIGHT_PROBE_GBPS];
+    if (p->spread > CALIB_QUIET_SPREAD)
+        fprintf(stderr, "alisa calibrate: warning: the machine's weight rate moved %.0f%% between "
+                "runs (%.3g to %.3g GB/s; a quiet machine stays within %.0f%%): other work is "
+                "using the cores, and every figure of this profile carries it (check uptime)\n",
+                100 * p->spread, p->min, p->max, 100 * CALIB_QUIET_SPREAD);
     return 0;
 }
 

@@ -171,7 +171,14 @@ static int job_start(struct job *j)
         close(out[1]);
         close(err[0]);
         close(err[1]);
-        if (j->exec) { /* a peer's benchmark: its own program */
+        if (j->exec) { /* a peer's benchmark: its own program, the user's environment */
+            const char *set = getenv("ALISA_WAIT_SET"); /* what main.c added */
+            char names[128];
+            snprintf(names, sizeof names, "%s", set ? set : "");
+            char *save = NULL;
+            for (char *n = strtok_r(names, " ", &save); n; n = strtok_r(NULL, " ", &save))
+                unsetenv(n);
+            unsetenv("ALISA_WAIT_SET");
             execv(j->point.argv[0], j->point.argv);
             fprintf(stderr, "%s: %s\n", j->point.argv[0], strerror(errno));
             _exit(127);

@@ -6,7 +6,9 @@
  * options with getopt_long and prints its own --help.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "cmds.h"
@@ -109,4 +111,34 @@ int cli_run_command(int argc, char **argv)
     return rc == CLI_HELP_SHOWN ? 0 : rc;
 }
 
-int main(int argc, char **argv) { return cli_run_command(argc - 1, argv + 1); }
+/* OpenMP (libgomp) and OpenBLAS read how their idle threads wait when they
+ * load, before main: by default they spin, and on a machine whose cores are
+ * busy with other work a spinning thread holds the core its partner needs
+ * (issue 41: stories260K decoded at 12 tok/s beside two busy loops against
+ * 5,000 with passive waiting). So alisa sets OMP_WAIT_POLICY=PASSIVE and
+ * OPENBLAS_THREAD_TIMEOUT=4 (the shortest spin OpenBLAS allows) where the
+ * user has not, and runs itself again once to have them read;
+ * ALISA_WAIT_SET names what it set, so a peer's benchmark started by a
+ * sweep gets the environment the user gave (sim/cli/cmd_sweep.c). */
+static void wait_passively(char **argv)
+{
+    static const char *const vars[][2] = {{"OMP_WAIT_POLICY", "PASSIVE"},
+                                          {"OPENBLAS_THREAD_TIMEOUT", "4"}};
+    if (getenv("ALISA_WAIT_SET"))
+        return; /* the second start, or a user who asked for none */
+    char set[128] = "";
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        if (!getenv(vars[i][0]) && setenv(vars[i][0], vars[i][1], 1) == 0)
+            snprintf(set + strlen(set), sizeof set - strlen(set), "%s%s", set[0] ? " " : "",
+                     vars[i][0]);
+    if (!set[0] || setenv("ALISA_WAIT_SET", set, 1) != 0)
+        return;
+    execv("/proc/self/exe", argv);
+    /* no exec: run on with the libraries' defaults */
+}
+
+int main(int argc, char **argv)
+{
+    wait_passively(argv);
+    return cli_run_command(argc - 1, argv + 1);
+}

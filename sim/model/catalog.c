@@ -102,6 +102,7 @@ static const struct field hw_fields[] = {
     HFO("kv_ns_per_stream", FIELD_DOUBLE, kv_ns_per_stream),
     HFO("kv_ns_per_layer", FIELD_DOUBLE, kv_ns_per_layer),
     HFO("weight_probe_gbps", FIELD_DOUBLE, weight_probe_gbps),
+    HFO("weight_probe_spread", FIELD_DOUBLE, weight_probe_spread),
 };
 #define SF(key, type, member, req) \
     {key, type, offsetof(struct sw_profile, member), sizeof(((struct sw_profile *)0)->member), req}
@@ -147,7 +148,7 @@ static const struct bound {
     {"attn_ns_per_token", 0, 1e9},  {"attn_ns_fixed", 0, 1e12},
     {"attn_ns_per_layer", 0, 1e12}, {"recompute_ns", 0, 1e12},
     {"kv_ns_per_token", 0, 1e9},    {"kv_ns_per_stream", 0, 1e12},
-    {"kv_ns_per_layer", 0, 1e12},   {"weight_probe_gbps", 0, 1e6},
+    {"kv_ns_per_layer", 0, 1e12},   {"weight_probe_gbps", 0, 1e6},   {"weight_probe_spread", 0, 10},
     {"op_host_us", 0, 1e6},
     /* model shapes (issue 48: a catalog's layers = 4e9 grew without end):
      * wider than any published model (Llama 3.1 405B: 126 layers, hidden

@@ -112,6 +112,8 @@ struct hw_profile {
     double weight_probe_gbps; /* the one-row weight pass alisa validate samples the machine
                                  with, as calibration measured it, GB/s (0: not measured;
                                  validate then derives it from the weight tables) */
+    double weight_probe_spread; /* its spread over the calibration's runs, (max - min) / mean:
+                                   the profile's noise (0: not recorded) */
 };
 
 /* The host-side costs of the software a system runs on (software.ini): what
