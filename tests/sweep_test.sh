@@ -201,5 +201,20 @@ check $? "--emit-jobs lines run as written from a path with ' \$ and spaces, --s
 "$alisa" sweep "$tmp/t.sweep" --list --set batch=7 | awk -F'\t' '$3 !~ /"batch":"7"/ { bad = 1 } END { exit bad || NR != 3 }'
 check $? "--list prints every point's configuration, --set applied"
 
+# issue 41: a spec's keys checked against the command's options before any
+# point runs (file, line, key and the nearest option); a failed point's
+# reason printed as it fails and again in the summary
+sed 's/^sparsity = /sparsty = /' "$tmp/k.sweep" >"$tmp/typo.sweep"
+"$alisa" sweep "$tmp/typo.sweep" --db "$tmp/typo.db" >/dev/null 2>"$tmp/typo.log"
+[ $? -eq 1 ] && [ ! -e "$tmp/typo.db" ] &&
+    grep -q "typo.sweep:13: 'sparsty' is not an option of alisa sim; did you mean 'sparsity'?" "$tmp/typo.log"
+check $? "a misspelled key is refused before any point, naming file, line and the option meant: $(cat "$tmp/typo.log")"
+"$alisa" sweep "$tmp/k.sweep" --db "$tmp/typo.db" --point 0 --set frobnicate=1 >/dev/null 2>"$tmp/typo.log"
+[ $? -eq 1 ] && grep -q "k.sweep (--set): 'frobnicate' is not an option of alisa sim" "$tmp/typo.log"
+check $? "a --set key is checked too"
+"$alisa" sweep "$tmp/p.sweep" --db "$tmp/p2.db" >/dev/null 2>"$tmp/p2.log"
+grep -q "point 2 FAILED .*: exit 3: batch 3 does not fit" "$tmp/p2.log" &&
+    grep -q "^  FAILED point 2: exit 3: batch 3 does not fit" "$tmp/p2.log"
+check $? "a failed point's reason is printed as it fails and in the summary"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -51,7 +51,7 @@ run "$alisa" plan --trace "$trace" --selection swa --placement lru --gpu-kv-byte
 usage "--gpu-kv-bytes: unknown unit 'XB' in '12XB'" "plan --gpu-kv-bytes 12XB names the option"
 grep -qF "(alisa plan --help for the options)" err && ok || bad "the error points at alisa plan --help"
 run "$alisa" sim "${sim_args[@]}" --batch 0
-usage "--batch 0: at least 1 sequence" "sim --batch 0 says what is wrong"
+usage "--batch 0: expected 1..65536 sequences" "sim --batch 0 says what is wrong"
 run "$alisa" sim --trace "$synth" --model OPT-30B --hardware H100-80GB --batch 8
 usage "--system is required" "sim without --system names it alone"
 run "$alisa" search --model OPT-30B --hardware H100-80GB --batch 8 --grid 0
@@ -155,7 +155,7 @@ if [ $have_models -eq 1 ]; then
     run "$alisa" run --model stories260K --prompt hi -n 2000000000
     usage "-n 2000000000 after a 3-token prompt: 2000000003 tokens, over stories260K.bin's context of 512" "run -n bounded by the context"
     run "$alisa" run --model stories260K --prompt hi -n 8 --batch 100000000
-    usage "--batch 100000000: the KV cache of 100000000 sequences of 11 tokens needs" "run --batch bounded by the memory"
+    usage "--batch 100000000: 100000000 sequences of 11 tokens need" "run --batch bounded by the memory"
     run "$alisa" eval --model stories260K --text "$text" --ctx 5000
     usage "--ctx 5000: 5000 tokens, over stories260K.bin's context of 512" "eval --ctx bounded by the context"
 else

@@ -22,6 +22,7 @@
 
 #include "outfile.h"
 #include "cli.h"
+#include "names.h"
 #include "git_version.h"
 #include "progress.h"
 #include "cmds.h"
@@ -126,6 +127,7 @@ struct job {
     double killed_s;    /* when SIGTERM went to its group; 0: not yet */
     int timed_out;
     size_t dropped[2];  /* bytes of output beyond JOB_OUTPUT_CAP, counted and dropped */
+    char why[600];      /* a failed point's reason, as stored in its row */
 };
 
 /* What a point's stdout or stderr may hold: a point that prints without end
@@ -282,10 +284,20 @@ struct tally {
     struct progress bar;
     uint64_t total, skipped, done, failed;
     struct unsaved unsaved; /* points run whose row may not be stored */
+    char failures[8][200];  /* the first failed points' "point K: reason", for the summary */
+    uint32_t n_failures;
 };
 
+static void failures_add(struct tally *pg, uint64_t point, const char *why)
+{
+    if (pg->n_failures < 8)
+        snprintf(pg->failures[pg->n_failures], sizeof pg->failures[0], "point %llu: %.170s",
+                 (unsigned long long)point, why);
+    pg->n_failures++;
+}
+
 static void progress_show(struct tally *pg, const struct sweep_spec *s,
-                          const struct sweep_point *p, int ok, double wall)
+                          const struct sweep_point *p, int ok, double wall, const char *why)
 {
     uint64_t finished = pg->skipped + pg->done + pg->failed;
     if (pg->bar.on) {
@@ -296,9 +308,10 @@ static void progress_show(struct tally *pg, const struct sweep_spec *s,
     }
     char label[512];
     point_label(s, p, label, sizeof label);
-    fprintf(stderr, "%s: %llu/%llu point %llu %s %.2f s (%s)\n", s->name,
+    fprintf(stderr, "%s: %llu/%llu point %llu %s %.2f s (%s)%s%s\n", s->name,
             (unsigned long long)finished, (unsigned long long)pg->total,
-            (unsigned long long)p->index, ok ? "ok" : "FAILED", wall, label);
+            (unsigned long long)p->index, ok ? "ok" : "FAILED", wall, label, ok ? "" : ": ",
+            ok ? "" : why);
 }
 
 static void unsaved_add(struct unsaved *u, const char *hash)
@@ -371,6 +384,7 @@ static int job_finish(struct job *j, const struct sweep_spec *s, struct results 
         snprintf(why, sizeof why, "output is not JSON");
     }
     int ok = compact != NULL;
+    snprintf(j->why, sizeof j->why, "%s", ok ? "" : why);
     struct result_row row = {s->name, j->point.index, j->point.hash, j->point.config,
                              ALISA_GIT_VERSION, ok ? compact : "{}", ok, ok ? NULL : why, wall};
     if (*db_rc || (*db_rc = results_put(db, &row, e)))
@@ -419,6 +433,136 @@ static int emit_jobs(const struct sweep_spec *s, const char *parts, const struct
         putchar('\n');
     }
     return 0;
+}
+
+/* The option names (without "--") of `alisa COMMAND`, asked of the command
+ * itself: a child with ALISA_LIST_OPTIONS=1, where cli_list_options prints
+ * them and exits. *out is "name\nname\n..." (malloc'd). */
+static int command_options(const char *command, char **out, struct alisa_err *e)
+{
+    *out = NULL;
+    int fd[2];
+    if (pipe(fd) != 0)
+        return err_set(e, ALISA_EIO, "cannot ask alisa %s for its options: %s", command,
+                       strerror(errno));
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], STDOUT_FILENO);
+        close(fd[0]);
+        close(fd[1]);
+        setenv("ALISA_LIST_OPTIONS", "1", 1);
+        char cmd[32];
+        snprintf(cmd, sizeof cmd, "%s", command);
+        char *argv[] = {cmd, NULL};
+        _exit(cli_run_command(1, argv));
+    }
+    close(fd[1]);
+    if (pid < 0) {
+        close(fd[0]);
+        return err_set(e, ALISA_EIO, "cannot ask alisa %s for its options", command);
+    }
+    size_t len = 0, cap = 4096;
+    char *buf = malloc(cap);
+    ssize_t n = 0;
+    while (buf && (n = read(fd[0], buf + len, cap - len - 1)) > 0) {
+        len += (size_t)n;
+        if (len + 1 == cap) {
+            char *grown = cap < (1u << 20) ? realloc(buf, 2 * cap) : NULL;
+            if (!grown) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = grown;
+            cap *= 2;
+        }
+    }
+    close(fd[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (!buf || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        free(buf);
+        return err_set(e, ALISA_EIO, "cannot ask alisa %s for its options", command);
+    }
+    buf[len] = 0;
+    *out = buf;
+    return 0;
+}
+
+/* The line of spec path whose key (alone or among linked keys) is key, or
+ * 0 (a --set key). */
+static int spec_key_line(const char *path, const char *key)
+{
+    FILE *f = fopen(path, "r");
+    char line[4096];
+    int no = 0, found = 0;
+    size_t n = strlen(key);
+    while (f && !found && fgets(line, sizeof line, f)) {
+        no++;
+        char *eq = strchr(line, '=');
+        if (line[0] == ' ' || line[0] == '\t' || line[0] == ';' || line[0] == '[' || !eq)
+            continue;
+        for (char *k = line; k < eq && !found;) {
+            while (k < eq && (*k == ' ' || *k == ','))
+                k++;
+            char *end = k;
+            while (end < eq && *end != ',' && *end != ' ' && *end != '\t')
+                end++;
+            found = (size_t)(end - k) == n && strncmp(k, key, n) == 0;
+            k = end;
+        }
+    }
+    if (f)
+        fclose(f);
+    return found ? no : 0;
+}
+
+/* Every parameter of s is an option of its command, checked before any
+ * point runs (issue 41: a typo ran every point and failed each): one line
+ * naming the file, line and key, with the nearest option. exec specs are
+ * their program's business and pass. */
+static int spec_check_options(const struct sweep_spec *s, struct alisa_err *e)
+{
+    if (strcmp(s->command, "exec") == 0)
+        return 0;
+    char *opts;
+    int rc = command_options(s->command, &opts, e);
+    if (rc)
+        return rc;
+    const char *names[256];
+    size_t n_names = 0;
+    for (char *save = NULL, *t = strtok_r(opts, "\n", &save); t && n_names < 256;
+         t = strtok_r(NULL, "\n", &save))
+        names[n_names++] = t[0] == '-' && t[1] == '-' ? t + 2 : t;
+    for (uint32_t i = 0; !rc && i < s->n_fixed + s->n_vary; i++) {
+        const char *key = i < s->n_fixed ? s->fixed[i].key : s->vary[i - s->n_fixed].key;
+        char keys[sizeof s->fixed[0].key];
+        snprintf(keys, sizeof keys, "%s", key);
+        for (char *save = NULL, *k = strtok_r(keys, ",", &save); !rc && k;
+             k = strtok_r(NULL, ",", &save)) {
+            int known = 0;
+            for (size_t j = 0; j < n_names && !known; j++)
+                known = strcmp(names[j], k) == 0;
+            if (known)
+                continue;
+            const char *near = names_nearest(k, names, n_names);
+            int line = spec_key_line(s->path, k);
+            char where[600];
+            if (line)
+                snprintf(where, sizeof where, "%s:%d", s->path, line);
+            else
+                snprintf(where, sizeof where, "%s (--set)", s->path);
+            rc = near ? err_set(e, ALISA_EINVAL, "%s: '%s' is not an option of alisa %s; did you "
+                                "mean '%s'? (alisa %s --help lists them)", where, k, s->command,
+                                near, s->command)
+                      : err_set(e, ALISA_EINVAL, "%s: '%s' is not an option of alisa %s (alisa %s "
+                                "--help lists them)", where, k, s->command, s->command);
+        }
+    }
+    free(opts);
+    return rc;
 }
 
 int cmd_sweep(int argc, char **argv)
@@ -492,6 +636,11 @@ int cmd_sweep(int argc, char **argv)
             sweep_spec_free(&s);
             return cli_fail(&e);
         }
+    }
+    if (spec_check_options(&s, &e)) {
+        free(sets.kv);
+        sweep_spec_free(&s);
+        return cli_fail(&e);
     }
     if (!timeout_given)
         timeout_s = s.timeout_s ? s.timeout_s : strcmp(s.command, "exec") == 0 ? 6 * 3600 : 0;
@@ -620,7 +769,9 @@ int cmd_sweep(int argc, char **argv)
                 pg.failed++;
             else
                 pg.done++;
-            progress_show(&pg, &s, &j->point, !failed, wall);
+            progress_show(&pg, &s, &j->point, !failed, wall, j->why);
+            if (failed)
+                failures_add(&pg, j->point.index, j->why);
             sweep_point_free(&j->point);
             free(j->buf[0]);
             free(j->buf[1]);
@@ -669,10 +820,12 @@ int cmd_sweep(int argc, char **argv)
         struct job *j = &active[i];
         while (j->fd[0] >= 0 || j->fd[1] >= 0)
             job_read(j, j->fd[0] >= 0 ? 0 : 1);
-        if (job_finish(j, &s, db, &db_rc, &pg.unsaved, &e))
+        if (job_finish(j, &s, db, &db_rc, &pg.unsaved, &e)) {
             pg.failed++;
-        else
+            failures_add(&pg, j->point.index, j->why);
+        } else {
             pg.done++;
+        }
         sweep_point_free(&j->point);
         free(j->buf[0]);
         free(j->buf[1]);
@@ -689,6 +842,11 @@ int cmd_sweep(int argc, char **argv)
         fprintf(stderr, ", %llu NOT STORED (the database stopped taking rows)",
                 (unsigned long long)missing);
     fprintf(stderr, " -> %s\n", db_path);
+    for (uint32_t i = 0; i < pg.n_failures && i < 8; i++)
+        fprintf(stderr, "  FAILED %s\n", pg.failures[i]);
+    if (pg.n_failures > 8)
+        fprintf(stderr, "  ... and %u more (alisa db export --db %s --query runs has every reason)\n",
+                pg.n_failures - 8, db_path);
     sweep_spec_free(&s);
     if (rc || db_rc)
         return cli_fail(&e);

@@ -7,6 +7,8 @@
  */
 #include "catalog.h"
 
+#include "names.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <ini.h>
@@ -570,34 +572,11 @@ const struct sw_profile *catalog_sw(const struct catalog *c, const char *name)
     return NULL;
 }
 
-/* Edit distance of a and b, case folded (Levenshtein, one row). Names are
- * short; longer ones count as far. */
-static size_t edit_distance(const char *a, const char *b)
-{
-    size_t n = strlen(a), m = strlen(b), row[128];
-    if (n >= 128 || m >= 128)
-        return SIZE_MAX;
-    for (size_t j = 0; j <= m; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= n; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= m; j++) {
-            size_t up = row[j];
-            size_t sub = diag + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
-            size_t best = up + 1 < row[j - 1] + 1 ? up + 1 : row[j - 1] + 1;
-            row[j] = sub < best ? sub : best;
-            diag = up;
-        }
-    }
-    return row[m];
-}
-
 /* Keeps candidate when it is nearer to name than *best so far. */
 static void nearer(const char *name, const char *candidate, const char *shown, size_t *best_d,
                    const char **best)
 {
-    size_t d = candidate[0] ? edit_distance(name, candidate) : SIZE_MAX;
+    size_t d = candidate[0] ? names_distance(name, candidate) : SIZE_MAX;
     if (d < *best_d) {
         *best_d = d;
         *best = shown;
@@ -607,8 +586,7 @@ static void nearer(const char *name, const char *candidate, const char *shown, s
 static int not_found(const char *opt, const char *name, const char *best, size_t d,
                      const char *list, struct alisa_err *e)
 {
-    size_t len = strlen(name), near_enough = len / 3 > 2 ? len / 3 : 2;
-    if (best && d <= near_enough)
+    if (best && names_close(name, d))
         return err_set(e, ALISA_ENOTFOUND, "%s %s: not in the catalog; did you mean '%s'? (%s "
                        "lists them)", opt, name, best, list);
     return err_set(e, ALISA_ENOTFOUND, "%s %s: not in the catalog (%s lists them)", opt, name,
