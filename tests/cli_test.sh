@@ -60,7 +60,7 @@ expect 2 "missing option value" "$alisa" catalog --catalog
 expect 2 "bad option value" "$alisa" trace gen --model OPT-6.7B -o "$tmp/x" --seqs two
 grep_out "\-\-seqs: 'two' is not a non-negative integer" "bad value named"
 expect 2 "missing --model" "$alisa" trace gen -o "$tmp/x"
-expect 1 "unknown model" "$alisa" trace gen --model GPT-9 -o "$tmp/x"
+expect 2 "unknown model (a bad value: exit 2)" "$alisa" trace gen --model GPT-9 -o "$tmp/x"
 grep_out "\-\-model GPT-9: not in the catalog" "unknown model named"
 expect 2 "impossible config" "$alisa" trace gen --model OPT-6.7B -o "$tmp/x" --sparsity-last 1.5
 grep_out "sparsity-last 1.5" "impossible value named"
@@ -105,7 +105,7 @@ grep_out "unknown unit 'X'" "bad unit named"
 expect 1 "plan missing trace" "$alisa" plan --trace "$tmp/none.trace"
 expect 0 "search" "$alisa" search --model OPT-30B --hardware H100-80GB --batch 64 --grid 4
 grep_out "^greedy  alpha" "search prints greedy"
-expect 1 "search unknown model" "$alisa" search --model X --hardware H100-80GB --batch 1
+expect 2 "search unknown model" "$alisa" search --model X --hardware H100-80GB --batch 1
 
 # The simulator (the a.trace prompt is 32 tokens, 64 generated).
 expect 0 "sim" "$alisa" sim --trace "$tmp/a.trace" --model OPT-13B --hardware V100-32GB \
@@ -130,7 +130,7 @@ grep_out "flexgen-gpu-batch 3: does not divide --batch 8" "sim names the bad GPU
 expect 2 "sim --flexgen-gpu-batch for vllm" "$alisa" sim --trace "$tmp/a.trace" \
     --model OPT-13B --hardware V100-32GB --batch 8 --prompt-len 32 --gen-len 64 \
     --system vllm --flexgen-gpu-batch 4
-expect 1 "sim unknown software" "$alisa" sim --trace "$tmp/a.trace" --model OPT-13B \
+expect 2 "sim unknown software" "$alisa" sim --trace "$tmp/a.trace" --model OPT-13B \
     --hardware V100-32GB --batch 8 --prompt-len 32 --gen-len 64 --system alisa --software slow
 grep_out "software slow: not in the catalog" "sim names the unknown software"
 expect 1 "sim oom" "$alisa" sim --trace "$tmp/a.trace" --model OPT-30B --hardware V100-32GB \
@@ -164,7 +164,7 @@ grep_out " mean " "fidelity prints the layer means"
 grep -q '^    3 ' "$tmp/out" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: fidelity lacks layer 3"; }
 expect 2 "fidelity without a selection" "$alisa" fidelity --trace "$tmp/a.trace"
 expect 2 "fidelity, unknown selection" "$alisa" fidelity --trace "$tmp/a.trace" --selection nope
-grep_out "unknown selection 'nope'" "unknown selection named"
+grep_out "--selection nope: unknown" "unknown selection named"
 expect 1 "fidelity, missing trace" "$alisa" fidelity --trace "$tmp/none.trace" --selection swa
 grep_out "none.trace" "missing trace named"
 expect 1 "gen into a missing dir" "$alisa" trace gen --model OPT-13B -o "$tmp/no/such/dir.trace"
@@ -209,6 +209,17 @@ done
 expect 0 "sim --timeline -" "$alisa" sim --trace "$tmp/a.trace" --model OPT-30B --hardware H100-80GB \
     --system alisa --batch 4 --prompt-len 32 --gen-len 64 --timeline -
 grep_out "^step,end_ms" "the timeline went to standard output"
+
+# issue 41: near misses get a suggestion; --version is version
+expect 2 "sim --system misspelled" "$alisa" sim --trace "$tmp/a.trace" --model OPT-30B \
+    --hardware H100-80GB --system alsia --batch 4
+grep_out "--system alsia: unknown; did you mean 'alisa'?" "the nearest system is suggested"
+expect 2 "plan --selection misspelled" "$alisa" plan --trace "$tmp/a.trace" --selection swaa --placement lru
+grep_out "did you mean 'swa'?" "the nearest selection is suggested"
+expect 2 "command misspelled" "$alisa" swep
+grep_out "unknown command 'swep'; did you mean 'sweep'?" "the nearest command is suggested"
+expect 0 "--version" "$alisa" --version
+grep_out "^alisa [0-9]" "--version prints the version"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -85,11 +85,11 @@ run "$alisa" search --model facebook/opt-30b --hardware h100-80gb --batch 8 --ge
 run "$alisa" search --model opt-6.7b --hardware H100-80GB --batch 8 --gen-len 64 --grid 2
 [ "$code" -eq 0 ] && grep -q "OPT-6.7B" out && ok || bad "search --model opt-6.7b"
 run "$alisa" search --model OPT-31B --hardware H100-80GB --batch 8
-failure "--model OPT-31B: not in the catalog; did you mean 'OPT-30B'?" "a near miss is suggested"
+usage "--model OPT-31B: not in the catalog; did you mean 'OPT-30B'?" "a near miss is suggested"
 run "$alisa" search --model gpt-4 --hardware H100-80GB --batch 8
-failure "--model gpt-4: not in the catalog (alisa catalog models lists them)" "a far miss lists"
+usage "--model gpt-4: not in the catalog (alisa catalog models lists them)" "a far miss lists"
 run "$alisa" search --model OPT-30B --hardware H10-80GB --batch 8
-failure "did you mean 'H100-80GB'?" "hardware near miss suggested"
+usage "did you mean 'H100-80GB'?" "hardware near miss suggested"
 
 # --- out of memory is a failure in text, a result in JSON ---
 oom_args=(--trace "$synth" --model OPT-30B --hardware H100-80GB --system dense-gpu --batch 64

@@ -151,12 +151,10 @@ int kv_opts_check(const struct kv_opts *o)
 {
     struct alisa_err e = {{0}};
     if (o->selection && !selection_find(o->selection))
-        return cli_usage_error(NULL, "--selection %s: unknown (alisa policy list names them)",
-                               o->selection);
+        return cli_unknown_policy(NULL, "--selection", o->selection);
     const struct placement_ops *pl = o->placement ? placement_find(o->placement) : NULL;
     if (o->placement && !pl)
-        return cli_usage_error(NULL, "--placement %s: unknown (alisa policy list names them)",
-                               o->placement);
+        return cli_unknown_policy(NULL, "--placement", o->placement);
     if (pl && !executor_runs(pl))
         return cli_usage_error(NULL, "--placement %s: not supported by the executor yet (offline "
                                "bounds need a recorded run)", pl->name);

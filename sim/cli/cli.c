@@ -5,6 +5,10 @@
  */
 #include "cli.h"
 
+#include "names.h"
+#include "placement.h"
+#include "selection.h"
+
 #include "catalog.h"
 
 #include <errno.h>
@@ -19,6 +23,36 @@ int cli_fail(const struct alisa_err *e)
 {
     fprintf(stderr, "alisa: error: %s\n", e->msg[0] ? e->msg : "unknown failure");
     return CLI_EXIT_FAIL;
+}
+
+int cli_fail_status(int status, const struct alisa_err *e)
+{
+    cli_fail(e);
+    return status == ALISA_ENOTFOUND ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+}
+
+int cli_unknown_policy(void (*usage)(FILE *), const char *opt, const char *name)
+{
+    const char *names[64];
+    size_t n = 0;
+    int sel = strcmp(opt, "--selection") == 0;
+    for (size_t i = 0; n < 64 && (sel ? selection_policies[i] != NULL : placement_policies[i] != NULL);
+         i++)
+        names[n++] = sel ? selection_policies[i]->name : placement_policies[i]->name;
+    return cli_unknown_name(usage, opt, name, names, n, "alisa policy list");
+}
+
+int cli_unknown_name(void (*usage)(FILE *), const char *opt, const char *name,
+                     const char *const *names, size_t n, const char *lister)
+{
+    const char *near = names_nearest(name, names, n);
+    char list[128] = "";
+    if (lister)
+        snprintf(list, sizeof list, " (%s shows them)", lister);
+    if (near)
+        return cli_usage_error(usage, "%s %s: unknown; did you mean '%s'?%s", opt, name, near,
+                               list);
+    return cli_usage_error(usage, "%s %s: unknown%s", opt, name, list);
 }
 
 static char command[32];

@@ -35,6 +35,22 @@ struct cli_cmd {
 /* Prints "alisa: error: <msg>" on stderr and returns CLI_EXIT_FAIL. */
 int cli_fail(const struct alisa_err *e);
 
+/* cli_fail for a status: ALISA_ENOTFOUND (a name the catalog or a registry
+ * does not hold: a bad value the user typed) gives CLI_EXIT_USAGE, the
+ * README's exit 2 for a bad value; anything else CLI_EXIT_FAIL. */
+int cli_fail_status(int status, const struct alisa_err *e);
+
+/* A name not among names[n] (systems, policies, commands): a usage error
+ * "OPT NAME: unknown; did you mean 'X'? (LISTER shows them)" with the
+ * nearest name when one is close (lister may be NULL: the command's --help,
+ * which every usage error names, lists them). Returns CLI_EXIT_USAGE. */
+int cli_unknown_name(void (*usage)(FILE *), const char *opt, const char *name,
+                     const char *const *names, size_t n, const char *lister);
+
+/* cli_unknown_name over the selection policies (opt "--selection") or the
+ * placement policies (any other opt, "--placement"). */
+int cli_unknown_policy(void (*usage)(FILE *), const char *opt, const char *name);
+
 /* The command being run ("sim", "trace gen"): what usage errors name.
  * cli_run_command sets it; a command with subcommands sets it again. */
 void cli_set_command(const char *name);

@@ -83,8 +83,7 @@ int cmd_fidelity(int argc, char **argv)
         return req;
     const struct selection_ops *sel = selection_find(sel_name);
     if (!sel)
-        return cli_usage_error(cmd_fidelity_usage, "unknown selection '%s' (alisa policy list)",
-                               sel_name);
+        return cli_unknown_policy(cmd_fidelity_usage, "--selection", sel_name);
     if (sel_params_validate(&sp, &e))
         return cli_usage_error(cmd_fidelity_usage, "%s", e.msg);
     struct fidelity_result r;

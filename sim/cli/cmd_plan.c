@@ -223,9 +223,9 @@ int cmd_plan(int argc, char **argv)
     if (!trace)
         return cli_usage_error(cmd_plan_usage, "--trace FILE is required");
     if (!(cfg.sel = selection_find(sel_name)))
-        return cli_usage_error(cmd_plan_usage, "unknown selection '%s' (alisa policy list)", sel_name);
+        return cli_unknown_policy(cmd_plan_usage, "--selection", sel_name);
     if (!(cfg.place = placement_find(place_name)))
-        return cli_usage_error(cmd_plan_usage, "unknown placement '%s' (alisa policy list)", place_name);
+        return cli_unknown_policy(cmd_plan_usage, "--placement", place_name);
     if (cfg.gpu_fraction > 1)
         return cli_usage_error(cmd_plan_usage, "--gpu-fraction %g is above 1", cfg.gpu_fraction);
     if (sel_params_validate(&cfg.sel_params, &e))
@@ -236,9 +236,9 @@ int cmd_plan(int argc, char **argv)
         return cli_fail(&e);
     const struct hw_profile *hw = catalog_hw(&c, hw_name);
     if (!hw) {
-        catalog_hw_not_found(&c, "--hardware", hw_name, &e);
+        int rc = catalog_hw_not_found(&c, "--hardware", hw_name, &e);
         catalog_deinit(&c);
-        return cli_fail(&e);
+        return cli_fail_status(rc, &e);
     }
     struct hw_profile hw_copy = *hw;
     catalog_deinit(&c);

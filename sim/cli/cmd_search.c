@@ -174,7 +174,7 @@ int cmd_search(int argc, char **argv)
         rc = alisa_search_grid(&w, grid, &best, &e);
     if (rc) {
         catalog_deinit(&c);
-        return cli_fail(&e);
+        return cli_fail_status(rc, &e);
     }
     if (json) {
         json_t *root = json_pack("{s:s, s:s, s:i, s:i, s:i, s:f, s:i, s:s, s:i}", "model",

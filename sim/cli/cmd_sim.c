@@ -221,8 +221,13 @@ int cmd_sim(int argc, char **argv)
     if (!cfg.batch || cfg.batch > CLI_MAX_BATCH)
         return cli_usage_error(cmd_sim_usage, "--batch %u: expected 1..%u sequences", cfg.batch,
                                CLI_MAX_BATCH);
-    if (!(cfg.system = sim_system_find(system)))
-        return cli_usage_error(cmd_sim_usage, "unknown system '%s'", system);
+    if (!(cfg.system = sim_system_find(system))) {
+        const char *names[64];
+        size_t n = 0;
+        for (; sim_systems[n].name && n < 64; n++)
+            names[n] = sim_systems[n].name;
+        return cli_unknown_name(cmd_sim_usage, "--system", system, names, n, NULL);
+    }
     if (cfg.flexgen_gpu_batch && cfg.batch % cfg.flexgen_gpu_batch)
         return cli_usage_error(cmd_sim_usage, "--flexgen-gpu-batch %u: does not divide --batch %u",
                                cfg.flexgen_gpu_batch, cfg.batch);
@@ -230,9 +235,9 @@ int cmd_sim(int argc, char **argv)
         return cli_usage_error(cmd_sim_usage, "--flexgen-gpu-batch: system %s is not FlexGen's "
                                "(flexgen, flexgen-copy, flexgen-default)", system);
     if (sel && !(cfg.sel = selection_find(sel)))
-        return cli_usage_error(cmd_sim_usage, "unknown selection '%s'", sel);
+        return cli_unknown_policy(cmd_sim_usage, "--selection", sel);
     if (place && !(cfg.place = placement_find(place)))
-        return cli_usage_error(cmd_sim_usage, "unknown placement '%s'", place);
+        return cli_unknown_policy(cmd_sim_usage, "--placement", place);
     if (sel_params_validate(&cfg.sel_params, &e))
         return cli_usage_error(cmd_sim_usage, "%s", e.msg);
     if (cfg.schedule_given && cfg.schedule.p2 > cfg.gen_len)
@@ -275,7 +280,7 @@ int cmd_sim(int argc, char **argv)
     }
     if (rc) {
         catalog_deinit(&c);
-        return cli_fail(&e);
+        return cli_fail_status(rc, &e);
     }
     if (json) {
         json_t *root = json_pack(

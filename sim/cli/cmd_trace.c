@@ -428,7 +428,7 @@ static int trace_gen_cmd(int argc, char **argv)
         else
             catalog_model_not_found(&c, "--model", model, &e);
         catalog_deinit(&c);
-        return cli_fail(&e);
+        return cli_fail_status(ALISA_ENOTFOUND, &e);
     }
     snprintf(p.model, sizeof p.model, "%s", m->name);
     p.n_layers = m->n_layers;

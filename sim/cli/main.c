@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "cmds.h"
+#include "names.h"
 
 static int cmd_help(int argc, char **argv);
 static void cmd_help_usage(FILE *out);
@@ -103,9 +104,18 @@ int cli_run_command(int argc, char **argv)
         return 0;
     }
     cli_set_command("");
-    const struct cli_cmd *c = find_command(argv[0]);
-    if (!c)
+    /* the spelling every other tool takes */
+    const struct cli_cmd *c = find_command(strcmp(argv[0], "--version") == 0 ? "version" : argv[0]);
+    if (!c) {
+        const char *names[sizeof commands / sizeof commands[0]];
+        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+            names[i] = commands[i].name;
+        const char *near = names_nearest(argv[0], names, sizeof commands / sizeof commands[0]);
+        if (near)
+            return cli_usage_error(main_usage, "unknown command '%s'; did you mean '%s'?", argv[0],
+                                   near);
         return cli_usage_error(main_usage, "unknown command '%s'", argv[0]);
+    }
     cli_set_command(c->name);
     int rc = c->run(argc, argv);
     return rc == CLI_HELP_SHOWN ? 0 : rc;
