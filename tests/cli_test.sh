@@ -221,5 +221,15 @@ grep_out "unknown command 'swep'; did you mean 'sweep'?" "the nearest command is
 expect 0 "--version" "$alisa" --version
 grep_out "^alisa [0-9]" "--version prints the version"
 
+expect 0 "a tiered placement without a device limit runs" "$alisa" run --model OPT-125M --weights synthetic \
+    --prompt-tokens 4 -n 2 --selection swa --placement alisa
+grep_out "warning: --placement alisa without --gpu-kv-bytes" "... and says it tiers nothing"
+expect 2 "run --model misspelled" "$alisa" run --model SmolLM-135M --prompt hi -n 2
+grep_out "did you mean 'SmolLM2-135M'?" "the fetched model's short name is suggested"
+echo '{"model": {}}' >"$tmp/tokenizer.json"
+expect 1 "an HF tokenizer.json" "$alisa" run --model OPT-125M --weights synthetic --tokenizer "$tmp/tokenizer.json" \
+    --prompt hi -n 2
+grep_out "HF tokenizer.json is not supported; pass --tokenizer" "... is refused saying what to pass"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -11,12 +11,14 @@
 #include <stdlib.h>
 #include <math.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "catalog.h"
 #include "cli.h"
 #include "costmodel.h"
 #include "cpu_ops.h"
+#include "names.h"
 #include "trace.h"
 
 void loaded_free(struct loaded *l)
@@ -51,6 +53,47 @@ int exec_synthetic_seed(const char *weights, uint64_t *seed)
     return 0;
 }
 
+#ifndef ALISA_MODELS_CACHE
+#define ALISA_MODELS_CACHE "models-cache"
+#endif
+
+/* Short names of the models scripts/get-models fetches into models-cache/
+ * (never committed; ALISA_MODELS_CACHE moves it), beside the catalog's. */
+static const struct {
+    const char *name, *file;
+} fetched[] = {{"SmolLM2-135M", "SmolLM2-135M-Instruct.Q4_1.gguf"}};
+
+/* A --model that is neither a catalog name nor a file: a fetched model's
+ * short name (its path into path), else an error with the nearest name
+ * (ALISA_ENOTFOUND: a bad value, exit 2). */
+static int fetched_model(const struct catalog *c, const char *model, char *path, size_t size,
+                         struct alisa_err *e)
+{
+    const char *env = getenv("ALISA_MODELS_CACHE");
+    const char *dir = env && *env ? env : ALISA_MODELS_CACHE;
+    for (size_t i = 0; i < sizeof fetched / sizeof fetched[0]; i++) {
+        if (strcasecmp(model, fetched[i].name) != 0)
+            continue;
+        snprintf(path, size, "%s/%s", dir, fetched[i].file);
+        return access(path, R_OK) == 0
+                   ? 0
+                   : err_set(e, ALISA_ENOTFOUND, "--model %s: not fetched yet (%s is missing: "
+                             "make models, or bash scripts/get-models)", model, path);
+    }
+    const char *names[256];
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_models && n < 250; i++)
+        names[n++] = c->models[i].name;
+    for (size_t i = 0; i < sizeof fetched / sizeof fetched[0]; i++)
+        names[n++] = fetched[i].name;
+    const char *near = names_nearest(model, names, n);
+    if (near)
+        return err_set(e, ALISA_ENOTFOUND, "--model %s: no such file, catalog model or fetched "
+                       "model; did you mean '%s'? (alisa catalog models lists them)", model, near);
+    return err_set(e, ALISA_ENOTFOUND, "--model %s: no such file, catalog model or fetched model "
+                   "(alisa catalog models lists them; %s)", model, fetched[0].name);
+}
+
 int load_model(struct loaded *l, const char *model, const char *tokenizer, int with_tokenizer,
                const struct kv_opts *o, struct alisa_err *e)
 {
@@ -83,7 +126,11 @@ int load_model(struct loaded *l, const char *model, const char *tokenizer, int w
             if (s->tokenizer[0])
                 snprintf(tok_path, sizeof tok_path, "%s/%s", catalog_models_dir(), s->tokenizer);
         }
+        if (!s && access(model, F_OK) != 0)
+            rc = fetched_model(&c, model, l->model_path, sizeof l->model_path, e);
         catalog_deinit(&c);
+        if (rc)
+            return rc;
     }
     if (tokenizer)
         snprintf(tok_path, sizeof tok_path, "%s", tokenizer);
@@ -103,9 +150,13 @@ int load_model(struct loaded *l, const char *model, const char *tokenizer, int w
     size_t pl = strlen(l->model_path);
     if (!tok_path[0] && pl > 5 && strcmp(l->model_path + pl - 5, ".gguf") == 0)
         snprintf(tok_path, sizeof tok_path, "%s", l->model_path); /* tokenizer inside */
+    size_t tl = strlen(tok_path);
     if (!tok_path[0])
-        rc = err_set(e, ALISA_EINVAL, "%s: no tokenizer known for this model (pass --tokenizer)",
-                     l->model_path);
+        rc = err_set(e, ALISA_EINVAL, "%s: no tokenizer known for this model (pass --tokenizer: "
+                     "a llama2.c tokenizer.bin or a GGUF holding one)", l->model_path);
+    else if (tl >= 5 && strcmp(tok_path + tl - 5, ".json") == 0)
+        rc = err_set(e, ALISA_EINVAL, "%s: HF tokenizer.json is not supported; pass --tokenizer "
+                     "with a llama2.c tokenizer.bin or a GGUF holding one", tok_path);
     if (!rc)
         rc = tok_load(&l->t, tok_path, l->m->c.vocab, e);
     if (rc)
@@ -230,6 +281,12 @@ int tiered_attach(struct tiered *t, const struct kv_opts *o, const struct llm_mo
     if (!executor_runs(sc.place))
         return err_set(e, ALISA_EINVAL, "placement '%s' is not supported by the executor yet "
                        "(offline bounds need a recorded run)", sc.place->name);
+    /* a placement with a host tier but no device limit tiers nothing
+     * (issue 41): say so rather than run untiered in silence */
+    if (o->placement && !o->gpu_bytes && sc.place->params && strstr(sc.place->params, "cpu_bytes"))
+        fprintf(stderr, "alisa: warning: --placement %s without --gpu-kv-bytes: the device arena "
+                "holds every token, so nothing moves to the host (give --gpu-kv-bytes to tier)\n",
+                sc.place->name);
     struct catalog cat;
     int rc = cli_catalog_load(&cat, catalog_default_dir(), o->profile, e);
     if (rc)

@@ -194,8 +194,9 @@ int cmd_run(int argc, char **argv)
     if (temp < 0)
         return cli_usage_error(cmd_run_usage, "--temperature %g: at least 0 (0: greedy)", temp);
     struct loaded l;
-    if (load_model(&l, model, tokenizer, prompt != NULL, &kvo, &e))
-        return cli_fail(&e);
+    int lrc = load_model(&l, model, tokenizer, prompt != NULL, &kvo, &e);
+    if (lrc)
+        return cli_fail_status(lrc, &e);
     if (!prompt) { /* bounded by the context before the ids are allocated */
         char what0[64];
         snprintf(what0, sizeof what0, "-n %u after a %u-token prompt", n, ptoks);
@@ -509,8 +510,9 @@ int cmd_eval(int argc, char **argv)
     if (batch == 0)
         return cli_usage_error(cmd_eval_usage, "--batch 0: at least 1 window at a time");
     struct loaded l;
-    if (load_model(&l, model, tokenizer, 1, &kvo, &e))
-        return cli_fail(&e);
+    int lrc = load_model(&l, model, tokenizer, 1, &kvo, &e);
+    if (lrc)
+        return cli_fail_status(lrc, &e);
     int rc = 0;
     char what[32];
     snprintf(what, sizeof what, "--ctx %u", ctx);
@@ -718,8 +720,9 @@ int cmd_record(int argc, char **argv)
     if (!batch)
         return cli_usage_error(cmd_record_usage, "--batch 0: at least 1 sequence");
     struct loaded l;
-    if (load_model(&l, model, tokenizer, 1, &kvo, &e))
-        return cli_fail(&e);
+    int lrc = load_model(&l, model, tokenizer, 1, &kvo, &e);
+    if (lrc)
+        return cli_fail_status(lrc, &e);
     char what[64];
     snprintf(what, sizeof what, "--prompt-len %u + --gen-len %u", P, G);
     int rc = loaded_context_check(&l, (uint64_t)P + G, cmd_record_usage, what);
