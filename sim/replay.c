@@ -314,19 +314,13 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
     if (ks.kv_dim == 0)
         return err_set(e, ALISA_EINVAL, "%s: model shape gives no KV (hidden %u, heads %u, kv heads %u)",
                        path, h.hidden, h.n_heads, h.n_kv_heads);
-    uint64_t fixed = cost_kv_fixed_bytes(&ks);
     struct scheduler_config sc = {.sel = cfg->sel, .sel_params = cfg->sel_params, .place = cfg->place,
                               .n_streams = n_streams, .max_len = max_len};
     struct place_params *pp = &sc.place_params;
-    pp->kv_bytes = cost_kv_bytes(&ks);
-    pp->act_bytes = cost_act_bytes(&ks);
-    pp->input_bytes = cfg->inputs_outside ? 0 : pp->act_bytes;
+    /* the one derivation of a stream's tiers, the executor's too */
+    struct tier_storage store = {ks, cfg->inputs_outside};
     uint64_t split = cfg->capacity_streams ? cfg->capacity_streams : n_streams;
-    uint64_t g = cfg->gpu_kv_bytes / split, c = cfg->cpu_kv_bytes / split;
-    pp->gpu_bytes = g > fixed ? g - fixed : 0; /* INT8 scales live on the GPU */
-    pp->cpu_bytes = c;
-    pp->load_ns = cost_load_ns(&ks, cfg->hw);
-    pp->recompute_ns = cost_recompute_ns(&ks, cfg->hw);
+    cost_tiers(&store, cfg->hw, cfg->gpu_kv_bytes, cfg->cpu_kv_bytes, split, pp);
     pp->gpu_fraction = cfg->gpu_fraction;
     pp->cpu_attention = cfg->cpu_attention;
     if (cfg->sched) {

@@ -35,8 +35,9 @@ struct replay_config {
     int flexgen_whole;          /* flexgen-static: FlexGen's split by whole trace sequences
                                    (place_flexgen_split), as the executor runs it; 0: every
                                    stream holds the share, the split averaged (KV_SPLIT) */
-    int inputs_outside;         /* dropped tokens' layer inputs are kept outside the CPU tier
-                                   (the executor's kvstore); 0: they take its bytes */
+    int inputs_outside;         /* the executor's storage (costmodel.h, struct tier_storage):
+                                   layer inputs outside the CPU tier, INT8 scales outside the
+                                   GPU tier; 0: the paper's system, where they take their bytes */
     const struct alisa_sched *sched; /* placement alisa: the schedule (positions); NULL = the
                                    greedy schedule of each stream's capacities */
     const struct trace_gen_params *extend; /* when non-NULL, sequences shorter than

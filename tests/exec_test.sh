@@ -164,18 +164,23 @@ check $? "eval: swa with INT8 KV reports against dense"
 # step by step (capacities forcing offloads and drops, or retirements);
 # a capacity too small for the attended set is an error in the executor
 # and a result (oom) in the replay
-for cfg in "swa alisa 100KiB 240KiB" "swa alisa-cache 100KiB 20KiB" "swa lru 100KiB 10KiB" \
-           "h2o lru 90KiB 30KiB" "streaming fifo 80KiB 40KiB"; do
-    read -r sel place gpu cpu <<<"$cfg" # not `set --`: $3 is the SmolLM2 path
+# FP32 and INT8 KV (issue 40: one derivation of the tiers, cost_tiers; INT8
+# with a normal and a 3 KiB host tier, which the replay ran out of before)
+for cfg in "swa alisa 100KiB 240KiB fp32" "swa alisa-cache 100KiB 20KiB fp32" "swa lru 100KiB 10KiB fp32" \
+           "h2o lru 90KiB 30KiB fp32" "streaming fifo 80KiB 40KiB fp32" "swa alisa 40KiB 60KiB int8" \
+           "swa alisa 50KiB 3KiB int8" "swa alisa-cache 40KiB 10KiB int8" "swa lru 40KiB 5KiB int8"; do
+    read -r sel place gpu cpu prec <<<"$cfg" # not `set --`: $3 is the SmolLM2 path
     o=(--selection "$sel" --sparsity 0.8 --placement "$place" --gpu-kv-bytes "$gpu" --cpu-kv-bytes "$cpu")
+    rk=() pk=(--kv-fp32)
+    [ "$prec" = int8 ] && rk=(--kv-int8) pk=(--kv-int8 --as-executor)
     "$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
-        --gen-len 96 --batch 2 --threshold 0 "${o[@]}" --log "$tmp/exec.log" -o "$tmp/par.trace" 2>/dev/null &&
-    "$alisa" plan --trace "$tmp/par.trace" "${o[@]}" --kv-fp32 --log "$tmp/sim.log" --every 0 >/dev/null &&
+        --gen-len 96 --batch 2 --threshold 0 "${o[@]}" "${rk[@]}" --log "$tmp/exec.log" -o "$tmp/par.trace" 2>/dev/null &&
+    "$alisa" plan --trace "$tmp/par.trace" "${o[@]}" "${pk[@]}" --log "$tmp/sim.log" --every 0 >/dev/null &&
     sort -n -k1,1 -k3,3 -k2,2 "$tmp/exec.log" >"$tmp/e.sorted" &&
     sort -n -k1,1 -k3,3 -k2,2 "$tmp/sim.log" >"$tmp/s.sorted" &&
     [ "$(wc -l <"$tmp/e.sorted")" -eq 1280 ] && grep -Eq "(offload|retire)=[0-9]" "$tmp/e.sorted" &&
     cmp -s "$tmp/e.sorted" "$tmp/s.sorted"
-    check $? "decision logs of executor and simulator identical ($sel / $place)"
+    check $? "decision logs of executor and simulator identical ($sel / $place, $prec, host $cpu)"
 done
 "$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
     --gen-len 96 --selection swa --placement alisa-cache --gpu-kv-bytes 30KiB -o "$tmp/x.trace" 2>"$tmp/err"
@@ -269,9 +274,13 @@ check $? "validate: phases II and III reached, totals and categories add up to t
 [ $? -eq 2 ] && grep -q "repeat 0: between 1 and 31" "$tmp/err"
 check $? "validate --repeat 0 refused"
 "$alisa" validate --model stories260K --text "$text/tinystories_val_subset.txt" \
-    --profile "$tmp/cat/hardware.ini" --prompt-len 32 --gen-len 16 --kv-int8 2>"$tmp/err"
-[ $? -eq 1 ] && grep -q "kv-int8: not validated yet" "$tmp/err"
-check $? "validate --kv-int8 refused with the reason"
+    --profile "$tmp/cat/hardware.ini" --prompt-len 32 --gen-len 16 --kv-int8 --selection swa \
+    --placement alisa --gpu-kv-bytes 40KiB --cpu-kv-bytes 60KiB --json >"$tmp/i8v.json" 2>"$tmp/err"
+[ $? -eq 0 ] && python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+sys.exit(not (d['measured_s'] > 0 and d['predicted_s'] > 0 and d['steps'] == 16))" "$tmp/i8v.json"
+check $? "validate --kv-int8 runs (the executor and the replay derive INT8 tiers alike): $(tail -1 "$tmp/err")"
 "$alisa" validate --model stories260K --text "$text/tinystories_val_subset.txt" \
     --profile "$tmp/none.ini" --prompt-len 32 --gen-len 16 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "none.ini" "$tmp/err"

@@ -126,7 +126,7 @@ int load_model(struct loaded *l, const char *model, const char *tokenizer, int w
             if (s->tokenizer[0])
                 snprintf(tok_path, sizeof tok_path, "%s/%s", catalog_models_dir(), s->tokenizer);
         }
-        if (!s && access(model, F_OK) != 0)
+        if (!s && mode != EXEC_WEIGHTS_SYNTHETIC && access(model, F_OK) != 0)
             rc = fetched_model(&c, model, l->model_path, sizeof l->model_path, e);
         catalog_deinit(&c);
         if (rc)
@@ -298,19 +298,15 @@ int tiered_attach(struct tiered *t, const struct kv_opts *o, const struct llm_mo
         return ALISA_ENOTFOUND;
     }
     /* priced as stored: K and V as the backend's arenas hold them (FP32 on
-     * the CPU, FP16 on the GPU, or INT8), FP32 layer inputs */
+     * the CPU, FP16 on the GPU, or INT8), by the one derivation the replay
+     * uses (costmodel.h, cost_tiers: the executor's storage) */
     enum kv_precision prec = exec_kv_precision(o, llm_state_backend(st));
     struct kv_shape ks = {c->dim, c->kv_dim, prec};
-    struct kv_shape f32 = {c->dim, c->kv_dim, KV_FP32};
     struct place_params *pp = &sc.place_params;
-    pp->kv_bytes = cost_kv_bytes(&ks);
-    pp->act_bytes = cost_act_bytes(&f32);
     uint64_t g, h;
     kv_opts_capacity(o, c, batch, max_len, prec, &g, &h);
-    pp->gpu_bytes = g / sc.n_streams;
-    pp->cpu_bytes = h / sc.n_streams;
-    pp->load_ns = cost_load_ns(&ks, hw);
-    pp->recompute_ns = cost_recompute_ns(&f32, hw);
+    struct tier_storage store = {ks, 1};
+    cost_tiers(&store, hw, g, h, sc.n_streams, pp);
     pp->gpu_fraction = -1;
     catalog_deinit(&cat);
     struct place_params *split = NULL;

@@ -665,11 +665,6 @@ int cmd_validate(int argc, char **argv)
     char said[512];
     if (llm_backend_choose(o.kvo.backend ? o.kvo.backend : "cpu", &kind, said, sizeof said, &e))
         return cli_fail(&e);
-    if (o.kvo.int8) {
-        err_set(&e, ALISA_EINVAL, "--kv-int8: not validated yet (the executor keeps INT8 "
-                "parameters per group of 32 tokens, the simulator prices them per stream)");
-        return cli_fail(&e);
-    }
     struct catalog cat;
     const struct hw_profile *hw;
     if (validate_profile(&o, &cat, &hw, &e))

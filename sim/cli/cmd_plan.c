@@ -43,9 +43,15 @@ void cmd_plan_usage(FILE *out)
             "  --cpu-kv-bytes N      CPU KV capacity, bytes (default: unlimited)\n"
             "  --kv-int8             INT8 KV (1 byte per value plus per-channel scale and zero\n"
             "                        point) instead of FP16\n"
-            "  --kv-fp32             FP32 KV and layer inputs, as the CPU executor stores them\n"
-            "                        (its layer inputs outside the host KV arena)\n"
-            "                        (to replay an executor run's decisions exactly)\n"
+            "  --kv-fp32             FP32 KV, stored as the CPU executor stores it (implies\n"
+            "                        --as-executor)\n"
+            "  --as-executor         the executor's storage (costmodel.h, tier_storage): layer\n"
+            "                        inputs beside the host arena and INT8 scales beside the\n"
+            "                        device arena, in neither tier; FP32 inputs unless the KV\n"
+            "                        is FP16. To replay an executor run's decisions exactly:\n"
+            "                        alisa record --kv-int8 ... against alisa plan --kv-int8\n"
+            "                        --as-executor ... (default: the paper's system, section\n"
+            "                        III-C, where both take their tier's bytes)\n"
             "  --hardware NAME       hardware profile pricing load vs recompute (default\n"
             "                        H100-80GB; see alisa catalog hardware)\n"
             "  --gpu-fraction F      flexgen-static: share of every token on the GPU (default:\n"
@@ -164,7 +170,7 @@ static void plan_report_text(const char *trace, const struct replay_config *cfg,
 int cmd_plan(int argc, char **argv)
 {
     enum { O_TRACE = 1000, O_SEL, O_SPARSITY, O_BUDGET, O_WINDOW, O_SINKS, O_STRIDE, O_PLACE,
-           O_GPU, O_CPU, O_INT8, O_FP32, O_HW, O_FRAC, O_EVERY, O_LOG, O_JSON, O_CATALOG,
+           O_GPU, O_CPU, O_INT8, O_FP32, O_ASEXEC, O_HW, O_FRAC, O_EVERY, O_LOG, O_JSON, O_CATALOG,
            O_PROFILE };
     static const struct option opts[] = {
         {"trace", required_argument, 0, O_TRACE},     {"selection", required_argument, 0, O_SEL},
@@ -174,6 +180,7 @@ int cmd_plan(int argc, char **argv)
         {"gpu-kv-bytes", required_argument, 0, O_GPU}, {"cpu-kv-bytes", required_argument, 0, O_CPU},
         {"kv-int8", no_argument, 0, O_INT8},          {"hardware", required_argument, 0, O_HW},
         {"kv-fp32", no_argument, 0, O_FP32},
+        {"as-executor", no_argument, 0, O_ASEXEC},
         {"gpu-fraction", required_argument, 0, O_FRAC}, {"every", required_argument, 0, O_EVERY},
         {"log", required_argument, 0, O_LOG},         {"json", no_argument, 0, O_JSON},
         {"catalog", required_argument, 0, O_CATALOG},
@@ -203,6 +210,7 @@ int cmd_plan(int argc, char **argv)
         case O_PROFILE: profile = optarg; break;
         case O_INT8: cfg.precision = KV_INT8; break;
         case O_FP32: cfg.precision = KV_FP32; cfg.inputs_outside = 1; break;
+        case O_ASEXEC: cfg.inputs_outside = 1; break;
         case O_JSON: json = 1; break;
         case O_SPARSITY: bad = cli_parse_double(opt, optarg, &cfg.sel_params.sparsity, &e); break;
         case O_BUDGET: bad = cli_parse_u32(opt, optarg, &cfg.sel_params.budget_tokens, &e); break;

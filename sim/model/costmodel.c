@@ -40,6 +40,26 @@ double cost_recompute_ns(const struct kv_shape *k, const struct hw_profile *hw)
     return flops / (hw->fp16_tflops * 1e3) + (double)cost_act_bytes(k) / hw->link_gbps;
 }
 
+void cost_tiers(const struct tier_storage *s, const struct hw_profile *hw, uint64_t gpu_kv_bytes,
+                uint64_t cpu_kv_bytes, uint64_t streams, struct place_params *pp)
+{
+    /* the layer input as kept: the executor holds FP16 only on a GPU (FP16
+     * KV), the CPU's FP32 beside FP32 or INT8 KV; the paper's system FP16
+     * unless the KV itself is FP32 */
+    struct kv_shape act = s->kv;
+    if (s->executor)
+        act.precision = s->kv.precision == KV_FP16 ? KV_FP16 : KV_FP32;
+    pp->kv_bytes = cost_kv_bytes(&s->kv);
+    pp->act_bytes = cost_act_bytes(&act);
+    pp->input_bytes = s->executor ? 0 : pp->act_bytes;
+    uint64_t fixed = s->executor ? 0 : cost_kv_fixed_bytes(&s->kv);
+    uint64_t g = gpu_kv_bytes / streams;
+    pp->gpu_bytes = g > fixed ? g - fixed : 0;
+    pp->cpu_bytes = cpu_kv_bytes / streams;
+    pp->load_ns = cost_load_ns(&s->kv, hw);
+    pp->recompute_ns = cost_recompute_ns(&act, hw);
+}
+
 struct kv_shape kv_shape_of(const struct model_shape *m, enum kv_precision precision)
 {
     struct kv_shape k = {m->hidden, m->hidden / m->n_heads * m->n_kv_heads, precision};

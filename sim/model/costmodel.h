@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "catalog.h"
+#include "placement.h"
 
 /* FP32 is what the CPU executor stores, for replaying its runs exactly. */
 enum kv_precision { KV_FP16 = 0, KV_INT8 = 1, KV_FP32 = 2 };
@@ -40,6 +41,26 @@ uint64_t cost_kv_fixed_bytes(const struct kv_shape *k);
 /* Bytes of one token's layer input (FP16 hidden state; FP32 with FP32 KV)
  * moved host->GPU to recompute its K and V. Cannot fail. */
 uint64_t cost_act_bytes(const struct kv_shape *k);
+
+/* How a run stores what its tiers hold: the one description the replay,
+ * the simulator and the executor derive a stream's tiers from (issue 40:
+ * four derivations drifted under INT8 KV). */
+struct tier_storage {
+    struct kv_shape kv; /* K and V as stored (precision included) */
+    int executor;       /* 1: the executor's kvstore (exec/kvstore.c): a token's layer input
+                           kept beside the host arena, never in the CPU tier; INT8 scales
+                           beside the device arena, never in the GPU tier; inputs FP16 beside
+                           FP16 KV (a GPU), else FP32. 0: the paper's system (section III-C):
+                           a dropped token's input takes CPU-tier bytes, INT8's per-channel
+                           scales take GPU-tier bytes, inputs FP32 only beside FP32 KV */
+};
+
+/* A stream's tiers and prices from the run's budgets (gpu_kv_bytes and
+ * cpu_kv_bytes over all streams, split evenly among `streams`): sets
+ * pp's kv_bytes, act_bytes, input_bytes, gpu_bytes, cpu_bytes, load_ns and
+ * recompute_ns, leaving its other fields. streams > 0. Cannot fail. */
+void cost_tiers(const struct tier_storage *s, const struct hw_profile *hw, uint64_t gpu_kv_bytes,
+                uint64_t cpu_kv_bytes, uint64_t streams, struct place_params *pp);
 
 /* Marginal ns to load one token's KV: bytes / link bandwidth. Cannot fail. */
 double cost_load_ns(const struct kv_shape *k, const struct hw_profile *hw);
