@@ -14,20 +14,50 @@ struct results {
     char *path;
 };
 
+/* The runs table's columns; status 'oom' (issue 41): a command that ran
+ * and reported running out of memory, a result kept with its partial
+ * counts, never mistaken for 'ok'. */
+#define RUNS_COLUMNS                                                                   \
+    " id INTEGER PRIMARY KEY,"                                                         \
+    " sweep TEXT NOT NULL,"                                                            \
+    " point INTEGER NOT NULL,"                                                         \
+    " config_hash TEXT NOT NULL UNIQUE,"                                               \
+    " config TEXT NOT NULL,"                                                           \
+    " code_version TEXT NOT NULL,"                                                     \
+    " result TEXT NOT NULL,"                                                           \
+    " status TEXT NOT NULL CHECK (status IN ('ok', 'error', 'oom')),"                  \
+    " error TEXT,"                                                                     \
+    " wall_s REAL NOT NULL,"                                                           \
+    " created TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"
+
 static const char schema[] =
-    "CREATE TABLE IF NOT EXISTS runs ("
-    " id INTEGER PRIMARY KEY,"
-    " sweep TEXT NOT NULL,"
-    " point INTEGER NOT NULL,"
-    " config_hash TEXT NOT NULL UNIQUE,"
-    " config TEXT NOT NULL,"
-    " code_version TEXT NOT NULL,"
-    " result TEXT NOT NULL,"
-    " status TEXT NOT NULL CHECK (status IN ('ok', 'error')),"
-    " error TEXT,"
-    " wall_s REAL NOT NULL,"
-    " created TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')));"
+    "CREATE TABLE IF NOT EXISTS runs (" RUNS_COLUMNS ");"
     "CREATE INDEX IF NOT EXISTS runs_sweep ON runs (sweep, point);";
+
+/* A database made before status 'oom' existed: its table rebuilt with the
+ * new check, every row kept, in one transaction (SQLite cannot alter a
+ * CHECK in place). */
+static const char migrate_oom[] =
+    "BEGIN IMMEDIATE;"
+    "CREATE TABLE runs_v2 (" RUNS_COLUMNS ");"
+    "INSERT INTO runs_v2 SELECT * FROM runs;"
+    "DROP TABLE runs;"
+    "ALTER TABLE runs_v2 RENAME TO runs;"
+    "CREATE INDEX IF NOT EXISTS runs_sweep ON runs (sweep, point);"
+    "COMMIT;";
+
+static int schema_has_oom(sqlite3 *db)
+{
+    sqlite3_stmt *st = NULL;
+    int has = 0;
+    if (sqlite3_prepare_v2(db, "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'runs'",
+                           -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
+        const unsigned char *sql = sqlite3_column_text(st, 0);
+        has = sql && strstr((const char *)sql, "'oom'") != NULL;
+    }
+    sqlite3_finalize(st);
+    return has;
+}
 
 static int db_fail(struct alisa_err *e, const char *path, sqlite3 *db, const char *what)
 {
@@ -51,6 +81,10 @@ int results_open(struct results **out, const char *path, struct alisa_err *e)
         rc = db_fail(e, path, r->db, "cannot set WAL mode (not a SQLite database?)");
     else if (sqlite3_exec(r->db, schema, NULL, NULL, NULL) != SQLITE_OK)
         rc = db_fail(e, path, r->db, "cannot create the schema");
+    else if (!schema_has_oom(r->db) && sqlite3_exec(r->db, migrate_oom, NULL, NULL, NULL) != SQLITE_OK) {
+        rc = db_fail(e, path, r->db, "cannot add the 'oom' status to an older database");
+        sqlite3_exec(r->db, "ROLLBACK", NULL, NULL, NULL);
+    }
     if (rc) {
         results_close(r);
         return rc;
@@ -130,7 +164,7 @@ int results_done(struct results *r, const char *config_hash, int *done, struct a
 {
     sqlite3_stmt *st;
     *done = 0;
-    if (sqlite3_prepare_v2(r->db, "SELECT 1 FROM runs WHERE config_hash = ? AND status = 'ok'",
+    if (sqlite3_prepare_v2(r->db, "SELECT 1 FROM runs WHERE config_hash = ? AND status IN ('ok', 'oom')",
                            -1, &st, NULL) != SQLITE_OK)
         return db_fail(e, r->path, r->db, "query failed");
     sqlite3_bind_text(st, 1, config_hash, -1, SQLITE_STATIC);
@@ -161,7 +195,7 @@ int results_put(struct results *r, const struct result_row *row, struct alisa_er
         sqlite3_bind_text(st, 4, row->config, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 5, row->code_version, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 6, row->result, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 7, row->ok ? "ok" : "error", -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 7, !row->ok ? "error" : row->oom ? "oom" : "ok", -1, SQLITE_STATIC);
         if (row->error)
             sqlite3_bind_text(st, 8, row->error, -1, SQLITE_STATIC);
         else
@@ -196,7 +230,7 @@ static int merge_one(struct results *r, struct results *in, uint64_t *added, uin
     /* the same parameters: ?3 the hash, ?7 the status */
     snprintf(sql, sizeof sql, "UPDATE runs SET sweep = ?1, point = ?2, config = ?4, "
              "code_version = ?5, result = ?6, status = ?7, error = ?8, wall_s = ?9, created = ?10 "
-             "WHERE config_hash = ?3 AND status = 'error' AND ?7 = 'ok'");
+             "WHERE config_hash = ?3 AND status = 'error' AND ?7 IN ('ok', 'oom')");
     if (!rc && sqlite3_prepare_v2(r->db, sql, -1, &fix, NULL) != SQLITE_OK)
         rc = db_fail(e, r->path, r->db, "cannot update");
     if (!rc && sqlite3_exec(r->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)

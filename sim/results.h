@@ -24,6 +24,7 @@ struct result_row {
     const char *code_version; /* git describe of the build */
     const char *result;       /* the command's JSON output, or "{}" on error */
     int ok;                   /* 1 when the command succeeded */
+    int oom;                  /* ... and reported running out of memory: status 'oom' */
     const char *error;        /* its message when not ok, else NULL */
     double wall_s;            /* wall time of the run */
 };
@@ -44,7 +45,8 @@ int results_open_readonly(struct results **out, const char *path, struct alisa_e
 /* Closes r. Accepts NULL. */
 void results_close(struct results *r);
 
-/* *done = 1 when a successful row with this hash exists. */
+/* *done = 1 when a successful row with this hash exists (status 'ok', or
+ * 'oom': a deterministic result, not a failure to retry). */
 int results_done(struct results *r, const char *config_hash, int *done, struct alisa_err *e);
 
 /* Writes one row in its own transaction, replacing an earlier failed run of

@@ -216,5 +216,38 @@ check $? "a --set key is checked too"
 grep -q "point 2 FAILED .*: exit 3: batch 3 does not fit" "$tmp/p2.log" &&
     grep -q "^  FAILED point 2: exit 3: batch 3 does not fit" "$tmp/p2.log"
 check $? "a failed point's reason is printed as it fails and in the summary"
+# issue 41: a plan point out of memory is stored as its own status 'oom'
+# (its partial counts kept), counted apart, never as 'ok'; a database made
+# before the status existed takes it, every old row kept
+python3 - "$tmp/old.db" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.executescript("""CREATE TABLE runs (id INTEGER PRIMARY KEY, sweep TEXT NOT NULL,
+ point INTEGER NOT NULL, config_hash TEXT NOT NULL UNIQUE, config TEXT NOT NULL,
+ code_version TEXT NOT NULL, result TEXT NOT NULL,
+ status TEXT NOT NULL CHECK (status IN ('ok', 'error')), error TEXT, wall_s REAL NOT NULL,
+ created TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')));
+INSERT INTO runs (sweep, point, config_hash, config, code_version, result, status, wall_s)
+ VALUES ('old', 0, 'abc', '{}', 'v0', '{}', 'ok', 1.0);""")
+db.commit()
+PY
+cat >"$tmp/oom.sweep" <<SPEC
+[sweep]
+name = oomy
+command = plan
+[fixed]
+trace = $root/traces/synthetic-opt-8l-4s.trace
+selection = swa
+placement = gpu-only
+[vary]
+gpu-kv-bytes = 1K 1G
+SPEC
+"$alisa" sweep "$tmp/oom.sweep" --db "$tmp/old.db" >/dev/null 2>"$tmp/oom.log"
+code=$?
+runs=$("$alisa" db export --db "$tmp/old.db" --query runs)
+[ $code -eq 0 ] && grep -q "^oomy,0,.*,oom," <<<"$runs" && grep -q "^oomy,1,.*,ok," <<<"$runs" &&
+    grep -q "^old,0,abc,ok" <<<"$runs" && grep -q "1 out of memory: status 'oom'" "$tmp/oom.log" &&
+    grep -q "point 0 out of memory" "$tmp/oom.log"
+check $? "a point out of memory is stored as 'oom' and counted apart, in an older database too: $(tail -1 "$tmp/oom.log")"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

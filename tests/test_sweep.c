@@ -190,8 +190,10 @@ static void put_row(struct results *r, const char *hash, uint64_t point, int ok,
     char result[128];
     snprintf(result, sizeof result, "{\"throughput_tok_s\": %g, \"system\": \"s%llu\"}", tput,
              (unsigned long long)point);
-    struct result_row row = {"sw", point, hash, "{\"command\":\"sim\",\"params\":{\"model\":\"M\"}}",
-                             "test", ok ? result : "{}", ok, ok ? NULL : "boom", 0.5};
+    struct result_row row = {.sweep = "sw", .point = point, .config_hash = hash,
+                             .config = "{\"command\":\"sim\",\"params\":{\"model\":\"M\"}}",
+                             .code_version = "test", .result = ok ? result : "{}", .ok = ok,
+                             .error = ok ? NULL : "boom", .wall_s = 0.5};
     struct alisa_err e = {{0}};
     if (results_put(r, &row, &e))
         fail_msg("%s", e.msg);

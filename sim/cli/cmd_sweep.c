@@ -105,7 +105,9 @@ void cmd_db_usage(FILE *out)
             "              peer   one row per command = exec point (a peer's benchmark):\n"
             "                     system, model, device, driver, batch, tokens, prefill\n"
             "                     and decode tok/s, software, its options\n"
-            "              runs   bookkeeping: status, error, code version, wall time, config\n"
+            "              runs   bookkeeping: status (ok; oom: it ran out of memory, its\n"
+            "                     partial counts kept; error), error, code version, wall\n"
+            "                     time, config\n"
             "            --sweep NAME keeps one sweep's rows; -o, --output FILE writes\n"
             "            the CSV whole or not at all\n"
             "  -h, --help  this text\n"
@@ -128,6 +130,7 @@ struct job {
     int timed_out;
     size_t dropped[2];  /* bytes of output beyond JOB_OUTPUT_CAP, counted and dropped */
     char why[600];      /* a failed point's reason, as stored in its row */
+    int oom;            /* it ran and reported running out of memory (status 'oom') */
 };
 
 /* What a point's stdout or stderr may hold: a point that prints without end
@@ -282,7 +285,7 @@ struct unsaved {
  * line per point for the log. */
 struct tally {
     struct progress bar;
-    uint64_t total, skipped, done, failed;
+    uint64_t total, skipped, done, failed, oom; /* oom: among done, out of memory */
     struct unsaved unsaved; /* points run whose row may not be stored */
     char failures[8][200];  /* the first failed points' "point K: reason", for the summary */
     uint32_t n_failures;
@@ -297,7 +300,8 @@ static void failures_add(struct tally *pg, uint64_t point, const char *why)
 }
 
 static void progress_show(struct tally *pg, const struct sweep_spec *s,
-                          const struct sweep_point *p, int ok, double wall, const char *why)
+                          const struct sweep_point *p, int ok, int oom, double wall,
+                          const char *why)
 {
     uint64_t finished = pg->skipped + pg->done + pg->failed;
     if (pg->bar.on) {
@@ -310,7 +314,8 @@ static void progress_show(struct tally *pg, const struct sweep_spec *s,
     point_label(s, p, label, sizeof label);
     fprintf(stderr, "%s: %llu/%llu point %llu %s %.2f s (%s)%s%s\n", s->name,
             (unsigned long long)finished, (unsigned long long)pg->total,
-            (unsigned long long)p->index, ok ? "ok" : "FAILED", wall, label, ok ? "" : ": ",
+            (unsigned long long)p->index, !ok ? "FAILED" : oom ? "out of memory" : "ok", wall,
+            label, ok ? "" : ": ",
             ok ? "" : why);
 }
 
@@ -384,9 +389,12 @@ static int job_finish(struct job *j, const struct sweep_spec *s, struct results 
         snprintf(why, sizeof why, "output is not JSON");
     }
     int ok = compact != NULL;
+    /* a run out of memory is a result (its counts kept), not a success */
+    j->oom = ok && json_is_true(json_object_get(res, "oom"));
     snprintf(j->why, sizeof j->why, "%s", ok ? "" : why);
     struct result_row row = {s->name, j->point.index, j->point.hash, j->point.config,
-                             ALISA_GIT_VERSION, ok ? compact : "{}", ok, ok ? NULL : why, wall};
+                             ALISA_GIT_VERSION, ok ? compact : "{}", ok, j->oom,
+                             ok ? NULL : why, wall};
     if (*db_rc || (*db_rc = results_put(db, &row, e)))
         unsaved_add(unsaved, j->point.hash);
     free(compact);
@@ -769,7 +777,8 @@ int cmd_sweep(int argc, char **argv)
                 pg.failed++;
             else
                 pg.done++;
-            progress_show(&pg, &s, &j->point, !failed, wall, j->why);
+            pg.oom += !failed && j->oom;
+            progress_show(&pg, &s, &j->point, !failed, j->oom, wall, j->why);
             if (failed)
                 failures_add(&pg, j->point.index, j->why);
             sweep_point_free(&j->point);
@@ -825,6 +834,7 @@ int cmd_sweep(int argc, char **argv)
             failures_add(&pg, j->point.index, j->why);
         } else {
             pg.done++;
+            pg.oom += j->oom;
         }
         sweep_point_free(&j->point);
         free(j->buf[0]);
@@ -835,8 +845,10 @@ int cmd_sweep(int argc, char **argv)
     uint64_t missing = unsaved_count(&pg.unsaved, db_path);
     free(pg.unsaved.hash);
     progress_end(&pg.bar);
-    fprintf(stderr, "%s: %llu run, %llu skipped, %llu failed", s.name,
-            (unsigned long long)pg.done, (unsigned long long)pg.skipped,
+    fprintf(stderr, "%s: %llu run", s.name, (unsigned long long)pg.done);
+    if (pg.oom)
+        fprintf(stderr, " (%llu out of memory: status 'oom')", (unsigned long long)pg.oom);
+    fprintf(stderr, ", %llu skipped, %llu failed", (unsigned long long)pg.skipped,
             (unsigned long long)pg.failed);
     if (missing)
         fprintf(stderr, ", %llu NOT STORED (the database stopped taking rows)",
