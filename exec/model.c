@@ -502,16 +502,13 @@ int llm_load_hf(struct llm_model **out, const char *path, struct alisa_err *e)
         snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
     }
     snprintf(cpath, sizeof cpath, "%s/config.json", dir);
-    json_error_t je;
-    json_t *cfg = json_load_file(cpath, 0, &je);
-    if (!json_is_object(cfg)) {
-        json_decref(cfg);
-        return err_set(e, ALISA_EIO, "%s: cannot read a JSON object (%s)", cpath,
-                       cfg ? "another value" : je.text);
-    }
+    json_t *cfg;
+    int rc = st_load_json(cpath, &cfg, e);
+    if (rc)
+        return rc;
     struct st_file *f = NULL;
     struct llm_model *m = calloc(1, sizeof *m);
-    int rc = m ? st_open(&f, file, e) : err_set(e, ALISA_ENOMEM, "out of memory");
+    rc = m ? st_open(&f, file, e) : err_set(e, ALISA_ENOMEM, "out of memory");
     if (rc)
         goto done;
     struct llm_config *c = &m->c;

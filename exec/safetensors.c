@@ -21,6 +21,9 @@
 /* headers larger than this are refused (Hugging Face's own limit is 100 MB) */
 #define ST_MAX_HEADER (100u << 20)
 
+/* an index names data files, which name nothing: deeper is a loop (issue 48) */
+#define ST_MAX_DEPTH 1
+
 struct st_file {
     char path[512];
     const uint8_t *map;
@@ -107,23 +110,76 @@ static int parse_tensor(struct st_file *f, const char *name, json_t *v, struct s
     return 0;
 }
 
-static int open_index(struct st_file **out, const char *path, struct alisa_err *e);
+static int ends_with(const char *s, const char *tail)
+{
+    size_t n = strlen(s), t = strlen(tail);
+    return n > t && strcmp(s + n - t, tail) == 0;
+}
 
-int st_open(struct st_file **out, const char *path, struct alisa_err *e)
+static int not_regular(const char *path, const char *what, mode_t mode, struct alisa_err *e)
+{
+    const char *kind = S_ISFIFO(mode) ? "a FIFO" : S_ISDIR(mode) ? "a directory"
+                       : S_ISCHR(mode) || S_ISBLK(mode) ? "a device" : S_ISSOCK(mode) ? "a socket"
+                                                                             : "another kind";
+    return err_set(e, ALISA_EIO, "%s: not a regular file (%s), refused as %s", path, kind, what);
+}
+
+/* A descriptor of path for reading, or a negative status: only a regular
+ * file is read, since opening a FIFO waits for a writer and a device may
+ * answer forever or act on being opened (issue 48). The stat refuses those
+ * without opening them; the open cannot block (O_NONBLOCK) and its fstat is
+ * the check that counts, as the path may change between the two. *sb gets
+ * the file's status. what names the file's role ("a safetensors file"). */
+static int open_regular(const char *path, const char *what, struct stat *sb, struct alisa_err *e)
+{
+    if (stat(path, sb) == 0 && !S_ISREG(sb->st_mode))
+        return not_regular(path, what, sb->st_mode, e);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, sb) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return err_set(e, ALISA_EIO, "%s: cannot open %s", path, what);
+    }
+    if (!S_ISREG(sb->st_mode)) {
+        close(fd);
+        return not_regular(path, what, sb->st_mode, e);
+    }
+    return fd;
+}
+
+int st_load_json(const char *path, struct json_t **out, struct alisa_err *e)
 {
     *out = NULL;
-    size_t pl = strlen(path);
-    if (pl > 11 && strcmp(path + pl - 11, ".index.json") == 0)
-        return open_index(out, path, e);
+    struct stat sb;
+    int fd = open_regular(path, "a JSON file", &sb, e);
+    if (fd < 0)
+        return fd;
+    json_error_t je;
+    json_t *root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
+    close(fd);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return err_set(e, ALISA_ECORRUPT, "%s: not a JSON object (%s)", path,
+                       root ? "another value" : je.text);
+    }
+    *out = root;
+    return 0;
+}
+
+static int open_index(struct st_file **out, const char *path, int depth, struct alisa_err *e);
+
+/* One safetensors data file (not an index) into *out. */
+static int open_data(struct st_file **out, const char *path, struct alisa_err *e)
+{
     struct st_file *f = calloc(1, sizeof *f);
     if (!f)
         return err_set(e, ALISA_ENOMEM, "out of memory");
     snprintf(f->path, sizeof f->path, "%s", path);
-    int fd = open(path, O_RDONLY), rc = 0;
     struct stat sb;
+    int fd = open_regular(path, "a safetensors file", &sb, e), rc = 0;
     json_t *root = NULL;
-    if (fd < 0 || fstat(fd, &sb) != 0) {
-        rc = err_set(e, ALISA_EIO, "%s: cannot open safetensors file", path);
+    if (fd < 0) {
+        rc = fd;
         goto done;
     }
     f->size = (uint64_t)sb.st_size;
@@ -184,23 +240,44 @@ done:
     return 0;
 }
 
+/* path at the given depth of indexes: an index only at the top, since the
+ * data files an index names name nothing (the shard names are checked
+ * first; this bound is the second guard against a loop). */
+static int open_at(struct st_file **out, const char *path, int depth, struct alisa_err *e)
+{
+    *out = NULL;
+    if (!ends_with(path, ".index.json"))
+        return open_data(out, path, e);
+    if (depth >= ST_MAX_DEPTH)
+        return err_set(e, ALISA_ECORRUPT, "%s: an index inside an index (depth %d): refused",
+                       path, depth);
+    return open_index(out, path, depth, e);
+}
+
+int st_open(struct st_file **out, const char *path, struct alisa_err *e)
+{
+    return open_at(out, path, 0, e);
+}
+
 /* A sharded checkpoint: {"metadata": {...}, "weight_map": {"TENSOR":
  * "SHARD.safetensors", ...}} beside its shards. Each shard named is opened
- * once; every tensor the map names must be in its shard, and no tensor may
+ * once, and must be a .safetensors data file: never an index, so no index
+ * is read twice in a load (one naming itself recursed without end: issue
+ * 48). Every tensor the map names must be in its shard, and no tensor may
  * be in two. */
-static int open_index(struct st_file **out, const char *path, struct alisa_err *e)
+static int open_index(struct st_file **out, const char *path, int depth, struct alisa_err *e)
 {
-    json_error_t je;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    json_t *map = json_is_object(root) ? json_object_get(root, "weight_map") : NULL;
+    json_t *root;
+    int rc = st_load_json(path, &root, e);
+    if (rc)
+        return rc;
+    json_t *map = json_object_get(root, "weight_map");
     if (!json_is_object(map)) {
         json_decref(root);
-        return err_set(e, ALISA_ECORRUPT, "%s: weight_map: %s", path,
-                       root ? "missing or not an object" : je.text);
+        return err_set(e, ALISA_ECORRUPT, "%s: weight_map: missing or not an object", path);
     }
     struct st_file *f = calloc(1, sizeof *f);
     size_t n_map = json_object_size(map);
-    int rc = 0;
     if (!f || !(f->parts = calloc(n_map + 1, sizeof *f->parts))) {
         free(f);
         json_decref(root);
@@ -221,19 +298,19 @@ static int open_index(struct st_file **out, const char *path, struct alisa_err *
                          "in this directory", path, key);
             break;
         }
+        if (!ends_with(shard, ".safetensors")) {
+            rc = err_set(e, ALISA_ECORRUPT, "%s: weight_map[\"%.80s\"]: shard '%s' is not a "
+                         ".safetensors data file", path, key, shard);
+            break;
+        }
         size_t i = 0;
         char sp[1100];
         snprintf(sp, sizeof sp, "%.*s/%s", dl, dir, shard);
         while (i < f->n_parts && strcmp(f->parts[i]->path, sp) != 0)
             i++;
         if (i == f->n_parts) {
-            if ((rc = st_open(&f->parts[i], sp, e)))
+            if ((rc = open_at(&f->parts[i], sp, depth + 1, e)))
                 break;
-            if (f->parts[i]->n_parts) {
-                f->n_parts++;
-                rc = err_set(e, ALISA_ECORRUPT, "%s: shard %s is an index", path, shard);
-                break;
-            }
             f->n_parts++;
             total += f->parts[i]->n_t;
         }

@@ -26,9 +26,20 @@ struct st_file;
 /* Maps and parses path. A path ending in ".index.json" is a sharded
  * checkpoint's index (Hugging Face's model.safetensors.index.json: a
  * weight_map from tensor names to shard files beside it): every shard it
- * names is opened and the result holds their tensors as one file. On
- * failure *out is NULL and e says why (the index, shard or tensor named). */
+ * names is opened and the result holds their tensors as one file. A shard
+ * must be a .safetensors data file in the index's directory, never another
+ * index. Only regular files are opened (a FIFO or a device is refused, not
+ * waited on). On failure *out is NULL and e says why (the index, shard or
+ * tensor named). */
 int st_open(struct st_file **out, const char *path, struct alisa_err *e);
+
+struct json_t; /* jansson's json_t */
+
+/* The JSON object in path (a checkpoint's config.json or index), read from
+ * a regular file only, as st_open reads; duplicate keys are refused. On
+ * failure *out is NULL and e names the file and the parse error; else the
+ * caller owns *out (json_decref). */
+int st_load_json(const char *path, struct json_t **out, struct alisa_err *e);
 
 /* Bytes of the file, or of every shard of an index. */
 uint64_t st_file_bytes(const struct st_file *f);

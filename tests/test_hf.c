@@ -8,8 +8,12 @@
  *   (measured: 3e-6);
  * - the same checkpoint split into 2 and 3 shards with an index, as Hugging
  *   Face shards large models (files the test writes), gives the same logits;
- *   a missing shard, a tensor in the wrong shard and a shard name outside
- *   the directory are refused naming the index and the tensor;
+ *   a missing shard, a tensor in the wrong shard, a shard name outside
+ *   the directory and a shard that is not a .safetensors file (the index
+ *   itself, or another index: issue 48's endless recursion) are refused
+ *   naming the index and the tensor;
+ * - a FIFO in place of any file of a checkpoint (config.json, the index,
+ *   model.safetensors, a shard) is refused at once, never waited on;
  * - bad files and configs are refused with the file and the field named:
  *   a header length past the end, a tensor whose bytes do not match its
  *   shape, a missing tensor, a wrong shape, an unknown model_type. */
@@ -213,10 +217,12 @@ static void test_hf_refuses_bad_files_naming_the_field(void **state)
  * a model.safetensors.index.json mapping each to its shard, config.json
  * beside them, in a temporary directory (returned). edit_index, when not
  * NULL, changes the index's weight_map before it is written. */
+static char shard_dir[64];
+
 static const char *shard_copy(int parts, void (*edit_index)(json_t *map))
 {
-    static char dir[64];
-    snprintf(dir, sizeof dir, "/tmp/alisa-test-shards-%d", (int)getpid());
+    char *dir = shard_dir;
+    snprintf(dir, sizeof shard_dir, "/tmp/alisa-test-shards-%d", (int)getpid());
     mkdir(dir, 0700);
     FILE *in = fopen(ALISA_GOLDEN_DIR "/tiny-llama/model.safetensors", "rb");
     assert_non_null(in);
@@ -297,6 +303,8 @@ static void shard_cleanup(const char *dir, int parts)
     unlink(p);
     snprintf(p, sizeof p, "%s/config.json", dir);
     unlink(p);
+    snprintf(p, sizeof p, "%s/other.index.json", dir);
+    unlink(p);
     rmdir(dir);
 }
 
@@ -319,6 +327,29 @@ static void escaping_shard(json_t *map)
     json_object_set_new(map, "model.norm.weight", json_string("../model.safetensors"));
 }
 
+/* issue 48: an index naming itself recursed until the stack ran out */
+static void index_names_itself(json_t *map)
+{
+    json_object_set_new(map, "model.norm.weight", json_string("model.safetensors.index.json"));
+}
+
+/* issue 48: two indexes naming each other recursed the same way */
+static void index_names_another_index(json_t *map)
+{
+    json_object_set_new(map, "model.norm.weight", json_string("other.index.json"));
+    char p[160];
+    snprintf(p, sizeof p, "%s/other.index.json", shard_dir);
+    json_t *other = json_pack("{s:{s:s}}", "weight_map", "model.norm.weight",
+                              "model.safetensors.index.json");
+    assert_int_equal(json_dump_file(other, p, 0), 0);
+    json_decref(other);
+}
+
+static void shard_not_a_data_file(json_t *map)
+{
+    json_object_set_new(map, "model.norm.weight", json_string("config.json"));
+}
+
 /* A sharded checkpoint (model.safetensors.index.json and its shards) loads
  * as the single file does: the same numpy logits; a directory holding only
  * the index is found; a broken index names the index and the tensor. */
@@ -333,11 +364,18 @@ static void test_hf_sharded_checkpoint_matches_the_single_file(void **state)
         check_model("tiny-llama", idx, LLM_ARCH_LLAMA);
         shard_cleanup(dir, parts);
     }
-    void (*edits[3])(json_t *) = {missing_shard, wrong_shard, escaping_shard};
-    const char *says[3] = {"model-00009-of-00009.safetensors: cannot open",
-                           "weight_map[\"model.embed_tokens.weight\"]: not in",
-                           "weight_map[\"model.norm.weight\"]: not a shard file name"};
-    for (int i = 0; i < 3; i++) {
+    void (*edits[])(json_t *) = {missing_shard, wrong_shard, escaping_shard, index_names_itself,
+                                 index_names_another_index, shard_not_a_data_file};
+    const char *says[] = {"model-00009-of-00009.safetensors: cannot open",
+                          "weight_map[\"model.embed_tokens.weight\"]: not in",
+                          "weight_map[\"model.norm.weight\"]: not a shard file name",
+                          "model.safetensors.index.json: weight_map[\"model.norm.weight\"]: shard "
+                          "'model.safetensors.index.json' is not a .safetensors data file",
+                          "model.safetensors.index.json: weight_map[\"model.norm.weight\"]: shard "
+                          "'other.index.json' is not a .safetensors data file",
+                          "weight_map[\"model.norm.weight\"]: shard 'config.json' is not a "
+                          ".safetensors data file"};
+    for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
         const char *dir = shard_copy(2, edits[i]);
         struct llm_model *m = NULL;
         struct alisa_err e = {{0}};
@@ -349,6 +387,47 @@ static void test_hf_sharded_checkpoint_matches_the_single_file(void **state)
     }
 }
 
+/* Replaces dir/name by a FIFO, loads path, expects an error naming name as
+ * not a regular file. Opening a FIFO for reading waits for a writer: the
+ * alarm turns a loader that waits into a failed test instead of a hang. */
+static void expect_fifo_refused(const char *dir, const char *name, const char *path)
+{
+    char p[200];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    unlink(p);
+    assert_int_equal(mkfifo(p, 0600), 0);
+    struct llm_model *m = NULL;
+    struct alisa_err e = {{0}};
+    alarm(20);
+    int rc = llm_load(&m, path, LLM_WEIGHTS_F32, &e);
+    alarm(0);
+    assert_int_not_equal(rc, 0);
+    assert_null(m);
+    char want[240];
+    snprintf(want, sizeof want, "%s: not a regular file", p);
+    if (!strstr(e.msg, want))
+        fail_msg("error '%s' does not say '%s'", e.msg, want);
+}
+
+static void test_hf_a_fifo_for_any_checkpoint_file_is_refused_without_waiting(void **state)
+{
+    (void)state;
+    const char *in_dir[] = {"model.safetensors", "config.json"};
+    for (int i = 0; i < 2; i++) {
+        const char *dir = bad_copy(NULL, NULL);
+        expect_fifo_refused(dir, in_dir[i], dir);
+        cleanup(dir);
+    }
+    const char *sharded[] = {"model-00002-of-00002.safetensors", "model.safetensors.index.json"};
+    for (int i = 0; i < 2; i++) {
+        const char *dir = shard_copy(2, NULL);
+        char idx[160];
+        snprintf(idx, sizeof idx, "%s/model.safetensors.index.json", dir);
+        expect_fifo_refused(dir, sharded[i], idx);
+        shard_cleanup(dir, 2);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -356,6 +435,7 @@ int main(void)
         cmocka_unit_test(test_hf_llama_matches_numpy),
         cmocka_unit_test(test_hf_refuses_bad_files_naming_the_field),
         cmocka_unit_test(test_hf_sharded_checkpoint_matches_the_single_file),
+        cmocka_unit_test(test_hf_a_fifo_for_any_checkpoint_file_is_refused_without_waiting),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
