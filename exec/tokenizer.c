@@ -208,6 +208,28 @@ int tok_encode(const struct tokenizer *t, const char *text, int bos, uint32_t *i
     return (int)n;
 }
 
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* The byte a piece stands for (0-255) when it is exactly "<0x", two hex
+ * digits and ">", else -1: an ordinary piece. Not sscanf's "%02X", which
+ * takes a sign and spaces ("<0x-F>" was byte -15, read as t->bytes[-15]:
+ * issue 48) and ignores what follows the number. */
+static int byte_piece(const char *p)
+{
+    /* in order, so no byte past the piece's terminator is read */
+    int hi, lo;
+    if (strncmp(p, "<0x", 3) != 0 || (hi = hex_digit(p[3])) < 0 || (lo = hex_digit(p[4])) < 0 ||
+        p[5] != '>' || p[6] != 0)
+        return -1;
+    return hi << 4 | lo;
+}
+
 const char *tok_decode(const struct tokenizer *t, uint32_t prev, uint32_t id, size_t *len)
 {
     if (t->bpe)
@@ -215,8 +237,8 @@ const char *tok_decode(const struct tokenizer *t, uint32_t prev, uint32_t id, si
     const char *piece = t->pieces[id];
     if (prev == TOK_BOS && piece[0] == ' ')
         piece++;
-    unsigned int byte;
-    if (strlen(piece) == 6 && sscanf(piece, "<0x%02X>", &byte) == 1) {
+    int byte = byte_piece(piece);
+    if (byte >= 0) {
         *len = 1;
         return (const char *)t->bytes[byte];
     }

@@ -1,5 +1,6 @@
 /* The CPU executor on the real stories260K checkpoint: loading and hashing,
- * the tokenizer (errors, round trip, byte fallback), greedy decoding against
+ * the tokenizer (errors, round trip, byte fallback, byte pieces parsed
+ * strictly on a tokenizer written here), greedy decoding against
  * the continuation recorded in ../shared/models/SOURCES.md by an independent
  * numpy forward pass, batched decoding equal to single decoding, and
  * chunked (prefill-as-GEMM) runs equal to position-by-position runs, and
@@ -124,6 +125,70 @@ static void test_exec_tokenizer_round_trips_text_and_bytes(void **state)
     uint32_t small[4];
     assert_int_equal(tok_encode(t, "too long for this", 1, small, 4), ALISA_EINVAL);
     tok_free(t);
+}
+
+/* A llama2.c tokenizer file of TOK_BYTE_FALLBACK_END tokens: the special
+ * three, then <0x00>..<0xFF>, except that token 3 + k holds odd[k] for each
+ * k < n_odd. */
+static void write_byte_tokenizer(const char *path, const char *const *odd, int n_odd)
+{
+    uint8_t buf[8192];
+    size_t n = 0;
+    int32_t max_len = 16;
+    memcpy(buf, &max_len, 4), n += 4;
+    for (uint32_t id = 0; id < TOK_BYTE_FALLBACK_END; id++) {
+        char piece[17];
+        if (id < 3)
+            snprintf(piece, sizeof piece, "%s", id == 0 ? "<unk>" : id == 1 ? "<s>" : "</s>");
+        else if (id - 3 < (uint32_t)n_odd)
+            snprintf(piece, sizeof piece, "%s", odd[id - 3]);
+        else
+            snprintf(piece, sizeof piece, "<0x%02X>", id - 3);
+        float score = 0.0f;
+        int32_t len = (int32_t)strlen(piece);
+        memcpy(buf + n, &score, 4), n += 4;
+        memcpy(buf + n, &len, 4), n += 4;
+        memcpy(buf + n, piece, (size_t)len), n += (size_t)len;
+    }
+    tu_write(path, buf, n);
+}
+
+/* Issue 48: "<0x-F>" passed sscanf's "%02X" (a sign is accepted), became
+ * byte -15 and tok_decode read t->bytes[-15]. A byte piece is exactly <0x,
+ * two hex digits and >; anything else is decoded as the text it is. */
+static void test_exec_tokenizer_reads_only_strict_byte_pieces_as_bytes(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *piece;
+        const char *text; /* what it decodes to */
+        size_t len;
+    } rows[] = {
+        {"<0x-F>", "<0x-F>", 6}, {"<0x+F>", "<0x+F>", 6}, {"<0x F>", "<0x F>", 6},
+        {"<0x4G>", "<0x4G>", 6}, {"<0x41)", "<0x41)", 6}, {"<0X41>", "<0X41>", 6},
+        {"<0x41>", "A", 1},      {"<0xfe>", "\xfe", 1},   {"<0x00>", "", 1},
+    };
+    const int n = (int)(sizeof rows / sizeof rows[0]);
+    const char *odd[sizeof rows / sizeof rows[0]];
+    for (int k = 0; k < n; k++)
+        odd[k] = rows[k].piece;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "tok.bin");
+    write_byte_tokenizer(path, odd, n);
+    struct tokenizer *t;
+    struct alisa_err e = {{0}};
+    if (tok_load(&t, path, TOK_BYTE_FALLBACK_END, &e))
+        fail_msg("%s", e.msg);
+    for (int k = 0; k < n; k++) {
+        size_t len = 99;
+        const char *s = tok_decode(t, 0, (uint32_t)(3 + k), &len);
+        if (len != rows[k].len || memcmp(s, rows[k].text, len) != 0)
+            fail_msg("piece '%s' decodes to %zu bytes '%.*s', expected %zu bytes '%s'",
+                     rows[k].piece, len, (int)len, s, rows[k].len, rows[k].text);
+    }
+    tok_free(t);
+    tu_rmdir(dir);
+    free(dir);
 }
 
 static void test_exec_greedy_continuation_matches_the_independent_reference(void **state)
@@ -1071,6 +1136,7 @@ int main(void)
         cmocka_unit_test(test_exec_loads_stories260k_with_its_hash),
         cmocka_unit_test(test_exec_tokenizer_rejects_wrong_vocabularies_and_truncation),
         cmocka_unit_test(test_exec_tokenizer_round_trips_text_and_bytes),
+        cmocka_unit_test(test_exec_tokenizer_reads_only_strict_byte_pieces_as_bytes),
         cmocka_unit_test(test_exec_greedy_continuation_matches_the_independent_reference),
         cmocka_unit_test(test_exec_prefill_without_logits_gives_the_same_next_logits),
         cmocka_unit_test(test_exec_argmax_takes_the_first_largest_and_never_a_nan),

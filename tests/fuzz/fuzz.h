@@ -18,6 +18,10 @@
  * call. Aborts when the file cannot be written (the harness cannot run). */
 const char *fuzz_file(const uint8_t *data, size_t size, const char *suffix);
 
+/* Reads len bytes at s, as the CLI does when it prints a decoded piece, so
+ * a piece pointing outside its tokenizer is a sanitizer report here. */
+void fuzz_read(const char *s, size_t len);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #endif
