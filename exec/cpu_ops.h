@@ -66,7 +66,8 @@ void cpu_layernorm(float *o, const float *x, const float *w, const float *b, uin
 void cpu_add_bias(float *y, const float *b, uint32_t R, uint32_t n);
 
 /* Rotates vec (n) in place, pairs of each head_dim-channel head by the
- * angles cs/sn (head_dim / 2) of one position. */
+ * angles cs/sn (head_dim / 2) of one position. head_dim is even and at
+ * least 2 and divides n (llm_config_validate holds every model to it). */
 void cpu_rope(float *vec, uint32_t n, uint32_t head_dim, const float *cs, const float *sn);
 
 /* hb (n) = silu(hb) * hb2. */

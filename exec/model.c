@@ -7,6 +7,7 @@
 #include "model.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,48 @@ int llm_file_sha256(const char *path, char out[65], struct alisa_err *e)
     EVP_MD_CTX_free(ctx);
     fclose(f);
     return rc;
+}
+
+/* v from 1 to max, else an error naming it. */
+static int in_range(const char *path, const char *name, uint32_t v, uint32_t max,
+                    struct alisa_err *e)
+{
+    if (v >= 1 && v <= max)
+        return 0;
+    return err_set(e, ALISA_ECORRUPT, "%s: %s %u: must be 1 to %u", path, name, v, max);
+}
+
+int llm_config_validate(struct llm_config *c, const char *path, struct alisa_err *e)
+{
+    int rc;
+    if ((rc = in_range(path, "dim", c->dim, LLM_MAX_DIM, e)) ||
+        (rc = in_range(path, "heads", c->n_heads, LLM_MAX_HEADS, e)) ||
+        (rc = in_range(path, "kv heads", c->n_kv_heads, LLM_MAX_HEADS, e)) ||
+        (rc = in_range(path, "hidden dim", c->hidden_dim, LLM_MAX_HIDDEN, e)) ||
+        (rc = in_range(path, "layers", c->n_layers, LLM_MAX_LAYERS, e)) ||
+        (rc = in_range(path, "vocabulary", c->vocab, LLM_MAX_VOCAB, e)) ||
+        (rc = in_range(path, "context", c->seq_len, LLM_MAX_SEQ, e)))
+        return rc;
+    if (c->dim % c->n_heads)
+        return err_set(e, ALISA_ECORRUPT, "%s: dim %u does not split into %u heads", path, c->dim,
+                       c->n_heads);
+    const uint32_t hs = c->dim / c->n_heads;
+    if (hs < 2 || hs % 2)
+        return err_set(e, ALISA_ECORRUPT, "%s: head size %u (dim %u / %u heads): must be even "
+                       "and at least 2", path, hs, c->dim, c->n_heads);
+    if (c->n_heads % c->n_kv_heads)
+        return err_set(e, ALISA_ECORRUPT, "%s: %u kv heads do not divide %u heads", path,
+                       c->n_kv_heads, c->n_heads);
+    /* OPT has no RoPE: its theta is not read */
+    if (c->arch == LLM_ARCH_LLAMA && !(isfinite(c->rope_theta) && c->rope_theta > 0))
+        return err_set(e, ALISA_ECORRUPT, "%s: rope theta %g: must be positive and finite", path,
+                       (double)c->rope_theta);
+    if (!(isfinite(c->norm_eps) && c->norm_eps >= 0))
+        return err_set(e, ALISA_ECORRUPT, "%s: norm epsilon %g: must be finite and not negative",
+                       path, (double)c->norm_eps);
+    c->head_dim = hs;
+    c->kv_dim = hs * c->n_kv_heads;
+    return 0;
 }
 
 void llm_free(struct llm_model *m)
@@ -138,13 +181,11 @@ int llm_load_llama2c(struct llm_model **out, const char *path, struct alisa_err 
     c->n_kv_heads = h.n_kv_heads;
     c->vocab = h.vocab;
     c->seq_len = h.seq_len;
-    c->head_dim = h.dim / h.n_heads;
-    c->kv_dim = c->head_dim * h.n_kv_heads;
     c->rope_theta = 10000.0f;
     c->norm_eps = 1e-5f;
     const char *slash = strrchr(path, '/');
     snprintf(m->name, sizeof m->name, "%s", slash ? slash + 1 : path);
-    if ((rc = llm_file_sha256(path, m->sha256, e))) {
+    if ((rc = llm_config_validate(c, path, e)) || (rc = llm_file_sha256(path, m->sha256, e))) {
         llm_free(m);
         return rc;
     }
@@ -252,21 +293,17 @@ int llm_load_gguf(struct llm_model **out, const char *path, enum llm_weight_mode
                      (unsigned long long)vocab);
         goto done;
     }
-    if (!dim || !heads || dim % heads || !kv_heads || heads % kv_heads || !layers || !hidden ||
-        dim > (1u << 16) || layers > 1024) {
-        rc = err_set(e, ALISA_ECORRUPT, "%s: implausible shape (dim %llu, heads %llu, kv heads %llu, "
-                     "layers %llu)", path, (unsigned long long)dim, (unsigned long long)heads,
-                     (unsigned long long)kv_heads, (unsigned long long)layers);
-        goto done;
-    }
-    /* each size is kept in 32 bits below: refuse what does not fit, by name */
-    static const char *const keys[3] = {"llama.feed_forward_length", "llama.context_length",
-                                        "token_embd.weight's rows (vocabulary)"};
-    const uint64_t vals[3] = {hidden, ctx, vocab};
-    for (int k = 0; k < 3; k++)
-        if (vals[k] == 0 || vals[k] > (1u << 24)) {
-            rc = err_set(e, ALISA_ECORRUPT, "%s: %s = %llu is out of range (1 to 2^24)", path,
-                         keys[k], (unsigned long long)vals[k]);
+    /* the config keeps 32-bit sizes: what does not fit is refused by its
+     * key before it is narrowed (the shape's bounds are llm_config_validate's) */
+    static const char *const keys[7] = {
+        "llama.embedding_length", "llama.feed_forward_length", "llama.block_count",
+        "llama.attention.head_count", "llama.attention.head_count_kv", "llama.context_length",
+        "token_embd.weight's rows (vocabulary)"};
+    const uint64_t vals[7] = {dim, hidden, layers, heads, kv_heads, ctx, vocab};
+    for (int k = 0; k < 7; k++)
+        if (vals[k] > UINT32_MAX) {
+            rc = err_set(e, ALISA_ECORRUPT, "%s: %s = %llu does not fit 32 bits", path, keys[k],
+                         (unsigned long long)vals[k]);
             goto done;
         }
     struct llm_config *c = &m->c;
@@ -277,10 +314,10 @@ int llm_load_gguf(struct llm_model **out, const char *path, enum llm_weight_mode
     c->n_kv_heads = (uint32_t)kv_heads;
     c->vocab = (uint32_t)vocab;
     c->seq_len = (uint32_t)ctx;
-    c->head_dim = c->dim / c->n_heads;
-    c->kv_dim = c->head_dim * c->n_kv_heads;
     c->rope_theta = (float)theta;
     c->norm_eps = (float)eps;
+    if ((rc = llm_config_validate(c, path, e)))
+        goto done;
     int tied = gguf_find(g, "output.weight") == NULL;
     uint64_t L = layers, d = dim, hd = hidden, kv = c->kv_dim, V = vocab;
     size_t n = weight_floats(c, tied);
@@ -420,18 +457,19 @@ double llm_bytes_per_weight(const struct llm_model *m)
 
 /* ---- Hugging Face checkpoints (safetensors + config.json) ---- */
 
-/* An integer key of config.json (def when absent and def >= 0). */
-static int cfg_u32(json_t *cfg, const char *cpath, const char *key, int64_t def, uint32_t max,
-                   uint32_t *out, struct alisa_err *e)
+/* An integer key of config.json (def when absent and def >= 0), from 1 to
+ * 2^32 - 1: the shape's own bounds are llm_config_validate's. */
+static int cfg_u32(json_t *cfg, const char *cpath, const char *key, int64_t def, uint32_t *out,
+                   struct alisa_err *e)
 {
     json_t *v = json_object_get(cfg, key);
     if (!v && def >= 0) {
         *out = (uint32_t)def;
         return 0;
     }
-    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > max)
+    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > UINT32_MAX)
         return err_set(e, ALISA_ECORRUPT, "%s: '%s' is %s (an integer from 1 to %u is needed)",
-                       cpath, key, v ? "out of range or not an integer" : "missing", max);
+                       cpath, key, v ? "out of range or not an integer" : "missing", UINT32_MAX);
     *out = (uint32_t)json_integer_value(v);
     return 0;
 }
@@ -518,13 +556,13 @@ int llm_load_hf(struct llm_model **out, const char *path, struct alisa_err *e)
     if (strcmp(type, "opt") == 0) {
         c->arch = LLM_ARCH_OPT;
         uint32_t proj = 0;
-        if ((rc = cfg_u32(cfg, cpath, "hidden_size", -1, 1u << 16, &c->dim, e)) ||
-            (rc = cfg_u32(cfg, cpath, "num_attention_heads", -1, 1024, &c->n_heads, e)) ||
-            (rc = cfg_u32(cfg, cpath, "num_hidden_layers", -1, 1024, &c->n_layers, e)) ||
-            (rc = cfg_u32(cfg, cpath, "ffn_dim", -1, 1u << 24, &c->hidden_dim, e)) ||
-            (rc = cfg_u32(cfg, cpath, "vocab_size", -1, 1u << 24, &c->vocab, e)) ||
-            (rc = cfg_u32(cfg, cpath, "max_position_embeddings", -1, 1u << 24, &max_pos, e)) ||
-            (rc = cfg_u32(cfg, cpath, "word_embed_proj_dim", c->dim, 1u << 16, &proj, e)))
+        if ((rc = cfg_u32(cfg, cpath, "hidden_size", -1, &c->dim, e)) ||
+            (rc = cfg_u32(cfg, cpath, "num_attention_heads", -1, &c->n_heads, e)) ||
+            (rc = cfg_u32(cfg, cpath, "num_hidden_layers", -1, &c->n_layers, e)) ||
+            (rc = cfg_u32(cfg, cpath, "ffn_dim", -1, &c->hidden_dim, e)) ||
+            (rc = cfg_u32(cfg, cpath, "vocab_size", -1, &c->vocab, e)) ||
+            (rc = cfg_u32(cfg, cpath, "max_position_embeddings", -1, &max_pos, e)) ||
+            (rc = cfg_u32(cfg, cpath, "word_embed_proj_dim", c->dim, &proj, e)))
             goto done;
         json_t *pre = json_object_get(cfg, "do_layer_norm_before");
         json_t *act = json_object_get(cfg, "activation_function");
@@ -539,14 +577,14 @@ int llm_load_hf(struct llm_model **out, const char *path, struct alisa_err *e)
         c->norm_eps = 1e-5f; /* torch.nn.LayerNorm's default, as modeling_opt.py builds it */
     } else if (strcmp(type, "llama") == 0) {
         c->arch = LLM_ARCH_LLAMA;
-        if ((rc = cfg_u32(cfg, cpath, "hidden_size", -1, 1u << 16, &c->dim, e)) ||
-            (rc = cfg_u32(cfg, cpath, "num_attention_heads", -1, 1024, &c->n_heads, e)) ||
-            (rc = cfg_u32(cfg, cpath, "num_key_value_heads", c->n_heads, 1024, &c->n_kv_heads,
+        if ((rc = cfg_u32(cfg, cpath, "hidden_size", -1, &c->dim, e)) ||
+            (rc = cfg_u32(cfg, cpath, "num_attention_heads", -1, &c->n_heads, e)) ||
+            (rc = cfg_u32(cfg, cpath, "num_key_value_heads", c->n_heads, &c->n_kv_heads,
                           e)) ||
-            (rc = cfg_u32(cfg, cpath, "num_hidden_layers", -1, 1024, &c->n_layers, e)) ||
-            (rc = cfg_u32(cfg, cpath, "intermediate_size", -1, 1u << 24, &c->hidden_dim, e)) ||
-            (rc = cfg_u32(cfg, cpath, "vocab_size", -1, 1u << 24, &c->vocab, e)) ||
-            (rc = cfg_u32(cfg, cpath, "max_position_embeddings", -1, 1u << 24, &max_pos, e)))
+            (rc = cfg_u32(cfg, cpath, "num_hidden_layers", -1, &c->n_layers, e)) ||
+            (rc = cfg_u32(cfg, cpath, "intermediate_size", -1, &c->hidden_dim, e)) ||
+            (rc = cfg_u32(cfg, cpath, "vocab_size", -1, &c->vocab, e)) ||
+            (rc = cfg_u32(cfg, cpath, "max_position_embeddings", -1, &max_pos, e)))
             goto done;
         json_t *eps = json_object_get(cfg, "rms_norm_eps"), *th = json_object_get(cfg, "rope_theta");
         c->norm_eps = json_is_number(eps) ? (float)json_number_value(eps) : 1e-6f;
@@ -556,14 +594,9 @@ int llm_load_hf(struct llm_model **out, const char *path, struct alisa_err *e)
                      type);
         goto done;
     }
-    if (c->dim % c->n_heads || c->n_heads % c->n_kv_heads || (c->dim / c->n_heads) % 2) {
-        rc = err_set(e, ALISA_ECORRUPT, "%s: hidden_size %u does not split into %u heads (of an "
-                     "even size) over %u KV heads", cpath, c->dim, c->n_heads, c->n_kv_heads);
-        goto done;
-    }
     c->seq_len = max_pos;
-    c->head_dim = c->dim / c->n_heads;
-    c->kv_dim = c->head_dim * c->n_kv_heads;
+    if ((rc = llm_config_validate(c, cpath, e)))
+        goto done;
     const int opt = c->arch == LLM_ARCH_OPT;
     const char *pre = opt ? "model.decoder." : "model.";
     char nm[200];
@@ -774,12 +807,6 @@ static int synthetic(struct llm_model **out, const struct model_shape *s, uint64
     if (!opt && strcmp(s->family, "llama") != 0)
         return err_set(e, ALISA_EINVAL, "%s: family '%s' has no forward pass here (opt and llama "
                        "do)", s->name, s->family);
-    if (!s->n_layers || !s->hidden || !s->n_heads || !s->n_kv_heads || !s->ffn || !s->vocab ||
-        !s->max_seq || s->hidden % s->n_heads || s->n_heads % s->n_kv_heads ||
-        (s->hidden / s->n_heads) % 2 || s->hidden > (1u << 16) || s->n_layers > 1024)
-        return err_set(e, ALISA_EINVAL, "%s: shape cannot be built (hidden %u, heads %u, kv heads "
-                       "%u, layers %u)", s->name, s->hidden, s->n_heads, s->n_kv_heads,
-                       s->n_layers);
     struct llm_model *m = calloc(1, sizeof *m);
     if (!m)
         return err_set(e, ALISA_ENOMEM, "out of memory");
@@ -792,19 +819,21 @@ static int synthetic(struct llm_model **out, const struct model_shape *s, uint64
     c->n_kv_heads = opt ? s->n_heads : s->n_kv_heads;
     c->vocab = s->vocab;
     c->seq_len = s->max_seq;
-    c->head_dim = c->dim / c->n_heads;
-    c->kv_dim = c->head_dim * c->n_kv_heads;
     c->rope_theta = 10000.0f;
     c->norm_eps = opt ? 1e-5f : 1e-6f;
+    struct synth_mat *mat = NULL;
+    size_t nm = 0, qbytes = 0, fl = 0;
+    /* a catalog's shape is an argument, not a file: invalid, not corrupt */
+    int rc = llm_config_validate(c, s->name, e) ? ALISA_EINVAL : 0;
+    if (rc)
+        goto done;
     const int tied = opt || s->tied_embeddings;
     m->synth_tied = tied;
     m->synth_seed = seed;
     const uint32_t L = c->n_layers, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim;
     /* the matrices: (rows, cols) of each, in one list */
-    struct synth_mat *mat = malloc((7 * (size_t)L + 3) * sizeof *mat);
-    int rc = !mat ? ALISA_ENOMEM : alloc_mats(m);
-    size_t nm = 0, qbytes = 0, fl = 0;
-    if (rc) {
+    mat = malloc((7 * (size_t)L + 3) * sizeof *mat);
+    if (!mat || alloc_mats(m)) {
         rc = err_set(e, ALISA_ENOMEM, "out of memory");
         goto done;
     }

@@ -39,6 +39,28 @@ struct llm_config {
     float norm_eps;       /* RMSNorm / LayerNorm epsilon, 1e-5 for llama2.c and OPT */
 };
 
+/* The largest shape a model may have (llm_config_validate). With these,
+ * every weight count and buffer the loaders and backends size from a
+ * config stays far inside size_t: the largest matrix family, 3 L hd d
+ * floats, is 3 x 2^10 x 2^24 x 2^16 = 3 x 2^50. */
+#define LLM_MAX_DIM (1u << 16)
+#define LLM_MAX_HEADS 1024u
+#define LLM_MAX_LAYERS 1024u
+#define LLM_MAX_HIDDEN (1u << 24)
+#define LLM_MAX_VOCAB (1u << 24)
+#define LLM_MAX_SEQ (1u << 24)
+
+/* Checks c's shape against what the forward pass assumes, and derives
+ * head_dim and kv_dim from it: every size from 1 to its LLM_MAX_ bound
+ * (kv heads to LLM_MAX_HEADS), the heads dividing dim into heads of an even
+ * size of at least 2 (RoPE rotates pairs within a head, from tables of
+ * head_dim / 2 angles), the kv heads dividing the heads, a LLaMA's rope
+ * theta positive and finite, the norm epsilon finite and not negative.
+ * Every loader calls it before allocating anything for the model. Returns
+ * 0, or ALISA_ECORRUPT with e naming path, the size and its value; c's
+ * other fields are not changed. */
+int llm_config_validate(struct llm_config *c, const char *path, struct alisa_err *e);
+
 /* Weight matrices as qmats (qmat.h): FP32 in the model's one allocation,
  * or, for a GGUF loaded with its own types, the file's blocks in its
  * mapping. Norm weights are always FP32. */

@@ -1,4 +1,5 @@
 /* The CPU executor on the real stories260K checkpoint: loading and hashing,
+ * the one validation of a model's shape (by hand),
  * the tokenizer (errors, round trip, byte fallback, byte pieces parsed
  * strictly on a tokenizer written here), greedy decoding against
  * the continuation recorded in ../shared/models/SOURCES.md by an independent
@@ -70,6 +71,63 @@ static void test_exec_loads_stories260k_with_its_hash(void **state)
     assert_string_equal(m->sha256,
                         "b0a507e7ad0f626624f17112325e66691f9076d622e1d3274d103d00299f2696");
     llm_free(m);
+}
+
+/* llm_config_validate, the one check of a shape every loader makes (issue
+ * 48): stories260K's shape passes and gets its head size and KV width; each
+ * row changes one size of it and is refused naming the size and value. */
+static void test_exec_config_validation_names_the_size_at_fault(void **state)
+{
+    (void)state;
+    const struct llm_config good = {.arch = LLM_ARCH_LLAMA, .dim = 64, .hidden_dim = 172,
+                                    .n_layers = 5, .n_heads = 8, .n_kv_heads = 4, .vocab = 512,
+                                    .seq_len = 512, .rope_theta = 10000.0f, .norm_eps = 1e-5f};
+    static const struct {
+        size_t field; /* offset of a uint32_t of struct llm_config */
+        uint32_t value;
+        const char *says; /* NULL: valid */
+    } rows[] = {
+        {offsetof(struct llm_config, dim), 0, "m.bin: dim 0: must be 1 to 65536"},
+        {offsetof(struct llm_config, dim), 1u << 17, "m.bin: dim 131072: must be 1 to 65536"},
+        {offsetof(struct llm_config, n_heads), 0, "m.bin: heads 0: must be 1 to 1024"},
+        {offsetof(struct llm_config, n_heads), 3, "m.bin: dim 64 does not split into 3 heads"},
+        {offsetof(struct llm_config, n_heads), 32, NULL}, /* head size 2 */
+        {offsetof(struct llm_config, n_heads), 64,
+         "m.bin: head size 1 (dim 64 / 64 heads): must be even and at least 2"},
+        {offsetof(struct llm_config, n_kv_heads), 3, "m.bin: 3 kv heads do not divide 8 heads"},
+        {offsetof(struct llm_config, n_kv_heads), 16, "m.bin: 16 kv heads do not divide 8 heads"},
+        {offsetof(struct llm_config, hidden_dim), 0, "m.bin: hidden dim 0: must be 1 to 16777216"},
+        {offsetof(struct llm_config, hidden_dim), (1u << 24) + 1,
+         "m.bin: hidden dim 16777217: must be 1 to 16777216"},
+        {offsetof(struct llm_config, n_layers), 1025, "m.bin: layers 1025: must be 1 to 1024"},
+        {offsetof(struct llm_config, vocab), 0, "m.bin: vocabulary 0: must be 1 to 16777216"},
+        {offsetof(struct llm_config, seq_len), 0, "m.bin: context 0: must be 1 to 16777216"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        struct llm_config c = good;
+        memcpy((char *)&c + rows[i].field, &rows[i].value, sizeof rows[i].value);
+        struct alisa_err e = {{0}};
+        int rc = llm_config_validate(&c, "m.bin", &e);
+        if (!rows[i].says) {
+            assert_int_equal(rc, 0);
+            continue;
+        }
+        assert_int_equal(rc, ALISA_ECORRUPT);
+        if (strcmp(e.msg, rows[i].says) != 0)
+            fail_msg("row %zu: '%s', expected '%s'", i, e.msg, rows[i].says);
+    }
+    struct llm_config c = good;
+    struct alisa_err e = {{0}};
+    assert_int_equal(llm_config_validate(&c, "m.bin", &e), 0);
+    assert_int_equal(c.head_dim, 8);
+    assert_int_equal(c.kv_dim, 32);
+    c.rope_theta = 0.0f;
+    assert_int_equal(llm_config_validate(&c, "m.bin", &e), ALISA_ECORRUPT);
+    assert_string_equal(e.msg, "m.bin: rope theta 0: must be positive and finite");
+    c = good;
+    c.norm_eps = NAN;
+    assert_int_equal(llm_config_validate(&c, "m.bin", &e), ALISA_ECORRUPT);
+    assert_string_equal(e.msg, "m.bin: norm epsilon nan: must be finite and not negative");
 }
 
 static void test_exec_tokenizer_rejects_wrong_vocabularies_and_truncation(void **state)
@@ -1134,6 +1192,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exec_loads_stories260k_with_its_hash),
+        cmocka_unit_test(test_exec_config_validation_names_the_size_at_fault),
         cmocka_unit_test(test_exec_tokenizer_rejects_wrong_vocabularies_and_truncation),
         cmocka_unit_test(test_exec_tokenizer_round_trips_text_and_bytes),
         cmocka_unit_test(test_exec_tokenizer_reads_only_strict_byte_pieces_as_bytes),

@@ -2,7 +2,8 @@
  * Q8_0, Q4_0 and Q4_1 blocks, metadata look-ups, and every loader error
  * class (bad magic, unsupported version, truncated header, truncated tensor
  * data, unsupported tensor type, vocabulary mismatch), each with its file
- * and byte offset or name. */
+ * and byte offset or name; shapes the forward pass cannot run (head sizes
+ * of 1 and 3, kv heads not dividing the heads) refused by name. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -242,11 +243,68 @@ static void test_gguf_every_loader_error_is_named(void **state)
     free(dir);
 }
 
+/* A GGUF llama model's header: the shape's metadata and a token embedding
+ * of 4 rows, nothing else (the shape is refused before any other tensor is
+ * looked for). */
+static struct gbuf llama_shape(uint32_t dim, uint32_t heads, uint32_t kv_heads)
+{
+    struct gbuf m = {0};
+    put(&m, "GGUF", 4);
+    u32(&m, 3);
+    u64(&m, 1);
+    u64(&m, 7);
+    kv_str(&m, "general.architecture", "llama");
+    kv_u32(&m, "llama.embedding_length", dim);
+    kv_u32(&m, "llama.feed_forward_length", 2 * dim);
+    kv_u32(&m, "llama.block_count", 1);
+    kv_u32(&m, "llama.attention.head_count", heads);
+    kv_u32(&m, "llama.attention.head_count_kv", kv_heads);
+    kv_u32(&m, "llama.context_length", 16);
+    tensor_info(&m, "token_embd.weight", dim, 4, GGML_F32, 0);
+    align32(&m);
+    static const float zeros[4 * 64] = {0};
+    put(&m, zeros, 4 * (size_t)dim * sizeof(float));
+    return m;
+}
+
+/* Issue 48: a head size of 1 left the RoPE tables empty (cpu_rope read past
+ * them) and an odd one paired channels across heads; the GGUF loader took
+ * both. llm_config_validate refuses them, naming the file and the sizes. */
+static void test_gguf_refuses_a_shape_the_forward_pass_cannot_run(void **state)
+{
+    (void)state;
+    static const struct {
+        uint32_t dim, heads, kv_heads;
+        const char *says;
+    } rows[] = {
+        {8, 8, 8, "bad.gguf: head size 1 (dim 8 / 8 heads): must be even and at least 2"},
+        {12, 4, 4, "bad.gguf: head size 3 (dim 12 / 4 heads): must be even and at least 2"},
+        {16, 4, 3, "bad.gguf: 3 kv heads do not divide 4 heads"},
+        {16, 4, 0, "bad.gguf: kv heads 0: must be 1 to 1024"},
+    };
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "bad.gguf");
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        struct gbuf m = llama_shape(rows[i].dim, rows[i].heads, rows[i].kv_heads);
+        tu_write(path, m.p, m.n);
+        free(m.p);
+        struct llm_model *model;
+        struct alisa_err e = {{0}};
+        assert_int_equal(llm_load_gguf(&model, path, LLM_WEIGHTS_F32, &e), ALISA_ECORRUPT);
+        assert_null(model);
+        if (!strstr(e.msg, rows[i].says))
+            fail_msg("error '%s' does not say '%s'", e.msg, rows[i].says);
+    }
+    tu_rmdir(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gguf_dequantises_every_supported_type_exactly),
         cmocka_unit_test(test_gguf_every_loader_error_is_named),
+        cmocka_unit_test(test_gguf_refuses_a_shape_the_forward_pass_cannot_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

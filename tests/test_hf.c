@@ -204,6 +204,12 @@ static void test_hf_refuses_bad_files_naming_the_field(void **state)
                                 "\"ffn_dim\": 16384, \"vocab_size\": 50272, "
                                 "\"max_position_embeddings\": 2048}"),
                  "more than");
+    /* an odd head size: refused by the validation every loader shares */
+    expect_error(bad_copy(NULL, "{\"model_type\": \"opt\", \"hidden_size\": 12, "
+                                "\"num_attention_heads\": 4, \"num_hidden_layers\": 2, "
+                                "\"ffn_dim\": 64, \"vocab_size\": 64, "
+                                "\"max_position_embeddings\": 128}"),
+                 "config.json: head size 3 (dim 12 / 4 heads): must be even and at least 2");
     /* the wrong width for the file's tensors */
     expect_error(bad_copy(NULL, "{\"model_type\": \"opt\", \"hidden_size\": 16, "
                                 "\"num_attention_heads\": 4, \"num_hidden_layers\": 2, "

@@ -1,5 +1,6 @@
 /* llama2.c checkpoint headers: the real stories260K file, the layout
- * arithmetic, and truncated or implausible files. */
+ * arithmetic, and truncated or implausible files; the loader (model.h) on
+ * files written here, refusing shapes the forward pass cannot run. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 #include <cmocka.h>
 
 #include "llama2c.h"
+#include "model.h"
 #include "testutil.h"
 
 static const char *real_model(void)
@@ -98,12 +100,69 @@ static void test_llama2c_layout_counts_an_unshared_classifier(void **state)
     assert_int_equal(h.n_params, shared + 80);
 }
 
+/* A llama2.c checkpoint of shape h (shared classifier), every weight 0. */
+static void write_checkpoint(const char *path, struct llama2c_header h)
+{
+    struct alisa_err e = {{0}};
+    if (llama2c_layout(&h, &e))
+        fail_msg("%s", e.msg);
+    int32_t v[7] = {(int32_t)h.dim,     (int32_t)h.hidden_dim, (int32_t)h.n_layers,
+                    (int32_t)h.n_heads, (int32_t)h.n_kv_heads, (int32_t)h.vocab,
+                    (int32_t)h.seq_len};
+    uint8_t *b = calloc(1, h.file_bytes);
+    assert_non_null(b);
+    memcpy(b, v, sizeof v);
+    tu_write(path, b, h.file_bytes);
+    free(b);
+}
+
+/* Issue 48: the llama2.c loader took a head size of 1 (empty RoPE tables,
+ * which cpu_rope read past) and an odd one (pairs across heads); refused
+ * now by llm_config_validate, naming the file and the sizes. The first row,
+ * a shape that runs, shows the files written here load. */
+static void test_llama2c_loader_refuses_a_shape_the_forward_pass_cannot_run(void **state)
+{
+    (void)state;
+    static const struct {
+        uint32_t dim, heads, kv_heads;
+        const char *says; /* NULL: loads */
+    } rows[] = {
+        {8, 2, 1, NULL},
+        {8, 8, 8, "bad.bin: head size 1 (dim 8 / 8 heads): must be even and at least 2"},
+        {12, 4, 2, "bad.bin: head size 3 (dim 12 / 4 heads): must be even and at least 2"},
+    };
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "bad.bin");
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        struct llama2c_header h = {.dim = rows[i].dim, .hidden_dim = 16, .n_layers = 1,
+                                   .n_heads = rows[i].heads, .n_kv_heads = rows[i].kv_heads,
+                                   .vocab = 4, .seq_len = 4, .shared_classifier = 1};
+        write_checkpoint(path, h);
+        struct llm_model *m;
+        struct alisa_err e = {{0}};
+        int rc = llm_load_llama2c(&m, path, &e);
+        if (!rows[i].says) {
+            if (rc)
+                fail_msg("%s", e.msg);
+            llm_free(m);
+            continue;
+        }
+        assert_int_equal(rc, ALISA_ECORRUPT);
+        assert_null(m);
+        if (!strstr(e.msg, rows[i].says))
+            fail_msg("error '%s' does not say '%s'", e.msg, rows[i].says);
+    }
+    tu_rmdir(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama2c_reads_stories260k_header_and_size),
         cmocka_unit_test(test_llama2c_truncated_or_implausible_files_are_rejected),
         cmocka_unit_test(test_llama2c_layout_counts_an_unshared_classifier),
+        cmocka_unit_test(test_llama2c_loader_refuses_a_shape_the_forward_pass_cannot_run),
     };
     return tu_result(cmocka_run_group_tests(tests, NULL, NULL));
 }
