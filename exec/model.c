@@ -103,6 +103,25 @@ void llm_free(struct llm_model *m)
     free(m);
 }
 
+/* Refuses tensor `name` of path, n weights of `type` at data, when a block's
+ * binary16 scale or an F32 or F16 weight is an infinity or a NaN: every
+ * activation it touched would be NaN, silently (issue 48). Reads the scales
+ * only. */
+static int check_finite(const char *path, const char *name, uint32_t type, const void *data,
+                        uint64_t n, struct alisa_err *e)
+{
+    const int64_t b = qmat_first_nonfinite(type, data, n);
+    if (b < 0)
+        return 0;
+    const uint64_t bw = qmat_block_weights(type), first = (uint64_t)b * bw;
+    if (bw == 1)
+        return err_set(e, ALISA_ECORRUPT, "%s: tensor '%s': weight %llu is not finite", path,
+                       name, (unsigned long long)first);
+    return err_set(e, ALISA_ECORRUPT, "%s: tensor '%s': block %lld (weights %llu to %llu) has a "
+                   "scale that is not finite", path, name, (long long)b,
+                   (unsigned long long)first, (unsigned long long)(first + bw - 1));
+}
+
 /* Floats of every weight of a model of shape c, in the order llama2.c
  * stores them (the classifier last, only when not tied). */
 static size_t weight_floats(const struct llm_config *c, int tied)
@@ -219,6 +238,14 @@ int llm_load_llama2c(struct llm_model **out, const char *path, struct alisa_err 
         llm_free(m);
         return err_set(e, ALISA_ECORRUPT, "%s: weights could not be read (truncated?)", path);
     }
+    /* one pass: the format names no tensors, the byte offset says where */
+    const int64_t bad = qmat_first_nonfinite(GGML_F32, m->data, n);
+    if (bad >= 0) {
+        uint64_t at = (uint64_t)bad < before_rope ? (uint64_t)bad : (uint64_t)bad + rope;
+        llm_free(m);
+        return err_set(e, ALISA_ECORRUPT, "%s: byte %llu: weight %lld is not finite", path,
+                       (unsigned long long)(28 + 4 * at), (long long)bad);
+    }
     carve_weights(m, h.shared_classifier);
     *out = m;
     return 0;
@@ -237,9 +264,12 @@ static int load_tensor(const struct gguf *g, const char *path, const char *name,
         return err_set(e, ALISA_ECORRUPT, "%s: tensor '%s' is [%llu, %llu], expected [%llu, %llu]",
                        path, name, (unsigned long long)t->dims[0], (unsigned long long)d1,
                        (unsigned long long)ne0, (unsigned long long)ne1);
+    const void *data = gguf_tensor_data(g, t);
+    int rc = data ? check_finite(path, name, t->type, data, t->n_elems, e) : 0;
+    if (rc)
+        return rc;
     if (dst)
         return gguf_read_f32(g, t, dst, e);
-    const void *data = gguf_tensor_data(g, t);
     if (!data || qmat_init(q, t->type, (uint32_t)ne1, (uint32_t)ne0, data))
         return err_set(e, ALISA_EINVAL, "%s: tensor '%s' has type %u (%s), which the native "
                        "weights do not read (F32, F16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K in whole rows of "
@@ -482,7 +512,8 @@ static float *take_f(float **p, size_t n)
     return r;
 }
 
-/* Tensor name of shape (rows, cols) (cols 0: a vector of rows) into dst. */
+/* Tensor name of shape (rows, cols) (cols 0: a vector of rows) into dst;
+ * refused when a weight is not finite. */
 static int hf_tensor(const struct st_file *f, const char *path, const char *name, uint64_t rows,
                      uint64_t cols, float *dst, struct alisa_err *e)
 {
@@ -498,7 +529,8 @@ static int hf_tensor(const struct st_file *f, const char *path, const char *name
                        (unsigned long long)(t->n_dims > 1 ? t->shape[1] : 0),
                        (unsigned long long)rows, cols ? ", " : "",
                        (unsigned long long)(cols ? cols : 0));
-    return st_read_f32(f, t, dst, e);
+    int rc = st_read_f32(f, t, dst, e);
+    return rc ? rc : check_finite(path, name, GGML_F32, dst, t->n_elems, e);
 }
 
 /* Rows of a q or k projection (heads of hd rows, cols each) from Hugging

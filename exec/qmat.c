@@ -9,6 +9,7 @@
  */
 #include "qmat.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,6 +159,47 @@ void qmat_dequant(uint32_t type, const void *src, float *out, size_t n)
     }
 }
 
+uint32_t qmat_block_weights(uint32_t type)
+{
+    switch (type) {
+    case GGML_F32:
+    case GGML_F16: return 1;
+    case GGML_Q4_0:
+    case GGML_Q4_1:
+    case GGML_Q8_0: return QK;
+    case GGML_Q4_K:
+    case GGML_Q6_K: return QKK;
+    }
+    return 0;
+}
+
+/* a binary16 or binary32 bit pattern with every exponent bit set: inf or NaN */
+static int h_nonfinite(const uint8_t *p) { return (rd16(p) & 0x7C00) == 0x7C00; }
+static int f_nonfinite(const uint8_t *p) { return (rd16(p + 2) & 0x7F80) == 0x7F80; }
+
+int64_t qmat_first_nonfinite(uint32_t type, const void *src, size_t n)
+{
+    /* each block's bytes and the offsets of its scales (ggml-common.h) */
+    size_t bytes = 0, at[2] = {0, 0}, n_at = 1;
+    switch (type) {
+    case GGML_F32: bytes = 4; break;
+    case GGML_F16: bytes = 2; break;
+    case GGML_Q4_0: bytes = 18; break;
+    case GGML_Q8_0: bytes = 34; break;
+    case GGML_Q4_1: bytes = 20, at[1] = 2, n_at = 2; break;
+    case GGML_Q4_K: bytes = 144, at[1] = 2, n_at = 2; break; /* d, dmin */
+    case GGML_Q6_K: bytes = 210, at[0] = 208; break;
+    default: return -1;
+    }
+    const uint8_t *p = src;
+    const size_t nb = n / qmat_block_weights(type);
+    for (size_t b = 0; b < nb; b++, p += bytes)
+        for (size_t k = 0; k < n_at; k++)
+            if (type == GGML_F32 ? f_nonfinite(p + at[k]) : h_nonfinite(p + at[k]))
+                return (int64_t)b;
+    return -1;
+}
+
 void qmat_row(const struct qmat *w, uint32_t r, float *out)
 {
     qmat_dequant(w->type, (const uint8_t *)w->data + (size_t)r * w->row_bytes, out, w->cols);
@@ -179,7 +221,11 @@ static inline int round_small(float y)
 
 /* One row of activations into blocks (ggml's quantize_row_q8_1_ref: d =
  * max |x| / 127, q = round(x / d)). Built for AVX-512 and AVX2 beside the
- * baseline, chosen at load (a prompt quantises every row it multiplies). */
+ * baseline, chosen at load (a prompt quantises every row it multiplies).
+ * Only finite numbers reach the conversion to int (issue 48): a block with
+ * a NaN or an infinity gets codes 0 and scale NaN (qmat.h), and below
+ * FLT_MIN 1 / d may overflow to infinity (0 x inf is NaN) while such a d
+ * rounds to a binary16 scale of 0 anyway, so its codes are 0 too. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
@@ -187,11 +233,18 @@ static void quantize_row(const float *x, struct qa *b, uint32_t nb)
 {
     for (uint32_t i = 0; i < nb; i++, x += QK) {
         float amax = 0.0f;
+        int finite = 1;
         for (int j = 0; j < QK; j++) {
             float a = fabsf(x[j]);
-            amax = a > amax ? a : amax; /* fmaxf's result: a NaN is passed over */
+            finite &= a <= FLT_MAX; /* false for an infinity and a NaN */
+            amax = a > amax ? a : amax;
         }
-        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        if (!finite) {
+            memset(b[i].q, 0, sizeof b[i].q);
+            b[i].d = b[i].s = NAN;
+            continue;
+        }
+        float d = amax / 127.0f, id = d >= FLT_MIN ? 1.0f / d : 0.0f;
         int sum = 0;
         for (int j = 0; j < QK; j++) {
             int v = round_small(x[j] * id);

@@ -49,6 +49,19 @@ int qmat_init(struct qmat *w, uint32_t type, uint32_t rows, uint32_t cols, const
  * dst, as ggml's dequantize_row_* do. Cannot fail for a supported type. */
 void qmat_dequant(uint32_t type, const void *src, float *dst, size_t n);
 
+/* Weights in one block of `type`: 1 for F32 and F16, 32 for Q4_0, Q4_1 and
+ * Q8_0, 256 for Q4_K and Q6_K; 0 for another type. Cannot fail. */
+uint32_t qmat_block_weights(uint32_t type);
+
+/* The index of the first block of n weights of `type` at src (a whole
+ * number of blocks) whose binary16 scale is an infinity or a NaN (for Q4_1
+ * and Q4_K, or whose minimum is), or for F32 and F16 of the first weight
+ * that is; -1 when every one is finite, or for another type. Reads the
+ * scales only, so a loader can refuse such a tensor cheaply: its weights
+ * would make every activation they touch infinite or NaN (issue 48).
+ * Cannot fail. */
+int64_t qmat_first_nonfinite(uint32_t type, const void *src, size_t n);
+
 /* Row r of w as FP32 (cols floats). Cannot fail. */
 void qmat_row(const struct qmat *w, uint32_t r, float *out);
 
@@ -58,8 +71,10 @@ void qmat_row(const struct qmat *w, uint32_t r, float *out);
 size_t qmat_scratch_bytes(uint32_t cols, uint32_t R);
 
 /* y (R, w->rows) = x (R, w->cols) w^T. scratch holds at least
- * qmat_scratch_bytes(w->cols, R) bytes (unused for F32 and F16). Cannot
- * fail. */
+ * qmat_scratch_bytes(w->cols, R) bytes (unused for F32 and F16). A block
+ * of 32 activations holding a NaN or an infinity is quantised to codes 0
+ * and a NaN scale, so the outputs of its row are NaN, as an FP32 product's
+ * would be, never undefined behaviour (issue 48). Cannot fail. */
 void qmat_gemm(float *y, const float *x, const struct qmat *w, uint32_t R, void *scratch);
 
 /* The instruction set the integer dot products use: "avx512vnni", "avx2"

@@ -3,7 +3,9 @@
  * class (bad magic, unsupported version, truncated header, truncated tensor
  * data, unsupported tensor type, vocabulary mismatch), each with its file
  * and byte offset or name; shapes the forward pass cannot run (head sizes
- * of 1 and 3, kv heads not dividing the heads) refused by name. */
+ * of 1 and 3, kv heads not dividing the heads) refused by name, and a
+ * whole tiny model whose block scales or norms are not finite refused
+ * naming the tensor and the block. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -299,12 +301,122 @@ static void test_gguf_refuses_a_shape_the_forward_pass_cannot_run(void **state)
     free(dir);
 }
 
+/* A whole GGUF llama model of dim 32 (4 heads), 1 layer, FFN 32, 4 tokens,
+ * tied output head: Q8_0 matrices (one block a row, scale 1/64, codes
+ * j - 16) and F32 norms of 1. When bad_tensor names one of its tensors,
+ * that tensor's block bad_block gets the binary16 scale bad_scale (a Q8_0
+ * matrix) or the value bad_value (an F32 norm). */
+static struct gbuf tiny_model(const char *bad_tensor, uint32_t bad_block, float bad_value)
+{
+    static const struct {
+        const char *name;
+        uint32_t rows; /* ne1; 1 for a norm (F32, 32 values) */
+    } t[] = {
+        {"token_embd.weight", 4},      {"output_norm.weight", 1},
+        {"blk.0.attn_norm.weight", 1}, {"blk.0.attn_q.weight", 32},
+        {"blk.0.attn_k.weight", 32},   {"blk.0.attn_v.weight", 32},
+        {"blk.0.attn_output.weight", 32}, {"blk.0.ffn_norm.weight", 1},
+        {"blk.0.ffn_gate.weight", 32}, {"blk.0.ffn_down.weight", 32},
+        {"blk.0.ffn_up.weight", 32},
+    };
+    enum { N = sizeof t / sizeof t[0] };
+    struct gbuf m = {0};
+    put(&m, "GGUF", 4);
+    u32(&m, 3);
+    u64(&m, N);
+    u64(&m, 6);
+    kv_str(&m, "general.architecture", "llama");
+    kv_u32(&m, "llama.embedding_length", 32);
+    kv_u32(&m, "llama.feed_forward_length", 32);
+    kv_u32(&m, "llama.block_count", 1);
+    kv_u32(&m, "llama.attention.head_count", 4);
+    kv_u32(&m, "llama.context_length", 16);
+    uint64_t off = 0;
+    for (int i = 0; i < N; i++) {
+        const int norm = t[i].rows == 1;
+        tensor_info(&m, t[i].name, 32, t[i].rows, norm ? GGML_F32 : GGML_Q8_0, off);
+        off += (norm ? 128 : 34 * t[i].rows + 31) / 32 * 32;
+    }
+    align32(&m);
+    for (int i = 0; i < N; i++) {
+        const int bad = bad_tensor && strcmp(t[i].name, bad_tensor) == 0;
+        if (t[i].rows == 1) {
+            for (uint32_t j = 0; j < 32; j++) {
+                float v = bad && j == bad_block ? bad_value : 1.0f;
+                put(&m, &v, 4);
+            }
+        } else {
+            for (uint32_t r = 0; r < t[i].rows; r++) {
+                uint16_t d = fp16_from_float(bad && r == bad_block ? bad_value : 1.0f / 64);
+                put(&m, &d, 2);
+                for (int j = 0; j < 32; j++) {
+                    int8_t q = (int8_t)(j - 16);
+                    put(&m, &q, 1);
+                }
+            }
+        }
+        align32(&m);
+    }
+    return m;
+}
+
+/* Issue 48: a Q8_0 block whose scale is infinite or NaN (or an F32 norm
+ * weight that is) loaded, and its NaNs reached quantize_row as
+ * activations. The loader refuses such a tensor, naming the file, the
+ * tensor and the block, whether the weights are dequantised or mapped; the
+ * first row, the same model with finite scales, loads both ways. */
+static void test_gguf_refuses_a_tensor_whose_scales_are_not_finite(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *tensor;
+        uint32_t block;
+        float value;
+        const char *says; /* NULL: loads */
+    } rows[] = {
+        {NULL, 0, 0, NULL},
+        {"blk.0.attn_q.weight", 3, INFINITY,
+         "bad.gguf: tensor 'blk.0.attn_q.weight': block 3 (weights 96 to 127) has a scale that is "
+         "not finite"},
+        {"token_embd.weight", 1, NAN, "bad.gguf: tensor 'token_embd.weight': block 1 "},
+        {"blk.0.ffn_down.weight", 31, -INFINITY, "tensor 'blk.0.ffn_down.weight': block 31 "},
+        {"blk.0.ffn_norm.weight", 5, NAN,
+         "bad.gguf: tensor 'blk.0.ffn_norm.weight': weight 5 is not finite"},
+        {"output_norm.weight", 31, INFINITY, "tensor 'output_norm.weight': weight 31 is not "},
+    };
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "bad.gguf");
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        struct gbuf m = tiny_model(rows[i].tensor, rows[i].block, rows[i].value);
+        tu_write(path, m.p, m.n);
+        free(m.p);
+        for (int mode = 0; mode < 2; mode++) {
+            struct llm_model *model;
+            struct alisa_err e = {{0}};
+            int rc = llm_load_gguf(&model, path, mode ? LLM_WEIGHTS_NATIVE : LLM_WEIGHTS_F32, &e);
+            if (!rows[i].says) {
+                if (rc)
+                    fail_msg("%s", e.msg);
+                llm_free(model);
+                continue;
+            }
+            assert_int_equal(rc, ALISA_ECORRUPT);
+            assert_null(model);
+            if (!strstr(e.msg, rows[i].says))
+                fail_msg("error '%s' does not say '%s'", e.msg, rows[i].says);
+        }
+    }
+    tu_rmdir(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gguf_dequantises_every_supported_type_exactly),
         cmocka_unit_test(test_gguf_every_loader_error_is_named),
         cmocka_unit_test(test_gguf_refuses_a_shape_the_forward_pass_cannot_run),
+        cmocka_unit_test(test_gguf_refuses_a_tensor_whose_scales_are_not_finite),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

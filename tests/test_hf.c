@@ -16,7 +16,8 @@
  *   model.safetensors, a shard) is refused at once, never waited on;
  * - bad files and configs are refused with the file and the field named:
  *   a header length past the end, a tensor whose bytes do not match its
- *   shape, a missing tensor, a wrong shape, an unknown model_type. */
+ *   shape, a missing tensor, a wrong shape, an unknown model_type, a
+ *   weight that is not finite. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -189,9 +190,29 @@ static void rename_tensor(unsigned char *b, size_t *n)
     fail_msg("no fc1.weight in the header");
 }
 
+/* weight 5 of model.decoder.layers.0.fc1.weight (F16) becomes a NaN */
+static void nan_weight(unsigned char *b, size_t *n)
+{
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--)
+        hlen = hlen << 8 | b[i];
+    json_t *head = json_loadb((const char *)b + 8, hlen, 0, NULL);
+    json_t *t = json_object_get(head, "model.decoder.layers.0.fc1.weight");
+    assert_string_equal(json_string_value(json_object_get(t, "dtype")), "F16");
+    size_t at = 8 + hlen +
+                (size_t)json_integer_value(json_array_get(json_object_get(t, "data_offsets"), 0));
+    assert_true(at + 12 <= *n);
+    b[at + 10] = 0x00, b[at + 11] = 0x7e; /* binary16 quiet NaN, little-endian */
+    json_decref(head);
+}
+
 static void test_hf_refuses_bad_files_naming_the_field(void **state)
 {
     (void)state;
+    /* issue 48: a weight that is not finite */
+    expect_error(bad_copy(nan_weight, NULL),
+                 "model.safetensors: tensor 'model.decoder.layers.0.fc1.weight': weight 5 is not "
+                 "finite");
     expect_error(bad_copy(huge_header, NULL), "header length");
     expect_error(bad_copy(truncate_data, NULL), "data section holds");
     expect_error(bad_copy(rename_tensor, NULL), "layers.0.fc1.weight' missing");

@@ -1,6 +1,7 @@
 /* llama2.c checkpoint headers: the real stories260K file, the layout
  * arithmetic, and truncated or implausible files; the loader (model.h) on
  * files written here, refusing shapes the forward pass cannot run. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -100,14 +101,15 @@ static void test_llama2c_layout_counts_an_unshared_classifier(void **state)
     assert_int_equal(h.n_params, shared + 80);
 }
 
-/* A llama2.c checkpoint of shape h (shared classifier), every weight 0. */
+/* A llama2.c checkpoint of shape h, every weight 0. */
 static void write_checkpoint(const char *path, struct llama2c_header h)
 {
     struct alisa_err e = {{0}};
     if (llama2c_layout(&h, &e))
         fail_msg("%s", e.msg);
     int32_t v[7] = {(int32_t)h.dim,     (int32_t)h.hidden_dim, (int32_t)h.n_layers,
-                    (int32_t)h.n_heads, (int32_t)h.n_kv_heads, (int32_t)h.vocab,
+                    (int32_t)h.n_heads, (int32_t)h.n_kv_heads,
+                    h.shared_classifier ? (int32_t)h.vocab : -(int32_t)h.vocab,
                     (int32_t)h.seq_len};
     uint8_t *b = calloc(1, h.file_bytes);
     assert_non_null(b);
@@ -156,6 +158,48 @@ static void test_llama2c_loader_refuses_a_shape_the_forward_pass_cannot_run(void
     free(dir);
 }
 
+/* Issue 48: a weight that is not finite is refused at load, naming its
+ * byte and its index among the weights; the classifier's offset skips the
+ * RoPE tables before it. */
+static void test_llama2c_loader_refuses_a_weight_that_is_not_finite(void **state)
+{
+    (void)state;
+    struct llama2c_header h = {.dim = 8, .hidden_dim = 16, .n_layers = 1, .n_heads = 2,
+                               .n_kv_heads = 1, .vocab = 4, .seq_len = 4, .shared_classifier = 0};
+    struct alisa_err e = {{0}};
+    assert_int_equal(llama2c_layout(&h, &e), 0);
+    /* the classifier: the file's last 4 x 8 floats, the last 32 weights */
+    const struct {
+        size_t byte;
+        uint64_t weight;
+        float value;
+    } rows[] = {
+        {28 + 4 * 9, 9, NAN},
+        {28 + 4 * 40, 40, INFINITY},
+        {(size_t)h.file_bytes - 4 * 32, h.n_params - 32, -INFINITY},
+    };
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "bad.bin");
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        write_checkpoint(path, h);
+        size_t len;
+        uint8_t *b = tu_read(path, &len);
+        memcpy(b + rows[i].byte, &rows[i].value, 4);
+        tu_write(path, b, len);
+        free(b);
+        struct llm_model *m;
+        assert_int_equal(llm_load_llama2c(&m, path, &e), ALISA_ECORRUPT);
+        assert_null(m);
+        char says[96];
+        snprintf(says, sizeof says, "bad.bin: byte %zu: weight %llu is not finite", rows[i].byte,
+                 (unsigned long long)rows[i].weight);
+        if (!strstr(e.msg, says))
+            fail_msg("error '%s' does not say '%s'", e.msg, says);
+    }
+    tu_rmdir(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -163,6 +207,7 @@ int main(void)
         cmocka_unit_test(test_llama2c_truncated_or_implausible_files_are_rejected),
         cmocka_unit_test(test_llama2c_layout_counts_an_unshared_classifier),
         cmocka_unit_test(test_llama2c_loader_refuses_a_shape_the_forward_pass_cannot_run),
+        cmocka_unit_test(test_llama2c_loader_refuses_a_weight_that_is_not_finite),
     };
     return tu_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -9,7 +9,9 @@
  *   the float accumulation order, one row or many, on one thread or several.
  * - The k-quants (Q4_K, Q6_K) dequantise exactly as gguf-py, llama.cpp's
  *   own numpy reader, does (tests/golden/kquants.txt, with its script).
- * - Unsupported types and partial blocks are refused. */
+ * - Unsupported types and partial blocks are refused.
+ * - A NaN or infinite activation makes its products NaN, never undefined
+ *   behaviour; a scale that is not finite is found by block (issue 48). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -332,6 +334,102 @@ static void test_refuses_types_and_partial_blocks(void **state)
     assert_non_null(strstr(e.msg, "sse9"));
 }
 
+/* Issue 48: a NaN activation reached (int) in quantize_row (undefined),
+ * then an overflowing integer sum, and the product came out as a finite
+ * number. Now a block holding a NaN or an infinity makes every product it
+ * enters NaN, as FP32 arithmetic would; the other rows of the batch are
+ * untouched; activations so small that their binary16 scale is 0 (1e-38,
+ * where 1 / d overflowed to infinity) give 0. Every type, every ISA. */
+static void test_nonfinite_activations_give_nan_products_not_undefined_behaviour(void **state)
+{
+    (void)state;
+    const char *names[3];
+    int n_isa = isas(names);
+    enum { ROWS = 5, COLS = 256, R = 4 };
+    static uint8_t buf[ROWS * 210 * COLS / 256 + ROWS * 34 * COLS / 32];
+    float x[R * COLS], y[R * ROWS], y0[ROWS];
+    static unsigned char scratch[R * COLS / 32 * QMAT_SCRATCH_PER_BLOCK];
+    for (size_t k = 0; k + 1 < sizeof types / sizeof types[0]; k++) { /* not F16: no blocks */
+        uint64_t s = 3 + k;
+        fill(types[k], buf, ROWS, COLS, &s);
+        struct qmat w;
+        assert_int_equal(qmat_init(&w, types[k], ROWS, COLS, buf), 0);
+        for (int j = 0; j < COLS; j++) {
+            x[j] = x[COLS + j] = x[2 * COLS + j] = rndf(&s);
+            x[3 * COLS + j] = 1e-38f;
+        }
+        x[COLS + 5] = NAN;
+        x[2 * COLS + 200] = INFINITY;
+        for (int i = 0; i < n_isa; i++) {
+            set_isa(names[i]);
+            qmat_gemm(y0, x, &w, 1, scratch);
+            qmat_gemm(y, x, &w, R, scratch);
+            for (int o = 0; o < ROWS; o++) {
+                const char *t = ggml_type_name(types[k]);
+                if (fabsf(y[o] - y0[o]) > 1e-5f * fabsf(y0[o]) + 1e-6f)
+                    fail_msg("%s (%s) output %d: %g beside the bad rows, %g alone", t, names[i],
+                             o, y[o], y0[o]);
+                if (!isnan(y[ROWS + o]) || !isnan(y[2 * ROWS + o]))
+                    fail_msg("%s (%s) output %d: %g after a NaN, %g after an infinity (NaN "
+                             "expected)", t, names[i], o, y[ROWS + o], y[2 * ROWS + o]);
+                if (y[3 * ROWS + o] != 0.0f)
+                    fail_msg("%s (%s) output %d: %g from activations of 1e-38", t, names[i], o,
+                             y[3 * ROWS + o]);
+            }
+        }
+    }
+    set_isa("auto");
+}
+
+/* qmat_first_nonfinite finds the first block whose binary16 scale (or the
+ * Q4_1 and Q4_K minimum) is an infinity or a NaN, and for F32 and F16 the
+ * first such weight, reading the layouts of ggml-common.h. */
+static void test_first_nonfinite_names_the_block_whose_scale_is_not_finite(void **state)
+{
+    (void)state;
+    static const struct {
+        uint32_t type;
+        size_t block_bytes, block_weights, at[2]; /* the scales' offsets (at[1] 0: none) */
+    } rows[] = {
+        {GGML_F32, 4, 1, {0, 0}},     {GGML_F16, 2, 1, {0, 0}},
+        {GGML_Q4_0, 18, 32, {0, 0}},  {GGML_Q4_1, 20, 32, {0, 2}},
+        {GGML_Q8_0, 34, 32, {0, 0}},  {GGML_Q4_K, 144, 256, {0, 2}},
+        {GGML_Q6_K, 210, 256, {208, 0}},
+    };
+    enum { COLS = 1024 };
+    static uint8_t buf[COLS * 4];
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+        const uint32_t t = rows[k].type;
+        uint64_t s = 17 + k;
+        if (t == GGML_F32)
+            for (int j = 0; j < COLS; j++) {
+                float v = rndf(&s);
+                memcpy(buf + 4 * j, &v, 4);
+            }
+        else
+            fill(t, buf, 1, COLS, &s);
+        assert_int_equal(qmat_block_weights(t), rows[k].block_weights);
+        assert_int_equal(qmat_first_nonfinite(t, buf, COLS), -1);
+        for (int a = 0; a < 2 && (a == 0 || rows[k].at[1]); a++)
+            for (int inf = 0; inf < 2; inf++) {
+                uint8_t *p = buf + 2 * rows[k].block_bytes + rows[k].at[a], keep[4];
+                memcpy(keep, p, 4);
+                if (t == GGML_F32) {
+                    float v = inf ? -INFINITY : NAN;
+                    memcpy(p, &v, 4);
+                } else {
+                    put16(p, inf ? INFINITY : NAN);
+                }
+                if (qmat_first_nonfinite(t, buf, COLS) != 2)
+                    fail_msg("%s: scale %d set to %s, found at block %lld, not 2",
+                             ggml_type_name(t), a, inf ? "inf" : "nan",
+                             (long long)qmat_first_nonfinite(t, buf, COLS));
+                memcpy(p, keep, 4);
+            }
+    }
+    assert_int_equal(qmat_first_nonfinite(13 /* Q5_K */, buf, 256), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -340,6 +438,8 @@ int main(void)
         cmocka_unit_test(test_threads_give_the_same_product),
         cmocka_unit_test(test_kquants_dequantise_as_gguf_py),
         cmocka_unit_test(test_refuses_types_and_partial_blocks),
+        cmocka_unit_test(test_nonfinite_activations_give_nan_products_not_undefined_behaviour),
+        cmocka_unit_test(test_first_nonfinite_names_the_block_whose_scale_is_not_finite),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
