@@ -4,6 +4,8 @@
  */
 #include "gguf.h"
 
+#include "infile.h"
+
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
@@ -130,11 +132,11 @@ int gguf_open(struct gguf **out, const char *path, struct alisa_err *e)
     if (!g)
         return err_set(e, ALISA_ENOMEM, "out of memory");
     snprintf(g->path, sizeof g->path, "%s", path);
-    int fd = open(path, O_RDONLY);
     struct stat st;
     int rc = 0;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        rc = err_set(e, ALISA_EIO, "%s: cannot open GGUF file", path);
+    int fd = infile_open(path, "GGUF file", &st, e);
+    if (fd < 0) {
+        rc = ALISA_EIO;
         goto fail;
     }
     g->size = (uint64_t)st.st_size;

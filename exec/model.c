@@ -6,6 +6,8 @@
  */
 #include "model.h"
 
+#include "infile.h"
+
 #include <jansson.h>
 #include <math.h>
 #include <openssl/evp.h>
@@ -23,9 +25,9 @@
 
 int llm_file_sha256(const char *path, char out[65], struct alisa_err *e)
 {
-    FILE *f = fopen(path, "rb");
+    FILE *f = infile_fopen(path, "a file to hash", e);
     if (!f)
-        return err_set(e, ALISA_EIO, "%s: cannot open", path);
+        return ALISA_EIO;
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     int rc = 0;
     if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
@@ -437,9 +439,9 @@ int llm_load(struct llm_model **out, const char *path, enum llm_weight_mode mode
         (len > 12 && strcmp(path + len - 12, ".safetensors") == 0) ||
         (len > 11 && strcmp(path + len - 11, ".index.json") == 0))
         return llm_load_hf(out, path, e);
-    FILE *f = fopen(path, "rb");
+    FILE *f = infile_fopen(path, "checkpoint (missing file?)", e);
     if (!f)
-        return err_set(e, ALISA_EIO, "%s: cannot open checkpoint (missing file?)", path);
+        return ALISA_EIO;
     char magic[4] = {0};
     size_t got = fread(magic, 1, 4, f);
     fclose(f);

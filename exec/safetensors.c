@@ -6,6 +6,8 @@
  */
 #include "safetensors.h"
 
+#include "infile.h"
+
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -116,42 +118,11 @@ static int ends_with(const char *s, const char *tail)
     return n > t && strcmp(s + n - t, tail) == 0;
 }
 
-static int not_regular(const char *path, const char *what, mode_t mode, struct alisa_err *e)
-{
-    const char *kind = S_ISFIFO(mode) ? "a FIFO" : S_ISDIR(mode) ? "a directory"
-                       : S_ISCHR(mode) || S_ISBLK(mode) ? "a device" : S_ISSOCK(mode) ? "a socket"
-                                                                             : "another kind";
-    return err_set(e, ALISA_EIO, "%s: not a regular file (%s), refused as %s", path, kind, what);
-}
-
-/* A descriptor of path for reading, or a negative status: only a regular
- * file is read, since opening a FIFO waits for a writer and a device may
- * answer forever or act on being opened (issue 48). The stat refuses those
- * without opening them; the open cannot block (O_NONBLOCK) and its fstat is
- * the check that counts, as the path may change between the two. *sb gets
- * the file's status. what names the file's role ("a safetensors file"). */
-static int open_regular(const char *path, const char *what, struct stat *sb, struct alisa_err *e)
-{
-    if (stat(path, sb) == 0 && !S_ISREG(sb->st_mode))
-        return not_regular(path, what, sb->st_mode, e);
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0 || fstat(fd, sb) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return err_set(e, ALISA_EIO, "%s: cannot open %s", path, what);
-    }
-    if (!S_ISREG(sb->st_mode)) {
-        close(fd);
-        return not_regular(path, what, sb->st_mode, e);
-    }
-    return fd;
-}
-
 int st_load_json(const char *path, struct json_t **out, struct alisa_err *e)
 {
     *out = NULL;
     struct stat sb;
-    int fd = open_regular(path, "a JSON file", &sb, e);
+    int fd = infile_open(path, "a JSON file", &sb, e);
     if (fd < 0)
         return fd;
     json_error_t je;
@@ -176,7 +147,7 @@ static int open_data(struct st_file **out, const char *path, struct alisa_err *e
         return err_set(e, ALISA_ENOMEM, "out of memory");
     snprintf(f->path, sizeof f->path, "%s", path);
     struct stat sb;
-    int fd = open_regular(path, "a safetensors file", &sb, e), rc = 0;
+    int fd = infile_open(path, "a safetensors file", &sb, e), rc = 0;
     json_t *root = NULL;
     if (fd < 0) {
         rc = fd;

@@ -4,6 +4,8 @@
  */
 #include "tokenizer.h"
 
+#include "infile.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,9 +60,9 @@ static int tok_load_gguf(struct tokenizer **out, const char *path, uint32_t voca
 int tok_load(struct tokenizer **out, const char *path, uint32_t vocab, struct alisa_err *e)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
+    FILE *f = infile_fopen(path, "tokenizer", e);
     if (!f)
-        return err_set(e, ALISA_EIO, "%s: cannot open tokenizer", path);
+        return ALISA_EIO;
     char magic[4] = {0};
     if (fread(magic, 1, 4, f) == 4 && memcmp(magic, "GGUF", 4) == 0) {
         fclose(f);

@@ -231,5 +231,16 @@ expect 1 "an HF tokenizer.json" "$alisa" run --model OPT-125M --weights syntheti
     --prompt hi -n 2
 grep_out "HF tokenizer.json is not supported; pass --tokenizer" "... is refused saying what to pass"
 
+# Issue 48: an input that is a FIFO is refused at once, never waited on
+# (a GGUF, a llama2.c checkpoint, a trace)
+for f in m.gguf m.bin t.trace; do mkfifo "$tmp/fifo-$f"; done
+expect 1 "a FIFO as a GGUF" timeout 10 "$alisa" model info "$tmp/fifo-m.gguf"
+grep_out "not a regular file" "... refused, not waited on"
+expect 1 "a FIFO as a llama2.c checkpoint" timeout 10 "$alisa" run --model "$tmp/fifo-m.bin" \
+    --tokenizer "$tmp/fifo-m.gguf" --prompt a -n 1
+grep_out "not a regular file" "... refused, not waited on"
+expect 1 "a FIFO as a trace" timeout 10 "$alisa" trace info "$tmp/fifo-t.trace"
+grep_out "not a regular file" "... refused, not waited on"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -5,6 +5,8 @@
  * writes their attention rows.
  */
 #include "cli_exec.h"
+
+#include "infile.h"
 #include "progress.h"
 
 #include <stdio.h>
@@ -356,9 +358,9 @@ int text_tokens(const struct tokenizer *t, const char *path, uint32_t max_blocks
     *out = NULL;
     *n_out = 0;
     *n_blocks = 0;
-    FILE *f = fopen(path, "rb");
+    FILE *f = infile_fopen(path, "text", e);
     if (!f)
-        return err_set(e, ALISA_EIO, "%s: cannot open text", path);
+        return ALISA_EIO;
     fseek(f, 0, SEEK_END);
     long size = ftell(f);
     fseek(f, 0, SEEK_SET);

@@ -9,11 +9,13 @@
 
 #include "outfile.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "fp16.h"
@@ -612,14 +614,24 @@ int trace_reader_open(struct trace_reader **out, const char *path, struct alisa_
     struct trace_reader *r = calloc(1, sizeof *r);
     if (!r || !(r->path = strdup(path)))
         goto fail;
-    r->f = fopen(path, "rb");
-    if (!r->f) {
-        rc = err_set(e, ALISA_EIO, "%s: cannot open trace (missing file?)", path);
-        goto fail;
-    }
+    /* a regular file only, opened without blocking: a FIFO's open would
+     * wait for a writer (issue 48; the executor's inputs: exec/infile.h) */
     struct stat st;
-    if (fstat(fileno(r->f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        rc = err_set(e, ALISA_EIO, "%s: not a regular file", path);
+    int fd = stat(path, &st) == 0 && !S_ISREG(st.st_mode) ? -2
+                                                         : open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
+        fd = -2;
+    }
+    if (fd >= 0) {
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+        r->f = fdopen(fd, "rb");
+        if (!r->f)
+            close(fd);
+    }
+    if (!r->f) {
+        rc = fd == -2 ? err_set(e, ALISA_EIO, "%s: not a regular file", path)
+                      : err_set(e, ALISA_EIO, "%s: cannot open trace (missing file?)", path);
         goto fail;
     }
     r->file_bytes = (uint64_t)st.st_size;
