@@ -30,12 +30,13 @@ build-asan: deps
 	@grep -A4 "warning:" build-asan.log || true
 
 # Both suites always run (a failure in the first does not hide the second),
+# each with one ctest job per core (no test depends on an idle machine),
 # each failing test's output shown; the summary names what failed.
 test: build build-asan models
 	@echo "== tests (normal build) =="
-	@ctest --test-dir build --output-on-failure; echo $$? >build/.ctest-rc
+	@ctest --test-dir build --output-on-failure -j $$(nproc); echo $$? >build/.ctest-rc
 	@echo "== tests (address + undefined sanitizers) =="
-	@ctest --test-dir build-asan --output-on-failure; echo $$? >build-asan/.ctest-rc
+	@ctest --test-dir build-asan --output-on-failure -j $$(nproc); echo $$? >build-asan/.ctest-rc
 	@n=$$(cat build/.ctest-rc) a=$$(cat build-asan/.ctest-rc); \
 	 if [ "$$n" != 0 ] || [ "$$a" != 0 ]; then \
 	     echo "make test: FAILED (normal build: exit $$n, sanitizers: exit $$a); the failing tests' output is above, and ctest --test-dir DIR --rerun-failed --output-on-failure reruns them"; exit 1; \

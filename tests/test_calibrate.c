@@ -244,7 +244,17 @@ static void test_calibrate_figures_are_finite_and_plausible(void **state)
         if (!(f[CALIB_ATTN_BATCH_FIRST + i] < 1e6 && f[CALIB_ATTN_SPARSE_FIRST + i] < 1e6))
             fail_msg("batch %u: %g and %g ns per attended token", calib_attn_batch[i],
                      f[CALIB_ATTN_BATCH_FIRST + i], f[CALIB_ATTN_SPARSE_FIRST + i]);
-    assert_true(f[CALIB_ATTN_BATCH_FIRST] > 0 && f[CALIB_ATTN_SPARSE_FIRST] > 0);
+    /* batch 1 ran (a figure not run is exactly 0); its sign is noise's to
+     * decide when the fixed terms explain a short step (a busy machine: the
+     * profile then leaves the row out, cmd_calibrate.c attn_table), but the
+     * per-token price shows at some batch */
+    assert_true(f[CALIB_ATTN_BATCH_FIRST] != 0 && f[CALIB_ATTN_SPARSE_FIRST] != 0);
+    int dense_pos = 0, sparse_pos = 0;
+    for (int i = 0; i < CALIB_ATTN_N; i++) {
+        dense_pos |= f[CALIB_ATTN_BATCH_FIRST + i] > 0;
+        sparse_pos |= f[CALIB_ATTN_SPARSE_FIRST + i] > 0;
+    }
+    assert_true(dense_pos && sparse_pos);
     /* the arenas' three terms: none negative (the fit leaves a term out at
      * 0 when the runs show none of it), not all 0 (the bookkeeping takes
      * time) */
