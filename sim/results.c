@@ -293,8 +293,8 @@ int results_merge(const char *out, const char *const *inputs, int n_inputs, uint
     return rc;
 }
 
-const char *const results_queries[] = {"sim",      "plan", "eval", "fidelity",
-                                       "validate", "run",  "peer", "runs", NULL};
+const char *const results_queries[] = {"sim",  "plan", "eval", "fidelity", "validate",
+                                       "run",  "peer", "external", "runs", NULL};
 
 #define P(k) "json_extract(config, '$.params." k "')"
 #define R(k) "json_extract(result, '$." k "')"
@@ -400,6 +400,16 @@ static const char q_peer[] =
     R("software") " AS software, json_extract(config, '$.params') AS params, wall_s, created "
     "FROM runs WHERE json_extract(config, '$.command') = 'exec'";
 
+/* alisa validate-external's rows: the published figure beside the simulated */
+static const char q_external[] =
+    "SELECT sweep, point, status, " R("external.id") " AS id, " R("external.set") " AS point_set, "
+    R("external.source") " AS source, " P("system") " AS system, " P("model") " AS model, "
+    P("hardware") " AS hardware, " P("batch") " AS batch, " P("prompt-len") " AS prompt_len, "
+    P("gen-len") " AS gen_len, " R("external.published_tok_s") " AS published_tok_s, "
+    R("external.predicted_tok_s") " AS predicted_tok_s, " R("external.error_pct")
+    " AS error_pct, error, code_version "
+    "FROM runs WHERE json_extract(result, '$.external.id') IS NOT NULL";
+
 static const char q_runs[] =
     "SELECT sweep, point, config_hash, status, error, code_version, wall_s, created, config "
     "FROM runs WHERE 1";
@@ -432,11 +442,12 @@ int results_export(const char *db, const char *query, const char *sweep, FILE *o
                        : strcmp(query, "validate") == 0 ? q_validate
                        : strcmp(query, "run") == 0      ? q_run
                        : strcmp(query, "peer") == 0     ? q_peer
+                       : strcmp(query, "external") == 0 ? q_external
                        : strcmp(query, "runs") == 0     ? q_runs
                                                         : NULL;
     if (!base)
         return err_set(e, ALISA_EINVAL, "unknown query '%s' (sim, plan, eval, fidelity, validate, "
-                       "run, peer, runs)", query);
+                       "run, peer, external, runs)", query);
     struct results *r;
     int rc = results_open_readonly(&r, db, e);
     if (rc)

@@ -315,6 +315,16 @@ static int push_opt(struct sweep_point *p, json_t *params, const char *key, cons
     return 0;
 }
 
+void sweep_hash(const char *text, char out[SWEEP_HASH_LEN + 1])
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a 64 */
+    for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+        h ^= *c;
+        h *= 1099511628211ull;
+    }
+    snprintf(out, SWEEP_HASH_LEN + 1, "%016llx", (unsigned long long)h);
+}
+
 int sweep_point_make(const struct sweep_spec *s, uint64_t k, struct sweep_point *p,
                      struct alisa_err *e)
 {
@@ -363,12 +373,7 @@ int sweep_point_make(const struct sweep_spec *s, uint64_t k, struct sweep_point 
     if (!root || !(p->config = json_dumps(root, JSON_SORT_KEYS | JSON_COMPACT)))
         goto oom;
     json_decref(root);
-    uint64_t h = 1469598103934665603ull; /* FNV-1a 64 */
-    for (const unsigned char *c = (const unsigned char *)p->config; *c; c++) {
-        h ^= *c;
-        h *= 1099511628211ull;
-    }
-    snprintf(p->hash, sizeof p->hash, "%016llx", (unsigned long long)h);
+    sweep_hash(p->config, p->hash);
     return 0;
 oom:
     json_decref(params);

@@ -76,6 +76,10 @@ void sweep_spec_free(struct sweep_spec *s);
 int sweep_point_make(const struct sweep_spec *s, uint64_t k, struct sweep_point *p,
                      struct alisa_err *e);
 
+/* A point's identity: FNV-1a 64 of text (its canonical config) as
+ * SWEEP_HASH_LEN hex digits. */
+void sweep_hash(const char *text, char out[SWEEP_HASH_LEN + 1]);
+
 /* Frees what p owns; p may be zeroed. */
 void sweep_point_free(struct sweep_point *p);
 

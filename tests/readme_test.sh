@@ -65,8 +65,9 @@ for c in "${cmds[@]}"; do
     # a help example that is also a README command has run already
     case $seen in *$'\n'"$c"$'\n'*) echo "ok (ran above): $c"; continue ;; esac
     seen+="$c"$'\n'
+    t0=$(date +%s.%N)
     if out=$(bash -c "$c" 2>&1 </dev/null); then
-        echo "ok: $c"
+        echo "ok ($(echo "$(date +%s.%N) - $t0" | bc | xargs printf '%.1f') s): $c"
     else
         echo "FAIL (exit $?): $c"
         printf '%s\n' "$out" | tail -n 15

@@ -25,6 +25,9 @@ void cmd_search_usage(FILE *out);
 int cmd_sim(int argc, char **argv);
 void cmd_sim_usage(FILE *out);
 
+int cmd_external(int argc, char **argv);
+void cmd_external_usage(FILE *out);
+
 int cmd_sweep(int argc, char **argv);
 void cmd_sweep_usage(FILE *out);
 int cmd_db(int argc, char **argv);

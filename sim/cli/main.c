@@ -42,6 +42,8 @@ static const struct cli_cmd commands[] = {
      cmd_calibrate, cmd_calibrate_usage},
     {"validate", "the simulator's predicted decode time against the executor's, measured",
      cmd_validate, cmd_validate_usage},
+    {"validate-external", "the simulator against published throughput of real systems",
+     cmd_external, cmd_external_usage},
     {"model", "inspect a GGUF model file: metadata, tokenizer, tensors", cmd_model,
      cmd_model_usage},
     {"sweep", "run every point of a sweep spec into a SQLite results database", cmd_sweep,
@@ -60,7 +62,7 @@ static void main_usage(FILE *out)
             "\n"
             "commands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)
-        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+        fprintf(out, "  %-17s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\n'alisa <command> --help' explains a command and all its options.\n");
 }
 

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# alisa validate-external (issue 44): a hand-made suite's table against
+# `alisa sim --json` run by hand on the same settings, the error and the
+# held-out mean computed here (awk), in-sample and excluded points kept out
+# of the headline, rows in the results database, and bad suites refused
+# with one line naming the file, the point and the field.
+# Usage: external_test.sh PATH/TO/alisa REPO_ROOT
+set -u
+alisa=$1 root=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export TMPDIR=$tmp
+pass=0 fail=0
+check() { # check EXIT-CODE DESCRIPTION
+    if [ "$1" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi
+}
+point() { # ID SET PUBLISHED SYSTEM MODEL BATCH [extra key = value lines]
+    printf '[%s]\nsource = a test\nset = %s\npublished_tok_s = %s\nhardware = H100-80GB\n' "$1" "$2" "$3"
+    printf 'system = %s\nmodel = %s\nbatch = %s\nprompt-len = 64\ngen-len = 16\n' "$4" "$5" "$6"
+    shift 6
+    for l in "$@"; do printf '%s\n' "$l"; done
+    printf '\n'
+}
+{
+    point dense held-out 900 dense-gpu OPT-6.7B 8
+    point fg held-out 40 flexgen OPT-30B 16 "flexgen-percent = 100:0:50:50"
+    point ins in-sample 10 dense-gpu OPT-13B 4
+    printf '[far]\nsource = a test\nset = excluded\nreason = needs a disk tier\npublished_tok_s = 1\n'
+} >"$tmp/s.ini"
+
+# the same settings simulated by hand (dense systems read no attention)
+"$alisa" trace gen --model OPT-6.7B --layers 2 --seqs 1 --prompt-len 64 --gen-len 16 --seed 3 \
+    -o "$tmp/t.trace" >/dev/null 2>&1
+sim() { "$alisa" sim --trace "$tmp/t.trace" --hardware H100-80GB --prompt-len 64 --gen-len 16 \
+        --json "$@" | python3 -c 'import json,sys; print(json.load(sys.stdin)["throughput_tok_s"])'; }
+d=$(sim --system dense-gpu --model OPT-6.7B --batch 8)
+f=$(sim --system flexgen --model OPT-30B --batch 16 --flexgen-percent 100:0:50:50)
+i=$(sim --system dense-gpu --model OPT-13B --batch 4)
+
+"$alisa" validate-external "$tmp/s.ini" --json >"$tmp/out.json" 2>"$tmp/err"
+check $? "validate-external exited non-zero: $(cat "$tmp/err")"
+python3 - "$d" "$f" "$i" "$tmp/out.json" <<'PY'
+import json, sys
+d, f, i = map(float, sys.argv[1:4])
+r = json.load(open(sys.argv[4]))
+pts = {p["id"]: p for p in r["points"]}
+bad = []
+def near(a, b): return abs(a - b) <= 1e-5 * max(1, abs(b))
+for pid, sim, pub in (("dense", d, 900), ("fg", f, 40), ("ins", i, 10)):
+    p = pts[pid]
+    if not near(p["predicted_tok_s"], sim): bad.append(f"{pid}: predicted {p['predicted_tok_s']} vs sim {sim}")
+    if not near(p["error_pct"], 100 * (sim - pub) / pub): bad.append(f"{pid}: error {p['error_pct']}")
+mae = (abs(100 * (d - 900) / 900) + abs(100 * (f - 40) / 40)) / 2
+h = r["held-out"]
+if h["points"] != 2 or not near(h["mean_abs_error_pct"], mae): bad.append(f"held-out {h} vs {mae}")
+if r["in-sample"]["points"] != 1: bad.append("in-sample count")
+if "predicted_tok_s" in pts["far"] or pts["far"].get("reason") != "needs a disk tier": bad.append("excluded point")
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+PY
+check $? "the suite's figures against alisa sim and the arithmetic here"
+
+# the text table names every point and the excluded reason
+txt=$("$alisa" validate-external "$tmp/s.ini" 2>/dev/null)
+grep -q "^held-out: mean absolute error .* over 2 points" <<<"$txt"; check $? "text headline: $txt"
+grep -q "^excluded far: needs a disk tier" <<<"$txt"; check $? "text: excluded reason"
+
+# rows in the results database, one per point run
+"$alisa" validate-external "$tmp/s.ini" --db "$tmp/r.db" >/dev/null 2>&1
+check $? "--db run failed"
+csv=$("$alisa" db export --db "$tmp/r.db" --query external)
+[ "$(tail -n +2 <<<"$csv" | grep -c ',ok,')" -eq 3 ]; check $? "three ok rows expected: $csv"
+grep -q ',dense,held-out,a test,dense-gpu,OPT-6.7B,H100-80GB,8,64,16,900' <<<"$csv"; check $? "row of dense: $csv"
+
+# a point that does not simulate: reported, exit 1, the others still run
+{ cat "$tmp/s.ini"; point broken held-out 5 dense-gpu OPT-6.7B 8 "warp = 9"; } >"$tmp/b.ini"
+txt=$("$alisa" validate-external "$tmp/b.ini" 2>"$tmp/err"); rc=$?
+[ $rc = 1 ] && grep -q "^broken .*warp" <<<"$txt" && grep -q "^dense " <<<"$txt"
+check $? "a failing point: exit $rc, $txt $(cat "$tmp/err")"
+
+# bad suites: one line naming the file, the point and the field; exit 1
+bad_suite() { # DESCRIPTION EXPECTED-TEXT  (suite on stdin)
+    cat >"$tmp/x.ini"
+    "$alisa" validate-external "$tmp/x.ini" >/dev/null 2>"$tmp/err"; local rc=$?
+    [ $rc = 1 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "x.ini" "$tmp/err" && grep -q -- "$2" "$tmp/err"
+    check $? "$1: exit $rc, $(cat "$tmp/err")"
+}
+point p held-out 5 dense-gpu OPT-6.7B 8 | sed '/^source/d' | bad_suite "no source" "\[p\] has no source"
+point p maybe 5 dense-gpu OPT-6.7B 8 | bad_suite "bad set" "set 'maybe'"
+point p held-out -3 dense-gpu OPT-6.7B 8 | bad_suite "negative figure" "published_tok_s '-3'"
+point p held-out nan dense-gpu OPT-6.7B 8 | bad_suite "NaN figure" "published_tok_s 'nan'"
+printf '[p]\nsource = s\nset = excluded\npublished_tok_s = 2\n' | bad_suite "excluded without reason" "without a reason"
+point p held-out 5 dense-gpu OPT-6.7B 8 | sed '/^model/d' | bad_suite "no model" "has no model"
+point p held-out 5 dense-gpu OPT-6.7B 8 "json = true" | bad_suite "json set" "json: set by the command"
+{ point p held-out 5 dense-gpu OPT-6.7B 8; point p held-out 5 dense-gpu OPT-6.7B 8; } |
+    bad_suite "a point twice" "\[p\] .*given twice"
+printf 'model = x\n' | bad_suite "key outside a section" "outside a point"
+: | bad_suite "empty suite" "no points"
+"$alisa" validate-external "$tmp" >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc = 1 ] && grep -q "not a regular file" "$tmp/err"; check $? "a directory as suite: exit $rc"
+"$alisa" validate-external >/dev/null 2>&1; [ $? = 2 ]; check $? "no suite: usage error"
+[ -z "$(ls "$tmp" | grep alisa-external)" ]; check $? "temporary traces left behind"
+
+# the committed suite parses and every point not excluded names its source
+if [ -f "$root/experiments/external/suite.ini" ]; then
+    "$alisa" validate-external "$root/experiments/external/suite.ini" --json >"$tmp/suite.json" 2>"$tmp/err"
+    check $? "the committed suite: $(cat "$tmp/err")"
+fi
+echo "external: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
