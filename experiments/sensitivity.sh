@@ -41,6 +41,17 @@ sed -i 's/^op_host_us = 10$/op_host_us = 35/' "$slow/software.ini"
 awk '/^\[H100-80GB\]/ { print "[H100-80GB-link31]"; keep = 1; next }
      /^\[/ { keep = 0 } keep && /^link_gbps/ { print "link_gbps = 31.5"; next } keep' \
     sim/model/catalog/hardware.ini >"$slow/link31.ini"
+# the efficiency rule of the external suite's profiles (hardware.ini, the T4
+# section; experiments/external/): our H100 measurements, HBM at 0.48 of
+# peak; and with the link at 0.81 of PCIe 5.0's 63 GB/s (our H100 host's
+# pinned copies, 51.2 GB/s) instead of the paper's 20
+awk '/^\[H100-80GB\]/ { print "[H100-80GB-measured]"; keep = 1; next }
+     /^\[/ { keep = 0 } keep && /^hbm_efficiency/ { print "hbm_efficiency = 0.48"; next } keep' \
+    sim/model/catalog/hardware.ini >"$slow/measured.ini"
+awk '/^\[H100-80GB\]/ { print "[H100-80GB-measured-link]"; keep = 1; next }
+     /^\[/ { keep = 0 } keep && /^hbm_efficiency/ { print "hbm_efficiency = 0.48"; next }
+     keep && /^link_gbps/ { print "link_gbps = 51.2"; next } keep' \
+    sim/model/catalog/hardware.ini >"$slow/measured-link.ini"
 # vLLM's 0.9 cap undone: 80 GiB / 0.9 of memory, so 0.9 of it is the whole GPU
 vmem=$(awk 'BEGIN { printf "%.0f", 80 * 1024 ^ 3 / 0.9 }')
 echo "| choice (one changed per row) | ALISA tok/s | FlexGen tok/s | vLLM tok/s | ALISA / FlexGen | ALISA / vLLM |"
@@ -69,6 +80,10 @@ row "hardware: H100 PCIe (2.0 TB/s HBM, same 20 GB/s link)" \
     "--hardware H100-PCIe-80GB --system alisa|--hardware H100-PCIe-80GB --system flexgen|--hardware H100-PCIe-80GB --system vllm"
 row "link: 31.5 GB/s (PCIe 4.0 x16's peak) instead of the paper's 20" \
     "--profile $slow/link31.ini --hardware H100-80GB-link31 --system alisa|--profile $slow/link31.ini --hardware H100-80GB-link31 --system flexgen|--profile $slow/link31.ini --hardware H100-80GB-link31 --system vllm"
+row "efficiency: HBM at our H100's measured 0.48 of peak (the external suite's rule)" \
+    "--profile $slow/measured.ini --hardware H100-80GB-measured --system alisa|--profile $slow/measured.ini --hardware H100-80GB-measured --system flexgen|--profile $slow/measured.ini --hardware H100-80GB-measured --system vllm"
+row "efficiency: HBM 0.48 and the link at our H100 host's pinned 51.2 GB/s" \
+    "--profile $slow/measured-link.ini --hardware H100-80GB-measured-link --system alisa|--profile $slow/measured-link.ini --hardware H100-80GB-measured-link --system flexgen|--profile $slow/measured-link.ini --hardware H100-80GB-measured-link --system vllm"
 row "memory: vLLM's 0.9 cap undone (its profiling peak kept)" \
     "$H --system alisa|$H --system flexgen|$H --system vllm --gpu-mem $vmem"
 row "KV: INT8 for ALISA (the paper's full method)" \
