@@ -242,5 +242,23 @@ grep_out "not a regular file" "... refused, not waited on"
 expect 1 "a FIFO as a trace" timeout 10 "$alisa" trace info "$tmp/fifo-t.trace"
 grep_out "not a regular file" "... refused, not waited on"
 
+# Issue 43: alisa trace stats on a generated trace: the CSV's rows (overall,
+# each layer overall and by bin, each bin overall), JSON, bad values
+"$alisa" trace gen --model OPT-6.7B --layers 2 --seqs 2 --prompt-len 16 --gen-len 40 --seed 4 \
+    -o "$tmp/st.trace" >/dev/null 2>&1
+expect 0 "trace stats" "$alisa" trace stats "$tmp/st.trace" -o "$tmp/st.csv"
+grep_out "^all layers" "... prints the overall row"
+rows=$(tail -n +2 "$tmp/st.csv" | wc -l)
+[ "$rows" -eq $((1 + 2 * 5 + 4)) ] && pass=$((pass + 1)) ||
+    { fail=$((fail + 1)); echo "FAIL: trace stats CSV: $rows rows, expected 15"; }
+expect 0 "trace stats --json, two traces" "$alisa" trace stats "$tmp/st.trace" "$tmp/st.trace" --json
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); t=d["traces"]; assert len(t)==2 and t[0]["all"]==t[1]["all"] and len(t[0]["layers"])==2 and len(t[0]["bins"])==4' "$tmp/out" &&
+    pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: trace stats JSON"; }
+expect 2 "trace stats: alpha 0" "$alisa" trace stats "$tmp/st.trace" --alpha 0
+grep_out "alpha 0" "... names the value"
+expect 2 "trace stats: unknown selection" "$alisa" trace stats "$tmp/st.trace" --selection swb
+expect 1 "trace stats: a missing trace" "$alisa" trace stats "$tmp/none.trace" -o "$tmp/n.csv"
+[ ! -e "$tmp/n.csv" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: a CSV left by a failed trace stats"; }
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

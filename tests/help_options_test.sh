@@ -7,9 +7,9 @@
 set -u
 alisa=$1
 cmds=(catalog fidelity plan search sim sweep "db export" "trace info" "trace check" "trace dump"
-      "trace gen" calibrate run eval record validate)
+      "trace gen" "trace stats" calibrate run eval record validate validate-external)
 # options a help names that belong to another program: COMMAND:--option
-elsewhere=" record:--kv-fp32 sweep:--json sweep:--sshloginfile sim:--cpu-cache-compute sim:--percent search:--system search:--search "  # alisa plan's; the points'; GNU parallel's; FlexGen's (2); alisa sim's (2)
+elsewhere=" record:--kv-fp32 sweep:--json sweep:--sshloginfile sim:--cpu-cache-compute sim:--percent search:--system search:--search validate-external:--query "  # alisa plan's; the points'; GNU parallel's; FlexGen's (2); alisa sim's (2); db export's
 fail=0 checked=0
 for c in "${cmds[@]}"; do
     # shellcheck disable=SC2086

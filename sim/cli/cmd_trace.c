@@ -19,6 +19,11 @@
 #include "trace.h"
 #include "trace_gen.h"
 #include "trace_stats.h"
+#include "outfile.h"
+#include "placement.h"
+#include "replay.h"
+#include "selection.h"
+#include "selstats.h"
 
 /* ---- gen option table ---- */
 
@@ -152,7 +157,7 @@ static void trace_dump_usage(FILE *out)
 void cmd_trace_usage(FILE *out)
 {
     fprintf(out,
-            "usage: alisa trace <info|check|gen|dump> [options]\n"
+            "usage: alisa trace <info|check|gen|dump|stats> [options]\n"
             "\n"
             "Attention traces (format: traces/FORMAT.md).\n"
             "\n"
@@ -160,6 +165,7 @@ void cmd_trace_usage(FILE *out)
             "  check FILE   full validation; first problem with its byte offset\n"
             "  gen          write a synthetic trace (see alisa trace gen --help)\n"
             "  dump FILE    print rows as text\n"
+            "  stats FILE...  what a selection picks: persistence, age, old and sink shares\n"
             "\n"
             "'alisa trace <cmd> --help' explains each.\n");
 }
@@ -549,6 +555,273 @@ static int trace_dump(int argc, char **argv)
     return rc < 0 ? cli_fail(&e) : 0;
 }
 
+static void trace_stats_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: alisa trace stats FILE... [--selection NAME] [--sparsity S] [--alpha A]\n"
+            "                         [--sinks N] [--json] [-o CSV]\n"
+            "\n"
+            "What a selection picks on a trace, the numbers that decide how an age-based\n"
+            "placement fares on it (sim/selstats.h has the definitions): per layer and\n"
+            "overall, and by context (the decode steps in %d equal bins), the rows'\n"
+            "attention sparsity (below 1%% of the row max), the global picks per step (the\n"
+            "attended tokens older than the selection's local window), the share of step\n"
+            "t's picks still picked at t + 1 and t + 32, the median age of a pick as a\n"
+            "share of the context, the share of picks in the oldest A of the context\n"
+            "(ALISA's CPU region first) and among the first N tokens (sinks). The trace is\n"
+            "replayed through the scheduler with the selection and every token on the GPU.\n"
+            "With several FILEs, one overall row each (compare traces); -o writes every\n"
+            "row (trace, layer, bin) as CSV.\n"
+            "\n"
+            "  --selection NAME    selection (default swa; alisa policy list)\n"
+            "  --sparsity S        its KV sparsity (default 0.8)\n"
+            "  --alpha A           the oldest share of the context counted (default 0.5)\n"
+            "  --sinks N           leading tokens counted as sinks (default 4)\n"
+            "  --json              print JSON\n"
+            "  -o, --output CSV    every row as CSV, written whole or not at all\n"
+            "  -h, --help          this text\n"
+            "\n"
+            "examples (run as shown by tests/readme_test.sh):\n"
+            "  alisa trace stats traces/stories260K-tinystories.trace\n"
+            "  alisa trace stats traces/synthetic-opt-8l-4s.trace traces/stories260K-tinystories.trace\n",
+            SELSTATS_BINS);
+}
+
+struct stats_ctx {
+    struct selstats *st;
+    uint32_t *prompt, *gen; /* (n_seqs) */
+};
+
+static void stats_plan(void *user, const struct scheduler_plan *plan, uint32_t seq,
+                       uint32_t layer, const float *row)
+{
+    struct stats_ctx *c = user;
+    if (plan->prefill || !row)
+        return;
+    selstats_add(c->st, seq, layer, plan->pos, c->prompt[seq], c->gen[seq], plan->attended,
+                 plan->n_attended, plan->local_tokens, row);
+}
+
+/* Replays path under the selection with every token on the GPU into *out. */
+static int stats_of(const char *path, const struct selection_ops *sel, const struct sel_params *sp,
+                    const struct selstats_params *p, struct selstats **out, uint32_t *n_layers,
+                    struct alisa_err *e)
+{
+    *out = NULL;
+    struct trace_reader *r;
+    int rc = trace_reader_open(&r, path, e);
+    if (rc)
+        return rc;
+    const struct trace_header *h = trace_reader_header(r);
+    uint32_t n_seqs = h->n_seqs, max_len = trace_reader_max_len(r);
+    *n_layers = h->n_layers;
+    struct stats_ctx c = {0};
+    c.prompt = calloc(n_seqs ? n_seqs : 1, sizeof *c.prompt);
+    c.gen = calloc(n_seqs ? n_seqs : 1, sizeof *c.gen);
+    if (!c.prompt || !c.gen)
+        rc = err_set(e, ALISA_ENOMEM, "out of memory");
+    for (uint32_t i = 0; !rc && i < n_seqs; i++) {
+        const struct trace_seq *q = trace_reader_seq(r, i);
+        c.prompt[i] = q->prompt_len;
+        c.gen[i] = q->gen_len;
+    }
+    trace_reader_destroy(r);
+    if (!rc)
+        rc = selstats_create(&c.st, n_seqs, *n_layers, max_len, p, e);
+    /* every token on the GPU: the selection alone decides; the prices do
+     * not matter (nothing moves) */
+    struct hw_profile hw = {.link_gbps = 1, .hbm_gbps = 1, .fp16_tflops = 1};
+    struct replay_config cfg = {.sel = sel, .sel_params = *sp, .place = &place_gpu_only_ops,
+                                .gpu_kv_bytes = UINT64_MAX / 4, .hw = &hw, .gpu_fraction = -1};
+    struct replay_totals t;
+    if (!rc && !(rc = replay_trace(path, &cfg, &t, stats_plan, &c, e)))
+        replay_totals_free(&t);
+    free(c.prompt);
+    free(c.gen);
+    if (rc) {
+        selstats_destroy(c.st);
+        return rc;
+    }
+    *out = c.st;
+    return 0;
+}
+
+static json_t *stats_json(const struct selstats_summary *s)
+{
+    json_t *o = json_pack("{s:I, s:f, s:I, s:f, s:f, s:f, s:f}", "rows", (json_int_t)s->rows,
+                          "sparsity", s->sparsity, "picks", (json_int_t)s->picks,
+                          "picks_per_row", s->picks_per_row, "age_median", s->age_median,
+                          "old_share", s->old_share, "sink_share", s->sink_share);
+    for (int k = 0; o && k < SELSTATS_LAGS; k++) {
+        char key[32];
+        snprintf(key, sizeof key, "persist_%u", selstats_lag[k]);
+        json_object_set_new(o, key, json_real(s->persist[k]));
+    }
+    return o;
+}
+
+static void stats_row_text(const char *label, const struct selstats_summary *s)
+{
+    printf("%-32s %8llu %8.3f %8.1f %8.3f %8.3f %8.3f %8.3f %8.3f\n", label,
+           (unsigned long long)s->rows, s->sparsity, s->picks_per_row, s->persist[0],
+           s->persist[1], s->age_median, s->old_share, s->sink_share);
+}
+
+static void stats_row_csv(FILE *f, const char *trace, int64_t layer, int64_t bin,
+                          const struct selstats_summary *s)
+{
+    fprintf(f, "%s,", trace);
+    if (layer < 0) fprintf(f, "all,"); else fprintf(f, "%lld,", (long long)layer);
+    if (bin < 0) fprintf(f, "all,"); else fprintf(f, "%lld,", (long long)bin);
+    fprintf(f, "%llu,%.6g,%llu,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n", (unsigned long long)s->rows,
+            s->sparsity, (unsigned long long)s->picks, s->picks_per_row, s->persist[0],
+            s->persist[1], s->age_median, s->old_share, s->sink_share);
+}
+
+static int trace_stats_cmd(int argc, char **argv)
+{
+    enum { O_SEL = 1000, O_SPARSITY, O_ALPHA, O_SINKS, O_JSON };
+    static const struct option opts[] = {{"selection", required_argument, 0, O_SEL},
+                                         {"sparsity", required_argument, 0, O_SPARSITY},
+                                         {"alpha", required_argument, 0, O_ALPHA},
+                                         {"sinks", required_argument, 0, O_SINKS},
+                                         {"json", no_argument, 0, O_JSON},
+                                         {"output", required_argument, 0, 'o'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    cli_list_options(opts);
+    const char *sel_name = "swa", *csv = NULL;
+    struct sel_params sp = {.sparsity = 0.8};
+    struct selstats_params p = {.alpha = 0.5, .sinks = 4};
+    int json = 0, bad = 0;
+    struct alisa_err e = {{0}};
+    cli_reset_getopt();
+    int ch, li = -1;
+    while (!bad && (ch = getopt_long(argc, argv, ":ho:", opts, &li)) != -1) {
+        const char *opt = cli_opt_name(opts, li, ch, argv[optind - 1]);
+        li = -1;
+        switch (ch) {
+        case O_SEL: sel_name = optarg; break;
+        case O_SPARSITY: bad = cli_parse_double(opt, optarg, &sp.sparsity, &e); break;
+        case O_ALPHA:
+            if (!(bad = cli_parse_double(opt, optarg, &p.alpha, &e)) &&
+                !(p.alpha > 0 && p.alpha <= 1))
+                bad = err_set(&e, ALISA_EINVAL, "%s %s: expected a share in (0, 1]", opt, optarg);
+            break;
+        case O_SINKS: bad = cli_parse_u32(opt, optarg, &p.sinks, &e); break;
+        case O_JSON: json = 1; break;
+        case 'o': csv = optarg; break;
+        default: return cli_option_end(ch, opt, trace_stats_usage);
+        }
+    }
+    if (bad)
+        return cli_usage_error(trace_stats_usage, "%s", e.msg);
+    if (optind >= argc)
+        return cli_usage_error(trace_stats_usage, "missing FILE");
+    const struct selection_ops *sel = selection_find(sel_name);
+    if (!sel)
+        return cli_unknown_policy(trace_stats_usage, "--selection", sel_name);
+    if (sel_params_validate(&sp, &e))
+        return cli_usage_error(trace_stats_usage, "%s", e.msg);
+    int n_files = argc - optind, rc = 0;
+    FILE *f = NULL;
+    char part[1100];
+    if (csv) {
+        if (!(f = outfile_open(csv, part, sizeof part, "statistics CSV", &e)))
+            return cli_fail(&e);
+        fprintf(f, "trace,layer,bin,rows,sparsity,picks,picks_per_row,persist_1,persist_32,"
+                   "age_median,old_share,sink_share\n");
+    }
+    json_t *root = json ? json_pack("{s:s, s:f, s:f, s:i, s:o}", "selection", sel->name,
+                                    "sparsity", sp.sparsity, "alpha", p.alpha, "sinks",
+                                    (int)p.sinks, "traces", json_array())
+                        : NULL;
+    const char *head = "%-32s %8s %8s %8s %8s %8s %8s %8s %8s\n";
+    if (!json) {
+        printf("selection %s at sparsity %g; old = the oldest %g of the context, sinks = the "
+               "first %u tokens\n", sel->name, sp.sparsity, p.alpha, p.sinks);
+        if (n_files > 1)
+            printf(head, "trace", "rows", "sparsity", "picks", "kept+1", "kept+32", "age",
+                   "old", "sinks");
+    }
+    for (int i = optind; i < argc && !rc; i++) {
+        struct selstats *st;
+        uint32_t L;
+        if ((rc = stats_of(argv[i], sel, &sp, &p, &st, &L, &e)))
+            break;
+        struct selstats_summary all;
+        selstats_summary(st, UINT32_MAX, UINT32_MAX, &all);
+        if (f) {
+            stats_row_csv(f, argv[i], -1, -1, &all);
+            for (uint32_t l = 0; l < L; l++)
+                for (int64_t b = -1; b < SELSTATS_BINS; b++) {
+                    struct selstats_summary s;
+                    selstats_summary(st, l, b < 0 ? UINT32_MAX : (uint32_t)b, &s);
+                    stats_row_csv(f, argv[i], l, b, &s);
+                }
+            for (uint32_t b = 0; b < SELSTATS_BINS; b++) {
+                struct selstats_summary s;
+                selstats_summary(st, UINT32_MAX, b, &s);
+                stats_row_csv(f, argv[i], -1, b, &s);
+            }
+        }
+        if (json) {
+            json_t *t = json_pack("{s:s, s:o, s:[], s:[]}", "trace", argv[i], "all",
+                                  stats_json(&all), "layers", "bins");
+            for (uint32_t l = 0; t && l < L; l++) {
+                struct selstats_summary s;
+                selstats_summary(st, l, UINT32_MAX, &s);
+                json_array_append_new(json_object_get(t, "layers"), stats_json(&s));
+            }
+            for (uint32_t b = 0; t && b < SELSTATS_BINS; b++) {
+                struct selstats_summary s;
+                selstats_summary(st, UINT32_MAX, b, &s);
+                json_array_append_new(json_object_get(t, "bins"), stats_json(&s));
+            }
+            json_array_append_new(json_object_get(root, "traces"), t);
+        } else if (n_files > 1) {
+            char label[33];
+            const char *base = strrchr(argv[i], '/');
+            snprintf(label, sizeof label, "%s", base ? base + 1 : argv[i]);
+            stats_row_text(label, &all);
+        } else {
+            printf(head, "", "rows", "sparsity", "picks", "kept+1", "kept+32", "age", "old",
+                   "sinks");
+            for (uint32_t l = 0; l < L; l++) {
+                struct selstats_summary s;
+                char label[32];
+                selstats_summary(st, l, UINT32_MAX, &s);
+                snprintf(label, sizeof label, "layer %u", l);
+                stats_row_text(label, &s);
+            }
+            stats_row_text("all layers", &all);
+            for (uint32_t b = 0; b < SELSTATS_BINS; b++) {
+                struct selstats_summary s;
+                char label[32];
+                selstats_summary(st, UINT32_MAX, b, &s);
+                snprintf(label, sizeof label, "decode steps, quarter %u", b + 1);
+                stats_row_text(label, &s);
+            }
+        }
+        selstats_destroy(st);
+    }
+    if (f && outfile_close(f, part, csv, rc, &e) && !rc)
+        rc = ALISA_EIO;
+    if (rc) {
+        json_decref(root);
+        return cli_fail(&e);
+    }
+    if (json) {
+        json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
+        printf("\n");
+        json_decref(root);
+    } else {
+        printf("picks: global picks per step; kept+d: share of a step's picks still picked d "
+               "steps later; age: median age of a pick as a share of the context\n");
+    }
+    return 0;
+}
+
 int cmd_trace(int argc, char **argv)
 {
     if (argc < 2)
@@ -573,6 +846,10 @@ int cmd_trace(int argc, char **argv)
     if (strcmp(sub, "dump") == 0) {
         cli_set_command("trace dump");
         return trace_dump(argc - 1, argv + 1);
+    }
+    if (strcmp(sub, "stats") == 0) {
+        cli_set_command("trace stats");
+        return trace_stats_cmd(argc - 1, argv + 1);
     }
     return cli_usage_error(cmd_trace_usage, "unknown trace command '%s'", sub);
 }
