@@ -25,6 +25,7 @@ point() { # ID SET PUBLISHED SYSTEM MODEL BATCH [extra key = value lines]
     point dense held-out 900 dense-gpu OPT-6.7B 8
     point fg held-out 40 flexgen OPT-30B 16 "flexgen-percent = 100:0:50:50"
     point ins in-sample 10 dense-gpu OPT-13B 4
+    point tot held-out 5000 dense-gpu OPT-6.7B 8 "metric = prompt+generated"
     printf '[far]\nsource = a test\nset = excluded\nreason = needs a disk tier\npublished_tok_s = 1\n'
 } >"$tmp/s.ini"
 
@@ -46,30 +47,31 @@ r = json.load(open(sys.argv[4]))
 pts = {p["id"]: p for p in r["points"]}
 bad = []
 def near(a, b): return abs(a - b) <= 1e-5 * max(1, abs(b))
-for pid, sim, pub in (("dense", d, 900), ("fg", f, 40), ("ins", i, 10)):
+# prompt and generated tokens over the whole time: 64 + 16 of every 16
+for pid, sim, pub in (("dense", d, 900), ("fg", f, 40), ("ins", i, 10), ("tot", d * 80 / 16, 5000)):
     p = pts[pid]
     if not near(p["predicted_tok_s"], sim): bad.append(f"{pid}: predicted {p['predicted_tok_s']} vs sim {sim}")
     if not near(p["error_pct"], 100 * (sim - pub) / pub): bad.append(f"{pid}: error {p['error_pct']}")
-mae = (abs(100 * (d - 900) / 900) + abs(100 * (f - 40) / 40)) / 2
+mae = (abs(100 * (d - 900) / 900) + abs(100 * (f - 40) / 40) + abs(100 * (d * 5 - 5000) / 5000)) / 3
 h = r["held-out"]
-if h["points"] != 2 or not near(h["mean_abs_error_pct"], mae): bad.append(f"held-out {h} vs {mae}")
+if h["points"] != 3 or not near(h["mean_abs_error_pct"], mae): bad.append(f"held-out {h} vs {mae}")
 if r["in-sample"]["points"] != 1: bad.append("in-sample count")
 if "predicted_tok_s" in pts["far"] or pts["far"].get("reason") != "needs a disk tier": bad.append("excluded point")
-print("\n".join(bad))
+if bad: print("\n".join(bad))
 sys.exit(1 if bad else 0)
 PY
 check $? "the suite's figures against alisa sim and the arithmetic here"
 
 # the text table names every point and the excluded reason
 txt=$("$alisa" validate-external "$tmp/s.ini" 2>/dev/null)
-grep -q "^held-out: mean absolute error .* over 2 points" <<<"$txt"; check $? "text headline: $txt"
+grep -q "^held-out: mean absolute error .* over 3 points" <<<"$txt"; check $? "text headline: $txt"
 grep -q "^excluded far: needs a disk tier" <<<"$txt"; check $? "text: excluded reason"
 
 # rows in the results database, one per point run
 "$alisa" validate-external "$tmp/s.ini" --db "$tmp/r.db" >/dev/null 2>&1
 check $? "--db run failed"
 csv=$("$alisa" db export --db "$tmp/r.db" --query external)
-[ "$(tail -n +2 <<<"$csv" | grep -c ',ok,')" -eq 3 ]; check $? "three ok rows expected: $csv"
+[ "$(tail -n +2 <<<"$csv" | grep -c ',ok,')" -eq 4 ]; check $? "four ok rows expected: $csv"
 grep -q ',dense,held-out,a test,dense-gpu,OPT-6.7B,H100-80GB,8,64,16,900' <<<"$csv"; check $? "row of dense: $csv"
 
 # a point that does not simulate: reported, exit 1, the others still run
@@ -91,6 +93,7 @@ point p held-out -3 dense-gpu OPT-6.7B 8 | bad_suite "negative figure" "publishe
 point p held-out nan dense-gpu OPT-6.7B 8 | bad_suite "NaN figure" "published_tok_s 'nan'"
 printf '[p]\nsource = s\nset = excluded\npublished_tok_s = 2\n' | bad_suite "excluded without reason" "without a reason"
 point p held-out 5 dense-gpu OPT-6.7B 8 | sed '/^model/d' | bad_suite "no model" "has no model"
+point p held-out 5 dense-gpu OPT-6.7B 8 "metric = tokens" | bad_suite "bad metric" "metric 'tokens'"
 point p held-out 5 dense-gpu OPT-6.7B 8 "json = true" | bad_suite "json set" "json: set by the command"
 { point p held-out 5 dense-gpu OPT-6.7B 8; point p held-out 5 dense-gpu OPT-6.7B 8; } |
     bad_suite "a point twice" "\[p\] .*given twice"

@@ -41,7 +41,9 @@ void cmd_external_usage(FILE *out)
             "tokens/s, its set (held-out, in-sample or excluded, with the reason) and the\n"
             "`alisa sim` options that place it. Each point not excluded is simulated as\n"
             "`alisa sim OPTIONS --json` (a synthetic trace of the point's lengths unless it\n"
-            "names a trace); prints published, predicted and error per point, the mean\n"
+            "names a trace) and its throughput compared in the point's metric (generated\n"
+            "tokens, or prompt and generated tokens, over the whole time); prints\n"
+            "published, predicted and error per point, the mean\n"
             "absolute error over the held-out points (the headline) and over the in-sample\n"
             "ones apart, and the excluded points with their reasons. A point that fails to\n"
             "simulate is reported and makes the exit status 1.\n"
@@ -61,14 +63,14 @@ void cmd_external_usage(FILE *out)
 
 /* The keys a point holds for itself; every other key is an `alisa sim` option. */
 static const char *const meta_keys[] = {"source", "set", "reason", "published_tok_s", "note",
-                                        NULL};
+                                        "metric", NULL};
 
 #define EXT_MAX_POINTS 256
 #define EXT_MAX_KEYS 24
 
 struct ext_point {
     char id[64];
-    char *source, *set, *reason, *note;
+    char *source, *set, *reason, *note, *metric;
     double published;                /* tok/s; NAN: not given */
     char *key[EXT_MAX_KEYS], *value[EXT_MAX_KEYS]; /* sim options */
     int n_keys;
@@ -133,6 +135,7 @@ static int suite_handler(void *user, const char *section, const char *name, cons
                   : strcmp(name, "set") == 0  ? &p->set
                   : strcmp(name, "reason") == 0 ? &p->reason
                   : strcmp(name, "note") == 0   ? &p->note
+                  : strcmp(name, "metric") == 0 ? &p->metric
                                                 : NULL;
     if (strcmp(name, "published_tok_s") == 0) {
         char *end;
@@ -193,6 +196,7 @@ static void suite_free(struct ext_suite *s)
         free(p->set);
         free(p->reason);
         free(p->note);
+        free(p->metric);
         for (int k = 0; k < p->n_keys; k++) {
             free(p->key[k]);
             free(p->value[k]);
@@ -234,6 +238,9 @@ static int suite_load(struct ext_suite *s, const char *path, struct alisa_err *e
                            : isnan(p->published) ? "published_tok_s" : NULL;
         if (miss)
             return err_set(e, ALISA_EINVAL, "%s: [%s] has no %s", path, p->id, miss);
+        if (p->metric && strcmp(p->metric, "generated") && strcmp(p->metric, "prompt+generated"))
+            return err_set(e, ALISA_EINVAL, "%s: [%s] metric '%s': expected generated or "
+                           "prompt+generated", path, p->id, p->metric);
         if (strcmp(p->set, "held-out") && strcmp(p->set, "in-sample") && strcmp(p->set, "excluded"))
             return err_set(e, ALISA_EINVAL, "%s: [%s] set '%s': expected held-out, in-sample "
                            "or excluded", path, p->id, p->set);
@@ -427,6 +434,12 @@ static int run_point(struct ext_point *p, int index, const char *trace_dir, cons
             snprintf(p->why, sizeof p->why, "no throughput in the simulation's output");
         } else {
             p->predicted = json_number_value(tp);
+            /* tokens over the whole time, the prompt's counted too: the
+             * generated tokens' rate times (prompt + generated) / generated */
+            json_t *pl = json_object_get(res, "prompt_len"), *gl = json_object_get(res, "gen_len");
+            if (p->metric && !strcmp(p->metric, "prompt+generated") && json_integer_value(gl) > 0)
+                p->predicted *= (double)(json_integer_value(pl) + json_integer_value(gl)) /
+                                (double)json_integer_value(gl);
             p->error_pct = 100 * (p->predicted - p->published) / p->published;
         }
     }
