@@ -264,7 +264,9 @@ void kvstore_quantise(unsigned char *q, const float *x, const float *p, uint32_t
 {
     for (uint32_t c = 0; c < kv; c++) {
         float y = roundf(x[c] / p[c]) + p[kv + c];
-        q[c] = (unsigned char)(y < 0.0f ? 0.0f : y > 255.0f ? 255.0f : y);
+        /* a NaN (a non-finite activation, or a zero scale over zero) becomes
+         * code 0: converting it to unsigned char is undefined behaviour */
+        q[c] = (unsigned char)(!(y > 0.0f) ? 0.0f : y > 255.0f ? 255.0f : y);
     }
 }
 

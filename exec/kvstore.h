@@ -130,7 +130,8 @@ void kvstore_recompute(const struct llm_model *m, uint32_t layer, const float *a
 
 /* INT8 storage's arithmetic, exposed as the oracle of the CUDA kernels:
  * channel-wise scale and zero point of n rows x (kv) into p (2, kv); codes q
- * (kv) of one row x; one row x back from its codes. Cannot fail. */
+ * (kv) of one row x (a code that would be NaN is 0); one row x back from
+ * its codes. Cannot fail. */
 void kvstore_quant_params(float *p, const float *x, uint32_t n, uint32_t kv);
 void kvstore_quantise(unsigned char *q, const float *x, const float *p, uint32_t kv);
 void kvstore_dequantise(float *x, const unsigned char *q, const float *p, uint32_t kv);

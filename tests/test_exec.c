@@ -54,6 +54,22 @@ static struct llm_model *load_model_or_skip(void)
     return m;
 }
 
+/* INT8 codes stay in 0..255 whatever the input: out of range is clamped,
+ * a NaN (0/0, a non-finite activation) is code 0, never an undefined
+ * conversion (the sanitizer build checks float-to-integer casts) */
+static void test_exec_int8_codes_of_non_finite_input_are_defined(void **state)
+{
+    (void)state;
+    const float x[4] = {1e30f, -1e30f, NAN, 0.0f};
+    const float p[8] = {1.0f, 1.0f, 1.0f, 0.0f, 128.0f, 128.0f, 128.0f, 0.0f};
+    unsigned char q[4];
+    kvstore_quantise(q, x, p, 4);
+    assert_int_equal(q[0], 255);
+    assert_int_equal(q[1], 0);
+    assert_int_equal(q[2], 0);
+    assert_int_equal(q[3], 0); /* 0 / 0 + 0 */
+}
+
 static void test_exec_loads_stories260k_with_its_hash(void **state)
 {
     (void)state;
@@ -1191,6 +1207,7 @@ static void test_exec_backend_choice_says_why_without_a_device(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_exec_int8_codes_of_non_finite_input_are_defined),
         cmocka_unit_test(test_exec_loads_stories260k_with_its_hash),
         cmocka_unit_test(test_exec_config_validation_names_the_size_at_fault),
         cmocka_unit_test(test_exec_tokenizer_rejects_wrong_vocabularies_and_truncation),
