@@ -373,7 +373,9 @@ static const char q_validate[] =
     R("weight_rate_samples") " AS weight_rate_samples, "
     R("weight_rate_min_gbps") " AS weight_rate_min_gbps, "
     R("weight_rate_max_gbps") " AS weight_rate_max_gbps, " R("repeat") " AS repeat, "
-    R("repeat_spread_pct") " AS repeat_spread_pct, wall_s "
+    R("repeat_spread_pct") " AS repeat_spread_pct, " R("measured_prefill_s")
+    " AS measured_prefill_s, " R("predicted_prefill_s") " AS predicted_prefill_s, "
+    R("end_to_end_error_pct") " AS end_to_end_error_pct, wall_s "
     "FROM runs WHERE json_extract(config, '$.command') = 'validate'";
 
 static const char q_run[] =

@@ -842,8 +842,15 @@ static int run_price(struct run *u, struct alisa_err *e)
     for (uint32_t s = 0; s < S; s++)
         for (uint32_t t = 0; t < Lt; t++)
             prefill_d2h += u->mult[s * Lt + t] * u->c.prefill_d2h[(size_t)t * S + s];
-    g->t[T_PREFILL] = (struct task){
-        .res = RES_GPU, .dur_ns = ns_of(cost_prefill_ns(u->m, cfg->hw, u->B, cfg->prompt_len))};
+    double prefill_ns = 0;
+    if (cfg->prefill_stepwise) /* position p attends p + 1 tokens, dense */
+        for (uint32_t p = 0; p < cfg->prompt_len; p++)
+            prefill_ns += cost_step_compute_ns(u->m, cfg->hw, u->B, p + 1.0, p + 1.0,
+                                               cfg->precision, 0) +
+                          u->Lm * cost_kvstore_ns(cfg->hw, u->B, p + 1.0);
+    else
+        prefill_ns = cost_prefill_ns(u->m, cfg->hw, u->B, cfg->prompt_len);
+    g->t[T_PREFILL] = (struct task){.res = RES_GPU, .dur_ns = ns_of(prefill_ns)};
     if (u->w_cpu > 0) /* the weights' CPU share crosses the link once for prefill */
         g->t[T_PREFILL].dur_ns +=
             ns_of(cost_transfer_ns(cfg->hw, u->m->weight_bytes_fp16 * u->w_cpu, u->Lm));

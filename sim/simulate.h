@@ -126,6 +126,11 @@ struct sim_config {
     struct flexgen_policy percent;
     uint32_t flexgen_gpu_batch;        /* FlexGen's gpu_batch_size, dividing batch (the rest is
                                           num_gpu_batches); 0: the whole batch, one GPU batch */
+    int prefill_stepwise;              /* 1: the prompt runs position by position, as alisa
+                                          validate's executor records its rows: priced as
+                                          prompt_len one-token steps of the batch, each a decode
+                                          step's compute and arena bookkeeping over the context
+                                          so far; 0: one batched pass (cost_prefill_ns) */
 };
 
 /* sim_system.flexgen_policy */

@@ -30,5 +30,17 @@ grep -qF "90.0%" <<<"$out" && { echo "FAIL: the failed point was counted"; fail=
 # held out first in the summary, whatever the rows' order
 [ "$(grep -n "| m | held out | 2 |" <<<"$out" | cut -d: -f1)" -lt \
   "$(grep -n "| m | in-sample | 1 |" <<<"$out" | cut -d: -f1)" ] || { echo "FAIL: order"; fail=1; }
+# the whole run (issue 49), from an export with the prefill columns:
+# prefill errors -50% and 0%, end to end (0.005 + 0.009 - 0.02) / 0.02 = -30%
+# and (0.03 + 0.036 - 0.06) / 0.06 = +10%
+cat >"$tmp/b.csv" <<'CSV'
+status,sweep,model,batch,prompt_len,gen_len,selection,sparsity,placement,phase2_step,phase3_step,measured_s,predicted_s,total_error_pct,mape_pct,repeat,repeat_spread_pct,measured_prefill_s,predicted_prefill_s
+ok,validation-heldout-x,m.gguf,2,64,10,dense,0.8,gpu-only,-1,-1,0.01,0.009,-10,12,3,4,0.01,0.005
+ok,validation-heldout-x,m.gguf,6,256,10,swa,0.5,alisa,2,5,0.03,0.036,20,18,3,6,0.03,0.03
+CSV
+out=$(awk -f "$here/../plots/validation-table.awk" "$tmp/b.csv") || exit 1
+want "| m | held out | 2 | 15.0% | 25.0% | 50.0% | 20.0% | 30.0% |"
+out=$(awk -f "$here/../plots/validation-table.awk" "$tmp/a.csv")
+grep -qF "end to end" <<<"$out" && { echo "FAIL: a prefill table without prefill columns"; fail=1; }
 [ $fail -eq 0 ] && echo "validation table: ok"
 exit $fail
