@@ -5,7 +5,9 @@
 # a valid trace with real sparsity. Under CI=true missing data fails.
 # SmolLM2-135M (GGUF, from scripts/get-models) completes a fact and scores
 # WikiText sensibly.
-# Usage: exec_test.sh PATH/TO/alisa MODELS_DIR SMOLLM2_GGUF
+# Usage: exec_test.sh PATH/TO/alisa MODELS_DIR SMOLLM2_GGUF [PART]
+# PART 1: everything before the calibration; 2: the calibration, validation
+# and SmolLM2 (ctest runs the two side by side); default: all.
 set -u
 alisa=$1
 models=${ALISA_MODELS:-$2}
@@ -14,12 +16,14 @@ trap 'rm -rf "$tmp"' EXIT
 pass=0 fail=0
 check() { if [ "$1" -eq 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 text=$models/eval-text
+part=${4:-all}
 if [ ! -f "$models/stories260K/stories260K.bin" ] || [ ! -f "$text/tinystories_val_subset.txt" ]; then
     if [ "${CI:-}" = true ]; then echo "FAIL: CI=true and the models are missing"; echo "0 passed, 1 failed"; exit 1; fi
     echo "models missing: skipped"; echo "0 passed, 0 failed"; exit 77
 fi
 nll() { "$alisa" eval --model stories260K --text "$1" --ctx 256 --max-tokens 12000 --json |
         awk -F: '/"nll"/ { gsub(/[ ,]/, "", $2); print $2 }'; }
+if [ "$part" != 2 ]; then
 in=$(nll "$text/tinystories_val_subset.txt")
 awk -v x="$in" 'BEGIN { exit !(x > 1.3 && x < 1.5) }'
 check $? "TinyStories NLL $in in 1.3-1.5"
@@ -190,6 +194,8 @@ check $? "record: a device arena too small is an error, no trace left"
     --gen-len 8 --log "$tmp/x.log" -o "$tmp/x.trace" 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "needs --selection or --placement" "$tmp/err" && [ ! -e "$tmp/x.trace" ]
 check $? "record --log without a scheduler refused, no trace left"
+fi
+if [ "$part" != 1 ]; then
 # calibration: a profile the catalog loads; bad backends and repeats refused
 "$alisa" calibrate --model stories260K -o "$tmp/cat/hardware.ini" --repeat 2 --name cpu-test \
     >/dev/null 2>&1
@@ -211,6 +217,8 @@ sys.exit(not all(len(d[k]['runs']) == 2 and d[k]['min'] <= d[k]['mean'] <= d[k][
     grep -Eq "^sched_ns_per_stream = dense:[0-9.e+]+ local:" "$tmp/cat/hardware.ini" &&
     grep -Eq "^attn_ns_per_token_by_kv = [0-9]+:[0-9.e+]+ [0-9]+:" "$tmp/cat/hardware.ini"
 check $? "calibrate writes a profile the catalog loads, with two runs per figure"
+[ -f "$tmp/par.trace" ] || "$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" \
+    --prompt-len 32 --gen-len 96 --batch 2 --threshold 0 -o "$tmp/par.trace" 2>/dev/null
 "$alisa" plan --trace "$tmp/par.trace" --selection streaming --placement fifo --kv-fp32 \
     --gpu-kv-bytes 80KiB --cpu-kv-bytes 40KiB --profile "$tmp/cat/hardware.ini" \
     --hardware cpu-test --json >"$tmp/plan.json" && grep -q '"hardware": "cpu-test"' "$tmp/plan.json"
@@ -319,6 +327,7 @@ elif [ "${CI:-}" = true ]; then
 else
     echo "SmolLM2 not fetched (scripts/get-models): its checks skipped"
     skipped=1
+fi
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ] || exit 1
