@@ -37,21 +37,26 @@ slow=$(mktemp -d)
 trap 'rm -rf "$slow"' EXIT
 cp sim/model/catalog/*.ini "$slow/"
 sed -i 's/^op_host_us = 10$/op_host_us = 35/' "$slow/software.ini"
+# h100_variant NAME KEY=VALUE...: the catalog's H100-80GB section as
+# [H100-80GB-NAME] with those keys replaced, in $slow/NAME.ini (--profile)
+h100_variant() {
+    local name=$1
+    shift
+    awk -v name="$name" -v sets="$*" 'BEGIN { n = split(sets, kv, " ")
+                                             for (i = 1; i <= n; i++) { split(kv[i], p, "="); v[p[1]] = p[2] } }
+         /^\[H100-80GB\]/ { print "[H100-80GB-" name "]"; keep = 1; next }
+         /^\[/ { keep = 0 }
+         keep { k = $1; if (k in v) print k " = " v[k]; else print }' \
+        sim/model/catalog/hardware.ini >"$slow/$name.ini"
+}
 # the H100's link at PCIe 4.0 x16's 31.5 GB/s peak instead of the paper's 20
-awk '/^\[H100-80GB\]/ { print "[H100-80GB-link31]"; keep = 1; next }
-     /^\[/ { keep = 0 } keep && /^link_gbps/ { print "link_gbps = 31.5"; next } keep' \
-    sim/model/catalog/hardware.ini >"$slow/link31.ini"
+h100_variant link31 link_gbps=31.5
 # the efficiency rule of the external suite's profiles (hardware.ini, the T4
 # section; experiments/external/): our H100 measurements, HBM at 0.48 of
 # peak; and with the link at 0.81 of PCIe 5.0's 63 GB/s (our H100 host's
 # pinned copies, 51.2 GB/s) instead of the paper's 20
-awk '/^\[H100-80GB\]/ { print "[H100-80GB-measured]"; keep = 1; next }
-     /^\[/ { keep = 0 } keep && /^hbm_efficiency/ { print "hbm_efficiency = 0.48"; next } keep' \
-    sim/model/catalog/hardware.ini >"$slow/measured.ini"
-awk '/^\[H100-80GB\]/ { print "[H100-80GB-measured-link]"; keep = 1; next }
-     /^\[/ { keep = 0 } keep && /^hbm_efficiency/ { print "hbm_efficiency = 0.48"; next }
-     keep && /^link_gbps/ { print "link_gbps = 51.2"; next } keep' \
-    sim/model/catalog/hardware.ini >"$slow/measured-link.ini"
+h100_variant measured hbm_efficiency=0.48
+h100_variant measured-link hbm_efficiency=0.48 link_gbps=51.2
 # vLLM's 0.9 cap undone: 80 GiB / 0.9 of memory, so 0.9 of it is the whole GPU
 vmem=$(awk 'BEGIN { printf "%.0f", 80 * 1024 ^ 3 / 0.9 }')
 echo "| choice (one changed per row) | ALISA tok/s | FlexGen tok/s | vLLM tok/s | ALISA / FlexGen | ALISA / vLLM |"
