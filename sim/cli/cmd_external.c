@@ -361,10 +361,6 @@ static int run_point(struct ext_point *p, int index, const char *trace_dir, cons
     snprintf(spec.command, sizeof spec.command, "sim");
     snprintf(spec.path, sizeof spec.path, "%s", p->id);
     spec.n_points = 1;
-    int n = p->n_keys + 2;
-    spec.fixed = calloc((size_t)n, sizeof *spec.fixed);
-    if (!spec.fixed)
-        return err_set(e, ALISA_ENOMEM, "out of memory");
     int rc = 0;
     char trace[1400];
     const char *given = point_opt(p, "trace");
@@ -380,32 +376,24 @@ static int run_point(struct ext_point *p, int index, const char *trace_dir, cons
             ensure_trace(trace_dir, pl, gl, trace, sizeof trace, e)) {
             snprintf(p->why, sizeof p->why, "%s", e->msg);
             p->failed = 1;
-            free(spec.fixed);
             return 0;
         }
     }
+    /* the point's options as a one-point spec's [fixed] (sweep_spec_set, as
+     * `alisa sweep --set` adds them): the trace made or named above, the
+     * hardware's -peak profile under --peak */
     for (int k = 0; k < p->n_keys && !rc; k++) {
         if (!strcmp(p->key[k], "trace"))
             continue;
-        struct sweep_param *q = &spec.fixed[spec.n_fixed++];
-        snprintf(q->key, sizeof q->key, "%s", p->key[k]);
-        q->n_values = 1;
         char v[200];
         snprintf(v, sizeof v, "%s%s", p->value[k],
                  peak && !strcmp(p->key[k], "hardware") ? "-peak" : "");
-        if (!(q->values = calloc(1, sizeof *q->values)) || !(q->values[0] = strdup(v)))
-            rc = err_set(e, ALISA_ENOMEM, "out of memory");
+        rc = sweep_spec_set(&spec, p->key[k], v, e);
     }
-    const char *extra[][2] = {{"trace", trace}, {"catalog", catalog}};
-    for (int k = 0; k < 2 && !rc; k++) {
-        if (!extra[k][1])
-            continue;
-        struct sweep_param *q = &spec.fixed[spec.n_fixed++];
-        snprintf(q->key, sizeof q->key, "%s", extra[k][0]);
-        q->n_values = 1;
-        if (!(q->values = calloc(1, sizeof *q->values)) || !(q->values[0] = strdup(extra[k][1])))
-            rc = err_set(e, ALISA_ENOMEM, "out of memory");
-    }
+    if (!rc)
+        rc = sweep_spec_set(&spec, "trace", trace, e);
+    if (!rc && catalog)
+        rc = sweep_spec_set(&spec, "catalog", catalog, e);
     struct sweep_point pt;
     memset(&pt, 0, sizeof pt);
     if (!rc)
