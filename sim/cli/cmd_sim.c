@@ -172,7 +172,7 @@ int cmd_sim(int argc, char **argv)
             break;
         }
         case O_PERCENT: {
-            double wg, wc, cg, cc;
+            double wg = 0, wc = 0, cg = 0, cc = 0; /* read below even when sscanf fails */
             int n = -1;
             char v[64];
             snprintf(v, sizeof v, "%s", optarg);

@@ -1,10 +1,13 @@
 /* GGUF: the container (every key and tensor read back), then the model
- * loader and its tokenizer, as alisa model info and alisa run do. */
+ * loader and its tokenizer, as alisa model info and alisa run do. With
+ * make fuzz, a structure-aware mutator (mutate.h) changes values, names,
+ * shapes and weights and keeps the file's framing valid. */
 #include <stdlib.h>
 
 #include "fuzz.h"
 #include "gguf.h"
 #include "model.h"
+#include "mutate.h"
 #include "tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -59,3 +62,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     return 0;
 }
+
+#ifdef ALISA_FUZZING
+size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsigned int seed)
+{
+    if (seed % 4 == 0) /* bytes: the framing's own checks stay fuzzed */
+        return LLVMFuzzerMutate(data, size, max_size);
+    size_t n = fuzz_mutate_gguf(data, size, max_size, seed / 4);
+    return n ? n : LLVMFuzzerMutate(data, size, max_size);
+}
+#endif
