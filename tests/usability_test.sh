@@ -104,6 +104,13 @@ run "$alisa" plan --trace "$trace" --selection swa --placement alisa --gpu-kv-by
 failure "out of memory at position" "plan out of memory exits 1"
 [ -s out ] && bad "plan printed figures before its OOM" || ok
 nothing_left plan.log
+grep -qF -- "the GPU tier cannot hold" err && ok || bad "a full GPU tier is named as such"
+# issue 41: a full host tier was blamed on --gpu-kv-bytes
+run "$alisa" plan --trace "$trace" --selection swa --placement oracle-cost --gpu-kv-bytes 300KiB \
+    --cpu-kv-bytes 1KiB
+failure "the CPU tier cannot hold" "a full host tier names the CPU tier"
+grep -qF -- "--cpu-kv-bytes" err && ! grep -qF -- "--gpu-kv-bytes" err && ok ||
+    bad "a full host tier points at --cpu-kv-bytes, not --gpu-kv-bytes"
 run "$alisa" sim "${sim_args[@]}" --batch 8
 [ "$code" -eq 0 ] && grep -q "^phases " out && ! grep -q "step -1" out && ok || bad "sim's phases say never, not step -1"
 

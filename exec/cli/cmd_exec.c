@@ -45,8 +45,12 @@ void cmd_run_usage(FILE *out)
             "of up to 32 positions (each chunk's projections and FFN one GEMM over its\n"
             "rows). Temperature 0 is greedy and deterministic.\n"
             "\n"
-            "  --model M          catalog name (alisa catalog models), a llama2.c .bin or a\n"
-            "                     GGUF file (F32, F16, Q8_0, Q4_0, Q4_1 tensors)\n"
+            "  --model M          catalog name (alisa catalog models), a fetched model's short\n"
+            "                     name (SmolLM2-135M: make models), a llama2.c .bin, a GGUF\n"
+            "                     file (F32, F16, Q8_0, Q4_0, Q4_1, Q4_K tensors) or a Hugging\n"
+            "                     Face checkpoint: a directory with config.json and\n"
+            "                     model.safetensors or model.safetensors.index.json and its\n"
+            "                     shards (OPT or LLaMA; F32, F16, BF16)\n"
             "  --tokenizer T      tokenizer file (default: the catalog's for M)\n"
             "  --prompt TEXT      prompt text\n"
             "  --prompt-tokens N  instead of a text: N token ids drawn uniformly from the\n"
@@ -429,7 +433,8 @@ void cmd_eval_usage(FILE *out)
             "next-token distributions, and the share of positions whose top-1 token\n"
             "agrees.\n"
             "\n"
-            "  --model M        catalog name, llama2.c .bin or GGUF file\n"
+            "  --model M        as alisa run --model: a catalog or short name, llama2.c .bin,\n"
+            "                   GGUF file or Hugging Face checkpoint directory\n"
             "  --tokenizer T    tokenizer file (default: the catalog's)\n"
             "  --text FILE      text to score\n"
             "  --ctx N          window length in tokens (<= the model's context)\n"
@@ -542,9 +547,11 @@ int cmd_eval(int argc, char **argv)
     if (!rc && !cur)
         rc = err_set(&e, ALISA_ENOMEM, "out of memory");
     struct progress pg;
-    progress_start(&pg, "eval", "windows", windows, json);
+    /* counted in positions scored, redrawn after every chunk: a batch of
+     * windows takes many seconds, so counting windows showed nothing at first */
+    progress_start(&pg, "eval", "positions", windows * (ctx - 1), json);
     for (uint64_t w0 = 0; !rc && w0 < windows; w0 += batch) {
-        progress_set(&pg, w0);
+        progress_set(&pg, w0 * (ctx - 1));
         uint32_t B = (uint32_t)(windows - w0 < batch ? windows - w0 : batch);
         struct llm_state *st, *ref = NULL;
         if ((rc = exec_state_create(&st, &kvo, l.m, B, ctx, &e)))
@@ -577,6 +584,7 @@ int cmd_eval(int argc, char **argv)
                                ids[(w0 + b) * ctx + p + i + 1], p + i >= pre);
                 }
             p += P;
+            progress_set(&pg, w0 * (ctx - 1) + (uint64_t)B * p);
         }
         tiered_free(&tr);
         llm_state_free(ref);
@@ -641,7 +649,8 @@ void cmd_record_usage(FILE *out)
             "capacities in the same bytes, the trace written with --threshold 0) replays\n"
             "the same decisions: sort both logs and they are identical.\n"
             "\n"
-            "  --model M         catalog name, llama2.c .bin or GGUF file\n"
+            "  --model M         as alisa run --model: a catalog or short name, llama2.c\n"
+            "                    .bin, GGUF file or Hugging Face checkpoint directory\n"
             "  --tokenizer T     tokenizer file (default: the catalog's)\n"
             "  --text FILE       text\n"
             "  --prompt-len P    prompt tokens per sequence\n"

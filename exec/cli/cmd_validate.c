@@ -57,7 +57,8 @@ void cmd_validate_usage(FILE *out)
             "machine's drift since calibration taken out. The plain error is the\n"
             "prediction as a user gets it; both are printed.\n"
             "\n"
-            "  --model M          catalog name, llama2.c .bin or GGUF file\n"
+            "  --model M          as alisa run --model: a catalog or short name, llama2.c\n"
+            "                     .bin, GGUF file or Hugging Face checkpoint directory\n"
             "  --tokenizer T      tokenizer file (default: the catalog's or the GGUF's)\n"
             "  --text FILE        text\n"
             "  --profile FILE     calibrated hardware profile (alisa calibrate -o)\n"
@@ -597,8 +598,12 @@ static void validate_report_text(const struct validate_opts *o, const char *mode
 {
     printf("validate: %s, %u x (%u + %u) tokens, %s / %s, profile [%s]\n", model, o->batch, o->P,
            o->G, o->kvo.selection, o->kvo.placement, hw->name);
-    printf("  phases: offload from step %lld, drop from step %lld (-1: never); %.0f tokens "
-           "recomputed\n", (long long)r->phase2_step, (long long)r->phase3_step,
+    char p2[32] = "never", p3[32] = "never";
+    if (r->phase2_step >= 0)
+        snprintf(p2, sizeof p2, "from step %lld", (long long)r->phase2_step);
+    if (r->phase3_step >= 0)
+        snprintf(p3, sizeof p3, "from step %lld", (long long)r->phase3_step);
+    printf("  phases: offload %s, drop %s; %.0f tokens recomputed\n", p2, p3,
            r->recomputed_tokens);
     printf("  %-22s %12s %12s %10s\n", "decode, ms", "measured", "predicted", "error");
     print_row("total", v->meas_total, v->pred_total);

@@ -272,9 +272,13 @@ int cmd_plan(int argc, char **argv)
     if (json) {
         plan_report_json(trace, &cfg, hw_copy.name, &t);
     } else if (t.oom) { /* a failure, not figures: --json reports it as a result */
-        rc = err_set(&e, ALISA_ENOMEM, "out of memory at position %u: the GPU tier cannot hold "
-                     "the step's tokens (--gpu-kv-bytes; --json reports the run up to there)",
-                     t.oom_pos);
+        rc = t.oom_cpu
+                 ? err_set(&e, ALISA_ENOMEM, "out of memory at position %u: the CPU tier cannot "
+                           "hold what the GPU tier gives up, nor its layer inputs "
+                           "(--cpu-kv-bytes; --json reports the run up to there)", t.oom_pos)
+                 : err_set(&e, ALISA_ENOMEM, "out of memory at position %u: the GPU tier cannot "
+                           "hold the step's tokens (--gpu-kv-bytes; --json reports the run up "
+                           "to there)", t.oom_pos);
     } else {
         plan_report_text(trace, &cfg, hw_copy.name, &t, every);
     }
