@@ -56,7 +56,7 @@ user=$(id -un)
 mkdir -p "$tmp/state" "$tmp/spool"
 cat >"$tmp/slurm.conf" <<CONF
 ClusterName=alisatest
-SlurmctldHost=$node
+SlurmctldHost=$node(127.0.0.1)
 SlurmUser=$user
 SlurmdUser=$user
 SlurmctldPort=$(free_port)
@@ -79,7 +79,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 ReturnToService=2
 MpiDefault=none
-NodeName=$node CPUs=$(nproc) State=UNKNOWN
+NodeName=$node NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
 PartitionName=alisa Nodes=$node Default=YES MaxTime=INFINITE State=UP
 CONF
 export SLURM_CONF=$tmp/slurm.conf
