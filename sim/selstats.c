@@ -168,4 +168,65 @@ void selstats_summary(const struct selstats *s, uint32_t layer, uint32_t bin,
     }
     for (int k = 0; k < SELSTATS_LAGS; k++)
         out->persist[k] = out->persist_n[k] ? persist[k] / out->persist_n[k] : NAN;
+    /* id below x pos <=> age (pos - id) / pos above 1 - x: the oldest bins */
+    uint64_t cum = 0;
+    for (int k = 1; k <= SELSTATS_AGE_BINS; k++) {
+        cum += age[SELSTATS_AGE_BINS - k];
+        out->pick_cdf[k] = out->picks ? (double)cum / out->picks : 0;
+    }
+}
+
+struct replay_ctx {
+    struct selstats *st;
+    uint32_t *prompt, *gen;
+};
+
+static void replay_plan(void *user, const struct scheduler_plan *plan, uint32_t seq,
+                        uint32_t layer, const float *row)
+{
+    struct replay_ctx *c = user;
+    if (plan->prefill || !row)
+        return;
+    selstats_add(c->st, seq, layer, plan->pos, c->prompt[seq], c->gen[seq], plan->attended,
+                 plan->n_attended, plan->local_tokens, row);
+}
+
+int selstats_replay(const char *path, const struct replay_config *cfg,
+                    const struct selstats_params *p, struct selstats **out, uint32_t *n_layers,
+                    struct alisa_err *e)
+{
+    *out = NULL;
+    struct trace_reader *r;
+    int rc = trace_reader_open(&r, path, e);
+    if (rc)
+        return rc;
+    const struct trace_header *h = trace_reader_header(r);
+    uint32_t n_seqs = h->n_seqs, max_len = trace_reader_max_len(r);
+    if (cfg->positions > max_len) /* an extended replay runs past the trace's rows */
+        max_len = cfg->positions;
+    *n_layers = h->n_layers;
+    struct replay_ctx c = {0};
+    c.prompt = calloc(n_seqs ? n_seqs : 1, sizeof *c.prompt);
+    c.gen = calloc(n_seqs ? n_seqs : 1, sizeof *c.gen);
+    if (!c.prompt || !c.gen)
+        rc = err_set(e, ALISA_ENOMEM, "out of memory");
+    for (uint32_t i = 0; !rc && i < n_seqs; i++) {
+        const struct trace_seq *q = trace_reader_seq(r, i);
+        c.prompt[i] = q->prompt_len;
+        c.gen[i] = q->gen_len;
+    }
+    trace_reader_destroy(r);
+    if (!rc)
+        rc = selstats_create(&c.st, n_seqs, *n_layers, max_len, p, e);
+    struct replay_totals t;
+    if (!rc && !(rc = replay_trace(path, cfg, &t, replay_plan, &c, e)))
+        replay_totals_free(&t);
+    free(c.prompt);
+    free(c.gen);
+    if (rc) {
+        selstats_destroy(c.st);
+        return rc;
+    }
+    *out = c.st;
+    return 0;
 }

@@ -18,8 +18,9 @@
  * sequence's decode steps, first to last), and summarised over any of them.
  *
  * Owns its accumulators (memory: streams x 33 bitsets of max_len bits, plus
- * fixed-size tables). Reads no files; the shell (`alisa trace stats`)
- * replays the trace.
+ * fixed-size tables). selstats_replay fills one from a trace replayed under
+ * a selection (`alisa trace stats`; ALISA's schedule search prices its
+ * loads from the picks' positions, sim/simulate.c).
  */
 #ifndef ALISA_SELSTATS_H
 #define ALISA_SELSTATS_H
@@ -27,6 +28,7 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "replay.h"
 
 #define SELSTATS_BINS 4
 #define SELSTATS_AGE_BINS 1000
@@ -50,6 +52,10 @@ struct selstats_summary {
     double sink_share;        /* picks among the sinks */
     double persist[SELSTATS_LAGS]; /* mean kept share after each lag */
     uint64_t persist_n[SELSTATS_LAGS]; /* step pairs counted */
+    double pick_cdf[SELSTATS_AGE_BINS + 1]; /* [k]: the share of picks whose id is below
+                                               about k / SELSTATS_AGE_BINS of the query
+                                               position (age over 1 - k / bins); 0 .. 1,
+                                               all 0 without picks */
 };
 
 struct selstats;
@@ -73,5 +79,14 @@ void selstats_summary(const struct selstats *s, uint32_t layer, uint32_t bin,
                       struct selstats_summary *out);
 
 void selstats_destroy(struct selstats *s); /* accepts NULL */
+
+/* Replays the trace at path under cfg (its selection; the caller's
+ * placement and capacities, usually every token on the GPU so that the
+ * selection alone decides) into a new *out, every decode row counted, each
+ * sequence's context bins from its trace lengths. *n_layers gets the
+ * trace's layers. */
+int selstats_replay(const char *path, const struct replay_config *cfg,
+                    const struct selstats_params *p, struct selstats **out, uint32_t *n_layers,
+                    struct alisa_err *e);
 
 #endif

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "alisa_search.h"
+#include "selstats.h"
 #include "evq.h"
 #include "replay.h"
 #include "trace.h"
@@ -542,6 +543,8 @@ struct run {
     uint32_t ngb;                /* FlexGen's num_gpu_batches: each layer computed once per
                                     GPU batch (1 for every other system) */
     double gpu_fraction;         /* flexgen-static: share of every token's KV on the GPU */
+    int extend;                  /* sequences shorter than the run continue with ext's rows */
+    struct trace_gen_params ext;
     double attended_all, misses_all;
 };
 
@@ -612,19 +615,48 @@ static void run_capacities(struct run *u)
     }
 }
 
+/* Whether a layer's copies run beside the previous layer's compute: the
+ * --overlap asked for, else the system's. */
+static int prefetches(const struct sim_config *cfg)
+{
+    return cfg->overlap ? cfg->overlap == SIM_OVERLAP_PREFETCH : !cfg->system->no_prefetch;
+}
+
 /* Placement alisa runs a schedule: the given one, or what ALISA's search
- * finds for this workload and these tiers; the search also prices it
- * analytically (r->schedule), so the two can be compared. */
+ * finds for this workload and these tiers, pricing steps with the overlap
+ * this run has; the search also prices it analytically (r->schedule), so
+ * the two can be compared. */
 static int run_search(struct run *u, struct alisa_err *e)
 {
     const struct sim_config *cfg = u->cfg;
     if (!cfg->place->scheduled)
         return 0;
+    /* where the selection's picks fall on this trace, replayed as the run
+     * replays it with every token on the GPU: the search's loads */
+    struct replay_config rcfg = {.sel = cfg->sel, .sel_params = cfg->sel_params,
+                                 .place = &place_gpu_only_ops, .gpu_kv_bytes = UINT64_MAX / 4,
+                                 .precision = cfg->precision, .hw = cfg->hw,
+                                 .gpu_fraction = -1, .shape = &u->ks,
+                                 .positions = cfg->prompt_len + u->N,
+                                 .extend = u->extend ? &u->ext : NULL};
+    const struct selstats_params sp = {.alpha = 0.5, .sinks = 4};
+    struct selstats *st;
+    uint32_t layers;
+    int rc = selstats_replay(cfg->trace, &rcfg, &sp, &st, &layers, e);
+    if (rc)
+        return rc;
+    struct selstats_summary *picks = malloc(sizeof *picks);
+    if (!picks) {
+        selstats_destroy(st);
+        return err_set(e, ALISA_ENOMEM, "out of memory");
+    }
+    selstats_summary(st, UINT32_MAX, UINT32_MAX, picks);
+    selstats_destroy(st);
     struct search_workload w = {u->m, cfg->hw, u->B, cfg->prompt_len, u->N, cfg->sel_params,
                                 cfg->precision, 1, u->gpu_kv, u->cpu_kv,
-                                cfg->system->inputs_outside, u->host_ns};
+                                cfg->system->inputs_outside, u->host_ns, prefetches(cfg),
+                                picks->picks ? picks->pick_cdf : NULL, SELSTATS_AGE_BINS};
     struct alisa_schedule *s = &u->r->schedule;
-    int rc;
     if (cfg->schedule_given) {
         *s = cfg->schedule;
         rc = alisa_schedule_eval(&w, s, e);
@@ -632,6 +664,7 @@ static int run_search(struct run *u, struct alisa_err *e)
         rc = cfg->search_grid ? alisa_search_grid(&w, cfg->search_grid, s, e)
                               : alisa_search_greedy(&w, s, e);
     }
+    free(picks);
     if (rc)
         return rc;
     u->r->scheduled = 1;
@@ -702,11 +735,7 @@ static int run_replay(struct run *u, struct alisa_err *e)
 {
     const struct sim_config *cfg = u->cfg;
     struct sim_result *r = u->r;
-    const int extend = cfg->extend && u->shortest < u->N;
-    struct trace_gen_params ext;
-    int rc = extend ? run_extension(u, &ext, e) : 0;
-    if (rc)
-        return rc;
+    int rc;
     struct replay_config rcfg = {.sel = cfg->sel, .sel_params = cfg->sel_params,
                                  .place = cfg->place, .gpu_kv_bytes = (uint64_t)u->gpu_kv,
                                  .cpu_kv_bytes = (uint64_t)u->cpu_kv, .precision = cfg->precision,
@@ -716,7 +745,7 @@ static int run_replay(struct run *u, struct alisa_err *e)
                                  .cpu_attention = cfg->system->cpu_attention,
                                  .flexgen_whole = cfg->system->flexgen_whole,
                                  .inputs_outside = cfg->system->inputs_outside,
-                                 .extend = extend ? &ext : NULL,
+                                 .extend = u->extend ? &u->ext : NULL,
                                  .sched = u->r->scheduled ? &u->alisa : NULL};
     if ((rc = replay_trace(cfg->trace, &rcfg, &u->tot, collect_plan, &u->c, e)))
         return rc;
@@ -867,9 +896,7 @@ static int run_price(struct run *u, struct alisa_err *e)
     for (uint32_t j = 0; j < u->N; j++)
         for (uint32_t l = 0; l < u->Lm; l++)
             price_layer(u, j, l, &sp, res);
-    int prefetch = cfg->overlap ? cfg->overlap == SIM_OVERLAP_PREFETCH
-                                : !cfg->system->no_prefetch;
-    if (build_edges(g, u->Lm, u->N, prefetch)) /* counts each task's dependencies */
+    if (build_edges(g, u->Lm, u->N, prefetches(cfg))) /* counts each task's dependencies */
         return err_set(e, ALISA_ENOMEM, "out of memory for the dependencies of %u tasks", g->n);
     return 0;
 }
@@ -970,6 +997,9 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
     if ((rc = run_flexgen_policy(&u, e)))
         return rc;
     run_capacities(&u);
+    u.extend = cfg->extend && u.shortest < u.N;
+    if (u.extend && (rc = run_extension(&u, &u.ext, e)))
+        return rc;
     if (r->oom || (rc = run_search(&u, e)))
         return rc;
     r->gpu_kv_capacity_bytes = u.gpu_kv;

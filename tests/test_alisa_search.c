@@ -1,7 +1,8 @@
 /* ALISA's cost terms on a toy shape with round hardware numbers (every
  * figure worked by hand), the schedule evaluation, and the searches: greedy
  * keeps everything on the GPU when it fits, finds phase II when it does
- * not, the grid is never worse than greedy, and beats it where it should. */
+ * not and phase III where recomputing gets cheaper than loading (worked by
+ * hand), the grid is never worse than greedy. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -93,10 +94,57 @@ static void test_greedy_enters_phase_two_when_kv_outgrows_the_gpu(void **state)
     assert_true(s.feasible);
     assert_true(s.p1 > 0 && s.p1 < 512);
     assert_true(s.alpha > 0.4 && s.alpha < 0.7);
-    assert_int_equal(s.p2, 512); /* 128 GiB of host memory suffice */
-    assert_true(s.transfer_ns > 0);
+    /* 128 GiB of host memory hold every offloaded token, yet recomputing
+     * beats loading (a 14 KB input and a GEMM against 28 KB of K and V once
+     * enough tokens a step share the GEMM's weight read): phase III by cost */
+    assert_true(s.p2 >= s.p1 && s.p2 < 512 && s.beta > 0);
+    assert_true(s.transfer_ns > 0 && s.recompute_ns > 0);
     assert_true(s.peak_gpu_bytes <= 80 * 1073741824.0);
+    struct alisa_schedule phase2 = {.alpha = s.alpha, .p1 = s.p1, .p2 = 512};
+    assert_int_equal(alisa_schedule_eval(&w, &phase2, &e), 0);
+    assert_true(phase2.feasible && s.total_ns < phase2.total_ns);
     catalog_deinit(&c);
+}
+
+/* Phase III where recomputing becomes cheaper than loading, worked by hand.
+ * The toy (1 layer, K and V 16 bytes a token, the layer input 8) at batch
+ * 4, 8 + 24 tokens, 16 tokens of GPU tier a stream: p1 = position 16
+ * (step 8), alpha = 16 / 32. SWA at sparsity 0 picks every token before
+ * its window (floor(c / 2) of c), so step j loads every CPU token; the
+ * oldest floor(c / 2) are off the GPU: 8 before step 9, 9 before step 10.
+ * Without overlap, loading n tokens (the batch's) costs 16 n + 1 ns (1
+ * byte/ns and 1 ns a copy); recomputing them 8 n + 1 ns for their inputs
+ * plus one GEMM by W_k, W_v (32 weights, 64 bytes): at 1000 FLOP/ns its
+ * 64 n FLOPs take under 3 ns, so reading the weights decides, 64 bytes at
+ * the HBM rate. Recompute wins once 8 n exceeds that read:
+ *   HBM 0.5 B/ns (128 ns): n = 32 at step 9 (256 > 128) -> p2 = 9;
+ *   HBM 0.25 (256 ns): step 9 ties (256), step 10's n = 36 wins -> p2 = 10;
+ *   HBM 0.125 (512 ns): n needs to pass 64, but at most 15 a stream are
+ *   ever off the GPU (60) -> no phase III.
+ * Deleting every CPU token (beta 1) is then the cheapest share. */
+static void test_phase_three_begins_where_recomputing_gets_cheaper(void **state)
+{
+    (void)state;
+    struct hw_profile hw = unit_hw;
+    hw.fp16_tflops = 1; /* 1000 FLOP/ns */
+    struct search_workload w = {.model = &toy, .hw = &hw, .batch = 4, .prompt_len = 8,
+                                .gen_len = 24, .sel = {.sparsity = 0.0}, .tiers_given = 1,
+                                .gpu_kv_bytes = 4 * 16 * 16, .cpu_kv_bytes = 1e6};
+    const double hbm[3] = {0.5, 0.25, 0.125};
+    const uint32_t p2[3] = {9, 10, 24};
+    for (int i = 0; i < 3; i++) {
+        hw.hbm_gbps = hbm[i];
+        struct alisa_schedule s;
+        struct alisa_err e = {{0}};
+        assert_int_equal(alisa_search_greedy(&w, &s, &e), 0);
+        print_message("HBM %.3f B/ns: p1 %u alpha %.3f p2 %u beta %.2f\n", hbm[i], s.p1, s.alpha,
+                      s.p2, s.beta);
+        assert_true(s.feasible);
+        assert_int_equal(s.p1, 8);
+        assert_true(s.alpha == 0.5);
+        assert_int_equal(s.p2, p2[i]);
+        assert_true(s.beta == (p2[i] < 24 ? 1.0 : 0.0));
+    }
 }
 
 static void test_grid_is_never_worse_than_greedy(void **state)
@@ -139,15 +187,14 @@ static void test_grid_is_never_worse_than_greedy(void **state)
     catalog_deinit(&c);
 }
 
-/* A case built for the grid: OPT-30B on an H100 at batch 64, FP16, 128 +
- * 512 tokens. Its KV outgrows the GPU, and with full multi-head attention
- * recomputing a token's K and V (its 14 KB layer input over the link plus
- * two GEMV rows) is cheaper than loading its 28 KB of K and V, so deleting
- * the CPU share at once (beta = 1) beats the greedy rule, which fills the
- * CPU tier before it deletes anything and so loads over PCIe for most of
- * the decode. The grid must find a schedule at least 10% faster, with a
- * larger beta than greedy's. */
-static void test_grid_beats_greedy_where_recompute_is_cheaper_than_loading(void **state)
+/* OPT-30B on an H100 at batch 64, FP16, 128 + 512 tokens. Its KV outgrows
+ * the GPU, and with full multi-head attention recomputing a token's K and
+ * V (its 14 KB layer input over the link plus its rows of a GEMM) is
+ * cheaper than loading its 28 KB of K and V. The capacity rule, which
+ * deleted only when the CPU tier overflowed, loaded over PCIe for most of
+ * the decode; the search pricing time must delete (beta > 0), be at least
+ * 10% faster than that rule, and come within 5% of the exhaustive grid. */
+static void test_greedy_deletes_where_recompute_is_cheaper_than_loading(void **state)
 {
     (void)state;
     struct catalog c;
@@ -162,10 +209,14 @@ static void test_grid_beats_greedy_where_recompute_is_cheaper_than_loading(void 
     assert_int_equal(alisa_search_greedy(&w, &g, &e), 0);
     assert_int_equal(alisa_search_grid(&w, 10, &best, &e), 0);
     assert_true(g.feasible && best.feasible);
-    print_message("greedy %.2f s (beta %.2f), grid %.2f s (beta %.2f)\n", g.total_ns * 1e-9,
-                  g.beta, best.total_ns * 1e-9, best.beta);
-    assert_true(best.total_ns < 0.9 * g.total_ns);
-    assert_true(best.beta > g.beta);
+    struct alisa_schedule capacity = {.alpha = g.alpha, .p1 = g.p1, .p2 = 512};
+    assert_int_equal(alisa_schedule_eval(&w, &capacity, &e), 0);
+    print_message("greedy %.2f s (beta %.2f, p2 %u), grid %.2f s (beta %.2f), capacity rule "
+                  "%.2f s\n", g.total_ns * 1e-9, g.beta, g.p2, best.total_ns * 1e-9, best.beta,
+                  capacity.total_ns * 1e-9);
+    assert_true(g.beta > 0 && g.p2 < 512);
+    assert_true(g.total_ns < 0.9 * capacity.total_ns);
+    assert_true(g.total_ns <= 1.05 * best.total_ns);
     catalog_deinit(&c);
 }
 
@@ -176,7 +227,8 @@ int main(void)
         cmocka_unit_test(test_schedule_that_fits_is_all_compute),
         cmocka_unit_test(test_greedy_enters_phase_two_when_kv_outgrows_the_gpu),
         cmocka_unit_test(test_grid_is_never_worse_than_greedy),
-        cmocka_unit_test(test_grid_beats_greedy_where_recompute_is_cheaper_than_loading),
+        cmocka_unit_test(test_greedy_deletes_where_recompute_is_cheaper_than_loading),
+        cmocka_unit_test(test_phase_three_begins_where_recomputing_gets_cheaper),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

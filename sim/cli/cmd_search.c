@@ -19,13 +19,16 @@ void cmd_search_usage(FILE *out)
             "\n"
             "Chooses ALISA's three-phase schedule offline: from decode step p1 a share alpha\n"
             "of the KV lives on the CPU, from p2 a share beta of that is deleted and\n"
-            "recomputed when selected. Prints the paper's greedy choice (every tier as full\n"
-            "as it can be, as long as it can be) and the exhaustive grid's best, with the\n"
-            "modelled time split into compute, transfer and recompute (roofline terms from\n"
-            "the hardware catalog; weights stay on the GPU). Counted in whole tokens per\n"
-            "(sequence, layer) stream as placement alisa runs the rule (alisa sim --system\n"
-            "alisa runs the greedy schedule, --search grid the grid's); each step's global\n"
-            "tokens are taken as spread evenly over the tokens before the local window.\n"
+            "recomputed when selected. Prints the paper's greedy choice (phase II when the\n"
+            "GPU cannot hold the step's KV; phase III from the step where recomputing the\n"
+            "oldest CPU tokens gets cheaper than loading them, beta by the total time) and\n"
+            "the exhaustive grid's best, with the modelled time split into compute,\n"
+            "transfer and recompute (roofline terms from the hardware catalog; weights stay\n"
+            "on the GPU). Counted in whole tokens per (sequence, layer) stream as placement\n"
+            "alisa runs the rule (alisa sim --system alisa runs the greedy schedule,\n"
+            "--search grid the grid's); here each step's global tokens are taken as spread\n"
+            "evenly over the tokens before the local window (alisa sim places them as its\n"
+            "trace's selection does, and prints the search's price beside the simulated).\n"
             "\n"
             "  --model NAME        model shape (alisa catalog models)\n"
             "  --hardware NAME     hardware profile (alisa catalog hardware)\n"
@@ -37,6 +40,9 @@ void cmd_search_usage(FILE *out)
             "  --kv-int8           INT8 KV\n"
             "  --grid G            grid resolution: alpha, beta in steps of 1/G, p1, p2 in steps\n"
             "                      of gen-len/G (default 20)\n"
+            "  --overlap MODE      prefetch (default, as alisa sim --system alisa: a step lasts\n"
+            "                      the larger of the GPU's work and the link's) or none (the\n"
+            "                      paper's sum Tc + Tm + Tr)\n"
             "  --software NAME     host costs (alisa catalog software): Tc_j is at least the\n"
             "                      layers' launches on the host (default alisa, as alisa sim\n"
             "                      --system alisa; none: not priced)\n"
@@ -85,7 +91,7 @@ static void print_schedule(const char *name, const struct alisa_schedule *s, uin
 int cmd_search(int argc, char **argv)
 {
     enum { O_MODEL = 1000, O_HW, O_BATCH, O_PROMPT, O_GEN, O_SPARSITY, O_BUDGET, O_INT8, O_GRID,
-           O_JSON, O_CATALOG, O_PROFILE, O_SOFTWARE };
+           O_JSON, O_CATALOG, O_PROFILE, O_SOFTWARE, O_OVERLAP };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL},     {"hardware", required_argument, 0, O_HW},
         {"batch", required_argument, 0, O_BATCH},     {"prompt-len", required_argument, 0, O_PROMPT},
@@ -94,12 +100,14 @@ int cmd_search(int argc, char **argv)
         {"grid", required_argument, 0, O_GRID},       {"json", no_argument, 0, O_JSON},
         {"catalog", required_argument, 0, O_CATALOG},
         {"profile", required_argument, 0, O_PROFILE}, {"software", required_argument, 0, O_SOFTWARE},
+        {"overlap", required_argument, 0, O_OVERLAP},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     cli_list_options(opts);
     const char *model = NULL, *hw_name = NULL, *dir = catalog_default_dir(), *profile = NULL;
     const char *software = NULL;
-    struct search_workload w = {.prompt_len = 128, .gen_len = 512, .sel = {.sparsity = 0.8}};
+    struct search_workload w = {.prompt_len = 128, .gen_len = 512, .sel = {.sparsity = 0.8},
+                                .overlap = 1};
     uint32_t grid = 20;
     int json = 0, bad = 0, batch_given = 0;
     struct alisa_err e = {{0}};
@@ -123,6 +131,12 @@ int cmd_search(int argc, char **argv)
         case O_SPARSITY: bad = cli_parse_double(opt, optarg, &w.sel.sparsity, &e); break;
         case O_BUDGET: bad = cli_parse_u32(opt, optarg, &w.sel.budget_tokens, &e); break;
         case O_GRID: bad = cli_parse_u32(opt, optarg, &grid, &e); break;
+        case O_OVERLAP:
+            if (strcmp(optarg, "prefetch") == 0 || strcmp(optarg, "none") == 0)
+                w.overlap = strcmp(optarg, "prefetch") == 0;
+            else
+                bad = err_set(&e, ALISA_EINVAL, "%s %s: expected prefetch or none", opt, optarg);
+            break;
         default: return cli_option_end(ch, opt, cmd_search_usage);
         }
     }
@@ -184,16 +198,18 @@ int cmd_search(int argc, char **argv)
                                  "kv_precision", kv_precision_name(w.precision),
                                  "grid", grid);
         json_object_set_new(root, "software", json_string(sw ? sw->name : "none"));
+        json_object_set_new(root, "overlap", json_string(w.overlap ? "prefetch" : "none"));
         json_object_set_new(root, "greedy", schedule_json(&greedy, w.batch, w.gen_len));
         json_object_set_new(root, "grid_best", schedule_json(&best, w.batch, w.gen_len));
         json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
         printf("\n");
         json_decref(root);
     } else {
-        printf("%s on %s, batch %u, %u + %u tokens, %s KV, %s, software %s\n", w.model->name,
-               w.hw->name, w.batch, w.prompt_len, w.gen_len,
+        printf("%s on %s, batch %u, %u + %u tokens, %s KV, %s, software %s, overlap %s\n",
+               w.model->name, w.hw->name, w.batch, w.prompt_len, w.gen_len,
                w.precision == KV_INT8 ? "INT8" : "FP16",
-               w.sel.budget_tokens ? "token budget" : "SWA sparsity", sw ? sw->name : "none");
+               w.sel.budget_tokens ? "token budget" : "SWA sparsity", sw ? sw->name : "none",
+               w.overlap ? "prefetch" : "none");
         print_schedule("greedy", &greedy, w.batch, w.gen_len);
         print_schedule("grid", &best, w.batch, w.gen_len);
     }

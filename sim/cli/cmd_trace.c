@@ -587,63 +587,17 @@ static void trace_stats_usage(FILE *out)
             SELSTATS_BINS);
 }
 
-struct stats_ctx {
-    struct selstats *st;
-    uint32_t *prompt, *gen; /* (n_seqs) */
-};
-
-static void stats_plan(void *user, const struct scheduler_plan *plan, uint32_t seq,
-                       uint32_t layer, const float *row)
-{
-    struct stats_ctx *c = user;
-    if (plan->prefill || !row)
-        return;
-    selstats_add(c->st, seq, layer, plan->pos, c->prompt[seq], c->gen[seq], plan->attended,
-                 plan->n_attended, plan->local_tokens, row);
-}
-
 /* Replays path under the selection with every token on the GPU into *out. */
 static int stats_of(const char *path, const struct selection_ops *sel, const struct sel_params *sp,
                     const struct selstats_params *p, struct selstats **out, uint32_t *n_layers,
                     struct alisa_err *e)
 {
-    *out = NULL;
-    struct trace_reader *r;
-    int rc = trace_reader_open(&r, path, e);
-    if (rc)
-        return rc;
-    const struct trace_header *h = trace_reader_header(r);
-    uint32_t n_seqs = h->n_seqs, max_len = trace_reader_max_len(r);
-    *n_layers = h->n_layers;
-    struct stats_ctx c = {0};
-    c.prompt = calloc(n_seqs ? n_seqs : 1, sizeof *c.prompt);
-    c.gen = calloc(n_seqs ? n_seqs : 1, sizeof *c.gen);
-    if (!c.prompt || !c.gen)
-        rc = err_set(e, ALISA_ENOMEM, "out of memory");
-    for (uint32_t i = 0; !rc && i < n_seqs; i++) {
-        const struct trace_seq *q = trace_reader_seq(r, i);
-        c.prompt[i] = q->prompt_len;
-        c.gen[i] = q->gen_len;
-    }
-    trace_reader_destroy(r);
-    if (!rc)
-        rc = selstats_create(&c.st, n_seqs, *n_layers, max_len, p, e);
     /* every token on the GPU: the selection alone decides; the prices do
      * not matter (nothing moves) */
     struct hw_profile hw = {.link_gbps = 1, .hbm_gbps = 1, .fp16_tflops = 1};
     struct replay_config cfg = {.sel = sel, .sel_params = *sp, .place = &place_gpu_only_ops,
                                 .gpu_kv_bytes = UINT64_MAX / 4, .hw = &hw, .gpu_fraction = -1};
-    struct replay_totals t;
-    if (!rc && !(rc = replay_trace(path, &cfg, &t, stats_plan, &c, e)))
-        replay_totals_free(&t);
-    free(c.prompt);
-    free(c.gen);
-    if (rc) {
-        selstats_destroy(c.st);
-        return rc;
-    }
-    *out = c.st;
-    return 0;
+    return selstats_replay(path, &cfg, p, out, n_layers, e);
 }
 
 static json_t *stats_json(const struct selstats_summary *s)

@@ -58,6 +58,24 @@ static double step_compute_ns(const struct search_workload *w, uint32_t j, doubl
     return gpu > host ? gpu : host;
 }
 
+/* The share of a step's `global` picks below position n (the first n
+ * tokens): from the trace's pick positions relative to the query position
+ * pos, or spread evenly over the `old` tokens before the local window (also
+ * when the picks are all of them: then exactly n of them). */
+static double picks_below(const struct search_workload *w, double n, uint32_t pos, double old,
+                          double global)
+{
+    if (n <= 0 || old <= 0)
+        return 0;
+    if (!w->pick_cdf || !w->pick_bins || pos == 0 || global >= old)
+        return n >= old ? 1 : n / old;
+    double x = n / pos * w->pick_bins;
+    if (x >= w->pick_bins)
+        return w->pick_cdf[w->pick_bins];
+    uint32_t k = (uint32_t)x;
+    return w->pick_cdf[k] + (x - k) * (w->pick_cdf[k + 1] - w->pick_cdf[k]);
+}
+
 /* The rule's counts for one stream after a position (placement alisa's
  * alisa_move): n_off, n_del never shrink. */
 struct rule_state {
@@ -91,10 +109,31 @@ static int fits(const struct rule_state *st, uint32_t c, uint64_t gpu_cap,
                (double)pp->cpu_bytes;
 }
 
+/* One decode step as the evaluation priced it. */
+struct step_view {
+    double tc;            /* compute, ns */
+    double loads, recomputes; /* expected picks loaded and recomputed, per stream */
+    double d2h;           /* bytes offloaded, the whole batch, one layer */
+    double price;         /* T_j, ns */
+};
+
+/* T_j from a step's terms, each for one layer and the whole batch but tc
+ * (every layer's): Tc + Tm + Tr, or with overlap the larger of the GPU's
+ * work and the link's. */
+static double step_price(const struct search_workload *w, double tc, double h2d, double d2h,
+                         double rec_tokens)
+{
+    const double L = w->model->n_layers;
+    double tm = L * (cost_transfer_ns(w->hw, h2d, h2d > 0) + cost_transfer_ns(w->hw, d2h, d2h > 0));
+    double tr = L * cost_recompute_gpu_ns(w->model, w->hw, rec_tokens, w->precision);
+    return w->overlap ? (tc + tr > tm ? tc + tr : tm) : tc + tm + tr;
+}
+
 /* alisa_schedule_eval with the steps' compute times given when they do not
- * depend on the GPU-resident KV (tc: (gen_len), or NULL). */
+ * depend on the GPU-resident KV (tc: (gen_len), or NULL); view (gen_len),
+ * when not NULL, gets each step's terms and price. */
 static int eval_with(const struct search_workload *w, const double *tc, struct alisa_schedule *s,
-                     struct alisa_err *e)
+                     struct step_view *view, struct alisa_err *e)
 {
     if (!(s->alpha >= 0 && s->alpha <= 1 && s->beta >= 0 && s->beta <= 1) || s->p1 > s->p2 ||
         s->p2 > w->gen_len)
@@ -141,16 +180,24 @@ static int eval_with(const struct search_workload *w, const double *tc, struct a
             s->peak_gpu_bytes = gpu;
         if (streams * cpu_bytes > s->peak_cpu_bytes)
             s->peak_cpu_bytes = streams * cpu_bytes;
-        /* the global half, spread evenly over the tokens before the window */
+        /* the global half, over the tokens before the window as the trace's
+         * picks fall (or evenly): the CPU's share loaded, the deleted one
+         * recomputed */
         double old = c - local, global = b - local < old ? b - local : old;
-        double loads = old > 0 ? global * (before.off - before.del) / old : 0;
-        double recomputes = old > 0 ? global * before.del / old : 0;
+        double on_cpu = picks_below(w, before.off, pos, old, global);
+        double deleted = picks_below(w, before.del, pos, old, global);
+        double loads = global * (on_cpu - deleted), recomputes = global * deleted;
         double h2d = B * (loads * pp.kv_bytes + recomputes * pp.act_bytes);
         double d2h = B * copies * pp.kv_bytes;
         copies = 0;
         double tm = L * (cost_transfer_ns(hw, h2d, h2d > 0) + cost_transfer_ns(hw, d2h, d2h > 0));
         double tr = L * cost_recompute_gpu_ns(m, hw, B * recomputes, w->precision);
-        s->compute_ns += tc ? tc[j] : step_compute_ns(w, j, gpu_tok);
+        double tcj = tc ? tc[j] : step_compute_ns(w, j, gpu_tok);
+        double step = step_price(w, tcj, h2d, d2h, B * recomputes);
+        if (view)
+            view[j] = (struct step_view){tcj, loads, recomputes, d2h, step};
+        s->total_ns += step;
+        s->compute_ns += tcj;
         s->transfer_ns += tm;
         s->recompute_ns += tr;
         s->loads += streams * loads;
@@ -158,14 +205,30 @@ static int eval_with(const struct search_workload *w, const double *tc, struct a
         s->bytes_h2d += L * h2d;
         s->bytes_d2h += L * d2h;
     }
-    s->total_ns = s->compute_ns + s->transfer_ns + s->recompute_ns;
     return 0;
 }
 
 int alisa_schedule_eval(const struct search_workload *w, struct alisa_schedule *s,
                         struct alisa_err *e)
 {
-    return eval_with(w, NULL, s, e);
+    return eval_with(w, NULL, s, NULL, e);
+}
+
+/* The schedule in positions from the greedy rule's p1 and alpha (which may
+ * begin within the prompt), with phase III from decode step p2 (gen_len:
+ * never) at share beta. */
+static void greedy_at(const struct search_workload *w, const struct alisa_sched *g, double beta,
+                      uint32_t p2, struct alisa_schedule *s)
+{
+    memset(s, 0, sizeof *s);
+    s->at_given = 1;
+    s->at = *g;
+    s->alpha = g->alpha;
+    s->p1 = g->p1 == UINT32_MAX ? w->gen_len : g->p1 > w->prompt_len ? g->p1 - w->prompt_len : 0;
+    s->p2 = p2 < s->p1 ? s->p1 : p2;
+    s->beta = s->p2 < w->gen_len ? beta : 0;
+    s->at.beta = s->beta;
+    s->at.p2 = s->p2 < w->gen_len ? w->prompt_len + s->p2 : UINT32_MAX;
 }
 
 int alisa_search_greedy(const struct search_workload *w, struct alisa_schedule *s,
@@ -176,19 +239,81 @@ int alisa_search_greedy(const struct search_workload *w, struct alisa_schedule *
     stream_params(w, &pp);
     struct alisa_sched g;
     place_alisa_greedy(&pp, w->prompt_len + w->gen_len, &g);
-    s->at_given = 1;
-    s->at = g;
-    s->alpha = g.alpha;
-    s->beta = g.beta;
-    s->p1 = s->p2 = w->gen_len;
-    if (g.p1 != UINT32_MAX)
-        s->p1 = g.p1 > w->prompt_len ? g.p1 - w->prompt_len : 0;
-    if (g.p2 != UINT32_MAX)
-        s->p2 = g.p2 > w->prompt_len ? g.p2 - w->prompt_len : 0;
-    if (s->p2 < s->p1)
-        s->p2 = s->p1;
-    int rc = alisa_schedule_eval(w, s, e);
-    s->evaluated = 1;
+    /* where the CPU tier overflows, phase III cannot begin later nor delete
+     * less */
+    uint32_t p2_cap = w->gen_len;
+    double beta_min = 0;
+    if (g.p2 != UINT32_MAX) {
+        p2_cap = g.p2 > w->prompt_len ? g.p2 - w->prompt_len : 0;
+        beta_min = g.beta;
+    }
+    struct alisa_sched phase2 = g;
+    phase2.beta = 0;
+    phase2.p2 = UINT32_MAX;
+    greedy_at(w, &phase2, 0, w->gen_len, s);
+    int rc;
+    if (g.p1 == UINT32_MAX || g.alpha <= 0) { /* phase I throughout */
+        rc = alisa_schedule_eval(w, s, e);
+        s->evaluated = 1;
+        return rc;
+    }
+    struct step_view *keep = malloc((size_t)w->gen_len * 2 * sizeof *keep), *del = keep + w->gen_len;
+    if (!keep)
+        return err_set(e, ALISA_ENOMEM, "out of memory for %u step prices", w->gen_len);
+    const double B = w->batch;
+    uint64_t evaluated = 1;
+    /* each step with the CPU tokens loaded when picked (phase II alone) */
+    struct alisa_schedule best = *s, c;
+    if ((rc = eval_with(w, NULL, &best, keep, e)))
+        goto done;
+    int have = best.feasible; /* phase II alone, where the CPU tier holds it */
+    /* from beta 1 down, so of two shares deleting the same whole tokens the
+     * larger is reported */
+    for (int k = 20; k >= 1; k--) {
+        double beta = k / 20.0;
+        if (beta < beta_min) {
+            if (k < 20 && (k + 1) / 20.0 > beta_min)
+                beta = beta_min; /* the least share the CPU tier needs */
+            else
+                continue;
+        }
+        /* the same steps with the oldest ceil(beta n_off) deleted: a step's
+         * picks among them recomputed instead of loaded. Phase III from the
+         * first step where that is cheaper (its offloads as phase II's: the
+         * choice is between two ways to reach the same tokens) */
+        greedy_at(w, &phase2, beta, 0, &c);
+        if ((rc = eval_with(w, NULL, &c, del, e)))
+            goto done;
+        evaluated++;
+        uint32_t p2 = w->gen_len;
+        for (uint32_t j = c.p1; j < w->gen_len && p2 == w->gen_len; j++) {
+            double h2d = B * (del[j].loads * pp.kv_bytes + del[j].recomputes * pp.act_bytes);
+            if (step_price(w, keep[j].tc, h2d, keep[j].d2h, B * del[j].recomputes) < keep[j].price)
+                p2 = j;
+        }
+        if (p2 > p2_cap)
+            p2 = p2_cap;
+        if (p2 >= w->gen_len)
+            continue; /* never cheaper, and the CPU tier holds it all */
+        greedy_at(w, &phase2, beta, p2, &c);
+        if ((rc = eval_with(w, NULL, &c, NULL, e)))
+            goto done;
+        evaluated++;
+        if (c.feasible && (!have || c.total_ns < best.total_ns)) {
+            best = c;
+            have = 1;
+        }
+    }
+    if (!have) { /* nothing fits: the capacity rule's schedule, reported infeasible */
+        greedy_at(w, &g, g.beta, p2_cap, &best);
+        if ((rc = alisa_schedule_eval(w, &best, e)))
+            goto done;
+        evaluated++;
+    }
+    *s = best;
+    s->evaluated = evaluated;
+done:
+    free(keep);
     return rc;
 }
 
@@ -240,7 +365,7 @@ int alisa_search_grid(const struct search_workload *w, uint32_t grid, struct ali
                     if ((c.alpha == 0 && (c.p1 != w->gen_len || c.beta != 0)) ||
                         (c.beta == 0 && c.p2 != w->gen_len))
                         continue;
-                    if (eval_with(w, tc, &c, e))
+                    if (eval_with(w, tc, &c, NULL, e))
                         continue;
                     evaluated++;
                     if (c.feasible && (!best.feasible || c.total_ns < best.total_ns))

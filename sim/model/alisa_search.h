@@ -13,15 +13,19 @@
  *    step's new share;
  *  - p2 <= j (phase III): the oldest ceil(beta n_off) of those deleted, their
  *    layer inputs kept on the host.
- * Each step attends sel_budget(c_j) tokens; the SWA global half of them is
- * spread over the tokens before the window, so in expectation the share of
+ * Each step attends sel_budget(c_j) tokens; the SWA global half of them
+ * falls on the tokens before the window as the trace's selection places its
+ * picks (pick_cdf) or, without one, evenly, so in expectation the share of
  * it on the CPU is loaded and the share deleted is recomputed, for the step
  * only. Per layer the step pays what the simulator prices for a layer with
- * those moves and no overlap: compute (costmodel.h), the loads and
- * recompute inputs over the link, the recompute on the GPU, the offloads.
- * T_j sums them (the paper's Tc + Tm + Tr). Feasible when, at every
- * position, the GPU tier holds its tokens and the CPU tier its tokens plus
- * the deleted tokens' inputs.
+ * those moves: compute (costmodel.h), the loads and recompute inputs over
+ * the link, the recompute on the GPU (one GEMM of the recomputed tokens'
+ * inputs, cost_recompute_gpu_ns), the offloads. T_j sums them (the paper's
+ * Tc + Tm + Tr, section V-A), or with overlap, as the simulator's prefetch
+ * runs a layer's copies beside the previous layer's compute, T_j is the
+ * larger of the GPU's work (Tc + Tr) and the link's (Tm). Feasible when, at
+ * every position, the GPU tier holds its tokens and the CPU tier its tokens
+ * plus the deleted tokens' inputs.
  */
 #ifndef ALISA_ALISA_SEARCH_H
 #define ALISA_ALISA_SEARCH_H
@@ -48,6 +52,13 @@ struct search_workload {
                                 executor); 0: they take its bytes */
     double layer_host_ns;    /* the host's launches of one decode layer (cost_layer_host_ns):
                                 Tc_j is at least the layers times this; 0: not priced */
+    int overlap;             /* 1: T_j = max(Tc + Tr, Tm), copies beside compute (the
+                                simulator's prefetch, FlexGen's loop); 0: Tc + Tm + Tr */
+    const double *pick_cdf;  /* (pick_bins + 1): [k] the share of a step's global picks whose
+                                position is below k / pick_bins of the query position, as the
+                                trace's selection picks them (selstats_replay); NULL: spread
+                                evenly over the tokens before the local window */
+    uint32_t pick_bins;
 };
 
 struct alisa_schedule {
@@ -73,11 +84,22 @@ struct alisa_schedule {
 int alisa_schedule_eval(const struct search_workload *w, struct alisa_schedule *s,
                         struct alisa_err *e);
 
-/* The greedy rule: every tier as full as it can be, as long as it can be
- * (place_alisa_greedy on one stream's capacities): p1 = the first step
- * whose KV no longer fits the GPU, alpha = the smallest share that makes
- * the last step fit; p2 and beta likewise for the CPU. Infeasible
- * (s->feasible 0) when even then nothing fits. */
+/* The paper's greedy search (section V-A, Algorithm 2's p1, alpha, p2,
+ * beta), pricing time:
+ *  - phase II when the GPU cannot hold the step's KV: p1 = the first such
+ *    step, alpha = the smallest share that makes the last step fit
+ *    (place_alisa_greedy on one stream's capacities; more alpha only loads
+ *    and offloads more, so the smallest feasible share is also the cheapest);
+ *  - phase III where recomputing the oldest CPU tokens becomes cheaper than
+ *    retrieving them (Fig. 7b: "recomputing partial KV tensors is faster than
+ *    retrieving them from CPU memory"): for each beta in 1/20 steps (and the
+ *    least share the CPU tier needs, if it overflows), p2 = the first step
+ *    whose price with the oldest ceil(beta n_off) CPU tokens deleted is below
+ *    its price with them loaded (never, if no step is), no later than the
+ *    step where the CPU tier overflows; the beta whose schedule costs least
+ *    is kept. No phase III when no beta makes any step cheaper and the CPU
+ *    tier holds everything.
+ * Infeasible (s->feasible 0) when even then nothing fits. */
 int alisa_search_greedy(const struct search_workload *w, struct alisa_schedule *s,
                         struct alisa_err *e);
 

@@ -206,10 +206,12 @@ double cost_prefill_ns(const struct model_shape *m, const struct hw_profile *hw,
 double cost_recompute_gpu_ns(const struct model_shape *m, const struct hw_profile *hw,
                              double tokens, enum kv_precision precision)
 {
+    if (tokens <= 0)
+        return 0;
     struct kv_shape k = kv_shape_of(m, precision);
     if (hw->recompute_ns > 0)
         return tokens * hw->recompute_ns;
-    return tokens * 2.0 * 2.0 * k.hidden * k.kv_dim / peak_flops_per_ns(hw);
+    return gemm_ns(hw, 2.0 * k.hidden * k.kv_dim, tokens);
 }
 
 double cost_prefill_peak_act_bytes(const struct model_shape *m, uint32_t tokens, uint32_t seqs)

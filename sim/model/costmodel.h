@@ -101,7 +101,12 @@ double cost_prefill_ns(const struct model_shape *m, const struct hw_profile *hw,
                        uint32_t prompt_len);
 
 /* The GPU part of recomputing `tokens` tokens' K and V in one layer (their
- * inputs' transfer is priced with the layer's loads). ns. */
+ * inputs' transfer is priced with the layer's loads): the executor's
+ * measured price per token where the profile has one (recompute_ns), else
+ * one GEMM of the tokens' layer inputs by W_k and W_v priced as every weight
+ * GEMM here (the profile's measured table, or a roofline that reads the two
+ * matrices once whatever the token count: a step recomputing a few tokens
+ * pays for the weights it reads). 0 for no tokens. ns. */
 double cost_recompute_gpu_ns(const struct model_shape *m, const struct hw_profile *hw,
                              double tokens, enum kv_precision precision);
 
