@@ -65,6 +65,8 @@ row "base: ALISA's greedy schedule, FlexGen's LP policy with CPU attention, vLLM
     "$H --system alisa|$H --system flexgen|$H --system vllm"
 row "placement: ALISA's schedule from the grid search" \
     "$H --system alisa --search grid|$H --system flexgen|$H --system vllm"
+row "ALISA: its CPU cache pinned (--software alisa-pinned: no staging)" \
+    "$H --system alisa --software alisa-pinned|$H --system flexgen|$H --system vllm"
 row "placement: alisa-cache (beyond the paper)" \
     "$H --system alisa-cache|$H --system flexgen|$H --system vllm"
 row "overlap: none for every system" \

@@ -655,7 +655,8 @@ static int run_search(struct run *u, struct alisa_err *e)
     struct search_workload w = {u->m, cfg->hw, u->B, cfg->prompt_len, u->N, cfg->sel_params,
                                 cfg->precision, 1, u->gpu_kv, u->cpu_kv,
                                 cfg->system->inputs_outside, u->host_ns, prefetches(cfg),
-                                picks->picks ? picks->pick_cdf : NULL, SELSTATS_AGE_BINS};
+                                picks->picks ? picks->pick_cdf : NULL, SELSTATS_AGE_BINS,
+                                cfg->sw && cfg->sw->pageable_relay};
     struct alisa_schedule *s = &u->r->schedule;
     if (cfg->schedule_given) {
         *s = cfg->schedule;

@@ -44,8 +44,10 @@ void cmd_search_usage(FILE *out)
             "                      the larger of the GPU's work and the link's) or none (the\n"
             "                      paper's sum Tc + Tm + Tr)\n"
             "  --software NAME     host costs (alisa catalog software): Tc_j is at least the\n"
-            "                      layers' launches on the host (default alisa, as alisa sim\n"
-            "                      --system alisa; none: not priced)\n"
+            "                      layers' launches on the host, and loads from a pageable\n"
+            "                      CPU cache are staged by the host first (default alisa, as\n"
+            "                      alisa sim --system alisa; alisa-pinned: no staging; none:\n"
+            "                      neither priced)\n"
             "  --json              print JSON\n"
             "  --catalog DIR       catalog directory\n"
             "  --profile FILE      hardware profiles added to the catalog (alisa calibrate)\n"
@@ -179,8 +181,10 @@ int cmd_search(int argc, char **argv)
                                "tokens", w.prompt_len, w.gen_len, name, max_seq);
     }
     const struct sw_profile *sw = NULL;
-    if (!rc && !(rc = cli_software(&c, software, sim_system_find("alisa")->software, &sw, &e)))
+    if (!rc && !(rc = cli_software(&c, software, sim_system_find("alisa")->software, &sw, &e))) {
         w.layer_host_ns = cost_layer_host_ns(sw, "swa");
+        w.pageable_relay = sw && sw->pageable_relay;
+    }
     struct alisa_schedule greedy, best;
     if (!rc)
         rc = alisa_search_greedy(&w, &greedy, &e);

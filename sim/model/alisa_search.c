@@ -124,7 +124,9 @@ static double step_price(const struct search_workload *w, double tc, double h2d,
                          double rec_tokens)
 {
     const double L = w->model->n_layers;
-    double tm = L * (cost_transfer_ns(w->hw, h2d, h2d > 0) + cost_transfer_ns(w->hw, d2h, d2h > 0));
+    double relay = w->pageable_relay ? cost_pageable_relay_ns(w->hw, h2d) : 0;
+    double tm = L * (cost_transfer_ns(w->hw, h2d, h2d > 0) + relay +
+                     cost_transfer_ns(w->hw, d2h, d2h > 0));
     double tr = L * cost_recompute_gpu_ns(w->model, w->hw, rec_tokens, w->precision);
     return w->overlap ? (tc + tr > tm ? tc + tr : tm) : tc + tm + tr;
 }
@@ -190,7 +192,9 @@ static int eval_with(const struct search_workload *w, const double *tc, struct a
         double h2d = B * (loads * pp.kv_bytes + recomputes * pp.act_bytes);
         double d2h = B * copies * pp.kv_bytes;
         copies = 0;
-        double tm = L * (cost_transfer_ns(hw, h2d, h2d > 0) + cost_transfer_ns(hw, d2h, d2h > 0));
+        double relay = w->pageable_relay ? cost_pageable_relay_ns(hw, h2d) : 0;
+        double tm = L * (cost_transfer_ns(hw, h2d, h2d > 0) + relay +
+                         cost_transfer_ns(hw, d2h, d2h > 0));
         double tr = L * cost_recompute_gpu_ns(m, hw, B * recomputes, w->precision);
         double tcj = tc ? tc[j] : step_compute_ns(w, j, gpu_tok);
         double step = step_price(w, tcj, h2d, d2h, B * recomputes);

@@ -59,6 +59,8 @@ struct search_workload {
                                 trace's selection picks them (selstats_replay); NULL: spread
                                 evenly over the tokens before the local window */
     uint32_t pick_bins;
+    int pageable_relay;      /* 1: the KV loads are staged by the host from pageable memory
+                                first (cost_pageable_relay_ns, the software's pageable_relay) */
 };
 
 struct alisa_schedule {
