@@ -5,9 +5,10 @@
 # on the two recorded traces (extended to 512 steps) at 50, 80 and 90%
 # sparsity. Prints a Markdown table: throughput, the phases (p1 / p2 in
 # decode steps, alpha / beta), the search's priced decode and the simulated
-# one, and their difference. Run from the repository root after make build
+# one, and their difference; then ALISA's throughput against batch under
+# the greedy search and the grid, with where phase II begins at batch 64. Run from the repository root after make build
 # (experiments/reproduce writes plots/out/search-agreement.md); about a
-# minute on 2 cores.
+# minute and a half on 2 cores.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 alisa=${ALISA:-build/alisa}
@@ -44,4 +45,27 @@ done
 row $syn OPT-30B H100-80GB 64 --kv-int8
 for t in traces/smollm2-135m-wikitext2.trace traces/stories260K-tinystories.trace; do
     for sp in 0.5 0.8 0.9; do row $t OPT-30B H100-80GB 64 --sparsity $sp --extend; done
+done
+
+# ALISA's throughput against batch under each search (tok/s), and where the
+# GPU tier ends (p1): the largest points fall with batch
+echo
+echo "| model | hardware | search | batch 4 | 8 | 16 | 32 | 64 | p1 at 64 |"
+echo "|---|---|---|---:|---:|---:|---:|---:|---:|"
+for mh in OPT-13B:V100-32GB OPT-30B:H100-80GB LLaMA-33B:H100-80GB; do
+    m=${mh%%:*} h=${mh#*:}
+    for search in greedy grid; do
+        line="| $m | $h | $search |"
+        for b in 4 8 16 32 64; do
+            out=$("$alisa" sim --trace $syn --model "$m" --hardware "$h" --system alisa --batch $b \
+                --search $search --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+p1 = d["schedule"]["p1"]
+print("%.0f %s" % (d["throughput_tok_s"], p1 if p1 < d["gen_len"] else "never"))')
+            line="$line ${out% *} |"
+            p1=${out#* }
+        done
+        echo "$line $p1 |"
+    done
 done

@@ -548,6 +548,17 @@ struct run {
     double attended_all, misses_all;
 };
 
+/* What a PyTorch runtime (every system here but vLLM) holds on the GPU
+ * beside weights and KV: the prefill's activations for a GPU batch of G
+ * sequences, which its caching allocator keeps once they have peaked
+ * (FlexGen's own run report, flex_opt.py, prints that peak above its
+ * weights and cache). vLLM sizes its reservation by its profiling run
+ * instead (run_capacities). */
+static double eager_reserve(const struct run *u, uint32_t G)
+{
+    return cost_prefill_peak_act_bytes(u->m, G * u->cfg->prompt_len, G);
+}
+
 /* FlexGen's shares, where the system or the user sets them: its LP's
  * (flexgen_policy.h) over this workload and these memories, its default, or
  * the given ones. Cannot fail but for GLPK. */
@@ -562,8 +573,10 @@ static int run_flexgen_policy(struct run *u, struct alisa_err *e)
     } else if (cfg->system->flexgen_policy == SIM_FLEXGEN_DEFAULT) {
         p = flexgen_default_policy;
     } else if (cfg->system->flexgen_policy == SIM_FLEXGEN_LP) {
+        uint32_t G = cfg->flexgen_gpu_batch ? cfg->flexgen_gpu_batch : u->B;
         struct flexgen_workload w = {u->m, cfg->hw, u->B, cfg->prompt_len, u->N, cfg->precision,
-                                     cfg->system->cpu_attention, cfg->gpu_mem_bytes,
+                                     cfg->system->cpu_attention,
+                                     cfg->gpu_mem_bytes - eager_reserve(u, G),
                                      cfg->cpu_mem_bytes};
         int feasible;
         int rc = flexgen_policy_lp(&w, &p, &feasible, &u->r->flexgen_lp_layer_ns, e);
@@ -590,14 +603,16 @@ static int run_flexgen_policy(struct run *u, struct alisa_err *e)
 
 /* Memory: the weights' GPU share stays there; their CPU share lives on the
  * host and is streamed through two layers' buffers on the GPU (FlexGen's
- * double buffer, DeepSpeed's); the executor's arenas are given directly.
- * Sets r->oom when no KV fits. Cannot fail. */
+ * double buffer, DeepSpeed's); the prefill's activations are held
+ * (eager_reserve; vLLM: its own formula); the executor's arenas are given
+ * directly. Sets r->oom when no KV fits. Cannot fail. */
 static void run_capacities(struct run *u)
 {
     const struct sim_config *cfg = u->cfg;
     double weights = u->m->weight_bytes_fp16;
     double buffers = u->w_cpu > 0 ? 2 * cost_layer_weight_bytes(u->m) * u->w_cpu : 0;
-    u->gpu_kv = cfg->gpu_mem_bytes - weights * (1 - u->w_cpu) - buffers;
+    u->gpu_kv = cfg->gpu_mem_bytes - weights * (1 - u->w_cpu) - buffers -
+                eager_reserve(u, u->B / u->ngb);
     if (cfg->system->gpu_mem_utilization > 0) {
         uint32_t tokens = u->m->max_seq > 2048 ? u->m->max_seq : 2048;
         u->gpu_kv = cfg->system->gpu_mem_utilization * cfg->gpu_mem_bytes - weights -
@@ -645,17 +660,29 @@ static int run_search(struct run *u, struct alisa_err *e)
     int rc = selstats_replay(cfg->trace, &rcfg, &sp, &st, &layers, e);
     if (rc)
         return rc;
-    struct selstats_summary *picks = malloc(sizeof *picks);
-    if (!picks) {
+    /* each trace layer's picks: model layers follow trace layers as the
+     * replay maps them */
+    const size_t bins = SELSTATS_AGE_BINS + 1;
+    struct selstats_summary *sum = malloc(sizeof *sum);
+    double *picks = malloc((size_t)layers * bins * sizeof *picks);
+    uint64_t counted = 0;
+    if (!sum || !picks) {
+        free(sum);
+        free(picks);
         selstats_destroy(st);
-        return err_set(e, ALISA_ENOMEM, "out of memory");
+        return err_set(e, ALISA_ENOMEM, "out of memory for %u layers' pick positions", layers);
     }
-    selstats_summary(st, UINT32_MAX, UINT32_MAX, picks);
+    for (uint32_t t = 0; t < layers; t++) {
+        selstats_summary(st, t, UINT32_MAX, sum);
+        memcpy(picks + t * bins, sum->pick_cdf, bins * sizeof *picks);
+        counted += sum->picks;
+    }
+    free(sum);
     selstats_destroy(st);
     struct search_workload w = {u->m, cfg->hw, u->B, cfg->prompt_len, u->N, cfg->sel_params,
                                 cfg->precision, 1, u->gpu_kv, u->cpu_kv,
                                 cfg->system->inputs_outside, u->host_ns, prefetches(cfg),
-                                picks->picks ? picks->pick_cdf : NULL, SELSTATS_AGE_BINS,
+                                counted ? picks : NULL, SELSTATS_AGE_BINS, layers,
                                 cfg->sw && cfg->sw->pageable_relay};
     struct alisa_schedule *s = &u->r->schedule;
     if (cfg->schedule_given) {

@@ -20,7 +20,12 @@ static void stream_params(const struct search_workload *w, struct place_params *
 {
     const struct model_shape *m = w->model;
     struct kv_shape k = kv_shape_of(m, w->precision);
-    double gpu_kv = w->tiers_given ? w->gpu_kv_bytes : w->hw->gpu_mem_gib * GIB - m->weight_bytes_fp16;
+    /* as the simulator sizes an eager runtime's tier: less the weights and
+     * the prefill's activations (sim/simulate.c, eager_reserve) */
+    double gpu_kv = w->tiers_given ? w->gpu_kv_bytes
+                                   : w->hw->gpu_mem_gib * GIB - m->weight_bytes_fp16 -
+                                         cost_prefill_peak_act_bytes(m, w->batch * w->prompt_len,
+                                                                     w->batch);
     double cpu_kv = w->tiers_given ? w->cpu_kv_bytes : w->hw->host_dram_gib * GIB;
     uint64_t split = (uint64_t)w->batch * m->n_layers, fixed = cost_kv_fixed_bytes(&k);
     uint64_t g = gpu_kv > 0 ? (uint64_t)gpu_kv / split : 0;
@@ -62,18 +67,31 @@ static double step_compute_ns(const struct search_workload *w, uint32_t j, doubl
  * tokens): from the trace's pick positions relative to the query position
  * pos, or spread evenly over the `old` tokens before the local window (also
  * when the picks are all of them: then exactly n of them). */
-static double picks_below(const struct search_workload *w, double n, uint32_t pos, double old,
-                          double global)
+static double picks_below(const struct search_workload *w, const double *cdf, double n,
+                          uint32_t pos, double old, double global)
 {
     if (n <= 0 || old <= 0)
         return 0;
-    if (!w->pick_cdf || !w->pick_bins || pos == 0 || global >= old)
+    if (!cdf || !w->pick_bins || pos == 0 || global >= old)
         return n >= old ? 1 : n / old;
     double x = n / pos * w->pick_bins;
     if (x >= w->pick_bins)
-        return w->pick_cdf[w->pick_bins];
+        return cdf[w->pick_bins];
     uint32_t k = (uint32_t)x;
-    return w->pick_cdf[k] + (x - k) * (w->pick_cdf[k + 1] - w->pick_cdf[k]);
+    return cdf[k] + (x - k) * (cdf[k + 1] - cdf[k]);
+}
+
+/* The model layers whose picks follow pick layer t (model layer l follows
+ * pick layer floor(l x pick_layers / n_layers), as the simulator maps model
+ * layers onto trace layers); with no pick layers, every layer follows one. */
+static uint32_t layers_following(const struct search_workload *w, uint32_t t)
+{
+    uint32_t L = w->model->n_layers, P = w->pick_cdf && w->pick_layers ? w->pick_layers : 1, n = 0;
+    if (P == 1)
+        return L;
+    for (uint32_t l = 0; l < L; l++)
+        n += (uint32_t)((uint64_t)l * P / L) == t;
+    return n;
 }
 
 /* The rule's counts for one stream after a position (placement alisa's
@@ -111,31 +129,34 @@ static int fits(const struct rule_state *st, uint32_t c, uint64_t gpu_cap,
 
 /* One decode step as the evaluation priced it. */
 struct step_view {
-    double tc;            /* compute, ns */
-    double loads, recomputes; /* expected picks loaded and recomputed, per stream */
     double d2h;           /* bytes offloaded, the whole batch, one layer */
     double price;         /* T_j, ns */
+    double price_ref;     /* T_j with the reference offloads instead (eval_with's ref) */
 };
 
-/* T_j from a step's terms, each for one layer and the whole batch but tc
- * (every layer's): Tc + Tm + Tr, or with overlap the larger of the GPU's
- * work and the link's. */
-static double step_price(const struct search_workload *w, double tc, double h2d, double d2h,
-                         double rec_tokens)
+/* One layer's link and recompute time and its price from its terms, each
+ * for the whole batch: tc + tm + tr, or with overlap the larger of the
+ * GPU's work (tc + tr) and the link's (tm). */
+static double layer_price(const struct search_workload *w, double tc, double h2d, double d2h,
+                          double rec_tokens, double *tm_out, double *tr_out)
 {
-    const double L = w->model->n_layers;
     double relay = w->pageable_relay ? cost_pageable_relay_ns(w->hw, h2d) : 0;
-    double tm = L * (cost_transfer_ns(w->hw, h2d, h2d > 0) + relay +
-                     cost_transfer_ns(w->hw, d2h, d2h > 0));
-    double tr = L * cost_recompute_gpu_ns(w->model, w->hw, rec_tokens, w->precision);
+    double tm = cost_transfer_ns(w->hw, h2d, h2d > 0) + relay +
+                cost_transfer_ns(w->hw, d2h, d2h > 0);
+    double tr = cost_recompute_gpu_ns(w->model, w->hw, rec_tokens, w->precision);
+    if (tm_out)
+        *tm_out = tm;
+    if (tr_out)
+        *tr_out = tr;
     return w->overlap ? (tc + tr > tm ? tc + tr : tm) : tc + tm + tr;
 }
 
 /* alisa_schedule_eval with the steps' compute times given when they do not
  * depend on the GPU-resident KV (tc: (gen_len), or NULL); view (gen_len),
- * when not NULL, gets each step's terms and price. */
+ * when not NULL, gets each step's offloads and price, and with ref (gen_len
+ * views) its price were its offloads ref's. */
 static int eval_with(const struct search_workload *w, const double *tc, struct alisa_schedule *s,
-                     struct step_view *view, struct alisa_err *e)
+                     struct step_view *view, const struct step_view *ref, struct alisa_err *e)
 {
     if (!(s->alpha >= 0 && s->alpha <= 1 && s->beta >= 0 && s->beta <= 1) || s->p1 > s->p2 ||
         s->p2 > w->gen_len)
@@ -143,11 +164,11 @@ static int eval_with(const struct search_workload *w, const double *tc, struct a
                        "(0 <= alpha, beta <= 1, p1 <= p2 <= %u)", s->alpha, s->beta, s->p1,
                        s->p2, w->gen_len);
     const struct model_shape *m = w->model;
-    const struct hw_profile *hw = w->hw;
     struct place_params pp;
     stream_params(w, &pp);
     const struct alisa_sched sc = alisa_schedule_positions(w, s);
     const double B = w->batch, L = m->n_layers, streams = B * L;
+    const uint32_t P = w->pick_cdf && w->pick_layers ? w->pick_layers : 1;
     const uint64_t gpu_cap = pp.gpu_bytes / pp.kv_bytes;
     struct kv_shape k = kv_shape_of(m, w->precision);
     const double fixed_all = streams * (double)cost_kv_fixed_bytes(&k);
@@ -182,31 +203,37 @@ static int eval_with(const struct search_workload *w, const double *tc, struct a
             s->peak_gpu_bytes = gpu;
         if (streams * cpu_bytes > s->peak_cpu_bytes)
             s->peak_cpu_bytes = streams * cpu_bytes;
-        /* the global half, over the tokens before the window as the trace's
-         * picks fall (or evenly): the CPU's share loaded, the deleted one
-         * recomputed */
+        /* the global half, over the tokens before the window as each
+         * layer's picks fall in the trace (or evenly): the CPU's share
+         * loaded, the deleted one recomputed; each layer priced alone, as
+         * the simulator's layers are */
         double old = c - local, global = b - local < old ? b - local : old;
-        double on_cpu = picks_below(w, before.off, pos, old, global);
-        double deleted = picks_below(w, before.del, pos, old, global);
-        double loads = global * (on_cpu - deleted), recomputes = global * deleted;
-        double h2d = B * (loads * pp.kv_bytes + recomputes * pp.act_bytes);
         double d2h = B * copies * pp.kv_bytes;
         copies = 0;
-        double relay = w->pageable_relay ? cost_pageable_relay_ns(hw, h2d) : 0;
-        double tm = L * (cost_transfer_ns(hw, h2d, h2d > 0) + relay +
-                         cost_transfer_ns(hw, d2h, d2h > 0));
-        double tr = L * cost_recompute_gpu_ns(m, hw, B * recomputes, w->precision);
-        double tcj = tc ? tc[j] : step_compute_ns(w, j, gpu_tok);
-        double step = step_price(w, tcj, h2d, d2h, B * recomputes);
+        double tcj = tc ? tc[j] : step_compute_ns(w, j, gpu_tok), tcl = tcj / L;
+        double step = 0, step_ref = 0;
+        for (uint32_t t = 0; t < P; t++) {
+            double nl = layers_following(w, t);
+            if (nl == 0)
+                continue;
+            const double *cdf = w->pick_cdf ? w->pick_cdf + (size_t)t * (w->pick_bins + 1) : NULL;
+            double on_cpu = picks_below(w, cdf, before.off, pos, old, global);
+            double deleted = picks_below(w, cdf, before.del, pos, old, global);
+            double loads = global * (on_cpu - deleted), recomputes = global * deleted;
+            double h2d = B * (loads * pp.kv_bytes + recomputes * pp.act_bytes), tm, tr;
+            step += nl * layer_price(w, tcl, h2d, d2h, B * recomputes, &tm, &tr);
+            if (ref)
+                step_ref += nl * layer_price(w, tcl, h2d, ref[j].d2h, B * recomputes, NULL, NULL);
+            s->transfer_ns += nl * tm;
+            s->recompute_ns += nl * tr;
+            s->loads += nl * B * loads;
+            s->recomputes += nl * B * recomputes;
+            s->bytes_h2d += nl * h2d;
+        }
         if (view)
-            view[j] = (struct step_view){tcj, loads, recomputes, d2h, step};
+            view[j] = (struct step_view){d2h, step, step_ref};
         s->total_ns += step;
         s->compute_ns += tcj;
-        s->transfer_ns += tm;
-        s->recompute_ns += tr;
-        s->loads += streams * loads;
-        s->recomputes += streams * recomputes;
-        s->bytes_h2d += L * h2d;
         s->bytes_d2h += L * d2h;
     }
     return 0;
@@ -215,7 +242,7 @@ static int eval_with(const struct search_workload *w, const double *tc, struct a
 int alisa_schedule_eval(const struct search_workload *w, struct alisa_schedule *s,
                         struct alisa_err *e)
 {
-    return eval_with(w, NULL, s, NULL, e);
+    return eval_with(w, NULL, s, NULL, NULL, e);
 }
 
 /* The schedule in positions from the greedy rule's p1 and alpha (which may
@@ -264,11 +291,10 @@ int alisa_search_greedy(const struct search_workload *w, struct alisa_schedule *
     struct step_view *keep = malloc((size_t)w->gen_len * 2 * sizeof *keep), *del = keep + w->gen_len;
     if (!keep)
         return err_set(e, ALISA_ENOMEM, "out of memory for %u step prices", w->gen_len);
-    const double B = w->batch;
     uint64_t evaluated = 1;
     /* each step with the CPU tokens loaded when picked (phase II alone) */
     struct alisa_schedule best = *s, c;
-    if ((rc = eval_with(w, NULL, &best, keep, e)))
+    if ((rc = eval_with(w, NULL, &best, keep, NULL, e)))
         goto done;
     int have = best.feasible; /* phase II alone, where the CPU tier holds it */
     /* from beta 1 down, so of two shares deleting the same whole tokens the
@@ -286,21 +312,19 @@ int alisa_search_greedy(const struct search_workload *w, struct alisa_schedule *
          * first step where that is cheaper (its offloads as phase II's: the
          * choice is between two ways to reach the same tokens) */
         greedy_at(w, &phase2, beta, 0, &c);
-        if ((rc = eval_with(w, NULL, &c, del, e)))
+        if ((rc = eval_with(w, NULL, &c, del, keep, e)))
             goto done;
         evaluated++;
         uint32_t p2 = w->gen_len;
-        for (uint32_t j = c.p1; j < w->gen_len && p2 == w->gen_len; j++) {
-            double h2d = B * (del[j].loads * pp.kv_bytes + del[j].recomputes * pp.act_bytes);
-            if (step_price(w, keep[j].tc, h2d, keep[j].d2h, B * del[j].recomputes) < keep[j].price)
+        for (uint32_t j = c.p1; j < w->gen_len && p2 == w->gen_len; j++)
+            if (del[j].price_ref < keep[j].price)
                 p2 = j;
-        }
         if (p2 > p2_cap)
             p2 = p2_cap;
         if (p2 >= w->gen_len)
             continue; /* never cheaper, and the CPU tier holds it all */
         greedy_at(w, &phase2, beta, p2, &c);
-        if ((rc = eval_with(w, NULL, &c, NULL, e)))
+        if ((rc = eval_with(w, NULL, &c, NULL, NULL, e)))
             goto done;
         evaluated++;
         if (c.feasible && (!have || c.total_ns < best.total_ns)) {
@@ -369,7 +393,7 @@ int alisa_search_grid(const struct search_workload *w, uint32_t grid, struct ali
                     if ((c.alpha == 0 && (c.p1 != w->gen_len || c.beta != 0)) ||
                         (c.beta == 0 && c.p2 != w->gen_len))
                         continue;
-                    if (eval_with(w, tc, &c, NULL, e))
+                    if (eval_with(w, tc, &c, NULL, NULL, e))
                         continue;
                     evaluated++;
                     if (c.feasible && (!best.feasible || c.total_ns < best.total_ns))

@@ -54,11 +54,13 @@ struct search_workload {
                                 Tc_j is at least the layers times this; 0: not priced */
     int overlap;             /* 1: T_j = max(Tc + Tr, Tm), copies beside compute (the
                                 simulator's prefetch, FlexGen's loop); 0: Tc + Tm + Tr */
-    const double *pick_cdf;  /* (pick_bins + 1): [k] the share of a step's global picks whose
-                                position is below k / pick_bins of the query position, as the
-                                trace's selection picks them (selstats_replay); NULL: spread
-                                evenly over the tokens before the local window */
-    uint32_t pick_bins;
+    const double *pick_cdf;  /* (pick_layers, pick_bins + 1): [t][k] the share of a step's
+                                global picks in trace layer t whose position is below k /
+                                pick_bins of the query position, as the trace's selection
+                                picks them (selstats_replay); model layer l follows trace
+                                layer floor(l x pick_layers / n_layers); NULL: spread evenly
+                                over the tokens before the local window */
+    uint32_t pick_bins, pick_layers;
     int pageable_relay;      /* 1: the KV loads are staged by the host from pageable memory
                                 first (cost_pageable_relay_ns, the software's pageable_relay) */
 };

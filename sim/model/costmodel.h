@@ -116,9 +116,10 @@ double cost_recompute_gpu_ns(const struct model_shape *m, const struct hw_profil
  * (tokens x (hidden + 2 x kv width)), the FFN's fused up projection and its
  * activation (tokens x ffn x ffn_matrices), and the sampler's logits (seqs x
  * vocab, FP32). Our estimate of what vLLM's profiling run peaks at
- * (vllm/worker/worker.py, Worker.determine_num_available_blocks), not a
- * measurement: allocator slack, cuBLAS workspaces and the CUDA context are
- * left out. Cannot fail. */
+ * (vllm/worker/worker.py, Worker.determine_num_available_blocks), and of
+ * what an eager PyTorch runtime's prefill of its GPU batch leaves held by
+ * the caching allocator; not a measurement: allocator slack, cuBLAS
+ * workspaces and the CUDA context are left out. Cannot fail. */
 double cost_prefill_peak_act_bytes(const struct model_shape *m, uint32_t tokens, uint32_t seqs);
 
 /* Weight bytes of one layer in FP16 (what DeepSpeed-style offloading streams
