@@ -33,6 +33,6 @@ do for [mi = 1:words(models)] {
     }
     set title m
     plot for [si = 1:words(here)] series(m, word(here, si)) using 9:15 title word(here, si) \
-        lw 2 lc rgb sys_color(word(here, si)) pt sys_pt(word(here, si)) dt sys_dt(word(here, si)) ps 0.8
+        lw 2 lc rgb sys_color(word(here, si)) pt sys_pt(word(here, si)) dt sys_dt(word(here, si)) ps sys_ps(word(here, si))
 }
 unset multiplot
