@@ -623,10 +623,16 @@ static void run_capacities(struct run *u)
         u->gpu_kv = cfg->gpu_kv_bytes;
     if (u->gpu_kv <= 0 || u->cpu_kv < 0) {
         u->r->oom = 1;
-        snprintf(u->r->oom_reason, sizeof u->r->oom_reason,
-                 "the weights (%.1f GB) leave no room for KV in %.1f GB of %s memory",
-                 weights / 1e9, (u->gpu_kv <= 0 ? cfg->gpu_mem_bytes : cfg->cpu_mem_bytes) / 1e9,
-                 u->gpu_kv <= 0 ? "GPU" : "host");
+        if (u->gpu_kv <= 0)
+            snprintf(u->r->oom_reason, sizeof u->r->oom_reason,
+                     "the weights (%.1f GB) and the runtime's activations (%.1f GB) leave no "
+                     "room for KV in %.1f GB of GPU memory", weights * (1 - u->w_cpu) / 1e9,
+                     (cfg->system->gpu_mem_utilization > 0 ? 0 : eager_reserve(u, u->B / u->ngb)) /
+                         1e9, cfg->gpu_mem_bytes / 1e9);
+        else
+            snprintf(u->r->oom_reason, sizeof u->r->oom_reason,
+                     "the weights (%.1f GB) leave no room for KV in %.1f GB of host memory",
+                     weights * u->w_cpu / 1e9, cfg->cpu_mem_bytes / 1e9);
     }
 }
 

@@ -301,6 +301,10 @@ sed 's/^weight_probe_gbps = .*/weight_probe_gbps = 99999/' "$tmp/cat/hardware.in
 [ $? -eq 0 ] && grep -q "warning: this machine's weight rate was .* from the profile's 1e+05, beyond its noise" "$tmp/err" &&
     python3 -c "import json,sys; sys.exit(not json.load(open(sys.argv[1]))['machine_drift_pct'] < -99)" "$tmp/drift.json"
 check $? "validate warns when the machine departs from the profile beyond its noise"
+# the CPU the executor got while it ran (issue 41: busy loops take cores
+# the memory probes do not see): a share of its threads' cores, reported
+python3 -c "import json,sys; s = json.load(open(sys.argv[1]))['cpu_share']; sys.exit(not 0 < s <= 1.5)" "$tmp/drift.json"
+check $? "validate reports the executor's share of the CPU"
 printf '; nothing\n' >"$tmp/empty.ini"
 "$alisa" validate --model stories260K --text "$text/tinystories_val_subset.txt" \
     --profile "$tmp/empty.ini" --prompt-len 32 --gen-len 16 2>"$tmp/err"

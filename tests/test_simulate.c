@@ -835,7 +835,7 @@ static void test_search_prices_what_the_simulator_runs_on_every_trace(void **sta
     const char *traces[] = {ALISA_TRACES_DIR "/synthetic-opt-8l-4s.trace",
                             ALISA_TRACES_DIR "/smollm2-135m-wikitext2.trace",
                             ALISA_TRACES_DIR "/stories260K-tinystories.trace"};
-    const double sparsities[] = {0.5, 0.8, 0.9};
+    const double sparsities[] = {0, 0.8, 0.9}; /* [1] everywhere, [2] on SmolLM2's trace */
     for (int t = 0; t < 3; t++)
         for (int k = 1; k < 3; k++) {
             if (k == 2 && t != 1) /* 90% on SmolLM2's trace only */
@@ -857,7 +857,8 @@ static void test_search_prices_what_the_simulator_runs_on_every_trace(void **sta
             if (fabs(search - decode) > 0.10 * decode)
                 fail_msg("%s at sparsity %.1f: the search prices %.3f s, the simulator runs "
                          "%.3f s", traces[t], sparsities[k], search, decode);
-            assert_true(r.schedule.p1 <= r.schedule.p2);
+            /* as the run went: no phase III, or phase II no later than it */
+            assert_true(r.phase3_step < 0 || (r.phase2_step >= 0 && r.phase2_step <= r.phase3_step));
         }
     catalog_deinit(&cat);
 }

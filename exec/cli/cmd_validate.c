@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "outfile.h"
@@ -21,6 +22,7 @@
 #include "cli.h"
 #include "cli_exec.h"
 #include "cmds.h"
+#include "cpu_ops.h"
 #include "simulate.h"
 
 void cmd_validate_usage(FILE *out)
@@ -100,6 +102,8 @@ struct validation {
     double rate_before, rate_after, rate_profile; /* one-row weight pass, GB/s */
     double rate_min, rate_max; /* over all samples, GB/s */
     double drift;              /* the run's rate / the profile's - 1 (0: no profile rate) */
+    double cpu_share;          /* CPU backend: the process's CPU time over the runs' wall time
+                                  and its threads (1: it had its cores; 0: not measured) */
     uint32_t rate_samples;
     double norm_total, norm_mape; /* predictions scaled by the machine's drift */
     double spread;            /* the runs' decode totals, (max - min) / median, %: the noise
@@ -479,6 +483,9 @@ static int validate_measure(const struct validate_opts *o, struct loaded *l,
                              .kv = o->kvo, .between = machine_between,
                              .progress = o->json ? NULL : "validate, executor"};
     int rc = 0;
+    /* the CPU the process got while the executor ran: busy work beside it
+     * takes cores, which the weight-rate probes (memory) do not see */
+    double wall = 0, cpu = 0;
     for (uint32_t k = 0; k < o->repeat && !rc; k++) {
         struct exec_run *x = &ex[k];
         FILE *tf = open_memstream(&x->buf, &x->len);
@@ -491,7 +498,13 @@ static int validate_measure(const struct validate_opts *o, struct loaded *l,
         machine_sample(&x->mc, -0.5, SAMPLE_AROUND_S);
         fprintf(stderr, "alisa: executor, run %u of %u: %u x (%u + %u) tokens, %s / %s\n", k + 1,
                 o->repeat, o->batch, o->P, o->G, o->kvo.selection, o->kvo.placement);
+        struct timespec c0, c1;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+        double w0 = cli_now_s();
         rc = record_trace(&job, e);
+        wall += cli_now_s() - w0;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+        cpu += (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
         machine_sample(&x->mc, o->G - 0.5, SAMPLE_AROUND_S);
         fclose(tf);
         if (!rc)
@@ -504,6 +517,8 @@ static int validate_measure(const struct validate_opts *o, struct loaded *l,
             v->rate_after = q;
         }
     }
+    if (kind == LLM_BACKEND_CPU && wall > 0)
+        v->cpu_share = cpu / (wall * cpu_threads());
     return rc;
 }
 
@@ -574,6 +589,7 @@ static void validate_report_json(const struct validate_opts *o, const char *mode
     json_object_set_new(j, "weight_rate_samples", json_integer(v->rate_samples));
     json_object_set_new(j, "weight_rate_min_gbps", json_real(v->rate_min));
     json_object_set_new(j, "machine_drift_pct", json_real(100 * v->drift));
+    json_object_set_new(j, "cpu_share", json_real(v->cpu_share));
     json_object_set_new(j, "weight_rate_max_gbps", json_real(v->rate_max));
     json_object_set_new(j, "normalised_predicted_s", norm ? json_real(v->norm_total) : json_null());
     json_object_set_new(j, "normalised_total_error_pct",
@@ -667,6 +683,14 @@ static void validate_warn_drift(struct validation *v, const struct hw_profile *h
                 "%.0f%%: other work is using the cores or the machine differs from calibration, "
                 "and the error below carries it (check uptime)\n", run, v->rate_min, v->rate_max,
                 100 * v->drift, v->rate_profile, 100 * noise);
+    /* one thread that got under 90% of a core was made to wait: other work
+     * shares the cores (with more threads, idle waits lower the share by
+     * themselves, so it is reported, not judged) */
+    if (v->cpu_share > 0 && cpu_threads() == 1 && v->cpu_share < 0.9)
+        fprintf(stderr, "alisa validate: warning: the executor had %.0f%% of a core while it "
+                "ran (its one thread waited for the CPU the rest of the time): other work is "
+                "using the cores, and the error below carries it (check uptime)\n",
+                100 * v->cpu_share);
 }
 
 int cmd_validate(int argc, char **argv)

@@ -74,24 +74,23 @@ static double picks_below(const struct search_workload *w, const double *cdf, do
         return 0;
     if (!cdf || !w->pick_bins || pos == 0 || global >= old)
         return n >= old ? 1 : n / old;
-    double x = n / pos * w->pick_bins;
+    /* cdf[k]: picks with id <= k pos / bins (selstats_summary); here id < n */
+    double x = (n - 1) / pos * w->pick_bins;
     if (x >= w->pick_bins)
         return cdf[w->pick_bins];
     uint32_t k = (uint32_t)x;
     return cdf[k] + (x - k) * (cdf[k + 1] - cdf[k]);
 }
 
-/* The model layers whose picks follow pick layer t (model layer l follows
- * pick layer floor(l x pick_layers / n_layers), as the simulator maps model
- * layers onto trace layers); with no pick layers, every layer follows one. */
-static uint32_t layers_following(const struct search_workload *w, uint32_t t)
+/* n[t] = the model layers whose picks follow pick layer t, t < P (model
+ * layer l follows pick layer floor(l x P / n_layers), as the simulator maps
+ * model layers onto trace layers; P = 1: every layer follows the one). */
+static void layers_following(const struct search_workload *w, uint32_t P, uint32_t *n)
 {
-    uint32_t L = w->model->n_layers, P = w->pick_cdf && w->pick_layers ? w->pick_layers : 1, n = 0;
-    if (P == 1)
-        return L;
+    uint32_t L = w->model->n_layers;
+    memset(n, 0, P * sizeof *n);
     for (uint32_t l = 0; l < L; l++)
-        n += (uint32_t)((uint64_t)l * P / L) == t;
-    return n;
+        n[(uint64_t)l * P / L]++;
 }
 
 /* The rule's counts for one stream after a position (placement alisa's
@@ -169,6 +168,10 @@ static int eval_with(const struct search_workload *w, const double *tc, struct a
     const struct alisa_sched sc = alisa_schedule_positions(w, s);
     const double B = w->batch, L = m->n_layers, streams = B * L;
     const uint32_t P = w->pick_cdf && w->pick_layers ? w->pick_layers : 1;
+    uint32_t *following = malloc(P * sizeof *following);
+    if (!following)
+        return err_set(e, ALISA_ENOMEM, "out of memory for %u layers", P);
+    layers_following(w, P, following);
     const uint64_t gpu_cap = pp.gpu_bytes / pp.kv_bytes;
     struct kv_shape k = kv_shape_of(m, w->precision);
     const double fixed_all = streams * (double)cost_kv_fixed_bytes(&k);
@@ -213,7 +216,7 @@ static int eval_with(const struct search_workload *w, const double *tc, struct a
         double tcj = tc ? tc[j] : step_compute_ns(w, j, gpu_tok), tcl = tcj / L;
         double step = 0, step_ref = 0;
         for (uint32_t t = 0; t < P; t++) {
-            double nl = layers_following(w, t);
+            double nl = following[t];
             if (nl == 0)
                 continue;
             const double *cdf = w->pick_cdf ? w->pick_cdf + (size_t)t * (w->pick_bins + 1) : NULL;
@@ -236,6 +239,7 @@ static int eval_with(const struct search_workload *w, const double *tc, struct a
         s->compute_ns += tcj;
         s->bytes_d2h += L * d2h;
     }
+    free(following);
     return 0;
 }
 
@@ -259,7 +263,11 @@ static void greedy_at(const struct search_workload *w, const struct alisa_sched 
     s->p2 = p2 < s->p1 ? s->p1 : p2;
     s->beta = s->p2 < w->gen_len ? beta : 0;
     s->at.beta = s->beta;
-    s->at.p2 = s->p2 < w->gen_len ? w->prompt_len + s->p2 : UINT32_MAX;
+    /* phase III with phase II begins where phase II does, in the prompt too
+     * (a CPU tier that overflows within the prompt needs it there) */
+    s->at.p2 = s->p2 >= w->gen_len ? UINT32_MAX
+               : s->p2 == s->p1   ? s->at.p1
+                                  : w->prompt_len + s->p2;
 }
 
 int alisa_search_greedy(const struct search_workload *w, struct alisa_schedule *s,
