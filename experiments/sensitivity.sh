@@ -7,7 +7,7 @@
 # repository root after `make build`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-alisa=build/alisa
+alisa=${ALISA:-build/alisa}
 trace=traces/synthetic-opt-8l-4s.trace
 common=(--trace "$trace" --prompt-len 128 --gen-len 512)
 
@@ -65,6 +65,8 @@ row "base: ALISA's greedy schedule, FlexGen's LP policy with CPU attention, vLLM
     "$H --system alisa|$H --system flexgen|$H --system vllm"
 row "placement: ALISA's schedule from the grid search" \
     "$H --system alisa --search grid|$H --system flexgen|$H --system vllm"
+row "placement: ALISA's schedule from the simulated search (--search sim)" \
+    "$H --system alisa --search sim|$H --system flexgen|$H --system vllm"
 row "ALISA: its CPU cache pinned (--software alisa-pinned: no staging)" \
     "$H --system alisa --software alisa-pinned|$H --system flexgen|$H --system vllm"
 row "placement: alisa-cache (beyond the paper)" \

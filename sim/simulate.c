@@ -1010,8 +1010,83 @@ static void run_free(struct run *u)
     free(u->slots_of);
 }
 
+static int sim_run_one(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
+                       struct alisa_err *e);
+
+/* --search sim: every candidate schedule simulated, the fastest kept
+ * (sim_config.search_sim); r is its run, its timeline written. */
+static int sim_run_search_sim(const struct sim_config *cfg, struct sim_result *r,
+                              FILE *timeline, struct alisa_err *e)
+{
+    struct sim_config c = *cfg;
+    c.search_sim = 0;
+    struct sim_result *tmp = malloc(sizeof *tmp);
+    struct alisa_schedule *cand = malloc((size_t)(cfg->search_sim + 2) * (cfg->search_sim + 2) *
+                                         sizeof *cand);
+    int rc = 0, n = 0;
+    if (!tmp || !cand) {
+        rc = err_set(e, ALISA_ENOMEM, "out of memory for the candidate schedules");
+        goto done;
+    }
+    /* the paper's greedy and the analytic grid's best: their schedules */
+    for (int k = 0; k < 2 && !rc; k++) {
+        c.search_grid = k ? 10 : 0;
+        if (!(rc = sim_run_one(&c, tmp, NULL, e)) && tmp->scheduled && tmp->schedule.feasible)
+            cand[n++] = tmp->schedule;
+    }
+    if (!rc && n) { /* the greedy's alpha and p1, phase III swept */
+        const struct alisa_schedule g = cand[0];
+        uint32_t G = cfg->search_sim;
+        for (uint32_t b = 1; b <= G && g.alpha > 0; b++)
+            for (uint32_t i = 0; i <= G; i++) {
+                struct alisa_schedule s = {.alpha = g.alpha, .beta = (double)b / G, .p1 = g.p1};
+                s.p2 = g.p1 + (uint32_t)((uint64_t)(cfg->gen_len - g.p1) * i / (G + 1));
+                cand[n++] = s;
+            }
+        if (g.alpha > 0) /* and phase II alone */
+            cand[n++] = (struct alisa_schedule){.alpha = g.alpha, .p1 = g.p1, .p2 = cfg->gen_len};
+    }
+    double best = -1;
+    int pick = -1;
+    for (int k = 0; k < n && !rc; k++) {
+        c.search_grid = 0;
+        c.schedule_given = 1;
+        c.schedule = (struct alisa_schedule){.alpha = cand[k].alpha, .beta = cand[k].beta,
+                                             .p1 = cand[k].p1, .p2 = cand[k].p2};
+        if ((rc = sim_run_one(&c, tmp, NULL, e)))
+            break;
+        if (!tmp->oom && tmp->throughput_tok_s > best) {
+            best = tmp->throughput_tok_s;
+            pick = k;
+        }
+    }
+    if (!rc) {
+        c = *cfg;
+        c.search_sim = 0;
+        if (pick >= 0) {
+            c.schedule_given = 1;
+            c.schedule = (struct alisa_schedule){.alpha = cand[pick].alpha,
+                                                 .beta = cand[pick].beta, .p1 = cand[pick].p1,
+                                                 .p2 = cand[pick].p2};
+        }
+        rc = sim_run_one(&c, r, timeline, e);
+    }
+done:
+    free(tmp);
+    free(cand);
+    return rc;
+}
+
 int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
             struct alisa_err *e)
+{
+    if (cfg->search_sim && !cfg->schedule_given && cfg->place && cfg->place->scheduled)
+        return sim_run_search_sim(cfg, r, timeline, e);
+    return sim_run_one(cfg, r, timeline, e);
+}
+
+static int sim_run_one(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
+                       struct alisa_err *e)
 {
     memset(r, 0, sizeof *r);
     r->phase2_step = r->phase3_step = -1;

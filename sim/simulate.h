@@ -121,6 +121,10 @@ struct sim_config {
     int schedule_given;                /* 1: run `schedule` (alpha, beta, p1, p2) */
     struct alisa_schedule schedule;
     uint32_t search_grid;              /* 0: the paper's greedy search; G: the grid (1/G) */
+    uint32_t search_sim;               /* G > 0: candidate schedules simulated, the fastest run
+                                          (sim_run: the greedy's, the grid's, and the greedy's
+                                          alpha and p1 with beta in 1/G steps and p2 at p1 + i
+                                          (gen_len - p1) / (G + 1), or never) */
     int percent_given;                 /* 1: run `percent` (FlexGen's weight and cache shares)
                                           instead of the system's */
     struct flexgen_policy percent;

@@ -863,6 +863,51 @@ static void test_search_prices_what_the_simulator_runs_on_every_trace(void **sta
     catalog_deinit(&cat);
 }
 
+/* --search sim: the candidates simulated, the fastest run kept; never
+ * slower than the greedy's or the grid's schedule run as given. A 4-layer
+ * trace, OPT-6.7B at batch 8 with a GPU tier of 40% of the KV, so phases
+ * II and III are in play. */
+static void test_simulated_search_is_never_slower_than_greedy_or_grid(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "t.trace");
+    struct trace_gen_params p;
+    trace_gen_defaults(&p);
+    p.n_layers = 4;
+    p.n_seqs = 2;
+    p.prompt_len = 32;
+    p.gen_len = 24;
+    struct alisa_err e = {{0}};
+    assert_int_equal(trace_gen_write(&p, path, &e), 0);
+    struct catalog cat;
+    assert_int_equal(catalog_load(&cat, catalog_default_dir(), tu_models_dir(), &e), 0);
+    struct sim_config c = {.trace = path, .model = catalog_model(&cat, "OPT-6.7B"),
+                           .hw = catalog_hw(&cat, "H100-80GB"), .system = sim_system_find("alisa"),
+                           .batch = 8, .prompt_len = 32, .gen_len = 24,
+                           .sel_params = {.sparsity = 0.5}};
+    assert_int_equal(sim_resolve(&c, &e), 0);
+    struct kv_shape k = kv_shape_of(c.model, KV_FP16);
+    c.gpu_kv_bytes = 0.4 * 8 * 56 * (double)cost_kv_bytes(&k) * c.model->n_layers;
+    struct sim_result greedy, grid, best;
+    assert_int_equal(sim_run(&c, &greedy, NULL, &e), 0);
+    c.search_grid = 10;
+    assert_int_equal(sim_run(&c, &grid, NULL, &e), 0);
+    c.search_grid = 0;
+    c.search_sim = 2;
+    assert_int_equal(sim_run(&c, &best, NULL, &e), 0);
+    print_message("greedy %.1f tok/s (p2 %u), grid %.1f, simulated search %.1f (beta %.2f, p2 %u)\n",
+                  greedy.throughput_tok_s, greedy.schedule.p2, grid.throughput_tok_s,
+                  best.throughput_tok_s, best.schedule.beta, best.schedule.p2);
+    assert_false(best.oom);
+    assert_true(greedy.schedule.p1 < 24); /* phase II is in play */
+    assert_true(best.throughput_tok_s >= greedy.throughput_tok_s * (1 - 1e-9));
+    assert_true(best.throughput_tok_s >= grid.throughput_tok_s * (1 - 1e-9));
+    catalog_deinit(&cat);
+    tu_rmdir(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -882,6 +927,7 @@ int main(void)
         cmocka_unit_test(test_same_input_gives_the_same_result),
         cmocka_unit_test(test_sim_and_search_agree_on_a_schedule_they_price_alike),
         cmocka_unit_test(test_search_prices_what_the_simulator_runs_on_every_trace),
+        cmocka_unit_test(test_simulated_search_is_never_slower_than_greedy_or_grid),
         cmocka_unit_test(test_flexgen_shares_stream_weights_and_split_the_kv),
         cmocka_unit_test(test_host_launches_floor_each_layer),
         cmocka_unit_test(test_pageable_relay_stages_each_load_before_its_copy),

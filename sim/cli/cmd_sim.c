@@ -48,8 +48,11 @@ void cmd_sim_usage(FILE *out)
             "                      (each layer's copies wait for the previous layer's compute,\n"
             "                      Accelerate's hooks); for sensitivity studies\n"
             "  --search MODE       placement alisa's schedule search: greedy (the paper's rule,\n"
-            "                      default) or grid[:G] (exhaustive, alpha, beta in steps of\n"
-            "                      1/G, p1, p2 in steps of gen-len/G; G default 10)\n"
+            "                      default), grid[:G] (exhaustive over the search's prices, alpha,\n"
+            "                      beta in steps of 1/G, p1, p2 in steps of gen-len/G; G default\n"
+            "                      10) or sim[:G] (candidates simulated, the fastest run kept:\n"
+            "                      greedy's, grid's, and greedy's alpha and p1 with beta in 1/G\n"
+            "                      steps and p2 at G + 1 points from p1, or never; G default 4)\n"
             "  --schedule A,B,P1,P2  run this schedule instead of searching: alpha, beta in\n"
             "                      [0, 1], p1 <= p2 decode steps (gen-len = never)\n"
             "  --flexgen-percent WG,WC,CG,CC  FlexGen's --percent (its first four numbers; or\n"
@@ -147,9 +150,17 @@ int cmd_sim(int argc, char **argv)
                               optarg);
             break;
         case O_SEARCH:
+            cfg.search_sim = 0;
             if (strcmp(optarg, "greedy") == 0)
                 cfg.search_grid = 0;
-            else if (strcmp(optarg, "grid") == 0)
+            else if (strcmp(optarg, "sim") == 0)
+                cfg.search_sim = 4;
+            else if (strncmp(optarg, "sim:", 4) == 0) {
+                if (!(bad = cli_parse_u32(opt, optarg + 4, &cfg.search_sim, &e)) &&
+                    (cfg.search_sim < 1 || cfg.search_sim > 16))
+                    bad = err_set(&e, ALISA_EINVAL, "%s %s: the simulated search takes 1 to 16 "
+                                  "steps", opt, optarg);
+            } else if (strcmp(optarg, "grid") == 0)
                 cfg.search_grid = 10;
             else if (strncmp(optarg, "grid:", 5) == 0) {
                 if (!(bad = cli_parse_u32(opt, optarg + 5, &cfg.search_grid, &e)) &&
@@ -157,8 +168,8 @@ int cmd_sim(int argc, char **argv)
                     bad = err_set(&e, ALISA_EINVAL, "%s %s: the grid is 1 to 64 points", opt,
                                   optarg);
             } else
-                bad = err_set(&e, ALISA_EINVAL, "%s %s: expected greedy, grid or grid:G", opt,
-                              optarg);
+                bad = err_set(&e, ALISA_EINVAL, "%s %s: expected greedy, grid, grid:G, sim or "
+                              "sim:G", opt, optarg);
             break;
         case O_SCHEDULE: {
             struct alisa_schedule *q = &cfg.schedule;
@@ -324,7 +335,7 @@ int cmd_sim(int argc, char **argv)
             json_object_set_new(root, "schedule", json_pack(
                 "{s:f, s:f, s:i, s:i, s:s, s:b, s:f, s:f, s:f, s:f, s:f, s:f}", "alpha", q->alpha,
                 "beta", q->beta, "p1", q->p1, "p2", q->p2, "source", cfg.schedule_given ? "given" :
-                cfg.search_grid ? "grid" : "greedy", "feasible", q->feasible, "search_decode_s",
+                cfg.search_sim ? "sim" : cfg.search_grid ? "grid" : "greedy", "feasible", q->feasible, "search_decode_s",
                 q->total_ns * 1e-9, "search_transfer_s", q->transfer_ns * 1e-9,
                 "search_recompute_s", q->recompute_ns * 1e-9, "search_loads", q->loads,
                 "search_recomputes", q->recomputes, "search_bytes_h2d", q->bytes_h2d));
@@ -382,8 +393,10 @@ int cmd_sim(int argc, char **argv)
                     snprintf(s2, sizeof s2, "%u", q->p2);
                 printf("schedule     alpha %.3f, beta %.3f, p1 %s, p2 %s (%s); the search prices "
                        "the decode at %.3f s, simulated %.3f s\n", q->alpha, q->beta, s1, s2,
-                       cfg.schedule_given ? "given" : cfg.search_grid ? "grid search"
-                                                                       : "greedy search",
+                       cfg.schedule_given ? "given"
+                       : cfg.search_sim   ? "simulated search"
+                       : cfg.search_grid  ? "grid search"
+                                          : "greedy search",
                        q->total_ns * 1e-9, r.total_s - r.prefill_s);
             }
             printf("selection    attention recall mean %.4f, worst %.4f\n", r.recall_mean,
