@@ -63,6 +63,21 @@ static void write_toy_gen(const char *path, uint32_t n_layers, uint32_t prompt_l
         fail_msg("%s", e.msg);
 }
 
+/* A generated trace of the generator's default shape: n_layers layers,
+ * n_seqs sequences of prompt_len + gen_len positions. */
+static void write_gen(const char *path, uint32_t n_layers, uint32_t n_seqs, uint32_t prompt_len,
+                      uint32_t gen_len)
+{
+    struct trace_gen_params p;
+    trace_gen_defaults(&p);
+    p.n_layers = n_layers;
+    p.n_seqs = n_seqs;
+    p.prompt_len = prompt_len;
+    p.gen_len = gen_len;
+    struct alisa_err e = {{0}};
+    assert_int_equal(trace_gen_write(&p, path, &e), 0);
+}
+
 static struct sim_config toy_config(const char *trace, const char *system, uint32_t gen_len)
 {
     struct sim_config c = {.trace = trace, .model = &toy, .hw = &unit_hw,
@@ -640,14 +655,8 @@ static void test_extend_continues_a_short_trace_deterministically(void **state)
     (void)state;
     char *dir = tu_mkdtemp();
     const char *path = tu_path(dir, "short.trace");
-    struct trace_gen_params p;
-    trace_gen_defaults(&p);
-    p.n_layers = 2;
-    p.n_seqs = 2;
-    p.prompt_len = 16;
-    p.gen_len = 8;
+    write_gen(path, 2, 2, 16, 8);
     struct alisa_err e = {{0}};
-    assert_int_equal(trace_gen_write(&p, path, &e), 0);
     struct catalog cat;
     assert_int_equal(catalog_load(&cat, catalog_default_dir(), tu_models_dir(), &e), 0);
     struct sim_config c = {.trace = path, .model = catalog_model(&cat, "OPT-6.7B"),
@@ -693,14 +702,8 @@ static void test_sim_and_search_agree_on_a_schedule_they_price_alike(void **stat
     (void)state;
     char *dir = tu_mkdtemp();
     const char *path = tu_path(dir, "t.trace");
-    struct trace_gen_params p;
-    trace_gen_defaults(&p);
-    p.n_layers = 4;
-    p.n_seqs = 2;
-    p.prompt_len = 32;
-    p.gen_len = 24;
+    write_gen(path, 4, 2, 32, 24);
     struct alisa_err e = {{0}};
-    assert_int_equal(trace_gen_write(&p, path, &e), 0);
     struct catalog cat;
     assert_int_equal(catalog_load(&cat, catalog_default_dir(), tu_models_dir(), &e), 0);
     const struct alisa_schedule scheds[] = {{.alpha = 1, .beta = 0, .p1 = 4, .p2 = 24},
@@ -790,14 +793,8 @@ static void test_same_input_gives_the_same_result(void **state)
     (void)state;
     char *dir = tu_mkdtemp();
     const char *path = tu_path(dir, "t.trace");
-    struct trace_gen_params p;
-    trace_gen_defaults(&p);
-    p.n_layers = 3;
-    p.n_seqs = 3;
-    p.prompt_len = 32;
-    p.gen_len = 32;
+    write_gen(path, 3, 3, 32, 32);
     struct alisa_err e = {{0}};
-    assert_int_equal(trace_gen_write(&p, path, &e), 0);
     struct catalog cat;
     assert_int_equal(catalog_load(&cat, catalog_default_dir(), tu_models_dir(), &e), 0);
     const char *systems[] = {"alisa", "flexgen", "h2o", "accelerate", "vllm"};
@@ -872,14 +869,8 @@ static void test_simulated_search_is_never_slower_than_greedy_or_grid(void **sta
     (void)state;
     char *dir = tu_mkdtemp();
     const char *path = tu_path(dir, "t.trace");
-    struct trace_gen_params p;
-    trace_gen_defaults(&p);
-    p.n_layers = 4;
-    p.n_seqs = 2;
-    p.prompt_len = 32;
-    p.gen_len = 24;
+    write_gen(path, 4, 2, 32, 24);
     struct alisa_err e = {{0}};
-    assert_int_equal(trace_gen_write(&p, path, &e), 0);
     struct catalog cat;
     assert_int_equal(catalog_load(&cat, catalog_default_dir(), tu_models_dir(), &e), 0);
     struct sim_config c = {.trace = path, .model = catalog_model(&cat, "OPT-6.7B"),
