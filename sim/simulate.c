@@ -556,7 +556,10 @@ struct run {
  * instead (run_capacities). */
 static double eager_reserve(const struct run *u, uint32_t G)
 {
-    return cost_prefill_peak_act_bytes(u->m, G * u->cfg->prompt_len, G);
+    /* FlexGen's policy may put the activations on the CPU (its --percent's
+     * last pair: the benchmark's offloading runs give 0 100) */
+    double on_gpu = u->cfg->percent_given ? 1 - u->cfg->percent_act_cpu : 1;
+    return on_gpu * cost_prefill_peak_act_bytes(u->m, G * u->cfg->prompt_len, G);
 }
 
 /* FlexGen's shares, where the system or the user sets them: its LP's

@@ -128,6 +128,8 @@ struct sim_config {
     int percent_given;                 /* 1: run `percent` (FlexGen's weight and cache shares)
                                           instead of the system's */
     struct flexgen_policy percent;
+    double percent_act_cpu;            /* with percent: FlexGen's share of the activations on the
+                                          CPU (its --percent's last pair; 0: on the GPU) */
     uint32_t flexgen_gpu_batch;        /* FlexGen's gpu_batch_size, dividing batch (the rest is
                                           num_gpu_batches); 0: the whole batch, one GPU batch */
     int prefill_stepwise;              /* 1: the prompt runs position by position, as alisa

@@ -52,6 +52,12 @@ usage "--gpu-kv-bytes: unknown unit 'XB' in '12XB'" "plan --gpu-kv-bytes 12XB na
 grep -qF "(alisa plan --help for the options)" err && ok || bad "the error points at alisa plan --help"
 run "$alisa" sim "${sim_args[@]}" --batch 0
 usage "--batch 0: expected 1..65536 sequences" "sim --batch 0 says what is wrong"
+# FlexGen's --percent with its activation pair: the pair must sum to 100 too
+run "$alisa" sim "${sim_args[@]}" --batch 8 --flexgen-percent 20:80:0:100:0:90
+usage "--flexgen-percent 20:80:0:100:0:90: expected WG,WC,CG,CC[,HG,HC]" "a bad activation pair is named"
+run "$alisa" sim --trace "$synth" --model OPT-30B --hardware H100-80GB --system flexgen --batch 8 \
+    --flexgen-percent 20:80:0:100:0:100
+[ "$code" -eq 0 ] && grep -q "^throughput" out && ok || bad "FlexGen's six-number --percent runs"
 run "$alisa" sim --trace "$synth" --model OPT-30B --hardware H100-80GB --batch 8
 usage "--system is required" "sim without --system names it alone"
 run "$alisa" search --model OPT-30B --hardware H100-80GB --batch 8 --grid 0

@@ -55,10 +55,11 @@ void cmd_sim_usage(FILE *out)
             "                      steps and p2 at G + 1 points from p1, or never; G default 4)\n"
             "  --schedule A,B,P1,P2  run this schedule instead of searching: alpha, beta in\n"
             "                      [0, 1], p1 <= p2 decode steps (gen-len = never)\n"
-            "  --flexgen-percent WG,WC,CG,CC  FlexGen's --percent (its first four numbers; or\n"
-            "                      WG:WC:CG:CC): weights\n"
-            "                      on the GPU and CPU, KV on the GPU and CPU, each pair summing\n"
-            "                      to 100 (no disk); replaces the flexgen systems' LP policy\n"
+            "  --flexgen-percent WG,WC,CG,CC[,HG,HC]  FlexGen's --percent (or with colons):\n"
+            "                      weights on the GPU and CPU, KV on the GPU and CPU, and\n"
+            "                      optionally the activations (default 100,0: the prefill's\n"
+            "                      are held on the GPU), each pair summing to 100 (no disk);\n"
+            "                      replaces the flexgen systems' LP policy\n"
             "  --software NAME     the host costs priced (alisa catalog software): a decode\n"
             "                      layer lasts at least its launches on the host, and FlexGen's\n"
             "                      pageable KV is staged into pinned memory before each copy;\n"
@@ -183,20 +184,30 @@ int cmd_sim(int argc, char **argv)
             break;
         }
         case O_PERCENT: {
-            double wg = 0, wc = 0, cg = 0, cc = 0; /* read below even when sscanf fails */
-            int n = -1;
+            /* read below even when sscanf fails; activations on the GPU unless given */
+            double wg = 0, wc = 0, cg = 0, cc = 0, hg = 100, hc = 0;
+            int n = -1, got = 0;
             char v[64];
             snprintf(v, sizeof v, "%s", optarg);
             for (char *q = v; *q; q++) /* WG:WC:CG:CC as well, for sweep specs */
                 *q = *q == ':' ? ',' : *q;
-            if (strlen(optarg) >= sizeof v ||
-                sscanf(v, "%lf,%lf,%lf,%lf%n", &wg, &wc, &cg, &cc, &n) != 4 ||
-                n != (int)strlen(v) || !(wg >= 0 && wc >= 0 && cg >= 0 && cc >= 0) ||
-                fabs(wg + wc - 100) > 1e-9 || fabs(cg + cc - 100) > 1e-9)
-                bad = err_set(&e, ALISA_EINVAL, "%s %s: expected WG,WC,CG,CC percentages with "
-                              "WG + WC = CG + CC = 100 (disk is not modelled)", opt, optarg);
+            if (strlen(optarg) < sizeof v) {
+                got = sscanf(v, "%lf,%lf,%lf,%lf%n", &wg, &wc, &cg, &cc, &n);
+                int m = -1; /* HG,HC after them */
+                if (got == 4 && n != (int)strlen(v) &&
+                    sscanf(v + n, ",%lf,%lf%n", &hg, &hc, &m) == 2 && m > 0)
+                    n += m;
+            }
+            if (got != 4 || n != (int)strlen(v) ||
+                !(wg >= 0 && wc >= 0 && cg >= 0 && cc >= 0 && hg >= 0 && hc >= 0) ||
+                fabs(wg + wc - 100) > 1e-9 || fabs(cg + cc - 100) > 1e-9 ||
+                fabs(hg + hc - 100) > 1e-9)
+                bad = err_set(&e, ALISA_EINVAL, "%s %s: expected WG,WC,CG,CC[,HG,HC] percentages "
+                              "with WG + WC = CG + CC = HG + HC = 100 (disk is not modelled)", opt,
+                              optarg);
             cfg.percent_given = 1;
             cfg.percent = (struct flexgen_policy){wg / 100, cg / 100};
+            cfg.percent_act_cpu = hc / 100;
             break;
         }
         case O_GPU_BATCH:
