@@ -17,3 +17,22 @@ done
 command -v patchelf >/dev/null || { echo "FAIL: patchelf missing (bash scripts/setup installs it)"; exit 1; }
 cd "$root" || exit 1
 ALISA_BUILD=$build ALISA_MODELS=$models bash scripts/gpu-window --rehearse --kill all
+rc=$?
+# a plan is checked whole before any stage runs: file, line and value named
+t=$(mktemp -d)
+trap 'rm -rf "$t"' EXIT
+printf '60 tests\n# a comment\n20 tset\n' >"$t/a.plan"
+printf '60 fig9 1 BATCHES="1 2"\n' >"$t/b.plan"
+for i in 1 2 3 4 5 6 7 8; do echo "10 host"; done >"$t/c.plan"
+printf '5 host\n' >"$t/d.plan"
+for c in "a.plan:3: stage 'tset'" "b.plan:1: 'BATCHES=\"1'" "c.plan: 8 stages, at most 7" "d.plan:1: seconds '5'"; do
+    f=${c%%:*}
+    out=$(OUT="$t/out" bash scripts/gpu-window --plan "$t/$f" 2>&1)
+    prc=$?
+    if [ $prc != 2 ] || ! grep -qF "$t/$c" <<<"$out"; then
+        echo "FAIL: --plan $f: exit $prc, '$out' (expected exit 2 and '$c')"
+        rc=1
+    fi
+    [ ! -e "$t/out/plan.txt" ] || { echo "FAIL: --plan $f ran something"; rc=1; }
+done
+exit $rc

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""experiments/measured/fig9-H100.csv (issue 47, item 5): every Fig. 9 run
+measured on an H100 (the executor's rows of experiments/bench/h100-*/
+fig9-measured-h100.csv, as alisa sweep exported them in the window), each
+beside the simulator's figure for the same point where the simulator can
+price it: a point whose KV the device holds whole (no offloads, no loads),
+priced as gpu-only with the run's selection on the catalog's H100-80GB and
+on H100-80GB-host-hbm (experiments/measured/h100-host-2026-11-27.ini), no
+host costs (the executor has no Python runtime). A point that moved KV is
+left unsimulated here: alisa sim runs a system's own schedule and tiers, not
+the executor's explicit budgets (its check is alisa validate with a profile
+calibrated at that scale, issue 47 item 4). tok/s is decode tokens over
+decode seconds, as alisa run reports it.
+Usage: python3 experiments/measured/fig9-table.py > experiments/measured/fig9-H100.csv"""
+import csv
+import glob
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+ALISA = os.environ.get("ALISA", os.path.join(ROOT, "build", "alisa"))
+PROFILE = os.path.join(ROOT, "experiments", "measured", "h100-host-2026-11-27.ini")
+TRACE = os.path.join(ROOT, "traces", "synthetic-opt-8l-4s.trace")
+
+
+def simulate(row, hardware):
+    out = subprocess.run([ALISA, "sim", "--trace", TRACE, "--model", row["model"].split(" ")[0],
+                          "--hardware", hardware, "--profile", PROFILE, "--batch", row["batch"],
+                          "--prompt-len", row["prompt_tokens"], "--gen-len", row["gen_tokens"],
+                          "--system", "alisa", "--selection", row["selection"], "--placement", "gpu-only",
+                          "--sparsity", row["sparsity"], "--software", "none", "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    d = json.loads(out)
+    if d["oom"]:
+        return None
+    return int(row["batch"]) * int(row["gen_tokens"]) / (d["total_s"] - d["prefill_s"])
+
+
+def main():
+    w = csv.writer(sys.stdout, lineterminator="\n")
+    w.writerow(["device", "date", "system", "model", "batch", "prompt_len", "gen_len", "sparsity", "tok_s",
+                "source", "profile", "point", "code_version", "offloaded", "loaded", "command"])
+    seen = set()
+    for path in sorted(glob.glob(os.path.join(ROOT, "experiments", "bench", "h100-*", "fig9-measured-h100.csv"))):
+        for row in csv.DictReader(open(path)):
+            key = (row["point"], row["code_version"])
+            if row["status"] != "ok" or key in seen:
+                continue
+            seen.add(key)
+            model = row["model"].split(" ")[0]
+            date = row["created"][:10]
+            common = [row["batch"], row["prompt_tokens"], row["gen_tokens"], row["sparsity"]]
+            cmd = f"alisa sweep experiments/fig9-measured-h100.sweep --point {row['point']}"
+            w.writerow([row["device"], date, row["placement"], model] + common +
+                       ["%.1f" % float(row["decode_tok_s"]), "measured", "", row["point"], row["code_version"],
+                        row["offloaded"], row["loaded"], cmd])
+            if row["offloaded"] != "0" or row["loaded"] != "0":
+                continue
+            for hw in ("H100-80GB", "H100-80GB-host-hbm"):
+                tps = simulate(row, hw)
+                w.writerow([row["device"], date, row["placement"], model] + common +
+                           ["oom" if tps is None else "%.1f" % tps, "simulated", hw, row["point"], "", "", "",
+                            f"alisa sim --system alisa --selection {row['selection']} --placement gpu-only "
+                            f"--software none --hardware {hw}"])
+
+
+if __name__ == "__main__":
+    main()
