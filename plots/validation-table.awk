@@ -16,6 +16,13 @@
 # 4. Per model and set, where the export has the prefill columns (issue 49):
 #    the whole run as the paper counts it: the prefill's and the end-to-end
 #    (prefill + decode) mean and largest absolute error beside the decode's.
+# 5. Errors as the field reports them (issue 49, item 3), per model and set:
+#    for decode, prefill, end to end and the per-step MAPE, the mean
+#    absolute error, P90 (nearest rank: the ceil(0.9 n)-th smallest) and the
+#    worst, beside the mean repeats' spread; and where the export has the
+#    step tests (alisa validate's step_ks_p, step_tost_p), how many points'
+#    step-time distributions a two-sample KS test tells apart (p < 0.05) and
+#    how many a TOST shows equivalent within +-10% (p < 0.05).
 # Usage: awk -f plots/validation-table.awk a.csv [b.csv ...]
 BEGIN {
     FS = ","
@@ -61,6 +68,13 @@ f("status") != "ok" { next }
         k[key]++; sx[key] += d; sy[key] += err
         sxx[key] += d * d; syy[key] += err * err; sxy[key] += d * err
     }
+    # every point's errors, for the percentiles of table 5
+    vn[key]++; dv[key, vn[key]] = e; mv[key, vn[key]] = mape
+    ksp = f("step_ks_p"); tp = f("step_tost_p")
+    if (ksp != "" && tp != "") {
+        tn[key]++; if (ksp < 0.05) kapart[key]++; if (tp < 0.05) teq[key]++
+        kd[key] += f("step_ks_d")
+    }
     pk = key SUBSEP phase
     pn[pk]++; pe[pk] += e; pm[pk] += mape
     if (e > pme[pk]) pme[pk] = e
@@ -70,9 +84,21 @@ f("status") != "ok" { next }
         ee = 100 * (pp + f("predicted_s") - mp - f("measured_s")) / (mp + f("measured_s"))
         ee = ee < 0 ? -ee : ee
         fn[key]++; fs[key] += fe; fes[key] += ee; nfk++
+        fv[key, fn[key]] = fe; ev[key, fn[key]] = ee
         if (fe > fm[key]) fm[key] = fe
         if (ee > fem[key]) fem[key] = ee
     }
+}
+# the mean, P90 (nearest rank) and largest of m values a[key, 1..m], as
+# three Markdown cells
+function stats(a, key, m,    i, j, t, v) {
+    for (i = 1; i <= m; i++) v[i] = a[key, i]
+    for (i = 2; i <= m; i++)
+        for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+    t = 0
+    for (i = 1; i <= m; i++) t += v[i]
+    j = int(0.9 * m); if (j < 0.9 * m) j++
+    return sprintf("%.1f%% | %.1f%% | %.1f%%", t / m, v[j], v[m])
 }
 END {
     # the keys in first-seen order, held out before in-sample: both tables' rows
@@ -110,14 +136,41 @@ END {
                        phases[ph], pn[pk], pe[pk] / pn[pk], pme[pk], pm[pk] / pn[pk]
         }
     }
-    if (!nfk) exit
+    if (nfk) {
+        print ""
+        print "| model | set | points | decode: mean abs. error | prefill: mean abs. error | largest | end to end: mean abs. error | largest |"
+        print "|---|---|---|---|---|---|---|---|"
+        for (i = 1; i <= n_rows; i++) {
+            key = rows[i]; split(key, kk, SUBSEP)
+            if (key in fn)
+                printf "| %s | %s | %d | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.1f%% |\n", kk[1], kk[2],
+                       fn[key], se[key] / n[key], fs[key] / fn[key], fm[key], fes[key] / fn[key], fem[key]
+        }
+    }
     print ""
-    print "| model | set | points | decode: mean abs. error | prefill: mean abs. error | largest | end to end: mean abs. error | largest |"
+    print "| model | set | metric | points | mean abs. error | P90 | worst | mean repeats' spread |"
     print "|---|---|---|---|---|---|---|---|"
     for (i = 1; i <= n_rows; i++) {
         key = rows[i]; split(key, kk, SUBSEP)
-        if (key in fn)
-            printf "| %s | %s | %d | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.1f%% |\n", kk[1], kk[2],
-                   fn[key], se[key] / n[key], fs[key] / fn[key], fm[key], fes[key] / fn[key], fem[key]
+        spread = ns[key] ? sprintf("%.1f%%", ss[key] / ns[key]) : "-"
+        printf "| %s | %s | decode | %d | %s | %s |\n", kk[1], kk[2], vn[key], stats(dv, key, vn[key]), spread
+        if (key in fn) {
+            printf "| %s | %s | prefill | %d | %s | %s |\n", kk[1], kk[2], fn[key], stats(fv, key, fn[key]), spread
+            printf "| %s | %s | end to end | %d | %s | %s |\n", kk[1], kk[2], fn[key], stats(ev, key, fn[key]), spread
+        }
+        printf "| %s | %s | per-step (MAPE) | %d | %s | %s |\n", kk[1], kk[2], vn[key], stats(mv, key, vn[key]), spread
+    }
+    nt = 0
+    for (i = 1; i <= n_rows; i++) if (rows[i] in tn) nt++
+    if (nt) {
+        print ""
+        print "| model | set | points tested | step times told apart (KS, p < 0.05) | equivalent within +-10% (TOST, p < 0.05) | mean KS D |"
+        print "|---|---|---|---|---|---|"
+        for (i = 1; i <= n_rows; i++) {
+            key = rows[i]; split(key, kk, SUBSEP)
+            if (key in tn)
+                printf "| %s | %s | %d | %d | %d | %.3f |\n", kk[1], kk[2], tn[key], kapart[key] + 0,
+                       teq[key] + 0, kd[key] / tn[key]
+        }
     }
 }

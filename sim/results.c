@@ -375,7 +375,9 @@ static const char q_validate[] =
     R("weight_rate_max_gbps") " AS weight_rate_max_gbps, " R("repeat") " AS repeat, "
     R("repeat_spread_pct") " AS repeat_spread_pct, " R("measured_prefill_s")
     " AS measured_prefill_s, " R("predicted_prefill_s") " AS predicted_prefill_s, "
-    R("end_to_end_error_pct") " AS end_to_end_error_pct, wall_s "
+    R("end_to_end_error_pct") " AS end_to_end_error_pct, " R("prefill_error_pct")
+    " AS prefill_error_pct, " R("step_ks_d") " AS step_ks_d, " R("step_ks_p") " AS step_ks_p, "
+    R("step_tost_p") " AS step_tost_p, " R("cpu_share") " AS cpu_share, wall_s "
     "FROM runs WHERE json_extract(config, '$.command') = 'validate'";
 
 static const char q_run[] =

@@ -274,9 +274,15 @@ tim = [json.loads(l) for l in open(sys.argv[3])]
 tot = sorted(sum(t['total_us'] for t in tim[48 * k:48 * (k + 1)] if t['pos'] >= 32)
              for k in range(3))
 ok = ok and abs(d['repeat_spread_pct'] - 100 * (tot[2] - tot[0]) / tot[1]) < 1e-3
+# the step tests read the per-step file's two columns: KS D is the largest
+# gap between their empirical CDFs (worked out here over every value)
+m = [float(r['measured_ms']) for r in rows]
+p = [float(r['predicted_ms']) for r in rows]
+D = max(abs(sum(x <= v for x in m) / len(m) - sum(x <= v for x in p) / len(p)) for v in m + p)
+ok = ok and abs(d['step_ks_d'] - D) < 1e-6 and 0 <= d['step_ks_p'] <= 1 and 0 <= d['step_tost_p'] <= 1
 sys.exit(not ok)
 " "$tmp/val.json" "$tmp/steps.csv" "$tmp/tim.jsonl"
-check $? "validate: phases II and III reached, totals and categories add up to the per-step file, the repeats' spread from the timings"
+check $? "validate: phases II and III reached, totals and categories add up to the per-step file, the repeats' spread from the timings, the KS statistic from the step times"
 "$alisa" validate --model stories260K --text "$text/tinystories_val_subset.txt" \
     --profile "$tmp/cat/hardware.ini" --prompt-len 32 --gen-len 16 --repeat 0 2>"$tmp/err"
 [ $? -eq 2 ] && grep -q "repeat 0: between 1 and 31" "$tmp/err"
@@ -315,8 +321,9 @@ printf '%s\n' "[sweep]" "name = v" "command = validate" "[fixed]" "model = stori
     "prompt-len = 16" "gen-len = 8" "[vary]" "batch,selection,placement = 1,dense,gpu-only" \
     "    2,h2o,lru" >"$tmp/v.sweep"
 "$alisa" sweep "$tmp/v.sweep" --db "$tmp/v.db" >/dev/null 2>&1 &&
-    [ "$("$alisa" db export --db "$tmp/v.db" --query validate | awk -F, 'NR > 1 && $3 == "ok"' | wc -l)" -eq 2 ]
-check $? "a sweep of validate points exports two rows"
+    [ "$("$alisa" db export --db "$tmp/v.db" --query validate | awk -F, 'NR > 1 && $3 == "ok"' | wc -l)" -eq 2 ] &&
+    "$alisa" db export --db "$tmp/v.db" --query validate | head -1 | tr ',' '\n' | grep -qx step_tost_p
+check $? "a sweep of validate points exports two rows, the step tests among the columns"
 smol=${3:-}
 if [ -n "$smol" ] && [ -f "$smol" ]; then
     out=$("$alisa" run --model "$smol" --prompt "The capital of France is" -n 6 2>/dev/null)

@@ -24,6 +24,7 @@
 #include "cmds.h"
 #include "cpu_ops.h"
 #include "simulate.h"
+#include "stattest.h"
 
 void cmd_validate_usage(FILE *out)
 {
@@ -108,7 +109,12 @@ struct validation {
     double norm_total, norm_mape; /* predictions scaled by the machine's drift */
     double spread;            /* the runs' decode totals, (max - min) / median, %: the noise
                                  floor; < 0 with one run */
+    /* the step-time distributions, measured against predicted (stattest.h):
+     * two-sample KS and Welch's TOST at +-10% (< 0: fewer than 2 steps) */
+    double ks_d, ks_p, tost_p;
 };
+
+#define VALIDATE_TOST_MARGIN 0.10 /* issue 49: equivalence within +-10% */
 
 static double rel_err(double pred, double meas)
 {
@@ -335,6 +341,29 @@ static void validate_compare(struct step_times *st, uint32_t G, struct validatio
     }
     v->mape = G ? ape_sum / G : 0;
     v->norm_mape = G && norm ? norm_ape_sum / G : 0;
+}
+
+/* The KS and TOST tests of the measured against the predicted step times
+ * into v (-1 each when there are fewer than 2 steps). */
+static int validate_tests(const struct step_times *st, uint32_t G, struct validation *v,
+                          struct alisa_err *e)
+{
+    v->ks_d = v->ks_p = v->tost_p = -1;
+    if (G < 2)
+        return 0;
+    double *m = malloc(2 * (size_t)G * sizeof *m);
+    if (!m)
+        return err_set(e, ALISA_ENOMEM, "out of memory for %u step times", G);
+    double *p = m + G;
+    for (uint32_t j = 0; j < G; j++) {
+        m[j] = st[j].meas;
+        p[j] = st[j].pred;
+    }
+    int rc = stattest_ks2(m, G, p, G, &v->ks_d, &v->ks_p, e);
+    if (!rc)
+        rc = stattest_tost(m, G, p, G, VALIDATE_TOST_MARGIN, &v->tost_p, e);
+    free(m);
+    return rc;
 }
 
 static int write_steps(const char *path, const struct step_times *st, uint32_t P, uint32_t G,
@@ -596,6 +625,10 @@ static void validate_report_json(const struct validate_opts *o, const char *mode
                         norm ? json_real(rel_err(v->norm_total, v->meas_total)) : json_null());
     json_object_set_new(j, "normalised_mape_pct", norm ? json_real(v->norm_mape) : json_null());
     json_object_set_new(j, "repeat_spread_pct", v->spread >= 0 ? json_real(v->spread) : json_null());
+    json_object_set_new(j, "step_ks_d", v->ks_d >= 0 ? json_real(v->ks_d) : json_null());
+    json_object_set_new(j, "step_ks_p", v->ks_p >= 0 ? json_real(v->ks_p) : json_null());
+    json_object_set_new(j, "step_tost_p", v->tost_p >= 0 ? json_real(v->tost_p) : json_null());
+    json_object_set_new(j, "step_tost_margin_pct", json_real(100 * VALIDATE_TOST_MARGIN));
     /* the whole run, as the paper's throughput counts it (issue 49) */
     json_object_set_new(j, "prefill_error_pct", json_real(rel_err(v->pred_prefill, v->meas_prefill)));
     json_object_set_new(j, "measured_end_to_end_s", json_real(v->meas_prefill + v->meas_total));
@@ -629,6 +662,11 @@ static void validate_report_text(const struct validate_opts *o, const char *mode
     print_row("schedule", v->meas_schedule, v->pred_schedule);
     printf("  per-step error: MAPE %.1f%%, largest %.1f%% over %u steps\n", v->mape, v->max_ape,
            v->steps);
+    if (v->ks_p >= 0)
+        printf("  step times, measured against predicted: KS D %.3f (p %.3g: %s), TOST at "
+               "+-%.0f%% p %.3g (%s at 0.05)\n", v->ks_d, v->ks_p,
+               v->ks_p < 0.05 ? "distributed differently" : "not told apart", 100 * VALIDATE_TOST_MARGIN,
+               v->tost_p, v->tost_p < 0.05 ? "equivalent" : "not shown equivalent");
     if (v->repeat > 1)
         printf("  measured: each step the median of %u executor runs; their decode totals lie "
                "%.1f%% apart (max - min over the median: the noise floor)\n", v->repeat,
@@ -753,6 +791,7 @@ int cmd_validate(int argc, char **argv)
         validate_compare(st, o.G, &v);
         v.pred_prefill = r.prefill_s;
         validate_warn_drift(&v, hw);
+        rc = validate_tests(st, o.G, &v, &e);
     }
     if (!rc && o.steps)
         rc = write_steps(o.steps, st, o.P, o.G, &e);
