@@ -59,6 +59,14 @@ const uint32_t calib_attn_batch[CALIB_ATTN_N] = {1, 4, 8, 16, 32, 64};
 
 const char *calib_name(enum calib_figure f) { return names[f]; }
 
+int calib_unquiet_wgemm(const double spread[CALIB_N])
+{
+    int worst = CALIB_WGEMM_R1;
+    for (int f = CALIB_WGEMM_R1; f <= CALIB_WGEMM_R32; f++)
+        worst = spread[f] > spread[worst] ? f : worst;
+    return spread[worst] > CALIB_QUIET_SPREAD ? worst : -1;
+}
+
 double calib_bytes_per_weight(const struct llm_model *m, enum llm_backend kind)
 {
     const struct backend_ops *ops;

@@ -172,6 +172,11 @@ extern const int calib_wgemm_rows[6];
 
 /* Name of a figure, as in the JSON output ("gemm_gflops", ...). */
 const char *calib_name(enum calib_figure f);
+/* Of the decode's in-situ weight GEMM figures (CALIB_WGEMM_R1 to R32), the
+ * one whose repeats lie furthest apart when that spread ((max - min) /
+ * mean, spread[f]) passes CALIB_QUIET_SPREAD, else -1: a profile priced
+ * from runs that disagree (calibrate warns). Cannot fail. */
+int calib_unquiet_wgemm(const double spread[CALIB_N]);
 
 /* Token ids the in-situ runs feed the model: sequence b of a run to N
  * positions reads ids[(b N + q) % n] at position q. The scheduler's and

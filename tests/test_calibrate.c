@@ -168,6 +168,23 @@ static void test_calibrate_recovers_a_known_workload(void **state)
 /* The copy fit: exact timings give back their latency and rate; timings
  * whose free fit puts the latency below zero keep it at 0 and fit the rate
  * alone (never a negative latency). */
+/* The in-situ GEMM figure whose runs disagree most is named once past the
+ * quiet spread (10%); the probe and other figures do not count. */
+static void test_unquiet_wgemm_names_the_worst_gemm_figure(void **state)
+{
+    (void)state;
+    double spread[CALIB_N] = {0};
+    spread[CALIB_WEIGHT_PROBE_GBPS] = 0.5; /* warned about on its own */
+    assert_int_equal(calib_unquiet_wgemm(spread), -1);
+    spread[CALIB_WGEMM_R8] = 0.10; /* at the limit: quiet */
+    assert_int_equal(calib_unquiet_wgemm(spread), -1);
+    spread[CALIB_WGEMM_R16] = 0.48;
+    spread[CALIB_WGEMM_R1] = 0.34;
+    assert_int_equal(calib_unquiet_wgemm(spread), CALIB_WGEMM_R16);
+    spread[CALIB_WGEMM_R32] = 0.5;
+    assert_int_equal(calib_unquiet_wgemm(spread), CALIB_WGEMM_R32);
+}
+
 static void test_copy_fit_recovers_latency_and_rate(void **state)
 {
     (void)state;
@@ -321,6 +338,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fits_recover_known_terms),
         cmocka_unit_test(test_copy_fit_recovers_latency_and_rate),
+        cmocka_unit_test(test_unquiet_wgemm_names_the_worst_gemm_figure),
         cmocka_unit_test(test_calibrate_recovers_a_known_workload),
         cmocka_unit_test(test_calibrate_figures_are_finite_and_plausible),
     };

@@ -342,6 +342,19 @@ static int calibrate_runs(const struct calibrate_opts *o, const struct llm_model
                 "runs (%.3g to %.3g GB/s; a quiet machine stays within %.0f%%): other work is "
                 "using the cores, and every figure of this profile carries it (check uptime)\n",
                 100 * p->spread, p->min, p->max, 100 * CALIB_QUIET_SPREAD);
+    /* the decode's weight GEMMs are what the profile prices most: a run
+     * faster than the others (a 2026-11-27 calibration's two runs 34-48%
+     * apart, its probe within 10%) moves every prediction with it */
+    double spread[CALIB_N];
+    for (int f = 0; f < CALIB_N; f++)
+        spread[f] = st[f].spread;
+    int worst = calib_unquiet_wgemm(spread);
+    if (worst >= 0)
+        fprintf(stderr, "alisa calibrate: warning: the decode's weight GEMMs (%s) moved %.0f%% "
+                "between runs (%.4g to %.4g ns a byte; a quiet machine stays within %.0f%%): the "
+                "profile prices every decode step with their mean; calibrate again on a quiet "
+                "machine\n", calib_name(worst), 100 * st[worst].spread, st[worst].min,
+                st[worst].max, 100 * CALIB_QUIET_SPREAD);
     return 0;
 }
 
