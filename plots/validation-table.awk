@@ -69,10 +69,10 @@ f("status") != "ok" { next }
         sxx[key] += d * d; syy[key] += err * err; sxy[key] += d * err
     }
     # every point's errors, for the percentiles of table 5
-    vn[key]++; dv[key, vn[key]] = e; mv[key, vn[key]] = mape
+    dv[key, n[key]] = e; mv[key, n[key]] = mape
     ksp = f("step_ks_p"); tp = f("step_tost_p")
     if (ksp != "" && tp != "") {
-        tn[key]++; if (ksp < 0.05) kapart[key]++; if (tp < 0.05) teq[key]++
+        tn[key]++; ntk++; if (ksp < 0.05) kapart[key]++; if (tp < 0.05) teq[key]++
         kd[key] += f("step_ks_d")
     }
     pk = key SUBSEP phase
@@ -100,6 +100,8 @@ function stats(a, key, m,    i, j, t, v) {
     j = int(0.9 * m); if (j < 0.9 * m) j++
     return sprintf("%.1f%% | %.1f%% | %.1f%%", t / m, v[j], v[m])
 }
+# the mean repeats' spread of a key's points, or "-" when none has one
+function spread_cell(key) { return ns[key] ? sprintf("%.1f%%", ss[key] / ns[key]) : "-" }
 END {
     # the keys in first-seen order, held out before in-sample: both tables' rows
     n_rows = 0
@@ -120,7 +122,7 @@ END {
                 r = sprintf("%.2f", (sxy[key] - sx[key] * sy[key] / k[key]) / sqrt(vx * vy))
         }
         normed = nn[key] ? sprintf("%.1f%% | %.1f%%", ne[key] / nn[key], nm[key] / nn[key]) : "- | -"
-        spread = ns[key] ? sprintf("%.1f%%", ss[key] / ns[key]) : "-"
+        spread = spread_cell(key)
         printf "| %s | %s | %d | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %s | %s | %s |\n", kk[1], kk[2],
                n[key], se[key] / n[key], me[key], sm[key] / n[key], mm[key], spread, normed, r
     }
@@ -152,17 +154,15 @@ END {
     print "|---|---|---|---|---|---|---|---|"
     for (i = 1; i <= n_rows; i++) {
         key = rows[i]; split(key, kk, SUBSEP)
-        spread = ns[key] ? sprintf("%.1f%%", ss[key] / ns[key]) : "-"
-        printf "| %s | %s | decode | %d | %s | %s |\n", kk[1], kk[2], vn[key], stats(dv, key, vn[key]), spread
+        spread = spread_cell(key)
+        printf "| %s | %s | decode | %d | %s | %s |\n", kk[1], kk[2], n[key], stats(dv, key, n[key]), spread
         if (key in fn) {
             printf "| %s | %s | prefill | %d | %s | %s |\n", kk[1], kk[2], fn[key], stats(fv, key, fn[key]), spread
             printf "| %s | %s | end to end | %d | %s | %s |\n", kk[1], kk[2], fn[key], stats(ev, key, fn[key]), spread
         }
-        printf "| %s | %s | per-step (MAPE) | %d | %s | %s |\n", kk[1], kk[2], vn[key], stats(mv, key, vn[key]), spread
+        printf "| %s | %s | per-step (MAPE) | %d | %s | %s |\n", kk[1], kk[2], n[key], stats(mv, key, n[key]), spread
     }
-    nt = 0
-    for (i = 1; i <= n_rows; i++) if (rows[i] in tn) nt++
-    if (nt) {
+    if (ntk) {
         print ""
         print "| model | set | points tested | step times told apart (KS, p < 0.05) | equivalent within +-10% (TOST, p < 0.05) | mean KS D |"
         print "|---|---|---|---|---|---|"
