@@ -19,6 +19,7 @@
 
 #include "backend.h"
 #include "fit.h"
+#include "tiered.h"
 
 static double now_ns(void)
 {
@@ -205,35 +206,26 @@ static int executor_run(const struct llm_model *m, const struct calib_text *tx,
     const struct llm_config *c = &m->c;
     const char *sel = run->sel;
     const uint32_t budget = run->budget, B = run->B, P = run->P, N = run->N;
-    struct scheduler_config sc = {.sel = selection_find(sel),
-                                  .place = placement_find("gpu-only"),
-                                  .n_streams = B * c->n_layers, .max_len = N,
-                                  .sel_params = {.budget_tokens = budget,
-                                                 .sparsity = budget ? 0 : 0.8}};
-    ALISA_ASSERT(sc.sel && sc.place && P >= 1 && P < N && N <= c->seq_len);
-    sc.place_params.kv_bytes = 2ull * c->kv_dim * sizeof(float);
-    sc.place_params.act_bytes = (uint64_t)c->dim * sizeof(float);
-    sc.place_params.gpu_bytes = (uint64_t)N * sc.place_params.kv_bytes;
-    sc.place_params.load_ns = sc.place_params.recompute_ns = 1;
-    sc.place_params.gpu_fraction = -1;
+    /* the scheduler as a run sets it up (tiered.h), every token on the
+     * device: nothing is loaded or recomputed, so nothing is priced */
+    struct tiered_request req = {.sel = selection_find(sel),
+                                 .sel_params = {.budget_tokens = budget,
+                                                .sparsity = budget ? 0 : 0.8}};
+    ALISA_ASSERT(req.sel && P >= 1 && P < N && N <= c->seq_len);
     struct llm_state *st = NULL;
-    struct scheduler *sched = NULL;
-    struct kvstore *ks = NULL;
+    struct tiered tr = {0};
     char *buf = NULL;
     size_t len = 0;
     FILE *f = NULL;
     uint32_t *tok = malloc((size_t)B * P * sizeof *tok);
-    int rc = tok ? scheduler_create(&sched, &sc, NULL, e) : err_set(e, ALISA_ENOMEM, "out of memory");
+    int rc = tok ? llm_state_create_on(&st, kind, m, B, N, e)
+                 : err_set(e, ALISA_ENOMEM, "out of memory");
     if (!rc)
-        rc = llm_state_create_on(&st, kind, m, B, N, e);
-    if (!rc)
-        rc = llm_state_kvstore(st, sc.n_streams, N, N, 0, 0, &ks, e);
+        rc = tiered_attach(&tr, &req, m, st, B, N, P, e);
     if (!rc && !(f = open_memstream(&buf, &len)))
         rc = err_set(e, ALISA_ENOMEM, "out of memory for timings");
-    if (!rc) {
-        llm_state_tiered(st, sched, ks, P);
+    if (!rc)
         llm_state_timings(st, f);
-    }
     /* the text's tokens, each sequence its own window (wrapping); without a
      * text, ids spread over the vocabulary, different per sequence */
     for (uint32_t p = 0; p < N && !rc; p++) {
@@ -253,8 +245,7 @@ static int executor_run(const struct llm_model *m, const struct calib_text *tx,
     if (f)
         fclose(f);
     llm_state_free(st);
-    scheduler_destroy(sched);
-    kvstore_free(ks);
+    tiered_free(&tr);
     free(tok);
     *n = 0;
     for (char *line = buf; !rc && line && *line && *n < N - P;) {

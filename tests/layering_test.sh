@@ -12,7 +12,8 @@
 #   exec/cli    the executor's commands      everything
 #
 # The libraries' include paths enforce most of this at build time; this test
-# also covers the CLI folders (built into one binary) and names the file.
+# also covers the CLI folders (built into one binary) and names the file,
+# and holds that no command sets up the scheduler core itself.
 # Usage: layering_test.sh SOURCE_DIR [--self-test]
 # --self-test: first checks, on a copy of the folders, that an include from
 # above the core in a core file is caught.
@@ -29,6 +30,12 @@ if [ "${2:-}" = --self-test ]; then
     case $out in *"sim/core/scheduler.c includes trace.h"*) ;; *)
         echo "FAIL: self-test: the violation was not named: $out"; exit 1 ;; esac
     echo "self-test: a core file including trace.h is caught"
+    rm -rf "$tmp/sim" "$tmp/exec" && cp -r sim exec "$tmp/"
+    printf 'static void f(void) { scheduler_create(0, 0, 0, 0); }\n' >>"$tmp/exec/cli/cmd_exec.c"
+    out=$(bash "$0" "$tmp") && { echo "FAIL: self-test: a command calling scheduler_create passed"; exit 1; }
+    case $out in *"exec/cli/cmd_exec.c:"*"scheduler_create"*) ;; *)
+        echo "FAIL: self-test: the scheduler set-up in a command was not named: $out"; exit 1 ;; esac
+    echo "self-test: a command setting up the scheduler is caught"
 fi
 
 allowed() { # allowed LAYER -> the folders its files may include from
@@ -78,4 +85,11 @@ if [ "$fail" -gt 0 ]; then
     echo "$fail include(s) break the layering"
     exit 1
 fi
-echo "layering: $checked files, every include within its layer"
+# the commands parse, resolve and report; the shells set up the scheduler
+# (issue 40: exec/tiered.c for the executor, sim/replay.c for the simulator)
+if calls=$(grep -n "scheduler_create *(" sim/cli/*.c exec/cli/*.c); then
+    echo "FAIL: a command sets up the scheduler itself (use exec/tiered.h or sim/replay.h):"
+    echo "$calls"
+    exit 1
+fi
+echo "layering: $checked files, every include within its layer; no command sets up the scheduler"

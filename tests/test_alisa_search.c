@@ -220,6 +220,37 @@ static void test_greedy_deletes_where_recompute_is_cheaper_than_loading(void **s
     catalog_deinit(&c);
 }
 
+/* The search sizes a stream's tiers as the replay and the executor do
+ * (cost_tiers; issue 40: it had its own rule, which under INT8 KV took the
+ * scales out of the executor's GPU tier). The toy in INT8: 8 bytes of K and
+ * V a token, 32 bytes of scales a stream. A 96-byte GPU tier (one stream:
+ * batch 1, one layer) holds (96 - 32) / 8 = 8 tokens in the paper's system,
+ * which keeps the scales in the tier, and 96 / 8 = 12 in the executor's,
+ * which keeps them beside the arena: phase II begins at position 8 and 12
+ * of 32. */
+static void test_search_sizes_tiers_as_the_replay_does_under_int8(void **state)
+{
+    (void)state;
+    struct search_workload w = {.model = &toy, .hw = &unit_hw, .batch = 1, .prompt_len = 4,
+                                .gen_len = 28, .sel = {.sparsity = 0.5}, .precision = KV_INT8,
+                                .tiers_given = 1, .gpu_kv_bytes = 96, .cpu_kv_bytes = 1 << 20};
+    struct alisa_schedule s;
+    struct alisa_err e = {{0}};
+    for (int outside = 0; outside <= 1; outside++) {
+        w.inputs_outside = outside;
+        assert_int_equal(alisa_search_greedy(&w, &s, &e), 0);
+        assert_true(s.at_given);
+        assert_int_equal(s.at.p1, outside ? 12 : 8);
+        struct place_params pp = {0};
+        struct tier_storage store = {kv_shape_of(&toy, KV_INT8), outside};
+        cost_tiers(&store, &unit_hw, 96, 1 << 20, 1, &pp);
+        struct alisa_sched g;
+        place_alisa_greedy(&pp, 32, &g);
+        assert_int_equal(s.at.p1, g.p1);
+        assert_true(s.at.alpha == g.alpha);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -229,6 +260,7 @@ int main(void)
         cmocka_unit_test(test_grid_is_never_worse_than_greedy),
         cmocka_unit_test(test_greedy_deletes_where_recompute_is_cheaper_than_loading),
         cmocka_unit_test(test_phase_three_begins_where_recomputing_gets_cheaper),
+        cmocka_unit_test(test_search_sizes_tiers_as_the_replay_does_under_int8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,24 +21,8 @@
 #include "calibrate.h"
 #include "fit.h"
 #include "model.h"
+#include "testexec.h"
 #include "testutil.h"
-
-/* stories260K, loaded, or the test skipped (failed under CI=true). */
-static struct llm_model *load_stories(void)
-{
-    char path[600];
-    snprintf(path, sizeof path, "%s/stories260K/stories260K.bin", tu_models_dir());
-    if (access(path, R_OK) != 0) {
-        if (tu_ci())
-            fail_msg("CI=true and %s is missing", path);
-        tu_skip();
-    }
-    struct llm_model *m;
-    struct alisa_err e = {{0}};
-    if (llm_load(&m, path, LLM_WEIGHTS_NATIVE, &e))
-        fail_msg("%s", e.msg);
-    return m;
-}
 
 /* What the fake executor charges, ns: layer GEMMs and head per weight byte
  * (a + b x rows), attention per layer, per sequence and layer, per attended
@@ -111,7 +95,7 @@ static void near(const char *what, double got, double want)
 static void test_calibrate_recovers_a_known_workload(void **state)
 {
     (void)state;
-    struct llm_model *m = load_stories();
+    struct llm_model *m = tu_model_or_skip(tu_stories260k(), LLM_WEIGHTS_NATIVE);
     struct known k = {.wg0 = 0.08, .wg1 = 0.004, .hg0 = 0.11, .hg1 = 0.006,
                       .attn_layer = 900, .attn_seq = 150, .attn_tok = 2.5,
                       .attn_sparse_tok = 7.25, .kl = 300, .ks = 1700, .kt = 3.5};
@@ -207,7 +191,7 @@ static void test_copy_fit_recovers_latency_and_rate(void **state)
 static void test_calibrate_figures_are_finite_and_plausible(void **state)
 {
     (void)state;
-    struct llm_model *m = load_stories();
+    struct llm_model *m = tu_model_or_skip(tu_stories260k(), LLM_WEIGHTS_NATIVE);
     struct alisa_err e = {{0}};
     double f[CALIB_N];
     if (calib_measure(m, NULL, LLM_BACKEND_CPU, f, &e))

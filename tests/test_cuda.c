@@ -35,6 +35,7 @@
 #include "kvstore.h"
 #include "model.h"
 #include "selection.h"
+#include "testexec.h"
 #include "testutil.h"
 
 static void need_device(void)
@@ -411,21 +412,6 @@ static void test_cuda_swa_sum_update_equals_the_fixed_point_sum(void **state)
 
 /* ---- whole models ---- */
 
-/* The model at path, or a skip when absent (a failure under CI=true). */
-static struct llm_model *model_or_skip(const char *path)
-{
-    if (access(path, R_OK) != 0) {
-        if (tu_ci())
-            fail_msg("CI=true and %s is missing", path);
-        tu_skip();
-    }
-    struct llm_model *m;
-    struct alisa_err e = {{0}};
-    if (llm_load(&m, path, LLM_WEIGHTS_F32, &e))
-        fail_msg("%s", e.msg);
-    return m;
-}
-
 /* A tiered cache on st: strided selection over 12 tokens (old tokens come
  * back as the stride changes) under alisa-cache placement with dev device and dev
  * host slots per stream (phases II and III when 2 dev is less than the run),
@@ -648,7 +634,7 @@ static void greedy_both(const char *path, uint32_t B, uint32_t N, uint32_t P, ui
                         uint64_t recompute_ns, int chunk)
 {
     need_device();
-    struct llm_model *m = model_or_skip(path);
+    struct llm_model *m = tu_model_or_skip(path, LLM_WEIGHTS_F32);
     greedy_models(path, m, m, B, N, P, dev, recompute_ns, chunk);
     llm_free(m);
 }
@@ -826,7 +812,7 @@ static void pipelined_equals_eager(const char *path, uint32_t B, uint32_t N, uin
                                    uint32_t dev, uint64_t recompute_ns)
 {
     need_device();
-    struct llm_model *m = model_or_skip(path);
+    struct llm_model *m = tu_model_or_skip(path, LLM_WEIGHTS_F32);
     char *log_e = NULL, *log_p = NULL;
     float *eager = run_cuda(m, B, N, P, dev, recompute_ns, 0, &log_e);
     float *piped = run_cuda(m, B, N, P, dev, recompute_ns, 1, &log_p);
@@ -885,7 +871,7 @@ static void device_greedy_case(const char *path, uint32_t B, uint32_t N, uint32_
                                int pipelined)
 {
     need_device();
-    struct llm_model *m = model_or_skip(path);
+    struct llm_model *m = tu_model_or_skip(path, LLM_WEIGHTS_F32);
     struct alisa_err e = {{0}};
     struct llm_state *st[2];
     struct scheduler *sched[2] = {NULL, NULL};

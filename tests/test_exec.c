@@ -26,6 +26,7 @@
 #include "kvstore.h"
 #include "model.h"
 #include "scheduler.h"
+#include "testexec.h"
 #include "testutil.h"
 #include "tokenizer.h"
 
@@ -47,11 +48,7 @@ static struct llm_model *load_model_or_skip(void)
 {
     if (!have_model())
         tu_skip();
-    struct llm_model *m;
-    struct alisa_err e = {{0}};
-    if (llm_load_llama2c(&m, model_path, &e))
-        fail_msg("%s", e.msg);
-    return m;
+    return tu_model_or_skip(model_path, LLM_WEIGHTS_NATIVE);
 }
 
 /* INT8 codes stay in 0..255 whatever the input: out of range is clamped,

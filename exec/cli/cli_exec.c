@@ -1,6 +1,6 @@
 /* What the executor commands share (contract in cli_exec.h): the catalog
  * resolves a model name to its checkpoint and tokenizer files; the KV
- * options become a scheduler and a kvstore attached to the forward pass;
+ * options become a request for the tiered cache (exec/tiered.h);
  * texts become token streams; record_trace runs windows teacher-forced and
  * writes their attention rows.
  */
@@ -166,13 +166,6 @@ int load_model(struct loaded *l, const char *model, const char *tokenizer, int w
     return rc;
 }
 
-/* The executor runs every online placement (flexgen-static in FlexGen's own
- * form: place_flexgen_split). */
-static int executor_runs(const struct placement_ops *pl)
-{
-    return !pl->offline && (!pl->step || pl->visits);
-}
-
 /* Handles one KV option; returns 1 when ch was one, -1 on a bad value. */
 int kv_opt(struct kv_opts *o, int ch, const char *opt, const char *arg, struct alisa_err *e)
 {
@@ -208,7 +201,7 @@ int kv_opts_check(const struct kv_opts *o)
     const struct placement_ops *pl = o->placement ? placement_find(o->placement) : NULL;
     if (o->placement && !pl)
         return cli_unknown_policy(NULL, "--placement", o->placement);
-    if (pl && !executor_runs(pl))
+    if (pl && !tiered_runs(pl))
         return cli_usage_error(NULL, "--placement %s: not supported by the executor yet (offline "
                                "bounds need a recorded run)", pl->name);
     if (sel_params_validate(&o->sel, &e))
@@ -229,25 +222,6 @@ const struct hw_profile *kv_opts_hw(const struct kv_opts *o, const struct catalo
                         : catalog_hw(c, "H100-80GB");
 }
 
-enum kv_precision exec_kv_precision(const struct kv_opts *o, enum llm_backend kind)
-{
-    struct llm_backend_info bi;
-    struct alisa_err e = {{0}};
-    if (o->int8)
-        return KV_INT8;
-    return !llm_backend_info(kind, &bi, &e) && bi.kv_bytes == 2 ? KV_FP16 : KV_FP32;
-}
-
-void kv_opts_capacity(const struct kv_opts *o, const struct llm_config *c, uint32_t batch,
-                      uint32_t max_len, enum kv_precision p, uint64_t *gpu_bytes,
-                      uint64_t *cpu_bytes)
-{
-    struct kv_shape ks = {c->dim, c->kv_dim, p};
-    uint64_t all = (uint64_t)max_len * cost_kv_bytes(&ks) * batch * c->n_layers;
-    *gpu_bytes = o->gpu_bytes ? o->gpu_bytes : all;
-    *cpu_bytes = o->cpu_bytes ? o->cpu_bytes : all;
-}
-
 int exec_state_create(struct llm_state **st, const struct kv_opts *o, const struct llm_model *m,
                       uint32_t batch, uint32_t max_len, struct alisa_err *e)
 {
@@ -266,89 +240,40 @@ int exec_state_create(struct llm_state **st, const struct kv_opts *o, const stru
     return rc;
 }
 
-int tiered_attach(struct tiered *t, const struct kv_opts *o, const struct llm_model *m,
-                         struct llm_state *st, uint32_t batch, uint32_t max_len,
-                         uint32_t prompt_len, struct alisa_err *e)
+int kv_opts_attach(struct tiered *t, const struct kv_opts *o, const struct llm_model *m,
+                   struct llm_state *st, uint32_t batch, uint32_t max_len, uint32_t prompt_len,
+                   struct alisa_err *e)
 {
     memset(t, 0, sizeof *t);
     if (!o->selection && !o->placement && !o->int8)
         return 0;
-    const struct llm_config *c = &m->c;
-    struct scheduler_config sc = {.n_streams = batch * c->n_layers, .max_len = max_len,
-                                  .sel_params = o->sel};
-    if (!(sc.sel = selection_find(o->selection ? o->selection : "dense")))
+    struct tiered_request r = {.sel_params = o->sel, .int8 = o->int8, .gpu_bytes = o->gpu_bytes,
+                               .cpu_bytes = o->cpu_bytes};
+    if (o->selection && !(r.sel = selection_find(o->selection)))
         return err_set(e, ALISA_EINVAL, "unknown selection '%s'", o->selection);
-    if (!(sc.place = placement_find(o->placement ? o->placement : "gpu-only")))
+    if (o->placement && !(r.place = placement_find(o->placement)))
         return err_set(e, ALISA_EINVAL, "unknown placement '%s'", o->placement);
-    if (!executor_runs(sc.place))
-        return err_set(e, ALISA_EINVAL, "placement '%s' is not supported by the executor yet "
-                       "(offline bounds need a recorded run)", sc.place->name);
     /* a placement with a host tier but no device limit tiers nothing
      * (issue 41): say so rather than run untiered in silence */
-    if (o->placement && !o->gpu_bytes && sc.place->params && strstr(sc.place->params, "cpu_bytes"))
+    if (r.place && !o->gpu_bytes && r.place->host_tier)
         fprintf(stderr, "alisa: warning: --placement %s without --gpu-kv-bytes: the device arena "
                 "holds every token, so nothing moves to the host (give --gpu-kv-bytes to tier)\n",
-                sc.place->name);
+                r.place->name);
     struct catalog cat;
     int rc = cli_catalog_load(&cat, catalog_default_dir(), o->profile, e);
     if (rc)
         return rc;
-    const struct hw_profile *hw = kv_opts_hw(o, &cat);
-    if (!hw) {
+    if (!(r.hw = kv_opts_hw(o, &cat))) {
         catalog_hw_not_found(&cat, "--hardware", o->hardware, e);
         catalog_deinit(&cat);
         return ALISA_ENOTFOUND;
     }
-    /* priced as stored: K and V as the backend's arenas hold them (FP32 on
-     * the CPU, FP16 on the GPU, or INT8), by the one derivation the replay
-     * uses (costmodel.h, cost_tiers: the executor's storage) */
-    enum kv_precision prec = exec_kv_precision(o, llm_state_backend(st));
-    struct kv_shape ks = {c->dim, c->kv_dim, prec};
-    struct place_params *pp = &sc.place_params;
-    uint64_t g, h;
-    kv_opts_capacity(o, c, batch, max_len, prec, &g, &h);
-    struct tier_storage store = {ks, 1};
-    cost_tiers(&store, hw, g, h, sc.n_streams, pp);
-    pp->gpu_fraction = -1;
+    rc = tiered_attach(t, &r, m, st, batch, max_len, prompt_len, e);
     catalog_deinit(&cat);
-    struct place_params *split = NULL;
-    if (sc.place == &place_flexgen_ops) {
-        uint32_t n_gpu;
-        if (!(split = malloc(sc.n_streams * sizeof *split)))
-            return err_set(e, ALISA_ENOMEM, "out of memory");
-        /* the device arena's share of the run's KV */
-        double all = (double)batch * c->n_layers * max_len * (double)pp->kv_bytes;
-        n_gpu = place_flexgen_split(pp, batch, c->n_layers, max_len, all > 0 ? g / all : 1.0,
-                                    split);
-        sc.stream_params = split;
+    if (!rc && r.place == &place_flexgen_ops)
         fprintf(stderr, "alisa: flexgen-static: %u of %u sequences' KV on the device, the rest "
-                "on the host (FlexGen's split by whole sequences)\n", n_gpu, batch);
-    }
-    rc = scheduler_create(&t->sched, &sc, NULL, e);
-    free(split);
-    /* arenas as large as the largest stream's (FlexGen's split differs by
-     * sequence) */
-    uint32_t dev = 0, host = 0;
-    for (uint32_t i = 0; !rc && i < sc.n_streams; i++) {
-        uint32_t ds = scheduler_stream_dev_slots(t->sched, i);
-        uint32_t hs = scheduler_stream_host_slots(t->sched, i);
-        dev = ds > dev ? ds : dev;
-        host = hs > host ? hs : host;
-    }
-    if (rc || (rc = llm_state_kvstore(st, sc.n_streams, max_len, dev, host, o->int8, &t->ks, e))) {
-        scheduler_destroy(t->sched);
-        t->sched = NULL;
-        return rc;
-    }
-    llm_state_tiered(st, t->sched, t->ks, prompt_len);
-    return 0;
-}
-
-void tiered_free(struct tiered *t)
-{
-    scheduler_destroy(t->sched);
-    kvstore_free(t->ks);
-    memset(t, 0, sizeof *t);
+                "on the host (FlexGen's split by whole sequences)\n", t->flexgen_gpu_seqs, batch);
+    return rc;
 }
 
 int text_tokens(const struct tokenizer *t, const char *path, uint32_t max_blocks,
@@ -504,7 +429,7 @@ int record_trace(const struct record_job *j, struct alisa_err *e)
         rc = trace_writer_seq(w, b, P, G, 0, ids + offset + (size_t)b * N, e);
     struct tiered tr = {0};
     if (!rc)
-        rc = tiered_attach(&tr, kvo, m, st, batch, N, P, e);
+        rc = kv_opts_attach(&tr, kvo, m, st, batch, N, P, e);
     if (!rc && j->log && !tr.sched)
         rc = err_set(e, ALISA_EINVAL, "--log needs --selection or --placement (a dense run has "
                      "no scheduler)");

@@ -1,7 +1,7 @@
 /* What the executor commands (run, eval, record, calibrate, validate)
  * share: model loading (a catalog name or a file, and its tokenizer), the
- * KV options and the tiered cache they set up, text as a token stream, and
- * recording a trace.
+ * KV options (resolved into the request exec/tiered.h sets the cache up
+ * from), text as a token stream, and recording a trace.
  */
 #ifndef ALISA_CLI_EXEC_H
 #define ALISA_CLI_EXEC_H
@@ -17,6 +17,7 @@
 #include "kvstore.h"
 #include "model.h"
 #include "scheduler.h"
+#include "tiered.h"
 #include "tokenizer.h"
 
 /* A loaded model and its tokenizer (NULL when not asked for). */
@@ -141,37 +142,20 @@ int kv_opts_check(const struct kv_opts *o);
  * H100-80GB. NULL when the name is not there. */
 const struct hw_profile *kv_opts_hw(const struct kv_opts *o, const struct catalog *c);
 
-/* The device and host arenas' bytes for `batch` sequences of max_len tokens
- * of a model of config c: o's, or room for every token (K and V stored in
- * precision p) where o gives none. */
-void kv_opts_capacity(const struct kv_opts *o, const struct llm_config *c, uint32_t batch,
-                      uint32_t max_len, enum kv_precision p, uint64_t *gpu_bytes,
-                      uint64_t *cpu_bytes);
-
-/* How backend kind's arenas store K and V under o: INT8 with --kv-int8,
- * else FP16 or FP32 as the backend holds them (llm_backend_info's
- * kv_bytes). Cannot fail (a backend this build lacks: FP32). */
-enum kv_precision exec_kv_precision(const struct kv_opts *o, enum llm_backend kind);
-
 /* An executor state on o's backend (see --backend) for `batch` sequences of
  * max_len tokens; with auto, says on stderr which backend it took. */
 int exec_state_create(struct llm_state **st, const struct kv_opts *o, const struct llm_model *m,
                       uint32_t batch, uint32_t max_len, struct alisa_err *e);
 
-/* A scheduler and arenas for `batch` sequences of max_len tokens. */
-struct tiered {
-    struct scheduler *sched;
-    struct kvstore *ks;
-};
-
-/* Attaches a tiered cache to st as o asks (nothing when o asks for neither
- * selection, placement nor INT8): positions below prompt_len are prefill.
- * The placement prices load against recompute on o's hardware profile
- * (from the catalog plus o->profile). */
-int tiered_attach(struct tiered *t, const struct kv_opts *o, const struct llm_model *m,
-                  struct llm_state *st, uint32_t batch, uint32_t max_len, uint32_t prompt_len,
-                  struct alisa_err *e);
-void tiered_free(struct tiered *t); /* accepts an empty t */
+/* Attaches a tiered cache (tiered.h) to st as o asks: nothing when o asks
+ * for neither selection, placement nor INT8 (t stays empty). Resolves o's
+ * policies and its hardware profile (from the catalog plus o->profile),
+ * which prices load against recompute; says on stderr when a placement with
+ * a host tier has no device limit (it tiers nothing) and how FlexGen's split
+ * fell. Positions below prompt_len are prefill. */
+int kv_opts_attach(struct tiered *t, const struct kv_opts *o, const struct llm_model *m,
+                   struct llm_state *st, uint32_t batch, uint32_t max_len, uint32_t prompt_len,
+                   struct alisa_err *e);
 
 /* Reads path and encodes it as SOURCES.md does: each blank-line block (each
  * line when the file has no blank line) as BOS + its text, concatenated.

@@ -240,7 +240,7 @@ int cmd_run(int argc, char **argv)
     if (!rc)
         rc = exec_state_create(&st, &kvo, l.m, batch, (uint32_t)np + n, &e);
     if (!rc)
-        rc = tiered_attach(&tr, &kvo, l.m, st, batch, (uint32_t)np + n, (uint32_t)np, &e);
+        rc = kv_opts_attach(&tr, &kvo, l.m, st, batch, (uint32_t)np + n, (uint32_t)np, &e);
     if (!rc && !tr.sched)
         llm_state_tiered(st, NULL, NULL, (uint32_t)np); /* dense: phases for the timings */
     struct attn_trace *at = NULL;
@@ -561,7 +561,7 @@ int cmd_eval(int argc, char **argv)
             break;
         }
         struct tiered tr;
-        if ((rc = tiered_attach(&tr, &kvo, l.m, st, B, ctx, pre, &e))) {
+        if ((rc = kv_opts_attach(&tr, &kvo, l.m, st, B, ctx, pre, &e))) {
             llm_state_free(ref);
             llm_state_free(st);
             break;

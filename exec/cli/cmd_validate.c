@@ -564,8 +564,9 @@ static int validate_predict(const struct validate_opts *o, const struct llm_mode
     llm_model_shape(m, &shape);
     uint64_t cpu_kv;
     /* the executor's arenas: FP32 on the CPU backend, FP16 on the GPU */
-    enum kv_precision prec = exec_kv_precision(&o->kvo, kind);
-    kv_opts_capacity(&o->kvo, &m->c, o->batch, o->P + o->G, prec, gpu_kv, &cpu_kv);
+    enum kv_precision prec = tiered_precision(o->kvo.int8, kind);
+    tiered_capacity(o->kvo.gpu_bytes, o->kvo.cpu_bytes, &m->c, o->batch, o->P + o->G, prec, gpu_kv,
+                    &cpu_kv);
     struct sim_config cfg = {.trace = o->trace, .model = &shape, .hw = hw,
                              .system = sim_system_find("executor"), .batch = o->batch,
                              .prompt_len = o->P, .gen_len = o->G, .sel_params = o->kvo.sel,

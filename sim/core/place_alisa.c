@@ -229,6 +229,7 @@ static void alisa_step(void *state, struct kv_stream *s, const struct place_para
 
 const struct placement_ops place_alisa_ops = {
     .name = "alisa",
+    .host_tier = 1,
     .scheduled = 1,
     .visits = 1,
     .summary = "ALISA's three phases as the paper specifies them: from p1 the oldest share "

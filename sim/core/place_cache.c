@@ -193,6 +193,7 @@ const struct placement_ops place_gpu_only_ops = {
 
 const struct placement_ops place_alisa_cache_ops = {
     .name = "alisa-cache",
+    .host_tier = 1,
     .summary = "BEYOND THE PAPER: ALISA's tiers as a cache: the oldest GPU tokens outside the "
                "local window leave first, a token fetched from the CPU (or recomputed) stays "
                "on the GPU, the oldest CPU tokens are dropped; an evicted token keeps a CPU "
@@ -211,6 +212,7 @@ const struct placement_ops place_alisa_cache_ops = {
 
 const struct placement_ops place_lru_ops = {
     .name = "lru",
+    .host_tier = 1,
     .summary = "evict the least recently attended token (GPU to CPU, CPU to dropped)",
     .params = "gpu_bytes, cpu_bytes",
     .create = cache_create,
@@ -223,6 +225,7 @@ const struct placement_ops place_lru_ops = {
 
 const struct placement_ops place_fifo_ops = {
     .name = "fifo",
+    .host_tier = 1,
     .summary = "evict the token that entered the GPU first; CPU drops the oldest token",
     .params = "gpu_bytes, cpu_bytes",
     .create = cache_create,
@@ -235,6 +238,7 @@ const struct placement_ops place_fifo_ops = {
 
 const struct placement_ops place_lfu_ops = {
     .name = "lfu",
+    .host_tier = 1,
     .summary = "evict the least often attended token (ties: least recently)",
     .params = "gpu_bytes, cpu_bytes",
     .create = cache_create,
@@ -247,6 +251,7 @@ const struct placement_ops place_lfu_ops = {
 
 const struct placement_ops place_belady_ops = {
     .name = "belady",
+    .host_tier = 1,
     .summary = "OFFLINE BOUND: Belady's MIN, evict the token attended farthest in the "
                "future (fewest GPU misses possible)",
     .params = "gpu_bytes, cpu_bytes; needs the future selection sequence",
@@ -278,6 +283,7 @@ static int oracle_keep_copy(void *state, uint32_t t, uint32_t now)
 
 const struct placement_ops place_oracle_cost_ops = {
     .name = "oracle-cost",
+    .host_tier = 1,
     .summary = "OFFLINE BOUND: Belady's eviction order, a CPU copy kept only when offload + "
                "load beats recompute for a token used again, cheaper fetch; optimal when "
                "recompute <= load, a heuristic otherwise",

@@ -161,6 +161,7 @@ static void flexgen_step(void *state, struct kv_stream *s, const struct place_pa
 
 const struct placement_ops place_flexgen_ops = {
     .name = "flexgen-static",
+    .host_tier = 1,
     .summary = "FlexGen's static split: a fixed share of every token's KV on the GPU, the "
                "rest on the CPU and loaded every step it is attended (the executor splits "
                "whole sequences, as FlexGen's code does: --gpu-kv-bytes's share of them)",

@@ -117,6 +117,8 @@ struct placement_ops {
     int visits;           /* serves off-GPU tokens for one step only (KV_VISIT): a shell
                              needs a staging area of one step's attended tokens beside the
                              GPU tier */
+    int host_tier;        /* may keep tokens in the CPU tier: a shell sizes a host arena
+                             (0: everything stays on the GPU or the run fails, gpu-only) */
 
     /* Policy state for one stream; fut is non-NULL iff offline. */
     int (*create)(void **state, const struct place_params *p, uint32_t max_len,

@@ -14,12 +14,11 @@
 
 #define GIB 1073741824.0
 
-/* One stream's capacities and token sizes, exactly as the simulator's
- * replay splits the tiers (sim/replay.c, replay_trace). */
+/* One stream's capacities and token sizes, by the one derivation the
+ * simulator's replay and the executor use (cost_tiers; issue 40). */
 static void stream_params(const struct search_workload *w, struct place_params *pp)
 {
     const struct model_shape *m = w->model;
-    struct kv_shape k = kv_shape_of(m, w->precision);
     /* as the simulator sizes an eager runtime's tier: less the weights and
      * the prefill's activations (sim/simulate.c, eager_reserve) */
     double gpu_kv = w->tiers_given ? w->gpu_kv_bytes
@@ -27,14 +26,10 @@ static void stream_params(const struct search_workload *w, struct place_params *
                                          cost_prefill_peak_act_bytes(m, w->batch * w->prompt_len,
                                                                      w->batch);
     double cpu_kv = w->tiers_given ? w->cpu_kv_bytes : w->hw->host_dram_gib * GIB;
-    uint64_t split = (uint64_t)w->batch * m->n_layers, fixed = cost_kv_fixed_bytes(&k);
-    uint64_t g = gpu_kv > 0 ? (uint64_t)gpu_kv / split : 0;
+    struct tier_storage store = {kv_shape_of(m, w->precision), w->inputs_outside};
     memset(pp, 0, sizeof *pp);
-    pp->kv_bytes = cost_kv_bytes(&k);
-    pp->act_bytes = cost_act_bytes(&k);
-    pp->input_bytes = w->inputs_outside ? 0 : pp->act_bytes;
-    pp->gpu_bytes = g > fixed ? g - fixed : 0;
-    pp->cpu_bytes = cpu_kv > 0 ? (uint64_t)cpu_kv / split : 0;
+    cost_tiers(&store, w->hw, gpu_kv > 0 ? (uint64_t)gpu_kv : 0, cpu_kv > 0 ? (uint64_t)cpu_kv : 0,
+               (uint64_t)w->batch * m->n_layers, pp);
 }
 
 struct alisa_sched alisa_schedule_positions(const struct search_workload *w,
