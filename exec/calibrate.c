@@ -28,27 +28,34 @@ static double now_ns(void)
     return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
-static const char *const names[] = {
-    "gemm_gflops",   "gemv_gbps",     "mem_gbps",      "copy_gbps",       "copy_latency_us",
-    "stream_gbps",   "stream_gflops", "wgemm_r1_ns_b", "wgemm_r2_ns_b",   "wgemm_r4_ns_b",
-    "wgemm_r8_ns_b", "wgemm_r16_ns_b", "wgemm_r32_ns_b", "head_r1_ns_b",  "head_r2_ns_b",
-    "head_r4_ns_b",  "head_r8_ns_b",  "head_r16_ns_b", "head_r32_ns_b", "attn_ns_per_token",
-    "attn_ns_fixed", "recompute_ns",  "sched_dense_ns_t", "sched_local_ns_t",
-    "sched_strided_ns_t", "sched_streaming_ns_t", "sched_swa_ns_t", "sched_h2o_ns_t",
-    "sched_dense_layer_ns", "sched_local_layer_ns", "sched_strided_layer_ns",
-    "sched_streaming_layer_ns", "sched_swa_layer_ns", "sched_h2o_layer_ns",
-    "kv_ns_per_token", "kv_ns_per_layer", "weight_probe_gbps", "attn_b1_ns_t", "attn_b4_ns_t",
-    "attn_b8_ns_t", "attn_b16_ns_t", "attn_b32_ns_t", "attn_b64_ns_t", "sched_dense_stream_ns",
-    "sched_local_stream_ns",
-    "sched_strided_stream_ns", "sched_streaming_stream_ns", "sched_swa_stream_ns",
-    "sched_h2o_stream_ns", "sched_dense_retired_ns", "sched_local_retired_ns",
-    "sched_strided_retired_ns", "sched_streaming_retired_ns", "sched_swa_retired_ns",
-    "sched_h2o_retired_ns", "attn_sparse_b1_ns_t", "attn_sparse_b4_ns_t",
-    "attn_sparse_b8_ns_t", "attn_sparse_b16_ns_t", "attn_sparse_b32_ns_t", "attn_sparse_b64_ns_t",
-    "attn_layer_ns", "kv_ns_per_stream"};
-_Static_assert(sizeof names / sizeof names[0] == CALIB_N, "a name for every figure");
+/* The figures' names; the per-selection ranges' come from the registry
+ * (calib_name). */
+static const char *const names[CALIB_N] = {
+    [CALIB_GEMM_GFLOPS] = "gemm_gflops", [CALIB_GEMV_GBPS] = "gemv_gbps",
+    [CALIB_MEM_GBPS] = "mem_gbps", [CALIB_COPY_GBPS] = "copy_gbps",
+    [CALIB_COPY_LATENCY_US] = "copy_latency_us", [CALIB_STREAM_GBPS] = "stream_gbps",
+    [CALIB_STREAM_GFLOPS] = "stream_gflops", [CALIB_WGEMM_R1] = "wgemm_r1_ns_b",
+    [CALIB_WGEMM_R2] = "wgemm_r2_ns_b", [CALIB_WGEMM_R4] = "wgemm_r4_ns_b",
+    [CALIB_WGEMM_R8] = "wgemm_r8_ns_b", [CALIB_WGEMM_R16] = "wgemm_r16_ns_b",
+    [CALIB_WGEMM_R32] = "wgemm_r32_ns_b", [CALIB_HEAD_R1] = "head_r1_ns_b",
+    [CALIB_HEAD_R2] = "head_r2_ns_b", [CALIB_HEAD_R4] = "head_r4_ns_b",
+    [CALIB_HEAD_R8] = "head_r8_ns_b", [CALIB_HEAD_R16] = "head_r16_ns_b",
+    [CALIB_HEAD_R32] = "head_r32_ns_b", [CALIB_ATTN_NS_PER_TOKEN] = "attn_ns_per_token",
+    [CALIB_ATTN_NS_FIXED] = "attn_ns_fixed", [CALIB_RECOMPUTE_NS] = "recompute_ns",
+    [CALIB_KV_NS_PER_TOKEN] = "kv_ns_per_token", [CALIB_KV_NS_PER_LAYER] = "kv_ns_per_layer",
+    [CALIB_WEIGHT_PROBE_GBPS] = "weight_probe_gbps",
+    [CALIB_ATTN_BATCH_FIRST] = "attn_b1_ns_t", [CALIB_ATTN_BATCH_FIRST + 1] = "attn_b4_ns_t",
+    [CALIB_ATTN_BATCH_FIRST + 2] = "attn_b8_ns_t", [CALIB_ATTN_BATCH_FIRST + 3] = "attn_b16_ns_t",
+    [CALIB_ATTN_BATCH_FIRST + 4] = "attn_b32_ns_t", [CALIB_ATTN_BATCH_FIRST + 5] = "attn_b64_ns_t",
+    [CALIB_ATTN_SPARSE_FIRST] = "attn_sparse_b1_ns_t",
+    [CALIB_ATTN_SPARSE_FIRST + 1] = "attn_sparse_b4_ns_t",
+    [CALIB_ATTN_SPARSE_FIRST + 2] = "attn_sparse_b8_ns_t",
+    [CALIB_ATTN_SPARSE_FIRST + 3] = "attn_sparse_b16_ns_t",
+    [CALIB_ATTN_SPARSE_FIRST + 4] = "attn_sparse_b32_ns_t",
+    [CALIB_ATTN_SPARSE_FIRST + 5] = "attn_sparse_b64_ns_t", [CALIB_ATTN_NS_LAYER] = "attn_layer_ns",
+    [CALIB_KV_NS_PER_STREAM] = "kv_ns_per_stream"};
+_Static_assert(CALIB_ATTN_N == 6, "a name for every attention batch");
 
-const char *const calib_sched_policies[6] = {"dense", "local", "strided", "streaming", "swa", "h2o"};
 
 const int calib_wgemm_rows[6] = {1, 2, 4, 8, 16, 32};
 
@@ -58,7 +65,28 @@ const uint32_t calib_sched_prompt[3] = {48, 48, 144};
 
 const uint32_t calib_attn_batch[CALIB_ATTN_N] = {1, 4, 8, 16, 32, 64};
 
-const char *calib_name(enum calib_figure f) { return names[f]; }
+const char *calib_name(enum calib_figure f)
+{
+    /* one figure per selection in four ranges, named after it */
+    static char sched[4][SELECTION_N][48];
+    static const struct {
+        int first;
+        const char *fmt;
+    } ranges[4] = {{CALIB_SCHED_FIRST, "sched_%s_ns_t"},
+                   {CALIB_SCHED_LAYER_FIRST, "sched_%s_layer_ns"},
+                   {CALIB_SCHED_STREAM_FIRST, "sched_%s_stream_ns"},
+                   {CALIB_SCHED_RETIRED_FIRST, "sched_%s_retired_ns"}};
+    for (int r = 0; r < 4; r++) {
+        int i = (int)f - ranges[r].first;
+        if (i >= 0 && i < SELECTION_N) {
+            snprintf(sched[r][i], sizeof sched[r][i], ranges[r].fmt,
+                     selection_policies[i]->name);
+            return sched[r][i];
+        }
+    }
+    ALISA_ASSERT(names[f]);
+    return names[f];
+}
 
 int calib_unquiet_wgemm(const double spread[CALIB_N])
 {
@@ -520,8 +548,9 @@ static int bench_schedule(const struct llm_model *m, const struct calib_text *tx
     struct calib_step steps[12];
     double sched[INSITU_MAX_RUNS], kv[INSITU_MAX_RUNS], ret[INSITU_MAX_RUNS],
         extra[INSITU_MAX_RUNS], ts[3], tk[3], bs[3], cs[3], rs[3];
-    for (int i = 0; i < 6; i++) {
-        int dense = strcmp(calib_sched_policies[i], "dense") == 0;
+    for (int i = 0; i < SELECTION_N; i++) {
+        /* the arenas' bookkeeping from the policy that attends every token */
+        int dense = !selection_policies[i]->budgeted;
         double dt = 0, dr = 0; /* first-step excess and extra retired, pooled */
         for (int w = 0; w < 3; w++) {
             const uint32_t B = calib_sched_batch[w];
@@ -532,7 +561,7 @@ static int bench_schedule(const struct llm_model *m, const struct calib_text *tx
             for (; runs < INSITU_MAX_RUNS && (runs == 0 || now_ns() - t0 < INSITU_MIN_NS);
                  runs++) {
                 size_t n = 0;
-                int rc = insitu_run(m, tx, kind, calib_sched_policies[i], 0, B, P, P + G, steps, &n, e);
+                int rc = insitu_run(m, tx, kind, selection_policies[i]->name, 0, B, P, P + G, steps, &n, e);
                 if (rc)
                     return rc;
                 if (n < 2)

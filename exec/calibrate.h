@@ -74,6 +74,7 @@
 #include "err.h"
 #include "forward.h"
 #include "model.h"
+#include "selection.h"
 
 /* The weight probe's spread over runs (or its drift from a profile) that a
  * quiet machine stays within; beyond it calibrate and validate warn that
@@ -109,10 +110,10 @@ enum calib_figure {
                                 CALIB_ATTN_NS_LAYER) */
     CALIB_RECOMPUTE_NS,      /* K and V of one token of one layer, ns */
     CALIB_SCHED_FIRST,       /* the scheduler's own time per stream, step and context
-                                token, ns, one figure per calib_sched_policies entry */
-    CALIB_SCHED_LAST = CALIB_SCHED_FIRST + 5,
+                                token, ns, one figure per selection policy (selection_policies[i]) */
+    CALIB_SCHED_LAST = CALIB_SCHED_FIRST + SELECTION_N - 1,
     CALIB_SCHED_LAYER_FIRST, /* ... and its fixed time per layer and step, ns */
-    CALIB_SCHED_LAYER_LAST = CALIB_SCHED_LAYER_FIRST + 5,
+    CALIB_SCHED_LAYER_LAST = CALIB_SCHED_LAYER_FIRST + SELECTION_N - 1,
     CALIB_KV_NS_PER_TOKEN,   /* the arenas' bookkeeping per stream, step and context token, ns */
     CALIB_KV_NS_PER_LAYER,   /* ... and its fixed time per layer and step, ns */
     CALIB_WEIGHT_PROBE_GBPS, /* calib_weight_rate for 0.5 s: the machine's speed now, in the
@@ -123,15 +124,15 @@ enum calib_figure {
                                 run, its KV past CALIB_ATTN_MAX_KV) */
     CALIB_ATTN_BATCH_LAST = CALIB_ATTN_BATCH_FIRST + CALIB_ATTN_N - 1,
     CALIB_SCHED_STREAM_FIRST, /* the scheduler's fixed time per stream and step, ns, one
-                                 figure per calib_sched_policies entry (with
+                                 figure per selection policy (with
                                  CALIB_SCHED_FIRST + i and CALIB_SCHED_LAYER_FIRST + i:
                                  layer + streams x (this + context x per token)) */
-    CALIB_SCHED_STREAM_LAST = CALIB_SCHED_STREAM_FIRST + 5,
+    CALIB_SCHED_STREAM_LAST = CALIB_SCHED_STREAM_FIRST + SELECTION_N - 1,
     CALIB_SCHED_RETIRED_FIRST, /* the scheduler's time per token a plan retires, ns, one
-                                  figure per calib_sched_policies entry (0: the policy
+                                  figure per selection policy (0: the policy
                                   retires none in bulk): the first decode step's bulk
                                   retirement over the steps after it */
-    CALIB_SCHED_RETIRED_LAST = CALIB_SCHED_RETIRED_FIRST + 5,
+    CALIB_SCHED_RETIRED_LAST = CALIB_SCHED_RETIRED_FIRST + SELECTION_N - 1,
     CALIB_ATTN_SPARSE_FIRST, /* as CALIB_ATTN_BATCH_FIRST + i, for sparse attention: SWA
                                 attending 20% of the context (80% sparsity), which stays
                                 resident, per attended token */
@@ -144,9 +145,6 @@ enum calib_figure {
                                 streams x (this + context x per token)) */
     CALIB_N
 };
-
-/* Selections of CALIB_SCHED_FIRST + i and CALIB_SCHED_LAYER_FIRST + i. */
-extern const char *const calib_sched_policies[6];
 
 /* Sequences and prompt tokens of the scheduler's three runs per selection
  * (12 decode steps each): two batches at one context, one batch at a longer

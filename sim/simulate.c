@@ -929,7 +929,10 @@ static int run_price(struct run *u, struct alisa_err *e)
     g->t[T_PREFILL_OFF] = (struct task){
         .res = res[RES_D2H], .dur_ns = ns_of(cost_transfer_ns(cfg->hw, prefill_d2h, u->Lm))};
     u->r->bytes_d2h = prefill_d2h;
-    const struct sched_prices sp = cost_schedule_prices(cfg->hw, cfg->sel->name);
+    struct sched_prices sp;
+    int rc = cost_schedule_prices(cfg->hw, cfg->sel->name, &sp, e);
+    if (rc)
+        return rc;
     for (uint32_t j = 0; j < u->N; j++)
         for (uint32_t l = 0; l < u->Lm; l++)
             price_layer(u, j, l, &sp, res);

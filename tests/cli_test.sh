@@ -167,6 +167,25 @@ expect 2 "fidelity, unknown selection" "$alisa" fidelity --trace "$tmp/a.trace" 
 grep_out "--selection nope: unknown" "unknown selection named"
 expect 1 "fidelity, missing trace" "$alisa" fidelity --trace "$tmp/none.trace" --selection swa
 grep_out "none.trace" "missing trace named"
+# a selection's own parameters (its declared knobs) are options of every
+# command that takes a selection; one the selection lacks, or out of its
+# range, is a usage error naming it; the value reaches the policy
+expect 2 "a knob the selection lacks" "$alisa" fidelity --trace "$tmp/a.trace" --selection swa --sinks 2
+grep_out "--sinks: selection swa has no such parameter (its own: --window-steps)" "the missing knob named"
+expect 2 "a knob out of range" "$alisa" plan --trace "$tmp/a.trace" --selection streaming --sinks 2.5
+grep_out "--sinks 2.5: selection streaming takes a whole number of at least 1" "the range named"
+expect 2 "a knob of a run without a selection" "$alisa" run --model stories260K --prompt-tokens 4 -n 2 --stride 3
+grep_out "--stride: selection dense has no such parameter" "the executor's default selection named"
+for s in 1 6; do
+    expect 0 "fidelity streaming --sinks $s" "$alisa" fidelity --trace "$tmp/a.trace" --selection streaming \
+        --budget-tokens 12 --sinks $s --json
+    sed -n 's/.*"mass_kept_mean": *\([0-9.e-]*\).*/\1/p' "$tmp/out" >"$tmp/mass$s"
+done
+[ -s "$tmp/mass1" ] && ! cmp -s "$tmp/mass1" "$tmp/mass6" && pass=$((pass + 1)) ||
+    { fail=$((fail + 1)); echo "FAIL: --sinks changed nothing ($(cat "$tmp/mass1") $(cat "$tmp/mass6"))"; }
+expect 0 "sim reports the knobs" "$alisa" sim --trace "$tmp/a.trace" --model OPT-6.7B --hardware H100-80GB \
+    --batch 2 --prompt-len 32 --gen-len 16 --system alisa --window-steps 3 --json
+grep_out '"window-steps": 3' "sim's JSON carries the selection's parameters"
 expect 1 "gen into a missing dir" "$alisa" trace gen --model OPT-13B -o "$tmp/no/such/dir.trace"
 expect 1 "bad catalog dir" "$alisa" catalog --catalog "$tmp/nowhere"
 grep_out "nowhere/models.ini: cannot open" "missing catalog named"

@@ -31,7 +31,7 @@
 struct known {
     double wg0, wg1, hg0, hg1;
     double attn_layer, attn_seq, attn_tok, attn_sparse_tok;
-    double sl[6], ss[6], st[6], sr[6];
+    double sl[SELECTION_N], ss[SELECTION_N], st[SELECTION_N], sr[SELECTION_N];
     double kl, ks, kt;
 };
 
@@ -53,9 +53,9 @@ static int fake_run(void *ctx, const struct llm_model *m, const struct calib_run
     const struct known *k = ctx;
     const double L = m->c.n_layers, B = run->B;
     int i = 0;
-    while (i < 6 && strcmp(calib_sched_policies[i], run->sel) != 0)
+    while (i < SELECTION_N && strcmp(selection_policies[i]->name, run->sel) != 0)
         i++;
-    assert_true(i < 6);
+    assert_true(i < SELECTION_N);
     double lb, hb;
     calib_weight_bytes(m, LLM_BACKEND_CPU, &lb, &hb);
     int dense = i == 0, swa = strcmp(run->sel, "swa") == 0;
@@ -99,7 +99,7 @@ static void test_calibrate_recovers_a_known_workload(void **state)
     struct known k = {.wg0 = 0.08, .wg1 = 0.004, .hg0 = 0.11, .hg1 = 0.006,
                       .attn_layer = 900, .attn_seq = 150, .attn_tok = 2.5,
                       .attn_sparse_tok = 7.25, .kl = 300, .ks = 1700, .kt = 3.5};
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < SELECTION_N; i++) {
         k.sl[i] = 100 + 10 * i;
         k.ss[i] = 400 + 50 * i;
         k.st[i] = i == 0 ? 6 : 0;       /* dense: per token, retires nothing */
@@ -136,7 +136,7 @@ static void test_calibrate_recovers_a_known_workload(void **state)
         near(calib_name(CALIB_ATTN_SPARSE_FIRST + i), f[CALIB_ATTN_SPARSE_FIRST + i],
              ran ? k.attn_sparse_tok : 0);
     }
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < SELECTION_N; i++) {
         near(calib_name(CALIB_SCHED_LAYER_FIRST + i), f[CALIB_SCHED_LAYER_FIRST + i], k.sl[i]);
         near(calib_name(CALIB_SCHED_STREAM_FIRST + i), f[CALIB_SCHED_STREAM_FIRST + i], k.ss[i]);
         near(calib_name(CALIB_SCHED_FIRST + i), f[CALIB_SCHED_FIRST + i], k.st[i]);
@@ -223,7 +223,7 @@ static void test_calibrate_figures_are_finite_and_plausible(void **state)
             fail_msg("%s = %g ns per token", calib_name(i), f[i]);
         int k = i - CALIB_SCHED_FIRST;
         if (!(f[i] + f[CALIB_SCHED_LAYER_FIRST + k] + f[CALIB_SCHED_STREAM_FIRST + k] > 0))
-            fail_msg("%s: no scheduler time", calib_sched_policies[k]);
+            fail_msg("%s: no scheduler time", selection_policies[k]->name);
     }
     /* fixed parts per layer and step: never negative, under a millisecond */
     for (int i = CALIB_SCHED_LAYER_FIRST; i <= CALIB_SCHED_LAYER_LAST; i++)
@@ -237,8 +237,11 @@ static void test_calibrate_figures_are_finite_and_plausible(void **state)
     for (int i = CALIB_SCHED_RETIRED_FIRST; i <= CALIB_SCHED_RETIRED_LAST; i++)
         if (!(f[i] >= 0 && f[i] < 1e6))
             fail_msg("%s = %g ns per retired token", calib_name(i), f[i]);
+    int h2o = 0;
+    while (selection_policies[h2o] != &sel_h2o_ops)
+        h2o++;
     assert_true(f[CALIB_SCHED_RETIRED_FIRST] == 0);
-    assert_true(f[CALIB_SCHED_RETIRED_FIRST + 5] > 0);
+    assert_true(f[CALIB_SCHED_RETIRED_FIRST + h2o] > 0);
     /* attention per attended token by batch, dense and SWA's scattered
      * reads: one sequence's KV always fits the bound, so batch 1 ran */
     for (int i = 0; i < CALIB_ATTN_N; i++)
@@ -317,9 +320,30 @@ static void test_fits_recover_known_terms(void **state)
     assert_true(s == 0 && fabs(a - 40) < 1e-6 && fabs(b - 5) < 1e-9);
 }
 
+/* Every figure has a name of its own; the scheduler's four per-selection
+ * ranges are named after the registry's selections, in its order. */
+static void test_every_figure_has_a_name_of_its_own(void **state)
+{
+    (void)state;
+    for (int i = 0; i < CALIB_N; i++) {
+        assert_non_null(calib_name(i));
+        for (int j = 0; j < i; j++)
+            if (strcmp(calib_name(i), calib_name(j)) == 0)
+                fail_msg("figures %d and %d are both %s", j, i, calib_name(i));
+    }
+    for (int i = 0; i < SELECTION_N; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "sched_%s_retired_ns", selection_policies[i]->name);
+        assert_string_equal(calib_name(CALIB_SCHED_RETIRED_FIRST + i), want);
+    }
+    assert_string_equal(calib_name(CALIB_SCHED_FIRST), "sched_dense_ns_t");
+    assert_string_equal(calib_name(CALIB_KV_NS_PER_STREAM), "kv_ns_per_stream");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_figure_has_a_name_of_its_own),
         cmocka_unit_test(test_fits_recover_known_terms),
         cmocka_unit_test(test_copy_fit_recovers_latency_and_rate),
         cmocka_unit_test(test_unquiet_wgemm_names_the_worst_gemm_figure),

@@ -739,7 +739,7 @@ static void test_exec_attends_exactly_the_selected_tokens(void **state)
         struct scheduler *sched = NULL;
         struct kvstore *ks = NULL;
         assert_int_equal(llm_state_create(&st, m, B, N, &e), 0);
-        struct sel_params sp = {.budget_tokens = policy ? 6 : 4, .sinks = 2};
+        struct sel_params sp = {.budget_tokens = policy ? 6 : 4, .knob = {policy ? 2 : 0}}; /* sinks */
         attach_sel(st, c, B, N, P, policy ? &sel_streaming_ops : &sel_local_ops, sp,
                    &place_gpu_only_ops, N, N, 1, 0, &sched, &ks);
         for (uint32_t p = 0; p < N; p++) {

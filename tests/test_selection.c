@@ -35,7 +35,7 @@ static void test_budget_rounds_half_k_and_stays_in_range(void **state)
     assert_int_equal(sel_local_share(4), 2);
     struct alisa_err e = {{0}};
     struct sel_params bad = {.sparsity = 1.0};
-    assert_int_equal(sel_params_validate(&bad, &e), ALISA_EINVAL);
+    assert_int_equal(sel_params_validate(&bad, NULL, &e), ALISA_EINVAL);
     assert_non_null(strstr(e.msg, "--sparsity 1"));
 }
 
@@ -78,13 +78,13 @@ static void test_static_policies_match_hand_worked_sets(void **state)
         {"local B=3", &sel_local_ops, {.budget_tokens = 3}, 5, {3, 4, 5}, 3, {0, 1}, 2},
         {"local sparsity 0.8 n=10", &sel_local_ops, {.sparsity = 0.8}, 9, {8, 9}, 2,
          {0, 1, 2, 3, 4, 5, 6}, 7},
-        {"streaming B=4 sinks 2", &sel_streaming_ops, {.budget_tokens = 4, .sinks = 2}, 9,
+        {"streaming B=4 sinks 2", &sel_streaming_ops, {.budget_tokens = 4, .knob = {2}} /* sinks */, 9,
          {0, 1, 8, 9}, 4, {2, 3, 4, 5, 6}, 5},
-        {"streaming window covers sinks", &sel_streaming_ops, {.budget_tokens = 4, .sinks = 2},
+        {"streaming window covers sinks", &sel_streaming_ops, {.budget_tokens = 4, .knob = {2}} /* sinks */,
          2, {0, 1, 2}, 3, {0}, 0},
         /* n=10, B=4: recent 8,9; 2 global slots; stride ceil(8/2) = 4 */
         {"strided derived", &sel_strided_ops, {.budget_tokens = 4}, 9, {0, 4, 8, 9}, 4, {0}, 0},
-        {"strided stride 3", &sel_strided_ops, {.budget_tokens = 4, .stride = 3}, 9,
+        {"strided stride 3", &sel_strided_ops, {.budget_tokens = 4, .knob = {3}} /* stride */, 9,
          {0, 3, 6, 8, 9}, 5, {0}, 0},
         /* no history: S is all zero, ties go to the most recent candidates */
         {"swa without history", &sel_swa_ops, {.budget_tokens = 4}, 9, {6, 7, 8, 9}, 4, {0}, 0},
@@ -103,7 +103,7 @@ static uint32_t do_select(const struct selection_ops *ops, void *st, uint32_t po
 static void test_swa_hand_worked_window_of_two_steps(void **state)
 {
     (void)state;
-    struct sel_params p = {.budget_tokens = 4, .window_steps = 2};
+    struct sel_params p = {.budget_tokens = 4, .knob = {2}}; /* window-steps 2 */
     void *st;
     struct alisa_err e = {{0}};
     assert_int_equal(sel_swa_ops.create(&st, &p, MAXN, &e), 0);
@@ -231,15 +231,15 @@ static uint32_t swa_reference(float hist[][MAXN], uint32_t n_hist, uint32_t w,
     return c;
 }
 
-/* The window the reference sums at context n: window_steps, else k of that
+/* The window the reference sums at context n: window-steps (knob 0), else k of that
  * step (the paper's default, growing with the context). */
 static uint32_t ref_window(const struct sel_params *p, uint32_t n)
 {
-    uint32_t w = p->window_steps ? p->window_steps : sel_local_share(sel_budget(p, n));
+    uint32_t w = p->knob[0] ? (uint32_t)p->knob[0] : sel_local_share(sel_budget(p, n));
     return w ? w : 1;
 }
 
-/* Trials 0-39 with a fixed window_steps, 40-79 with the default (0): the
+/* Trials 0-39 with a fixed window-steps, 40-79 with the default (0): the
  * window is k at each step, so S sums more rows as the context grows. */
 static void test_swa_matches_brute_force_on_random_inputs(void **state)
 {
@@ -251,7 +251,7 @@ static void test_swa_matches_brute_force_on_random_inputs(void **state)
     for (int trial = 0; trial < 80; trial++) {
         uint32_t prompt = 4 + (uint32_t)gsl_rng_uniform_int(r, 12);
         uint32_t fixed_w = 1 + (uint32_t)gsl_rng_uniform_int(r, 6);
-        struct sel_params p = {.window_steps = trial < 40 ? fixed_w : 0};
+        struct sel_params p = {.knob = {trial < 40 ? fixed_w : 0}}; /* window-steps */
         uint32_t w = ref_window(&p, prompt + 1); /* prefill keeps this many rows */
         if (trial % 2)
             p.budget_tokens = 2 + (uint32_t)gsl_rng_uniform_int(r, 10);
@@ -274,7 +274,7 @@ static void test_swa_matches_brute_force_on_random_inputs(void **state)
             uint32_t out[MAXN], ref[MAXN], ret[MAXN], n_ret;
             uint32_t n = do_select(&sel_swa_ops, st, pos, out, ret, &n_ret);
             uint32_t nr = swa_reference(hist, n_hist, ref_window(&p, pos + 1), &p, pos, ref);
-            grown += !p.window_steps && pos == MAXN - 1 && ref_window(&p, pos + 1) > w;
+            grown += !p.knob[0] && pos == MAXN - 1 && ref_window(&p, pos + 1) > w;
             if (n != nr || memcmp(out, ref, n * sizeof *out) != 0)
                 fail_msg("trial %d pos %u: swa and reference differ (%u vs %u tokens)", trial,
                          pos, n, nr);
@@ -372,7 +372,8 @@ static void test_retired_tokens_are_never_attended_again(void **state)
     gsl_rng_set(r, 99);
     for (size_t k = 0; k < 3; k++)
         for (int trial = 0; trial < 10; trial++) {
-            struct sel_params p = {.sparsity = 0.5 + 0.4 * gsl_rng_uniform(r), .sinks = 2};
+            /* knob 0: streaming's sinks (the others have none) */
+            struct sel_params p = {.sparsity = 0.5 + 0.4 * gsl_rng_uniform(r), .knob = {2}};
             void *st;
             struct alisa_err e = {{0}};
             assert_int_equal(ops[k]->create(&st, &p, MAXN, &e), 0);
@@ -400,10 +401,39 @@ static void test_retired_tokens_are_never_attended_again(void **state)
     gsl_rng_free(r);
 }
 
+/* The registry holds SELECTION_N policies (what per-selection tables are
+ * sized by), each with its knobs declared in range and named uniquely. */
+static void test_registry_holds_selection_n_policies_with_declared_knobs(void **state)
+{
+    (void)state;
+    for (int i = 0; i < SELECTION_N; i++) {
+        const struct selection_ops *s = selection_policies[i];
+        assert_non_null(s);
+        assert_true(strlen(s->name) <= SEL_NAME_MAX);
+        assert_true(s->n_knobs <= SEL_KNOBS_MAX);
+        for (uint32_t k = 0; k < s->n_knobs; k++) {
+            assert_true(s->knobs[k].min > 0 && s->knobs[k].min <= s->knobs[k].max);
+            assert_non_null(s->knobs[k].help);
+            assert_int_equal(sel_knob_find(s, s->knobs[k].name), (int)k);
+        }
+    }
+    assert_null(selection_policies[SELECTION_N]);
+    /* a knob given to a selection that declares none, or out of range */
+    struct alisa_err e = {{0}};
+    struct sel_params p = {.sparsity = 0.5, .knob = {3}};
+    assert_int_equal(sel_params_validate(&p, &sel_streaming_ops, &e), 0);
+    assert_int_equal(sel_params_validate(&p, &sel_h2o_ops, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "selection h2o has 0 parameters of its own"));
+    p.knob[0] = 2.5;
+    assert_int_equal(sel_params_validate(&p, &sel_swa_ops, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "--window-steps 2.5: selection swa takes a whole number"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_budget_rounds_half_k_and_stays_in_range),
+        cmocka_unit_test(test_registry_holds_selection_n_policies_with_declared_knobs),
         cmocka_unit_test(test_static_policies_match_hand_worked_sets),
         cmocka_unit_test(test_swa_hand_worked_window_of_two_steps),
         cmocka_unit_test(test_h2o_hand_worked_evictions_are_permanent),

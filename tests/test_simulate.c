@@ -38,7 +38,9 @@ static float uniform(uint32_t t, uint32_t p)
 static double sched_ns(const struct hw_profile *hw, const char *sel, double streams,
                        double context, double retired)
 {
-    struct sched_prices p = cost_schedule_prices(hw, sel);
+    struct sched_prices p;
+    struct alisa_err e = {{0}};
+    assert_int_equal(cost_schedule_prices(hw, sel, &p, &e), 0);
     return cost_schedule_ns(&p, streams, context, retired);
 }
 
@@ -367,17 +369,36 @@ static void test_serial_profile_runs_every_task_in_turn(void **state)
     hw.sched_layer_ns = (struct named_table){1, {"dense"}, {5}};
     hw.kv_ns_per_layer = 4;
     /* the scheduler's three terms: streams x (per stream + context x per
-     * token) + per layer; nothing without streams; another policy's alone */
+     * token) + per layer; nothing without streams; each policy at its own
+     * prices */
     struct hw_profile h3 = hw;
     h3.sched_ns = (struct named_table){2, {"dense", "h2o"}, {2, 1}};
-    h3.sched_stream_ns = (struct named_table){1, {"dense"}, {7}};
+    h3.sched_stream_ns = (struct named_table){2, {"dense", "h2o"}, {7, 0}};
+    h3.sched_layer_ns = (struct named_table){2, {"dense", "h2o"}, {5, 0}};
     assert_true(fabs(sched_ns(&h3, "dense", 3, 10, 0) - (3 * (7 + 10 * 2) + 5)) < 1e-12);
     assert_true(sched_ns(&h3, "dense", 0, 10, 0) == 0);
     assert_true(fabs(sched_ns(&h3, "h2o", 3, 10, 0) - 30) < 1e-12);
-    /* a retired token at its policy's price; another policy's retire free */
-    h3.sched_retired_ns = (struct named_table){1, {"h2o"}, {4}};
+    /* a retired token at its policy's price (dense retires none) */
+    h3.sched_retired_ns = (struct named_table){2, {"dense", "h2o"}, {0, 4}};
     assert_true(fabs(sched_ns(&h3, "h2o", 3, 10, 5) - (30 + 5 * 4)) < 1e-12);
     assert_true(fabs(sched_ns(&h3, "dense", 3, 10, 5) - (3 * (7 + 10 * 2) + 5)) < 1e-12);
+    /* a profile that prices the scheduler but not this selection is an
+     * error naming the key and the selection, in the lookup and the run
+     * (issue 40: it was priced at 0 without a word); one that prices no
+     * scheduler at all (a datasheet's) prices it at 0 */
+    struct sched_prices sp;
+    assert_int_equal(cost_schedule_prices(&h3, "swa", &sp, &e), ALISA_ENOTFOUND);
+    assert_non_null(strstr(e.msg, "sched_ns_per_layer prices the scheduler for 2 selections "
+                                  "but not for swa"));
+    assert_int_equal(cost_schedule_prices(&unit_hw, "swa", &sp, &e), 0);
+    assert_true(sp.per_layer == 0 && sp.per_stream == 0 && sp.per_token == 0);
+    struct hw_profile hm = hw;
+    hm.sched_ns = (struct named_table){1, {"h2o"}, {1}};
+    c.hw = &hm;
+    assert_int_equal(sim_run(&c, &r, NULL, &e), ALISA_ENOTFOUND);
+    assert_non_null(strstr(e.msg, "sched_ns_per_token prices the scheduler for 1 selections "
+                                  "but not for dense"));
+    c.hw = &hw;
     assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
     assert_true(fabs(r.total_s - 2628e-9) < 1e-15);
     assert_true(fabs(r.schedule_s - 24e-9) < 1e-15);

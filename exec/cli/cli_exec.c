@@ -190,10 +190,10 @@ int kv_opt(struct kv_opts *o, int ch, const char *opt, const char *arg, struct a
         }
         return 1;
     }
-    return 0;
+    return cli_knob_take(&o->knobs, ch, opt, arg, e);
 }
 
-int kv_opts_check(const struct kv_opts *o)
+int kv_opts_check(struct kv_opts *o)
 {
     struct alisa_err e = {{0}};
     if (o->selection && !selection_find(o->selection))
@@ -204,7 +204,8 @@ int kv_opts_check(const struct kv_opts *o)
     if (pl && !tiered_runs(pl))
         return cli_usage_error(NULL, "--placement %s: not supported by the executor yet (offline "
                                "bounds need a recorded run)", pl->name);
-    if (sel_params_validate(&o->sel, &e))
+    if (cli_knobs_apply(&o->knobs, o->selection ? selection_find(o->selection) : &sel_dense_ops,
+                        &o->sel, &e))
         return cli_usage_error(NULL, "%s", e.msg);
     if (exec_weight_mode(o->weights) < 0)
         return cli_usage_error(NULL, "--weights %s: expected native, f32 or synthetic[:SEED]",

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "catalog.h"
+#include "cli.h"
 #include "costmodel.h"
 #include "err.h"
 #include "forward.h"
@@ -75,6 +76,8 @@ struct kv_opts {
     const char *weights;           /* native (NULL) or f32 */
     uint32_t threads;              /* CPU threads, 0: all cores */
     int pipeline;                  /* --cuda-pipeline (llm_state_pipeline) */
+    struct cli_knobs knobs;        /* the selection's own parameters as given (cli.h), set
+                                      into sel by kv_opts_check */
 };
 
 #define KV_OPT_LIST                                                                \
@@ -119,8 +122,10 @@ struct kv_opts {
     "                     OMP_NUM_THREADS, else the CPUs this process may use, at most one\n" \
     "                     per 8M parameters of the model; idle threads wait passively)\n"
 
-/* Handles one KV option (getopt code ch, option as typed, value); returns 1
- * when ch was one, -1 on a bad value (e says why), 0 when not a KV option. */
+/* Handles one KV option (getopt code ch, option as typed, value), the
+ * selection's own parameters (cli_join_knobs's options) among them; returns
+ * 1 when ch was one, -1 on a bad value (e says why), 0 when not a KV
+ * option. */
 int kv_opt(struct kv_opts *o, int ch, const char *opt, const char *arg, struct alisa_err *e);
 
 /* --weights's value as a load mode (EXEC_WEIGHTS_SYNTHETIC for
@@ -132,10 +137,11 @@ int exec_weight_mode(const char *weights);
 int exec_synthetic_seed(const char *weights, uint64_t *seed);
 
 /* The KV options' values checked before any work: the selection and
- * placement known (alisa policy list), their parameters in range, the
- * backend one of cpu, cuda, auto. Returns 0, or a usage error's exit code
- * (cli_usage_error: one line naming the option and the value). */
-int kv_opts_check(const struct kv_opts *o);
+ * placement known (alisa policy list), their parameters in range (the
+ * selection's own set into o->sel), the backend one of cpu, cuda, auto.
+ * Returns 0, or a usage error's exit code (cli_usage_error: one line naming
+ * the option and the value). */
+int kv_opts_check(struct kv_opts *o);
 
 /* The hardware profile o prices with, in c (loaded with o->profile): the one
  * --hardware names, else the profile file's own section (its last), else

@@ -238,17 +238,17 @@ static void profile_write(FILE *f, const struct calibrate_opts *o, const char *h
     for (int i = 0; i < 6; i++)
         fprintf(f, " %d:%.5g", calib_wgemm_rows[i], st[CALIB_WGEMM_R1 + i].mean);
     fprintf(f, "\nsched_ns_per_token =");
-    for (int i = 0; i < 6; i++)
-        fprintf(f, " %s:%.4g", calib_sched_policies[i], st[CALIB_SCHED_FIRST + i].mean);
+    for (int i = 0; i < SELECTION_N; i++)
+        fprintf(f, " %s:%.4g", selection_policies[i]->name, st[CALIB_SCHED_FIRST + i].mean);
     fprintf(f, "\nsched_ns_per_layer =");
-    for (int i = 0; i < 6; i++)
-        fprintf(f, " %s:%.4g", calib_sched_policies[i], st[CALIB_SCHED_LAYER_FIRST + i].mean);
+    for (int i = 0; i < SELECTION_N; i++)
+        fprintf(f, " %s:%.4g", selection_policies[i]->name, st[CALIB_SCHED_LAYER_FIRST + i].mean);
     fprintf(f, "\nsched_ns_per_stream =");
-    for (int i = 0; i < 6; i++)
-        fprintf(f, " %s:%.4g", calib_sched_policies[i], st[CALIB_SCHED_STREAM_FIRST + i].mean);
+    for (int i = 0; i < SELECTION_N; i++)
+        fprintf(f, " %s:%.4g", selection_policies[i]->name, st[CALIB_SCHED_STREAM_FIRST + i].mean);
     fprintf(f, "\nsched_ns_per_retired =");
-    for (int i = 0; i < 6; i++)
-        fprintf(f, " %s:%.4g", calib_sched_policies[i],
+    for (int i = 0; i < SELECTION_N; i++)
+        fprintf(f, " %s:%.4g", selection_policies[i]->name,
                 st[CALIB_SCHED_RETIRED_FIRST + i].mean);
     fprintf(f, "\nhead_gemm_ns_per_byte =");
     for (int i = 0; i < 6; i++)

@@ -76,7 +76,9 @@ void cmd_run_usage(FILE *out)
             "                     (chunk length), phase, batch, total, and per layer the\n"
             "                     GEMM, attention, KV transfer and recomputation time\n"
             "                     (microseconds, wall clock)\n"
-            KV_OPT_HELP
+            KV_OPT_HELP);
+    cli_knobs_help(out, 21);
+    fprintf(out,
             "  -h, --help         this text\n"
             "\n"
             "examples (run as shown by tests/readme_test.sh):\n"
@@ -130,7 +132,7 @@ static void print_pieces(const struct tokenizer *t, uint32_t *prev, const uint32
 
 int cmd_run(int argc, char **argv)
 {
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+    static const struct option base[] = {{"model", required_argument, 0, 'm'},
                                          {"tokenizer", required_argument, 0, 't'},
                                          {"prompt", required_argument, 0, 'p'},
                                          {"prompt-tokens", required_argument, 0, 'P'},
@@ -144,6 +146,8 @@ int cmd_run(int argc, char **argv)
                                          KV_OPT_LIST,
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
+    struct option opts[CLI_OPTS_MAX];
+    cli_join_knobs(opts, CLI_OPTS_MAX, base);
     cli_list_options(opts);
     const char *model = NULL, *tokenizer = NULL, *prompt = NULL, *timings = NULL, *attn = NULL;
     struct kv_opts kvo = {.sel = {.sparsity = 0.8}};
@@ -448,7 +452,9 @@ void cmd_eval_usage(FILE *out)
             "  --prefill P      with --selection: the first P tokens of each window are a\n"
             "                   dense prefill, later ones decode under the selection\n"
             "                   (default 128, or the window when shorter)\n"
-            KV_OPT_HELP
+            KV_OPT_HELP);
+    cli_knobs_help(out, 21);
+    fprintf(out,
             "  -h, --help       this text\n"
             "\n"
             "examples (run as shown by tests/readme_test.sh):\n"
@@ -459,7 +465,7 @@ void cmd_eval_usage(FILE *out)
 
 int cmd_eval(int argc, char **argv)
 {
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+    static const struct option base[] = {{"model", required_argument, 0, 'm'},
                                          {"tokenizer", required_argument, 0, 't'},
                                          {"text", required_argument, 0, 'x'},
                                          {"ctx", required_argument, 0, 'c'},
@@ -472,6 +478,8 @@ int cmd_eval(int argc, char **argv)
                                          KV_OPT_LIST,
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
+    struct option opts[CLI_OPTS_MAX];
+    cli_join_knobs(opts, CLI_OPTS_MAX, base);
     cli_list_options(opts);
     const char *model = NULL, *tokenizer = NULL, *text = NULL;
     struct kv_opts kvo = {.sel = {.sparsity = 0.8}};
@@ -660,7 +668,9 @@ void cmd_record_usage(FILE *out)
             "  --threshold T     sparse-row cutoff relative to the row max (default 0.001)\n"
             "  -o, --output X    trace to write\n"
             "  --log FILE        decision log of the scheduler (planlog.h's lines)\n"
-            KV_OPT_HELP
+            KV_OPT_HELP);
+    cli_knobs_help(out, 21);
+    fprintf(out,
             "  -h, --help        this text\n"
             "\n"
             "examples (run as shown by tests/readme_test.sh):\n"
@@ -671,7 +681,7 @@ void cmd_record_usage(FILE *out)
 
 int cmd_record(int argc, char **argv)
 {
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+    static const struct option base[] = {{"model", required_argument, 0, 'm'},
                                          {"tokenizer", required_argument, 0, 't'},
                                          {"text", required_argument, 0, 'x'},
                                          {"prompt-len", required_argument, 0, 'P'},
@@ -684,6 +694,8 @@ int cmd_record(int argc, char **argv)
                                          KV_OPT_LIST,
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
+    struct option opts[CLI_OPTS_MAX];
+    cli_join_knobs(opts, CLI_OPTS_MAX, base);
     cli_list_options(opts);
     const char *model = NULL, *tokenizer = NULL, *text = NULL, *out = NULL, *log_path = NULL;
     struct kv_opts kvo = {.sel = {.sparsity = 0.8}};

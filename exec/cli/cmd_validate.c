@@ -78,7 +78,9 @@ void cmd_validate_usage(FILE *out)
             "                     writes them: per forward call, per layer and category),\n"
             "                     run after run\n"
             "  --json             print the comparison as JSON\n"
-            KV_OPT_HELP
+            KV_OPT_HELP);
+    cli_knobs_help(out, 21);
+    fprintf(out,
             "  -h, --help         this text\n"
             "\n"
             "examples (run as shown by tests/readme_test.sh, on the profile alisa calibrate's\n"
@@ -426,7 +428,7 @@ struct validate_opts {
 /* Parses argv into o. Returns 0, or an exit code (usage printed). */
 static int validate_parse(int argc, char **argv, struct validate_opts *o)
 {
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+    static const struct option base[] = {{"model", required_argument, 0, 'm'},
                                          {"tokenizer", required_argument, 0, 't'},
                                          {"text", required_argument, 0, 'x'},
                                          {"profile", required_argument, 0, 'p'},
@@ -442,6 +444,8 @@ static int validate_parse(int argc, char **argv, struct validate_opts *o)
                                          KV_OPT_LIST,
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
+    struct option opts[CLI_OPTS_MAX];
+    cli_join_knobs(opts, CLI_OPTS_MAX, base);
     cli_list_options(opts);
     *o = (struct validate_opts){.kvo = {.sel = {.sparsity = 0.8}}, .batch = 1, .repeat = 1};
     int bad = 0, ch;

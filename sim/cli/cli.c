@@ -12,6 +12,7 @@
 #include "catalog.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
@@ -228,3 +229,122 @@ double cli_now_s(void)
     return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
+
+/* Every knob name any selection declares, once each, in registry order. */
+static uint32_t knob_names(const struct sel_knob *out[CLI_KNOBS_MAX],
+                           const struct selection_ops *owner[CLI_KNOBS_MAX])
+{
+    uint32_t n = 0;
+    for (size_t i = 0; selection_policies[i]; i++)
+        for (uint32_t j = 0; j < selection_policies[i]->n_knobs; j++) {
+            const struct sel_knob *k = &selection_policies[i]->knobs[j];
+            uint32_t x = 0;
+            while (x < n && strcmp(out[x]->name, k->name) != 0)
+                x++;
+            if (x < n)
+                continue;
+            ALISA_ASSERT(n < CLI_KNOBS_MAX);
+            owner[n] = selection_policies[i];
+            out[n++] = k;
+        }
+    return n;
+}
+
+void cli_join_knobs(struct option *out, size_t cap, const struct option *base)
+{
+    const struct sel_knob *k[CLI_KNOBS_MAX];
+    const struct selection_ops *owner[CLI_KNOBS_MAX];
+    uint32_t n = knob_names(k, owner);
+    size_t i = 0;
+    for (; base[i].name; i++) {
+        ALISA_ASSERT(i + 1 < cap);
+        out[i] = base[i];
+    }
+    for (uint32_t j = 0; j < n; j++, i++) {
+        ALISA_ASSERT(i + 1 < cap);
+        out[i] = (struct option){k[j]->name, required_argument, 0, CLI_KNOB_CODE + (int)j};
+    }
+    out[i] = (struct option){0, 0, 0, 0};
+}
+
+int cli_knob_take(struct cli_knobs *kn, int ch, const char *opt, const char *arg,
+                  struct alisa_err *e)
+{
+    const struct sel_knob *k[CLI_KNOBS_MAX];
+    const struct selection_ops *owner[CLI_KNOBS_MAX];
+    uint32_t n = knob_names(k, owner);
+    if (ch < CLI_KNOB_CODE || ch >= CLI_KNOB_CODE + (int)n)
+        return 0;
+    const char *name = k[ch - CLI_KNOB_CODE]->name;
+    double v;
+    if (cli_parse_double(opt, arg, &v, e))
+        return -1;
+    uint32_t x = 0;
+    while (x < kn->n && strcmp(kn->name[x], name) != 0)
+        x++;
+    kn->name[x] = name;
+    kn->value[x] = v;
+    kn->n += x == kn->n;
+    return 1;
+}
+
+int cli_knobs_apply(const struct cli_knobs *kn, const struct selection_ops *s,
+                    struct sel_params *p, struct alisa_err *e)
+{
+    for (uint32_t i = 0; i < kn->n; i++) {
+        int x = sel_knob_find(s, kn->name[i]);
+        if (x < 0) {
+            char own[200] = "";
+            for (uint32_t j = 0; j < s->n_knobs; j++)
+                snprintf(own + strlen(own), sizeof own - strlen(own), "%s--%s", j ? ", " : "",
+                         s->knobs[j].name);
+            return err_set(e, ALISA_EINVAL, "--%s: selection %s has no such parameter (%s%s)",
+                           kn->name[i], s->name, s->n_knobs ? "its own: " : "it has none of its own",
+                           own);
+        }
+        if (kn->value[i] == 0)
+            return err_set(e, ALISA_EINVAL, "--%s 0: selection %s takes a value of at least %g "
+                           "(leave it out for the default: %s)", kn->name[i], s->name,
+                           s->knobs[x].min, s->knobs[x].def);
+        p->knob[x] = kn->value[i];
+    }
+    return sel_params_validate(p, s, e);
+}
+
+json_t *cli_knobs_json(const struct selection_ops *s, const struct sel_params *p)
+{
+    json_t *o = json_object();
+    for (uint32_t i = 0; s && i < s->n_knobs; i++)
+        json_object_set_new(o, s->knobs[i].name,
+                            p->knob[i] != 0 ? json_real(p->knob[i]) : json_null());
+    return o;
+}
+
+void cli_knobs_help(FILE *f, int col)
+{
+    const struct sel_knob *k[CLI_KNOBS_MAX];
+    const struct selection_ops *owner[CLI_KNOBS_MAX];
+    uint32_t n = knob_names(k, owner);
+    for (uint32_t j = 0; j < n; j++) {
+        char opt[64], text[400];
+        snprintf(opt, sizeof opt, "--%s %s", k[j]->name, k[j]->whole ? "N" : "X");
+        snprintf(text, sizeof text, "%s: %s (default: %s)", owner[j]->name, k[j]->help,
+                 k[j]->def);
+        /* the text wrapped at 80 columns, continued under its first word */
+        fprintf(f, "  %-*s", col - 2, opt);
+        const char *w = text;
+        int at = col;
+        while (*w) {
+            size_t len = strcspn(w, " ");
+            if (at > col && at + 1 + (int)len > 80) {
+                fprintf(f, "\n%*s", col, "");
+                at = col;
+            }
+            fprintf(f, "%s%.*s", at > col ? " " : "", (int)len, w);
+            at += (at > col) + (int)len;
+            w += len;
+            w += *w == ' ';
+        }
+        fputc('\n', f);
+    }
+}

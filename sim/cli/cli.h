@@ -121,4 +121,48 @@ void cli_reset_getopt(void);
 /* Seconds on the monotonic clock. */
 double cli_now_s(void);
 
+/* ---- the selections' own parameters as options ----
+ * Every knob a selection declares (selection.h, sel_knob) is an option
+ * --NAME of every command that takes a selection, found by walking the
+ * registry: a command joins them to its getopt table, takes them while
+ * parsing, and applies them once its selection is known (a knob the
+ * selection does not declare is a usage error naming it). */
+#define CLI_KNOB_CODE 1900 /* getopt code of knob option i: CLI_KNOB_CODE + i */
+#define CLI_KNOBS_MAX 16   /* distinct knob names over every selection */
+#define CLI_OPTS_MAX 96    /* a command's whole getopt table, the knobs joined */
+
+struct cli_knobs {
+    uint32_t n;
+    const char *name[CLI_KNOBS_MAX]; /* as declared (static strings) */
+    double value[CLI_KNOBS_MAX];
+};
+
+struct option;
+/* out = base's options followed by one per knob name, NULL-terminated;
+ * out has room for cap entries (asserted). Cannot fail. */
+void cli_join_knobs(struct option *out, size_t cap, const struct option *base);
+
+/* Takes getopt code ch when it is a knob option: arg parsed as a number
+ * into k (a repeat replaces the earlier value). Returns 1 when taken, 0
+ * when ch is not a knob option, -1 on a malformed value (e names opt). */
+int cli_knob_take(struct cli_knobs *k, int ch, const char *opt, const char *arg,
+                  struct alisa_err *e);
+
+/* Sets p's knobs from k under selection s and validates p against s
+ * (sel_params_validate). ALISA_EINVAL, e naming the option, when s does not
+ * declare one given. */
+struct selection_ops;
+struct sel_params;
+int cli_knobs_apply(const struct cli_knobs *k, const struct selection_ops *s,
+                    struct sel_params *p, struct alisa_err *e);
+
+/* s's knobs as a JSON object, {"NAME": value given, or null for the
+ * default}: what --json reports of the selection's own parameters. New
+ * reference. */
+typedef struct json_t json_t;
+json_t *cli_knobs_json(const struct selection_ops *s, const struct sel_params *p);
+
+/* The knob options' help lines, each option name padded to col. */
+void cli_knobs_help(FILE *f, int col);
+
 #endif

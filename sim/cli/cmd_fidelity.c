@@ -31,9 +31,9 @@ void cmd_fidelity_usage(FILE *out)
             "  --selection NAME      selection policy (required; alisa policy list)\n"
             "  --sparsity S          KV sparsity: share of the context not attended (default 0.8)\n"
             "  --budget-tokens N     attend N tokens per step instead (overrides --sparsity)\n"
-            "  --window-steps W      swa: steps in the local attention sum (default k)\n"
-            "  --sinks N             streaming: sink tokens (default 4)\n"
-            "  --stride N            strided: stride (default derived from the budget)\n"
+            );
+    cli_knobs_help(out, 24);
+    fprintf(out,
             "  --json                print JSON: the options, decode_steps, attended_share,\n"
             "                        spearman_mean, mass_kept_mean, and per layer spearman,\n"
             "                        mass_kept, positions\n"
@@ -45,14 +45,16 @@ void cmd_fidelity_usage(FILE *out)
 
 int cmd_fidelity(int argc, char **argv)
 {
-    enum { O_TRACE = 1000, O_SEL, O_SPARSITY, O_BUDGET, O_WINDOW, O_SINKS, O_STRIDE, O_JSON };
-    static const struct option opts[] = {
+    enum { O_TRACE = 1000, O_SEL, O_SPARSITY, O_BUDGET, O_JSON };
+    static const struct option base[] = {
         {"trace", required_argument, 0, O_TRACE},     {"selection", required_argument, 0, O_SEL},
         {"sparsity", required_argument, 0, O_SPARSITY}, {"budget-tokens", required_argument, 0, O_BUDGET},
-        {"window-steps", required_argument, 0, O_WINDOW}, {"sinks", required_argument, 0, O_SINKS},
-        {"stride", required_argument, 0, O_STRIDE},   {"json", no_argument, 0, O_JSON},
+        {"json", no_argument, 0, O_JSON},
         {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
+    struct option opts[CLI_OPTS_MAX];
+    cli_join_knobs(opts, CLI_OPTS_MAX, base);
     cli_list_options(opts);
+    struct cli_knobs knobs = {0};
     const char *trace = NULL, *sel_name = NULL;
     struct sel_params sp = {.sparsity = 0.8};
     int json = 0, bad = 0, ch;
@@ -68,10 +70,12 @@ int cmd_fidelity(int argc, char **argv)
         case O_JSON: json = 1; break;
         case O_SPARSITY: bad = cli_parse_double(opt, optarg, &sp.sparsity, &e); break;
         case O_BUDGET: bad = cli_parse_u32(opt, optarg, &sp.budget_tokens, &e); break;
-        case O_WINDOW: bad = cli_parse_u32(opt, optarg, &sp.window_steps, &e); break;
-        case O_SINKS: bad = cli_parse_u32(opt, optarg, &sp.sinks, &e); break;
-        case O_STRIDE: bad = cli_parse_u32(opt, optarg, &sp.stride, &e); break;
-        default: return cli_option_end(ch, opt, cmd_fidelity_usage);
+        default: {
+            int k = cli_knob_take(&knobs, ch, opt, optarg, &e);
+            if (!k)
+                return cli_option_end(ch, opt, cmd_fidelity_usage);
+            bad = k < 0;
+        }
         }
     }
     if (bad)
@@ -84,7 +88,7 @@ int cmd_fidelity(int argc, char **argv)
     const struct selection_ops *sel = selection_find(sel_name);
     if (!sel)
         return cli_unknown_policy(cmd_fidelity_usage, "--selection", sel_name);
-    if (sel_params_validate(&sp, &e))
+    if (cli_knobs_apply(&knobs, sel, &sp, &e))
         return cli_usage_error(cmd_fidelity_usage, "%s", e.msg);
     struct fidelity_result r;
     if (fidelity_trace(trace, sel, &sp, &r, &e))

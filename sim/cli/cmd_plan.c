@@ -33,9 +33,9 @@ void cmd_plan_usage(FILE *out)
             "  --selection NAME      selection policy (default swa; see alisa policy list)\n"
             "  --sparsity S          KV sparsity: share of the context not attended (default 0.8)\n"
             "  --budget-tokens N     attend N tokens per step instead (overrides --sparsity)\n"
-            "  --window-steps W      swa: steps in the local attention sum (default k)\n"
-            "  --sinks N             streaming: sink tokens (default 4)\n"
-            "  --stride N            strided: stride (default derived from the budget)\n"
+            );
+    cli_knobs_help(out, 24);
+    fprintf(out,
             "  --placement NAME      placement policy (default alisa). belady and oracle-cost\n"
             "                        are OFFLINE BOUNDS: they read the future selection from\n"
             "                        the trace (a first pass with the same selection)\n"
@@ -109,6 +109,7 @@ static void plan_report_json(const char *trace, const struct replay_config *cfg,
         "peak_cpu_bytes", (json_int_t)t->peak_cpu_bytes, "gpu_hit_rate", hit,
         "attention_recall_mean", t->recall_mean, "attention_recall_min", t->recall_min);
     json_object_set_new(root, "fetch_cost_ns", json_real(t->fetch_cost_ns));
+    json_object_set_new(root, "selection_params", cli_knobs_json(cfg->sel, &cfg->sel_params));
     json_object_set_new(root, "gpu_kv_bytes", cfg->gpu_kv_bytes >= UINT64_MAX / 2 ? json_null()
                                               : json_integer((json_int_t)cfg->gpu_kv_bytes));
     json_object_set_new(root, "cpu_kv_bytes", cfg->cpu_kv_bytes >= UINT64_MAX / 2 ? json_null()
@@ -169,14 +170,13 @@ static void plan_report_text(const char *trace, const struct replay_config *cfg,
 
 int cmd_plan(int argc, char **argv)
 {
-    enum { O_TRACE = 1000, O_SEL, O_SPARSITY, O_BUDGET, O_WINDOW, O_SINKS, O_STRIDE, O_PLACE,
+    enum { O_TRACE = 1000, O_SEL, O_SPARSITY, O_BUDGET, O_PLACE,
            O_GPU, O_CPU, O_INT8, O_FP32, O_ASEXEC, O_HW, O_FRAC, O_EVERY, O_LOG, O_JSON, O_CATALOG,
            O_PROFILE };
-    static const struct option opts[] = {
+    static const struct option base[] = {
         {"trace", required_argument, 0, O_TRACE},     {"selection", required_argument, 0, O_SEL},
         {"sparsity", required_argument, 0, O_SPARSITY}, {"budget-tokens", required_argument, 0, O_BUDGET},
-        {"window-steps", required_argument, 0, O_WINDOW}, {"sinks", required_argument, 0, O_SINKS},
-        {"stride", required_argument, 0, O_STRIDE},   {"placement", required_argument, 0, O_PLACE},
+        {"placement", required_argument, 0, O_PLACE},
         {"gpu-kv-bytes", required_argument, 0, O_GPU}, {"cpu-kv-bytes", required_argument, 0, O_CPU},
         {"kv-int8", no_argument, 0, O_INT8},          {"hardware", required_argument, 0, O_HW},
         {"kv-fp32", no_argument, 0, O_FP32},
@@ -186,7 +186,10 @@ int cmd_plan(int argc, char **argv)
         {"catalog", required_argument, 0, O_CATALOG},
         {"profile", required_argument, 0, O_PROFILE}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
+    struct option opts[CLI_OPTS_MAX];
+    cli_join_knobs(opts, CLI_OPTS_MAX, base);
     cli_list_options(opts);
+    struct cli_knobs knobs = {0};
     const char *trace = NULL, *sel_name = "swa", *place_name = "alisa", *hw_name = "H100-80GB";
     const char *log_path = NULL, *dir = catalog_default_dir(), *profile = NULL;
     struct replay_config cfg = {.sel_params = {.sparsity = 0.8}, .gpu_kv_bytes = UINT64_MAX / 2,
@@ -214,14 +217,16 @@ int cmd_plan(int argc, char **argv)
         case O_JSON: json = 1; break;
         case O_SPARSITY: bad = cli_parse_double(opt, optarg, &cfg.sel_params.sparsity, &e); break;
         case O_BUDGET: bad = cli_parse_u32(opt, optarg, &cfg.sel_params.budget_tokens, &e); break;
-        case O_WINDOW: bad = cli_parse_u32(opt, optarg, &cfg.sel_params.window_steps, &e); break;
-        case O_SINKS: bad = cli_parse_u32(opt, optarg, &cfg.sel_params.sinks, &e); break;
-        case O_STRIDE: bad = cli_parse_u32(opt, optarg, &cfg.sel_params.stride, &e); break;
         case O_GPU: bad = cli_parse_bytes(opt, optarg, &cfg.gpu_kv_bytes, &e); break;
         case O_CPU: bad = cli_parse_bytes(opt, optarg, &cfg.cpu_kv_bytes, &e); break;
         case O_FRAC: bad = cli_parse_double(opt, optarg, &cfg.gpu_fraction, &e); break;
         case O_EVERY: bad = cli_parse_u32(opt, optarg, &every, &e); break;
-        default: return cli_option_end(ch, opt, cmd_plan_usage);
+        default: {
+            int k = cli_knob_take(&knobs, ch, opt, optarg, &e);
+            if (!k)
+                return cli_option_end(ch, opt, cmd_plan_usage);
+            bad = k < 0;
+        }
         }
     }
     if (bad)
@@ -236,7 +241,7 @@ int cmd_plan(int argc, char **argv)
         return cli_unknown_policy(cmd_plan_usage, "--placement", place_name);
     if (cfg.gpu_fraction > 1)
         return cli_usage_error(cmd_plan_usage, "--gpu-fraction %g is above 1", cfg.gpu_fraction);
-    if (sel_params_validate(&cfg.sel_params, &e))
+    if (cli_knobs_apply(&knobs, cfg.sel, &cfg.sel_params, &e))
         return cli_usage_error(cmd_plan_usage, "%s", e.msg);
 
     struct catalog c;

@@ -1,5 +1,6 @@
 /* `alisa policy list`: every selection and placement policy with its
- * parameters, straight from the ops tables (so the list cannot go stale).
+ * parameters, straight from the ops tables (a selection's own, its declared
+ * knobs), so the list cannot go stale.
  */
 #include <string.h>
 
@@ -35,9 +36,15 @@ int cmd_policy(int argc, char **argv)
         return cli_usage_error(cmd_policy_usage, "unknown policy command '%s'", argv[argc - 1]);
     printf("selection policies (budget B: --sparsity S gives B = 2*round(n*(1-S)/2) of n "
            "tokens; --budget-tokens fixes B):\n");
-    for (size_t i = 0; selection_policies[i]; i++)
-        printf("  %-10s %s\n  %-10s   params: %s\n", selection_policies[i]->name,
-               selection_policies[i]->summary, "", selection_policies[i]->params);
+    for (size_t i = 0; selection_policies[i]; i++) {
+        const struct selection_ops *s = selection_policies[i];
+        printf("  %-10s %s\n  %-10s   params: %s", s->name, s->summary, "",
+               s->budgeted ? "--sparsity | --budget-tokens" : "none");
+        for (uint32_t k = 0; k < s->n_knobs; k++)
+            printf(", --%s %s (%s; default: %s)", s->knobs[k].name, s->knobs[k].whole ? "N" : "X",
+                   s->knobs[k].help, s->knobs[k].def);
+        printf("\n");
+    }
     printf("\nplacement policies (capacities: --gpu-kv-bytes, --cpu-kv-bytes):\n");
     for (size_t i = 0; placement_policies[i]; i++)
         printf("  %-15s %s\n  %-15s   params: %s\n", placement_policies[i]->name,

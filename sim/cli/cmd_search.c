@@ -157,7 +157,7 @@ int cmd_search(int argc, char **argv)
         return cli_usage_error(cmd_search_usage, "--gen-len 0: at least 1 token");
     if (grid == 0 || grid > 1024)
         return cli_usage_error(cmd_search_usage, "--grid %u: between 1 and 1024 points", grid);
-    if (sel_params_validate(&w.sel, &e))
+    if (sel_params_validate(&w.sel, &sel_swa_ops, &e))
         return cli_usage_error(cmd_search_usage, "%s", e.msg);
     struct catalog c;
     if (cli_catalog_load(&c, dir, profile, &e))

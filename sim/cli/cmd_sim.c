@@ -36,6 +36,9 @@ void cmd_sim_usage(FILE *out)
             "  --system NAME       preset (below)\n"
             "  --sparsity S        KV sparsity of sparse selections (default 0.8)\n"
             "  --budget-tokens K   attend K tokens per step instead\n"
+            );
+    cli_knobs_help(out, 22);
+    fprintf(out,
             "  --selection NAME    override the system's selection (alisa policy list)\n"
             "  --placement NAME    override the system's placement (alisa policy list)\n"
             "  --kv-int8           INT8 KV\n"
@@ -94,7 +97,7 @@ int cmd_sim(int argc, char **argv)
            O_BUDGET, O_SEL, O_PLACE, O_INT8, O_GPUMEM, O_CPUMEM, O_TIMELINE, O_JSON, O_CATALOG,
            O_PROFILE, O_EXTEND, O_OVERLAP, O_SEARCH, O_SCHEDULE, O_PERCENT, O_SOFTWARE,
            O_GPU_BATCH };
-    static const struct option opts[] = {
+    static const struct option base[] = {
         {"trace", required_argument, 0, O_TRACE},     {"model", required_argument, 0, O_MODEL},
         {"hardware", required_argument, 0, O_HW},     {"batch", required_argument, 0, O_BATCH},
         {"prompt-len", required_argument, 0, O_PROMPT}, {"gen-len", required_argument, 0, O_GEN},
@@ -111,7 +114,10 @@ int cmd_sim(int argc, char **argv)
         {"software", required_argument, 0, O_SOFTWARE},
         {"flexgen-gpu-batch", required_argument, 0, O_GPU_BATCH},
         {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
+    struct option opts[CLI_OPTS_MAX];
+    cli_join_knobs(opts, CLI_OPTS_MAX, base);
     cli_list_options(opts);
+    struct cli_knobs knobs = {0};
     const char *model = NULL, *hw_name = NULL, *system = NULL, *sel = NULL, *place = NULL;
     const char *timeline_path = NULL, *dir = catalog_default_dir(), *profile = NULL;
     const char *software = NULL;
@@ -228,7 +234,12 @@ int cmd_sim(int argc, char **argv)
                               "profile's memory)", opt);
             break;
         }
-        default: return cli_option_end(ch, opt, cmd_sim_usage);
+        default: {
+            int k = cli_knob_take(&knobs, ch, opt, optarg, &e);
+            if (!k)
+                return cli_option_end(ch, opt, cmd_sim_usage);
+            bad = k < 0;
+        }
         }
     }
     if (bad)
@@ -260,7 +271,11 @@ int cmd_sim(int argc, char **argv)
         return cli_unknown_policy(cmd_sim_usage, "--selection", sel);
     if (place && !(cfg.place = placement_find(place)))
         return cli_unknown_policy(cmd_sim_usage, "--placement", place);
-    if (sel_params_validate(&cfg.sel_params, &e))
+    /* the selection's own parameters, the system's selection where none is
+     * given */
+    const struct selection_ops *run_sel = cfg.sel ? cfg.sel : selection_find(cfg.system->selection);
+    ALISA_ASSERT(run_sel);
+    if (cli_knobs_apply(&knobs, run_sel, &cfg.sel_params, &e))
         return cli_usage_error(cmd_sim_usage, "%s", e.msg);
     if (cfg.schedule_given && cfg.schedule.p2 > cfg.gen_len)
         return cli_usage_error(cmd_sim_usage, "--schedule: p2 %u is past --gen-len %u (gen-len "
@@ -331,6 +346,7 @@ int cmd_sim(int argc, char **argv)
         json_object_set_new(root, "decode_steps", json_integer(r.decode_steps));
         json_object_set_new(root, "oom_reason", r.oom ? json_string(r.oom_reason) : json_null());
         json_object_set_new(root, "phase2_step", r.phase2_step >= 0 ? json_integer(r.phase2_step) : json_null());
+        json_object_set_new(root, "selection_params", cli_knobs_json(cfg.sel, &cfg.sel_params));
         json_object_set_new(root, "phase3_step", r.phase3_step >= 0 ? json_integer(r.phase3_step) : json_null());
         if (r.flexgen)
             json_object_set_new(root, "flexgen_policy", json_pack(

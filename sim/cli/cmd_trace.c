@@ -675,7 +675,7 @@ static int trace_stats_cmd(int argc, char **argv)
     const struct selection_ops *sel = selection_find(sel_name);
     if (!sel)
         return cli_unknown_policy(trace_stats_usage, "--selection", sel_name);
-    if (sel_params_validate(&sp, &e))
+    if (sel_params_validate(&sp, sel, &e))
         return cli_usage_error(trace_stats_usage, "%s", e.msg);
     int n_files = argc - optind, rc = 0;
     FILE *f = NULL;

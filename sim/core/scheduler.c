@@ -63,7 +63,7 @@ int scheduler_create(struct scheduler **out, const struct scheduler_config *cfg,
     if (cfg->place->offline && !futures)
         return err_set(e, ALISA_EINVAL, "placement '%s' is an offline bound and needs the future "
                        "selection sequence", cfg->place->name);
-    int rc = sel_params_validate(&cfg->sel_params, e);
+    int rc = sel_params_validate(&cfg->sel_params, cfg->sel, e);
     if (rc)
         return rc;
     struct scheduler *s = calloc(1, sizeof *s);

@@ -138,10 +138,10 @@ static void h2o_observe(void *state, uint32_t pos, const uint32_t *ids, const fl
 
 const struct selection_ops sel_h2o_ops = {
     .name = "h2o",
+    .budgeted = 1,
     .gathers = 1,
     .summary = "H2O: recent ceil(B/2) + heavy hitters by attention summed over all history; "
                "evicted tokens retired",
-    .params = "sparsity | budget_tokens",
     .create = h2o_create,
     .destroy = h2o_destroy,
     .observe_prefill = h2o_observe_prefill,

@@ -3,7 +3,7 @@
  * last w steps, excluding the recent ones (no duplicates).
  *
  * The window w is k of the current step (the paper's default, ALISA.md 1:
- * it grows with the context as k does), or window_steps when given. S is
+ * it grows with the context as k does), or its knob window-steps when given. S is
  * kept incrementally in fixed point (sel_weight_fixed): each observed row is
  * added and kept in a ring; before a selection the rows beyond the last w
  * are subtracted, exactly. k grows by at most one a step and each step adds
@@ -55,10 +55,10 @@ static void swa_destroy(void *state)
 
 static int swa_failed(const void *state) { return ((const struct swa_state *)state)->oom; }
 
-/* The window at context length n: window_steps, else k (ALISA.md 1). */
+/* The window at context length n: its knob window-steps, else k (ALISA.md 1). */
 static uint32_t swa_window(const struct swa_state *s, uint32_t n)
 {
-    uint32_t w = s->p.window_steps ? s->p.window_steps : sel_local_share(sel_budget(&s->p, n));
+    uint32_t w = (uint32_t)sel_knob_value(&s->p, 0, sel_local_share(sel_budget(&s->p, n)));
     return w ? w : 1;
 }
 
@@ -212,12 +212,15 @@ static uint32_t swa_select(void *state, uint32_t pos, uint32_t *out, uint32_t *r
 
 const struct selection_ops sel_swa_ops = {
     .name = "swa",
+    .budgeted = 1,
     .failed = swa_failed,
     .gathers = 1,
     .summary = "ALISA SWA: recent k + top-k by attention summed over the last w steps "
                "(k = round(n*(1-sparsity)/2))",
-    .params = "sparsity | budget_tokens, window_steps (w; 0 = k of the current step, growing "
-              "with the context)",
+    .knobs = (const struct sel_knob[]){{"window-steps", 1, 1, SEL_KNOB_UNBOUNDED,
+                                        "k of the current step, growing with the context",
+                                        "w: steps whose attention the local sum holds"}},
+    .n_knobs = 1,
     .create = swa_create,
     .destroy = swa_destroy,
     .observe_prefill = swa_observe_prefill,

@@ -15,15 +15,30 @@
 
 #include "err.h"
 
+/* The most parameters a selection may declare of its own (sel_knob). */
+#define SEL_KNOBS_MAX 4
+
 struct sel_params {
     double sparsity;        /* fraction of the context not attended, [0, 1); used when
                                budget_tokens == 0 */
     uint32_t budget_tokens; /* tokens attended per step when > 0 (then sparsity is ignored) */
-    uint32_t window_steps;  /* swa: steps summed into the local attention sum (w); 0 = k of
-                               the current step, growing with the context (ALISA.md 1) */
-    uint32_t sinks;         /* streaming: leading sink tokens kept (default 4) */
-    uint32_t stride;        /* strided: keep every stride-th older token; 0 = derive from
-                               the budget */
+    double knob[SEL_KNOBS_MAX]; /* the selection's own parameters, in the order its
+                                   ops' knobs declare them; 0: not given (the knob's
+                                   default) */
+};
+
+/* A knob's max that means "no upper bound" (a count as large as a context). */
+#define SEL_KNOB_UNBOUNDED 1e9
+
+/* A parameter a selection declares (its ops' knobs): the shells, the CLI,
+ * sweep specs and JSON output walk the declarations, so a new policy's
+ * parameter is a line in its own file, not a field of a shared struct. */
+struct sel_knob {
+    const char *name;    /* the option --NAME, the sweep key NAME, the JSON key */
+    int whole;           /* 1: a whole number */
+    double min, max;     /* the range a given value must lie in */
+    const char *def;     /* what not giving it (0) means, one phrase */
+    const char *help;    /* one line */
 };
 
 /* Tokens attended at context length n (positions 0..n-1, the newest n-1
@@ -38,7 +53,11 @@ uint32_t sel_local_share(uint32_t budget);
 struct selection_ops {
     const char *name;     /* "swa", "h2o", ... */
     const char *summary;  /* one line for `alisa policy list` */
-    const char *params;   /* which sel_params fields it uses, one line */
+    const struct sel_knob *knobs; /* (n_knobs) its own parameters: sel_params.knob[i] is
+                                     knobs[i]'s value */
+    uint32_t n_knobs;     /* at most SEL_KNOBS_MAX */
+    int budgeted;         /* 1: attends a budget (sel_params' sparsity or budget_tokens);
+                             0: every token */
     int gathers;          /* 1: attends a subset, gathered into dense K and V (what a cost
                              model prices as sparse attention); 0: every token, in place */
 
@@ -82,14 +101,32 @@ static inline int64_t sel_weight_fixed(float w)
     return (int64_t)((double)w * 1099511627776.0 + 0.5);
 }
 
+/* The longest a policy's name may be (what tables keyed by it hold). */
+#define SEL_NAME_MAX 31
+
+/* How many selection policies there are: what a table with one entry per
+ * policy (calibration's figures) is sized by. test_selection checks the
+ * registry holds exactly this many. */
+#define SELECTION_N 6
+
 /* Every selection policy, NULL-terminated, in `alisa policy list` order. */
-extern const struct selection_ops *const selection_policies[];
+extern const struct selection_ops *const selection_policies[SELECTION_N + 1];
 
 /* Policy by name, or NULL. Cannot fail. */
 const struct selection_ops *selection_find(const char *name);
 
-/* Validates params for the named policy; e names the bad field. */
-int sel_params_validate(const struct sel_params *p, struct alisa_err *e);
+/* Validates params: the budget, and when s is non-NULL each of s's knobs
+ * that is given (non-zero) against its declared range, and no value given
+ * for a knob s does not declare; e names the option and the value. */
+int sel_params_validate(const struct sel_params *p, const struct selection_ops *s,
+                        struct alisa_err *e);
+
+/* The index of s's knob called name, or -1. Cannot fail. */
+int sel_knob_find(const struct selection_ops *s, const char *name);
+
+/* Knob i of p under s: its value, or def_value when not given. i < s->n_knobs.
+ * Cannot fail. */
+double sel_knob_value(const struct sel_params *p, uint32_t i, double def_value);
 
 /* The instances, for tests and tables. */
 extern const struct selection_ops sel_dense_ops, sel_local_ops, sel_strided_ops,

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "selection.h"
 
 struct model_shape {
     char name[64];          /* section name, e.g. "OPT-30B" */
@@ -48,11 +49,13 @@ struct gemm_table {
     double ns_per_byte[GEMM_TABLE_MAX];
 };
 
-/* Measured per-policy costs: NAME:VALUE pairs (sched_ns_per_token). */
-#define NAMED_TABLE_MAX 12
+/* Measured per-policy costs: NAME:VALUE pairs (sched_ns_per_token), room
+ * for every selection in the registry twice over (issue 40: the cap was a
+ * fixed 12 of 16 characters). */
+#define NAMED_TABLE_MAX (2 * SELECTION_N)
 struct named_table {
     uint32_t n;
-    char name[NAMED_TABLE_MAX][16];
+    char name[NAMED_TABLE_MAX][SEL_NAME_MAX + 1];
     double value[NAMED_TABLE_MAX];
 };
 

@@ -264,13 +264,17 @@ double cost_recompute_all_ns(const struct model_shape *m, const struct hw_profil
     return tokens * m->n_layers * cost_recompute_ns(&k, hw);
 }
 
-/* The named table's value for name, 0 when absent. */
-static double named(const struct named_table *t, const char *name)
+/* The named table's value for name into *v: 0 when found or the table is
+ * empty (*v 0), -1 when the table has entries but not name. */
+static int named(const struct named_table *t, const char *name, double *v)
 {
+    *v = 0;
     for (uint32_t i = 0; i < t->n; i++)
-        if (strcmp(t->name[i], name) == 0)
-            return t->value[i];
-    return 0;
+        if (strcmp(t->name[i], name) == 0) {
+            *v = t->value[i];
+            return 0;
+        }
+    return t->n ? -1 : 0;
 }
 
 /* The three terms calibration fits (fit_three_terms) for a layer's
@@ -282,12 +286,24 @@ static double layer_stream_token_ns(double streams, double context, double per_l
     return streams > 0 ? per_layer + streams * (per_stream + context * per_token) : 0;
 }
 
-struct sched_prices cost_schedule_prices(const struct hw_profile *hw, const char *selection)
+int cost_schedule_prices(const struct hw_profile *hw, const char *selection,
+                         struct sched_prices *out, struct alisa_err *e)
 {
-    return (struct sched_prices){.per_layer = named(&hw->sched_layer_ns, selection),
-                                 .per_stream = named(&hw->sched_stream_ns, selection),
-                                 .per_token = named(&hw->sched_ns, selection),
-                                 .per_retired = named(&hw->sched_retired_ns, selection)};
+    const struct {
+        const struct named_table *t;
+        const char *key;
+        double *v;
+    } tables[] = {{&hw->sched_layer_ns, "sched_ns_per_layer", &out->per_layer},
+                  {&hw->sched_stream_ns, "sched_ns_per_stream", &out->per_stream},
+                  {&hw->sched_ns, "sched_ns_per_token", &out->per_token},
+                  {&hw->sched_retired_ns, "sched_ns_per_retired", &out->per_retired}};
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
+        if (named(tables[i].t, selection, tables[i].v))
+            return err_set(e, ALISA_ENOTFOUND, "hardware profile %s: %s prices the scheduler "
+                           "for %u selections but not for %s (calibrate with it: alisa "
+                           "calibrate measures every selection)", hw->name, tables[i].key,
+                           tables[i].t->n, selection);
+    return 0;
 }
 
 double cost_schedule_ns(const struct sched_prices *p, double streams, double context,

@@ -152,8 +152,12 @@ double cost_recompute_all_ns(const struct model_shape *m, const struct hw_profil
                              double tokens, enum kv_precision precision);
 
 /* A selection policy's scheduler prices in a profile: its entries in the
- * four sched_* tables (0 where absent; a profile keys them by policy name,
- * so a shell looks them up once per run, not per step). Cannot fail. */
+ * four sched_* tables (a profile keys them by policy name, so a shell looks
+ * them up once per run, not per step). A profile whose tables are all
+ * empty prices no scheduler (0: a datasheet profile, where the host
+ * schedules while the GPU computes); one that prices the scheduler must
+ * price this selection in every table it fills (issue 40: a policy missing
+ * from a calibrated profile was priced at 0 without a word). */
 struct sched_prices {
     double per_layer;   /* sched_ns_per_layer: fixed ns per layer (the scheduler's shared state
                            brought back after the layer's other work) */
@@ -161,7 +165,10 @@ struct sched_prices {
     double per_token;   /* sched_ns_per_token: ns per stream and context token */
     double per_retired; /* sched_ns_per_retired: ns per token a plan retires */
 };
-struct sched_prices cost_schedule_prices(const struct hw_profile *hw, const char *selection);
+/* Fills *out; ALISA_ENOTFOUND naming the profile, the key and the
+ * selection when a table the profile fills lacks it. */
+int cost_schedule_prices(const struct hw_profile *hw, const char *selection,
+                         struct sched_prices *out, struct alisa_err *e);
 
 /* The scheduler's own time for one layer's `streams` (sequence, layer)
  * streams deciding one step over `context` tokens each, their plans
