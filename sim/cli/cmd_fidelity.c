@@ -3,15 +3,38 @@
  * attention distribution and the dense one, and the attention mass the
  * selection keeps. A shell over fidelity.h: options, printing.
  */
-#include <getopt.h>
+#include <stddef.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 #include "cmds.h"
 #include "fidelity.h"
+
+/* What alisa fidelity is asked; defaults in cmd_fidelity's initializer. */
+struct fidelity_opts {
+    const char *trace, *sel;
+    struct sel_params sp;
+    int json;
+};
+
+#define FO(f) offsetof(struct fidelity_opts, f)
+static const struct cli_opt fidelity_own_opts[] = {
+    {"trace", "FILE", CLI_STR, FO(trace), NULL, 1, "recorded trace (required)"},
+    {"selection", "NAME", CLI_STR, FO(sel), NULL, 1,
+     "selection policy (required; alisa policy list)"},
+    {"json", NULL, CLI_FLAG, FO(json), NULL, 0,
+     "print JSON: the options, decode_steps, attended_share,\n"
+     "spearman_mean, mass_kept_mean, and per layer spearman,\n"
+     "mass_kept, positions"},
+    {0}};
+static const struct cli_group fidelity_groups[] = {{fidelity_own_opts, 0},
+                                                   {cli_budget_opts, FO(sp)}};
+static const struct cli_command_opts fidelity_command = {fidelity_groups, 2, 1, 0};
+#undef FO
 
 void cmd_fidelity_usage(FILE *out)
 {
@@ -26,18 +49,9 @@ void cmd_fidelity_usage(FILE *out)
             "decode steps that see it (all sequences together); printed are the Spearman\n"
             "rank correlation of the two averages (GSL) and the mean dense attention mass\n"
             "on the attended tokens. Placement plays no part.\n"
-            "\n"
-            "  --trace FILE          recorded trace (required)\n"
-            "  --selection NAME      selection policy (required; alisa policy list)\n"
-            "  --sparsity S          KV sparsity: share of the context not attended (default 0.8)\n"
-            "  --budget-tokens N     attend N tokens per step instead (overrides --sparsity)\n"
-            );
-    cli_knobs_help(out, 24);
+            "\n");
+    cli_opts_help(out, &fidelity_command, 24);
     fprintf(out,
-            "  --json                print JSON: the options, decode_steps, attended_share,\n"
-            "                        spearman_mean, mass_kept_mean, and per layer spearman,\n"
-            "                        mass_kept, positions\n"
-            "  -h, --help            this text\n"
             "\n"
             "examples (run as shown by tests/readme_test.sh):\n"
             "  alisa fidelity --trace traces/stories260K-tinystories.trace --selection swa\n");
@@ -45,49 +59,18 @@ void cmd_fidelity_usage(FILE *out)
 
 int cmd_fidelity(int argc, char **argv)
 {
-    enum { O_TRACE = 1000, O_SEL, O_SPARSITY, O_BUDGET, O_JSON };
-    static const struct option base[] = {
-        {"trace", required_argument, 0, O_TRACE},     {"selection", required_argument, 0, O_SEL},
-        {"sparsity", required_argument, 0, O_SPARSITY}, {"budget-tokens", required_argument, 0, O_BUDGET},
-        {"json", no_argument, 0, O_JSON},
-        {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
-    struct option opts[CLI_OPTS_MAX];
-    cli_join_knobs(opts, CLI_OPTS_MAX, base);
-    cli_list_options(opts);
+    struct fidelity_opts o = {.sp = {.sparsity = SEL_SPARSITY_DEFAULT}};
     struct cli_knobs knobs = {0};
-    const char *trace = NULL, *sel_name = NULL;
-    struct sel_params sp = {.sparsity = 0.8};
-    int json = 0, bad = 0, ch;
     struct alisa_err e = {{0}};
-    cli_reset_getopt();
-    int li = -1;
-    while (!bad && (ch = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
-        const char *opt = cli_opt_name(opts, li, ch, argv[optind - 1]);
-        li = -1;
-        switch (ch) {
-        case O_TRACE: trace = optarg; break;
-        case O_SEL: sel_name = optarg; break;
-        case O_JSON: json = 1; break;
-        case O_SPARSITY: bad = cli_parse_double(opt, optarg, &sp.sparsity, &e); break;
-        case O_BUDGET: bad = cli_parse_u32(opt, optarg, &sp.budget_tokens, &e); break;
-        default: {
-            int k = cli_knob_take(&knobs, ch, opt, optarg, &e);
-            if (!k)
-                return cli_option_end(ch, opt, cmd_fidelity_usage);
-            bad = k < 0;
-        }
-        }
-    }
-    if (bad)
-        return cli_usage_error(cmd_fidelity_usage, "%s", e.msg);
-    if (optind < argc)
-        return cli_usage_error(cmd_fidelity_usage, "unexpected argument '%s'", argv[optind]);
-    int req = cli_require(2, "--trace", trace != NULL, "--selection", sel_name != NULL);
-    if (req)
-        return req;
-    const struct selection_ops *sel = selection_find(sel_name);
+    int rc = cli_opts_parse(argc, argv, &fidelity_command, &o, &knobs, cmd_fidelity_usage, NULL);
+    if (rc)
+        return rc;
+    const char *trace = o.trace;
+    struct sel_params sp = o.sp;
+    const int json = o.json;
+    const struct selection_ops *sel = selection_find(o.sel);
     if (!sel)
-        return cli_unknown_policy(cmd_fidelity_usage, "--selection", sel_name);
+        return cli_unknown_policy(cmd_fidelity_usage, "--selection", o.sel);
     if (cli_knobs_apply(&knobs, sel, &sp, &e))
         return cli_usage_error(cmd_fidelity_usage, "%s", e.msg);
     struct fidelity_result r;

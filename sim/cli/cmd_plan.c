@@ -5,7 +5,7 @@
  * A shell over replay.h: option parsing, catalog look-up, printing. No time
  * model yet; `alisa sim` (issue 5) adds it.
  */
-#include <getopt.h>
+#include <stddef.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,9 +13,91 @@
 #include "outfile.h"
 #include "catalog.h"
 #include "cli.h"
+#include "cli_opts.h"
 #include "cmds.h"
 #include "planlog.h"
 #include "replay.h"
+
+/* What alisa plan is asked; defaults in cmd_plan's initializer. */
+struct plan_opts {
+    struct replay_config cfg;
+    const char *trace, *sel, *place, *hw, *log, *dir, *profile;
+    uint32_t every;
+    int json;
+};
+
+static int read_int8(void *field, const char *opt, const char *arg, struct alisa_err *e)
+{
+    (void)opt, (void)arg, (void)e;
+    ((struct replay_config *)field)->precision = KV_INT8;
+    return 0;
+}
+
+/* FP32 KV is the CPU executor's, so its storage too */
+static int read_fp32(void *field, const char *opt, const char *arg, struct alisa_err *e)
+{
+    (void)opt, (void)arg, (void)e;
+    ((struct replay_config *)field)->precision = KV_FP32;
+    ((struct replay_config *)field)->inputs_outside = 1;
+    return 0;
+}
+
+static int read_fraction(void *field, const char *opt, const char *arg, struct alisa_err *e)
+{
+    if (cli_parse_double(opt, arg, field, e))
+        return ALISA_EINVAL;
+    double f = *(double *)field;
+    return f <= 1 ? 0 : err_set(e, ALISA_EINVAL, "%s %g is above 1", opt, f);
+}
+
+#define PO(f) offsetof(struct plan_opts, f)
+static const struct cli_opt plan_trace_opts[] = {
+    {"trace", "FILE", CLI_STR, PO(trace), NULL, 1, "trace to replay (required)"},
+    {"selection", "NAME", CLI_STR, PO(sel), NULL, 0,
+     "selection policy (default swa; see alisa policy list)"},
+    {0}};
+static const struct cli_opt plan_tier_opts[] = {
+    {"placement", "NAME", CLI_STR, PO(place), NULL, 0,
+     "placement policy (default alisa). belady and oracle-cost\n"
+     "are OFFLINE BOUNDS: they read the future selection from\n"
+     "the trace (a first pass with the same selection)"},
+    {"gpu-kv-bytes", "N", CLI_BYTES, PO(cfg.gpu_kv_bytes), NULL, 0,
+     "GPU KV capacity, bytes (k M G, Ki Mi Gi; default: unlimited)"},
+    {"cpu-kv-bytes", "N", CLI_BYTES, PO(cfg.cpu_kv_bytes), NULL, 0,
+     "CPU KV capacity, bytes (default: unlimited)"},
+    {"kv-int8", NULL, CLI_FN, PO(cfg), read_int8, 0,
+     "INT8 KV (1 byte per value plus per-channel scale and zero\n"
+     "point) instead of FP16"},
+    {"kv-fp32", NULL, CLI_FN, PO(cfg), read_fp32, 0,
+     "FP32 KV, stored as the CPU executor stores it (implies\n"
+     "--as-executor)"},
+    {"as-executor", NULL, CLI_FLAG, PO(cfg.inputs_outside), NULL, 0,
+     "the executor's storage (costmodel.h, tier_storage): layer\n"
+     "inputs beside the host arena and INT8 scales beside the\n"
+     "device arena, in neither tier; FP32 inputs unless the KV\n"
+     "is FP16. To replay an executor run's decisions exactly:\n"
+     "alisa record --kv-int8 ... against alisa plan --kv-int8\n"
+     "--as-executor ... (default: the paper's system, section\n"
+     "III-C, where both take their tier's bytes)"},
+    {"hardware", "NAME", CLI_STR, PO(hw), NULL, 0,
+     "hardware profile pricing load vs recompute (default\n"
+     "H100-80GB; see alisa catalog hardware)"},
+    {"gpu-fraction", "F", CLI_FN, PO(cfg.gpu_fraction), read_fraction, 0,
+     "flexgen-static: share of every token on the GPU (default:\n"
+     "the largest that fits)"},
+    {"every", "N", CLI_U32, PO(every), NULL, 0,
+     "print every N-th position (default 1; 0 = totals only)"},
+    {"log", "FILE", CLI_STR, PO(log), NULL, 0,
+     "write the decision log: one line per stream and step"},
+    {"json", NULL, CLI_FLAG, PO(json), NULL, 0, "print the configuration and totals as JSON"},
+    {"catalog", "DIR", CLI_STR, PO(dir), NULL, 0, "catalog directory"},
+    {"profile", "FILE", CLI_STR, PO(profile), NULL, 0,
+     "hardware profiles added to the catalog (alisa calibrate)"},
+    {0}};
+static const struct cli_group plan_groups[] = {
+    {plan_trace_opts, 0}, {cli_budget_opts, PO(cfg.sel_params)}, {plan_tier_opts, 0}};
+static const struct cli_command_opts plan_command = {plan_groups, 3, 1, 0};
+#undef PO
 
 void cmd_plan_usage(FILE *out)
 {
@@ -28,40 +110,9 @@ void cmd_plan_usage(FILE *out)
             "retired), bytes moved each way, loads, recomputations and GPU misses\n"
             "(attended tokens not on the GPU when the step began); then the run's totals.\n"
             "Capacities are for the whole trace and are split evenly over its streams.\n"
-            "\n"
-            "  --trace FILE          trace to replay (required)\n"
-            "  --selection NAME      selection policy (default swa; see alisa policy list)\n"
-            "  --sparsity S          KV sparsity: share of the context not attended (default 0.8)\n"
-            "  --budget-tokens N     attend N tokens per step instead (overrides --sparsity)\n"
-            );
-    cli_knobs_help(out, 24);
+            "\n");
+    cli_opts_help(out, &plan_command, 24);
     fprintf(out,
-            "  --placement NAME      placement policy (default alisa). belady and oracle-cost\n"
-            "                        are OFFLINE BOUNDS: they read the future selection from\n"
-            "                        the trace (a first pass with the same selection)\n"
-            "  --gpu-kv-bytes N      GPU KV capacity, bytes (k M G, Ki Mi Gi; default: unlimited)\n"
-            "  --cpu-kv-bytes N      CPU KV capacity, bytes (default: unlimited)\n"
-            "  --kv-int8             INT8 KV (1 byte per value plus per-channel scale and zero\n"
-            "                        point) instead of FP16\n"
-            "  --kv-fp32             FP32 KV, stored as the CPU executor stores it (implies\n"
-            "                        --as-executor)\n"
-            "  --as-executor         the executor's storage (costmodel.h, tier_storage): layer\n"
-            "                        inputs beside the host arena and INT8 scales beside the\n"
-            "                        device arena, in neither tier; FP32 inputs unless the KV\n"
-            "                        is FP16. To replay an executor run's decisions exactly:\n"
-            "                        alisa record --kv-int8 ... against alisa plan --kv-int8\n"
-            "                        --as-executor ... (default: the paper's system, section\n"
-            "                        III-C, where both take their tier's bytes)\n"
-            "  --hardware NAME       hardware profile pricing load vs recompute (default\n"
-            "                        H100-80GB; see alisa catalog hardware)\n"
-            "  --gpu-fraction F      flexgen-static: share of every token on the GPU (default:\n"
-            "                        the largest that fits)\n"
-            "  --every N             print every N-th position (default 1; 0 = totals only)\n"
-            "  --log FILE            write the decision log: one line per stream and step\n"
-            "  --json                print the configuration and totals as JSON\n"
-            "  --catalog DIR         catalog directory\n"
-            "  --profile FILE        hardware profiles added to the catalog (alisa calibrate)\n"
-            "  -h, --help            this text\n"
             "\n"
             "examples (run as shown by tests/readme_test.sh):\n"
             "  alisa plan --trace traces/stories260K-tinystories.trace --selection "
@@ -170,86 +221,33 @@ static void plan_report_text(const char *trace, const struct replay_config *cfg,
 
 int cmd_plan(int argc, char **argv)
 {
-    enum { O_TRACE = 1000, O_SEL, O_SPARSITY, O_BUDGET, O_PLACE,
-           O_GPU, O_CPU, O_INT8, O_FP32, O_ASEXEC, O_HW, O_FRAC, O_EVERY, O_LOG, O_JSON, O_CATALOG,
-           O_PROFILE };
-    static const struct option base[] = {
-        {"trace", required_argument, 0, O_TRACE},     {"selection", required_argument, 0, O_SEL},
-        {"sparsity", required_argument, 0, O_SPARSITY}, {"budget-tokens", required_argument, 0, O_BUDGET},
-        {"placement", required_argument, 0, O_PLACE},
-        {"gpu-kv-bytes", required_argument, 0, O_GPU}, {"cpu-kv-bytes", required_argument, 0, O_CPU},
-        {"kv-int8", no_argument, 0, O_INT8},          {"hardware", required_argument, 0, O_HW},
-        {"kv-fp32", no_argument, 0, O_FP32},
-        {"as-executor", no_argument, 0, O_ASEXEC},
-        {"gpu-fraction", required_argument, 0, O_FRAC}, {"every", required_argument, 0, O_EVERY},
-        {"log", required_argument, 0, O_LOG},         {"json", no_argument, 0, O_JSON},
-        {"catalog", required_argument, 0, O_CATALOG},
-        {"profile", required_argument, 0, O_PROFILE}, {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
-    struct option opts[CLI_OPTS_MAX];
-    cli_join_knobs(opts, CLI_OPTS_MAX, base);
-    cli_list_options(opts);
+    struct plan_opts o = {.cfg = {.sel_params = {.sparsity = SEL_SPARSITY_DEFAULT},
+                                  .gpu_kv_bytes = UINT64_MAX / 2, .cpu_kv_bytes = UINT64_MAX / 2,
+                                  .gpu_fraction = -1},
+                          .sel = "swa", .place = "alisa", .hw = "H100-80GB",
+                          .dir = catalog_default_dir(), .every = 1};
     struct cli_knobs knobs = {0};
-    const char *trace = NULL, *sel_name = "swa", *place_name = "alisa", *hw_name = "H100-80GB";
-    const char *log_path = NULL, *dir = catalog_default_dir(), *profile = NULL;
-    struct replay_config cfg = {.sel_params = {.sparsity = 0.8}, .gpu_kv_bytes = UINT64_MAX / 2,
-                                .cpu_kv_bytes = UINT64_MAX / 2, .gpu_fraction = -1};
-    uint32_t every = 1;
-    int json = 0;
     struct alisa_err e = {{0}};
-    cli_reset_getopt();
-    int ch, bad = 0;
-    int li = -1;
-    while (!bad && (ch = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
-        const char *opt = cli_opt_name(opts, li, ch, argv[optind - 1]);
-        li = -1;
-        switch (ch) {
-        case O_TRACE: trace = optarg; break;
-        case O_SEL: sel_name = optarg; break;
-        case O_PLACE: place_name = optarg; break;
-        case O_HW: hw_name = optarg; break;
-        case O_LOG: log_path = optarg; break;
-        case O_CATALOG: dir = optarg; break;
-        case O_PROFILE: profile = optarg; break;
-        case O_INT8: cfg.precision = KV_INT8; break;
-        case O_FP32: cfg.precision = KV_FP32; cfg.inputs_outside = 1; break;
-        case O_ASEXEC: cfg.inputs_outside = 1; break;
-        case O_JSON: json = 1; break;
-        case O_SPARSITY: bad = cli_parse_double(opt, optarg, &cfg.sel_params.sparsity, &e); break;
-        case O_BUDGET: bad = cli_parse_u32(opt, optarg, &cfg.sel_params.budget_tokens, &e); break;
-        case O_GPU: bad = cli_parse_bytes(opt, optarg, &cfg.gpu_kv_bytes, &e); break;
-        case O_CPU: bad = cli_parse_bytes(opt, optarg, &cfg.cpu_kv_bytes, &e); break;
-        case O_FRAC: bad = cli_parse_double(opt, optarg, &cfg.gpu_fraction, &e); break;
-        case O_EVERY: bad = cli_parse_u32(opt, optarg, &every, &e); break;
-        default: {
-            int k = cli_knob_take(&knobs, ch, opt, optarg, &e);
-            if (!k)
-                return cli_option_end(ch, opt, cmd_plan_usage);
-            bad = k < 0;
-        }
-        }
-    }
-    if (bad)
-        return cli_usage_error(cmd_plan_usage, "%s", e.msg);
-    if (optind < argc)
-        return cli_usage_error(cmd_plan_usage, "unexpected argument '%s'", argv[optind]);
-    if (!trace)
-        return cli_usage_error(cmd_plan_usage, "--trace FILE is required");
-    if (!(cfg.sel = selection_find(sel_name)))
-        return cli_unknown_policy(cmd_plan_usage, "--selection", sel_name);
-    if (!(cfg.place = placement_find(place_name)))
-        return cli_unknown_policy(cmd_plan_usage, "--placement", place_name);
-    if (cfg.gpu_fraction > 1)
-        return cli_usage_error(cmd_plan_usage, "--gpu-fraction %g is above 1", cfg.gpu_fraction);
+    int rc = cli_opts_parse(argc, argv, &plan_command, &o, &knobs, cmd_plan_usage, NULL);
+    if (rc)
+        return rc;
+    struct replay_config cfg = o.cfg;
+    const char *trace = o.trace, *hw_name = o.hw, *log_path = o.log;
+    const uint32_t every = o.every;
+    const int json = o.json;
+    if (!(cfg.sel = selection_find(o.sel)))
+        return cli_unknown_policy(cmd_plan_usage, "--selection", o.sel);
+    if (!(cfg.place = placement_find(o.place)))
+        return cli_unknown_policy(cmd_plan_usage, "--placement", o.place);
     if (cli_knobs_apply(&knobs, cfg.sel, &cfg.sel_params, &e))
         return cli_usage_error(cmd_plan_usage, "%s", e.msg);
 
     struct catalog c;
-    if (cli_catalog_load(&c, dir, profile, &e))
+    if (cli_catalog_load(&c, o.dir, o.profile, &e))
         return cli_fail(&e);
     const struct hw_profile *hw = catalog_hw(&c, hw_name);
     if (!hw) {
-        int rc = catalog_hw_not_found(&c, "--hardware", hw_name, &e);
+        rc = catalog_hw_not_found(&c, "--hardware", hw_name, &e);
         catalog_deinit(&c);
         return cli_fail_status(rc, &e);
     }
@@ -262,7 +260,7 @@ int cmd_plan(int argc, char **argv)
     if (log_path && !(lg.f = outfile_open(log_path, part, sizeof part, "decision log", &e)))
         return cli_fail(&e);
     struct replay_totals t;
-    int rc = replay_trace(trace, &cfg, &t, lg.f ? log_plan : NULL, &lg, &e);
+    rc = replay_trace(trace, &cfg, &t, lg.f ? log_plan : NULL, &lg, &e);
     if (lg.f) { /* whole or not at all: a failed replay (or a text one out of memory) leaves
                  * no log */
         int oom_fails = !rc && t.oom && !json;

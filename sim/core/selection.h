@@ -15,6 +15,10 @@
 
 #include "err.h"
 
+/* The KV sparsity a command runs when none is given (the paper's Fig. 9
+ * and 12 setting, ALISA.md). */
+#define SEL_SPARSITY_DEFAULT 0.8
+
 /* The most parameters a selection may declare of its own (sel_knob). */
 #define SEL_KNOBS_MAX 4
 
