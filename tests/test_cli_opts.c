@@ -39,12 +39,12 @@ static int read_odd(void *field, const char *opt, const char *arg, struct alisa_
 
 #define TO(f) offsetof(struct toy, f)
 static const struct cli_opt toy_opts[] = {
-    {"name", "NAME", CLI_STR, TO(name), NULL, 1, "a name (required)"},
-    {"count", "N", CLI_U32, TO(count), NULL, 0, "a count"},
-    {"share", "S", CLI_DOUBLE, TO(share), NULL, 0, "a share\nover two lines"},
-    {"bytes", "N", CLI_BYTES, TO(bytes), NULL, 0, "bytes"},
-    {"flag", NULL, CLI_FLAG, TO(flag), NULL, 0, "a flag"},
-    {"odd", "N", CLI_FN, TO(odd), read_odd, 0, "an odd number"},
+    {"name", "NAME", CLI_STR, TO(name), NULL, 1, "a name (required)", 0},
+    {"count", "N", CLI_U32, TO(count), NULL, 0, "a count", 'c'},
+    {"share", "S", CLI_DOUBLE, TO(share), NULL, 0, "a share\nover two lines", 0},
+    {"bytes", "N", CLI_BYTES, TO(bytes), NULL, 0, "bytes", 0},
+    {"flag", NULL, CLI_FLAG, TO(flag), NULL, 0, "a flag", 0},
+    {"odd", "N", CLI_FN, TO(odd), read_odd, 0, "an odd number", 0},
     {0}};
 static const struct cli_group toy_groups[] = {{toy_opts, 0}, {cli_budget_opts, TO(sel)}};
 static const struct cli_command_opts toy_command = {toy_groups, 2, 1, 1};
@@ -81,7 +81,7 @@ static void test_every_type_lands_in_its_field(void **state)
     struct toy t;
     struct cli_knobs k;
     int next = -1;
-    assert_int_equal(parse(&t, &k, &next, "--name", "x", "--count", "7", "--share", "0.25",
+    assert_int_equal(parse(&t, &k, &next, "--name", "x", "-c", "7", "--share", "0.25",
                            "--bytes", "2KiB", "--flag", "--odd", "5", "--budget-tokens", "9",
                            "--sinks", "3", "rest", (char *)NULL),
                      0);
@@ -137,6 +137,7 @@ static void test_help_comes_from_the_same_table(void **state)
     /* names padded to column 16, continuations under it */
     assert_non_null(strstr(buf, "  --name NAME   a name (required)\n"));
     assert_non_null(strstr(buf, "  --share S     a share\n                over two lines\n"));
+    assert_non_null(strstr(buf, "  -c, --count N a count\n"));
     assert_non_null(strstr(buf, "  --flag        a flag\n"));
     assert_non_null(strstr(buf, "  --sparsity S  KV sparsity"));
     assert_non_null(strstr(buf, "  --sinks N     streaming:"));

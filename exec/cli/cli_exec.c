@@ -166,32 +166,58 @@ int load_model(struct loaded *l, const char *model, const char *tokenizer, int w
     return rc;
 }
 
-/* Handles one KV option; returns 1 when ch was one, -1 on a bad value. */
-int kv_opt(struct kv_opts *o, int ch, const char *opt, const char *arg, struct alisa_err *e)
+static int read_threads(void *field, const char *opt, const char *arg, struct alisa_err *e)
 {
-    switch (ch) {
-    case 1001: o->selection = arg; return 1;
-    case 1002: return cli_parse_double(opt, arg, &o->sel.sparsity, e) ? -1 : 1;
-    case 1003: return cli_parse_u32(opt, arg, &o->sel.budget_tokens, e) ? -1 : 1;
-    case 1004: o->placement = arg; return 1;
-    case 1005: return cli_parse_bytes(opt, arg, &o->gpu_bytes, e) ? -1 : 1;
-    case 1006: return cli_parse_bytes(opt, arg, &o->cpu_bytes, e) ? -1 : 1;
-    case 1007: o->hardware = arg; return 1;
-    case 1008: o->int8 = 1; return 1;
-    case 1009: o->backend = arg; return 1;
-    case 1010: o->weights = arg; return 1;
-    case 1012: o->pipeline = 1; return 1;
-    case 1011:
-        if (cli_parse_u32(opt, arg, &o->threads, e))
-            return -1;
-        if (o->threads == 0 || o->threads > 1024) {
-            err_set(e, ALISA_EINVAL, "%s %s: expected 1 to 1024 threads", opt, arg);
-            return -1;
-        }
-        return 1;
-    }
-    return cli_knob_take(&o->knobs, ch, opt, arg, e);
+    uint32_t *t = field;
+    if (cli_parse_u32(opt, arg, t, e))
+        return ALISA_EINVAL;
+    if (*t == 0 || *t > 1024)
+        return err_set(e, ALISA_EINVAL, "%s %s: expected 1 to 1024 threads", opt, arg);
+    return 0;
 }
+
+#define KO(f) offsetof(struct kv_opts, f)
+const struct cli_opt kv_opt_table[] = {
+    {"selection", "NAME", CLI_STR, KO(selection), NULL, 0,
+     "tokens each layer attends (alisa policy list; default: all)", 0},
+    {"placement", "NAME", CLI_STR, KO(placement), NULL, 0,
+     "place KV token by token in a device and a host arena under this\n"
+     "policy (alisa policy list); default: one dense arena", 0},
+    {"gpu-kv-bytes", "N", CLI_BYTES, KO(gpu_bytes), NULL, 0,
+     "device arena, bytes for all sequences and layers (K and V at 4\n"
+     "bytes a channel on the CPU backend, 2 on cuda, 1 with --kv-int8)", 0},
+    {"cpu-kv-bytes", "N", CLI_BYTES, KO(cpu_bytes), NULL, 0,
+     "host arena, bytes (default: unlimited)", 0},
+    {"hardware", "NAME", CLI_STR, KO(hardware), NULL, 0,
+     "profile pricing load against recompute (default H100-80GB)", 0},
+    {"kv-int8", NULL, CLI_FLAG, KO(int8), NULL, 0,
+     "store K and V in INT8, channel-wise asymmetric per group of 32\n"
+     "tokens of a (sequence, layer); the open group stays exact until\n"
+     "its last token arrives (alone: dense selection, one arena)", 0},
+    {"backend", "B", CLI_STR, KO(backend), NULL, 0,
+     "cpu (default), cuda (the GPU: FP16 weights, cuBLAS, the device\n"
+     "arena in GPU memory, the host arena pinned) or auto (cuda when\n"
+     "built and a device is found, else cpu; says which)", 0},
+    {"cuda-pipeline", NULL, CLI_FLAG, KO(pipeline), NULL, 0,
+     "cuda: replay a dense decode step as one CUDA graph, and plan a\n"
+     "tiered one a layer ahead, observing its attention at its end\n"
+     "(not yet run on a GPU, so off by default; calls that write\n"
+     "per-layer timings stay eager)", 0},
+    {0}};
+
+const struct cli_opt exec_weights_table[] = {
+    {"weights", "W", CLI_STR, KO(weights), NULL, 0,
+     "native (default: a GGUF's matrices stay in their quantised blocks,\n"
+     "mapped from the file, times 8-bit activations as llama.cpp does)\n"
+     "or f32 (dequantised at load: the oracle); llama2.c files are f32;\n"
+     "or synthetic[:SEED] (a catalog model's shape, weights drawn with\n"
+     "std 0.02 as Q8_0 blocks: real throughput, noise for text)", 0},
+    {"threads", "N", CLI_FN, KO(threads), read_threads, 0,
+     "CPU threads of the forward pass (default: ALISA_THREADS, else\n"
+     "OMP_NUM_THREADS, else the CPUs this process may use, at most one\n"
+     "per 8M parameters of the model; idle threads wait passively)", 0},
+    {0}};
+#undef KO
 
 int kv_opts_check(struct kv_opts *o)
 {

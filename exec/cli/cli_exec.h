@@ -6,12 +6,13 @@
 #ifndef ALISA_CLI_EXEC_H
 #define ALISA_CLI_EXEC_H
 
-#include <getopt.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "catalog.h"
 #include "cli.h"
+#include "cli_opts.h"
 #include "costmodel.h"
 #include "err.h"
 #include "forward.h"
@@ -80,53 +81,15 @@ struct kv_opts {
                                       into sel by kv_opts_check */
 };
 
-#define KV_OPT_LIST                                                                \
-    {"selection", required_argument, 0, 1001}, {"sparsity", required_argument, 0, 1002}, \
-    {"budget-tokens", required_argument, 0, 1003}, {"placement", required_argument, 0, 1004}, \
-    {"gpu-kv-bytes", required_argument, 0, 1005}, {"cpu-kv-bytes", required_argument, 0, 1006}, \
-    {"hardware", required_argument, 0, 1007}, {"kv-int8", no_argument, 0, 1008},      \
-    {"backend", required_argument, 0, 1009}, {"weights", required_argument, 0, 1010}, \
-    {"threads", required_argument, 0, 1011}, {"cuda-pipeline", no_argument, 0, 1012}
-
-#define KV_OPT_HELP                                                                          \
-    "  --selection NAME   tokens each layer attends (alisa policy list; default: all)\n"     \
-    "  --sparsity S       KV sparsity of the selection (default 0.8)\n"                     \
-    "  --budget-tokens K  attend K tokens instead\n"                                        \
-    "  --placement NAME   place KV token by token in a device and a host arena under this\n" \
-    "                     policy (alisa policy list); default: one dense arena\n"            \
-    "  --gpu-kv-bytes N   device arena, bytes for all sequences and layers (K and V at 4\n" \
-    "                     bytes a channel on the CPU backend, 2 on cuda, 1 with --kv-int8)\n" \
-    "  --cpu-kv-bytes N   host arena, bytes (default: unlimited)\n"                        \
-    "  --hardware NAME    profile pricing load against recompute (default H100-80GB)\n"    \
-    "  --kv-int8          store K and V in INT8, channel-wise asymmetric per group of 32\n" \
-    "                     tokens of a (sequence, layer); the open group stays exact until\n" \
-    "                     its last token arrives (alone: dense selection, one arena)\n"  \
-    "  --backend B        cpu (default), cuda (the GPU: FP16 weights, cuBLAS, the device\n" \
-    "                     arena in GPU memory, the host arena pinned) or auto (cuda when\n" \
-    "                     built and a device is found, else cpu; says which)\n"          \
-    "  --cuda-pipeline    cuda: replay a dense decode step as one CUDA graph, and plan a\n"  \
-    "                     tiered one a layer ahead, observing its attention at its end\n" \
-    "                     (not yet run on a GPU, so off by default; calls that write\n"   \
-    "                     per-layer timings stay eager)\n"                                 \
-    EXEC_WEIGHTS_HELP
-
-/* The options of how the executor holds weights and how many threads it
- * runs (every command that loads a model). */
-#define EXEC_WEIGHTS_HELP                                                                   \
-    "  --weights W        native (default: a GGUF's matrices stay in their quantised blocks,\n" \
-    "                     mapped from the file, times 8-bit activations as llama.cpp does)\n" \
-    "                     or f32 (dequantised at load: the oracle); llama2.c files are f32;\n" \
-    "                     or synthetic[:SEED] (a catalog model's shape, weights drawn with\n" \
-    "                     std 0.02 as Q8_0 blocks: real throughput, noise for text)\n" \
-    "  --threads N        CPU threads of the forward pass (default: ALISA_THREADS, else\n" \
-    "                     OMP_NUM_THREADS, else the CPUs this process may use, at most one\n" \
-    "                     per 8M parameters of the model; idle threads wait passively)\n"
-
-/* Handles one KV option (getopt code ch, option as typed, value), the
- * selection's own parameters (cli_join_knobs's options) among them; returns
- * 1 when ch was one, -1 on a bad value (e says why), 0 when not a KV
- * option. */
-int kv_opt(struct kv_opts *o, int ch, const char *opt, const char *arg, struct alisa_err *e);
+/* The KV options as declared groups (cli_opts.h) over a struct kv_opts:
+ * kv_opt_table (selection, placement, arenas, hardware, INT8, backend,
+ * pipeline), the budget (cli_budget_opts over its sel) and
+ * exec_weights_table (--weights, --threads: every command that loads a
+ * model). A command's options struct embeds a kv_opts at MEMBER. */
+extern const struct cli_opt kv_opt_table[], exec_weights_table[];
+#define KV_GROUPS(TYPE, MEMBER)                                                            \
+    {kv_opt_table, offsetof(TYPE, MEMBER)}, {cli_budget_opts, offsetof(TYPE, MEMBER.sel)}, \
+        {exec_weights_table, offsetof(TYPE, MEMBER)}
 
 /* --weights's value as a load mode (EXEC_WEIGHTS_SYNTHETIC for
  * synthetic[:SEED]); -1 for another value. */

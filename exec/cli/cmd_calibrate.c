@@ -20,6 +20,44 @@
 #include "progress.h"
 #include "cmds.h"
 
+/* What the command line asks for. */
+struct calibrate_opts {
+    const char *model, *tokenizer, *text, *out, *backend, *name;
+    uint32_t repeat;
+    struct kv_opts exec;           /* only --weights and --threads */
+    int json;
+};
+
+#define KO(f) offsetof(struct calibrate_opts, f)
+static const struct cli_opt calibrate_own_opts[] = {
+    {"model", "M", CLI_STR, KO(model), NULL, 1,
+     "as alisa run --model (its shapes): a catalog or short name,\n"
+     "llama2.c .bin, GGUF file or Hugging Face checkpoint directory", 0},
+    {"text", "FILE", CLI_STR, KO(text), NULL, 0,
+     "feed the in-situ runs the second half of this text's tokens\n"
+     "(as alisa record tokenises it; the first half stays free for\n"
+     "validation windows): the scheduler's and attention's costs\n"
+     "depend on the attention real tokens produce. Default:\n"
+     "synthetic ids spread over the vocabulary", 0},
+    {"tokenizer", "T", CLI_STR, KO(tokenizer), NULL, 0,
+     "tokenizer file (default: the catalog's or the GGUF's; loaded\n"
+     "and checked when given)", 0},
+    {"output", "P", CLI_STR, KO(out), NULL, 1,
+     "profile to write", 'o'},
+    {"backend", "B", CLI_STR, KO(backend), NULL, 0,
+     "cpu (default), cuda (device 0; fails without one) or auto", 0},
+    {"repeat", "N", CLI_U32, KO(repeat), NULL, 0,
+     "runs of every benchmark (default 3, at least 2)", 0},
+    {"name", "NAME", CLI_STR, KO(name), NULL, 0,
+     "section name (default cpu-<hostname> or cuda-<hostname>)", 0},
+    {"json", NULL, CLI_FLAG, KO(json), NULL, 0,
+     "print the runs and statistics as JSON", 0},
+    {0}};
+static const struct cli_group calibrate_groups[] = {
+    {calibrate_own_opts, 0}, {exec_weights_table, offsetof(struct calibrate_opts, exec)}};
+static const struct cli_command_opts calibrate_command = {calibrate_groups, 2, 0, 0};
+#undef KO
+
 void cmd_calibrate_usage(FILE *out)
 {
     fprintf(out,
@@ -72,23 +110,9 @@ void cmd_calibrate_usage(FILE *out)
             "Reported only: the best in-cache GEMM rate (1 to 256 rows; CUDA: cuBLAS\n"
             "alone) and its one-row bandwidth.\n"
             "\n"
-            "  --model M        as alisa run --model (its shapes): a catalog or short name,\n"
-            "                   llama2.c .bin, GGUF file or Hugging Face checkpoint directory\n"
-            "  --text FILE      feed the in-situ runs the second half of this text's tokens\n"
-            "                   (as alisa record tokenises it; the first half stays free for\n"
-            "                   validation windows): the scheduler's and attention's costs\n"
-            "                   depend on the attention real tokens produce. Default:\n"
-            "                   synthetic ids spread over the vocabulary\n"
-            "  --tokenizer T    tokenizer file (default: the catalog's or the GGUF's; loaded\n"
-            "                   and checked when given)\n"
-            "  -o, --output P   profile to write\n"
-            "  --backend B      cpu (default), cuda (device 0; fails without one) or auto\n"
-            "  --repeat N       runs of every benchmark (default 3, at least 2)\n"
-            "  --name NAME      section name (default cpu-<hostname> or cuda-<hostname>)\n"
-            "  --weights W      native (default), f32 or synthetic[:SEED], as alisa run\n"
-            "  --threads N      CPU threads (default: as alisa run chooses them)\n"
-            "  --json           print the runs and statistics as JSON\n"
-            "  -h, --help       this text\n"
+            );
+    cli_opts_help(out, &calibrate_command, 19);
+    fprintf(out,
             "\n"
             "examples (run as shown by tests/readme_test.sh; about 45 s on 2 cores):\n"
             "  alisa calibrate --model stories260K --repeat 2 -o profile.ini\n");
@@ -115,56 +139,12 @@ static void attn_table(FILE *f, const char *key, const struct llm_config *c,
         fprintf(f, "\n");
 }
 
-/* What the command line asks for. */
-struct calibrate_opts {
-    const char *model, *tokenizer, *text, *out, *backend, *name;
-    uint32_t repeat;
-    struct kv_opts exec;           /* only --weights and --threads */
-    int json;
-};
 
 /* Parses argv into o. Returns 0, or an exit code (usage printed). */
 static int calibrate_parse(int argc, char **argv, struct calibrate_opts *o)
 {
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
-                                         {"tokenizer", required_argument, 0, 't'},
-                                         {"text", required_argument, 0, 'x'},
-                                         {"output", required_argument, 0, 'o'},
-                                         {"backend", required_argument, 0, 'B'},
-                                         {"repeat", required_argument, 0, 'r'},
-                                         {"name", required_argument, 0, 'n'},
-                                         {"weights", required_argument, 0, 1010},
-                                         {"threads", required_argument, 0, 1011},
-                                         {"json", no_argument, 0, 'j'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    cli_list_options(opts);
     *o = (struct calibrate_opts){.backend = "cpu", .repeat = 3};
-    int bad = 0, ch;
-    struct alisa_err e = {{0}};
-    cli_reset_getopt();
-    int li = -1;
-    while (!bad && (ch = getopt_long(argc, argv, ":ho:", opts, &li)) != -1) {
-        const char *opt = cli_opt_name(opts, li, ch, argv[optind - 1]);
-        li = -1;
-        switch (ch) {
-        case 'm': o->model = optarg; break;
-        case 't': o->tokenizer = optarg; break;
-        case 'x': o->text = optarg; break;
-        case 'o': o->out = optarg; break;
-        case 'B': o->backend = optarg; break;
-        case 'n': o->name = optarg; break;
-        case 'j': o->json = 1; break;
-        case 'r': bad = cli_parse_u32(opt, optarg, &o->repeat, &e); break;
-        case 1010: case 1011: bad = kv_opt(&o->exec, ch, opt, optarg, &e) < 0; break;
-        default: return cli_option_end(ch, opt, cmd_calibrate_usage);
-        }
-    }
-    if (bad)
-        return cli_usage_error(cmd_calibrate_usage, "%s", e.msg);
-    if (optind < argc)
-        return cli_usage_error(cmd_calibrate_usage, "unexpected argument '%s'", argv[optind]);
-    int req = cli_require(2, "--model", o->model != NULL, "-o", o->out != NULL);
+    int req = cli_opts_parse(argc, argv, &calibrate_command, o, NULL, cmd_calibrate_usage, NULL);
     if (req)
         return req;
     if (exec_weight_mode(o->exec.weights) < 0)

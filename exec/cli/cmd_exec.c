@@ -32,6 +32,79 @@
 
 /* ---- alisa run ---- */
 
+/* A count whose 0 is refused rather than taken as "not given". */
+struct given_u32 {
+    uint32_t v;
+    int given;
+};
+
+static int read_given_u32(void *field, const char *opt, const char *arg, struct alisa_err *e)
+{
+    struct given_u32 *g = field;
+    g->given = 1;
+    return cli_parse_u32(opt, arg, &g->v, e);
+}
+
+/* What alisa run is asked; defaults in cmd_run's initializer. */
+struct run_opts {
+    const char *model, *tokenizer, *prompt, *timings, *attn;
+    struct given_u32 ptoks;
+    uint32_t n, batch;
+    uint64_t seed;
+    double temp;
+    int json;
+    struct kv_opts kvo;
+};
+
+#define RO(f) offsetof(struct run_opts, f)
+static const struct cli_opt run_own_opts[] = {
+    {"model", "M", CLI_STR, RO(model), NULL, 1,
+     "catalog name (alisa catalog models), a fetched model's short\n"
+     "name (SmolLM2-135M: make models), a llama2.c .bin, a GGUF\n"
+     "file (F32, F16, Q8_0, Q4_0, Q4_1, Q4_K tensors) or a Hugging\n"
+     "Face checkpoint: a directory with config.json and\n"
+     "model.safetensors or model.safetensors.index.json and its\n"
+     "shards (OPT or LLaMA; F32, F16, BF16)", 0},
+    {"tokenizer", "T", CLI_STR, RO(tokenizer), NULL, 0,
+     "tokenizer file (default: the catalog's for M)", 0},
+    {"prompt", "TEXT", CLI_STR, RO(prompt), NULL, 0,
+     "prompt text", 0},
+    {"prompt-tokens", "N", CLI_FN, RO(ptoks), read_given_u32, 0,
+     "instead of a text: N token ids drawn uniformly from the\n"
+     "vocabulary (GSL mt19937 under --seed), no tokenizer needed;\n"
+     "the output is token ids. For speed measurements of models\n"
+     "without a tokenizer (--weights synthetic at catalog shapes)", 0},
+    {"gen-tokens", "N", CLI_U32, RO(n), NULL, 1,
+     "tokens to generate", 'n'},
+    {"batch", "B", CLI_U32, RO(batch), NULL, 0,
+     "sequences decoded together, same prompt (default 1)", 0},
+    {"temperature", "T", CLI_DOUBLE, RO(temp), NULL, 0,
+     "0 = greedy (default); > 0 samples from softmax(logits / T)", 0},
+    {"seed", "S", CLI_U64, RO(seed), NULL, 0,
+     "sampling seed (GSL mt19937, default 1)", 0},
+    {"attention-from", "T", CLI_STR, RO(attn), NULL, 0,
+     "the selection observes trace T's attention rows (recorded\n"
+     "or synthetic; sequence b reads the trace's b % n_seqs,\n"
+     "layer l its l x trace layers / layers, as alisa sim maps\n"
+     "them) while the model attends the tokens selected with its\n"
+     "own weights: for synthetic weights, whose attention is\n"
+     "near uniform. Needs --selection; stderr says which rows\n"
+     "came from where", 0},
+    {"json", NULL, CLI_FLAG, RO(json), NULL, 0,
+     "no text: one JSON object on stdout (model, weights, backend,\n"
+     "device, batch, tokens, prefill and decode seconds and\n"
+     "tokens/s, KV moves, attention source); what alisa sweep\n"
+     "stores for command = run", 0},
+    {"timings", "FILE", CLI_STR, RO(timings), NULL, 0,
+     "one JSON line per forward call: first position, positions\n"
+     "(chunk length), phase, batch, total, and per layer the\n"
+     "GEMM, attention, KV transfer and recomputation time\n"
+     "(microseconds, wall clock)", 0},
+    {0}};
+static const struct cli_group run_groups[] = {{run_own_opts, 0}, KV_GROUPS(struct run_opts, kvo)};
+static const struct cli_command_opts run_command = {run_groups, 4, 1, 0};
+#undef RO
+
 void cmd_run_usage(FILE *out)
 {
     fprintf(out,
@@ -44,42 +117,9 @@ void cmd_run_usage(FILE *out)
             "The prompt is encoded with BOS and prefilled in chunks\n"
             "of up to 32 positions (each chunk's projections and FFN one GEMM over its\n"
             "rows). Temperature 0 is greedy and deterministic.\n"
-            "\n"
-            "  --model M          catalog name (alisa catalog models), a fetched model's short\n"
-            "                     name (SmolLM2-135M: make models), a llama2.c .bin, a GGUF\n"
-            "                     file (F32, F16, Q8_0, Q4_0, Q4_1, Q4_K tensors) or a Hugging\n"
-            "                     Face checkpoint: a directory with config.json and\n"
-            "                     model.safetensors or model.safetensors.index.json and its\n"
-            "                     shards (OPT or LLaMA; F32, F16, BF16)\n"
-            "  --tokenizer T      tokenizer file (default: the catalog's for M)\n"
-            "  --prompt TEXT      prompt text\n"
-            "  --prompt-tokens N  instead of a text: N token ids drawn uniformly from the\n"
-            "                     vocabulary (GSL mt19937 under --seed), no tokenizer needed;\n"
-            "                     the output is token ids. For speed measurements of models\n"
-            "                     without a tokenizer (--weights synthetic at catalog shapes)\n"
-            "  -n, --gen-tokens N tokens to generate\n"
-            "  --batch B          sequences decoded together, same prompt (default 1)\n"
-            "  --temperature T    0 = greedy (default); > 0 samples from softmax(logits / T)\n"
-            "  --seed S           sampling seed (GSL mt19937, default 1)\n"
-            "  --attention-from T the selection observes trace T's attention rows (recorded\n"
-            "                     or synthetic; sequence b reads the trace's b %% n_seqs,\n"
-            "                     layer l its l x trace layers / layers, as alisa sim maps\n"
-            "                     them) while the model attends the tokens selected with its\n"
-            "                     own weights: for synthetic weights, whose attention is\n"
-            "                     near uniform. Needs --selection; stderr says which rows\n"
-            "                     came from where\n"
-            "  --json             no text: one JSON object on stdout (model, weights, backend,\n"
-            "                     device, batch, tokens, prefill and decode seconds and\n"
-            "                     tokens/s, KV moves, attention source); what alisa sweep\n"
-            "                     stores for command = run\n"
-            "  --timings FILE     one JSON line per forward call: first position, positions\n"
-            "                     (chunk length), phase, batch, total, and per layer the\n"
-            "                     GEMM, attention, KV transfer and recomputation time\n"
-            "                     (microseconds, wall clock)\n"
-            KV_OPT_HELP);
-    cli_knobs_help(out, 21);
+            "\n");
+    cli_opts_help(out, &run_command, 21);
     fprintf(out,
-            "  -h, --help         this text\n"
             "\n"
             "examples (run as shown by tests/readme_test.sh):\n"
             "  alisa run --model stories260K --prompt \"Once upon a time\" -n 32\n"
@@ -132,68 +172,25 @@ static void print_pieces(const struct tokenizer *t, uint32_t *prev, const uint32
 
 int cmd_run(int argc, char **argv)
 {
-    static const struct option base[] = {{"model", required_argument, 0, 'm'},
-                                         {"tokenizer", required_argument, 0, 't'},
-                                         {"prompt", required_argument, 0, 'p'},
-                                         {"prompt-tokens", required_argument, 0, 'P'},
-                                         {"gen-tokens", required_argument, 0, 'n'},
-                                         {"batch", required_argument, 0, 'b'},
-                                         {"temperature", required_argument, 0, 'T'},
-                                         {"seed", required_argument, 0, 's'},
-                                         {"timings", required_argument, 0, 'J'},
-                                         {"attention-from", required_argument, 0, 'A'},
-                                         {"json", no_argument, 0, 'j'},
-                                         KV_OPT_LIST,
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    struct option opts[CLI_OPTS_MAX];
-    cli_join_knobs(opts, CLI_OPTS_MAX, base);
-    cli_list_options(opts);
-    const char *model = NULL, *tokenizer = NULL, *prompt = NULL, *timings = NULL, *attn = NULL;
-    struct kv_opts kvo = {.sel = {.sparsity = 0.8}};
-    uint32_t n = 0, batch = 1, ptoks = 0;
-    uint64_t seed = 1;
-    double temp = 0;
-    int bad = 0, have_n = 0, have_ptoks = 0, json = 0;
+    struct run_opts o = {.kvo = {.sel = {.sparsity = SEL_SPARSITY_DEFAULT}}, .batch = 1,
+                         .seed = 1};
     struct alisa_err e = {{0}};
-    cli_reset_getopt();
-    int ch;
-    int li = -1;
-    while (!bad && (ch = getopt_long(argc, argv, ":hn:", opts, &li)) != -1) {
-        const char *opt = cli_opt_name(opts, li, ch, argv[optind - 1]);
-        li = -1;
-        int k = kv_opt(&kvo, ch, opt, optarg, &e);
-        if (k) {
-            bad = k < 0;
-            continue;
-        }
-        switch (ch) {
-        case 'm': model = optarg; break;
-        case 't': tokenizer = optarg; break;
-        case 'p': prompt = optarg; break;
-        case 'P': bad = cli_parse_u32(opt, optarg, &ptoks, &e); have_ptoks = 1; break;
-        case 'n': bad = cli_parse_u32("-n", optarg, &n, &e); have_n = 1; break;
-        case 'b': bad = cli_parse_u32(opt, optarg, &batch, &e); break;
-        case 'T': bad = cli_parse_double(opt, optarg, &temp, &e); break;
-        case 's': bad = cli_parse_u64(opt, optarg, &seed, &e); break;
-        case 'J': timings = optarg; break;
-        case 'A': attn = optarg; break;
-        case 'j': json = 1; break;
-        default: return cli_option_end(ch, opt, cmd_run_usage);
-        }
-    }
-    if (bad)
-        return cli_usage_error(cmd_run_usage, "%s", e.msg);
-    if (optind < argc)
-        return cli_usage_error(cmd_run_usage, "unexpected argument '%s'", argv[optind]);
+    int req = cli_opts_parse(argc, argv, &run_command, &o, &o.kvo.knobs, cmd_run_usage, NULL);
+    if (req)
+        return req;
+    const char *model = o.model, *tokenizer = o.tokenizer, *prompt = o.prompt;
+    const char *timings = o.timings, *attn = o.attn;
+    struct kv_opts kvo = o.kvo;
+    const uint32_t n = o.n, batch = o.batch, ptoks = o.ptoks.v;
+    const uint64_t seed = o.seed;
+    const double temp = o.temp;
+    const int json = o.json, have_ptoks = o.ptoks.given;
     if (attn && !kvo.selection)
         return cli_usage_error(cmd_run_usage, "--attention-from %s: needs --selection (it feeds "
                                "the selection)", attn);
     if (prompt && have_ptoks)
         return cli_usage_error(cmd_run_usage, "--prompt and --prompt-tokens: give one of them");
-    int req = cli_require(3, "--model", model != NULL, "--prompt", prompt || have_ptoks, "-n",
-                          have_n);
-    if (req || (req = kv_opts_check(&kvo)))
+    if ((req = cli_require(1, "--prompt", prompt || have_ptoks)) || (req = kv_opts_check(&kvo)))
         return req;
     if (have_ptoks && ptoks == 0)
         return cli_usage_error(cmd_run_usage, "--prompt-tokens 0: at least 1 token");
@@ -414,6 +411,47 @@ static void eval_score(struct eval_acc *a, const float *lg, const float *ref, ui
     a->decoded++;
 }
 
+/* What alisa eval is asked; defaults in cmd_eval's initializer. */
+struct eval_opts {
+    const char *model, *tokenizer, *text;
+    uint32_t ctx, blocks, max_tokens, batch, prefill;
+    int json, no_ref;
+    struct kv_opts kvo;
+};
+
+#define EO(f) offsetof(struct eval_opts, f)
+static const struct cli_opt eval_own_opts[] = {
+    {"model", "M", CLI_STR, EO(model), NULL, 1,
+     "as alisa run --model: a catalog or short name, llama2.c .bin,\n"
+     "GGUF file or Hugging Face checkpoint directory", 0},
+    {"tokenizer", "T", CLI_STR, EO(tokenizer), NULL, 0,
+     "tokenizer file (default: the catalog's)", 0},
+    {"text", "FILE", CLI_STR, EO(text), NULL, 1,
+     "text to score", 0},
+    {"ctx", "N", CLI_U32, EO(ctx), NULL, 0,
+     "window length in tokens (<= the model's context)", 0},
+    {"blocks", "K", CLI_U32, EO(blocks), NULL, 0,
+     "use only the first K blocks", 0},
+    {"max-tokens", "K", CLI_U32, EO(max_tokens), NULL, 0,
+     "stop after about K scored tokens", 0},
+    {"batch", "B", CLI_U32, EO(batch), NULL, 0,
+     "windows scored together (default 8)", 0},
+    {"json", NULL, CLI_FLAG, EO(json), NULL, 0,
+     "print JSON with the keys nll, ppl, tokens, windows (and\n"
+     "with a reference: dense_nll, decode_tokens, nll_decode,\n"
+     "dense_nll_decode, kl, top1)", 0},
+    {"no-reference", NULL, CLI_FLAG, EO(no_ref), NULL, 0,
+     "skip the dense reference run (NLL and perplexity only)", 0},
+    {"prefill", "P", CLI_U32, EO(prefill), NULL, 0,
+     "with --selection: the first P tokens of each window are a\n"
+     "dense prefill, later ones decode under the selection\n"
+     "(default 128, or the window when shorter)", 0},
+    {0}};
+static const struct cli_group eval_groups[] = {{eval_own_opts, 0},
+                                               KV_GROUPS(struct eval_opts, kvo)};
+static const struct cli_command_opts eval_command = {eval_groups, 4, 1, 0};
+#undef EO
+
 void cmd_eval_usage(FILE *out)
 {
     fprintf(out,
@@ -437,25 +475,9 @@ void cmd_eval_usage(FILE *out)
             "next-token distributions, and the share of positions whose top-1 token\n"
             "agrees.\n"
             "\n"
-            "  --model M        as alisa run --model: a catalog or short name, llama2.c .bin,\n"
-            "                   GGUF file or Hugging Face checkpoint directory\n"
-            "  --tokenizer T    tokenizer file (default: the catalog's)\n"
-            "  --text FILE      text to score\n"
-            "  --ctx N          window length in tokens (<= the model's context)\n"
-            "  --blocks K       use only the first K blocks\n"
-            "  --max-tokens K   stop after about K scored tokens\n"
-            "  --batch B        windows scored together (default 8)\n"
-            "  --json           print JSON with the keys nll, ppl, tokens, windows (and\n"
-            "                   with a reference: dense_nll, decode_tokens, nll_decode,\n"
-            "                   dense_nll_decode, kl, top1)\n"
-            "  --no-reference   skip the dense reference run (NLL and perplexity only)\n"
-            "  --prefill P      with --selection: the first P tokens of each window are a\n"
-            "                   dense prefill, later ones decode under the selection\n"
-            "                   (default 128, or the window when shorter)\n"
-            KV_OPT_HELP);
-    cli_knobs_help(out, 21);
+            );
+    cli_opts_help(out, &eval_command, 21);
     fprintf(out,
-            "  -h, --help       this text\n"
             "\n"
             "examples (run as shown by tests/readme_test.sh):\n"
             "  alisa eval --model stories260K --text "
@@ -465,58 +487,18 @@ void cmd_eval_usage(FILE *out)
 
 int cmd_eval(int argc, char **argv)
 {
-    static const struct option base[] = {{"model", required_argument, 0, 'm'},
-                                         {"tokenizer", required_argument, 0, 't'},
-                                         {"text", required_argument, 0, 'x'},
-                                         {"ctx", required_argument, 0, 'c'},
-                                         {"blocks", required_argument, 0, 'k'},
-                                         {"max-tokens", required_argument, 0, 'M'},
-                                         {"batch", required_argument, 0, 'b'},
-                                         {"json", no_argument, 0, 'j'},
-                                         {"prefill", required_argument, 0, 'P'},
-                                         {"no-reference", no_argument, 0, 'R'},
-                                         KV_OPT_LIST,
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    struct option opts[CLI_OPTS_MAX];
-    cli_join_knobs(opts, CLI_OPTS_MAX, base);
-    cli_list_options(opts);
-    const char *model = NULL, *tokenizer = NULL, *text = NULL;
-    struct kv_opts kvo = {.sel = {.sparsity = 0.8}};
-    uint32_t ctx = 0, blocks = 0, max_tokens = 0, batch = 8, prefill = 128;
-    int json = 0, bad = 0, no_ref = 0;
+    struct eval_opts o = {.kvo = {.sel = {.sparsity = SEL_SPARSITY_DEFAULT}}, .batch = 8,
+                          .prefill = 128};
     struct alisa_err e = {{0}};
-    cli_reset_getopt();
-    int ch;
-    int li = -1;
-    while (!bad && (ch = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
-        const char *opt = cli_opt_name(opts, li, ch, argv[optind - 1]);
-        li = -1;
-        int kk = kv_opt(&kvo, ch, opt, optarg, &e);
-        if (kk) {
-            bad = kk < 0;
-            continue;
-        }
-        switch (ch) {
-        case 'm': model = optarg; break;
-        case 't': tokenizer = optarg; break;
-        case 'x': text = optarg; break;
-        case 'j': json = 1; break;
-        case 'R': no_ref = 1; break;
-        case 'P': bad = cli_parse_u32(opt, optarg, &prefill, &e); break;
-        case 'c': bad = cli_parse_u32(opt, optarg, &ctx, &e); break;
-        case 'k': bad = cli_parse_u32(opt, optarg, &blocks, &e); break;
-        case 'M': bad = cli_parse_u32(opt, optarg, &max_tokens, &e); break;
-        case 'b': bad = cli_parse_u32(opt, optarg, &batch, &e); break;
-        default: return cli_option_end(ch, opt, cmd_eval_usage);
-        }
-    }
-    if (bad)
-        return cli_usage_error(cmd_eval_usage, "%s", e.msg);
-    if (optind < argc)
-        return cli_usage_error(cmd_eval_usage, "unexpected argument '%s'", argv[optind]);
-    int req = cli_require(2, "--model", model != NULL, "--text", text != NULL);
-    if (req || (req = kv_opts_check(&kvo)))
+    int req = cli_opts_parse(argc, argv, &eval_command, &o, &o.kvo.knobs, cmd_eval_usage, NULL);
+    if (req)
+        return req;
+    const char *model = o.model, *tokenizer = o.tokenizer, *text = o.text;
+    struct kv_opts kvo = o.kvo;
+    uint32_t ctx = o.ctx, blocks = o.blocks, max_tokens = o.max_tokens, batch = o.batch;
+    uint32_t prefill = o.prefill;
+    const int json = o.json, no_ref = o.no_ref;
+    if ((req = kv_opts_check(&kvo)))
         return req;
     if (ctx < 2)
         return cli_usage_error(cmd_eval_usage, "--ctx %u: at least 2 tokens", ctx);
@@ -639,6 +621,43 @@ int cmd_eval(int argc, char **argv)
 
 /* ---- alisa record ---- */
 
+/* What alisa record is asked; defaults in cmd_record's initializer. */
+struct record_opts {
+    const char *model, *tokenizer, *text, *out, *log;
+    uint32_t P, G, batch, offset;
+    double threshold;
+    struct kv_opts kvo;
+};
+
+#define CO(f) offsetof(struct record_opts, f)
+static const struct cli_opt record_own_opts[] = {
+    {"model", "M", CLI_STR, CO(model), NULL, 1,
+     "as alisa run --model: a catalog or short name, llama2.c\n"
+     ".bin, GGUF file or Hugging Face checkpoint directory", 0},
+    {"tokenizer", "T", CLI_STR, CO(tokenizer), NULL, 0,
+     "tokenizer file (default: the catalog's)", 0},
+    {"text", "FILE", CLI_STR, CO(text), NULL, 1,
+     "text", 0},
+    {"prompt-len", "P", CLI_U32, CO(P), NULL, 1,
+     "prompt tokens per sequence", 0},
+    {"gen-len", "G", CLI_U32, CO(G), NULL, 0,
+     "generated (recorded decode) tokens per sequence", 0},
+    {"batch", "B", CLI_U32, CO(batch), NULL, 0,
+     "sequences (consecutive windows, default 1)", 0},
+    {"offset", "K", CLI_U32, CO(offset), NULL, 0,
+     "first token of the first window (default 0)", 0},
+    {"threshold", "T", CLI_DOUBLE, CO(threshold), NULL, 0,
+     "sparse-row cutoff relative to the row max (default 0.001)", 0},
+    {"output", "X", CLI_STR, CO(out), NULL, 1,
+     "trace to write", 'o'},
+    {"log", "FILE", CLI_STR, CO(log), NULL, 0,
+     "decision log of the scheduler (planlog.h's lines)", 0},
+    {0}};
+static const struct cli_group record_groups[] = {{record_own_opts, 0},
+                                                 KV_GROUPS(struct record_opts, kvo)};
+static const struct cli_command_opts record_command = {record_groups, 4, 1, 0};
+#undef CO
+
 void cmd_record_usage(FILE *out)
 {
     fprintf(out,
@@ -657,21 +676,9 @@ void cmd_record_usage(FILE *out)
             "capacities in the same bytes, the trace written with --threshold 0) replays\n"
             "the same decisions: sort both logs and they are identical.\n"
             "\n"
-            "  --model M         as alisa run --model: a catalog or short name, llama2.c\n"
-            "                    .bin, GGUF file or Hugging Face checkpoint directory\n"
-            "  --tokenizer T     tokenizer file (default: the catalog's)\n"
-            "  --text FILE       text\n"
-            "  --prompt-len P    prompt tokens per sequence\n"
-            "  --gen-len G       generated (recorded decode) tokens per sequence\n"
-            "  --batch B         sequences (consecutive windows, default 1)\n"
-            "  --offset K        first token of the first window (default 0)\n"
-            "  --threshold T     sparse-row cutoff relative to the row max (default 0.001)\n"
-            "  -o, --output X    trace to write\n"
-            "  --log FILE        decision log of the scheduler (planlog.h's lines)\n"
-            KV_OPT_HELP);
-    cli_knobs_help(out, 21);
+            );
+    cli_opts_help(out, &record_command, 21);
     fprintf(out,
-            "  -h, --help        this text\n"
             "\n"
             "examples (run as shown by tests/readme_test.sh):\n"
             "  alisa record --model stories260K --text "
@@ -681,60 +688,19 @@ void cmd_record_usage(FILE *out)
 
 int cmd_record(int argc, char **argv)
 {
-    static const struct option base[] = {{"model", required_argument, 0, 'm'},
-                                         {"tokenizer", required_argument, 0, 't'},
-                                         {"text", required_argument, 0, 'x'},
-                                         {"prompt-len", required_argument, 0, 'P'},
-                                         {"gen-len", required_argument, 0, 'G'},
-                                         {"batch", required_argument, 0, 'b'},
-                                         {"offset", required_argument, 0, 'O'},
-                                         {"threshold", required_argument, 0, 'T'},
-                                         {"output", required_argument, 0, 'o'},
-                                         {"log", required_argument, 0, 'L'},
-                                         KV_OPT_LIST,
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    struct option opts[CLI_OPTS_MAX];
-    cli_join_knobs(opts, CLI_OPTS_MAX, base);
-    cli_list_options(opts);
-    const char *model = NULL, *tokenizer = NULL, *text = NULL, *out = NULL, *log_path = NULL;
-    struct kv_opts kvo = {.sel = {.sparsity = 0.8}};
-    uint32_t P = 0, G = 0, batch = 1, offset = 0;
-    double threshold = 0.001;
-    int bad = 0, P_given = 0;
+    struct record_opts o = {.kvo = {.sel = {.sparsity = SEL_SPARSITY_DEFAULT}}, .batch = 1,
+                            .threshold = 0.001};
     struct alisa_err e = {{0}};
-    cli_reset_getopt();
-    int ch;
-    int li = -1;
-    while (!bad && (ch = getopt_long(argc, argv, ":ho:", opts, &li)) != -1) {
-        const char *opt = cli_opt_name(opts, li, ch, argv[optind - 1]);
-        li = -1;
-        int kk = kv_opt(&kvo, ch, opt, optarg, &e);
-        if (kk) {
-            bad = kk < 0;
-            continue;
-        }
-        switch (ch) {
-        case 'L': log_path = optarg; break;
-        case 'm': model = optarg; break;
-        case 't': tokenizer = optarg; break;
-        case 'x': text = optarg; break;
-        case 'o': out = optarg; break;
-        case 'P': P_given = 1; bad = cli_parse_u32(opt, optarg, &P, &e); break;
-        case 'G': bad = cli_parse_u32(opt, optarg, &G, &e); break;
-        case 'b': bad = cli_parse_u32(opt, optarg, &batch, &e); break;
-        case 'O': bad = cli_parse_u32(opt, optarg, &offset, &e); break;
-        case 'T': bad = cli_parse_double(opt, optarg, &threshold, &e); break;
-        default: return cli_option_end(ch, opt, cmd_record_usage);
-        }
-    }
-    if (bad)
-        return cli_usage_error(cmd_record_usage, "%s", e.msg);
-    if (optind < argc)
-        return cli_usage_error(cmd_record_usage, "unexpected argument '%s'", argv[optind]);
-    int req = cli_require(4, "--model", model != NULL, "--text", text != NULL, "--prompt-len",
-                          P > 0 || P_given, "-o", out != NULL);
-    if (req || (req = kv_opts_check(&kvo)))
+    int req = cli_opts_parse(argc, argv, &record_command, &o, &o.kvo.knobs, cmd_record_usage,
+                             NULL);
+    if (req)
+        return req;
+    const char *model = o.model, *tokenizer = o.tokenizer, *text = o.text, *out = o.out;
+    const char *log_path = o.log;
+    struct kv_opts kvo = o.kvo;
+    const uint32_t P = o.P, G = o.G, batch = o.batch, offset = o.offset;
+    const double threshold = o.threshold;
+    if ((req = kv_opts_check(&kvo)))
         return req;
     if (!P)
         return cli_usage_error(cmd_record_usage, "--prompt-len 0: at least 1 token");

@@ -26,6 +26,52 @@
 #include "simulate.h"
 #include "stattest.h"
 
+struct validate_opts {
+    const char *model, *tokenizer, *text, *trace, *steps, *timings;
+    struct kv_opts kvo;
+    uint32_t P, G, batch, offset, repeat;
+    int json;
+};
+
+#define VO(f) offsetof(struct validate_opts, f)
+static const struct cli_opt validate_own_opts[] = {
+    {"model", "M", CLI_STR, VO(model), NULL, 1,
+     "as alisa run --model: a catalog or short name, llama2.c\n"
+     ".bin, GGUF file or Hugging Face checkpoint directory", 0},
+    {"tokenizer", "T", CLI_STR, VO(tokenizer), NULL, 0,
+     "tokenizer file (default: the catalog's or the GGUF's)", 0},
+    {"text", "FILE", CLI_STR, VO(text), NULL, 1,
+     "text", 0},
+    {"profile", "FILE", CLI_STR, VO(kvo.profile), NULL, 1,
+     "calibrated hardware profile (alisa calibrate -o)", 0},
+    {"prompt-len", "P", CLI_U32, VO(P), NULL, 1,
+     "prompt tokens per sequence", 0},
+    {"gen-len", "G", CLI_U32, VO(G), NULL, 1,
+     "decode steps (generated tokens per sequence)", 0},
+    {"batch", "B", CLI_U32, VO(batch), NULL, 0,
+     "sequences decoded together (default 1)", 0},
+    {"offset", "K", CLI_U32, VO(offset), NULL, 0,
+     "first token of the first window (default 0)", 0},
+    {"trace", "X", CLI_STR, VO(trace), NULL, 0,
+     "keep the recorded trace here (default: a temporary file)", 0},
+    {"steps", "CSV", CLI_STR, VO(steps), NULL, 0,
+     "per-step measured and predicted times", 0},
+    {"repeat", "R", CLI_U32, VO(repeat), NULL, 0,
+     "run the executor R times (1 to 31, default 1): each step's\n"
+     "measured times are those of the run with the median time\n"
+     "for that step (odd R: the middle one)", 0},
+    {"timings", "FILE", CLI_STR, VO(timings), NULL, 0,
+     "the executor's own timing lines (as alisa run --timings\n"
+     "writes them: per forward call, per layer and category),\n"
+     "run after run", 0},
+    {"json", NULL, CLI_FLAG, VO(json), NULL, 0,
+     "print the comparison as JSON", 0},
+    {0}};
+static const struct cli_group validate_groups[] = {{validate_own_opts, 0},
+                                                   KV_GROUPS(struct validate_opts, kvo)};
+static const struct cli_command_opts validate_command = {validate_groups, 4, 1, 0};
+#undef VO
+
 void cmd_validate_usage(FILE *out)
 {
     fprintf(out,
@@ -60,28 +106,9 @@ void cmd_validate_usage(FILE *out)
             "machine's drift since calibration taken out. The plain error is the\n"
             "prediction as a user gets it; both are printed.\n"
             "\n"
-            "  --model M          as alisa run --model: a catalog or short name, llama2.c\n"
-            "                     .bin, GGUF file or Hugging Face checkpoint directory\n"
-            "  --tokenizer T      tokenizer file (default: the catalog's or the GGUF's)\n"
-            "  --text FILE        text\n"
-            "  --profile FILE     calibrated hardware profile (alisa calibrate -o)\n"
-            "  --prompt-len P     prompt tokens per sequence\n"
-            "  --gen-len G        decode steps (generated tokens per sequence)\n"
-            "  --batch B          sequences decoded together (default 1)\n"
-            "  --offset K         first token of the first window (default 0)\n"
-            "  --trace X          keep the recorded trace here (default: a temporary file)\n"
-            "  --steps CSV        per-step measured and predicted times\n"
-            "  --repeat R         run the executor R times (1 to 31, default 1): each step's\n"
-            "                     measured times are those of the run with the median time\n"
-            "                     for that step (odd R: the middle one)\n"
-            "  --timings FILE     the executor's own timing lines (as alisa run --timings\n"
-            "                     writes them: per forward call, per layer and category),\n"
-            "                     run after run\n"
-            "  --json             print the comparison as JSON\n"
-            KV_OPT_HELP);
-    cli_knobs_help(out, 21);
+            );
+    cli_opts_help(out, &validate_command, 21);
     fprintf(out,
-            "  -h, --help         this text\n"
             "\n"
             "examples (run as shown by tests/readme_test.sh, on the profile alisa calibrate's\n"
             "example writes):\n"
@@ -417,73 +444,14 @@ static void print_row(const char *what, double meas, double pred)
 }
 
 /* What the command line asks for. */
-struct validate_opts {
-    const char *model, *tokenizer, *text, *trace, *steps, *timings;
-    struct kv_opts kvo;
-    uint32_t P, G, batch, offset, repeat;
-    int P_given, G_given;    /* --prompt-len, --gen-len given (0 is refused, not missing) */
-    int json;
-};
 
 /* Parses argv into o. Returns 0, or an exit code (usage printed). */
 static int validate_parse(int argc, char **argv, struct validate_opts *o)
 {
-    static const struct option base[] = {{"model", required_argument, 0, 'm'},
-                                         {"tokenizer", required_argument, 0, 't'},
-                                         {"text", required_argument, 0, 'x'},
-                                         {"profile", required_argument, 0, 'p'},
-                                         {"prompt-len", required_argument, 0, 'P'},
-                                         {"gen-len", required_argument, 0, 'G'},
-                                         {"batch", required_argument, 0, 'b'},
-                                         {"offset", required_argument, 0, 'O'},
-                                         {"trace", required_argument, 0, 'T'},
-                                         {"steps", required_argument, 0, 'S'},
-                                         {"timings", required_argument, 0, 'J'},
-                                         {"repeat", required_argument, 0, 'R'},
-                                         {"json", no_argument, 0, 'j'},
-                                         KV_OPT_LIST,
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    struct option opts[CLI_OPTS_MAX];
-    cli_join_knobs(opts, CLI_OPTS_MAX, base);
-    cli_list_options(opts);
-    *o = (struct validate_opts){.kvo = {.sel = {.sparsity = 0.8}}, .batch = 1, .repeat = 1};
-    int bad = 0, ch;
-    struct alisa_err e = {{0}};
-    cli_reset_getopt();
-    int li = -1;
-    while (!bad && (ch = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
-        const char *opt = cli_opt_name(opts, li, ch, argv[optind - 1]);
-        li = -1;
-        int kk = kv_opt(&o->kvo, ch, opt, optarg, &e);
-        if (kk) {
-            bad = kk < 0;
-            continue;
-        }
-        switch (ch) {
-        case 'm': o->model = optarg; break;
-        case 't': o->tokenizer = optarg; break;
-        case 'x': o->text = optarg; break;
-        case 'p': o->kvo.profile = optarg; break;
-        case 'T': o->trace = optarg; break;
-        case 'S': o->steps = optarg; break;
-        case 'J': o->timings = optarg; break;
-        case 'R': bad = cli_parse_u32(opt, optarg, &o->repeat, &e); break;
-        case 'j': o->json = 1; break;
-        case 'P': o->P_given = 1; bad = cli_parse_u32(opt, optarg, &o->P, &e); break;
-        case 'G': o->G_given = 1; bad = cli_parse_u32(opt, optarg, &o->G, &e); break;
-        case 'b': bad = cli_parse_u32(opt, optarg, &o->batch, &e); break;
-        case 'O': bad = cli_parse_u32(opt, optarg, &o->offset, &e); break;
-        default: return cli_option_end(ch, opt, cmd_validate_usage);
-        }
-    }
-    if (bad)
-        return cli_usage_error(cmd_validate_usage, "%s", e.msg);
-    if (optind < argc)
-        return cli_usage_error(cmd_validate_usage, "unexpected argument '%s'", argv[optind]);
-    int req = cli_require(5, "--model", o->model != NULL, "--text", o->text != NULL, "--profile",
-                          o->kvo.profile != NULL, "--prompt-len", o->P > 0 || o->P_given,
-                          "--gen-len", o->G > 0 || o->G_given);
+    *o = (struct validate_opts){.kvo = {.sel = {.sparsity = SEL_SPARSITY_DEFAULT}}, .batch = 1,
+                                .repeat = 1};
+    int req = cli_opts_parse(argc, argv, &validate_command, o, &o->kvo.knobs, cmd_validate_usage,
+                             NULL);
     if (req || (req = kv_opts_check(&o->kvo)))
         return req;
     if (!o->P || !o->G)

@@ -17,9 +17,9 @@
 const struct cli_opt cli_budget_opts[] = {
     {"sparsity", "S", CLI_DOUBLE, offsetof(struct sel_params, sparsity), NULL, 0,
      "KV sparsity: the share of the context not attended\n"
-     "(default " CLI_STRINGIFY(SEL_SPARSITY_DEFAULT) ")"},
+     "(default " CLI_STRINGIFY(SEL_SPARSITY_DEFAULT) ")", 0},
     {"budget-tokens", "N", CLI_U32, offsetof(struct sel_params, budget_tokens), NULL, 0,
-     "attend N tokens per step instead (overrides --sparsity)"},
+     "attend N tokens per step instead (overrides --sparsity)", 0},
     {0}};
 
 /* Entry i over all of c's groups, and its field in o. */
@@ -49,6 +49,7 @@ static int take(const struct cli_opt *x, void *field, const char *opt, const cha
     case CLI_FLAG: *(int *)field = 1; return 0;
     case CLI_STR: *(const char **)field = arg; return 0;
     case CLI_U32: return cli_parse_u32(opt, arg, field, e);
+    case CLI_U64: return cli_parse_u64(opt, arg, field, e);
     case CLI_DOUBLE: return cli_parse_double(opt, arg, field, e);
     case CLI_BYTES: return cli_parse_bytes(opt, arg, field, e);
     case CLI_FN: return x->fn(field, opt, arg, e);
@@ -61,11 +62,15 @@ int cli_opts_parse(int argc, char **argv, const struct cli_command_opts *c, void
 {
     struct option base[CLI_OPTS_MAX], opts[CLI_OPTS_MAX];
     unsigned char given[CLI_OPTS_MAX] = {0};
+    char shorts[3 * CLI_OPTS_MAX] = ":h"; /* getopt's short options: -h and the declared */
     size_t n = 0;
     for (const struct cli_opt *x; (x = entry(c, n, o, NULL)); n++) {
         ALISA_ASSERT(n + 2 < CLI_OPTS_MAX);
         base[n] = (struct option){x->name, x->value ? required_argument : no_argument, 0,
                                   CLI_OPTS_CODE + (int)n};
+        if (x->short_name)
+            snprintf(shorts + strlen(shorts), sizeof shorts - strlen(shorts), "%c%s",
+                     x->short_name, x->value ? ":" : "");
     }
     base[n] = (struct option){"help", no_argument, 0, 'h'};
     base[n + 1] = (struct option){0, 0, 0, 0};
@@ -77,9 +82,13 @@ int cli_opts_parse(int argc, char **argv, const struct cli_command_opts *c, void
     struct alisa_err e = {{0}};
     cli_reset_getopt();
     int ch, li = -1, bad = 0;
-    while (!bad && (ch = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
+    while (!bad && (ch = getopt_long(argc, argv, shorts, opts, &li)) != -1) {
         const char *opt = cli_opt_name(opts, li, ch, argv[optind - 1]);
         li = -1;
+        for (size_t i = 0; ch > 0 && ch < 128 && ch != 'h' && ch != ':' && ch != '?' && i < n;
+             i++)
+            if (entry(c, i, o, NULL)->short_name == ch)
+                ch = CLI_OPTS_CODE + (int)i; /* -C is its --NAME */
         void *field;
         const struct cli_opt *x = ch >= CLI_OPTS_CODE ? entry(c, (size_t)(ch - CLI_OPTS_CODE),
                                                               o, &field)
@@ -100,8 +109,11 @@ int cli_opts_parse(int argc, char **argv, const struct cli_command_opts *c, void
         return cli_usage_error(usage, "unexpected argument '%s'", argv[optind]);
     for (size_t i = 0; i < n; i++) {
         const struct cli_opt *x = entry(c, i, o, NULL);
-        if (x->required && !given[i])
+        if (x->required && !given[i]) {
+            if (x->short_name) /* named as users type it */
+                return cli_usage_error(NULL, "-%c is required", x->short_name);
             return cli_usage_error(NULL, "--%s is required", x->name);
+        }
     }
     if (next)
         *next = optind;
@@ -112,7 +124,7 @@ int cli_opts_parse(int argc, char **argv, const struct cli_command_opts *c, void
 static void help_entry(FILE *f, const char *opt, const char *text, int col)
 {
     int w = fprintf(f, "  %s", opt);
-    fprintf(f, "%*s", w + 1 < col ? col - w : 2, "");
+    fprintf(f, "%*s", w < col ? col - w : 2, "");
     for (const char *t = text; *t;) {
         size_t len = strcspn(t, "\n");
         fprintf(f, "%.*s\n", (int)len, t);
@@ -126,8 +138,10 @@ void cli_opts_help(FILE *f, const struct cli_command_opts *c, int col)
 {
     const struct cli_opt *x;
     for (size_t i = 0; (x = entry(c, i, NULL, NULL)); i++) {
-        char opt[96];
-        snprintf(opt, sizeof opt, "--%s%s%s", x->name, x->value ? " " : "",
+        char opt[96], sh[8] = "";
+        if (x->short_name)
+            snprintf(sh, sizeof sh, "-%c, ", x->short_name);
+        snprintf(opt, sizeof opt, "%s--%s%s%s", sh, x->name, x->value ? " " : "",
                  x->value ? x->value : "");
         help_entry(f, opt, x->help, col);
     }

@@ -22,6 +22,7 @@ enum cli_type {
     CLI_FLAG,   /* int, set to 1 */
     CLI_STR,    /* const char *, the argument itself */
     CLI_U32,    /* uint32_t (cli_parse_u32) */
+    CLI_U64,    /* uint64_t (cli_parse_u64) */
     CLI_DOUBLE, /* double (cli_parse_double) */
     CLI_BYTES,  /* uint64_t (cli_parse_bytes: k M G, Ki Mi Gi) */
     CLI_FN      /* read by fn */
@@ -36,6 +37,7 @@ struct cli_opt {
     int (*fn)(void *field, const char *opt, const char *arg, struct alisa_err *e);
     int required;      /* 1: a usage error when not given */
     const char *help;  /* lines joined by '\n' */
+    char short_name;   /* -C as well as --NAME, or 0 */
 };
 
 /* A table and where its fields lie in the command's options struct. */

@@ -23,13 +23,13 @@ struct fidelity_opts {
 
 #define FO(f) offsetof(struct fidelity_opts, f)
 static const struct cli_opt fidelity_own_opts[] = {
-    {"trace", "FILE", CLI_STR, FO(trace), NULL, 1, "recorded trace (required)"},
+    {"trace", "FILE", CLI_STR, FO(trace), NULL, 1, "recorded trace (required)", 0},
     {"selection", "NAME", CLI_STR, FO(sel), NULL, 1,
-     "selection policy (required; alisa policy list)"},
+     "selection policy (required; alisa policy list)", 0},
     {"json", NULL, CLI_FLAG, FO(json), NULL, 0,
      "print JSON: the options, decode_steps, attended_share,\n"
      "spearman_mean, mass_kept_mean, and per layer spearman,\n"
-     "mass_kept, positions"},
+     "mass_kept, positions", 0},
     {0}};
 static const struct cli_group fidelity_groups[] = {{fidelity_own_opts, 0},
                                                    {cli_budget_opts, FO(sp)}};

@@ -52,25 +52,25 @@ static int read_fraction(void *field, const char *opt, const char *arg, struct a
 
 #define PO(f) offsetof(struct plan_opts, f)
 static const struct cli_opt plan_trace_opts[] = {
-    {"trace", "FILE", CLI_STR, PO(trace), NULL, 1, "trace to replay (required)"},
+    {"trace", "FILE", CLI_STR, PO(trace), NULL, 1, "trace to replay (required)", 0},
     {"selection", "NAME", CLI_STR, PO(sel), NULL, 0,
-     "selection policy (default swa; see alisa policy list)"},
+     "selection policy (default swa; see alisa policy list)", 0},
     {0}};
 static const struct cli_opt plan_tier_opts[] = {
     {"placement", "NAME", CLI_STR, PO(place), NULL, 0,
      "placement policy (default alisa). belady and oracle-cost\n"
      "are OFFLINE BOUNDS: they read the future selection from\n"
-     "the trace (a first pass with the same selection)"},
+     "the trace (a first pass with the same selection)", 0},
     {"gpu-kv-bytes", "N", CLI_BYTES, PO(cfg.gpu_kv_bytes), NULL, 0,
-     "GPU KV capacity, bytes (k M G, Ki Mi Gi; default: unlimited)"},
+     "GPU KV capacity, bytes (k M G, Ki Mi Gi; default: unlimited)", 0},
     {"cpu-kv-bytes", "N", CLI_BYTES, PO(cfg.cpu_kv_bytes), NULL, 0,
-     "CPU KV capacity, bytes (default: unlimited)"},
+     "CPU KV capacity, bytes (default: unlimited)", 0},
     {"kv-int8", NULL, CLI_FN, PO(cfg), read_int8, 0,
      "INT8 KV (1 byte per value plus per-channel scale and zero\n"
-     "point) instead of FP16"},
+     "point) instead of FP16", 0},
     {"kv-fp32", NULL, CLI_FN, PO(cfg), read_fp32, 0,
      "FP32 KV, stored as the CPU executor stores it (implies\n"
-     "--as-executor)"},
+     "--as-executor)", 0},
     {"as-executor", NULL, CLI_FLAG, PO(cfg.inputs_outside), NULL, 0,
      "the executor's storage (costmodel.h, tier_storage): layer\n"
      "inputs beside the host arena and INT8 scales beside the\n"
@@ -78,21 +78,21 @@ static const struct cli_opt plan_tier_opts[] = {
      "is FP16. To replay an executor run's decisions exactly:\n"
      "alisa record --kv-int8 ... against alisa plan --kv-int8\n"
      "--as-executor ... (default: the paper's system, section\n"
-     "III-C, where both take their tier's bytes)"},
+     "III-C, where both take their tier's bytes)", 0},
     {"hardware", "NAME", CLI_STR, PO(hw), NULL, 0,
      "hardware profile pricing load vs recompute (default\n"
-     "H100-80GB; see alisa catalog hardware)"},
+     "H100-80GB; see alisa catalog hardware)", 0},
     {"gpu-fraction", "F", CLI_FN, PO(cfg.gpu_fraction), read_fraction, 0,
      "flexgen-static: share of every token on the GPU (default:\n"
-     "the largest that fits)"},
+     "the largest that fits)", 0},
     {"every", "N", CLI_U32, PO(every), NULL, 0,
-     "print every N-th position (default 1; 0 = totals only)"},
+     "print every N-th position (default 1; 0 = totals only)", 0},
     {"log", "FILE", CLI_STR, PO(log), NULL, 0,
-     "write the decision log: one line per stream and step"},
-    {"json", NULL, CLI_FLAG, PO(json), NULL, 0, "print the configuration and totals as JSON"},
-    {"catalog", "DIR", CLI_STR, PO(dir), NULL, 0, "catalog directory"},
+     "write the decision log: one line per stream and step", 0},
+    {"json", NULL, CLI_FLAG, PO(json), NULL, 0, "print the configuration and totals as JSON", 0},
+    {"catalog", "DIR", CLI_STR, PO(dir), NULL, 0, "catalog directory", 0},
     {"profile", "FILE", CLI_STR, PO(profile), NULL, 0,
-     "hardware profiles added to the catalog (alisa calibrate)"},
+     "hardware profiles added to the catalog (alisa calibrate)", 0},
     {0}};
 static const struct cli_group plan_groups[] = {
     {plan_trace_opts, 0}, {cli_budget_opts, PO(cfg.sel_params)}, {plan_tier_opts, 0}};

@@ -119,67 +119,67 @@ static int read_memory(void *field, const char *opt, const char *arg, struct ali
 #define SO(f) offsetof(struct sim_opts, f)
 static const struct cli_opt sim_workload_opts[] = {
     {"trace", "FILE", CLI_STR, SO(cfg.trace), NULL, 1,
-     "attention trace (alisa trace gen / a recorded one)"},
-    {"model", "NAME", CLI_STR, SO(model), NULL, 1, "model shape (alisa catalog models)"},
-    {"hardware", "NAME", CLI_STR, SO(hw), NULL, 1, "hardware profile (alisa catalog hardware)"},
-    {"batch", "B", CLI_U32, SO(cfg.batch), NULL, 1, "sequences decoded together"},
-    {"prompt-len", "S", CLI_U32, SO(cfg.prompt_len), NULL, 0, "prompt tokens (default 128)"},
-    {"gen-len", "N", CLI_U32, SO(cfg.gen_len), NULL, 0, "generated tokens (default 512)"},
-    {"system", "NAME", CLI_STR, SO(system), NULL, 1, "preset (below)"},
+     "attention trace (alisa trace gen / a recorded one)", 0},
+    {"model", "NAME", CLI_STR, SO(model), NULL, 1, "model shape (alisa catalog models)", 0},
+    {"hardware", "NAME", CLI_STR, SO(hw), NULL, 1, "hardware profile (alisa catalog hardware)", 0},
+    {"batch", "B", CLI_U32, SO(cfg.batch), NULL, 1, "sequences decoded together", 0},
+    {"prompt-len", "S", CLI_U32, SO(cfg.prompt_len), NULL, 0, "prompt tokens (default 128)", 0},
+    {"gen-len", "N", CLI_U32, SO(cfg.gen_len), NULL, 0, "generated tokens (default 512)", 0},
+    {"system", "NAME", CLI_STR, SO(system), NULL, 1, "preset (below)", 0},
     {0}};
 
 static const struct cli_opt sim_run_opts[] = {
     {"selection", "NAME", CLI_STR, SO(sel), NULL, 0,
-     "override the system's selection (alisa policy list)"},
+     "override the system's selection (alisa policy list)", 0},
     {"placement", "NAME", CLI_STR, SO(place), NULL, 0,
-     "override the system's placement (alisa policy list)"},
-    {"kv-int8", NULL, CLI_FLAG, SO(int8), NULL, 0, "INT8 KV"},
+     "override the system's placement (alisa policy list)", 0},
+    {"kv-int8", NULL, CLI_FLAG, SO(int8), NULL, 0, "INT8 KV", 0},
     {"gpu-mem", "BYTES", CLI_FN, SO(gpu_mem), read_memory, 0,
-     "GPU memory, > 0 (default: the profile's)"},
+     "GPU memory, > 0 (default: the profile's)", 0},
     {"cpu-mem", "BYTES", CLI_FN, SO(cpu_mem), read_memory, 0,
-     "host memory for KV, > 0 (default: the profile's)"},
+     "host memory for KV, > 0 (default: the profile's)", 0},
     {"timeline", "FILE", CLI_STR, SO(timeline), NULL, 0,
-     "per-step CSV: end time, compute, recompute, transfer, KV per tier"},
+     "per-step CSV: end time, compute, recompute, transfer, KV per tier", 0},
     {"overlap", "MODE", CLI_FN, SO(cfg.overlap), read_overlap, 0,
      "how a layer's host-device copies overlap compute: system\n"
      "(default: the system's, below), prefetch (the next layer's\n"
      "copies beside this layer's compute, FlexGen's loop) or none\n"
      "(each layer's copies wait for the previous layer's compute,\n"
-     "Accelerate's hooks); for sensitivity studies"},
+     "Accelerate's hooks); for sensitivity studies", 0},
     {"search", "MODE", CLI_FN, SO(cfg), read_search, 0,
      "placement alisa's schedule search: greedy (the paper's rule,\n"
      "default), grid[:G] (exhaustive over the search's prices, alpha,\n"
      "beta in steps of 1/G, p1, p2 in steps of gen-len/G; G default\n"
      "10) or sim[:G] (candidates simulated, the fastest run kept:\n"
      "greedy's, grid's, and greedy's alpha and p1 with beta in 1/G\n"
-     "steps and p2 at G + 1 points from p1, or never; G default 4)"},
+     "steps and p2 at G + 1 points from p1, or never; G default 4)", 0},
     {"schedule", "A,B,P1,P2", CLI_FN, SO(cfg), read_schedule, 0,
      "run this schedule instead of searching: alpha, beta in\n"
-     "[0, 1], p1 <= p2 decode steps (gen-len = never)"},
+     "[0, 1], p1 <= p2 decode steps (gen-len = never)", 0},
     {"flexgen-percent", "WG,WC,CG,CC[,HG,HC]", CLI_FN, SO(cfg), read_percent, 0,
      "FlexGen's --percent (or with colons):\n"
      "weights on the GPU and CPU, KV on the GPU and CPU, and\n"
      "optionally the activations (default 100,0: the prefill's\n"
      "are held on the GPU), each pair summing to 100 (no disk);\n"
-     "replaces the flexgen systems' LP policy"},
+     "replaces the flexgen systems' LP policy", 0},
     {"software", "NAME", CLI_STR, SO(software), NULL, 0,
      "the host costs priced (alisa catalog software): a decode\n"
      "layer lasts at least its launches on the host, and FlexGen's\n"
      "pageable KV is staged into pinned memory before each copy;\n"
-     "default: the system's (below), none: no host costs"},
+     "default: the system's (below), none: no host costs", 0},
     {"flexgen-gpu-batch", "G", CLI_FN, SO(cfg.flexgen_gpu_batch), read_positive_u32, 0,
      "FlexGen's gpu_batch_size, dividing --batch (the quotient\n"
      "its num_gpu_batches): each layer computed and launched once\n"
-     "per GPU batch (default: the whole batch, one GPU batch)"},
+     "per GPU batch (default: the whole batch, one GPU batch)", 0},
     {"extend", NULL, CLI_FLAG, SO(cfg.extend), NULL, 0,
      "continue a trace with fewer than --gen-len generated tokens\n"
      "with synthetic rows (alisa trace gen's model, each trace layer's\n"
      "target its measured mean sparsity; the importance of the\n"
-     "trace's tokens is drawn afresh, not inferred)"},
-    {"json", NULL, CLI_FLAG, SO(json), NULL, 0, "print JSON"},
-    {"catalog", "DIR", CLI_STR, SO(dir), NULL, 0, "catalog directory"},
+     "trace's tokens is drawn afresh, not inferred)", 0},
+    {"json", NULL, CLI_FLAG, SO(json), NULL, 0, "print JSON", 0},
+    {"catalog", "DIR", CLI_STR, SO(dir), NULL, 0, "catalog directory", 0},
     {"profile", "FILE", CLI_STR, SO(profile), NULL, 0,
-     "hardware profiles added to the catalog (alisa calibrate)"},
+     "hardware profiles added to the catalog (alisa calibrate)", 0},
     {0}};
 
 static const struct cli_group sim_groups[] = {
