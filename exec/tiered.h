@@ -39,8 +39,8 @@ struct tiered_request {
 struct tiered {
     struct scheduler *sched;
     struct kvstore *ks;
-    uint32_t flexgen_gpu_seqs; /* flexgen-static: the sequences whose KV lies wholly on the
-                                  device (FlexGen's split by whole sequences); 0 otherwise */
+    uint32_t gpu_seqs; /* a placement that splits by whole sequences (flexgen-static): those
+                          whose KV lies wholly on the device; 0 otherwise */
 };
 
 /* 1 when the executor runs placement pl: every online placement

@@ -374,13 +374,12 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
         rc = err_set(e, ALISA_ENOMEM, "out of memory for replay totals");
         goto done;
     }
-    if (cfg->flexgen_whole && cfg->place == &place_flexgen_ops) {
+    if (cfg->flexgen_whole && cfg->place->split_sequences) {
         if (!(by_seq = malloc(n_streams * sizeof *by_seq))) {
             rc = err_set(e, ALISA_ENOMEM, "out of memory for %u streams", n_streams);
             goto done;
         }
-        place_flexgen_split(pp, h.n_seqs, h.n_layers, max_len, place_flexgen_share(pp, max_len),
-                            by_seq);
+        cfg->place->split_sequences(pp, h.n_seqs, h.n_layers, max_len, by_seq);
         sc.stream_params = by_seq;
     }
     rc = scheduler_create(&s, &sc, cfg->place->offline ? fs.fut : NULL, e);

@@ -36,6 +36,13 @@ if [ "${2:-}" = --self-test ]; then
     case $out in *"exec/cli/cmd_exec.c:"*"scheduler_create"*) ;; *)
         echo "FAIL: self-test: the scheduler set-up in a command was not named: $out"; exit 1 ;; esac
     echo "self-test: a command setting up the scheduler is caught"
+    rm -rf "$tmp/sim" "$tmp/exec" && cp -r sim exec "$tmp/"
+    printf 'static int g(const struct placement_ops *p) { return p == &place_lru_ops; }\n' \
+        >>"$tmp/sim/replay.c"
+    out=$(bash "$0" "$tmp") && { echo "FAIL: self-test: a shell naming a policy passed"; exit 1; }
+    case $out in *"sim/replay.c:"*"place_lru_ops"*) ;; *)
+        echo "FAIL: self-test: the policy named in a shell was not found: $out"; exit 1 ;; esac
+    echo "self-test: a shell branching on a policy's identity is caught"
 fi
 
 allowed() { # allowed LAYER -> the folders its files may include from
@@ -92,4 +99,16 @@ if calls=$(grep -n "scheduler_create *(" sim/cli/*.c exec/cli/*.c); then
     echo "$calls"
     exit 1
 fi
-echo "layering: $checked files, every include within its layer; no command sets up the scheduler"
+# the shells and commands ask a policy's table what they need (ask, don't
+# name: ../shared/STYLE.md); they never branch on which policy it is
+policies=$(sed -n 's/^[[:space:]]*\.name = "\([a-z0-9-]*\)",.*/\1/p' sim/core/sel_*.c sim/core/selection.c \
+    sim/core/place_*.c | sort -u | paste -sd'|')
+[ -n "$policies" ] || { echo "FAIL: no policy names found in sim/core"; exit 1; }
+if named=$(grep -nE "[=!]= *&(place|sel)_[a-z0-9_]+_ops|strcmp\([^)]*\"($policies)\"\)" \
+        sim/*.c exec/*.c sim/cli/*.c exec/cli/*.c); then
+    echo "FAIL: a shell branches on which policy it runs (give the ops table a field instead):"
+    echo "$named"
+    exit 1
+fi
+echo "layering: $checked files, every include within its layer; no command sets up the" \
+     "scheduler; no shell names a policy to branch on it"

@@ -47,7 +47,7 @@ static void test_tiers_are_cost_tiers_with_the_executors_storage(void **state)
         assert_int_equal(scheduler_stream_gpu_cap(t.sched, i), 10);
         assert_int_equal(scheduler_stream_cpu_cap(t.sched, i), 3);
     }
-    assert_int_equal(t.flexgen_gpu_seqs, 0);
+    assert_int_equal(t.gpu_seqs, 0);
     tiered_free(&t);
     assert_null(t.sched);
     tiered_free(&t); /* an empty t */
@@ -91,7 +91,7 @@ static void test_flexgen_splits_whole_sequences(void **state)
                                .hw = &unit_hw};
     struct tiered t;
     assert_int_equal(tiered_attach(&t, &r, m, st, 4, 16, 4, &e), 0);
-    assert_int_equal(t.flexgen_gpu_seqs, 2);
+    assert_int_equal(t.gpu_seqs, 2);
     tiered_free(&t);
     llm_state_free(st);
     llm_free(m);

@@ -297,9 +297,10 @@ int kv_opts_attach(struct tiered *t, const struct kv_opts *o, const struct llm_m
     }
     rc = tiered_attach(t, &r, m, st, batch, max_len, prompt_len, e);
     catalog_deinit(&cat);
-    if (!rc && r.place == &place_flexgen_ops)
-        fprintf(stderr, "alisa: flexgen-static: %u of %u sequences' KV on the device, the rest "
-                "on the host (FlexGen's split by whole sequences)\n", t->flexgen_gpu_seqs, batch);
+    if (!rc && r.place && r.place->split_sequences)
+        fprintf(stderr, "alisa: %s: %u of %u sequences' KV on the device, the rest on the host "
+                "(split by whole sequences, as its own code does)\n", r.place->name, t->gpu_seqs,
+                batch);
     return rc;
 }
 

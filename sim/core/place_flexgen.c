@@ -159,6 +159,14 @@ static void flexgen_step(void *state, struct kv_stream *s, const struct place_pa
     }
 }
 
+static uint32_t flexgen_split_sequences(const struct place_params *base, uint32_t n_seqs,
+                                        uint32_t n_layers, uint32_t max_len,
+                                        struct place_params *out)
+{
+    return place_flexgen_split(base, n_seqs, n_layers, max_len, place_flexgen_share(base, max_len),
+                               out);
+}
+
 const struct placement_ops place_flexgen_ops = {
     .name = "flexgen-static",
     .host_tier = 1,
@@ -170,6 +178,7 @@ const struct placement_ops place_flexgen_ops = {
     .create = flexgen_create,
     .destroy = flexgen_destroy,
     .step = flexgen_step,
+    .split_sequences = flexgen_split_sequences,
 };
 
 double place_flexgen_share(const struct place_params *p, uint32_t max_len)

@@ -146,6 +146,15 @@ struct placement_ops {
      * cache-like policies. It retires `retired`, serves attended (n_att,
      * ascending, pos among them) and produces token pos. Called with n_att 0
      * for a prefill token. */
+    /* Divides a run's streams by whole sequences, as the policy's own code
+     * does (flexgen-static: FlexGen's split, place_flexgen_split at
+     * place_flexgen_share of base): fills out (n_seqs x n_layers, stream
+     * seq x n_layers + layer) and returns the sequences placed wholly on
+     * the GPU. NULL: every stream alike (a shell asks, never names the
+     * policy). */
+    uint32_t (*split_sequences)(const struct place_params *base, uint32_t n_seqs,
+                                uint32_t n_layers, uint32_t max_len, struct place_params *out);
+
     void (*step)(void *state, struct kv_stream *s, const struct place_params *p,
                  const uint32_t *attended, uint32_t n_att, const uint32_t *retired,
                  uint32_t n_retired, uint32_t pos, struct place_result *out);
