@@ -1,8 +1,9 @@
 # Caching-policy study: GPU hit rate and fetch cost against GPU KV capacity,
-# one line per placement; belady and oracle-cost are offline bounds.
+# one line per placement (the ninth on dashed, square points: gnuplot has
+# eight colours); belady and oracle-cost are offline bounds.
 # Input: `alisa db export --query plan` CSV.
 # Usage: gnuplot -e "datafile='x.csv'; outfile='x.png'" caching.gp
-if (!exists("placements")) placements = "lru fifo lfu alisa alisa-cache belady oracle-cost"
+if (!exists("placements")) placements = "lru fifo lfu lfu-aged slru arc cost-aware alisa alisa-cache belady oracle-cost"
 if (!exists("title_text")) title_text = "Caching policies: SWA at 80% KV sparsity"
 if (!exists("unit")) unit = "MiB"
 scale = unit eq "KiB" ? 1024.0 : unit eq "KB" ? 1000.0 : 1048576.0
@@ -22,10 +23,12 @@ set ylabel "GPU miss rate (log scale)"
 set logscale y
 set key top right
 plot for [i = 1:words(placements)] series(word(placements, i)) \
-    using ($8 / scale):(1 - $12 > 0 ? 1 - $12 : NaN) title word(placements, i) lw 2 pt 7 ps 0.7
+    using ($8 / scale):(1 - $12 > 0 ? 1 - $12 : NaN) title word(placements, i) lw 2 \
+    lc i dt 1 + (i > 8) pt 7 - 2 * (i > 8) ps 0.7
 unset logscale y
 set title "Fetch cost (loads and offloads at link speed, recomputations)"
 set ylabel "fetch cost (ms, modelled)"
 plot for [i = 1:words(placements)] series(word(placements, i)) \
-    using ($8 / scale):($19 / 1e6) title word(placements, i) lw 2 pt 7 ps 0.7
+    using ($8 / scale):($19 / 1e6) title word(placements, i) lw 2 \
+    lc i dt 1 + (i > 8) pt 7 - 2 * (i > 8) ps 0.7
 unset multiplot

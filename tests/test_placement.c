@@ -189,6 +189,123 @@ static void test_lfu_evicts_the_least_used_where_lru_would_not(void **state)
     fx_deinit(&f);
 }
 
+static void test_lfu_aged_lets_old_counts_fade_where_lfu_keeps_them(void **state)
+{
+    (void)state;
+    /* GPU 2. A token's priority is its uses plus the age at its last use;
+     * the age becomes each victim's priority.
+     * pos0 {0}: 0 at 1.  pos1 {0, 1}: 1 at 1, 0 used twice: 2.
+     * pos2 {2}: victim 1 (priority 1), age 1; 2 enters at 1 + 1 = 2.
+     * pos3 {3}: 0 and 2 both at 2, the less recently used (0) goes. LFU
+     * evicts 2 there (one use against two). */
+    const struct step_case steps[] = {
+        {0, 0, L(0), E, E, E, E, 0, 0},
+        {1, 0, L(0, 1), E, E, E, E, 0, 0},
+        {2, 0, L(2), E, E, L(1), E, 0, 0},
+        {3, 0, L(3), E, E, L(0), E, 0, 0},
+    };
+    struct fixture f;
+    fx_init(&f, &place_lfu_aged_ops, 2, 10, NULL);
+    run_steps(&f, steps, sizeof steps / sizeof steps[0]);
+    fx_deinit(&f);
+    const struct step_case lfu_steps[] = {
+        {0, 0, L(0), E, E, E, E, 0, 0},
+        {1, 0, L(0, 1), E, E, E, E, 0, 0},
+        {2, 0, L(2), E, E, L(1), E, 0, 0},
+        {3, 0, L(3), E, E, L(2), E, 0, 0},
+    };
+    fx_init(&f, &place_lfu_ops, 2, 10, NULL);
+    run_steps(&f, lfu_steps, sizeof lfu_steps / sizeof lfu_steps[0]);
+    fx_deinit(&f);
+}
+
+static void test_slru_protects_tokens_used_again(void **state)
+{
+    (void)state;
+    /* GPU 3, the protected segment at most 2 (80%).
+     * pos0 {0}: 0 probationary.  pos1 {0, 1}: 1 probationary, 0 protected.
+     * pos2 {0, 1, 2}: 2 probationary; 0 and 1 protected (0 older).
+     * pos3 {3}: the probationary 2 goes, though all three were last used at
+     * step 2 (LRU's tie goes to 0).
+     * pos4 {3, 4}: 3 is pinned, the only probationary one: the protected
+     * segment's oldest (0) goes. */
+    const struct step_case steps[] = {
+        {0, 0, L(0), E, E, E, E, 0, 0},
+        {1, 0, L(0, 1), E, E, E, E, 0, 0},
+        {2, 0, L(0, 1, 2), E, E, E, E, 0, 0},
+        {3, 0, L(3), E, E, L(2), E, 0, 0},
+        {4, 0, L(3, 4), E, E, L(0), E, 0, 0},
+    };
+    struct fixture f;
+    fx_init(&f, &place_slru_ops, 3, 10, NULL);
+    run_steps(&f, steps, sizeof steps / sizeof steps[0]);
+    fx_deinit(&f);
+}
+
+static void test_arc_adapts_its_target_on_ghost_hits(void **state)
+{
+    (void)state;
+    /* GPU 2 (c = 2), target p = 0.
+     * pos0 {0}: 0 to T1.  pos1 {0, 1}: 1 to T1, 0 hit: T2.
+     * pos2 {2}: |T1| = 1 > p: T1's oldest (1) goes, ghost in B1; 2 to T1.
+     * pos3 {1, 3}: 1 is a B1 ghost: p = 0 + max(|B2|/|B1|, 1) = 1; |T1| =
+     *   1 = p, so T2's oldest (0) goes (to B2) and 1 enters T2; then 3: T2
+     *   holds only the pinned 1, so T1's 2 goes (to B1); 3 to T1.
+     * pos4 {0, 4}: 0 is a B2 ghost: p = 1 - max(|B1|/|B2|, 1) = 0; |T1| = 1
+     *   > p: 3 goes (B1), 0 enters T2; then 4 is new and T1 + B1 = c with
+     *   T1 empty: B1's oldest ghost (2) is forgotten; |T1| = 0, so T2's
+     *   oldest unpinned (1) goes, free (its CPU copy stays). */
+    const struct step_case steps[] = {
+        {0, 0, L(0), E, E, E, E, 0, 0},
+        {1, 0, L(0, 1), E, E, E, E, 0, 0},
+        {2, 0, L(2), E, E, L(1), E, 0, 0},
+        {3, 0, L(1, 3), L(1), E, L(0, 2), E, 1, 0},
+        {4, 0, L(0, 4), L(0), E, L(3), E, 1, 0},
+    };
+    struct fixture f;
+    fx_init(&f, &place_arc_ops, 2, 10, NULL);
+    f.p.recompute_ns = 10; /* loads, so the CPU copies are used */
+    fx_apply(&f);
+    run_steps(&f, steps, sizeof steps / sizeof steps[0]);
+    fx_deinit(&f);
+}
+
+static void test_cost_aware_evicts_by_uses_times_reload_cost(void **state)
+{
+    (void)state;
+    /* GPU 2; loading (1 ns) beats recomputing (10 ns): copies are kept and
+     * an eviction without one costs its offload (1). Priority at a use: the
+     * age plus uses x 1.
+     * pos0 {0}: 0 at 1.  pos1 {0, 1}: 1 at 1, 0 at 2.
+     * pos2 {2}: keys 0: 2 + 1, 1: 1 + 1: 1 goes (age 2), offloaded; 2 at 3.
+     * pos3 {1, 3}: 1 loaded: keys 0: 3, 2: 4: 0 goes (age 3); then 3: 2
+     *   goes, 1 pinned. */
+    const struct step_case steps[] = {
+        {0, 0, L(0), E, E, E, E, 0, 0},
+        {1, 0, L(0, 1), E, E, E, E, 0, 0},
+        {2, 0, L(2), E, E, L(1), E, 0, 0},
+        {3, 0, L(1, 3), L(1), E, L(0, 2), E, 1, 0},
+    };
+    struct fixture f;
+    fx_init(&f, &place_cost_aware_ops, 2, 10, NULL);
+    f.p.load_ns = 1;
+    f.p.recompute_ns = 10;
+    fx_apply(&f);
+    run_steps(&f, steps, sizeof steps / sizeof steps[0]);
+    fx_deinit(&f);
+    /* recomputing cheaper (load 2, recompute 1): no copies, drops instead,
+     * and an attended dropped token is recomputed */
+    const struct step_case drop_steps[] = {
+        {0, 0, L(0), E, E, E, E, 0, 0},
+        {1, 0, L(0, 1), E, E, E, E, 0, 0},
+        {2, 0, L(2), E, E, E, L(1), 0, 0},
+        {3, 0, L(1, 3), E, L(1), E, L(0, 2), 1, 0},
+    };
+    fx_init(&f, &place_cost_aware_ops, 2, 10, NULL);
+    run_steps(&f, drop_steps, sizeof drop_steps / sizeof drop_steps[0]);
+    fx_deinit(&f);
+}
+
 static void test_gpu_only_runs_out_of_memory_instead_of_evicting(void **state)
 {
     (void)state;
@@ -636,6 +753,10 @@ int main(void)
         cmocka_unit_test(test_lru_cascade_matches_hand_worked_moves),
         cmocka_unit_test(test_fifo_evicts_by_gpu_arrival_not_by_use),
         cmocka_unit_test(test_lfu_evicts_the_least_used_where_lru_would_not),
+        cmocka_unit_test(test_lfu_aged_lets_old_counts_fade_where_lfu_keeps_them),
+        cmocka_unit_test(test_slru_protects_tokens_used_again),
+        cmocka_unit_test(test_arc_adapts_its_target_on_ghost_hits),
+        cmocka_unit_test(test_cost_aware_evicts_by_uses_times_reload_cost),
         cmocka_unit_test(test_gpu_only_runs_out_of_memory_instead_of_evicting),
         cmocka_unit_test(test_dropped_tokens_keep_their_inputs_in_the_cpu_tier),
         cmocka_unit_test(test_alisa_cache_keeps_the_window_and_copies_only_what_it_will_load),

@@ -1,10 +1,11 @@
 /* The cache-like placement policies: gpu-only, alisa-cache, lru, fifo, lfu,
- * belady and oracle-cost. Each is a victim rule (plus alisa-cache's
- * load-or-recompute and keep-a-copy rules) over a
- * shared per-stream bookkeeping state; the engine in placement.c moves the
- * tokens. Ties always go to the lowest token id, so every rule is
+ * lfu-aged, slru, arc, cost-aware, belady and oracle-cost. Each is a victim
+ * rule (plus load-or-recompute and keep-a-copy rules where it has them)
+ * over a shared per-stream bookkeeping state; the engine in placement.c
+ * moves the tokens. Ties always go to the lowest token id, so every rule is
  * deterministic.
  */
+#include <math.h>
 #include <stdlib.h>
 
 #include "placement.h"
@@ -17,7 +18,20 @@ struct cache_state {
     uint32_t *freq;        /* (max_len) times attended */
     uint32_t *cursor;      /* (max_len) belady: index of the next use in fut->steps */
     const struct kv_future *fut; /* belady only */
+    double *prio;          /* (max_len) lfu-aged, cost-aware: the priority set at the last use */
+    double age;            /* lfu-aged, cost-aware: the priority of the last GPU victim (L) */
+    uint8_t *list;         /* (max_len) slru: its segment; arc: its list (enum below) */
+    uint64_t *stamp;       /* (max_len) slru, arc: when it entered its list's newest end */
+    uint64_t clock;        /* slru, arc: the event counter stamps come from */
+    double target;         /* arc: p, the target size of T1 */
+    uint32_t incoming;     /* arc: the token the next victim makes room for */
+    int drop_next;         /* arc: the next victim leaves no ghost (T1 holds the whole cache) */
 };
+
+/* slru's segments and arc's lists (Megiddo and Modha, FAST 2003: T1 seen
+ * once recently, T2 at least twice, B1 and B2 their ghosts: tokens evicted
+ * from them, remembered but off the GPU) */
+enum { L_NONE = 0, L_PROB, L_PROT, L_T1, L_T2, L_B1, L_B2 };
 
 static void cache_destroy(void *state)
 {
@@ -28,6 +42,9 @@ static void cache_destroy(void *state)
     free(c->admitted_at);
     free(c->freq);
     free(c->cursor);
+    free(c->prio);
+    free(c->list);
+    free(c->stamp);
     free(c);
 }
 
@@ -39,7 +56,9 @@ static int cache_create(void **state, const struct place_params *p, uint32_t max
     size_t n = max_len ? max_len : 1;
     if (!c || !(c->last_use = calloc(n, sizeof(uint32_t))) ||
         !(c->admitted_at = calloc(n, sizeof(uint32_t))) ||
-        !(c->freq = calloc(n, sizeof(uint32_t))) || !(c->cursor = calloc(n, sizeof(uint32_t)))) {
+        !(c->freq = calloc(n, sizeof(uint32_t))) || !(c->cursor = calloc(n, sizeof(uint32_t))) ||
+        !(c->prio = calloc(n, sizeof(double))) || !(c->list = calloc(n, 1)) ||
+        !(c->stamp = calloc(n, sizeof(uint64_t)))) {
         cache_destroy(c);
         *state = NULL;
         return err_set(e, ALISA_ENOMEM, "out of memory for placement state (%u tokens)", max_len);
@@ -181,6 +200,221 @@ static int alisa_cache_keep_copy(void *state, uint32_t t, uint32_t now)
     return !alisa_prefer_recompute(state, t, now);
 }
 
+/* ---- lfu-aged and cost-aware: priorities that age ----
+ * LFU with dynamic ageing (LFU-DA: Arlitt, Cherkasova, Dilley, Friedrich
+ * and Jin, 2000; Squid's heap LFUDA, src/repl/heap/store_heap_replacement.cc,
+ * HeapKeyGen_StoreEntry_LFUDA): a token's priority, set at each use, is its
+ * use count plus the cache's age L, and L becomes the priority of each GPU
+ * victim, so counts earned long ago stop protecting a token. cost-aware is
+ * GreedyDual-Size-Frequency (Cherkasova, HP Labs HPL-98-69, 1998; Squid's
+ * HeapKeyGen_StoreEntry_GDSF) with a token's cost: L plus its uses times
+ * what bringing it back costs (the cheaper of a load and a recomputation),
+ * plus, at eviction, the offload a token without a CPU copy costs when a
+ * copy is worth keeping (loading cheaper than recomputing). */
+
+/* The lowest priority among unpinned GPU tokens (ties: least recently used,
+ * then lowest id), extra(t) added; the cache's age becomes the victim's. */
+static uint32_t min_prio_gpu(struct cache_state *c, const struct kv_stream *s,
+                             double (*extra)(const struct cache_state *, const struct kv_stream *,
+                                             uint32_t))
+{
+    uint32_t best = UINT32_MAX;
+    double best_key = 0;
+    for (uint32_t t = 0; t < s->max_len; t++) {
+        uint8_t f = s->flags[t];
+        if (!(f & KV_GPU) || (f & KV_PIN))
+            continue;
+        double k = c->prio[t] + (extra ? extra(c, s, t) : 0);
+        if (best == UINT32_MAX || k < best_key ||
+            (k == best_key && c->last_use[t] < c->last_use[best])) {
+            best = t;
+            best_key = k;
+        }
+    }
+    if (best != UINT32_MAX)
+        c->age = best_key;
+    return best;
+}
+
+static void lfu_aged_touch(void *state, uint32_t t, uint32_t now)
+{
+    struct cache_state *c = state;
+    cache_touch(c, t, now);
+    c->prio[t] = c->freq[t] + c->age;
+}
+
+static uint32_t lfu_aged_victim_gpu(void *state, const struct kv_stream *s, uint32_t now)
+{
+    (void)now;
+    return min_prio_gpu(state, s, NULL);
+}
+
+/* the cheaper way back for an evicted token */
+static double reload_ns(const struct cache_state *c)
+{
+    return c->p.load_ns < c->p.recompute_ns ? c->p.load_ns : c->p.recompute_ns;
+}
+
+static void cost_aware_touch(void *state, uint32_t t, uint32_t now)
+{
+    struct cache_state *c = state;
+    cache_touch(c, t, now);
+    c->prio[t] = c->age + c->freq[t] * reload_ns(c);
+}
+
+/* evicting a token without a CPU copy costs its offload when a copy is kept
+ * (alisa_cache_keep_copy: loading beats recomputing) */
+static double offload_extra(const struct cache_state *c, const struct kv_stream *s, uint32_t t)
+{
+    return !(s->flags[t] & KV_CPU) && c->p.load_ns <= c->p.recompute_ns ? c->p.load_ns : 0;
+}
+
+static uint32_t cost_aware_victim_gpu(void *state, const struct kv_stream *s, uint32_t now)
+{
+    (void)now;
+    return min_prio_gpu(state, s, offload_extra);
+}
+
+/* ---- slru and arc: lists ordered by stamps ---- */
+
+/* The oldest (least stamped) token in list l, unpinned when unpinned_only,
+ * among tokens not retired; UINT32_MAX when none. */
+static uint32_t oldest_in(const struct cache_state *c, const struct kv_stream *s, uint8_t l,
+                          int unpinned_only)
+{
+    uint32_t best = UINT32_MAX;
+    for (uint32_t t = 0; t < s->max_len; t++) {
+        uint8_t f = s->flags[t];
+        if (c->list[t] != l || (f & KV_GONE) || (unpinned_only && (f & KV_PIN)))
+            continue;
+        if (best == UINT32_MAX || c->stamp[t] < c->stamp[best])
+            best = t;
+    }
+    return best;
+}
+
+/* How many tokens (not retired) list l holds; for the GPU's lists, only
+ * those on the GPU. */
+static uint32_t count_in(const struct cache_state *c, const struct kv_stream *s, uint8_t l)
+{
+    uint32_t n = 0;
+    for (uint32_t t = 0; t < s->max_len; t++)
+        n += c->list[t] == l && !(s->flags[t] & KV_GONE) &&
+             ((l != L_PROB && l != L_PROT && l != L_T1 && l != L_T2) || (s->flags[t] & KV_GPU));
+    return n;
+}
+
+static void put(struct cache_state *c, uint32_t t, uint8_t l)
+{
+    c->list[t] = l;
+    c->stamp[t] = ++c->clock;
+}
+
+/* Segmented LRU (Karedla, Love and Wherry, IEEE Computer 1994): a token
+ * enters the probationary segment; used again on the GPU it moves to the
+ * protected one, which keeps at most 80% of the tier (Caffeine's
+ * PERCENT_MAIN_PROTECTED, BoundedLocalCache.java), its oldest demoted back
+ * to the probationary segment's newest end; victims are the probationary
+ * segment's oldest. Demotion happens when a victim is needed. */
+static void slru_admit(void *state, uint32_t t, uint32_t now)
+{
+    struct cache_state *c = state;
+    cache_admit(c, t, now);
+    put(c, t, L_PROB);
+}
+
+static void slru_touch(void *state, uint32_t t, uint32_t now)
+{
+    struct cache_state *c = state;
+    cache_touch(c, t, now);
+    if (c->admitted_at[t] != now) /* a hit: it was on the GPU before this step */
+        put(c, t, L_PROT);
+}
+
+static uint32_t slru_victim_gpu(void *state, const struct kv_stream *s, uint32_t now)
+{
+    struct cache_state *c = state;
+    (void)now;
+    uint32_t cap = s->gpu_cap * 4 / 5, prot = count_in(c, s, L_PROT);
+    for (; prot > cap; prot--)
+        put(c, oldest_in(c, s, L_PROT, 0), L_PROB);
+    uint32_t v = oldest_in(c, s, L_PROB, 1);
+    if (v == UINT32_MAX)
+        v = oldest_in(c, s, L_PROT, 1);
+    if (v != UINT32_MAX)
+        c->list[v] = L_NONE;
+    return v;
+}
+
+/* ARC (Megiddo and Modha, FAST 2003, Fig. 4), c = the GPU tier's tokens: a
+ * miss on a B1 ghost grows the target p of T1 by max(|B2|/|B1|, 1), one on
+ * a B2 ghost shrinks it by max(|B1|/|B2|, 1), and both enter T2; a new token
+ * enters T1, the directory first trimmed (the oldest B1 ghost when T1 and B1
+ * hold c, T1's oldest leaving without a ghost when T1 alone does; the
+ * oldest B2 ghost when all four hold 2c); a hit moves a token to T2's
+ * newest end. REPLACE evicts T1's oldest (to B1) when |T1| > p, or |T1| = p
+ * for a B2 miss, else T2's oldest (to B2). Pinned tokens (attended this
+ * step) are passed over. */
+static void arc_miss(void *state, const struct kv_stream *s, uint32_t t, uint32_t now)
+{
+    struct cache_state *c = state;
+    (void)now;
+    const double cap = s->gpu_cap;
+    double b1 = count_in(c, s, L_B1), b2 = count_in(c, s, L_B2);
+    c->incoming = t;
+    c->drop_next = 0;
+    if (c->list[t] == L_B1) {
+        c->target = fmin(cap, c->target + fmax(b2 / b1, 1));
+    } else if (c->list[t] == L_B2) {
+        c->target = fmax(0, c->target - fmax(b1 / b2, 1));
+    } else {
+        double t1 = count_in(c, s, L_T1), t2 = count_in(c, s, L_T2);
+        if (t1 + b1 >= cap) {
+            if (t1 < cap)
+                c->list[oldest_in(c, s, L_B1, 0)] = L_NONE;
+            else
+                c->drop_next = 1;
+        } else if (t1 + t2 + b1 + b2 >= 2 * cap && b2 > 0) {
+            c->list[oldest_in(c, s, L_B2, 0)] = L_NONE;
+        }
+    }
+}
+
+static void arc_admit(void *state, uint32_t t, uint32_t now)
+{
+    struct cache_state *c = state;
+    cache_admit(c, t, now);
+    put(c, t, c->list[t] == L_B1 || c->list[t] == L_B2 ? L_T2 : L_T1);
+}
+
+static void arc_touch(void *state, uint32_t t, uint32_t now)
+{
+    struct cache_state *c = state;
+    cache_touch(c, t, now);
+    if (c->admitted_at[t] != now) /* a hit */
+        put(c, t, L_T2);
+}
+
+static uint32_t arc_victim_gpu(void *state, const struct kv_stream *s, uint32_t now)
+{
+    struct cache_state *c = state;
+    (void)now;
+    double t1 = count_in(c, s, L_T1);
+    int in_b2 = c->list[c->incoming] == L_B2;
+    int from_t1 = t1 >= 1 && (t1 > c->target || (in_b2 && t1 == c->target));
+    uint32_t v = oldest_in(c, s, from_t1 ? L_T1 : L_T2, 1);
+    if (v == UINT32_MAX) { /* the other list, every token of this one pinned */
+        from_t1 = !from_t1;
+        v = oldest_in(c, s, from_t1 ? L_T1 : L_T2, 1);
+    }
+    if (v != UINT32_MAX && c->drop_next && from_t1)
+        c->list[v] = L_NONE;
+    else if (v != UINT32_MAX) /* its ghost, newest in B1 or B2 */
+        put(c, v, from_t1 ? L_B1 : L_B2);
+    c->drop_next = 0;
+    return v;
+}
+
 const struct placement_ops place_gpu_only_ops = {
     .name = "gpu-only",
     .summary = "all KV on the GPU, nothing offloaded; out of memory when it does not fit",
@@ -247,6 +481,66 @@ const struct placement_ops place_lfu_ops = {
     .victim_cpu = lfu_victim_cpu,
     .touch = cache_touch,
     .admit = cache_admit,
+};
+
+const struct placement_ops place_lfu_aged_ops = {
+    .name = "lfu-aged",
+    .host_tier = 1,
+    .summary = "LFU with dynamic ageing (LFU-DA): evict the lowest use count plus the cache's "
+               "age at the last use; the age is the last victim's, so old counts fade",
+    .params = "gpu_bytes, cpu_bytes",
+    .create = cache_create,
+    .destroy = cache_destroy,
+    .victim_gpu = lfu_aged_victim_gpu,
+    .victim_cpu = lfu_victim_cpu,
+    .touch = lfu_aged_touch,
+    .admit = cache_admit,
+};
+
+const struct placement_ops place_slru_ops = {
+    .name = "slru",
+    .host_tier = 1,
+    .summary = "segmented LRU: new tokens probationary, tokens used again on the GPU "
+               "protected (at most 80% of the tier); evict the oldest probationary token",
+    .params = "gpu_bytes, cpu_bytes",
+    .create = cache_create,
+    .destroy = cache_destroy,
+    .victim_gpu = slru_victim_gpu,
+    .victim_cpu = lru_victim_cpu,
+    .touch = slru_touch,
+    .admit = slru_admit,
+};
+
+const struct placement_ops place_arc_ops = {
+    .name = "arc",
+    .host_tier = 1,
+    .summary = "ARC: recency (T1) and frequency (T2) lists sized by ghost hits of recent "
+               "victims; the CPU tier drops the least recently used",
+    .params = "gpu_bytes, cpu_bytes",
+    .create = cache_create,
+    .destroy = cache_destroy,
+    .victim_gpu = arc_victim_gpu,
+    .victim_cpu = lru_victim_cpu,
+    .touch = arc_touch,
+    .admit = arc_admit,
+    .miss = arc_miss,
+};
+
+const struct placement_ops place_cost_aware_ops = {
+    .name = "cost-aware",
+    .host_tier = 1,
+    .summary = "GreedyDual-Size-Frequency by reload cost: evict the lowest uses x the cheaper "
+               "of load and recompute plus the cache's age (and the offload a token without "
+               "a CPU copy costs); copies kept and fetches made as alisa-cache's",
+    .params = "gpu_bytes, cpu_bytes, load_ns, recompute_ns",
+    .create = cache_create,
+    .destroy = cache_destroy,
+    .victim_gpu = cost_aware_victim_gpu,
+    .victim_cpu = lfu_victim_cpu,
+    .touch = cost_aware_touch,
+    .admit = cache_admit,
+    .prefer_recompute = alisa_prefer_recompute,
+    .keep_copy = alisa_cache_keep_copy,
 };
 
 const struct placement_ops place_belady_ops = {

@@ -123,6 +123,8 @@ void place_admit(const struct placement_ops *ops, void *state, struct kv_stream 
         ops->step(state, s, p, NULL, 0, NULL, 0, pos, out);
         return;
     }
+    if (ops->miss)
+        ops->miss(state, s, pos, pos);
     if (gpu_room(ops, state, s, p, pos, out) < 0) {
         out->oom = 1;
         return;
@@ -169,6 +171,8 @@ void place_step(const struct placement_ops *ops, void *state, struct kv_stream *
         if (s->flags[t] & KV_GPU)
             continue;
         out->gpu_misses++;
+        if (ops->miss)
+            ops->miss(state, s, t, pos);
         if (gpu_room(ops, state, s, p, pos, out) < 0) {
             out->oom = 1;
             break;
@@ -297,8 +301,9 @@ int kv_stream_check(const struct kv_stream *s, const struct place_params *p, uin
 }
 
 const struct placement_ops *const placement_policies[] = {
-    &place_gpu_only_ops, &place_alisa_ops,   &place_alisa_cache_ops, &place_lru_ops,
-    &place_fifo_ops,     &place_lfu_ops,     &place_flexgen_ops,     &place_belady_ops,
+    &place_gpu_only_ops, &place_alisa_ops,      &place_alisa_cache_ops, &place_lru_ops,
+    &place_fifo_ops,     &place_lfu_ops,       &place_lfu_aged_ops,    &place_slru_ops,
+    &place_arc_ops,      &place_cost_aware_ops, &place_flexgen_ops,    &place_belady_ops,
     &place_oracle_cost_ops, NULL,
 };
 

@@ -133,6 +133,11 @@ struct placement_ops {
     uint32_t (*victim_cpu)(void *state, const struct kv_stream *s, uint32_t now);
     /* The token was attended (or produced) at step now. May be NULL. */
     void (*touch)(void *state, uint32_t token, uint32_t now);
+    /* The token, not on the GPU, is about to enter it at step now (attended
+     * from the CPU or dropped, or produced), before the engine makes room
+     * for it: a policy that adapts on its misses (arc) learns which token
+     * the next victim makes room for. May be NULL. */
+    void (*miss)(void *state, const struct kv_stream *s, uint32_t token, uint32_t now);
     /* The token entered the GPU tier at step now. May be NULL. */
     void (*admit)(void *state, uint32_t token, uint32_t now);
     /* 1 to recompute an attended CPU token instead of loading it. May be NULL
@@ -167,7 +172,8 @@ extern const struct placement_ops *const placement_policies[];
 const struct placement_ops *placement_find(const char *name);
 
 extern const struct placement_ops place_gpu_only_ops, place_alisa_ops, place_alisa_cache_ops,
-    place_lru_ops, place_fifo_ops, place_lfu_ops, place_flexgen_ops, place_belady_ops,
+    place_lru_ops, place_fifo_ops, place_lfu_ops, place_lfu_aged_ops, place_slru_ops,
+    place_arc_ops, place_cost_aware_ops, place_flexgen_ops, place_belady_ops,
     place_oracle_cost_ops;
 
 /* ---- FlexGen's split as its code makes it (place_flexgen.c) ---- */
