@@ -403,3 +403,31 @@ done:
         replay_totals_free(tot);
     return rc;
 }
+
+int replay_optimum(const char *path, const struct replay_config *cfg, struct replay_optimum *opt,
+                   struct alisa_err *e)
+{
+    memset(opt, 0, sizeof *opt);
+    const struct placement_ops *pl = cfg->place;
+    if (!pl->host_tier || pl->offline || pl->step || pl->scheduled)
+        return 0;
+    const struct placement_ops *bound[2] = {&place_belady_ops, &place_oracle_cost_ops};
+    for (int i = 0; i < 2; i++) {
+        struct replay_config c = *cfg;
+        struct replay_totals t;
+        c.place = bound[i];
+        int rc = replay_trace(path, &c, &t, NULL, NULL, e);
+        if (rc)
+            return rc;
+        opt->oom |= t.oom;
+        if (i == 0) {
+            opt->belady_misses = t.gpu_misses;
+            opt->belady_fetch_ns = t.fetch_cost_ns;
+        } else {
+            opt->oracle_fetch_ns = t.fetch_cost_ns;
+        }
+        replay_totals_free(&t);
+    }
+    opt->compared = 1;
+    return 0;
+}

@@ -82,6 +82,24 @@ struct replay_totals {
     struct replay_pos *per_pos; /* (max_len), owned */
 };
 
+/* The same run under the offline bounds (issue 45: how far a placement is
+ * from the best possible): Belady's MIN (the fewest GPU misses) and
+ * oracle-cost (the least fetch cost when recomputing is no dearer than
+ * loading, a heuristic otherwise), same trace, selection and tiers. */
+struct replay_optimum {
+    int compared;              /* 0: cfg's placement is no online cache (an offline bound
+                                  itself, a step rule or a schedule): nothing run */
+    int oom;                   /* a bound ran out of memory (the selection's need alone) */
+    uint64_t belady_misses;
+    double belady_fetch_ns, oracle_fetch_ns;
+};
+
+/* Replays path under cfg with belady and with oracle-cost in place of its
+ * placement into *opt, when cfg's placement is an online cache. Errors as
+ * replay_trace's. */
+int replay_optimum(const char *path, const struct replay_config *cfg, struct replay_optimum *opt,
+                   struct alisa_err *e);
+
 /* Called with every plan, in trace order; may be NULL. row: the attention
  * row (plan->pos + 1 weights) that drove the step: the trace's, or the
  * synthetic extension's. */

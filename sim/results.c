@@ -327,7 +327,9 @@ static const char q_plan[] =
     R("loads") " AS loads, " R("recomputed_tokens") " AS recomputed_tokens, "
     R("offloads") " AS offloads, " R("drops") " AS drops, " R("bytes_h2d") " AS bytes_h2d, "
     R("bytes_d2h") " AS bytes_d2h, " R("fetch_cost_ns") " AS fetch_cost_ns, "
-    R("attention_recall_mean") " AS attention_recall_mean, wall_s "
+    R("attention_recall_mean") " AS attention_recall_mean, wall_s, "
+    R("optimum.belady_misses") " AS belady_misses, " R("optimum.removable_fetch_cost_ns")
+    " AS removable_fetch_cost_ns "
     "FROM runs WHERE json_extract(config, '$.command') = 'plan'";
 
 static const char q_eval[] =

@@ -216,8 +216,8 @@ sys.exit(not all(len(d[k]['runs']) == 2 and d[k]['min'] <= d[k]['mean'] <= d[k][
                            'weight_probe_gbps', 'attn_b1_ns_t', 'attn_b64_ns_t')))
 " "$tmp/cal.json" &&
     grep -q "^weight_probe_gbps = " "$tmp/cat/hardware.ini" &&
-    grep -Eq "^sched_ns_per_stream = dense:[0-9.e+]+ local:" "$tmp/cat/hardware.ini" &&
-    grep -Eq "^attn_ns_per_token_by_kv = [0-9]+:[0-9.e+]+ [0-9]+:" "$tmp/cat/hardware.ini"
+    grep -Eq "^sched_ns_per_stream = dense:[0-9.e+-]+ local:" "$tmp/cat/hardware.ini" &&
+    grep -Eq "^attn_ns_per_token_by_kv = [0-9]+:[0-9.e+-]+ [0-9]+:" "$tmp/cat/hardware.ini"
 check $? "calibrate writes a profile the catalog loads, with two runs per figure"
 [ -f "$tmp/par.trace" ] || "$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" \
     --prompt-len 32 --gen-len 96 --batch 2 --threshold 0 -o "$tmp/par.trace" 2>/dev/null

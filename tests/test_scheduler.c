@@ -233,6 +233,42 @@ static void test_oracle_cost_is_optimal_when_recompute_is_cheaper_and_bounds_hol
     assert_true(compared > 100);
 }
 
+/* replay_optimum runs the bounds on the same run: Belady's misses are its
+ * own replay's and at most the cache's; oracle-cost's fetch cost is its own
+ * replay's and, recompute being no dearer than load here, at most the
+ * cache's; nothing is compared for a placement that is no online cache. */
+static void test_optimum_replays_the_bounds_on_the_same_run(void **state)
+{
+    struct env *v = *state;
+    struct replay_config cfg = {.sel = &sel_swa_ops, .sel_params = {.sparsity = 0.6},
+                                .place = &place_arc_ops, .gpu_kv_bytes = 26ull * KVB * STREAMS,
+                                .cpu_kv_bytes = 1000ull * KVB * STREAMS, .hw = &test_hw,
+                                .gpu_fraction = -1};
+    struct replay_totals t, b, o;
+    struct replay_optimum opt;
+    struct alisa_err e = {{0}};
+    assert_int_equal(replay_trace(v->paths[0], &cfg, &t, NULL, NULL, &e), 0);
+    assert_int_equal(replay_optimum(v->paths[0], &cfg, &opt, &e), 0);
+    replay(v->paths[0], &sel_swa_ops, 0.6, &place_belady_ops, 26, 1000, &b, NULL, NULL);
+    replay(v->paths[0], &sel_swa_ops, 0.6, &place_oracle_cost_ops, 26, 1000, &o, NULL, NULL);
+    assert_false(t.oom);
+    assert_true(opt.compared && !opt.oom);
+    assert_true(t.gpu_misses > 0); /* the tier is small enough to miss */
+    assert_int_equal(opt.belady_misses, b.gpu_misses);
+    assert_true(opt.belady_misses <= t.gpu_misses);
+    assert_true(fabs(opt.oracle_fetch_ns - o.fetch_cost_ns) < 1e-6);
+    assert_true(o.recompute_ns <= o.load_ns && opt.oracle_fetch_ns <= t.fetch_cost_ns + 1e-6);
+    replay_totals_free(&t);
+    replay_totals_free(&b);
+    replay_totals_free(&o);
+    cfg.place = &place_alisa_ops; /* a schedule, not a cache */
+    assert_int_equal(replay_optimum(v->paths[0], &cfg, &opt, &e), 0);
+    assert_false(opt.compared);
+    cfg.place = &place_belady_ops;
+    assert_int_equal(replay_optimum(v->paths[0], &cfg, &opt, &e), 0);
+    assert_false(opt.compared);
+}
+
 static void hash_plan(void *user, const struct scheduler_plan *p, uint32_t seq, uint32_t layer,
                       const float *row)
 {
@@ -489,6 +525,7 @@ int main(void)
         cmocka_unit_test(test_flexgen_by_whole_sequences_moves_whole_tokens_of_the_cpu_sequences),
         cmocka_unit_test(test_every_selection_and_placement_keeps_the_invariants),
         cmocka_unit_test(test_belady_never_misses_more_than_an_online_placement),
+        cmocka_unit_test(test_optimum_replays_the_bounds_on_the_same_run),
         cmocka_unit_test(test_oracle_cost_is_optimal_when_recompute_is_cheaper_and_bounds_hold),
         cmocka_unit_test(test_decision_log_is_deterministic),
         cmocka_unit_test(test_alisa_cache_copies_to_the_cpu_only_what_it_will_load),

@@ -108,7 +108,9 @@ void cmd_plan_usage(FILE *out)
             "and prints, per decode position, totals over all (sequence, layer) streams:\n"
             "tokens attended, tokens per tier after the step (GPU, CPU only, dropped,\n"
             "retired), bytes moved each way, loads, recomputations and GPU misses\n"
-            "(attended tokens not on the GPU when the step began); then the run's totals.\n"
+            "(attended tokens not on the GPU when the step began); then the run's totals,\n"
+            "and for an online cache the same run under the offline bounds (belady's\n"
+            "misses, oracle-cost's fetch cost): how much a better placement could save.\n"
             "Capacities are for the whole trace and are split evenly over its streams.\n"
             "\n");
     cli_opts_help(out, &plan_command, 24);
@@ -138,8 +140,22 @@ static double plan_hit_rate(const struct replay_totals *t)
     return t->attended_tokens ? 1.0 - (double)t->gpu_misses / (double)t->attended_tokens : 1.0;
 }
 
+/* The run against the offline bounds, as JSON: null when not compared. */
+static json_t *optimum_json(const struct replay_totals *t, const struct replay_optimum *o)
+{
+    if (!o->compared || o->oom || t->oom)
+        return json_null();
+    return json_pack("{s:I, s:f, s:f, s:f}", "belady_misses", (json_int_t)o->belady_misses,
+                     "belady_fetch_cost_ns", o->belady_fetch_ns, "oracle_cost_fetch_cost_ns",
+                     o->oracle_fetch_ns, "removable_fetch_cost_ns",
+                     t->fetch_cost_ns - (o->oracle_fetch_ns < o->belady_fetch_ns
+                                             ? o->oracle_fetch_ns
+                                             : o->belady_fetch_ns));
+}
+
 static void plan_report_json(const char *trace, const struct replay_config *cfg,
-                             const char *hw_name, const struct replay_totals *t)
+                             const char *hw_name, const struct replay_totals *t,
+                             const struct replay_optimum *opt)
 {
     double hit = plan_hit_rate(t);
     json_t *root = json_pack(
@@ -168,6 +184,7 @@ static void plan_report_json(const char *trace, const struct replay_config *cfg,
     json_object_set_new(root, "oom_pos", t->oom ? json_integer(t->oom_pos) : json_null());
     json_object_set_new(root, "phase2_pos", t->phase2_pos >= 0 ? json_integer(t->phase2_pos) : json_null());
     json_object_set_new(root, "phase3_pos", t->phase3_pos >= 0 ? json_integer(t->phase3_pos) : json_null());
+    json_object_set_new(root, "optimum", optimum_json(t, opt));
     json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
     printf("\n");
     json_decref(root);
@@ -175,7 +192,8 @@ static void plan_report_json(const char *trace, const struct replay_config *cfg,
 
 /* Per position every `every` shown positions (0: none), then the totals. */
 static void plan_report_text(const char *trace, const struct replay_config *cfg,
-                             const char *hw_name, const struct replay_totals *t, uint32_t every)
+                             const char *hw_name, const struct replay_totals *t, uint32_t every,
+                             const struct replay_optimum *opt)
 {
     double hit = plan_hit_rate(t);
     printf("plan: %s: %u streams (sequences x layers), up to %u tokens each\n", trace,
@@ -217,6 +235,16 @@ static void plan_report_text(const char *trace, const struct replay_config *cfg,
     if (t->phase2_pos >= 0 || t->phase3_pos >= 0)
         printf("        phase II (first offload) at position %lld, phase III (first drop) at %lld\n",
                (long long)t->phase2_pos, (long long)t->phase3_pos);
+    if (opt->compared && !opt->oom) {
+        double best = opt->oracle_fetch_ns < opt->belady_fetch_ns ? opt->oracle_fetch_ns
+                                                                  : opt->belady_fetch_ns;
+        printf("optimum: belady %llu misses, fetch cost %.3f ms; oracle-cost %.3f ms: a better "
+               "placement could save %.3f ms of this run's %.3f (%.0f%%)\n",
+               (unsigned long long)opt->belady_misses, opt->belady_fetch_ns * 1e-6,
+               opt->oracle_fetch_ns * 1e-6, (t->fetch_cost_ns - best) * 1e-6,
+               t->fetch_cost_ns * 1e-6,
+               t->fetch_cost_ns > 0 ? 100 * (t->fetch_cost_ns - best) / t->fetch_cost_ns : 0.0);
+    }
 }
 
 int cmd_plan(int argc, char **argv)
@@ -269,11 +297,17 @@ int cmd_plan(int argc, char **argv)
         if (!oom_fails)
             rc = closed;
     }
-    if (rc)
+    /* the same run under the offline bounds: how far from the best */
+    struct replay_optimum opt = {0};
+    if (!rc && !t.oom)
+        rc = replay_optimum(trace, &cfg, &opt, &e);
+    if (rc) {
+        replay_totals_free(&t);
         return cli_fail(&e);
+    }
 
     if (json) {
-        plan_report_json(trace, &cfg, hw_copy.name, &t);
+        plan_report_json(trace, &cfg, hw_copy.name, &t, &opt);
     } else if (t.oom) { /* a failure, not figures: --json reports it as a result */
         rc = t.oom_cpu
                  ? err_set(&e, ALISA_ENOMEM, "out of memory at position %u: the CPU tier cannot "
@@ -283,7 +317,7 @@ int cmd_plan(int argc, char **argv)
                            "hold the step's tokens (--gpu-kv-bytes; --json reports the run up "
                            "to there)", t.oom_pos);
     } else {
-        plan_report_text(trace, &cfg, hw_copy.name, &t, every);
+        plan_report_text(trace, &cfg, hw_copy.name, &t, every, &opt);
     }
     replay_totals_free(&t);
     return rc ? cli_fail(&e) : 0;
