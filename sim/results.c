@@ -316,7 +316,8 @@ static const char q_sim[] =
     R("attention_recall_mean") " AS attention_recall_mean, wall_s, "
     R("flexgen_policy.weights_gpu_percent") " AS flexgen_weights_gpu_percent, "
     R("flexgen_policy.cache_gpu_percent") " AS flexgen_cache_gpu_percent, "
-    R("software") " AS software, " R("host_s") " AS host_s, " R("relay_s") " AS relay_s "
+    R("software") " AS software, " R("host_s") " AS host_s, " R("relay_s") " AS relay_s, "
+    R("optimum.removable_s") " AS removable_s "
     "FROM runs WHERE json_extract(config, '$.command') = 'sim'";
 
 static const char q_plan[] =

@@ -1130,3 +1130,25 @@ static int sim_run_one(const struct sim_config *cfg, struct sim_result *r, FILE 
     run_free(&u);
     return rc;
 }
+
+int sim_optimum(const struct sim_config *cfg, struct sim_optimum *opt, struct alisa_err *e)
+{
+    memset(opt, 0, sizeof *opt);
+    const struct placement_ops *pl = cfg->place;
+    if (!pl->host_tier || pl->offline || pl->step || pl->scheduled)
+        return 0;
+    const struct placement_ops *bound[2] = {&place_belady_ops, &place_oracle_cost_ops};
+    for (int i = 0; i < 2; i++) {
+        struct sim_config c = *cfg;
+        struct sim_result r;
+        c.place = bound[i];
+        int rc = sim_run(&c, &r, NULL, e);
+        if (rc)
+            return rc;
+        opt->oom |= r.oom;
+        *(i ? &opt->oracle_total_s : &opt->belady_total_s) = r.total_s;
+        *(i ? &opt->oracle_transfer_s : &opt->belady_transfer_s) = r.transfer_s;
+    }
+    opt->compared = 1;
+    return 0;
+}

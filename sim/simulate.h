@@ -189,6 +189,21 @@ struct sim_result {
  * already set. Returns ALISA_ENOTFOUND for an unknown policy name. */
 int sim_resolve(struct sim_config *cfg, struct alisa_err *e);
 
+/* The same run under the offline bounds (issue 45: where the time went,
+ * against the best placement): cfg with belady and with oracle-cost in
+ * place of its placement. */
+struct sim_optimum {
+    int compared;            /* 0: cfg's placement is no online cache: nothing run */
+    int oom;                 /* a bound ran out of memory */
+    double belady_total_s, belady_transfer_s;
+    double oracle_total_s, oracle_transfer_s;
+};
+
+/* Runs cfg (resolved) under both bounds into *opt when its placement is an
+ * online cache (a host tier, victims chosen by the engine, no future, no
+ * schedule). Errors as sim_run's. */
+int sim_optimum(const struct sim_config *cfg, struct sim_optimum *opt, struct alisa_err *e);
+
 /* Runs the simulation. Running out of memory is a result (r->oom), not an
  * error; errors are bad traces or impossible configurations. timeline, when
  * non-NULL, receives a per-step CSV. */

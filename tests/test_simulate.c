@@ -522,6 +522,42 @@ static void test_loads_overlap_the_previous_layers_compute(void **state)
     free(dir);
 }
 
+/* sim_optimum runs the same workload under belady and oracle-cost: each
+ * bound's figures are its own run's (here Belady's moves no more over the
+ * link than LRU's), and nothing is run for a placement that is no online
+ * cache. */
+static void test_optimum_runs_the_bounds_on_the_same_workload(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "t.trace");
+    write_toy_gen(path, 2, 8, 24);
+    struct alisa_err e = {{0}};
+    struct sim_config c = toy_config(path, "alisa-cache", 24);
+    c.prompt_len = 8;
+    c.batch = 2;
+    c.place = &place_lru_ops;
+    c.sel = &sel_strided_ops; /* old tokens come back as its stride changes */
+    c.gpu_kv_bytes = 2 * 7 * 16; /* 7 tokens of 16 bytes a stream (2 streams): it misses */
+    struct sim_result r, b;
+    struct sim_optimum opt;
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    assert_false(r.oom);
+    assert_true(r.gpu_hit_rate < 1);
+    assert_int_equal(sim_optimum(&c, &opt, &e), 0);
+    assert_true(opt.compared && !opt.oom);
+    struct sim_config cb = c;
+    cb.place = &place_belady_ops;
+    assert_int_equal(sim_run(&cb, &b, NULL, &e), 0);
+    assert_true(opt.belady_total_s == b.total_s && opt.belady_transfer_s == b.transfer_s);
+    assert_true(opt.oracle_total_s > 0 && opt.belady_transfer_s <= r.transfer_s + 1e-12);
+    c.place = &place_flexgen_ops; /* a step rule, not a cache */
+    assert_int_equal(sim_optimum(&c, &opt, &e), 0);
+    assert_false(opt.compared);
+    tu_rmdir(dir);
+    free(dir);
+}
+
 static void test_out_of_memory_is_a_result_with_its_reason(void **state)
 {
     (void)state;
@@ -930,6 +966,7 @@ int main(void)
         cmocka_unit_test(test_measured_gemm_and_attention_terms_price_the_steps),
         cmocka_unit_test(test_attention_priced_by_the_kv_a_step_reads),
         cmocka_unit_test(test_loads_overlap_the_previous_layers_compute),
+        cmocka_unit_test(test_optimum_runs_the_bounds_on_the_same_workload),
         cmocka_unit_test(test_out_of_memory_is_a_result_with_its_reason),
         cmocka_unit_test(test_trace_shorter_than_the_workload_is_refused),
         cmocka_unit_test(test_vllm_preempts_the_latest_sequence_and_recomputes_it),

@@ -197,7 +197,8 @@ void cmd_sim_usage(FILE *out)
             "system, with the attention of a recorded or synthetic trace, and reports\n"
             "throughput, time split into compute / transfer / recompute / stall, bytes moved,\n"
             "KV per tier, GPU hit rate, recomputed tokens, phase switches and the share of\n"
-            "the trace's attention mass the selection kept.\n"
+            "the trace's attention mass the selection kept; for an online cache placement\n"
+            "the same run under the offline bounds (belady, oracle-cost) beside it.\n"
             "Model layer l replays trace layer floor(l * trace_layers / model_layers); batch\n"
             "slot i replays trace sequence i mod sequences. The trace's prompt length must\n"
             "equal --prompt-len and it must hold at least --gen-len generated tokens.\n"
@@ -299,7 +300,14 @@ static int sim_execute(struct sim_opts *o, const struct catalog *c, struct sim_r
     return rc;
 }
 
-static void sim_report_json(const struct sim_opts *o, const struct sim_result *res)
+/* The better of the two bounds' total time (0: not compared). */
+static double optimum_best_s(const struct sim_optimum *opt)
+{
+    return opt->oracle_total_s < opt->belady_total_s ? opt->oracle_total_s : opt->belady_total_s;
+}
+
+static void sim_report_json(const struct sim_opts *o, const struct sim_result *res,
+                            const struct sim_optimum *opt)
 {
     const struct sim_config *cfg = &o->cfg;
     const struct sim_result r = *res;
@@ -350,6 +358,15 @@ static void sim_report_json(const struct sim_opts *o, const struct sim_result *r
             "search_recompute_s", q->recompute_ns * 1e-9, "search_loads", q->loads,
             "search_recomputes", q->recomputes, "search_bytes_h2d", q->bytes_h2d));
     }
+    json_object_set_new(root, "optimum",
+                        !opt->compared || opt->oom || r.oom
+                            ? json_null()
+                            : json_pack("{s:f, s:f, s:f, s:f, s:f}", "belady_total_s",
+                                        opt->belady_total_s, "belady_transfer_s",
+                                        opt->belady_transfer_s, "oracle_cost_total_s",
+                                        opt->oracle_total_s, "oracle_cost_transfer_s",
+                                        opt->oracle_transfer_s, "removable_s",
+                                        r.total_s - optimum_best_s(opt)));
     json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
     printf("\n");
     json_decref(root);
@@ -357,7 +374,8 @@ static void sim_report_json(const struct sim_opts *o, const struct sim_result *r
 
 /* The run in words; a run out of memory is a failure here (--json
  * reports it as a result). 0 or CLI_EXIT_FAIL. */
-static int sim_report_text(const struct sim_opts *o, const struct sim_result *res)
+static int sim_report_text(const struct sim_opts *o, const struct sim_result *res,
+                           const struct sim_optimum *opt)
 {
     const struct sim_config *cfg = &o->cfg;
     const struct sim_result r = *res;
@@ -424,6 +442,11 @@ static int sim_report_text(const struct sim_opts *o, const struct sim_result *re
     if (cfg->system->block_tokens)
         printf("vllm         %u preemptions, mean running batch %.1f over %u steps\n",
                r.preemptions, r.mean_batch, r.decode_steps);
+    if (opt->compared && !opt->oom)
+        printf("optimum      belady %.3f s (transfer %.3f s), oracle-cost %.3f s (%.3f s): a "
+               "better placement could save %.3f s of this run's %.3f\n", opt->belady_total_s,
+               opt->belady_transfer_s, opt->oracle_total_s, opt->oracle_transfer_s,
+               r.total_s - optimum_best_s(opt), r.total_s);
     return 0;
 }
 
@@ -440,14 +463,17 @@ int cmd_sim(int argc, char **argv)
     if (cli_catalog_load(&c, o.dir, o.profile, &e))
         return cli_fail(&e);
     struct sim_result r;
-    if ((rc = sim_execute(&o, &c, &r, &e))) {
+    struct sim_optimum opt = {0};
+    if (!(rc = sim_execute(&o, &c, &r, &e)) && !r.oom) /* against the offline bounds */
+        rc = sim_optimum(&o.cfg, &opt, &e);
+    if (rc) {
         catalog_deinit(&c);
         return cli_fail_status(rc, &e);
     }
     if (o.json)
-        sim_report_json(&o, &r);
+        sim_report_json(&o, &r, &opt);
     else
-        rc = sim_report_text(&o, &r);
+        rc = sim_report_text(&o, &r, &opt);
     catalog_deinit(&c);
     return rc;
 }
