@@ -68,7 +68,7 @@ const uint32_t calib_attn_batch[CALIB_ATTN_N] = {1, 4, 8, 16, 32, 64};
 const char *calib_name(enum calib_figure f)
 {
     /* one figure per selection in four ranges, named after it */
-    static char sched[4][SELECTION_N][48];
+    static char sched[4][SELECTION_N][sizeof "sched__retired_ns" + SEL_NAME_MAX];
     static const struct {
         int first;
         const char *fmt;

@@ -70,10 +70,12 @@ int tiered_attach(struct tiered *t, const struct tiered_request *r, const struct
     struct place_params *split = NULL;
     if (sc.place->split_sequences) {
         /* the policy's split by whole sequences (FlexGen's): at the device
-         * arena's share of the run's KV (gpu_fraction -1) */
+         * arena's exact share of the run's KV */
         if (!(split = malloc(sc.n_streams * sizeof *split)))
             return err_set(e, ALISA_ENOMEM, "out of memory");
-        t->gpu_seqs = sc.place->split_sequences(pp, batch, c->n_layers, max_len, split);
+        double all = (double)batch * c->n_layers * max_len * (double)pp->kv_bytes;
+        t->gpu_seqs = sc.place->split_sequences(pp, batch, c->n_layers, max_len,
+                                                all > 0 ? g / all : 1.0, split);
         sc.stream_params = split;
     }
     int rc = scheduler_create(&t->sched, &sc, NULL, e);

@@ -379,7 +379,7 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
             rc = err_set(e, ALISA_ENOMEM, "out of memory for %u streams", n_streams);
             goto done;
         }
-        cfg->place->split_sequences(pp, h.n_seqs, h.n_layers, max_len, by_seq);
+        cfg->place->split_sequences(pp, h.n_seqs, h.n_layers, max_len, -1, by_seq);
         sc.stream_params = by_seq;
     }
     rc = scheduler_create(&s, &sc, cfg->place->offline ? fs.fut : NULL, e);

@@ -1135,7 +1135,8 @@ int sim_optimum(const struct sim_config *cfg, struct sim_optimum *opt, struct al
 {
     memset(opt, 0, sizeof *opt);
     const struct placement_ops *pl = cfg->place;
-    if (!pl->host_tier || pl->offline || pl->step || pl->scheduled)
+    /* a system modelled per sequence (vllm's blocks) ignores the placement */
+    if (!pl->host_tier || pl->offline || pl->step || pl->scheduled || cfg->system->block_tokens)
         return 0;
     const struct placement_ops *bound[2] = {&place_belady_ops, &place_oracle_cost_ops};
     for (int i = 0; i < 2; i++) {

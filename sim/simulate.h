@@ -201,7 +201,10 @@ struct sim_optimum {
 
 /* Runs cfg (resolved) under both bounds into *opt when its placement is an
  * online cache (a host tier, victims chosen by the engine, no future, no
- * schedule). Errors as sim_run's. */
+ * schedule) and the system models placement per token. Belady minimises
+ * misses, not time, and oracle-cost is a heuristic where recomputing costs
+ * more than loading: a bound may be slower than the run. Errors as
+ * sim_run's. */
 int sim_optimum(const struct sim_config *cfg, struct sim_optimum *opt, struct alisa_err *e);
 
 /* Runs the simulation. Running out of memory is a result (r->oom), not an

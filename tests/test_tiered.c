@@ -94,6 +94,15 @@ static void test_flexgen_splits_whole_sequences(void **state)
     assert_int_equal(t.gpu_seqs, 2);
     tiered_free(&t);
     llm_state_free(st);
+    /* exactly one sequence's KV of three (5 x 16 x 256 = 20,480 bytes): one
+     * on the device, though 20,480 / 15 streams rounds each stream's budget
+     * down (the split counts the run's total, not the rounded stream's) */
+    assert_int_equal(llm_state_create(&st, m, 3, 16, &e), 0);
+    r.gpu_bytes = 20480;
+    assert_int_equal(tiered_attach(&t, &r, m, st, 3, 16, 4, &e), 0);
+    assert_int_equal(t.gpu_seqs, 1);
+    tiered_free(&t);
+    llm_state_free(st);
     llm_free(m);
 }
 

@@ -5,6 +5,7 @@
  */
 #include "cli_opts.h"
 
+#include <ctype.h>
 #include <getopt.h>
 #include <string.h>
 
@@ -68,6 +69,9 @@ int cli_opts_parse(int argc, char **argv, const struct cli_command_opts *c, void
         ALISA_ASSERT(n + 2 < CLI_OPTS_MAX);
         base[n] = (struct option){x->name, x->value ? required_argument : no_argument, 0,
                                   CLI_OPTS_CODE + (int)n};
+        /* a table's mistakes, caught the first time the command runs */
+        ALISA_ASSERT(x->help && (!x->short_name || (isalnum((unsigned char)x->short_name) &&
+                                                    x->short_name != 'h')));
         if (x->short_name)
             snprintf(shorts + strlen(shorts), sizeof shorts - strlen(shorts), "%c%s",
                      x->short_name, x->value ? ":" : "");
@@ -125,6 +129,8 @@ static void help_entry(FILE *f, const char *opt, const char *text, int col)
 {
     int w = fprintf(f, "  %s", opt);
     fprintf(f, "%*s", w < col ? col - w : 2, "");
+    if (!*text)
+        fputc('\n', f);
     for (const char *t = text; *t;) {
         size_t len = strcspn(t, "\n");
         fprintf(f, "%.*s\n", (int)len, t);

@@ -140,6 +140,14 @@ static double plan_hit_rate(const struct replay_totals *t)
     return t->attended_tokens ? 1.0 - (double)t->gpu_misses / (double)t->attended_tokens : 1.0;
 }
 
+/* What the better bound saves on the run's fetch cost, at least 0
+ * (oracle-cost is a heuristic where recomputing costs more than loading). */
+static double optimum_saving_ns(const struct replay_totals *t, const struct replay_optimum *o)
+{
+    double best = o->oracle_fetch_ns < o->belady_fetch_ns ? o->oracle_fetch_ns : o->belady_fetch_ns;
+    return t->fetch_cost_ns > best ? t->fetch_cost_ns - best : 0;
+}
+
 /* The run against the offline bounds, as JSON: null when not compared. */
 static json_t *optimum_json(const struct replay_totals *t, const struct replay_optimum *o)
 {
@@ -147,10 +155,7 @@ static json_t *optimum_json(const struct replay_totals *t, const struct replay_o
         return json_null();
     return json_pack("{s:I, s:f, s:f, s:f}", "belady_misses", (json_int_t)o->belady_misses,
                      "belady_fetch_cost_ns", o->belady_fetch_ns, "oracle_cost_fetch_cost_ns",
-                     o->oracle_fetch_ns, "removable_fetch_cost_ns",
-                     t->fetch_cost_ns - (o->oracle_fetch_ns < o->belady_fetch_ns
-                                             ? o->oracle_fetch_ns
-                                             : o->belady_fetch_ns));
+                     o->oracle_fetch_ns, "removable_fetch_cost_ns", optimum_saving_ns(t, o));
 }
 
 static void plan_report_json(const char *trace, const struct replay_config *cfg,
@@ -236,14 +241,12 @@ static void plan_report_text(const char *trace, const struct replay_config *cfg,
         printf("        phase II (first offload) at position %lld, phase III (first drop) at %lld\n",
                (long long)t->phase2_pos, (long long)t->phase3_pos);
     if (opt->compared && !opt->oom) {
-        double best = opt->oracle_fetch_ns < opt->belady_fetch_ns ? opt->oracle_fetch_ns
-                                                                  : opt->belady_fetch_ns;
+        double save = optimum_saving_ns(t, opt);
         printf("optimum: belady %llu misses, fetch cost %.3f ms; oracle-cost %.3f ms: a better "
                "placement could save %.3f ms of this run's %.3f (%.0f%%)\n",
                (unsigned long long)opt->belady_misses, opt->belady_fetch_ns * 1e-6,
-               opt->oracle_fetch_ns * 1e-6, (t->fetch_cost_ns - best) * 1e-6,
-               t->fetch_cost_ns * 1e-6,
-               t->fetch_cost_ns > 0 ? 100 * (t->fetch_cost_ns - best) / t->fetch_cost_ns : 0.0);
+               opt->oracle_fetch_ns * 1e-6, save * 1e-6, t->fetch_cost_ns * 1e-6,
+               t->fetch_cost_ns > 0 ? 100 * save / t->fetch_cost_ns : 0.0);
     }
 }
 

@@ -263,10 +263,12 @@ static void cost_aware_touch(void *state, uint32_t t, uint32_t now)
 }
 
 /* evicting a token without a CPU copy costs its offload when a copy is kept
- * (alisa_cache_keep_copy: loading beats recomputing) */
+ * (a host tier, and alisa_cache_keep_copy: loading beats recomputing) */
 static double offload_extra(const struct cache_state *c, const struct kv_stream *s, uint32_t t)
 {
-    return !(s->flags[t] & KV_CPU) && c->p.load_ns <= c->p.recompute_ns ? c->p.load_ns : 0;
+    return !(s->flags[t] & KV_CPU) && s->cpu_cap > 0 && c->p.load_ns <= c->p.recompute_ns
+               ? c->p.load_ns
+               : 0;
 }
 
 static uint32_t cost_aware_victim_gpu(void *state, const struct kv_stream *s, uint32_t now)

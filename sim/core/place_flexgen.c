@@ -160,11 +160,11 @@ static void flexgen_step(void *state, struct kv_stream *s, const struct place_pa
 }
 
 static uint32_t flexgen_split_sequences(const struct place_params *base, uint32_t n_seqs,
-                                        uint32_t n_layers, uint32_t max_len,
+                                        uint32_t n_layers, uint32_t max_len, double share,
                                         struct place_params *out)
 {
-    return place_flexgen_split(base, n_seqs, n_layers, max_len, place_flexgen_share(base, max_len),
-                               out);
+    return place_flexgen_split(base, n_seqs, n_layers, max_len,
+                               share < 0 ? place_flexgen_share(base, max_len) : share, out);
 }
 
 const struct placement_ops place_flexgen_ops = {

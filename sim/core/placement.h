@@ -152,13 +152,17 @@ struct placement_ops {
      * ascending, pos among them) and produces token pos. Called with n_att 0
      * for a prefill token. */
     /* Divides a run's streams by whole sequences, as the policy's own code
-     * does (flexgen-static: FlexGen's split, place_flexgen_split at
-     * place_flexgen_share of base): fills out (n_seqs x n_layers, stream
-     * seq x n_layers + layer) and returns the sequences placed wholly on
-     * the GPU. NULL: every stream alike (a shell asks, never names the
-     * policy). */
+     * does (flexgen-static: FlexGen's split, place_flexgen_split): the
+     * device takes `share` of the run's KV (< 0: the policy's own share of
+     * one stream's base, place_flexgen_share; a shell that knows the run's
+     * total passes the total's exact share, which a per-stream budget
+     * rounded down can miss by a sequence). Fills out (n_seqs x n_layers,
+     * stream seq x n_layers + layer) and returns the sequences placed
+     * wholly on the GPU. NULL: every stream alike (a shell asks, never
+     * names the policy). */
     uint32_t (*split_sequences)(const struct place_params *base, uint32_t n_seqs,
-                                uint32_t n_layers, uint32_t max_len, struct place_params *out);
+                                uint32_t n_layers, uint32_t max_len, double share,
+                                struct place_params *out);
 
     void (*step)(void *state, struct kv_stream *s, const struct place_params *p,
                  const uint32_t *attended, uint32_t n_att, const uint32_t *retired,

@@ -39,8 +39,8 @@ int sel_params_validate(const struct sel_params *p, const struct selection_ops *
             continue;
         if (i >= s->n_knobs)
             return err_set(e, ALISA_EINVAL, "selection %s has %u parameter%s of its own; a value "
-                           "%g was given for a %u%s", s->name, s->n_knobs,
-                           s->n_knobs == 1 ? "" : "s", v, i + 1, i ? "th" : "st");
+                           "%g was given for parameter %u", s->name, s->n_knobs,
+                           s->n_knobs == 1 ? "" : "s", v, i + 1);
         const struct sel_knob *k = &s->knobs[i];
         if (!(v >= k->min && v <= k->max) || (k->whole && v != floor(v))) {
             char range[64];
