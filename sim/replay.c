@@ -408,8 +408,7 @@ int replay_optimum(const char *path, const struct replay_config *cfg, struct rep
                    struct alisa_err *e)
 {
     memset(opt, 0, sizeof *opt);
-    const struct placement_ops *pl = cfg->place;
-    if (!pl->host_tier || pl->offline || pl->step || pl->scheduled)
+    if (!placement_online_cache(cfg->place))
         return 0;
     const struct placement_ops *bound[2] = {&place_belady_ops, &place_oracle_cost_ops};
     for (int i = 0; i < 2; i++) {

@@ -1134,9 +1134,8 @@ static int sim_run_one(const struct sim_config *cfg, struct sim_result *r, FILE 
 int sim_optimum(const struct sim_config *cfg, struct sim_optimum *opt, struct alisa_err *e)
 {
     memset(opt, 0, sizeof *opt);
-    const struct placement_ops *pl = cfg->place;
     /* a system modelled per sequence (vllm's blocks) ignores the placement */
-    if (!pl->host_tier || pl->offline || pl->step || pl->scheduled || cfg->system->block_tokens)
+    if (!placement_online_cache(cfg->place) || cfg->system->block_tokens)
         return 0;
     const struct placement_ops *bound[2] = {&place_belady_ops, &place_oracle_cost_ops};
     for (int i = 0; i < 2; i++) {

@@ -131,18 +131,16 @@ static void test_every_selection_and_placement_keeps_the_invariants(void **state
     assert_true(ooms > 0 && ooms < runs);
 }
 
-/* The registry's online caches, walked so every new one is compared: a
- * host tier, victims chosen by the engine (no step rule of its own), no
- * future, no schedule (alisa's paper rule serves from a staging area beside
+/* The registry's online caches (placement_online_cache), walked so every
+ * new one is compared (alisa's paper rule serves from a staging area beside
  * the tier, so a cache's bound does not apply to it). Returns their count. */
 static size_t online_caches(const struct placement_ops *out[16])
 {
     size_t n = 0;
     for (size_t i = 0; placement_policies[i]; i++) {
-        const struct placement_ops *pl = placement_policies[i];
-        if (pl->host_tier && !pl->offline && !pl->step && !pl->scheduled) {
+        if (placement_online_cache(placement_policies[i])) {
             assert_true(n < 16);
-            out[n++] = pl;
+            out[n++] = placement_policies[i];
         }
     }
     assert_true(n >= 8); /* lru, fifo, lfu, lfu-aged, slru, arc, cost-aware, alisa-cache */

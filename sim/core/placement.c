@@ -307,6 +307,11 @@ const struct placement_ops *const placement_policies[] = {
     &place_oracle_cost_ops, NULL,
 };
 
+int placement_online_cache(const struct placement_ops *pl)
+{
+    return pl->host_tier && !pl->offline && !pl->step && !pl->scheduled;
+}
+
 const struct placement_ops *placement_find(const char *name)
 {
     for (size_t i = 0; placement_policies[i]; i++)

@@ -175,6 +175,11 @@ extern const struct placement_ops *const placement_policies[];
 /* Policy by name, or NULL. Cannot fail. */
 const struct placement_ops *placement_find(const char *name);
 
+/* 1 when pl is an online cache: a host tier, victims chosen by the engine
+ * (no step rule of its own), no future, no schedule; what the offline
+ * bounds (belady, oracle-cost) are compared with. Cannot fail. */
+int placement_online_cache(const struct placement_ops *pl);
+
 extern const struct placement_ops place_gpu_only_ops, place_alisa_ops, place_alisa_cache_ops,
     place_lru_ops, place_fifo_ops, place_lfu_ops, place_lfu_aged_ops, place_slru_ops,
     place_arc_ops, place_cost_aware_ops, place_flexgen_ops, place_belady_ops,
