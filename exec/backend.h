@@ -83,6 +83,15 @@ struct backend_ops {
     /* Recomputing one token's K and V in a layer of m as the backend does:
      * ns per token, NAN when it cannot be measured. */
     double (*bench_recompute)(const struct llm_model *m);
+    /* The forward pass's own weight GEMMs of m for `rows` rows, alone: one
+     * pass over the seven matrices of layers 0 .. layers - 1 in the
+     * forward's order, then the output head; the median of `passes` (1 to
+     * 255) passes after a warm-up, ns, into *layers_ns and *head_ns. What calibration
+     * reads the kernel's shape by row count from (issue 49). NULL where a
+     * backend has none (CUDA so far). 0, or a negative status. */
+    int (*bench_weights)(const struct llm_model *m, uint32_t rows, uint32_t layers,
+                         uint32_t passes, double *layers_ns, double *head_ns,
+                         struct alisa_err *e);
 };
 
 /* The backend of kind into *out; a negative status (e set, *out NULL) when

@@ -426,6 +426,51 @@ static double cpu_bench_recompute(const struct llm_model *m)
     return med;
 }
 
+/* The forward pass's weight GEMMs alone (backend.h): qmat_gemm over each
+ * layer's matrices in cpu_forward's order (w3 only where the model has one),
+ * then the head, on activations in [-0.5, 0.5). */
+static int cpu_bench_weights(const struct llm_model *m, uint32_t rows, uint32_t layers,
+                             uint32_t passes, double *layers_ns, double *head_ns,
+                             struct alisa_err *e)
+{
+    const struct llm_config *c = &m->c;
+    const struct llm_weights *w = &m->w;
+    const int opt = c->arch == LLM_ARCH_OPT;
+    size_t wide = c->hidden_dim > c->dim ? c->hidden_dim : c->dim;
+    size_t out = wide > c->vocab ? wide : c->vocab;
+    if (layers > c->n_layers)
+        layers = c->n_layers;
+    if (passes < 1 || passes > 255)
+        return err_set(e, ALISA_EINVAL, "bench_weights: %u passes (1 to 255)", passes);
+    float *x = malloc((size_t)rows * wide * sizeof *x), *y = malloc((size_t)rows * out * sizeof *y);
+    void *scratch = malloc(qmat_scratch_bytes((uint32_t)wide, rows));
+    if (!x || !y || !scratch) {
+        free(x), free(y), free(scratch);
+        return err_set(e, ALISA_ENOMEM, "out of memory for the weight-kernel buffers (%u rows)",
+                       rows);
+    }
+    backend_bench_fill(x, (size_t)rows * wide);
+    double tl[256], th[256];
+    for (uint32_t p = 0; p <= passes; p++) { /* pass 0 warms up */
+        uint64_t t0 = backend_mono_ns();
+        for (uint32_t l = 0; l < layers; l++) {
+            const struct qmat *mats[7] = {&w->wq[l], &w->wk[l], &w->wv[l], &w->wo[l],
+                                          &w->w1[l], w->w3 ? &w->w3[l] : NULL, &w->w2[l]};
+            for (int k = 0; k < 7; k++)
+                if (mats[k] && mats[k]->rows && (k != 5 || !opt))
+                    qmat_gemm(y, x, mats[k], rows, scratch);
+        }
+        uint64_t t1 = backend_mono_ns();
+        qmat_gemm(y, x, &w->wcls, rows, scratch);
+        tl[p] = (double)(t1 - t0);
+        th[p] = (double)(backend_mono_ns() - t1);
+    }
+    *layers_ns = fit_median(tl + 1, passes);
+    *head_ns = fit_median(th + 1, passes);
+    free(x), free(y), free(scratch);
+    return 0;
+}
+
 const struct backend_ops backend_cpu = {
     .name = "cpu",
     .label = "CPU",
@@ -441,4 +486,5 @@ const struct backend_ops backend_cpu = {
     .bench_gemm = cpu_bench_gemm,
     .bench_copy = cpu_bench_copy,
     .bench_recompute = cpu_bench_recompute,
+    .bench_weights = cpu_bench_weights,
 };

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "costmodel.h"
 #include "fit.h"
 #include "tiered.h"
 
@@ -84,8 +85,75 @@ const char *calib_name(enum calib_figure f)
             return sched[r][i];
         }
     }
+    /* one figure per row count in two ranges */
+    static char kern[2][CALIB_KGEMM_ROWS][sizeof "khead_r99_ns_b"];
+    for (int r = 0; r < 2; r++) {
+        int i = (int)f - (r ? CALIB_KHEAD_FIRST : CALIB_KGEMM_FIRST);
+        if (i >= 0 && i < CALIB_KGEMM_ROWS) {
+            snprintf(kern[r][i], sizeof kern[r][i], r ? "khead_r%d_ns_b" : "kgemm_r%d_ns_b",
+                     i + 1);
+            return kern[r][i];
+        }
+    }
     ALISA_ASSERT(names[f]);
     return names[f];
+}
+_Static_assert(CALIB_KGEMM_ROWS <= 99, "kernel figures' names");
+
+int calib_kernel_loo(const double insitu[6], const double *kernel, double line_pct[4],
+                     double kernel_pct[4], double *line_mean, double *kernel_mean)
+{
+    *line_mean = *kernel_mean = 0;
+    _Static_assert(CALIB_KGEMM_ROWS >= 32 && CALIB_KGEMM_ROWS <= GEMM_TABLE_MAX,
+                   "the kernel's rows cover the in-situ rows and fit a table");
+    struct gemm_table k = {.n = CALIB_KGEMM_ROWS}, none = {0};
+    for (int i = 0; i < CALIB_KGEMM_ROWS; i++) {
+        if (!(kernel[i] > 0))
+            return 0;
+        k.rows[i] = i + 1;
+        k.ns_per_byte[i] = kernel[i];
+    }
+    const int *rows = calib_wgemm_rows;
+    for (int i = 1; i <= 4; i++) { /* in-situ row i from rows i - 1 and i + 1 */
+        struct gemm_table t = {2, {rows[i - 1], rows[i + 1]}, {insitu[i - 1], insitu[i + 1]}};
+        double line = cost_gemm_ns_per_byte(&t, &none, rows[i]);
+        double kern = cost_gemm_ns_per_byte(&t, &k, rows[i]);
+        line_pct[i - 1] = 100 * (line - insitu[i]) / insitu[i];
+        kernel_pct[i - 1] = 100 * (kern - insitu[i]) / insitu[i];
+        *line_mean += fabs(line_pct[i - 1]) / 4;
+        *kernel_mean += fabs(kernel_pct[i - 1]) / 4;
+    }
+    return 4;
+}
+
+/* The layers' and head's weight GEMMs alone at every row count 1 ..
+ * CALIB_KGEMM_ROWS (calibrate.h), ns per weight byte; NANs where the backend
+ * has no bench_weights. */
+static int bench_kernels(const struct llm_model *m, enum llm_backend kind,
+                         const struct backend_ops *ops, double layers_ns_b[CALIB_KGEMM_ROWS],
+                         double head_ns_b[CALIB_KGEMM_ROWS], struct alisa_err *e)
+{
+    if (!ops->bench_weights)
+        return 0;
+    double lb, hb;
+    calib_weight_bytes(m, kind, &lb, &hb);
+    uint32_t L = m->c.n_layers, n = 1;
+    while (n < L && n * lb / L < 64.0 * 1024 * 1024)
+        n++;
+    double tl, th;
+    int rc = ops->bench_weights(m, 1, n, 1, &tl, &th, e);
+    for (uint32_t r = 1; !rc && r <= CALIB_KGEMM_ROWS; r++) {
+        /* passes enough for 4 ms at this row count (a cache-resident
+         * model's pass lasts microseconds), at least 5, at most 255 */
+        double per = (tl + th) * r, want = 4e6 / (per > 1 ? per : 1);
+        uint32_t passes = want < 5 ? 5 : want > 255 ? 255 : (uint32_t)want;
+        if ((rc = ops->bench_weights(m, r, n, passes, &tl, &th, e)))
+            return rc;
+        layers_ns_b[r - 1] = tl / (n * lb / L);
+        head_ns_b[r - 1] = th / hb;
+        tl /= r, th /= r; /* per row: the next count's estimate */
+    }
+    return rc;
 }
 
 int calib_unquiet_wgemm(const double spread[CALIB_N])
@@ -629,25 +697,28 @@ int calib_measure(const struct llm_model *m, const struct calib_text *tx, enum l
         out[CALIB_STREAM_GBPS] = 1.0 / out[CALIB_WGEMM_R1];
     if (out[CALIB_STREAM_GFLOPS] <= 0) /* cache-resident model: its best in-cache rate */
         out[CALIB_STREAM_GFLOPS] = out[CALIB_GEMM_GFLOPS];
-    stage(4, "attention");
+    stage(4, "weight kernels");
+    if ((rc = bench_kernels(m, kind, ops, &out[CALIB_KGEMM_FIRST], &out[CALIB_KHEAD_FIRST], e)))
+        return rc;
+    stage(5, "attention");
     if ((rc = bench_attention(m, tx, kind, &out[CALIB_ATTN_NS_PER_TOKEN], &out[CALIB_ATTN_NS_FIXED],
                               &out[CALIB_ATTN_NS_LAYER], e)) ||
-        (stage(5, "scheduler"), rc = bench_schedule(m, tx, kind, out, e)))
+        (stage(6, "scheduler"), rc = bench_schedule(m, tx, kind, out, e)))
         return rc;
-    stage(6, "recomputation");
+    stage(7, "recomputation");
     out[CALIB_RECOMPUTE_NS] = ops->bench_recompute(m);
     if (isnan(out[CALIB_RECOMPUTE_NS]))
         return err_set(e, ALISA_EIO, "calibration: the recomputation benchmark failed");
-    stage(7, "attention by batch");
+    stage(8, "attention by batch");
     if ((rc = bench_attention_batches(m, tx, kind, "dense", out[CALIB_ATTN_NS_LAYER],
                                       out[CALIB_ATTN_NS_FIXED], &out[CALIB_ATTN_BATCH_FIRST],
                                       e)) ||
-        (stage(8, "sparse attention by batch"),
+        (stage(9, "sparse attention by batch"),
          rc = bench_attention_batches(m, tx, kind, "swa", out[CALIB_ATTN_NS_LAYER],
                                       out[CALIB_ATTN_NS_FIXED], &out[CALIB_ATTN_SPARSE_FIRST],
                                       e)))
         return rc;
-    stage(9, "weight probe");
+    stage(10, "weight probe");
     out[CALIB_WEIGHT_PROBE_GBPS] = calib_weight_rate(m, kind, 0.5);
     if (isnan(out[CALIB_WEIGHT_PROBE_GBPS]))
         return err_set(e, ALISA_ENOMEM, "out of memory for the weight-rate probe");

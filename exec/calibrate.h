@@ -23,6 +23,17 @@
  *   arithmetic term, as with weights that stay in cache: the one-row rate,
  *   the best in-cache GEMM rate). In situ, because the same GEMMs timed
  *   alone ran up to 30% slower than inside the executor (issue 9).
+ * - The same weight GEMMs alone, at every row count from 1 to
+ *   CALIB_KGEMM_ROWS (the backend's bench_weights: its own kernels on the
+ *   model's matrices, the layers' and the head's apart; enough layers for
+ *   64 MiB of weights, so they stream from memory as in the decode): the
+ *   kernel's shape between the in-situ rows (issue 49: the CPU's quantised
+ *   kernels take rows in pairs and tiles of 8, so 7 rows cost more than
+ *   8). The profile's weight_kernel_ns_per_byte and
+ *   head_kernel_ns_per_byte; the cost model adds the kernel's departure
+ *   from its own straight line between two in-situ rows to the in-situ
+ *   line (costmodel.h), and calib_kernel_loo checks that rule by leave-
+ *   one-out over the in-situ rows. Not on CUDA yet (no bench_weights).
  * - Host memory read bandwidth (cblas_sasum over a 256 MiB array).
  * - Copy between two separately allocated arenas (the executor's offload and
  *   load; CUDA: pinned host memory and the device, the mean of the two
@@ -85,6 +96,11 @@
 /* Batches the attention tables are measured at (calib_attn_batch). */
 #define CALIB_ATTN_N 6
 
+/* Row counts the weight kernels are timed at alone: every one from 1 to
+ * this (issue 49: the executor's kernels work in tiles of rows, so the
+ * cost between the in-situ rows 1, 2, 4, ..., 32 is not a straight line). */
+#define CALIB_KGEMM_ROWS 32
+
 enum calib_figure {
     CALIB_GEMM_GFLOPS,       /* best GEMM rate over the shapes, GFLOP/s */
     CALIB_GEMV_GBPS,         /* one-row GEMM: weight bytes / time, GB/s */
@@ -143,6 +159,13 @@ enum calib_figure {
     CALIB_KV_NS_PER_STREAM,  /* the arenas' bookkeeping per stream and step, ns (with
                                 CALIB_KV_NS_PER_LAYER and CALIB_KV_NS_PER_TOKEN: layer +
                                 streams x (this + context x per token)) */
+    CALIB_KGEMM_FIRST,       /* the layers' weight GEMMs alone (the backend's bench_weights:
+                                its kernels on the model's own matrices), ns per weight byte
+                                at 1, 2, ..., CALIB_KGEMM_ROWS rows (NAN: the backend has no
+                                such benchmark) */
+    CALIB_KGEMM_LAST = CALIB_KGEMM_FIRST + CALIB_KGEMM_ROWS - 1,
+    CALIB_KHEAD_FIRST,       /* ... the output head's, ns per head weight byte */
+    CALIB_KHEAD_LAST = CALIB_KHEAD_FIRST + CALIB_KGEMM_ROWS - 1,
     CALIB_N
 };
 
@@ -167,6 +190,19 @@ double calib_attn_kv_bytes(const struct llm_config *c, uint32_t B);
 
 /* Rows of CALIB_WGEMM_R1 + i. */
 extern const int calib_wgemm_rows[6];
+
+/* The kernel's shape between the in-situ rows, checked by leave-one-out
+ * over them: for each in-situ row but the first and last (2, 4, 8 and 16),
+ * its figure predicted from its two neighbours, by a straight line
+ * (line_pct) and by the line plus the kernel's own departure from its
+ * straight line between the same rows (kernel_pct, the cost model's rule:
+ * costmodel.h), as percent errors against the measured figure; the means
+ * of their absolute values. insitu: the six in-situ figures
+ * (calib_wgemm_rows); kernel: CALIB_KGEMM_ROWS figures, rows 1 up. Returns
+ * the points compared (0 when the kernel's figures are missing). Cannot
+ * fail. */
+int calib_kernel_loo(const double insitu[6], const double *kernel, double line_pct[4],
+                     double kernel_pct[4], double *line_mean, double *kernel_mean);
 
 /* Name of a figure, as in the JSON output ("gemm_gflops", ...). */
 const char *calib_name(enum calib_figure f);
@@ -227,7 +263,7 @@ void calib_fit_copy(const double *bytes, const double *ns, size_t n, double *gbp
 /* Reports calib_measure's progress: fn(ctx, i, what) as it starts stage i
  * of CALIB_STAGES (the GEMMs, memory, copies, ...), and once more with i =
  * CALIB_STAGES when it ends. NULL: none. For a progress display. */
-#define CALIB_STAGES 10
+#define CALIB_STAGES 11
 void calib_set_progress(void (*fn)(void *ctx, int stage, const char *what), void *ctx);
 
 /* Bytes of the decode's layer weights and of its head as backend kind

@@ -216,6 +216,9 @@ static void test_calibrate_figures_are_finite_and_plausible(void **state)
     for (int i = CALIB_WGEMM_R1; i <= CALIB_HEAD_R32; i++)
         if (!(f[i] > 1e-4 && f[i] < 1e3))
             fail_msg("%s = %g ns per byte", calib_name(i), f[i]);
+    for (int i = CALIB_KGEMM_FIRST; i <= CALIB_KHEAD_LAST; i++) /* the CPU has the kernels' */
+        if (!(f[i] > 1e-4 && f[i] < 1e3))
+            fail_msg("%s = %g ns per byte", calib_name(i), f[i]);
     /* the scheduler's three terms by selection: none negative (a term the
      * runs do not show is left at 0), not all 0 */
     for (int i = CALIB_SCHED_FIRST; i <= CALIB_SCHED_LAST; i++) {
@@ -320,6 +323,35 @@ static void test_fits_recover_known_terms(void **state)
     assert_true(s == 0 && fabs(a - 40) < 1e-6 && fabs(b - 5) < 1e-9);
 }
 
+/* The kernel rule's leave-one-out, worked by hand: in-situ figures and a
+ * kernel both r^2 (1, 4, 16, 64, 256, 1024 at rows 1 to 32): a straight line
+ * from the neighbours overshoots each inner row by half (row 2 from rows 1
+ * and 4: 1 + 15/3 = 6 against 4; row 4 from 2 and 8: 4 + 60/3 = 24 against
+ * 16; ...); the line plus the kernel's departure is exact. */
+static void test_kernel_loo_by_hand(void **state)
+{
+    (void)state;
+    double insitu[6], kernel[CALIB_KGEMM_ROWS], line[4], kern[4], lm, km;
+    for (int i = 0; i < 6; i++)
+        insitu[i] = (double)calib_wgemm_rows[i] * calib_wgemm_rows[i];
+    for (int r = 1; r <= CALIB_KGEMM_ROWS; r++)
+        kernel[r - 1] = (double)r * r;
+    assert_int_equal(calib_kernel_loo(insitu, kernel, line, kern, &lm, &km), 4);
+    for (int i = 0; i < 4; i++) {
+        if (fabs(line[i] - 50) > 1e-9 || fabs(kern[i]) > 1e-9)
+            fail_msg("row %d: line %g%%, kernel %g%%", calib_wgemm_rows[i + 1], line[i], kern[i]);
+    }
+    assert_true(fabs(lm - 50) < 1e-9 && fabs(km) < 1e-9);
+    /* a straight kernel adds nothing: the same errors as the line */
+    for (int r = 1; r <= CALIB_KGEMM_ROWS; r++)
+        kernel[r - 1] = 3.0 + r;
+    calib_kernel_loo(insitu, kernel, line, kern, &lm, &km);
+    assert_true(fabs(km - lm) < 1e-9);
+    /* a backend without the kernel figures: nothing compared */
+    kernel[5] = NAN;
+    assert_int_equal(calib_kernel_loo(insitu, kernel, line, kern, &lm, &km), 0);
+}
+
 /* Every figure has a name of its own; the scheduler's four per-selection
  * ranges are named after the registry's selections, in its order. */
 static void test_every_figure_has_a_name_of_its_own(void **state)
@@ -338,12 +370,15 @@ static void test_every_figure_has_a_name_of_its_own(void **state)
     }
     assert_string_equal(calib_name(CALIB_SCHED_FIRST), "sched_dense_ns_t");
     assert_string_equal(calib_name(CALIB_KV_NS_PER_STREAM), "kv_ns_per_stream");
+    assert_string_equal(calib_name(CALIB_KGEMM_FIRST + 6), "kgemm_r7_ns_b");
+    assert_string_equal(calib_name(CALIB_KHEAD_LAST), "khead_r32_ns_b");
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_figure_has_a_name_of_its_own),
+        cmocka_unit_test(test_kernel_loo_by_hand),
         cmocka_unit_test(test_fits_recover_known_terms),
         cmocka_unit_test(test_copy_fit_recovers_latency_and_rate),
         cmocka_unit_test(test_unquiet_wgemm_names_the_worst_gemm_figure),

@@ -261,11 +261,12 @@ static void test_catalog_executor_profile_keys_parse_and_bad_tables_fail(void **
     const char *base = "[cpu]\ngpu = x\ngpu_mem_gib = 16\nhbm_gbps = 5\nfp16_tflops = 0.1\n"
                        "host_dram_gib = 16\nlink_gbps = 30\nlink_latency_us = 0.2\n"
                        "host_mem_gbps = 10\ngemm_efficiency = 1\nhbm_efficiency = 1\n";
-    char text[1024];
+    char text[2048];
     snprintf(text, sizeof text, "%sserial = 1\nweight_bytes = 4\nattn_ns_per_token = 400\n"
              "attn_ns_fixed = 1500\nattn_ns_per_layer = 9e3\nrecompute_ns = 2e4\n"
              "weight_gemm_ns_per_byte = 1:0.17 2:0.19 4:0.21 32:0.33\n"
              "head_gemm_ns_per_byte = 1:0.27\nsched_ns_per_token = dense:15.5 swa:16.8\n"
+             "weight_kernel_ns_per_byte = 1:0.15 2:0.18\n   3:0.25\n"
              "kv_ns_per_token = 6.5\nkv_ns_per_layer = 120\nkv_ns_per_stream = 75\n"
              "sched_ns_per_layer = swa:900\n"
              "attn_ns_per_token_by_kv = 166:183 10600:218\nweight_probe_gbps = 23.5\n"
@@ -284,6 +285,9 @@ static void test_catalog_executor_profile_keys_parse_and_bad_tables_fail(void **
     assert_int_equal(h->weight_gemm.n, 4);
     assert_true(h->weight_gemm.rows[3] == 32 && h->weight_gemm.ns_per_byte[3] == 0.33);
     assert_int_equal(h->head_gemm.n, 1);
+    assert_int_equal(h->weight_kernel.n, 3);
+    assert_true(h->weight_kernel.rows[2] == 3 && h->weight_kernel.ns_per_byte[2] == 0.25);
+    assert_int_equal(h->head_kernel.n, 0);
     assert_int_equal(h->sched_ns.n, 2);
     assert_string_equal(h->sched_ns.name[1], "swa");
     assert_true(h->sched_ns.value[1] == 16.8);
@@ -311,6 +315,11 @@ static void test_catalog_executor_profile_keys_parse_and_bad_tables_fail(void **
         {"sched_ns_per_token = swa\n", ":12: sched_ns_per_token: 'swa' at 'swa': expected NAME:VALUE"},
         {"sched_ns_per_token = swa:-1\n", "values non-negative"},
         {"serial = 2\n", ":1: [cpu]: serial = 2 must be 0 or 1"},
+        /* an indented line continues a table, rows still increasing; a
+         * table set again after another key is set twice */
+        {"head_kernel_ns_per_byte = 1:0.1 2:0.2\n  2:0.3\n", "rows must keep increasing after 2"},
+        {"head_kernel_ns_per_byte = 1:0.1\nserial = 1\nhead_kernel_ns_per_byte = 2:0.1\n",
+         "key 'head_kernel_ns_per_byte' set twice"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(text, sizeof text, "%s%s", base, bad[i][0]);

@@ -453,6 +453,43 @@ static void test_measured_gemm_and_attention_terms_price_the_steps(void **state)
     free(dir);
 }
 
+/* Between two measured rows the kernel's own shape is added to the line
+ * (issue 49): worked by hand on a table of rows 1, 4, 8 and a kernel timed
+ * at rows 1 to 8. */
+static void test_gemm_kernel_shape_between_measured_rows(void **state)
+{
+    (void)state;
+    struct gemm_table t = {3, {1, 4, 8}, {1.0, 2.0, 3.0}}, none = {0};
+    struct gemm_table k = {8, {1, 2, 3, 4, 5, 6, 7, 8}, {1.0, 1.2, 1.5, 1.6, 2.0, 2.2, 2.6, 2.4}};
+    /* row 3: the line 1 + 1 x 2/3; the kernel's line 1 + 0.6 x 2/3 = 1.4,
+     * its value 1.5, so 0.1 more */
+    assert_true(fabs(cost_gemm_ns_per_byte(&t, &none, 3) - (1 + 2.0 / 3)) < 1e-12);
+    assert_true(fabs(cost_gemm_ns_per_byte(&t, &k, 3) - (1 + 2.0 / 3 + 0.1)) < 1e-12);
+    /* row 7: the line 2 + 3/4; the kernel's 1.6 + 0.8 x 3/4 = 2.2, value 2.6 */
+    assert_true(fabs(cost_gemm_ns_per_byte(&t, &k, 7) - (2.75 + 0.4)) < 1e-12);
+    /* measured rows as measured; beyond them, and at a fractional row, the
+     * line alone (past 8: the last two points' line, 3 + 1/4) */
+    assert_true(cost_gemm_ns_per_byte(&t, &k, 4) == 2.0);
+    assert_true(cost_gemm_ns_per_byte(&t, &k, 8) == 3.0);
+    assert_true(fabs(cost_gemm_ns_per_byte(&t, &k, 9) - 3.25) < 1e-12);
+    assert_true(fabs(cost_gemm_ns_per_byte(&t, &k, 2.5) - 1.5) < 1e-12);
+    /* a kernel that lacks a row it needs (7 and 8 here): the line */
+    k.n = 6;
+    assert_true(fabs(cost_gemm_ns_per_byte(&t, &k, 7) - 2.75) < 1e-12);
+    assert_true(fabs(cost_gemm_ns_per_byte(&t, &k, 3) - (1 + 2.0 / 3 + 0.1)) < 1e-12);
+    /* a departure deeper than the line: the line */
+    k = (struct gemm_table){4, {1, 2, 3, 4}, {5.0, 0.01, 5.0, 5.0}}; /* 1.33 - 4.99 */
+    assert_true(fabs(cost_gemm_ns_per_byte(&t, &k, 2) - (1 + 1.0 / 3)) < 1e-12);
+    /* the step prices through it: 3 rows of toy's 128 weights x 2 bytes */
+    struct hw_profile hw = unit_hw;
+    hw.weight_gemm = t;
+    hw.weight_kernel = (struct gemm_table){8, {1, 2, 3, 4, 5, 6, 7, 8},
+                                           {1.0, 1.2, 1.5, 1.6, 2.0, 2.2, 2.6, 2.4}};
+    hw.attn_ns_fixed = 0;
+    assert_true(fabs(cost_layer_compute_ns(&toy, &hw, 7, 0, 0, KV_FP16, 0, 0) - 256 * 3.15) <
+                1e-9);
+}
+
 /* The attention table by the KV a step reads replaces the single per-token
  * figure: toy's KV is 16 bytes a token (FP16, one layer), so 64 attended
  * tokens read 1 KiB. Between points linear in log2(KiB); flat beyond. */
@@ -964,6 +1001,7 @@ int main(void)
         cmocka_unit_test(test_flexgen_attends_its_cpu_share_on_the_cpu),
         cmocka_unit_test(test_serial_profile_runs_every_task_in_turn),
         cmocka_unit_test(test_measured_gemm_and_attention_terms_price_the_steps),
+        cmocka_unit_test(test_gemm_kernel_shape_between_measured_rows),
         cmocka_unit_test(test_attention_priced_by_the_kv_a_step_reads),
         cmocka_unit_test(test_loads_overlap_the_previous_layers_compute),
         cmocka_unit_test(test_optimum_runs_the_bounds_on_the_same_workload),

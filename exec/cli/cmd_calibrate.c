@@ -72,7 +72,12 @@ void cmd_calibrate_usage(FILE *out)
             "  weight_gemm_ns_per_byte, head_gemm_ns_per_byte  the decode's weight GEMMs\n"
             "      in the executor's own timings (1 to 32 sequences of --text tokens;\n"
             "      layers, with their element-wise work, and output head apart), ns per\n"
-            "      weight byte at 1 to 32 rows; the cost model interpolates them\n"
+            "      weight byte at 1, 2, 4, 8, 16 and 32 rows; the cost model interpolates\n"
+            "  weight_kernel_ns_per_byte, head_kernel_ns_per_byte  the same GEMMs alone\n"
+            "      (the backend's kernels on the model's matrices, CPU only so far) at\n"
+            "      every row count 1 to 32: their shape between those rows, added to the\n"
+            "      interpolation (a kernel taking rows in tiles costs more at 7 than at 8);\n"
+            "      checked by leave-one-out over the in-situ rows (printed)\n"
             "  hbm_gbps, fp16_tflops  their fit: time per byte = 1/bandwidth + rows/(2 x rate)\n"
             "  link_gbps, link_latency_us  copies between two arenas, 1 token to 16 MiB, fit\n"
             "      (CUDA: pinned host memory and the device, both directions)\n"
@@ -140,6 +145,51 @@ static void attn_table(FILE *f, const char *key, const struct llm_config *c,
 }
 
 
+static int kernel_figure(int f)
+{
+    return f >= CALIB_KGEMM_FIRST && f <= CALIB_KHEAD_LAST;
+}
+
+/* "key = 1:NS 2:NS ..." from the CALIB_KGEMM_ROWS kernel figures at st,
+ * continued on indented lines; nothing when the backend measured none. */
+static void kernel_table(FILE *f, const char *key, const struct stat4 *st)
+{
+    if (!(st[0].mean > 0))
+        return;
+    fprintf(f, "%s =", key);
+    for (int i = 0; i < CALIB_KGEMM_ROWS; i++) /* 8 a line: the catalog reads 198 characters */
+        fprintf(f, "%s %d:%.5g", i && i % 8 == 0 ? "\n   " : "", i + 1, st[i].mean);
+    fprintf(f, "\n");
+}
+
+/* The kernel rule's leave-one-out over the in-situ rows (calib_kernel_loo)
+ * for the layers (h 0) and the head (h 1): points compared, 0 when none. */
+static int kernel_loo(const struct stat4 *st, int h, double line[4], double kern[4],
+                      double *line_mean, double *kern_mean)
+{
+    double insitu[6], kernel[CALIB_KGEMM_ROWS];
+    for (int i = 0; i < 6; i++)
+        insitu[i] = st[(h ? CALIB_HEAD_R1 : CALIB_WGEMM_R1) + i].mean;
+    for (int i = 0; i < CALIB_KGEMM_ROWS; i++)
+        kernel[i] = st[(h ? CALIB_KHEAD_FIRST : CALIB_KGEMM_FIRST) + i].mean;
+    return calib_kernel_loo(insitu, kernel, line, kern, line_mean, kern_mean);
+}
+
+/* That check in words, one line each for the layers and the head, each
+ * line led by `lead`. */
+static void kernel_loo_lines(FILE *f, const char *lead, const struct stat4 *st)
+{
+    for (int h = 0; h < 2; h++) {
+        double line[4], kern[4], lm, km;
+        if (!kernel_loo(st, h, line, kern, &lm, &km))
+            continue;
+        fprintf(f, "%s%s at rows 2, 4, 8, 16 from their neighbours: straight line %+.1f%% "
+                "%+.1f%% %+.1f%% %+.1f%% (mean %.1f%%), with the kernel's shape %+.1f%% %+.1f%% "
+                "%+.1f%% %+.1f%% (mean %.1f%%)\n", lead, h ? "head" : "layers", line[0], line[1],
+                line[2], line[3], lm, kern[0], kern[1], kern[2], kern[3], km);
+    }
+}
+
 /* Parses argv into o. Returns 0, or an exit code (usage printed). */
 static int calibrate_parse(int argc, char **argv, struct calibrate_opts *o)
 {
@@ -178,8 +228,19 @@ static void profile_write(FILE *f, const struct calibrate_opts *o, const char *h
     fprintf(f, "; CPU: %s, %ld online cores; means of %u runs (spread = (max - min) / mean)\n",
             cpu->device, sysconf(_SC_NPROCESSORS_ONLN), o->repeat);
     for (int i = 0; i < CALIB_N; i++)
-        fprintf(f, ";   %-18s %12.4g  (min %.4g, max %.4g, spread %.1f%%)\n", calib_name(i),
-                st[i].mean, st[i].min, st[i].max, 100 * st[i].spread);
+        if (!kernel_figure(i))
+            fprintf(f, ";   %-18s %12.4g  (min %.4g, max %.4g, spread %.1f%%)\n",
+                    calib_name(i), st[i].mean, st[i].min, st[i].max, 100 * st[i].spread);
+    for (int h = 0; h < 2 && st[CALIB_KGEMM_FIRST].mean > 0; h++) {
+        int first = h ? CALIB_KHEAD_FIRST : CALIB_KGEMM_FIRST;
+        double worst = 0;
+        for (int i = 0; i < CALIB_KGEMM_ROWS; i++)
+            worst = st[first + i].spread > worst ? st[first + i].spread : worst;
+        fprintf(f, ";   %s_r1..%d_ns_b: the %s alone at 1 to %d rows (below), spread at most "
+                "%.1f%%\n", h ? "khead" : "kgemm", CALIB_KGEMM_ROWS, h ? "head" : "layers' GEMMs",
+                CALIB_KGEMM_ROWS, 100 * worst);
+    }
+    kernel_loo_lines(f, "; leave-one-out, ", st);
     fprintf(f, "; mapping (the executor: %s, FP32 KV):\n", be->computes);
     fprintf(f,
                "; fp16_tflops, hbm_gbps = stream_gflops / 1000, stream_gbps (the weight\n"
@@ -193,7 +254,9 @@ static void profile_write(FILE *f, const struct calibrate_opts *o, const char *h
                "; recompute_ns as measured;\n"
                "; weight_gemm_ns_per_byte, head_gemm_ns_per_byte = the wgemm_r*_ns_b and\n"
                "; head_r*_ns_b figures by row count (the cost model prices the layers'\n"
-               "; weight GEMMs and the output head from these tables); sched_ns_per_token =\n"
+               "; weight GEMMs and the output head from these tables);\n"
+               "; weight_kernel_ns_per_byte, head_kernel_ns_per_byte = the kgemm_r*_ns_b and\n"
+               "; khead_r*_ns_b figures (their shape between those rows); sched_ns_per_token =\n"
                "; the sched_*_ns_t figures by selection; sched_ns_per_layer = the\n"
                "; sched_*_layer_ns figures; sched_ns_per_stream = the sched_*_stream_ns\n"
                "; figures; sched_ns_per_retired = the sched_*_retired_ns figures;\n"
@@ -241,6 +304,8 @@ static void profile_write(FILE *f, const struct calibrate_opts *o, const char *h
             st[CALIB_ATTN_NS_LAYER].mean);
     attn_table(f, "attn_ns_per_token_by_kv", c, st + CALIB_ATTN_BATCH_FIRST);
     attn_table(f, "attn_sparse_ns_per_token_by_kv", c, st + CALIB_ATTN_SPARSE_FIRST);
+    kernel_table(f, "weight_kernel_ns_per_byte", st + CALIB_KGEMM_FIRST);
+    kernel_table(f, "head_kernel_ns_per_byte", st + CALIB_KHEAD_FIRST);
 }
 
 /* The figures and their spread: JSON with every run, or a table. */
@@ -259,6 +324,20 @@ if (o->json) {
                                       st[i].min, "max", st[i].max, "spread", st[i].spread,
                                       "runs", runs_j));
     }
+    for (int h = 0; h < 2; h++) {
+        double line[4], kern[4], lm, km;
+        if (!kernel_loo(st, h, line, kern, &lm, &km))
+            continue;
+        json_t *l = json_array(), *k = json_array();
+        for (int i = 0; i < 4; i++) {
+            json_array_append_new(l, json_real(line[i]));
+            json_array_append_new(k, json_real(kern[i]));
+        }
+        json_object_set_new(root, h ? "head_kernel_loo" : "weight_kernel_loo",
+                            json_pack("{s:[i,i,i,i], s:o, s:f, s:o, s:f}", "rows", 2, 4, 8, 16,
+                                      "line_error_pct", l, "line_mean_abs_pct", lm,
+                                      "kernel_error_pct", k, "kernel_mean_abs_pct", km));
+    }
     json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
     printf("\n");
     json_decref(root);
@@ -267,6 +346,7 @@ if (o->json) {
     for (int i = 0; i < CALIB_N; i++)
         printf("%-18s %12.4g %12.4g %12.4g %7.1f%%\n", calib_name(i), st[i].mean, st[i].min,
                st[i].max, 100 * st[i].spread);
+    kernel_loo_lines(stdout, "kernel check, leave-one-out: ", st);
     printf("wrote %s (section [%s])\n", o->out, section);
 }
 }

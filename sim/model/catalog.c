@@ -96,6 +96,8 @@ static const struct field hw_fields[] = {
     HFO("recompute_ns", FIELD_DOUBLE, recompute_ns),
     HFO("weight_gemm_ns_per_byte", FIELD_GEMM_TABLE, weight_gemm),
     HFO("head_gemm_ns_per_byte", FIELD_GEMM_TABLE, head_gemm),
+    HFO("weight_kernel_ns_per_byte", FIELD_GEMM_TABLE, weight_kernel),
+    HFO("head_kernel_ns_per_byte", FIELD_GEMM_TABLE, head_kernel),
     HFO("sched_ns_per_token", FIELD_NAMED_TABLE, sched_ns),
     HFO("sched_ns_per_layer", FIELD_NAMED_TABLE, sched_layer_ns),
     HFO("sched_ns_per_stream", FIELD_NAMED_TABLE, sched_stream_ns),
@@ -131,6 +133,9 @@ struct parse_ctx {
     uint32_t *seen;      /* (*count) bitmask of keys set, bit i = fields[i] */
     char msg[256];       /* first handler error */
     int oom;
+    int last_field;      /* the field the previous line set, -1 none: an indented line
+                            under a table continues it (inih hands it over under the
+                            same name) */
 };
 
 /* Bounds of the model shapes, and physical bounds of the profile figures:
@@ -274,6 +279,30 @@ static int parse_value(const struct field *f, const char *value, void *dst, char
     return -1;
 }
 
+/* An indented line under a table's key: its pairs appended to the table,
+ * rows still increasing. 0, or -1 with msg set. */
+static int table_continues(const struct field *f, const char *value, void *dst, char *msg,
+                           size_t cap)
+{
+    struct gemm_table *t = dst, more;
+    if (parse_value(f, value, &more, msg, cap))
+        return -1;
+    if (more.rows[0] <= t->rows[t->n - 1]) {
+        snprintf(msg, cap, "%s: continued at '%s': rows must keep increasing after %.0f", f->key,
+                 value, t->rows[t->n - 1]);
+        return -1;
+    }
+    if (t->n + more.n > GEMM_TABLE_MAX) {
+        snprintf(msg, cap, "%s: more than %d points", f->key, GEMM_TABLE_MAX);
+        return -1;
+    }
+    for (uint32_t i = 0; i < more.n; i++) {
+        t->rows[t->n] = more.rows[i];
+        t->ns_per_byte[t->n++] = more.ns_per_byte[i];
+    }
+    return 0;
+}
+
 static int catalog_ini_handler(void *user, const char *section, const char *name, const char *value)
 {
     struct parse_ctx *p = user;
@@ -317,6 +346,9 @@ static int catalog_ini_handler(void *user, const char *section, const char *name
         const struct field *f = &p->fields[i];
         if (strcmp(f->key, name) != 0)
             continue;
+        if ((p->seen[n - 1] & (1u << i)) && f->type == FIELD_GEMM_TABLE &&
+            p->last_field == (int)i)
+            return table_continues(f, value, cur + f->offset, p->msg, sizeof p->msg) == 0;
         if (p->seen[n - 1] & (1u << i)) {
             snprintf(p->msg, sizeof p->msg, "[%s]: key '%s' set twice", section, name);
             return 0;
@@ -324,6 +356,7 @@ static int catalog_ini_handler(void *user, const char *section, const char *name
         if (parse_value(f, value, cur + f->offset, p->msg, sizeof p->msg))
             return 0;
         p->seen[n - 1] |= 1u << i;
+        p->last_field = (int)i;
         return 1;
     }
     snprintf(p->msg, sizeof p->msg, "[%s]: unknown key '%s'", section, name);
@@ -373,6 +406,7 @@ int ini_check_lines(const char *path, struct alisa_err *e)
 static int parse_file(struct parse_ctx *p, struct alisa_err *e)
 {
     p->first_new = *p->count;
+    p->last_field = -1;
     int rc = ini_check_lines(p->path, e);
     if (rc)
         return rc == ALISA_EIO ? err_set(e, ALISA_EIO, "%s: cannot open catalog file", p->path)

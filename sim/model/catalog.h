@@ -42,7 +42,7 @@ struct model_shape {
  * strictly increasing); between them linear, beyond the last the last two
  * points' line. Also the attention table, keyed by KiB (costmodel.c reads
  * it its own way). */
-#define GEMM_TABLE_MAX 12
+#define GEMM_TABLE_MAX 64
 struct gemm_table {
     uint32_t n;
     double rows[GEMM_TABLE_MAX];
@@ -96,6 +96,12 @@ struct hw_profile {
                                       weight GEMMs; n 0: roofline */
     struct gemm_table head_gemm;   /* head_gemm_ns_per_byte: the output head's (its own
                                       shape); n 0: as weight_gemm */
+    struct gemm_table weight_kernel; /* weight_kernel_ns_per_byte = ROWS:NS ...: the layers'
+                                        weight GEMMs alone at rows 1, 2, 3, ...: the kernel's
+                                        shape between weight_gemm's rows (costmodel.h); n 0:
+                                        straight lines between them */
+    struct gemm_table head_kernel;   /* head_kernel_ns_per_byte: the same for the head's
+                                        (with head_gemm) */
     struct named_table sched_ns; /* sched_ns_per_token = SELECTION:NS ...: the scheduler's
                                     own time per stream, step and context token, on the
                                     executor's processor (serial profiles) */

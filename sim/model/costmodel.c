@@ -100,20 +100,58 @@ static double table_ns_per_byte(const struct gemm_table *t, double rows)
     return y0 + (y1 - y0) * (rows - x0) / (x1 - x0);
 }
 
-/* A weight GEMM for `batch` tokens: from the profile's measured table when
- * it has one; else a roofline, every weight read once at the profile's bytes
- * per weight, where on a serial profile (one CPU) the memory and arithmetic
- * times add instead of overlapping. */
-static double gemm_table_ns(const struct hw_profile *hw, const struct gemm_table *t,
-                            double params, double tokens)
+/* Row r's value in a kernel table of whole rows 1, 2, 3, ... (k), or -1
+ * when the table does not hold that row. */
+static double kernel_at(const struct gemm_table *k, double r)
 {
-    return params * (hw->weight_bytes > 0 ? hw->weight_bytes : 2.0) * table_ns_per_byte(t, tokens);
+    uint32_t i = (uint32_t)r - 1;
+    return r >= 1 && i < k->n && k->rows[i] == r ? k->ns_per_byte[i] : -1;
+}
+
+/* The kernel's departure at `rows` from its own straight line between the
+ * two measured rows around it (those table_ns_per_byte interpolates
+ * between), ns per byte: 0 at a measured row, beyond the measured rows, at
+ * a fractional row, and where the kernel table lacks a row needed
+ * (issue 49: the executor's kernels take rows in tiles, so the cost between
+ * two calibrated batches is not a straight line). */
+static double kernel_departure(const struct gemm_table *t, const struct gemm_table *k,
+                               double rows)
+{
+    if (!k->n || t->n < 2 || rows <= t->rows[0] || rows > t->rows[t->n - 1] ||
+        rows != floor(rows))
+        return 0;
+    uint32_t i = 1;
+    while (rows > t->rows[i])
+        i++;
+    double x0 = t->rows[i - 1], x1 = t->rows[i];
+    double k0 = kernel_at(k, x0), k1 = kernel_at(k, x1), kr = kernel_at(k, rows);
+    if (k0 < 0 || k1 < 0 || kr < 0)
+        return 0;
+    return kr - (k0 + (k1 - k0) * (rows - x0) / (x1 - x0));
+}
+
+/* A weight GEMM for `batch` tokens: from the profile's measured table when
+ * it has one (cost_gemm_ns_per_byte); else a roofline, every weight read once at the
+ * profile's bytes per weight, where on a serial profile (one CPU) the
+ * memory and arithmetic times add instead of overlapping. */
+double cost_gemm_ns_per_byte(const struct gemm_table *t, const struct gemm_table *kernel,
+                             double rows)
+{
+    double line = table_ns_per_byte(t, rows), per = line + kernel_departure(t, kernel, rows);
+    return per > 0 ? per : line; /* a departure deeper than the line: the line */
+}
+
+static double gemm_table_ns(const struct hw_profile *hw, const struct gemm_table *t,
+                            const struct gemm_table *kernel, double params, double tokens)
+{
+    return params * (hw->weight_bytes > 0 ? hw->weight_bytes : 2.0) *
+           cost_gemm_ns_per_byte(t, kernel, tokens);
 }
 
 static double gemm_ns(const struct hw_profile *hw, double params, double tokens)
 {
     if (hw->weight_gemm.n)
-        return gemm_table_ns(hw, &hw->weight_gemm, params, tokens);
+        return gemm_table_ns(hw, &hw->weight_gemm, &hw->weight_kernel, params, tokens);
     double flops_ns = 2.0 * tokens * params / peak_flops_per_ns(hw);
     double bytes_ns = params * (hw->weight_bytes > 0 ? hw->weight_bytes : 2.0) / hbm_bytes_per_ns(hw);
     if (hw->serial)
@@ -125,7 +163,7 @@ static double gemm_ns(const struct hw_profile *hw, double params, double tokens)
 static double head_ns(const struct hw_profile *hw, const struct model_shape *m, double tokens)
 {
     double params = (double)m->vocab * m->hidden;
-    return hw->head_gemm.n ? gemm_table_ns(hw, &hw->head_gemm, params, tokens)
+    return hw->head_gemm.n ? gemm_table_ns(hw, &hw->head_gemm, &hw->head_kernel, params, tokens)
                            : gemm_ns(hw, params, tokens);
 }
 

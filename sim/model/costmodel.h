@@ -95,6 +95,19 @@ double cost_layer_compute_ns(const struct model_shape *m, const struct hw_profil
                              uint32_t batch, double attended_total, double resident_total,
                              enum kv_precision precision, int sparse, int with_head);
 
+/* A weight GEMM's ns per weight byte at `rows` rows from a measured table
+ * t (weight_gemm_ns_per_byte: in situ, at a few row counts): linear
+ * between its rows, the first row's value below them, beyond them the
+ * line through the last two unless it falls (then the last value); plus,
+ * when `kernel` holds the same GEMMs timed alone at every whole row
+ * (weight_kernel_ns_per_byte; n 0: none), the kernel's departure at `rows`
+ * from its own straight line between the same two rows of t (issue 49: a
+ * kernel that takes rows in tiles costs more at 7 rows than at 8). No
+ * departure at t's rows, beyond them or at fractional rows; the line alone
+ * if the sum would not be positive. Cannot fail. */
+double cost_gemm_ns_per_byte(const struct gemm_table *t, const struct gemm_table *kernel,
+                             double rows);
+
 /* Prefill of `batch` prompts of `prompt_len` tokens: the weight GEMMs over
  * batch x prompt_len tokens as a roofline plus causal attention FLOPs. ns. */
 double cost_prefill_ns(const struct model_shape *m, const struct hw_profile *hw, uint32_t batch,
