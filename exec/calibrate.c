@@ -60,24 +60,27 @@ _Static_assert(CALIB_ATTN_N == 6, "a name for every attention batch");
 
 const int calib_wgemm_rows[6] = {1, 2, 4, 8, 16, 32};
 
-const uint32_t calib_sched_batch[3] = {1, 16, 4};
+const uint32_t calib_sched_batch[CALIB_SCHED_RUNS] = {1, 16, 4, 4};
 
-const uint32_t calib_sched_prompt[3] = {48, 48, 144};
+const uint32_t calib_sched_prompt[CALIB_SCHED_RUNS] = {48, 48, 144, 144};
+
+const double calib_sched_sparsity[CALIB_SCHED_RUNS] = {0.8, 0.8, 0.8, CALIB_SCHED_SPARSITY_LOW};
 
 const uint32_t calib_attn_batch[CALIB_ATTN_N] = {1, 4, 8, 16, 32, 64};
 
 const char *calib_name(enum calib_figure f)
 {
-    /* one figure per selection in four ranges, named after it */
-    static char sched[4][SELECTION_N][sizeof "sched__retired_ns" + SEL_NAME_MAX];
+    /* one figure per selection in five ranges, named after it */
+    static char sched[5][SELECTION_N][sizeof "sched__attended_ns" + SEL_NAME_MAX];
     static const struct {
         int first;
         const char *fmt;
-    } ranges[4] = {{CALIB_SCHED_FIRST, "sched_%s_ns_t"},
+    } ranges[5] = {{CALIB_SCHED_FIRST, "sched_%s_ns_t"},
                    {CALIB_SCHED_LAYER_FIRST, "sched_%s_layer_ns"},
                    {CALIB_SCHED_STREAM_FIRST, "sched_%s_stream_ns"},
-                   {CALIB_SCHED_RETIRED_FIRST, "sched_%s_retired_ns"}};
-    for (int r = 0; r < 4; r++) {
+                   {CALIB_SCHED_RETIRED_FIRST, "sched_%s_retired_ns"},
+                   {CALIB_SCHED_ATTENDED_FIRST, "sched_%s_attended_ns"}};
+    for (int r = 0; r < 5; r++) {
         int i = (int)f - ranges[r].first;
         if (i >= 0 && i < SELECTION_N) {
             snprintf(sched[r][i], sizeof sched[r][i], ranges[r].fmt,
@@ -306,7 +309,9 @@ static int executor_run(const struct llm_model *m, const struct calib_text *tx,
      * device: nothing is loaded or recomputed, so nothing is priced */
     struct tiered_request req = {.sel = selection_find(sel),
                                  .sel_params = {.budget_tokens = budget,
-                                                .sparsity = budget ? 0 : 0.8}};
+                                                .sparsity = budget          ? 0
+                                                            : run->sparsity > 0 ? run->sparsity
+                                                                                : 0.8}};
     ALISA_ASSERT(req.sel && P >= 1 && P < N && N <= c->seq_len);
     struct llm_state *st = NULL;
     struct tiered tr = {0};
@@ -395,18 +400,26 @@ void calib_set_source(calib_source_fn fn, void *ctx)
 }
 
 /* One in-situ run from the installed source, else the executor. */
+static int insitu_run_as(const struct llm_model *m, const struct calib_text *tx,
+                         enum llm_backend kind, const struct calib_run *run,
+                         struct calib_step *steps, size_t *n, struct alisa_err *e)
+{
+    *n = 0;
+    int rc = source_fn ? source_fn(source_ctx, m, run, steps, n, e)
+                       : executor_run(m, tx, kind, run, steps, n, e);
+    if (!rc && *n == 0)
+        rc = err_set(e, ALISA_EINVAL, "calibration: no decode timings from the executor");
+    return rc;
+}
+
+/* ... at the default sparsity (80%) */
 static int insitu_run(const struct llm_model *m, const struct calib_text *tx,
                       enum llm_backend kind, const char *sel, uint32_t budget, uint32_t B,
                       uint32_t P, uint32_t N, struct calib_step *steps, size_t *n,
                       struct alisa_err *e)
 {
     const struct calib_run run = {.sel = sel, .budget = budget, .B = B, .P = P, .N = N};
-    *n = 0;
-    int rc = source_fn ? source_fn(source_ctx, m, &run, steps, n, e)
-                       : executor_run(m, tx, kind, &run, steps, n, e);
-    if (!rc && *n == 0)
-        rc = err_set(e, ALISA_EINVAL, "calibration: no decode timings from the executor");
-    return rc;
+    return insitu_run_as(m, tx, kind, &run, steps, n, e);
 }
 
 void calib_weight_bytes(const struct llm_model *m, enum llm_backend kind, double *layers,
@@ -597,76 +610,129 @@ static int bench_attention_batches(const struct llm_model *m, const struct calib
     return 0;
 }
 
+/* One of the scheduler's runs, repeated (the medians over the repeats):
+ * per layer and step after the first, the scheduler's and the arenas'
+ * time, tokens retired, a stream's context and attended tokens; and the
+ * first step's excess over them (time, retired, context, attended). */
+struct sched_point {
+    double B, t, tk, r, c, a;
+    double t_first, r_first, c_first, a_first;
+};
+
+static int sched_point(const struct llm_model *m, const struct calib_text *tx,
+                       enum llm_backend kind, const struct calib_run *run,
+                       struct sched_point *o, struct alisa_err *e)
+{
+    const double L = m->c.n_layers, B = run->B;
+    struct calib_step steps[12];
+    double sched[INSITU_MAX_RUNS], kv[INSITU_MAX_RUNS], ret[INSITU_MAX_RUNS],
+        extra[INSITU_MAX_RUNS], att[INSITU_MAX_RUNS], t0 = now_ns();
+    ALISA_ASSERT(run->N - run->P <= 12);
+    int runs = 0;
+    for (; runs < INSITU_MAX_RUNS && (runs == 0 || now_ns() - t0 < INSITU_MIN_NS); runs++) {
+        size_t n = 0;
+        int rc = insitu_run_as(m, tx, kind, run, steps, &n, e);
+        if (rc)
+            return rc;
+        if (n < 2)
+            return err_set(e, ALISA_EINVAL, "calibration: %zu scheduler timings, too few to fit",
+                           n);
+        double t = 0, mv = 0, r = 0, a = 0, ctx = 0, k1 = (double)(n - 1);
+        for (size_t k = 1; k < n; k++) {
+            t += steps[k].cat[CALIB_CAT_SCHED];
+            mv += steps[k].cat[CALIB_CAT_MOVE];
+            r += steps[k].retired;
+            a += steps[k].attended;
+            ctx += steps[k].pos + 1;
+        }
+        att[runs] = a / (L * B * k1); /* a stream's, a layer's */
+        sched[runs] = t / (L * k1);
+        kv[runs] = mv / (L * k1);
+        ret[runs] = r / (L * k1);
+        extra[runs] = steps[0].cat[CALIB_CAT_SCHED] / L - sched[runs];
+        o->c = ctx / k1;
+        o->r_first = steps[0].retired / L;
+        o->c_first = steps[0].pos + 1 - o->c;
+        o->a_first = steps[0].attended / (L * B) - att[runs];
+    }
+    o->B = B;
+    o->a = fit_median(att, (size_t)runs);
+    o->t = fit_median(sched, (size_t)runs);
+    o->tk = fit_median(kv, (size_t)runs);
+    o->r = fit_median(ret, (size_t)runs);
+    o->t_first = fit_median(extra, (size_t)runs);
+    o->r_first -= o->r;
+    return 0;
+}
+
+/* The scheduler's terms from its runs: the retired price from the first
+ * steps' excess (pooled) less what their other terms explain, and the
+ * four terms fitted to the later steps less their retired tokens' price;
+ * alternated until they settle (from no other terms: the first estimate
+ * is the plain excess per retired token). x = {layer, stream, context
+ * token, attended token}. */
+static void sched_solve(const struct sched_point *pt, int n, int attended, double x[4],
+                        double *per_retired)
+{
+    double bs[CALIB_SCHED_RUNS], cs[CALIB_SCHED_RUNS], as[CALIB_SCHED_RUNS],
+        ts[CALIB_SCHED_RUNS];
+    x[0] = x[1] = x[2] = x[3] = 0;
+    for (int it = 0; it < 16; it++) {
+        double dt = 0, dr = 0;
+        for (int w = 0; w < n; w++) {
+            dt += pt[w].t_first - pt[w].B * (pt[w].c_first * x[2] + pt[w].a_first * x[3]);
+            dr += pt[w].r_first;
+        }
+        *per_retired = dr > 0 && dt > 0 ? dt / dr : 0;
+        for (int w = 0; w < n; w++) {
+            bs[w] = pt[w].B, cs[w] = pt[w].c, as[w] = attended ? pt[w].a : pt[w].c;
+            ts[w] = pt[w].t - *per_retired * pt[w].r;
+        }
+        fit_sched_terms((size_t)n, bs, cs, as, ts, x);
+    }
+}
+
 /* The scheduler's own time (plans, and the attention rows rounded to FP16
  * and observed) and the arenas' bookkeeping, as the executor spends them:
  * for each selection, runs of calib_sched_batch[w] sequences after
  * calib_sched_prompt[w] prompt tokens (as one chunk; less for a short
- * context) and 12 decode steps, repeated. The first decode step retires
- * in bulk what the prompt left over the selection's budget: its time over
- * the mean of the steps after it, per token retired over theirs, pooled
- * over the three runs (each the median over the repeats), prices a retired
- * token. The steps after it, less that price times what they retired, per
- * layer and step (the median run), give fit_three_terms its three points;
- * the arenas' bookkeeping, from the dense runs, the same three. */
+ * context) at calib_sched_sparsity[w] and 12 decode steps, repeated (the
+ * first three runs for a selection without a budget: dense has no
+ * sparsity to vary). The first decode step retires in bulk what the
+ * prompt left over the selection's budget, which prices a retired token
+ * (sched_solve); the steps after it give fit_sched_terms its points; the
+ * arenas' bookkeeping, from the dense runs, fit_three_terms the same
+ * three. */
 static int bench_schedule(const struct llm_model *m, const struct calib_text *tx,
-                          enum llm_backend kind,
-                          double out[CALIB_N], struct alisa_err *e)
+                          enum llm_backend kind, double out[CALIB_N], struct alisa_err *e)
 {
-    const uint32_t G = 12, L = m->c.n_layers;
-    struct calib_step steps[12];
-    double sched[INSITU_MAX_RUNS], kv[INSITU_MAX_RUNS], ret[INSITU_MAX_RUNS],
-        extra[INSITU_MAX_RUNS], ts[3], tk[3], bs[3], cs[3], rs[3];
+    const uint32_t G = 12;
     for (int i = 0; i < SELECTION_N; i++) {
-        /* the arenas' bookkeeping from the policy that attends every token */
         int dense = !selection_policies[i]->budgeted;
-        double dt = 0, dr = 0; /* first-step excess and extra retired, pooled */
-        for (int w = 0; w < 3; w++) {
-            const uint32_t B = calib_sched_batch[w];
+        const int n = dense ? 3 : CALIB_SCHED_RUNS;
+        struct sched_point pt[CALIB_SCHED_RUNS];
+        for (int w = 0; w < n; w++) {
             const uint32_t P = m->c.seq_len >= calib_sched_prompt[w] + G ? calib_sched_prompt[w]
                                                                           : m->c.seq_len / 2;
-            int runs = 0;
-            double t0 = now_ns(), ctx = 0, r_first = 0;
-            for (; runs < INSITU_MAX_RUNS && (runs == 0 || now_ns() - t0 < INSITU_MIN_NS);
-                 runs++) {
-                size_t n = 0;
-                int rc = insitu_run(m, tx, kind, selection_policies[i]->name, 0, B, P, P + G, steps, &n, e);
-                if (rc)
-                    return rc;
-                if (n < 2)
-                    return err_set(e, ALISA_EINVAL, "calibration: %zu scheduler timings, too "
-                                   "few to fit", n);
-                double t = 0, mv = 0, r = 0;
-                ctx = 0;
-                for (size_t k = 1; k < n; k++) {
-                    t += steps[k].cat[CALIB_CAT_SCHED];
-                    mv += steps[k].cat[CALIB_CAT_MOVE];
-                    r += steps[k].retired;
-                    ctx += steps[k].pos + 1;
-                }
-                sched[runs] = t / ((double)L * (n - 1));
-                kv[runs] = mv / ((double)L * (n - 1));
-                ret[runs] = r / ((double)L * (n - 1));
-                extra[runs] = steps[0].cat[CALIB_CAT_SCHED] / L - sched[runs];
-                r_first = steps[0].retired / L;
-                ctx /= (double)(n - 1);
-            }
-            bs[w] = B;
-            cs[w] = ctx;
-            ts[w] = fit_median(sched, (size_t)runs);
-            tk[w] = fit_median(kv, (size_t)runs);
-            rs[w] = fit_median(ret, (size_t)runs);
-            dt += fit_median(extra, (size_t)runs);
-            dr += r_first - rs[w];
+            const struct calib_run run = {.sel = selection_policies[i]->name,
+                                          .B = calib_sched_batch[w], .P = P, .N = P + G,
+                                          .sparsity = calib_sched_sparsity[w]};
+            int rc = sched_point(m, tx, kind, &run, &pt[w], e);
+            if (rc)
+                return rc;
         }
-        double per_retired = dr > 0 && dt > 0 ? dt / dr : 0;
-        out[CALIB_SCHED_RETIRED_FIRST + i] = per_retired;
-        for (int w = 0; w < 3; w++)
-            ts[w] -= per_retired * rs[w];
-        fit_three_terms(bs, cs, ts, &out[CALIB_SCHED_LAYER_FIRST + i],
-                    &out[CALIB_SCHED_STREAM_FIRST + i], &out[CALIB_SCHED_FIRST + i]);
-        if (dense)
+        double x[4];
+        sched_solve(pt, n, !dense, x, &out[CALIB_SCHED_RETIRED_FIRST + i]);
+        out[CALIB_SCHED_LAYER_FIRST + i] = x[0];
+        out[CALIB_SCHED_STREAM_FIRST + i] = x[1];
+        out[CALIB_SCHED_FIRST + i] = x[2];
+        out[CALIB_SCHED_ATTENDED_FIRST + i] = x[3];
+        if (dense) {
+            const double bs[3] = {pt[0].B, pt[1].B, pt[2].B}, cs[3] = {pt[0].c, pt[1].c, pt[2].c},
+                         tk[3] = {pt[0].tk, pt[1].tk, pt[2].tk};
             fit_three_terms(bs, cs, tk, &out[CALIB_KV_NS_PER_LAYER], &out[CALIB_KV_NS_PER_STREAM],
                             &out[CALIB_KV_NS_PER_TOKEN]);
+        }
     }
     return 0;
 }

@@ -60,12 +60,15 @@
  * - The scheduler's own time as the executor spends it (a plan, then the
  *   attention row rounded to FP16 and observed), in situ: for each
  *   selection at 80% sparsity (gpu-only placement), three runs of 12 decode
- *   steps (calib_sched_batch, calib_sched_prompt). The first decode step
+ *   steps (calib_sched_batch, calib_sched_prompt), and for a selection that
+ *   takes a budget a fourth at 50% (calib_sched_sparsity). The first decode step
  *   retires in bulk what the prompt left over the budget (h2o evicts most
  *   of it): its time over the later steps', per token retired over theirs,
  *   is the price of a retired token (sched_ns_per_retired). The later
  *   steps, less that, per layer and step, are taken as
- *   a + B x (s + context x b): solved through the three runs for b, ns per
+ *   a + B x (s + context x b + attended x d): solved through the runs for
+ *   d, ns per stream, step and attended token (observing the row: 0 for a
+ *   selection that attends everything), b, ns per
  *   stream, step and context token, s, ns per stream and step, and a, the
  *   fixed ns per layer and step (the scheduler's shared state brought back
  *   after the layer's GEMMs have pushed it out of the caches: large beside
@@ -159,6 +162,11 @@ enum calib_figure {
     CALIB_KV_NS_PER_STREAM,  /* the arenas' bookkeeping per stream and step, ns (with
                                 CALIB_KV_NS_PER_LAYER and CALIB_KV_NS_PER_TOKEN: layer +
                                 streams x (this + context x per token)) */
+    CALIB_SCHED_ATTENDED_FIRST, /* the scheduler's time per stream, step and attended token,
+                                   ns, one figure per selection policy (0: the runs show
+                                   none, or the selection attends its whole context): from
+                                   a fourth run at CALIB_SCHED_SPARSITY_LOW */
+    CALIB_SCHED_ATTENDED_LAST = CALIB_SCHED_ATTENDED_FIRST + SELECTION_N - 1,
     CALIB_KGEMM_FIRST,       /* the layers' weight GEMMs alone (the backend's bench_weights:
                                 its kernels on the model's own matrices), ns per weight byte
                                 at 1, 2, ..., CALIB_KGEMM_ROWS rows (NAN: the backend has no
@@ -169,11 +177,18 @@ enum calib_figure {
     CALIB_N
 };
 
-/* Sequences and prompt tokens of the scheduler's three runs per selection
- * (12 decode steps each): two batches at one context, one batch at a longer
- * context, which separates the per-layer, per-stream and per-token terms. */
-extern const uint32_t calib_sched_batch[3];
-extern const uint32_t calib_sched_prompt[3];
+/* Sequences, prompt tokens and KV sparsity of the scheduler's runs per
+ * selection (12 decode steps each): two batches at one context, one batch
+ * at a longer context, which separate the per-layer, per-stream and
+ * per-token terms, all at 80% sparsity; and, for a selection that takes a
+ * budget, the third run again at CALIB_SCHED_SPARSITY_LOW, which separates
+ * the tokens it attends from its context (issue 49: at 50% sparsity the
+ * scheduler's time ran 30-45% over a price fitted at 80% alone). */
+#define CALIB_SCHED_RUNS 4
+#define CALIB_SCHED_SPARSITY_LOW 0.5
+extern const uint32_t calib_sched_batch[CALIB_SCHED_RUNS];
+extern const uint32_t calib_sched_prompt[CALIB_SCHED_RUNS];
+extern const double calib_sched_sparsity[CALIB_SCHED_RUNS];
 
 /* Sequences of CALIB_ATTN_BATCH_FIRST + i; those runs decode positions
  * CALIB_ATTN_PROMPT .. + 7, and a batch runs only while the KV it reads in a
@@ -235,11 +250,12 @@ struct calib_step {
 };
 
 /* What one in-situ run is: selection sel (budget tokens when non-zero, else
- * 80% sparsity), B sequences, a P-token prompt as one chunk, decode steps
+ * `sparsity`, 80% when 0), B sequences, a P-token prompt as one chunk, decode steps
  * at positions P .. N - 1, gpu-only placement with room for every token. */
 struct calib_run {
     const char *sel;
     uint32_t budget, B, P, N;
+    double sparsity; /* without a budget: the KV sparsity (0: 80%) */
 };
 
 /* Where the in-situ runs' steps come from: by default the executor's own

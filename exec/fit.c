@@ -1,6 +1,6 @@
 /* Fits of calibration figures to cost terms (contract in fit.h): a
- * two-point line by hand; three terms through three points by non-negative
- * least squares, every subset of the terms fitted with GSL's SVD and the
+ * two-point line by hand; three or four terms through as many points by
+ * non-negative least squares, every subset of the terms fitted with GSL's SVD and the
  * best one whose terms are all >= 0 kept. Negative terms are noise on a
  * shared machine, never a real cost.
  */
@@ -22,32 +22,33 @@ void fit_two_terms(double x1, double t1, double x2, double t2, double *a, double
     }
 }
 
-/* Least squares of t over the columns of [1, B, B c] that `cols` selects
- * (bit j: column j), by GSL's truncated SVD. Writes the three terms (0 for
- * the columns left out) and the sum of squared residuals; returns 0, or -1
- * when those columns are rank-deficient (the same context everywhere) or
- * GSL fails. */
-static int fit_columns(const double B[3], const double c[3], const double t[3], unsigned cols,
-                       double x[3], double *chisq)
+/* Least squares of t (n points) over the columns of X (n x 4, row-major)
+ * that `cols` selects (bit j: column j), by GSL's truncated SVD. Writes
+ * the four terms (0 for the columns left out) and the sum of squared
+ * residuals; returns 0, or -1 when those columns are rank-deficient (the
+ * same context everywhere) or GSL fails. */
+static int fit_columns(size_t n, const double *X, const double *t, unsigned cols, double x[4],
+                       double *chisq)
 {
-    size_t p = 0, rank = 0, at[3];
-    for (size_t j = 0; j < 3; j++)
+    size_t p = 0, rank = 0, at[4];
+    for (size_t j = 0; j < 4; j++)
         if (cols & (1u << j))
             at[p++] = j;
-    gsl_matrix *X = gsl_matrix_alloc(3, p), *cov = gsl_matrix_alloc(p, p);
-    gsl_vector *y = gsl_vector_alloc(3), *coef = gsl_vector_alloc(p);
-    gsl_multifit_linear_workspace *w = gsl_multifit_linear_alloc(3, p);
+    if (p > n)
+        return -1;
+    gsl_matrix *A = gsl_matrix_alloc(n, p), *cov = gsl_matrix_alloc(p, p);
+    gsl_vector *y = gsl_vector_alloc(n), *coef = gsl_vector_alloc(p);
+    gsl_multifit_linear_workspace *w = gsl_multifit_linear_alloc(n, p);
     int rc = -1;
     gsl_error_handler_t *handler = gsl_set_error_handler_off(); /* an error is a return */
-    if (X && cov && y && coef && w) {
-        for (size_t i = 0; i < 3; i++) {
-            const double col[3] = {1, B[i], B[i] * c[i]};
+    if (A && cov && y && coef && w) {
+        for (size_t i = 0; i < n; i++) {
             for (size_t k = 0; k < p; k++)
-                gsl_matrix_set(X, i, k, col[at[k]]);
+                gsl_matrix_set(A, i, k, X[i * 4 + at[k]]);
             gsl_vector_set(y, i, t[i]);
         }
-        if (!gsl_multifit_linear_tsvd(X, y, 1e-9, coef, cov, chisq, &rank, w) && rank == p) {
-            x[0] = x[1] = x[2] = 0;
+        if (!gsl_multifit_linear_tsvd(A, y, 1e-9, coef, cov, chisq, &rank, w) && rank == p) {
+            x[0] = x[1] = x[2] = x[3] = 0;
             for (size_t k = 0; k < p; k++)
                 x[at[k]] = gsl_vector_get(coef, k);
             rc = 0;
@@ -58,29 +59,64 @@ static int fit_columns(const double B[3], const double c[3], const double t[3], 
     gsl_vector_free(coef);
     gsl_vector_free(y);
     gsl_matrix_free(cov);
-    gsl_matrix_free(X);
+    gsl_matrix_free(A);
     return rc;
+}
+
+/* Non-negative least squares by trying the subsets of terms in `order`
+ * (bitmasks over X's four columns): the best fit whose terms are all >= 0;
+ * on equal residuals the earlier subset wins (a term at 0 is a term left
+ * out). All 0 when none fits. */
+static void fit_nonneg(size_t n, const double *X, const double *t, const unsigned *order,
+                       size_t n_order, double best[4])
+{
+    double best_chisq = INFINITY, scale = 0;
+    best[0] = best[1] = best[2] = best[3] = 0;
+    for (size_t i = 0; i < n; i++)
+        scale += t[i] * t[i];
+    for (size_t k = 0; k < n_order; k++) {
+        double x[4], chisq;
+        if (fit_columns(n, X, t, order[k], x, &chisq) || x[0] < 0 || x[1] < 0 || x[2] < 0 ||
+            x[3] < 0)
+            continue;
+        if (chisq < best_chisq - 1e-12 * scale) {
+            best_chisq = chisq;
+            for (int j = 0; j < 4; j++)
+                best[j] = x[j];
+        }
+    }
 }
 
 void fit_three_terms(const double B[3], const double c[3], const double t[3], double *a,
                      double *s, double *b)
 {
-    /* the subsets of terms, the whole model first; on equal residuals the
-     * earlier wins (a term at 0 is a term left out) */
-    static const unsigned subsets[7] = {7, 5, 6, 3, 4, 2, 1};
-    double best[3] = {0, 0, 0}, best_chisq = INFINITY, scale = 0;
-    for (int i = 0; i < 3; i++)
-        scale += t[i] * t[i];
-    for (int k = 0; k < 7; k++) {
-        double x[3], chisq;
-        if (fit_columns(B, c, t, subsets[k], x, &chisq) || x[0] < 0 || x[1] < 0 || x[2] < 0)
-            continue;
-        if (chisq < best_chisq - 1e-12 * scale) {
-            best_chisq = chisq;
-            best[0] = x[0], best[1] = x[1], best[2] = x[2];
-        }
+    /* the whole model first; a, b before s, b before a, s */
+    static const unsigned order[7] = {7, 5, 6, 3, 4, 2, 1};
+    double X[3 * 4], x[4];
+    for (size_t i = 0; i < 3; i++) {
+        const double row[4] = {1, B[i], B[i] * c[i], 0};
+        for (int j = 0; j < 4; j++)
+            X[i * 4 + j] = row[j];
     }
-    *a = best[0], *s = best[1], *b = best[2];
+    fit_nonneg(3, X, t, order, 7, x);
+    *a = x[0], *s = x[1], *b = x[2];
+}
+
+void fit_sched_terms(size_t n, const double *B, const double *c, const double *k,
+                     const double *t, double x[4])
+{
+    /* the whole model; then today's three terms, the per-context-token one
+     * kept before the per-attended one where the runs cannot tell them
+     * apart (a selection that attends its whole context) */
+    static const unsigned order[15] = {15, 7, 13, 14, 11, 5, 6, 3, 12, 9, 10, 4, 2, 1, 8};
+    double X[FIT_SCHED_MAX * 4];
+    n = n < FIT_SCHED_MAX ? n : FIT_SCHED_MAX;
+    for (size_t i = 0; i < n; i++) {
+        const double row[4] = {1, B[i], B[i] * c[i], B[i] * k[i]};
+        for (int j = 0; j < 4; j++)
+            X[i * 4 + j] = row[j];
+    }
+    fit_nonneg(n, X, t, order, 15, x);
 }
 
 double fit_median(double *x, size_t n)

@@ -27,6 +27,17 @@ void fit_two_terms(double x1, double t1, double x2, double t2, double *a, double
 void fit_three_terms(const double B[3], const double c[3], const double t[3], double *a,
                      double *s, double *b);
 
+/* The scheduler's four terms through n points (at most FIT_SCHED_MAX):
+ * t = a + B s + B c b + B k d, with a per layer, s per stream, b per stream
+ * and context token, d per stream and attended token (x = {a, s, b, d}),
+ * each >= 0, by non-negative least squares as fit_three_terms. Where the
+ * points cannot tell context from attended tokens (a selection that
+ * attends everything) d is 0 and the three terms are fitted. Cannot fail
+ * (all 0 if nothing fits). */
+#define FIT_SCHED_MAX 8
+void fit_sched_terms(size_t n, const double *B, const double *c, const double *k,
+                     const double *t, double x[4]);
+
 /* The median of x (n > 0), sorting x in place (GSL). Cannot fail. */
 double fit_median(double *x, size_t n);
 

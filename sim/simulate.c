@@ -872,7 +872,7 @@ static void price_layer(struct run *u, uint32_t j, uint32_t l, const struct sche
                                          hw, cpu * FLEXGEN_CPU_ATTN_TRAFFIC))};
     /* the scheduler's own time, where the profile prices it, runs before
      * the layer on the same processor */
-    u->sched[x] = ns_of(cost_schedule_ns(sp, u->B, context, ret));
+    u->sched[x] = ns_of(cost_schedule_ns(sp, u->B, context, u->B > 0 ? att / u->B : 0, ret));
     /* FlexGen computes the layer once per GPU batch (its weights read each
      * time; flex_opt.py, generation_loop_overlap_single_batch's loop over
      * num_gpu_batches); the layer lasts at least its launches on the host */

@@ -31,19 +31,20 @@
 struct known {
     double wg0, wg1, hg0, hg1;
     double attn_layer, attn_seq, attn_tok, attn_sparse_tok;
-    double sl[SELECTION_N], ss[SELECTION_N], st[SELECTION_N], sr[SELECTION_N];
+    double sl[SELECTION_N], ss[SELECTION_N], st[SELECTION_N], sr[SELECTION_N],
+        sa[SELECTION_N];
     double kl, ks, kt;
 };
 
 /* The tokens a sequence attends at position p: all of them (dense), the
- * budget, or a fifth (80% sparsity), at least one. */
+ * budget, or 1 - the run's sparsity (80% when 0), at least one. */
 static double attended_at(const struct calib_run *run, double p)
 {
     if (strcmp(run->sel, "dense") == 0)
         return p + 1;
     if (run->budget)
         return p + 1 < run->budget ? p + 1 : run->budget;
-    return ceil(0.2 * (p + 1));
+    return ceil((1 - (run->sparsity > 0 ? run->sparsity : 0.8)) * (p + 1));
 }
 
 static int fake_run(void *ctx, const struct llm_model *m, const struct calib_run *run,
@@ -72,7 +73,7 @@ static int fake_run(void *ctx, const struct llm_model *m, const struct calib_run
         s->cat[CALIB_CAT_ATTN] = L * (k->attn_layer + B * k->attn_seq) +
                                  (swa ? k->attn_sparse_tok : k->attn_tok) * s->attended;
         s->cat[CALIB_CAT_SCHED] = L * (k->sl[i] + B * (k->ss[i] + (p + 1) * k->st[i])) +
-                                  k->sr[i] * s->retired;
+                                  k->sr[i] * s->retired + k->sa[i] * s->attended;
         s->cat[CALIB_CAT_MOVE] = L * (k->kl + B * (k->ks + (p + 1) * k->kt));
     }
     return 0;
@@ -84,14 +85,13 @@ static void near(const char *what, double got, double want)
         fail_msg("%s: %.9g, the workload charges %.9g", what, got, want);
 }
 
-/* Every in-situ figure recovers the constant the fake executor charges.
- * A selection's scheduler has either a per-token term or a retired price
- * here, not both: the retired price is the first step's excess over the
- * mean of the later ones, so a per-token term would add B x (per token) x
- * (first context - mean context) / (tokens the first step retires beyond
- * the others) to it: a known bias of that estimate, left as it is (with a
- * per-token term of 1 ns on every selection, local's per-stream term comes
- * out 450.1 for 450). */
+/* Every in-situ figure recovers the constant the fake executor charges,
+ * the scheduler's five terms too: each selection with a budget has a
+ * per-token term, a retired price and a per-attended one at once (the
+ * retired price is the first step's excess less what its other terms
+ * explain, alternated with the fit until both settle: sched_solve; the
+ * first estimate alone, the plain excess, had put local's per-stream term
+ * at 450.1 for 450 with a per-token term of 1 ns). */
 static void test_calibrate_recovers_a_known_workload(void **state)
 {
     (void)state;
@@ -102,8 +102,9 @@ static void test_calibrate_recovers_a_known_workload(void **state)
     for (int i = 0; i < SELECTION_N; i++) {
         k.sl[i] = 100 + 10 * i;
         k.ss[i] = 400 + 50 * i;
-        k.st[i] = i == 0 ? 6 : 0;       /* dense: per token, retires nothing */
+        k.st[i] = i == 0 ? 6 : 1;       /* dense: per token, retires nothing */
         k.sr[i] = i == 0 ? 0 : 20 + 5 * i; /* the others: a retired price */
+        k.sa[i] = i == 0 ? 0 : 3 + 0.5 * i; /* and one per attended token */
     }
     calib_set_source(fake_run, &k);
     double f[CALIB_N];
@@ -142,6 +143,8 @@ static void test_calibrate_recovers_a_known_workload(void **state)
         near(calib_name(CALIB_SCHED_FIRST + i), f[CALIB_SCHED_FIRST + i], k.st[i]);
         near(calib_name(CALIB_SCHED_RETIRED_FIRST + i), f[CALIB_SCHED_RETIRED_FIRST + i],
              k.sr[i]);
+        near(calib_name(CALIB_SCHED_ATTENDED_FIRST + i), f[CALIB_SCHED_ATTENDED_FIRST + i],
+             k.sa[i]);
     }
     near("kv_ns_per_layer", f[CALIB_KV_NS_PER_LAYER], k.kl);
     near("kv_ns_per_stream", f[CALIB_KV_NS_PER_STREAM], k.ks);
@@ -315,6 +318,25 @@ static void test_fits_recover_known_terms(void **state)
     fit_three_terms(B, c, t, &a, &s, &b);
     if (!(a == 0 && fabs(s - 1800) < 0.05 * 1800 && fabs(b - 4.3) < 0.15 * 4.3))
         fail_msg("a %g, s %g, b %g", a, s, b);
+    /* the scheduler's four terms through four runs: t = 40 + B (2000 + 5 c
+     * + 12 k); with the attended tokens the context (dense), the per-token
+     * term takes it all and the per-attended one is 0 */
+    {
+        const double B4[4] = {1, 16, 4, 4}, c4[4] = {54.5, 54.5, 150.5, 150.5},
+                     k4[4] = {11, 11, 30.5, 75.5};
+        double t4[4], x[4];
+        for (int i = 0; i < 4; i++)
+            t4[i] = 40 + B4[i] * (2000 + 5 * c4[i] + 12 * k4[i]);
+        fit_sched_terms(4, B4, c4, k4, t4, x);
+        if (!(fabs(x[0] - 40) < 1e-6 && fabs(x[1] - 2000) < 1e-6 && fabs(x[2] - 5) < 1e-9 &&
+              fabs(x[3] - 12) < 1e-9))
+            fail_msg("four terms: %g %g %g %g", x[0], x[1], x[2], x[3]);
+        for (int i = 0; i < 3; i++)
+            t4[i] = 40 + B4[i] * (2000 + 5 * c4[i]);
+        fit_sched_terms(3, B4, c4, c4, t4, x);
+        assert_true(fabs(x[0] - 40) < 1e-6 && fabs(x[1] - 2000) < 1e-6 &&
+                    fabs(x[2] - 5) < 1e-9 && x[3] == 0);
+    }
     /* singular: the same context everywhere */
     const double same[3] = {54.5, 54.5, 54.5};
     for (int i = 0; i < 3; i++)

@@ -36,12 +36,12 @@ static float uniform(uint32_t t, uint32_t p)
 /* The scheduler's price of one layer under a selection, as the simulator
  * asks it: the policy's prices looked up once, then the three terms. */
 static double sched_ns(const struct hw_profile *hw, const char *sel, double streams,
-                       double context, double retired)
+                       double context, double attended, double retired)
 {
     struct sched_prices p;
     struct alisa_err e = {{0}};
     assert_int_equal(cost_schedule_prices(hw, sel, &p, &e), 0);
-    return cost_schedule_ns(&p, streams, context, retired);
+    return cost_schedule_ns(&p, streams, context, attended, retired);
 }
 
 static void write_tiny(const char *path) { tu_write_toy_trace(path, 2, 2, uniform); }
@@ -375,13 +375,18 @@ static void test_serial_profile_runs_every_task_in_turn(void **state)
     h3.sched_ns = (struct named_table){2, {"dense", "h2o"}, {2, 1}};
     h3.sched_stream_ns = (struct named_table){2, {"dense", "h2o"}, {7, 0}};
     h3.sched_layer_ns = (struct named_table){2, {"dense", "h2o"}, {5, 0}};
-    assert_true(fabs(sched_ns(&h3, "dense", 3, 10, 0) - (3 * (7 + 10 * 2) + 5)) < 1e-12);
-    assert_true(sched_ns(&h3, "dense", 0, 10, 0) == 0);
-    assert_true(fabs(sched_ns(&h3, "h2o", 3, 10, 0) - 30) < 1e-12);
+    assert_true(fabs(sched_ns(&h3, "dense", 3, 10, 4, 0) - (3 * (7 + 10 * 2) + 5)) < 1e-12);
+    assert_true(sched_ns(&h3, "dense", 0, 10, 4, 0) == 0);
+    assert_true(fabs(sched_ns(&h3, "h2o", 3, 10, 4, 0) - 30) < 1e-12);
     /* a retired token at its policy's price (dense retires none) */
     h3.sched_retired_ns = (struct named_table){2, {"dense", "h2o"}, {0, 4}};
-    assert_true(fabs(sched_ns(&h3, "h2o", 3, 10, 5) - (30 + 5 * 4)) < 1e-12);
-    assert_true(fabs(sched_ns(&h3, "dense", 3, 10, 5) - (3 * (7 + 10 * 2) + 5)) < 1e-12);
+    assert_true(fabs(sched_ns(&h3, "h2o", 3, 10, 4, 5) - (30 + 5 * 4)) < 1e-12);
+    assert_true(fabs(sched_ns(&h3, "dense", 3, 10, 4, 5) - (3 * (7 + 10 * 2) + 5)) < 1e-12);
+    /* a stream's attended tokens at its policy's price (issue 49): 3
+     * streams attending 4 each at 0.5 ns; none without streams */
+    h3.sched_attended_ns = (struct named_table){2, {"dense", "h2o"}, {0, 0.5}};
+    assert_true(fabs(sched_ns(&h3, "h2o", 3, 10, 4, 5) - (30 + 3 * 4 * 0.5 + 5 * 4)) < 1e-12);
+    assert_true(sched_ns(&h3, "h2o", 0, 10, 4, 0) == 0);
     /* a profile that prices the scheduler but not this selection is an
      * error naming the key and the selection, in the lookup and the run
      * (issue 40: it was priced at 0 without a word); one that prices no
@@ -403,6 +408,14 @@ static void test_serial_profile_runs_every_task_in_turn(void **state)
     assert_true(fabs(r.total_s - 2628e-9) < 1e-15);
     assert_true(fabs(r.schedule_s - 24e-9) < 1e-15);
     assert_true(fabs(r.transfer_s - (33 + 54 + 72 + 21 + 8) * 1e-9) < 1e-15);
+    /* in the run: dense attends its whole context, 3 then 4 tokens, at 1 ns */
+    struct hw_profile ha = hw;
+    ha.sched_attended_ns = (struct named_table){1, {"dense"}, {1}};
+    c.hw = &ha;
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    assert_true(fabs(r.schedule_s - 31e-9) < 1e-15);
+    assert_true(fabs(r.total_s - 2635e-9) < 1e-15);
+    c.hw = &hw;
     /* the arenas' three terms: streams x (per stream + context x per
      * token) + per layer; nothing without streams; in the run, 10 ns per
      * stream and step: one stream, two steps, 20 ns more */

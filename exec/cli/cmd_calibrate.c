@@ -89,12 +89,14 @@ void cmd_calibrate_usage(FILE *out)
             "  attn_ns_per_layer  ... and per layer whatever the batch (a GPU's launches)\n"
             "  recompute_ns     K and V of one token from its layer input, weights hot\n"
             "      (CUDA: the K and V GEMM of 16 tokens at once, per token)\n"
-            "  sched_ns_per_token, sched_ns_per_stream, sched_ns_per_layer  the scheduler's\n"
-            "      own time per stream and context token, per stream, and per layer, by\n"
+            "  sched_ns_per_token, sched_ns_per_stream, sched_ns_per_layer,\n"
+            "  sched_ns_per_attended  the scheduler's own time per stream and context\n"
+            "      token, per stream, per layer, and per stream and attended token, by\n"
             "      selection, from the executor's timings with 1 and 16 sequences after 48\n"
-            "      prompt tokens and 4 after 144 (12 decode steps each; the three terms\n"
-            "      by non-negative least squares: exact when none is negative, else a\n"
-            "      term at 0 and the others fitted to the three runs)\n"
+            "      prompt tokens and 4 after 144 at 80%% sparsity, and 4 after 144 at 50%%\n"
+            "      for a selection with a budget (12 decode steps each; the terms by\n"
+            "      non-negative least squares: exact when none is negative, else a term\n"
+            "      at 0 and the others fitted to the runs)\n"
             "  sched_ns_per_retired  per token a plan retires, by selection: the first\n"
             "      decode step's bulk retirement over the later steps, same runs\n"
             "  kv_ns_per_token, kv_ns_per_stream, kv_ns_per_layer  the KV arenas'\n"
@@ -260,6 +262,7 @@ static void profile_write(FILE *f, const struct calibrate_opts *o, const char *h
                "; the sched_*_ns_t figures by selection; sched_ns_per_layer = the\n"
                "; sched_*_layer_ns figures; sched_ns_per_stream = the sched_*_stream_ns\n"
                "; figures; sched_ns_per_retired = the sched_*_retired_ns figures;\n"
+               "; sched_ns_per_attended = the sched_*_attended_ns figures;\n"
                "; kv_ns_per_token, kv_ns_per_stream, kv_ns_per_layer and\n"
                "; weight_probe_gbps (what alisa validate sets its own samples beside)\n"
                "; attn_ns_per_token_by_kv (KiB read by the run: attn_b*_ns_t) and\n"
@@ -293,6 +296,10 @@ static void profile_write(FILE *f, const struct calibrate_opts *o, const char *h
     for (int i = 0; i < SELECTION_N; i++)
         fprintf(f, " %s:%.4g", selection_policies[i]->name,
                 st[CALIB_SCHED_RETIRED_FIRST + i].mean);
+    fprintf(f, "\nsched_ns_per_attended =");
+    for (int i = 0; i < SELECTION_N; i++)
+        fprintf(f, " %s:%.4g", selection_policies[i]->name,
+                st[CALIB_SCHED_ATTENDED_FIRST + i].mean);
     fprintf(f, "\nhead_gemm_ns_per_byte =");
     for (int i = 0; i < 6; i++)
         fprintf(f, " %d:%.5g", calib_wgemm_rows[i], st[CALIB_HEAD_R1 + i].mean);

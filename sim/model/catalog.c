@@ -102,6 +102,7 @@ static const struct field hw_fields[] = {
     HFO("sched_ns_per_layer", FIELD_NAMED_TABLE, sched_layer_ns),
     HFO("sched_ns_per_stream", FIELD_NAMED_TABLE, sched_stream_ns),
     HFO("sched_ns_per_retired", FIELD_NAMED_TABLE, sched_retired_ns),
+    HFO("sched_ns_per_attended", FIELD_NAMED_TABLE, sched_attended_ns),
     HFO("kv_ns_per_token", FIELD_DOUBLE, kv_ns_per_token),
     HFO("kv_ns_per_stream", FIELD_DOUBLE, kv_ns_per_stream),
     HFO("kv_ns_per_layer", FIELD_DOUBLE, kv_ns_per_layer),
@@ -119,6 +120,8 @@ static const struct field sw_fields[] = {
 #define N_MODEL_FIELDS (sizeof model_fields / sizeof model_fields[0])
 #define N_SW_FIELDS (sizeof sw_fields / sizeof sw_fields[0])
 #define N_HW_FIELDS (sizeof hw_fields / sizeof hw_fields[0])
+_Static_assert(N_MODEL_FIELDS <= 64 && N_SW_FIELDS <= 64 && N_HW_FIELDS <= 64,
+               "a field a bit of parse_ctx.seen");
 
 /* State of one inih pass over one file. */
 struct parse_ctx {
@@ -130,7 +133,8 @@ struct parse_ctx {
     void **entries;      /* (*count) entries of entry_size bytes */
     size_t *count;
     size_t first_new;    /* entries from this file start here */
-    uint32_t *seen;      /* (*count) bitmask of keys set, bit i = fields[i] */
+    uint64_t *seen;      /* (*count) bitmask of keys set, bit i = fields[i] (at most
+                            64 fields: asserted where each table is declared) */
     char msg[256];       /* first handler error */
     int oom;
     int last_field;      /* the field the previous line set, -1 none: an indented line
@@ -326,7 +330,7 @@ static int catalog_ini_handler(void *user, const char *section, const char *name
             return 0;
         }
         char *grown = realloc(base, (n + 1) * p->entry_size);
-        uint32_t *seen = realloc(p->seen, (n + 1) * sizeof *seen);
+        uint64_t *seen = realloc(p->seen, (n + 1) * sizeof *seen);
         if (grown)
             *p->entries = base = grown;
         if (seen)
@@ -346,16 +350,16 @@ static int catalog_ini_handler(void *user, const char *section, const char *name
         const struct field *f = &p->fields[i];
         if (strcmp(f->key, name) != 0)
             continue;
-        if ((p->seen[n - 1] & (1u << i)) && f->type == FIELD_GEMM_TABLE &&
+        if ((p->seen[n - 1] & (UINT64_C(1) << i)) && f->type == FIELD_GEMM_TABLE &&
             p->last_field == (int)i)
             return table_continues(f, value, cur + f->offset, p->msg, sizeof p->msg) == 0;
-        if (p->seen[n - 1] & (1u << i)) {
+        if (p->seen[n - 1] & (UINT64_C(1) << i)) {
             snprintf(p->msg, sizeof p->msg, "[%s]: key '%s' set twice", section, name);
             return 0;
         }
         if (parse_value(f, value, cur + f->offset, p->msg, sizeof p->msg))
             return 0;
-        p->seen[n - 1] |= 1u << i;
+        p->seen[n - 1] |= UINT64_C(1) << i;
         p->last_field = (int)i;
         return 1;
     }
@@ -427,7 +431,7 @@ static int check_required(const struct parse_ctx *p, size_t i, int shape_only, s
 {
     const char *name = (const char *)*p->entries + i * p->entry_size;
     for (size_t k = 0; k < p->n_fields; k++)
-        if (p->fields[k].required && shape_only && !(p->seen[i] & (1u << k)))
+        if (p->fields[k].required && shape_only && !(p->seen[i] & (UINT64_C(1) << k)))
             return err_set(e, ALISA_EINVAL, "%s:%d: [%s]: missing key '%s'", p->path,
                            section_line(p->path, name), name, p->fields[k].key);
     return 0;

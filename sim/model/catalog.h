@@ -111,6 +111,9 @@ struct hw_profile {
                                            time per stream and step */
     struct named_table sched_retired_ns; /* sched_ns_per_retired = SELECTION:NS ...: its time
                                             per token a plan retires (a bulk eviction) */
+    struct named_table sched_attended_ns; /* sched_ns_per_attended = SELECTION:NS ...: its
+                                             time per stream, step and attended token
+                                             (observing the row); none: 0 */
     double recompute_ns;    /* K and V of one token of one layer, ns (0: FLOPs at the
                                compute peak) */
     double kv_ns_per_token; /* the KV arenas' bookkeeping per stream, step and context

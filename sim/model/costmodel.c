@@ -334,7 +334,8 @@ int cost_schedule_prices(const struct hw_profile *hw, const char *selection,
     } tables[] = {{&hw->sched_layer_ns, "sched_ns_per_layer", &out->per_layer},
                   {&hw->sched_stream_ns, "sched_ns_per_stream", &out->per_stream},
                   {&hw->sched_ns, "sched_ns_per_token", &out->per_token},
-                  {&hw->sched_retired_ns, "sched_ns_per_retired", &out->per_retired}};
+                  {&hw->sched_retired_ns, "sched_ns_per_retired", &out->per_retired},
+                  {&hw->sched_attended_ns, "sched_ns_per_attended", &out->per_attended}};
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
         if (named(tables[i].t, selection, tables[i].v))
             return err_set(e, ALISA_ENOTFOUND, "hardware profile %s: %s prices the scheduler "
@@ -345,10 +346,10 @@ int cost_schedule_prices(const struct hw_profile *hw, const char *selection,
 }
 
 double cost_schedule_ns(const struct sched_prices *p, double streams, double context,
-                        double retired)
+                        double attended, double retired)
 {
     return layer_stream_token_ns(streams, context, p->per_layer, p->per_stream, p->per_token) +
-           retired * p->per_retired;
+           (streams > 0 ? streams * attended * p->per_attended : 0) + retired * p->per_retired;
 }
 
 double cost_kvstore_ns(const struct hw_profile *hw, double streams, double context)

@@ -177,6 +177,7 @@ struct sched_prices {
     double per_stream;  /* sched_ns_per_stream: ns per stream */
     double per_token;   /* sched_ns_per_token: ns per stream and context token */
     double per_retired; /* sched_ns_per_retired: ns per token a plan retires */
+    double per_attended; /* sched_ns_per_attended: ns per stream and attended token */
 };
 /* Fills *out; ALISA_ENOTFOUND naming the profile, the key and the
  * selection when a table the profile fills lacks it. */
@@ -184,13 +185,14 @@ int cost_schedule_prices(const struct hw_profile *hw, const char *selection,
                          struct sched_prices *out, struct alisa_err *e);
 
 /* The scheduler's own time for one layer's `streams` (sequence, layer)
- * streams deciding one step over `context` tokens each, their plans
- * retiring `retired` tokens in all: per_layer + streams x (per_stream +
- * context x per_token) + retired x per_retired; 0 when the profile prices
- * none (on a GPU system the host schedules while the GPU computes). ns.
- * Cannot fail. */
+ * streams deciding one step over `context` tokens each and attending
+ * `attended` each (the mean), their plans retiring `retired` tokens in all:
+ * per_layer + streams x (per_stream + context x per_token + attended x
+ * per_attended) + retired x per_retired; 0 when the profile prices none (on
+ * a GPU system the host schedules while the GPU computes). ns. Cannot
+ * fail. */
 double cost_schedule_ns(const struct sched_prices *p, double streams, double context,
-                        double retired);
+                        double attended, double retired);
 
 /* The KV arenas' bookkeeping for one layer's `streams` streams applying one
  * step's plan over `context` tokens each: streams x (kv_ns_per_stream +
