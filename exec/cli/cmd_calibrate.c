@@ -323,6 +323,8 @@ if (o->json) {
     json_t *root = json_pack("{s:s, s:s, s:i}", "profile", o->out, "section", section, "repeat",
                              (int)o->repeat);
     for (int i = 0; i < CALIB_N; i++) {
+        if (isnan(st[i].mean)) /* not measured by this backend (CUDA: the kernels alone) */
+            continue;
         json_t *runs_j = json_array();
         for (uint32_t r = 0; r < o->repeat; r++)
             json_array_append_new(runs_j, json_real(runs[r][i]));
@@ -351,8 +353,9 @@ if (o->json) {
 } else {
     printf("%-18s %12s %12s %12s %8s\n", "figure", "mean", "min", "max", "spread");
     for (int i = 0; i < CALIB_N; i++)
-        printf("%-18s %12.4g %12.4g %12.4g %7.1f%%\n", calib_name(i), st[i].mean, st[i].min,
-               st[i].max, 100 * st[i].spread);
+        if (!isnan(st[i].mean))
+            printf("%-18s %12.4g %12.4g %12.4g %7.1f%%\n", calib_name(i), st[i].mean, st[i].min,
+                   st[i].max, 100 * st[i].spread);
     kernel_loo_lines(stdout, "kernel check, leave-one-out: ", st);
     printf("wrote %s (section [%s])\n", o->out, section);
 }
