@@ -427,8 +427,8 @@ static double cpu_bench_recompute(const struct llm_model *m)
 }
 
 /* The forward pass's weight GEMMs alone (backend.h): qmat_gemm over each
- * layer's matrices in cpu_forward's order (w3 only where the model has one),
- * then the head, on activations in [-0.5, 0.5). */
+ * layer's matrices as cpu_forward runs them (OPT has no w3: its FFN is fc1,
+ * fc2), then the head, on activations in [-0.5, 0.5). */
 static int cpu_bench_weights(const struct llm_model *m, uint32_t rows, uint32_t layers,
                              uint32_t passes, double *layers_ns, double *head_ns,
                              struct alisa_err *e)
@@ -455,9 +455,9 @@ static int cpu_bench_weights(const struct llm_model *m, uint32_t rows, uint32_t 
         uint64_t t0 = backend_mono_ns();
         for (uint32_t l = 0; l < layers; l++) {
             const struct qmat *mats[7] = {&w->wq[l], &w->wk[l], &w->wv[l], &w->wo[l],
-                                          &w->w1[l], w->w3 ? &w->w3[l] : NULL, &w->w2[l]};
+                                          &w->w1[l], opt ? NULL : &w->w3[l], &w->w2[l]};
             for (int k = 0; k < 7; k++)
-                if (mats[k] && mats[k]->rows && (k != 5 || !opt))
+                if (mats[k])
                     qmat_gemm(y, x, mats[k], rows, scratch);
         }
         uint64_t t1 = backend_mono_ns();

@@ -350,10 +350,9 @@ static int catalog_ini_handler(void *user, const char *section, const char *name
         const struct field *f = &p->fields[i];
         if (strcmp(f->key, name) != 0)
             continue;
-        if ((p->seen[n - 1] & (UINT64_C(1) << i)) && f->type == FIELD_GEMM_TABLE &&
-            p->last_field == (int)i)
-            return table_continues(f, value, cur + f->offset, p->msg, sizeof p->msg) == 0;
         if (p->seen[n - 1] & (UINT64_C(1) << i)) {
+            if (f->type == FIELD_GEMM_TABLE && p->last_field == (int)i)
+                return table_continues(f, value, cur + f->offset, p->msg, sizeof p->msg) == 0;
             snprintf(p->msg, sizeof p->msg, "[%s]: key '%s' set twice", section, name);
             return 0;
         }
