@@ -222,13 +222,15 @@ static void test_calibrate_figures_are_finite_and_plausible(void **state)
     for (int i = CALIB_KGEMM_FIRST; i <= CALIB_KHEAD_LAST; i++) /* the CPU has the kernels' */
         if (!(f[i] > 1e-4 && f[i] < 1e3))
             fail_msg("%s = %g ns per byte", calib_name(i), f[i]);
-    /* the scheduler's three terms by selection: none negative (a term the
-     * runs do not show is left at 0), not all 0 */
+    /* the scheduler's four terms by selection: none negative (a term the
+     * runs do not show is left at 0), not all 0 (a busy machine may put a
+     * budgeted selection's whole time on the attended token, the fourth) */
     for (int i = CALIB_SCHED_FIRST; i <= CALIB_SCHED_LAST; i++) {
         if (!(f[i] >= 0 && f[i] < 1e6))
             fail_msg("%s = %g ns per token", calib_name(i), f[i]);
         int k = i - CALIB_SCHED_FIRST;
-        if (!(f[i] + f[CALIB_SCHED_LAYER_FIRST + k] + f[CALIB_SCHED_STREAM_FIRST + k] > 0))
+        if (!(f[i] + f[CALIB_SCHED_LAYER_FIRST + k] + f[CALIB_SCHED_STREAM_FIRST + k] +
+                  f[CALIB_SCHED_ATTENDED_FIRST + k] > 0))
             fail_msg("%s: no scheduler time", selection_policies[k]->name);
     }
     /* fixed parts per layer and step: never negative, under a millisecond */
@@ -243,6 +245,9 @@ static void test_calibrate_figures_are_finite_and_plausible(void **state)
     for (int i = CALIB_SCHED_RETIRED_FIRST; i <= CALIB_SCHED_RETIRED_LAST; i++)
         if (!(f[i] >= 0 && f[i] < 1e6))
             fail_msg("%s = %g ns per retired token", calib_name(i), f[i]);
+    for (int i = CALIB_SCHED_ATTENDED_FIRST; i <= CALIB_SCHED_ATTENDED_LAST; i++)
+        if (!(f[i] >= 0 && f[i] < 1e6))
+            fail_msg("%s = %g ns per attended token", calib_name(i), f[i]);
     int h2o = 0;
     while (selection_policies[h2o] != &sel_h2o_ops)
         h2o++;
