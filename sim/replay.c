@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "trace.h"
+#include "trace_stats.h"
 
 /* Growable (token, step) list of one stream, for the future pass. */
 struct use_list {
@@ -428,5 +429,33 @@ int replay_optimum(const char *path, const struct replay_config *cfg, struct rep
         replay_totals_free(&t);
     }
     opt->compared = 1;
+    return 0;
+}
+
+int replay_extension_params(const char *path, struct trace_gen_params *ext, struct alisa_err *e)
+{
+    struct trace_reader *r;
+    int rc = trace_reader_open(&r, path, e);
+    if (rc)
+        return rc;
+    const struct trace_header h = *trace_reader_header(r);
+    trace_reader_destroy(r);
+    struct trace_stats *ts;
+    if ((rc = trace_stats_from_file(path, &ts, NULL, e)))
+        return rc;
+    struct sparsity_summary first, last;
+    trace_stats_summary(ts, 0, &first);
+    trace_stats_summary(ts, h.n_layers - 1, &last);
+    trace_stats_destroy(ts);
+    trace_gen_defaults(ext);
+    ext->n_layers = h.n_layers;
+    ext->n_heads = h.n_heads;
+    ext->n_kv_heads = h.n_kv_heads;
+    ext->hidden = h.hidden;
+    ext->vocab = h.vocab;
+    if (first.rows && last.rows) {
+        ext->sparsity_first = first.mean < 0.999 ? first.mean : 0.999;
+        ext->sparsity_last = last.mean < 0.999 ? last.mean : 0.999;
+    }
     return 0;
 }

@@ -115,4 +115,11 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
 
 void replay_totals_free(struct replay_totals *tot);
 
+/* The synthetic continuation of the trace at path (alisa sim --extend, and
+ * serving's requests longer than the trace): the generator's model
+ * (trace_gen.h) with the trace's shape, its per-layer sparsity targets
+ * ramped between the trace's measured first and last layers' mean decode
+ * sparsity (capped at 0.999). Errors: the trace's. */
+int replay_extension_params(const char *path, struct trace_gen_params *ext, struct alisa_err *e);
+
 #endif

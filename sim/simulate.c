@@ -18,7 +18,6 @@
 #include "replay.h"
 #include "trace.h"
 #include "trace_gen.h"
-#include "trace_stats.h"
 
 #define GIB 1073741824.0
 
@@ -739,31 +738,13 @@ static int run_map_streams(struct run *u, struct alisa_err *e)
     return 0;
 }
 
-/* The synthetic continuation: the generator's model with the trace's
- * shape, and per-layer targets ramped between the trace's measured first
- * and last layer sparsity. */
+/* The synthetic continuation (replay_extension_params). */
 static int run_extension(struct run *u, struct trace_gen_params *ext, struct alisa_err *e)
 {
-    struct trace_stats *ts;
-    int rc = trace_stats_from_file(u->cfg->trace, &ts, NULL, e);
-    if (rc)
-        return rc;
-    struct sparsity_summary first, last;
-    trace_stats_summary(ts, 0, &first);
-    trace_stats_summary(ts, u->Lt - 1, &last);
-    trace_stats_destroy(ts);
-    trace_gen_defaults(ext);
-    ext->n_layers = u->Lt;
-    ext->n_heads = u->th.n_heads;
-    ext->n_kv_heads = u->th.n_kv_heads;
-    ext->hidden = u->th.hidden;
-    ext->vocab = u->th.vocab;
-    if (first.rows && last.rows) {
-        ext->sparsity_first = first.mean < 0.999 ? first.mean : 0.999;
-        ext->sparsity_last = last.mean < 0.999 ? last.mean : 0.999;
-    }
-    u->r->extended_steps = u->N - u->shortest;
-    return 0;
+    int rc = replay_extension_params(u->cfg->trace, ext, e);
+    if (!rc)
+        u->r->extended_steps = u->N - u->shortest;
+    return rc;
 }
 
 /* The scheduler core over the trace: every trace stream's plans into u->c.

@@ -279,5 +279,39 @@ expect 2 "trace stats: unknown selection" "$alisa" trace stats "$tmp/st.trace" -
 expect 1 "trace stats: a missing trace" "$alisa" trace stats "$tmp/none.trace" -o "$tmp/n.csv"
 [ ! -e "$tmp/n.csv" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: a CSV left by a failed trace stats"; }
 
+# Issue 46: alisa serve: a stream drawn, written as CSV and read back to the
+# same figures; the per-request and per-iteration tables; bad values (exit
+# 2) and bad files (exit 1) named in one line, nothing left behind
+"$alisa" trace gen --model OPT-6.7B --layers 2 --seqs 2 --prompt-len 16 --gen-len 40 --seed 4 \
+    -o "$tmp/sv.trace" >/dev/null 2>&1
+sv=(--trace "$tmp/sv.trace" --model OPT-13B --hardware A100-80GB --requests 30 --rate 50
+    --prompt-len 8:16 --output-len 2:24)
+expect 0 "serve" "$alisa" serve "${sv[@]}" --dump-requests "$tmp/req.csv" --per-request "$tmp/pr.csv" \
+    --timeline "$tmp/tl.csv" --json
+cp "$tmp/out" "$tmp/serve1.json"
+[ "$(tail -n +2 "$tmp/req.csv" | wc -l)" -eq 30 ] && [ "$(tail -n +2 "$tmp/pr.csv" | wc -l)" -eq 30 ] &&
+    head -1 "$tmp/tl.csv" | grep -q "^iteration,start_s" && pass=$((pass + 1)) ||
+    { fail=$((fail + 1)); echo "FAIL: serve's CSVs"; }
+expect 0 "serve --requests-csv" "$alisa" serve --trace "$tmp/sv.trace" --model OPT-13B \
+    --hardware A100-80GB --requests-csv "$tmp/req.csv" --json
+python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); assert a["ttft_s"]==b["ttft_s"] and a["e2e_s"]==b["e2e_s"] and a["requests"]==30' \
+    "$tmp/serve1.json" "$tmp/out" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: serve from its own CSV"; }
+expect 0 "serve, sparse offload" "$alisa" serve "${sv[@]}" --selection swa --placement lru \
+    --gpu-tokens 32 --slo-ttft 0.5 --slo-tpot 0.05
+grep_out "^goodput" "... prints goodput under objectives"
+expect 2 "serve: rate -1" "$alisa" serve "${sv[@]}" --rate -1
+grep_out "rate -1" "... names the value"
+expect 2 "serve: --prompt-len 9:3" "$alisa" serve "${sv[@]}" --prompt-len 9:3
+expect 2 "serve: an offline bound" "$alisa" serve "${sv[@]}" --placement belady
+expect 2 "serve: --max-num-seqs 0" "$alisa" serve "${sv[@]}" --max-num-seqs 0
+printf 'arrival_s,prompt_len,output_len\n0,8,4\n0.5,x,4\n' >"$tmp/bad.csv"
+expect 1 "serve: a bad CSV" "$alisa" serve "${sv[@]}" --requests-csv "$tmp/bad.csv" --per-request "$tmp/no.csv"
+grep_out "bad.csv: line 3: prompt_len 'x'" "... names file, line and value"
+[ ! -e "$tmp/no.csv" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: a table left by a failed serve"; }
+expect 1 "serve: requests past the trace" "$alisa" serve "${sv[@]}" --output-len 60 --selection h2o
+grep_out "pass --extend" "... says how to continue"
+expect 1 "serve: out of memory" "$alisa" serve "${sv[@]}" --gpu-mem 27G
+grep_out "out of memory" "... says so"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

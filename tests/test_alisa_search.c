@@ -15,46 +15,37 @@
 #include "alisa_search.h"
 #include "testutil.h"
 
-/* hidden 4, 2 heads (kv_dim 4), FFN 8 with 2 matrices, vocab 10, 1 layer */
-static const struct model_shape toy = {.name = "toy", .n_layers = 1, .hidden = 4, .n_heads = 2,
-                                       .n_kv_heads = 2, .ffn = 8, .ffn_matrices = 2,
-                                       .vocab = 10, .weight_bytes_fp16 = 336};
-/* 1 FLOP/ns, 1 byte/ns everywhere, 1 ns per copy */
-static const struct hw_profile unit_hw = {.name = "unit", .gpu_mem_gib = 1, .hbm_gbps = 1,
-                                          .fp16_tflops = 1e-3, .host_dram_gib = 1,
-                                          .link_gbps = 1, .link_latency_us = 1e-3,
-                                          .host_mem_gbps = 1};
 
 static void test_cost_terms_match_hand_computation(void **state)
 {
     (void)state;
     /* weights: 2*16 + 2*4*4 + 2*4*8 + 10*4 = 168 params: 336 FLOPs (batch 1)
      * and 336 bytes; attention over 3 tokens of 16 bytes (K+V, fp16) = 48 */
-    assert_true(fabs(cost_step_compute_ns(&toy, &unit_hw, 1, 3, 3, KV_FP16, 0) - 384) < 1e-9);
+    assert_true(fabs(cost_step_compute_ns(&tu_toy, &tu_unit_hw, 1, 3, 3, KV_FP16, 0) - 384) < 1e-9);
     /* sparse: gather reads and writes the 48 bytes again, local sum 3*2*4*2 */
-    assert_true(fabs(cost_step_compute_ns(&toy, &unit_hw, 1, 3, 3, KV_FP16, 1) - 528) < 1e-9);
+    assert_true(fabs(cost_step_compute_ns(&tu_toy, &tu_unit_hw, 1, 3, 3, KV_FP16, 1) - 528) < 1e-9);
     /* batch 4: 1344 FLOPs take longer than reading 336 bytes, so compute-bound */
-    assert_true(fabs(cost_step_compute_ns(&toy, &unit_hw, 4, 3, 3, KV_FP16, 0) - (1344 + 192)) < 1e-9);
+    assert_true(fabs(cost_step_compute_ns(&tu_toy, &tu_unit_hw, 4, 3, 3, KV_FP16, 0) - (1344 + 192)) < 1e-9);
     /* half the GEMM efficiency doubles the compute-bound GEMM (1344 -> 2688),
      * half the HBM efficiency the attention read (192 -> 384) */
-    struct hw_profile half = unit_hw;
+    struct hw_profile half = tu_unit_hw;
     half.gemm_efficiency = 0.5;
     half.hbm_efficiency = 0.5;
-    assert_true(fabs(cost_step_compute_ns(&toy, &half, 4, 3, 3, KV_FP16, 0) - (2688 + 384)) < 1e-9);
-    assert_true(fabs(cost_transfer_ns(&unit_hw, 100, 2) - 102) < 1e-9);
-    assert_true(cost_transfer_ns(&unit_hw, 0, 5) == 0);
+    assert_true(fabs(cost_step_compute_ns(&tu_toy, &half, 4, 3, 3, KV_FP16, 0) - (2688 + 384)) < 1e-9);
+    assert_true(fabs(cost_transfer_ns(&tu_unit_hw, 100, 2) - 102) < 1e-9);
+    assert_true(cost_transfer_ns(&tu_unit_hw, 0, 5) == 0);
     /* recompute 2 tokens: 2*2*2*4*4 = 128 FLOPs, inputs 2*2*4 = 16 bytes */
-    assert_true(fabs(cost_recompute_all_ns(&toy, &unit_hw, 2, KV_FP16) - 144) < 1e-9);
-    struct kv_shape k = kv_shape_of(&toy, KV_INT8);
+    assert_true(fabs(cost_recompute_all_ns(&tu_toy, &tu_unit_hw, 2, KV_FP16) - 144) < 1e-9);
+    struct kv_shape k = kv_shape_of(&tu_toy, KV_INT8);
     assert_int_equal(cost_kv_bytes(&k), 8);
     assert_int_equal(cost_kv_fixed_bytes(&k), 32);
-    assert_true(fabs(cost_load_ns(&k, &unit_hw) - 8) < 1e-9);
+    assert_true(fabs(cost_load_ns(&k, &tu_unit_hw) - 8) < 1e-9);
 }
 
 static void test_schedule_that_fits_is_all_compute(void **state)
 {
     (void)state;
-    struct search_workload w = {.model = &toy, .hw = &unit_hw, .batch = 1, .prompt_len = 4,
+    struct search_workload w = {.model = &tu_toy, .hw = &tu_unit_hw, .batch = 1, .prompt_len = 4,
                                 .gen_len = 3, .sel = {.sparsity = 0.0}};
     struct alisa_schedule s;
     struct alisa_err e = {{0}};
@@ -125,9 +116,9 @@ static void test_greedy_enters_phase_two_when_kv_outgrows_the_gpu(void **state)
 static void test_phase_three_begins_where_recomputing_gets_cheaper(void **state)
 {
     (void)state;
-    struct hw_profile hw = unit_hw;
+    struct hw_profile hw = tu_unit_hw;
     hw.fp16_tflops = 1; /* 1000 FLOP/ns */
-    struct search_workload w = {.model = &toy, .hw = &hw, .batch = 4, .prompt_len = 8,
+    struct search_workload w = {.model = &tu_toy, .hw = &hw, .batch = 4, .prompt_len = 8,
                                 .gen_len = 24, .sel = {.sparsity = 0.0}, .tiers_given = 1,
                                 .gpu_kv_bytes = 4 * 16 * 16, .cpu_kv_bytes = 1e6};
     const double hbm[3] = {0.5, 0.25, 0.125};
@@ -231,7 +222,7 @@ static void test_greedy_deletes_where_recompute_is_cheaper_than_loading(void **s
 static void test_search_sizes_tiers_as_the_replay_does_under_int8(void **state)
 {
     (void)state;
-    struct search_workload w = {.model = &toy, .hw = &unit_hw, .batch = 1, .prompt_len = 4,
+    struct search_workload w = {.model = &tu_toy, .hw = &tu_unit_hw, .batch = 1, .prompt_len = 4,
                                 .gen_len = 28, .sel = {.sparsity = 0.5}, .precision = KV_INT8,
                                 .tiers_given = 1, .gpu_kv_bytes = 96, .cpu_kv_bytes = 1 << 20};
     struct alisa_schedule s;
@@ -242,8 +233,8 @@ static void test_search_sizes_tiers_as_the_replay_does_under_int8(void **state)
         assert_true(s.at_given);
         assert_int_equal(s.at.p1, outside ? 12 : 8);
         struct place_params pp = {0};
-        struct tier_storage store = {kv_shape_of(&toy, KV_INT8), outside};
-        cost_tiers(&store, &unit_hw, 96, 1 << 20, 1, &pp);
+        struct tier_storage store = {kv_shape_of(&tu_toy, KV_INT8), outside};
+        cost_tiers(&store, &tu_unit_hw, 96, 1 << 20, 1, &pp);
         struct alisa_sched g;
         place_alisa_greedy(&pp, 32, &g);
         assert_int_equal(s.at.p1, g.p1);

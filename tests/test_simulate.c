@@ -17,14 +17,6 @@
 #include "trace.h"
 #include "trace_gen.h"
 
-static const struct model_shape toy = {.name = "toy", .family = "llama", .n_layers = 1,
-                                       .hidden = 4, .n_heads = 2, .n_kv_heads = 2, .ffn = 8,
-                                       .ffn_matrices = 2, .vocab = 10, .params = 168,
-                                       .weight_bytes_fp16 = 336, .available = 1};
-static const struct hw_profile unit_hw = {.name = "unit", .gpu_mem_gib = 1, .hbm_gbps = 1,
-                                          .fp16_tflops = 1e-3, .host_dram_gib = 1,
-                                          .link_gbps = 1, .link_latency_us = 1e-3,
-                                          .host_mem_gbps = 1};
 
 /* One sequence, one layer, prompt 2, generated 2, uniform rows. */
 static float uniform(uint32_t t, uint32_t p)
@@ -54,10 +46,10 @@ static void write_toy_gen(const char *path, uint32_t n_layers, uint32_t prompt_l
     struct trace_gen_params p;
     trace_gen_defaults(&p);
     p.n_layers = n_layers;
-    p.n_heads = toy.n_heads;
-    p.n_kv_heads = toy.n_kv_heads;
-    p.hidden = toy.hidden;
-    p.vocab = toy.vocab;
+    p.n_heads = tu_toy.n_heads;
+    p.n_kv_heads = tu_toy.n_kv_heads;
+    p.hidden = tu_toy.hidden;
+    p.vocab = tu_toy.vocab;
     p.prompt_len = prompt_len;
     p.gen_len = gen_len;
     struct alisa_err e = {{0}};
@@ -82,7 +74,7 @@ static void write_gen(const char *path, uint32_t n_layers, uint32_t n_seqs, uint
 
 static struct sim_config toy_config(const char *trace, const char *system, uint32_t gen_len)
 {
-    struct sim_config c = {.trace = trace, .model = &toy, .hw = &unit_hw,
+    struct sim_config c = {.trace = trace, .model = &tu_toy, .hw = &tu_unit_hw,
                            .system = sim_system_find(system), .batch = 1, .prompt_len = 2,
                            .gen_len = gen_len, .sel_params = {.sparsity = 0.8}};
     struct alisa_err e = {{0}};
@@ -202,7 +194,7 @@ static void test_flexgen_gpu_batches_read_the_weights_once_each(void **state)
     char *dir = tu_mkdtemp();
     const char *path = tu_path(dir, "tiny.trace");
     write_tiny(path);
-    struct hw_profile fast = unit_hw;
+    struct hw_profile fast = tu_unit_hw;
     fast.fp16_tflops = 1e-2;
     struct sim_config c = toy_config(path, "flexgen-default", 2);
     c.hw = &fast;
@@ -328,7 +320,7 @@ static void test_serial_profile_runs_every_task_in_turn(void **state)
     char *dir = tu_mkdtemp();
     const char *path = tu_path(dir, "tiny.trace");
     write_tiny(path);
-    struct hw_profile hw = unit_hw;
+    struct hw_profile hw = tu_unit_hw;
     hw.serial = 1;
     hw.sched_ns.n = 1;
     strcpy(hw.sched_ns.name[0], "dense");
@@ -395,7 +387,7 @@ static void test_serial_profile_runs_every_task_in_turn(void **state)
     assert_int_equal(cost_schedule_prices(&h3, "swa", &sp, &e), ALISA_ENOTFOUND);
     assert_non_null(strstr(e.msg, "sched_ns_per_layer prices the scheduler for 2 selections "
                                   "but not for swa"));
-    assert_int_equal(cost_schedule_prices(&unit_hw, "swa", &sp, &e), 0);
+    assert_int_equal(cost_schedule_prices(&tu_unit_hw, "swa", &sp, &e), 0);
     assert_true(sp.per_layer == 0 && sp.per_stream == 0 && sp.per_token == 0);
     struct hw_profile hm = hw;
     hm.sched_ns = (struct named_table){1, {"h2o"}, {1}};
@@ -439,7 +431,7 @@ static void test_measured_gemm_and_attention_terms_price_the_steps(void **state)
     char *dir = tu_mkdtemp();
     const char *path = tu_path(dir, "tiny.trace");
     write_tiny(path);
-    struct hw_profile hw = unit_hw;
+    struct hw_profile hw = tu_unit_hw;
     hw.weight_gemm = (struct gemm_table){2, {1, 3}, {0.5, 1.5}};
     hw.attn_ns_per_token = 10;
     hw.attn_ns_fixed = 5;
@@ -455,12 +447,12 @@ static void test_measured_gemm_and_attention_terms_price_the_steps(void **state)
     assert_true(fabs(r.compute_s - 416e-9) < 1e-15);
     assert_true(fabs(r.prefill_s - 328e-9) < 1e-15);
     /* beyond the last point, the last two points' line: 8 rows, 4 ns a byte */
-    assert_true(fabs(cost_layer_compute_ns(&toy, &hw, 8, 0, 0, KV_FP16, 0, 0) -
+    assert_true(fabs(cost_layer_compute_ns(&tu_toy, &hw, 8, 0, 0, KV_FP16, 0, 0) -
                      (128 * 2 * 4.0 + 8 * 5)) < 1e-9);
     /* a fixed attention cost per layer (a GPU's launches) adds once, whatever
      * the batch: 8 rows attending 24 tokens, 8 x 5 per sequence + 7 */
     hw.attn_ns_per_layer = 7;
-    assert_true(fabs(cost_layer_compute_ns(&toy, &hw, 8, 24, 24, KV_FP16, 0, 0) -
+    assert_true(fabs(cost_layer_compute_ns(&tu_toy, &hw, 8, 24, 24, KV_FP16, 0, 0) -
                      (128 * 2 * 4.0 + 24 * 10 + 8 * 5 + 7)) < 1e-9);
     tu_rmdir(dir);
     free(dir);
@@ -494,12 +486,12 @@ static void test_gemm_kernel_shape_between_measured_rows(void **state)
     k = (struct gemm_table){4, {1, 2, 3, 4}, {5.0, 0.01, 5.0, 5.0}}; /* 1.33 - 4.99 */
     assert_true(fabs(cost_gemm_ns_per_byte(&t, &k, 2) - (1 + 1.0 / 3)) < 1e-12);
     /* the step prices through it: 3 rows of toy's 128 weights x 2 bytes */
-    struct hw_profile hw = unit_hw;
+    struct hw_profile hw = tu_unit_hw;
     hw.weight_gemm = t;
     hw.weight_kernel = (struct gemm_table){8, {1, 2, 3, 4, 5, 6, 7, 8},
                                            {1.0, 1.2, 1.5, 1.6, 2.0, 2.2, 2.6, 2.4}};
     hw.attn_ns_fixed = 0;
-    assert_true(fabs(cost_layer_compute_ns(&toy, &hw, 7, 0, 0, KV_FP16, 0, 0) - 256 * 3.15) <
+    assert_true(fabs(cost_layer_compute_ns(&tu_toy, &hw, 7, 0, 0, KV_FP16, 0, 0) - 256 * 3.15) <
                 1e-9);
 }
 
@@ -509,35 +501,35 @@ static void test_gemm_kernel_shape_between_measured_rows(void **state)
 static void test_attention_priced_by_the_kv_a_step_reads(void **state)
 {
     (void)state;
-    struct hw_profile hw = unit_hw;
+    struct hw_profile hw = tu_unit_hw;
     hw.weight_gemm = (struct gemm_table){1, {1}, {0.5}}; /* 128 weights x 2 bytes: 128 ns */
     hw.attn_ns_per_token = 1000;                          /* ignored beside the table */
     hw.attn_ns_fixed = 5;
     hw.attn_by_kv = (struct gemm_table){2, {1, 4}, {10, 30}};
     const double want[][2] = {{32, 10}, {64, 10}, {128, 20}, {256, 30}, {512, 30}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-        double got = cost_layer_compute_ns(&toy, &hw, 1, want[i][0], want[i][0], KV_FP16, 0, 0);
+        double got = cost_layer_compute_ns(&tu_toy, &hw, 1, want[i][0], want[i][0], KV_FP16, 0, 0);
         if (fabs(got - (128 + want[i][0] * want[i][1] + 5)) > 1e-9)
             fail_msg("%g tokens: %g ns, want %g", want[i][0], got,
                      128 + want[i][0] * want[i][1] + 5);
     }
     /* a sparse step without a sparse table: the dense one, by what it reads */
-    assert_true(fabs(cost_layer_compute_ns(&toy, &hw, 1, 64, 256, KV_FP16, 1, 0) -
+    assert_true(fabs(cost_layer_compute_ns(&tu_toy, &hw, 1, 64, 256, KV_FP16, 1, 0) -
                      (128 + 64 * 10.0 + 5)) < 1e-9);
     /* with one, by the KV resident (256 tokens: 4 KiB, 2 KiB between points);
      * a dense step, or a sparse one attending all it holds, keeps the dense
      * table */
     hw.attn_sparse_by_kv = (struct gemm_table){2, {2, 8}, {40, 80}};
-    assert_true(fabs(cost_layer_compute_ns(&toy, &hw, 1, 64, 256, KV_FP16, 1, 0) -
+    assert_true(fabs(cost_layer_compute_ns(&tu_toy, &hw, 1, 64, 256, KV_FP16, 1, 0) -
                      (128 + 64 * 60.0 + 5)) < 1e-9);
-    assert_true(fabs(cost_layer_compute_ns(&toy, &hw, 1, 64, 256, KV_FP16, 0, 0) -
+    assert_true(fabs(cost_layer_compute_ns(&tu_toy, &hw, 1, 64, 256, KV_FP16, 0, 0) -
                      (128 + 64 * 10.0 + 5)) < 1e-9);
-    assert_true(fabs(cost_layer_compute_ns(&toy, &hw, 1, 64, 64, KV_FP16, 1, 0) -
+    assert_true(fabs(cost_layer_compute_ns(&tu_toy, &hw, 1, 64, 64, KV_FP16, 1, 0) -
                      (128 + 64 * 10.0 + 5)) < 1e-9);
     /* without the tables, the single figure */
     hw.attn_by_kv.n = 0;
     hw.attn_sparse_by_kv.n = 0;
-    assert_true(fabs(cost_layer_compute_ns(&toy, &hw, 1, 64, 64, KV_FP16, 0, 0) -
+    assert_true(fabs(cost_layer_compute_ns(&tu_toy, &hw, 1, 64, 64, KV_FP16, 0, 0) -
                      (128 + 64 * 1000.0 + 5)) < 1e-9);
 }
 
@@ -548,7 +540,7 @@ static void test_loads_overlap_the_previous_layers_compute(void **state)
     const char *path = tu_path(dir, "t.trace");
     write_toy_gen(path, 2, 8, 8);
     struct alisa_err e = {{0}};
-    struct model_shape two = toy;
+    struct model_shape two = tu_toy;
     two.n_layers = 4;
     struct sim_config c = toy_config(path, "accelerate", 8);
     c.model = &two;
@@ -566,8 +558,8 @@ static void test_loads_overlap_the_previous_layers_compute(void **state)
      * decode lasts at least each direction's bytes at the link's rate. */
     assert_true(decode >= r.compute_s - 1e-12);
     assert_true(r.bytes_h2d > 0);
-    assert_true(decode >= r.bytes_h2d / unit_hw.link_gbps * 1e-9 - 1e-12);
-    assert_true(decode >= r.bytes_d2h / unit_hw.link_gbps * 1e-9 - 1e-12);
+    assert_true(decode >= r.bytes_h2d / tu_unit_hw.link_gbps * 1e-9 - 1e-12);
+    assert_true(decode >= r.bytes_d2h / tu_unit_hw.link_gbps * 1e-9 - 1e-12);
     tu_rmdir(dir);
     free(dir);
 }
@@ -737,7 +729,7 @@ static void test_no_prefetch_serialises_copies_and_compute(void **state)
     write_toy_gen(path, 1, 2, 8);
     struct alisa_err e = {{0}};
     struct sim_config c = toy_config(path, "deepspeed", 8);
-    struct model_shape toy4 = toy; /* four layers, so a copy can run beside another's compute */
+    struct model_shape toy4 = tu_toy; /* four layers, so a copy can run beside another's compute */
     toy4.n_layers = 4;
     c.model = &toy4;
     assert_true(c.system->no_prefetch);

@@ -136,3 +136,11 @@ int tu_result(int failed)
     }
     return 0;
 }
+
+const struct model_shape tu_toy = {.name = "toy", .family = "llama", .n_layers = 1, .hidden = 4,
+                                   .n_heads = 2, .n_kv_heads = 2, .ffn = 8, .ffn_matrices = 2,
+                                   .vocab = 10, .params = 168, .weight_bytes_fp16 = 336,
+                                   .available = 1};
+const struct hw_profile tu_unit_hw = {.name = "unit", .gpu_mem_gib = 1, .hbm_gbps = 1,
+                                      .fp16_tflops = 1e-3, .host_dram_gib = 1, .link_gbps = 1,
+                                      .link_latency_us = 1e-3, .host_mem_gbps = 1};

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "catalog.h"
+
 /* A fresh directory under $TMPDIR (or /tmp); the caller frees the string. */
 char *tu_mkdtemp(void);
 
@@ -35,6 +37,12 @@ void tu_rmdir(const char *dir);
  * positions). */
 void tu_write_toy_trace(const char *path, uint32_t prompt_len, uint32_t gen_len,
                         float (*weight)(uint32_t t, uint32_t p));
+
+/* The hand-worked tests' toy model (1 layer, hidden 4, 2 heads: kv_dim 4,
+ * FFN 8 with 2 matrices, vocab 10, 336 weight bytes) and unit hardware
+ * (1 FLOP/ns, 1 byte/ns everywhere, 1 ns per copy). */
+extern const struct model_shape tu_toy;
+extern const struct hw_profile tu_unit_hw;
 
 /* Directory of the real models (ALISA_MODELS or the compiled-in default);
  * and whether CI=true (then a missing model is a failure, not a skip). */

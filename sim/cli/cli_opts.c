@@ -23,6 +23,14 @@ const struct cli_opt cli_budget_opts[] = {
      "attend N tokens per step instead (overrides --sparsity)", 0},
     {0}};
 
+int cli_read_memory(void *field, const char *opt, const char *arg, struct alisa_err *e)
+{
+    if (cli_parse_bytes(opt, arg, field, e))
+        return ALISA_EINVAL;
+    return *(uint64_t *)field ? 0 : err_set(e, ALISA_EINVAL, "%s 0: must be positive (leave it "
+                                            "out for the profile's memory)", opt);
+}
+
 /* Entry i over all of c's groups, and its field in o. */
 static const struct cli_opt *entry(const struct cli_command_opts *c, size_t i, void *o,
                                    void **field)

@@ -58,6 +58,11 @@ struct cli_command_opts {
  * --budget-tokens. */
 extern const struct cli_opt cli_budget_opts[];
 
+/* A CLI_FN reader of a positive byte count (cli_parse_bytes) into a
+ * uint64_t: --gpu-mem, --cpu-mem, where 0 would mean "the profile's" and
+ * leaving the option out says that. */
+int cli_read_memory(void *field, const char *opt, const char *arg, struct alisa_err *e);
+
 /* Parses argv (argv[0] the command) into o, whose defaults the caller has
  * set; the knobs given go to knobs (when c->knobs). Returns 0 with *next
  * the first argument after the options (NULL next: none may follow),

@@ -108,14 +108,6 @@ static int read_positive_u32(void *field, const char *opt, const char *arg, stru
     return *(uint32_t *)field ? 0 : err_set(e, ALISA_EINVAL, "%s 0: at least 1 sequence", opt);
 }
 
-static int read_memory(void *field, const char *opt, const char *arg, struct alisa_err *e)
-{
-    if (cli_parse_bytes(opt, arg, field, e))
-        return ALISA_EINVAL;
-    return *(uint64_t *)field ? 0 : err_set(e, ALISA_EINVAL, "%s 0: must be positive (leave it "
-                                            "out for the profile's memory)", opt);
-}
-
 #define SO(f) offsetof(struct sim_opts, f)
 static const struct cli_opt sim_workload_opts[] = {
     {"trace", "FILE", CLI_STR, SO(cfg.trace), NULL, 1,
@@ -134,9 +126,9 @@ static const struct cli_opt sim_run_opts[] = {
     {"placement", "NAME", CLI_STR, SO(place), NULL, 0,
      "override the system's placement (alisa policy list)", 0},
     {"kv-int8", NULL, CLI_FLAG, SO(int8), NULL, 0, "INT8 KV", 0},
-    {"gpu-mem", "BYTES", CLI_FN, SO(gpu_mem), read_memory, 0,
+    {"gpu-mem", "BYTES", CLI_FN, SO(gpu_mem), cli_read_memory, 0,
      "GPU memory, > 0 (default: the profile's)", 0},
-    {"cpu-mem", "BYTES", CLI_FN, SO(cpu_mem), read_memory, 0,
+    {"cpu-mem", "BYTES", CLI_FN, SO(cpu_mem), cli_read_memory, 0,
      "host memory for KV, > 0 (default: the profile's)", 0},
     {"timeline", "FILE", CLI_STR, SO(timeline), NULL, 0,
      "per-step CSV: end time, compute, recompute, transfer, KV per tier", 0},

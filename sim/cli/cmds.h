@@ -24,6 +24,8 @@ void cmd_search_usage(FILE *out);
 
 int cmd_sim(int argc, char **argv);
 void cmd_sim_usage(FILE *out);
+int cmd_serve(int argc, char **argv);
+void cmd_serve_usage(FILE *out);
 
 int cmd_external(int argc, char **argv);
 void cmd_external_usage(FILE *out);

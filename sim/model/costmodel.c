@@ -182,14 +182,12 @@ static double attn_table_ns(const struct gemm_table *t, double kib)
     return t->ns_per_byte[t->n - 1];
 }
 
-double cost_layer_compute_ns(const struct model_shape *m, const struct hw_profile *hw,
-                             uint32_t batch, double attended_total, double resident_total,
-                             enum kv_precision precision, int sparse, int with_head)
+/* A decode step's attention in one layer for `batch` sequences attending
+ * attended_total of resident_total tokens (cost_layer_compute_ns's). */
+static double decode_attention_ns(const struct model_shape *m, const struct hw_profile *hw,
+                                  const struct kv_shape *k, uint32_t batch, double attended_total,
+                                  double resident_total, int sparse)
 {
-    struct kv_shape k = kv_shape_of(m, precision);
-    double t = gemm_ns(hw, layer_params(m, &k), batch);
-    if (with_head)
-        t += head_ns(hw, m, batch);
     /* measured on the executor, its gather included: by the KV (KiB over
      * every layer) a dense step reads, or a sparse one holds */
     const struct gemm_table *table = &hw->attn_by_kv;
@@ -200,14 +198,14 @@ double cost_layer_compute_ns(const struct model_shape *m, const struct hw_profil
     }
     double fixed = hw->attn_ns_per_layer + batch * hw->attn_ns_fixed;
     if (table->n) {
-        double kib = keyed * m->n_layers * (double)cost_kv_bytes(&k) / 1024.0;
-        return t + attended_total * attn_table_ns(table, kib) + fixed;
+        double kib = keyed * m->n_layers * (double)cost_kv_bytes(k) / 1024.0;
+        return attended_total * attn_table_ns(table, kib) + fixed;
     }
     if (hw->attn_ns_per_token > 0) /* measured on the executor, its gather included */
-        return t + attended_total * hw->attn_ns_per_token + fixed;
+        return attended_total * hw->attn_ns_per_token + fixed;
     /* Attention: read the attended K and V. */
-    double kv_read = attended_total * (double)cost_kv_bytes(&k);
-    t += kv_read / hbm_bytes_per_ns(hw);
+    double kv_read = attended_total * (double)cost_kv_bytes(k);
+    double t = kv_read / hbm_bytes_per_ns(hw);
     if (sparse) {
         /* gather: read again and write packed; local sum: one fp32 update per
          * attended token and head */
@@ -215,6 +213,32 @@ double cost_layer_compute_ns(const struct model_shape *m, const struct hw_profil
         t += (2.0 * kv_read + sum_bytes) / hbm_bytes_per_ns(hw);
     }
     return t;
+}
+
+double cost_layer_compute_ns(const struct model_shape *m, const struct hw_profile *hw,
+                             uint32_t batch, double attended_total, double resident_total,
+                             enum kv_precision precision, int sparse, int with_head)
+{
+    struct kv_shape k = kv_shape_of(m, precision);
+    double t = gemm_ns(hw, layer_params(m, &k), batch);
+    if (with_head)
+        t += head_ns(hw, m, batch);
+    return t + decode_attention_ns(m, hw, &k, batch, attended_total, resident_total, sparse);
+}
+
+double cost_iteration_layer_ns(const struct model_shape *m, const struct hw_profile *hw,
+                               const struct iteration_shape *it, enum kv_precision precision,
+                               int sparse, int with_head)
+{
+    struct kv_shape k = kv_shape_of(m, precision);
+    double t = gemm_ns(hw, layer_params(m, &k), it->rows);
+    if (with_head && it->sampled > 0)
+        t += head_ns(hw, m, it->sampled);
+    if (it->decodes > 0)
+        t += decode_attention_ns(m, hw, &k, it->decodes, it->attended, it->resident, sparse);
+    /* the prompt chunks' causal attention: QK^T and AV over each query's
+     * keys, as cost_prefill_ns prices a prompt's */
+    return t + 2.0 * 2.0 * it->prefill_pairs * m->hidden / peak_flops_per_ns(hw);
 }
 
 double cost_step_compute_ns(const struct model_shape *m, const struct hw_profile *hw,

@@ -95,6 +95,26 @@ double cost_layer_compute_ns(const struct model_shape *m, const struct hw_profil
                              uint32_t batch, double attended_total, double resident_total,
                              enum kv_precision precision, int sparse, int with_head);
 
+/* One serving iteration (issue 46) in one layer: `rows` token rows through
+ * the weight GEMMs (one per decoding request plus every prompt token of the
+ * chunks scheduled), the decoding requests' attention (`decodes` requests
+ * attending `attended` of `resident` tokens in all), the prompt chunks'
+ * causal attention (prefill_pairs query-key pairs: a chunk of c tokens
+ * after s computed ones has c s + c (c + 1) / 2), and the output head for
+ * the `sampled` requests that produce a token. */
+struct iteration_shape {
+    uint32_t rows, decodes, sampled;
+    double attended, resident, prefill_pairs;
+};
+
+/* The iteration's layer priced as cost_layer_compute_ns prices a decode
+ * step's (it is that function for an iteration of decodes alone, every
+ * request sampled) plus the chunks' attention FLOPs at peak. ns. Cannot
+ * fail. */
+double cost_iteration_layer_ns(const struct model_shape *m, const struct hw_profile *hw,
+                               const struct iteration_shape *it, enum kv_precision precision,
+                               int sparse, int with_head);
+
 /* A weight GEMM's ns per weight byte at `rows` rows from a measured table
  * t (weight_gemm_ns_per_byte: in situ, at a few row counts): linear
  * between its rows, the first row's value below them, beyond them the

@@ -1,0 +1,822 @@
+/* Serving simulation (contract in serve.h): the trace held in memory, one
+ * placement replay per (trace sequence, prompt length) through the
+ * scheduler core, shared by the requests that need it and freed when the
+ * last of them finishes, and vLLM V1's iteration loop over the request
+ * stream, each iteration priced layer by layer.
+ */
+#include "serve.h"
+
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "replay.h"
+#include "scheduler.h"
+#include "trace.h"
+#include "trace_gen.h"
+
+/* The placement runs kept for reuse once no request holds them. */
+#define SERVE_CACHE_BYTES (256.0 * (1 << 20))
+
+/* The most the trace's rows may take in memory, dense. */
+#define SERVE_TRACE_MAX_BYTES (8ull << 30)
+
+/* ---- the trace, in memory ---- */
+
+struct mem_trace {
+    struct trace_header h;
+    uint32_t S, L;
+    uint32_t *len;        /* (S) positions with rows end here (prompt + generated) */
+    uint32_t *row_start;  /* (S) first recorded position */
+    float ***rows;        /* [s][pos] -> (L, pos + 1) weights, NULL before row_start */
+};
+
+static void mem_trace_free(struct mem_trace *t)
+{
+    for (uint32_t s = 0; t->rows && s < t->S; s++) {
+        for (uint32_t p = 0; t->rows[s] && p < t->len[s]; p++)
+            free(t->rows[s][p]);
+        free(t->rows[s]);
+    }
+    free(t->rows);
+    free(t->len);
+    free(t->row_start);
+    memset(t, 0, sizeof *t);
+}
+
+static int mem_trace_load(const char *path, struct mem_trace *t, struct alisa_err *e)
+{
+    memset(t, 0, sizeof *t);
+    struct trace_reader *r;
+    int rc = trace_reader_open(&r, path, e);
+    if (rc)
+        return rc;
+    t->h = *trace_reader_header(r);
+    t->S = t->h.n_seqs;
+    t->L = t->h.n_layers;
+    t->len = calloc(t->S, sizeof *t->len);
+    t->row_start = calloc(t->S, sizeof *t->row_start);
+    t->rows = calloc(t->S, sizeof *t->rows);
+    if (!t->len || !t->row_start || !t->rows) {
+        trace_reader_destroy(r);
+        mem_trace_free(t);
+        return err_set(e, ALISA_ENOMEM, "%s: out of memory for %u sequences", path, t->S);
+    }
+    double bytes = 0;
+    for (uint32_t s = 0; s < t->S; s++) {
+        const struct trace_seq *q = trace_reader_seq(r, s);
+        t->len[s] = q->prompt_len + q->gen_len;
+        t->row_start[s] = q->row_start;
+        for (uint32_t p = q->row_start; p < t->len[s]; p++)
+            bytes += (double)t->L * (p + 1) * sizeof(float);
+    }
+    if (bytes > (double)SERVE_TRACE_MAX_BYTES) {
+        trace_reader_destroy(r);
+        mem_trace_free(t);
+        return err_set(e, ALISA_EINVAL, "%s: its rows take %.1f GiB dense, over the %.0f GiB a "
+                       "serving run holds in memory (use fewer or shorter sequences)", path,
+                       bytes / (1u << 30), (double)(SERVE_TRACE_MAX_BYTES >> 30));
+    }
+    for (uint32_t s = 0; s < t->S && !rc; s++)
+        if (!(t->rows[s] = calloc(t->len[s] ? t->len[s] : 1, sizeof *t->rows[s])))
+            rc = err_set(e, ALISA_ENOMEM, "%s: out of memory for sequence %u", path, s);
+    struct trace_step st;
+    while (!rc && (rc = trace_reader_next(r, &st, e)) == 1) {
+        rc = 0;
+        size_t n = (size_t)t->L * st.n_ctx;
+        float *row = malloc(n * sizeof *row);
+        if (!row) {
+            rc = err_set(e, ALISA_ENOMEM, "%s: out of memory for position %u", path, st.pos);
+            break;
+        }
+        memcpy(row, st.w, n * sizeof *row);
+        free(t->rows[st.seq][st.pos]);
+        t->rows[st.seq][st.pos] = row;
+    }
+    trace_reader_destroy(r);
+    if (rc)
+        mem_trace_free(t);
+    return rc;
+}
+
+/* ---- one request's placement, replayed ---- */
+
+/* One trace layer at one position of a replay: what processing that
+ * position (a prompt token, or the decode step whose query it is) did. */
+struct pos_stat {
+    float attended;   /* decode: tokens attended */
+    float resident;   /* tokens on the GPU tier after */
+    float recomputed; /* tokens recomputed */
+    float h2d, d2h;   /* bytes moved */
+};
+
+struct placement_run {
+    uint32_t seq, prompt, len;  /* positions 0 .. len - 1 */
+    uint32_t refs;              /* unfinished requests using it */
+    uint64_t released;          /* when its last request finished (a count) */
+    struct pos_stat *st;        /* (len, L) */
+    double *gpu_at, *cpu_at;    /* (len) the request's bytes on each tier after the position,
+                                   every model layer, the GPU's in whole blocks */
+    struct placement_run *next;
+};
+
+struct serve {
+    const struct serve_config *cfg;
+    const struct workload *w;
+    struct serve_result *r;
+    struct mem_trace t;
+    struct kv_shape ks;
+    double kvb;                 /* a token's KV bytes in one layer */
+    uint32_t Lm, bt;
+    uint32_t *tl_of;            /* (Lm) trace layer of each model layer */
+    double *mult;               /* (L) model layers reading each trace layer */
+    int analytic;               /* dense on the GPU alone: no replay needed */
+    int gathers;                /* the selection attends a subset */
+    struct trace_gen_params ext;
+    int have_ext;
+    struct placement_run *runs;
+    double cached_bytes;        /* the runs' memory */
+    uint64_t releases;
+    float *row;                 /* (max_len) a synthetic row */
+    uint32_t max_len;
+    double host_ns;
+};
+
+static void run_free(struct placement_run *p)
+{
+    if (!p)
+        return;
+    free(p->st);
+    free(p->gpu_at);
+    free(p->cpu_at);
+    free(p);
+}
+
+static double run_bytes(const struct serve *v, const struct placement_run *p)
+{
+    return (double)p->len * (v->t.L * sizeof *p->st + 2 * sizeof(double));
+}
+
+/* The GPU bytes of `tokens` tokens of one layer held in whole blocks. */
+static double gpu_block_bytes(const struct serve *v, double tokens)
+{
+    return ceil(tokens / v->bt) * v->bt * v->kvb;
+}
+
+static void run_totals(struct serve *v, struct placement_run *p, const double *cpu_layer)
+{
+    for (uint32_t pos = 0; pos < p->len; pos++) {
+        double g = 0, c = 0;
+        for (uint32_t l = 0; l < v->t.L; l++) {
+            g += v->mult[l] * gpu_block_bytes(v, p->st[(size_t)pos * v->t.L + l].resident);
+            c += v->mult[l] * (cpu_layer ? cpu_layer[(size_t)pos * v->t.L + l] : 0);
+        }
+        p->gpu_at[pos] = g;
+        p->cpu_at[pos] = c;
+    }
+}
+
+/* The row of trace sequence s at pos for every layer, or NULL (a prompt
+ * position before the trace's first recorded row). */
+static const float *trace_row(const struct serve *v, uint32_t s, uint32_t pos)
+{
+    return pos < v->t.len[s] ? v->t.rows[s][pos] : NULL;
+}
+
+static int replay_run(struct serve *v, struct placement_run *p, uint32_t gpu_tokens,
+                      struct alisa_err *e)
+{
+    const struct serve_config *cfg = v->cfg;
+    const uint32_t L = v->t.L, s = p->seq;
+    struct scheduler_config sc = {.sel = cfg->sel, .sel_params = cfg->sel_params,
+                                  .place = cfg->place, .n_streams = L, .max_len = p->len};
+    struct tier_storage store = {v->ks, 0};
+    /* an offloading placement's hot buffer, or the whole request */
+    uint64_t gpu = (uint64_t)(cfg->place->host_tier ? gpu_tokens : p->len) * (uint64_t)v->kvb +
+                   cost_kv_fixed_bytes(&v->ks);
+    /* the host pool is shared and checked by the serving loop; a stream's
+     * own CPU tier holds all it could ever put there */
+    uint64_t cpu = (uint64_t)p->len * ((uint64_t)v->kvb + cost_act_bytes(&v->ks));
+    cost_tiers(&store, cfg->hw, gpu, cpu, 1, &sc.place_params);
+    sc.place_params.gpu_fraction = -1;
+    struct scheduler *sch;
+    int rc = scheduler_create(&sch, &sc, NULL, e);
+    if (rc)
+        return rc;
+    double *cpu_layer = calloc((size_t)p->len * L, sizeof *cpu_layer);
+    struct gen_stream **gs = calloc(L, sizeof *gs);
+    if (!cpu_layer || !gs)
+        rc = err_set(e, ALISA_ENOMEM, "out of memory for a %u-token replay", p->len);
+    uint32_t tlen = v->t.len[s];
+    for (uint32_t l = 0; l < L && !rc && p->len > tlen; l++) {
+        rc = gen_stream_create(&gs[l], &v->ext, l, p->len,
+                               v->t.h.seed + 1 + (uint64_t)s * L + l, e);
+        if (!rc)
+            gen_stream_skip_to(gs[l], tlen);
+    }
+    struct scheduler_plan plan;
+    for (uint32_t pos = 0; pos < p->len && !rc; pos++) {
+        const float *rows = trace_row(v, s, pos);
+        for (uint32_t l = 0; l < L && !rc; l++) {
+            const float *row = rows ? rows + (size_t)l * (pos + 1) : NULL;
+            if (pos >= tlen) {
+                gen_stream_row(gs[l], pos, v->row);
+                row = v->row;
+            }
+            if (pos < p->prompt) {
+                scheduler_prefill(sch, l, pos, row, p->prompt, &plan);
+            } else {
+                if ((rc = scheduler_step(sch, l, pos, &plan)))
+                    break;
+                if (!plan.place.oom)
+                    scheduler_observe_dense(sch, l, row);
+            }
+            if (plan.place.oom) {
+                rc = err_set(e, ALISA_EINVAL, "placement %s cannot place trace sequence %u's "
+                             "position %u with %u GPU tokens per layer (--gpu-tokens: the hot buffer "
+                             "must hold a step's attended tokens)",
+                             cfg->place->name, s, pos, gpu_tokens);
+                break;
+            }
+            struct pos_stat *q = &p->st[(size_t)pos * L + l];
+            q->attended = pos < p->prompt ? 0 : (float)plan.n_attended;
+            q->resident = (float)plan.census.gpu;
+            q->recomputed = (float)plan.place.n_recompute;
+            q->h2d = (float)plan.place.bytes_h2d;
+            q->d2h = (float)plan.place.bytes_d2h;
+            cpu_layer[(size_t)pos * L + l] = (double)plan.cpu_bytes;
+        }
+    }
+    if (!rc)
+        run_totals(v, p, cpu_layer);
+    for (uint32_t l = 0; gs && l < L; l++)
+        gen_stream_destroy(gs[l]);
+    free(gs);
+    free(cpu_layer);
+    scheduler_destroy(sch);
+    return rc;
+}
+
+/* The placement run of request i (sequence s, prompt P, len positions),
+ * shared with earlier requests of the same sequence and prompt when theirs
+ * reaches as far. */
+static int run_get(struct serve *v, uint32_t s, uint32_t P, uint32_t len, uint32_t gpu_tokens,
+                   struct placement_run **out, struct alisa_err *e)
+{
+    for (struct placement_run *p = v->runs; p; p = p->next)
+        if (p->seq == s && p->prompt == P && p->len >= len) {
+            p->refs++;
+            *out = p;
+            return 0;
+        }
+    struct placement_run *p = calloc(1, sizeof *p);
+    if (!p)
+        return err_set(e, ALISA_ENOMEM, "out of memory for a placement replay");
+    *p = (struct placement_run){.seq = s, .prompt = P, .len = len, .refs = 1};
+    p->st = calloc((size_t)len * v->t.L, sizeof *p->st);
+    p->gpu_at = malloc(len * sizeof *p->gpu_at);
+    p->cpu_at = malloc(len * sizeof *p->cpu_at);
+    int rc = 0;
+    if (!p->st || !p->gpu_at || !p->cpu_at)
+        rc = err_set(e, ALISA_ENOMEM, "out of memory for a %u-token replay", len);
+    else if (v->analytic) { /* every token on the GPU, every token attended */
+        for (uint32_t pos = 0; pos < len; pos++)
+            for (uint32_t l = 0; l < v->t.L; l++)
+                p->st[(size_t)pos * v->t.L + l] = (struct pos_stat){
+                    .attended = pos < P ? 0 : (float)(pos + 1), .resident = (float)(pos + 1)};
+        run_totals(v, p, NULL);
+    } else {
+        rc = replay_run(v, p, gpu_tokens, e);
+        v->r->replays++;
+    }
+    if (rc) {
+        run_free(p);
+        return rc;
+    }
+    p->next = v->runs;
+    v->runs = p;
+    v->cached_bytes += run_bytes(v, p);
+    *out = p;
+    return 0;
+}
+
+/* A run no request holds stays cached (the next request of the same
+ * sequence and prompt reuses it) until the cache passes its budget; then
+ * the ones held by no request go, least recently released first. */
+static void run_release(struct serve *v, struct placement_run *p)
+{
+    if (--p->refs)
+        return;
+    p->released = ++v->releases;
+    while (v->cached_bytes > SERVE_CACHE_BYTES) {
+        struct placement_run **oldest = NULL;
+        for (struct placement_run **q = &v->runs; *q; q = &(*q)->next)
+            if ((*q)->refs == 0 && (!oldest || (*q)->released < (*oldest)->released))
+                oldest = q;
+        if (!oldest)
+            break;
+        struct placement_run *gone = *oldest;
+        *oldest = gone->next;
+        v->cached_bytes -= run_bytes(v, gone);
+        run_free(gone);
+    }
+}
+
+/* ---- the serving loop ---- */
+
+enum rq_state { RQ_FUTURE, RQ_WAITING, RQ_RUNNING, RQ_DONE };
+
+struct rq {
+    uint32_t computed;   /* positions whose KV exists */
+    uint32_t generated;  /* output tokens produced */
+    uint32_t seq;        /* trace sequence */
+    uint8_t state;
+    double gpu_held, cpu_held; /* bytes allocated in the pools */
+    struct placement_run *run;
+};
+
+/* A position list for the queues: running (scheduling order) and waiting
+ * (a deque: arrivals at the back, preempted requests at the front). */
+struct queue {
+    uint32_t *id;
+    uint32_t head, n, cap; /* ring buffer */
+};
+
+static uint32_t q_at(const struct queue *q, uint32_t k) { return q->id[(q->head + k) % q->cap]; }
+static void q_push_back(struct queue *q, uint32_t id)
+{
+    q->id[(q->head + q->n++) % q->cap] = id;
+}
+static void q_push_front(struct queue *q, uint32_t id)
+{
+    q->head = (q->head + q->cap - 1) % q->cap;
+    q->id[q->head] = id;
+    q->n++;
+}
+static uint32_t q_pop_front(struct queue *q)
+{
+    uint32_t id = q->id[q->head];
+    q->head = (q->head + 1) % q->cap;
+    q->n--;
+    return id;
+}
+static uint32_t q_pop_back(struct queue *q) { return q->id[(q->head + --q->n) % q->cap]; }
+
+/* What one iteration scheduled for one request. */
+struct sched_item {
+    uint32_t id, first, n; /* positions first .. first + n - 1 */
+};
+
+static void stat_of(double *x, uint32_t n, struct serve_stat *s)
+{
+    memset(s, 0, sizeof *s);
+    if (!n)
+        return;
+    gsl_sort(x, 1, n);
+    s->mean = gsl_stats_mean(x, 1, n);
+    s->p50 = gsl_stats_quantile_from_sorted_data(x, 1, n, 0.50);
+    s->p90 = gsl_stats_quantile_from_sorted_data(x, 1, n, 0.90);
+    s->p99 = gsl_stats_quantile_from_sorted_data(x, 1, n, 0.99);
+    s->max = x[n - 1];
+}
+
+/* The trace sequence request i reads: i mod S among those long enough. */
+static int map_request(const struct serve *v, uint32_t i, uint32_t need, uint32_t *seq,
+                       struct alisa_err *e)
+{
+    uint32_t fit = 0;
+    for (uint32_t s = 0; s < v->t.S; s++)
+        fit += v->t.len[s] >= need;
+    if (fit == 0 && !(v->cfg->extend || v->analytic))
+        return err_set(e, ALISA_EINVAL, "%s: request %u needs %u positions (prompt + output - 1), "
+                       "longer than every trace sequence (pass --extend to continue them with "
+                       "synthetic rows)", v->cfg->trace, i, need);
+    uint32_t k = i % (fit ? fit : v->t.S);
+    for (uint32_t s = 0; s < v->t.S; s++)
+        if (!fit || v->t.len[s] >= need) {
+            if (k == 0) {
+                *seq = s;
+                return 0;
+            }
+            k--;
+        }
+    ALISA_ASSERT(0);
+    return 0;
+}
+
+struct layer_load {
+    double attended, resident, recomputed, h2d, d2h, pairs, copies_h2d, copies_d2h;
+};
+
+/* Prices one iteration (serve.h: an alisa sim decode step's layers). */
+static double price_iteration(struct serve *v, const struct sched_item *it, uint32_t n_it,
+                              const struct rq *rq, struct layer_load *ll, double *compute_ns,
+                              double *transfer_ns)
+{
+    const struct serve_config *cfg = v->cfg;
+    const uint32_t L = v->t.L;
+    const struct workload *w = v->w;
+    memset(ll, 0, L * sizeof *ll);
+    struct iteration_shape base = {0};
+    for (uint32_t k = 0; k < n_it; k++) {
+        const struct sched_item *s = &it[k];
+        const struct rq *q = &rq[s->id];
+        const uint32_t P = w->req[s->id].prompt_len;
+        base.rows += s->n;
+        if (s->first + s->n == P + q->generated)
+            base.sampled++;
+        int decode = s->n == 1 && s->first >= P;
+        base.decodes += decode;
+        for (uint32_t l = 0; l < L; l++) {
+            struct layer_load *x = &ll[l];
+            double h2d = 0, d2h = 0;
+            for (uint32_t pos = s->first; pos < s->first + s->n; pos++) {
+                const struct pos_stat *ps = &q->run->st[(size_t)pos * L + l];
+                h2d += ps->h2d;
+                d2h += ps->d2h;
+                x->recomputed += ps->recomputed;
+                if (decode) {
+                    x->attended += ps->attended;
+                    x->resident += ps->resident;
+                }
+            }
+            if (!decode) /* causal attention of the chunk over everything before it */
+                x->pairs += (double)s->n * s->first + (double)s->n * (s->n + 1) / 2;
+            x->h2d += h2d;
+            x->d2h += d2h;
+            x->copies_h2d += h2d > 0; /* one packed copy per request and direction */
+            x->copies_d2h += d2h > 0;
+        }
+    }
+    const struct hw_profile *hw = cfg->hw;
+    double le = 0, ce = 0, ce_prev = 0, oe = 0, busy = 0, link = 0;
+    for (uint32_t l = 0; l < v->Lm; l++) {
+        const struct layer_load *x = &ll[v->tl_of[l]];
+        struct iteration_shape is = base;
+        is.attended = x->attended;
+        is.resident = x->resident;
+        is.prefill_pairs = x->pairs;
+        double C = cost_iteration_layer_ns(v->cfg->model, hw, &is, cfg->precision, v->gathers,
+                                           l == v->Lm - 1);
+        if (v->host_ns > C)
+            C = v->host_ns;
+        double R = cost_recompute_gpu_ns(cfg->model, hw, x->recomputed, cfg->precision);
+        double relay = cfg->sw && cfg->sw->pageable_relay ? cost_pageable_relay_ns(hw, x->h2d) : 0;
+        double Ld = x->h2d > 0 ? cost_transfer_ns(hw, x->h2d, x->copies_h2d) + relay : 0;
+        double O = x->d2h > 0 ? cost_transfer_ns(hw, x->d2h, x->copies_d2h) : 0;
+        v->r->bytes_h2d += x->h2d;
+        v->r->bytes_d2h += x->d2h;
+        v->r->recomputed_tokens += x->recomputed;
+        busy += R + C;
+        link += Ld + O;
+        if (hw->serial) {
+            ce += Ld + R + C + O;
+            continue;
+        }
+        /* the layer's loads wait for the link and, with prefetch, for the
+         * compute two layers back (double buffering), else the previous */
+        double ls = le > (cfg->no_prefetch ? ce : ce_prev) ? le : (cfg->no_prefetch ? ce : ce_prev);
+        le = ls + Ld;
+        ce_prev = ce;
+        ce = (ce > le ? ce : le) + R + C;
+        oe = (oe > ce ? oe : ce) + O;
+    }
+    *compute_ns = busy;
+    *transfer_ns = link;
+    return ce > oe ? ce : oe;
+}
+
+/* The KV pools and what the requests hold of them. */
+struct pool {
+    double gpu, cpu;           /* capacity, bytes */
+    double gpu_used, cpu_used;
+};
+
+/* Whether request q can grow to its footprint after position last. */
+static int kv_fits(const struct pool *pl, const struct rq *q, uint32_t last)
+{
+    return pl->gpu_used + (q->run->gpu_at[last] - q->gpu_held) <= pl->gpu &&
+           pl->cpu_used + (q->run->cpu_at[last] - q->cpu_held) <= pl->cpu;
+}
+
+/* Grows (or shrinks) q's allocation to its footprint after position last. */
+static void kv_take(struct pool *pl, struct rq *q, uint32_t last)
+{
+    pl->gpu_used += q->run->gpu_at[last] - q->gpu_held;
+    pl->cpu_used += q->run->cpu_at[last] - q->cpu_held;
+    q->gpu_held = q->run->gpu_at[last];
+    q->cpu_held = q->run->cpu_at[last];
+}
+
+static void kv_free(struct pool *pl, struct rq *q)
+{
+    pl->gpu_used -= q->gpu_held;
+    pl->cpu_used -= q->cpu_held;
+    q->gpu_held = q->cpu_held = 0;
+}
+
+static int pools(struct serve *v, double *gpu_pool, double *cpu_pool, uint32_t *gpu_tokens)
+{
+    const struct serve_config *cfg = v->cfg;
+    const struct model_shape *m = cfg->model;
+    struct serve_result *r = v->r;
+    double util = cfg->gpu_mem_utilization > 0 ? cfg->gpu_mem_utilization : SERVE_GPU_MEM_UTILIZATION;
+    double gmem = cfg->gpu_mem_bytes > 0 ? cfg->gpu_mem_bytes : cfg->hw->gpu_mem_gib * 1073741824.0;
+    uint32_t seqs = cfg->max_num_seqs ? cfg->max_num_seqs : SERVE_MAX_NUM_SEQS;
+    uint32_t tokens = cfg->max_batched_tokens ? cfg->max_batched_tokens : SERVE_MAX_BATCHED_TOKENS;
+    *gpu_pool = util * gmem - m->weight_bytes_fp16 - cost_prefill_peak_act_bytes(m, tokens, seqs);
+    *cpu_pool = cfg->cpu_mem_bytes > 0 ? cfg->cpu_mem_bytes : cfg->hw->host_dram_gib * 1073741824.0;
+    r->gpu_kv_capacity_bytes = *gpu_pool > 0 ? *gpu_pool : 0;
+    r->cpu_kv_capacity_bytes = cfg->place->host_tier ? *cpu_pool : 0;
+    if (*gpu_pool <= 0) {
+        r->oom = 1;
+        snprintf(r->oom_reason, sizeof r->oom_reason,
+                 "the weights (%.1f GB) and a %u-token prefill's activations leave no KV room "
+                 "in %.0f%% of %.1f GB", m->weight_bytes_fp16 / 1e9, tokens, util * 100,
+                 gmem / 1e9);
+        return 0;
+    }
+    *gpu_tokens = cfg->gpu_tokens;
+    if (cfg->place->host_tier && !*gpu_tokens) {
+        double share = *gpu_pool / ((double)seqs * v->Lm * v->kvb);
+        *gpu_tokens = (uint32_t)(floor(share / v->bt) * v->bt);
+        if (*gpu_tokens == 0) {
+            r->oom = 1;
+            snprintf(r->oom_reason, sizeof r->oom_reason,
+                     "the GPU KV pool (%.2f GB) holds less than a block per layer for each of %u "
+                     "requests (lower --max-num-seqs or set --gpu-tokens)", *gpu_pool / 1e9,
+                     seqs);
+        }
+    }
+    r->gpu_tokens = cfg->place->host_tier ? *gpu_tokens : 0;
+    return 0;
+}
+
+int serve_run(const struct serve_config *cfg, const struct workload *w, struct serve_result *r,
+              FILE *timeline, struct alisa_err *e)
+{
+    memset(r, 0, sizeof *r);
+    if (cfg->place->offline)
+        return err_set(e, ALISA_EINVAL, "--placement %s: an offline bound needs every request's "
+                       "future, which serving does not give it yet", cfg->place->name);
+    struct serve v = {.cfg = cfg, .w = w, .r = r};
+    const struct model_shape *m = cfg->model;
+    int rc = mem_trace_load(cfg->trace, &v.t, e);
+    if (rc)
+        return rc;
+    v.ks = kv_shape_of(m, cfg->precision);
+    v.kvb = (double)cost_kv_bytes(&v.ks);
+    v.Lm = m->n_layers;
+    v.bt = cfg->block_tokens ? cfg->block_tokens : SERVE_BLOCK_TOKENS;
+    v.analytic = !cfg->place->host_tier && !cfg->sel->budgeted;
+    v.gathers = cfg->sel->gathers;
+    v.host_ns = cost_layer_host_ns(cfg->sw, cfg->sel->name);
+    const uint32_t n = w->n;
+    const uint32_t seqs = cfg->max_num_seqs ? cfg->max_num_seqs : SERVE_MAX_NUM_SEQS;
+    const uint32_t budget0 = cfg->max_batched_tokens ? cfg->max_batched_tokens : SERVE_MAX_BATCHED_TOKENS;
+    r->n = n;
+    r->req = calloc(n, sizeof *r->req);
+    struct rq *rq = calloc(n, sizeof *rq);
+    struct queue run = {.cap = n + 1}, wait = {.cap = n + 1};
+    run.id = malloc(run.cap * sizeof *run.id);
+    wait.id = malloc(wait.cap * sizeof *wait.id);
+    struct sched_item *items = malloc((size_t)(seqs < n ? seqs : n) * sizeof *items);
+    v.tl_of = malloc(v.Lm * sizeof *v.tl_of);
+    v.mult = calloc(v.t.L, sizeof *v.mult);
+    struct layer_load *ll = malloc(v.t.L * sizeof *ll);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t need = w->req[i].prompt_len + w->req[i].output_len - 1;
+        v.max_len = need > v.max_len ? need : v.max_len;
+    }
+    v.row = malloc((size_t)(v.max_len + 1) * sizeof *v.row);
+    double *x = malloc((n ? n : 1) * sizeof *x);
+    if (!r->req || !rq || !run.id || !wait.id || !items || !v.tl_of || !v.mult || !ll || !v.row ||
+        !x) {
+        rc = err_set(e, ALISA_ENOMEM, "out of memory for %u requests", n);
+        goto out;
+    }
+    for (uint32_t l = 0; l < v.Lm; l++) {
+        v.tl_of[l] = (uint32_t)((uint64_t)l * v.t.L / v.Lm);
+        v.mult[v.tl_of[l]] += 1;
+    }
+    if (cfg->extend && !v.analytic && (rc = replay_extension_params(cfg->trace, &v.ext, e)))
+        goto out;
+    struct pool pl = {0};
+    uint32_t gpu_tokens = 0;
+    pools(&v, &pl.gpu, &pl.cpu, &gpu_tokens);
+    if (r->oom)
+        goto out;
+    for (uint32_t i = 0; i < n && !rc; i++) {
+        const struct wl_request *q = &w->req[i];
+        if ((uint64_t)q->prompt_len + q->output_len > m->max_seq && m->max_seq > 0)
+            rc = err_set(e, ALISA_EINVAL, "request %u: prompt %u + output %u tokens, over %s's "
+                         "context of %u", i, q->prompt_len, q->output_len, m->name, m->max_seq);
+        else if (cfg->no_chunked_prefill && q->prompt_len + q->output_len - 1 > budget0)
+            /* a preempted request runs its prompt and output again in one
+             * iteration; vLLM without chunked prefill sets the budget to the
+             * model's context (EngineArgs._set_default_args) */
+            rc = err_set(e, ALISA_EINVAL, "request %u: %u prompt + %u output tokens do not fit "
+                         "--max-batched-tokens %u without chunked prefill (a preempted request "
+                         "runs them all in one iteration)", i, q->prompt_len, q->output_len,
+                         budget0);
+        else
+            rc = map_request(&v, i, q->prompt_len + q->output_len - 1, &rq[i].seq, e);
+        r->req[i] = (struct serve_request){.arrival_s = q->arrival_s, .prompt_len = q->prompt_len,
+                                           .output_len = q->output_len, .trace_seq = rq[i].seq};
+    }
+    if (rc)
+        goto out;
+    if (timeline)
+        fprintf(timeline, "iteration,start_s,end_s,running,waiting,tokens,prefill_tokens,"
+                          "preemptions,gpu_kv_bytes,cpu_kv_bytes\n");
+    double t = n ? w->req[0].arrival_s : 0, running_sum = 0;
+    uint32_t next_arrival = 0, done = 0;
+    while (done < n && !rc) {
+        while (next_arrival < n && w->req[next_arrival].arrival_s <= t) {
+            rq[next_arrival].state = RQ_WAITING;
+            q_push_back(&wait, next_arrival++);
+        }
+        if (run.n == 0 && wait.n == 0) {
+            t = w->req[next_arrival].arrival_s;
+            continue;
+        }
+        uint32_t budget = budget0, n_it = 0, preempted = 0, prefill_tokens = 0;
+        /* running requests first, in order */
+        for (uint32_t k = 0; k < run.n && budget > 0;) {
+            uint32_t id = q_at(&run, k);
+            struct rq *q = &rq[id];
+            const uint32_t P = w->req[id].prompt_len;
+            uint32_t want = P + q->generated - q->computed;
+            uint32_t take = want < budget ? want : budget;
+            uint32_t last = q->computed + take - 1;
+            int self = 0;
+            while (!kv_fits(&pl, q, last)) {
+                uint32_t victim = q_pop_back(&run);
+                struct rq *p = &rq[victim];
+                kv_free(&pl, p);
+                r->req[victim].preemptions++;
+                r->preemptions++;
+                preempted++;
+                r->repeated_prefill_tokens += p->computed;
+                *p = (struct rq){.generated = p->generated, .seq = p->seq, .state = RQ_WAITING,
+                                 .run = p->run};
+                q_push_front(&wait, victim);
+                if (victim == id) {
+                    self = 1;
+                    break;
+                }
+            }
+            if (self)
+                break;
+            kv_take(&pl, q, last);
+            items[n_it++] = (struct sched_item){id, q->computed, take};
+            budget -= take;
+            k++;
+        }
+        /* then waiting requests, when nothing was preempted */
+        while (!preempted && wait.n && run.n < seqs && budget > 0) {
+            uint32_t id = q_at(&wait, 0);
+            struct rq *q = &rq[id];
+            const uint32_t P = w->req[id].prompt_len;
+            uint32_t want = P + q->generated - q->computed;
+            if (want > budget && cfg->no_chunked_prefill)
+                break;
+            uint32_t take = want < budget ? want : budget;
+            if (!q->run && (rc = run_get(&v, q->seq, P, P + w->req[id].output_len - 1, gpu_tokens,
+                                         &q->run, e)))
+                break;
+            uint32_t last = q->computed + take - 1;
+            if (!kv_fits(&pl, q, last)) {
+                if (run.n == 0 && n_it == 0) {
+                    r->oom = 1;
+                    snprintf(r->oom_reason, sizeof r->oom_reason,
+                             "request %u (%u + %u tokens) does not fit alone: it needs %.2f GB "
+                             "of GPU KV (pool %.2f GB) and %.2f GB of host KV (%.2f GB)", id, P,
+                             w->req[id].output_len, q->run->gpu_at[last] / 1e9, pl.gpu / 1e9,
+                             q->run->cpu_at[last] / 1e9, pl.cpu / 1e9);
+                }
+                break;
+            }
+            q_pop_front(&wait);
+            q_push_back(&run, id);
+            q->state = RQ_RUNNING;
+            kv_take(&pl, q, last);
+            items[n_it++] = (struct sched_item){id, q->computed, take};
+            budget -= take;
+        }
+        if (rc || r->oom)
+            break;
+        if (n_it == 0) { /* everything running was preempted: try again at once */
+            ALISA_ASSERT(preempted > 0);
+            continue;
+        }
+        double compute_ns, transfer_ns;
+        double dur = price_iteration(&v, items, n_it, rq, ll, &compute_ns, &transfer_ns);
+        double start = t;
+        t += dur * 1e-9;
+        r->compute_s += compute_ns * 1e-9;
+        r->transfer_s += transfer_ns * 1e-9;
+        r->stall_s += (dur - compute_ns > 0 ? dur - compute_ns : 0) * 1e-9;
+        r->iterations++;
+        running_sum += run.n;
+        if (pl.gpu_used > r->peak_gpu_kv_bytes)
+            r->peak_gpu_kv_bytes = pl.gpu_used;
+        if (pl.cpu_used > r->peak_cpu_kv_bytes)
+            r->peak_cpu_kv_bytes = pl.cpu_used;
+        for (uint32_t k = 0; k < n_it; k++) {
+            const struct sched_item *s = &items[k];
+            struct rq *q = &rq[s->id];
+            const uint32_t P = w->req[s->id].prompt_len;
+            if (s->first < P)
+                prefill_tokens += s->n;
+            q->computed += s->n;
+            if (q->computed < P + q->generated)
+                continue;
+            q->generated++;
+            if (q->generated == 1)
+                r->req[s->id].first_token_s = t;
+            if (q->generated == w->req[s->id].output_len) {
+                r->req[s->id].finish_s = t;
+                q->state = RQ_DONE;
+                kv_free(&pl, q);
+                run_release(&v, q->run);
+                q->run = NULL;
+                done++;
+            }
+        }
+        /* finished requests leave the running list, the rest keep their order */
+        uint32_t keep = 0, total = run.n;
+        for (uint32_t k = 0; k < total; k++) {
+            uint32_t id = q_at(&run, k);
+            if (rq[id].state != RQ_DONE)
+                run.id[(run.head + keep++) % run.cap] = id;
+        }
+        run.n = keep;
+        if (timeline)
+            fprintf(timeline, "%u,%.9f,%.9f,%u,%u,%u,%u,%u,%.0f,%.0f\n", r->iterations - 1,
+                    start, t, run.n, wait.n, budget0 - budget, prefill_tokens, preempted,
+                    pl.gpu_used, pl.cpu_used);
+    }
+    if (rc || r->oom)
+        goto out;
+    /* metrics (vllm/benchmarks/serve.py, calculate_metrics: TPOT excludes
+     * the first token and is taken over requests of more than one) */
+    double first = n ? w->req[0].arrival_s : 0, out_tokens = 0;
+    uint32_t good = 0, n_tpot = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        struct serve_request *q = &r->req[i];
+        q->ttft_s = q->first_token_s - q->arrival_s;
+        q->e2e_s = q->finish_s - q->arrival_s;
+        q->tpot_s = q->output_len > 1 ? (q->e2e_s - q->ttft_s) / (q->output_len - 1) : 0;
+        out_tokens += q->output_len;
+        if (q->finish_s - first > r->makespan_s)
+            r->makespan_s = q->finish_s - first;
+        good += (!(cfg->slo_ttft_s > 0) || q->ttft_s <= cfg->slo_ttft_s) &&
+                (!(cfg->slo_tpot_s > 0) || q->output_len < 2 || q->tpot_s <= cfg->slo_tpot_s);
+    }
+    for (uint32_t i = 0; i < n; i++)
+        x[i] = r->req[i].ttft_s;
+    stat_of(x, n, &r->ttft);
+    for (uint32_t i = 0; i < n; i++)
+        x[i] = r->req[i].e2e_s;
+    stat_of(x, n, &r->e2e);
+    for (uint32_t i = 0; i < n; i++)
+        if (r->req[i].output_len > 1)
+            x[n_tpot++] = r->req[i].tpot_s;
+    stat_of(x, n_tpot, &r->tpot);
+    if (r->makespan_s > 0) {
+        r->throughput_tok_s = out_tokens / r->makespan_s;
+        r->request_rate_s = n / r->makespan_s;
+        r->goodput_req_s = good / r->makespan_s;
+    }
+    r->slo_attained = n ? (double)good / n : 1;
+    r->mean_running = r->iterations ? running_sum / r->iterations : 0;
+out:
+    while (v.runs) {
+        struct placement_run *p = v.runs;
+        v.runs = p->next;
+        run_free(p);
+    }
+    mem_trace_free(&v.t);
+    free(rq);
+    free(run.id);
+    free(wait.id);
+    free(items);
+    free(v.tl_of);
+    free(v.mult);
+    free(ll);
+    free(v.row);
+    free(x);
+    if (rc)
+        serve_result_free(r);
+    return rc;
+}
+
+void serve_result_free(struct serve_result *r)
+{
+    free(r->req);
+    r->req = NULL;
+    r->n = 0;
+}
