@@ -293,9 +293,6 @@ int results_merge(const char *out, const char *const *inputs, int n_inputs, uint
     return rc;
 }
 
-const char *const results_queries[] = {"sim",  "plan", "eval", "fidelity", "validate",
-                                       "run",  "peer", "external", "runs", NULL};
-
 #define P(k) "json_extract(config, '$.params." k "')"
 #define R(k) "json_extract(result, '$." k "')"
 
@@ -417,9 +414,45 @@ static const char q_external[] =
     " AS error_pct, error, code_version "
     "FROM runs WHERE json_extract(result, '$.external.id') IS NOT NULL";
 
+/* alisa serve's rows (issue 46): the stream, the scheduler, the latencies */
+static const char q_serve[] =
+    "SELECT sweep, point, status, " R("model") " AS model, " R("hardware") " AS hardware, "
+    R("selection") " AS selection, " R("placement") " AS placement, " R("sparsity")
+    " AS sparsity, " R("kv_precision") " AS kv_precision, " R("requests") " AS requests, "
+    R("workload.rate") " AS rate, " R("workload.burstiness") " AS burstiness, "
+    R("workload.prompt_min") " AS prompt_min, " R("workload.prompt_max") " AS prompt_max, "
+    R("workload.output_min") " AS output_min, " R("workload.output_max") " AS output_max, "
+    R("workload.csv") " AS requests_csv, " R("scheduler.max_num_seqs") " AS max_num_seqs, "
+    R("scheduler.max_batched_tokens") " AS max_batched_tokens, " R("scheduler.chunked_prefill")
+    " AS chunked_prefill, " R("memory.gpu_tokens_per_request") " AS gpu_tokens, "
+    R("oom") " AS oom, " R("makespan_s") " AS makespan_s, " R("throughput_tok_s")
+    " AS throughput_tok_s, " R("request_rate_s") " AS request_rate_s, " R("goodput_req_s")
+    " AS goodput_req_s, " R("slo_attained") " AS slo_attained, " R("slo.ttft_s")
+    " AS slo_ttft_s, " R("slo.tpot_s") " AS slo_tpot_s, " R("ttft_s.mean") " AS ttft_mean_s, "
+    R("ttft_s.p50") " AS ttft_p50_s, " R("ttft_s.p90") " AS ttft_p90_s, " R("ttft_s.p99")
+    " AS ttft_p99_s, " R("tpot_s.mean") " AS tpot_mean_s, " R("tpot_s.p50") " AS tpot_p50_s, "
+    R("tpot_s.p90") " AS tpot_p90_s, " R("tpot_s.p99") " AS tpot_p99_s, " R("e2e_s.mean")
+    " AS e2e_mean_s, " R("e2e_s.p50") " AS e2e_p50_s, " R("e2e_s.p90") " AS e2e_p90_s, "
+    R("e2e_s.p99") " AS e2e_p99_s, " R("iterations") " AS iterations, " R("preemptions")
+    " AS preemptions, " R("time.mean_running") " AS mean_running, " R("traffic.bytes_h2d")
+    " AS bytes_h2d, " R("traffic.bytes_d2h") " AS bytes_d2h, " R("memory.peak_gpu_kv_bytes")
+    " AS peak_gpu_kv_bytes, " R("memory.peak_cpu_kv_bytes") " AS peak_cpu_kv_bytes, wall_s "
+    "FROM runs WHERE json_extract(config, '$.command') = 'serve'";
+
 static const char q_runs[] =
     "SELECT sweep, point, config_hash, status, error, code_version, wall_s, created, config "
     "FROM runs WHERE 1";
+
+/* The named queries, in results_queries' order. */
+static const struct {
+    const char *name, *sql;
+} query_table[] = {{"sim", q_sim},           {"plan", q_plan},         {"eval", q_eval},
+                   {"fidelity", q_fidelity}, {"validate", q_validate}, {"run", q_run},
+                   {"peer", q_peer},         {"external", q_external}, {"serve", q_serve},
+                   {"runs", q_runs},         {NULL, NULL}};
+
+const char *const results_queries[] = {"sim",  "plan",     "eval",  "fidelity", "validate", "run",
+                                       "peer", "external", "serve", "runs",     NULL};
 
 /* CSV field: quoted when it holds a comma, quote or newline. */
 static void csv_field(FILE *out, const unsigned char *v)
@@ -442,19 +475,13 @@ static void csv_field(FILE *out, const unsigned char *v)
 int results_export(const char *db, const char *query, const char *sweep, FILE *out,
                    struct alisa_err *e)
 {
-    const char *base = strcmp(query, "sim") == 0        ? q_sim
-                       : strcmp(query, "plan") == 0     ? q_plan
-                       : strcmp(query, "eval") == 0     ? q_eval
-                       : strcmp(query, "fidelity") == 0 ? q_fidelity
-                       : strcmp(query, "validate") == 0 ? q_validate
-                       : strcmp(query, "run") == 0      ? q_run
-                       : strcmp(query, "peer") == 0     ? q_peer
-                       : strcmp(query, "external") == 0 ? q_external
-                       : strcmp(query, "runs") == 0     ? q_runs
-                                                        : NULL;
+    const char *base = NULL;
+    for (size_t i = 0; query_table[i].name && !base; i++)
+        if (strcmp(query, query_table[i].name) == 0)
+            base = query_table[i].sql;
     if (!base)
         return err_set(e, ALISA_EINVAL, "unknown query '%s' (sim, plan, eval, fidelity, validate, "
-                       "run, peer, external, runs)", query);
+                       "run, peer, external, serve, runs)", query);
     struct results *r;
     int rc = results_open_readonly(&r, db, e);
     if (rc)

@@ -21,6 +21,12 @@
 /* inih keeps a continued key's name in a 50-byte buffer. */
 #define INIH_NAME_CUT 49
 
+/* The commands a sweep may run: alisa's with --json, or exec (a peer's
+ * program). */
+static const char *const sweep_commands[] = {"sim", "plan",  "eval",  "fidelity", "validate",
+                                             "run", "serve", "exec",  NULL};
+#define SWEEP_COMMAND_LIST "sim, plan, eval, fidelity, validate, run, serve or exec"
+
 struct spec_ctx {
     struct sweep_spec *s;
     char dir[PATH_MAX]; /* directory of the spec, for relative paths */
@@ -38,7 +44,9 @@ static int is_path_key(const char *key)
     return strcmp(key, "trace") == 0 || strcmp(key, "timeline") == 0 || strcmp(key, "log") == 0 ||
            strcmp(key, "text") == 0 || strcmp(key, "tokenizer") == 0 ||
            strcmp(key, "profile") == 0 || strcmp(key, "steps") == 0 ||
-           strcmp(key, "attention-from") == 0 || strcmp(key, "timings") == 0;
+           strcmp(key, "attention-from") == 0 || strcmp(key, "timings") == 0 ||
+           strcmp(key, "requests-csv") == 0 || strcmp(key, "per-request") == 0 ||
+           strcmp(key, "dump-requests") == 0;
 }
 
 /* Splits value on whitespace into p->values. */
@@ -95,12 +103,12 @@ static int spec_handler(void *user, const char *section, const char *name, const
             return 1;
         }
         if (strcmp(name, "command") == 0) {
-            if (strcmp(value, "sim") != 0 && strcmp(value, "plan") != 0 &&
-                strcmp(value, "eval") != 0 && strcmp(value, "fidelity") != 0 &&
-                strcmp(value, "validate") != 0 && strcmp(value, "run") != 0 &&
-                strcmp(value, "exec") != 0) {
-                snprintf(c->msg, sizeof c->msg, "command '%s' unknown (sim, plan, eval, fidelity, "
-                         "validate, run or exec)", value);
+            int known = 0;
+            for (size_t i = 0; sweep_commands[i] && !known; i++)
+                known = strcmp(value, sweep_commands[i]) == 0;
+            if (!known) {
+                snprintf(c->msg, sizeof c->msg, "command '%s' unknown (" SWEEP_COMMAND_LIST ")",
+                         value);
                 return 0;
             }
             strcpy(s->command, value);
@@ -248,8 +256,8 @@ int sweep_spec_load(struct sweep_spec *s, const char *path, struct alisa_err *e)
         rc = err_set(e, ALISA_EINVAL, "%s:%d: %s", path, line,
                      c.msg[0] ? c.msg : "syntax error (expected [section] or key = value)");
     else if (!s->name[0] || !s->command[0])
-        rc = err_set(e, ALISA_EINVAL, "%s: [sweep] needs a name and a command (sim, plan, eval, "
-                     "fidelity, validate, run or exec)", path);
+        rc = err_set(e, ALISA_EINVAL, "%s: [sweep] needs a name and a command ("
+                     SWEEP_COMMAND_LIST ")", path);
     else if ((strcmp(s->command, "exec") == 0) != (s->program[0] != 0))
         rc = err_set(e, ALISA_EINVAL, "%s: [sweep] %s", path,
                      s->program[0] ? "program is for command = exec only"
