@@ -115,7 +115,8 @@ static void on_field(void *s, size_t len, void *data)
                         sizeof buf - 1);
         return;
     }
-    memcpy(buf, s, len);
+    if (len) /* an empty field comes as NULL (CSV_EMPTY_IS_NULL) */
+        memcpy(buf, s, len);
     buf[len] = 0;
     uint32_t f = c->field++;
     if (c->line == 1) { /* the header */
