@@ -820,3 +820,68 @@ void serve_result_free(struct serve_result *r)
     r->req = NULL;
     r->n = 0;
 }
+
+/* One run of p's stream at rate into *r; whether it attains. */
+static int run_at(const struct serve_config *cfg, const struct wl_params *p, double rate,
+                  double attain, struct serve_result *r, int *ok, struct alisa_err *e)
+{
+    struct wl_params q = *p;
+    q.rate = rate;
+    struct workload w;
+    int rc = workload_generate(&q, &w, e);
+    if (!rc)
+        rc = serve_run(cfg, &w, r, NULL, e);
+    workload_free(&w);
+    *ok = !rc && !r->oom && r->slo_attained >= attain;
+    return rc;
+}
+
+int serve_search_rate(const struct serve_config *cfg, const struct wl_params *p, double attain,
+                      double lo, double hi, double tol, double *rate, uint32_t *runs,
+                      struct serve_result *r, struct alisa_err *e)
+{
+    memset(r, 0, sizeof *r);
+    *rate = 0;
+    *runs = 0;
+    if (!(cfg->slo_ttft_s > 0) && !(cfg->slo_tpot_s > 0))
+        return err_set(e, ALISA_EINVAL, "a rate search needs an objective (--slo-ttft or "
+                       "--slo-tpot)");
+    if (!(lo > 0) || !(hi > lo) || !isfinite(hi))
+        return err_set(e, ALISA_EINVAL, "rate search %g:%g: expected 0 < low < high requests/s",
+                       lo, hi);
+    if (!(attain > 0 && attain <= 1) || !(tol > 0))
+        return err_set(e, ALISA_EINVAL, "rate search: attainment %g in (0, 1], tolerance %g > 0",
+                       attain, tol);
+    int ok, rc = run_at(cfg, p, hi, attain, r, &ok, e);
+    ++*runs;
+    if (rc || ok) {
+        *rate = rc ? 0 : hi;
+        return rc;
+    }
+    serve_result_free(r);
+    if ((rc = run_at(cfg, p, lo, attain, r, &ok, e)) || !ok) {
+        ++*runs;
+        return rc;
+    }
+    ++*runs;
+    struct serve_result mid;
+    while (hi - lo > tol * lo) {
+        double m = 0.5 * (lo + hi);
+        rc = run_at(cfg, p, m, attain, &mid, &ok, e);
+        ++*runs;
+        if (rc) {
+            serve_result_free(r);
+            return rc;
+        }
+        if (ok) {
+            serve_result_free(r);
+            *r = mid;
+            lo = m;
+        } else {
+            serve_result_free(&mid);
+            hi = m;
+        }
+    }
+    *rate = lo;
+    return 0;
+}

@@ -70,6 +70,8 @@
 #define SERVE_MAX_BATCHED_TOKENS 8192
 #define SERVE_BLOCK_TOKENS 16
 #define SERVE_GPU_MEM_UTILIZATION 0.9
+/* serve_search_rate's bracket, relative, where alisa serve stops */
+#define SERVE_RATE_TOL 0.02
 
 struct serve_config {
     const char *trace;                 /* attention trace the requests replay */
@@ -137,5 +139,19 @@ int serve_run(const struct serve_config *cfg, const struct workload *w, struct s
               FILE *timeline, struct alisa_err *e);
 
 void serve_result_free(struct serve_result *r);
+
+/* The highest request rate whose SLO attainment (r->slo_attained: the share
+ * of requests meeting both objectives) is at least `attain`: DistServe's
+ * goodput (its largest rate meeting the objectives for a target share of
+ * requests, 90% in its evaluation). Bisection over [lo, hi] until the
+ * bracket is within tol of its lower end, each rate a fresh stream drawn
+ * from p at that rate (same seed: the same draws, the gaps scaled by
+ * 1 / rate), so attainment is assumed to fall as the rate rises (a stream
+ * where it does not can make the answer one of several). *rate gets the
+ * rate found, hi when hi attains, 0 when even lo does not; *r the run at
+ * *rate (at lo when 0); *runs the runs made. cfg needs an objective. */
+int serve_search_rate(const struct serve_config *cfg, const struct wl_params *p, double attain,
+                      double lo, double hi, double tol, double *rate, uint32_t *runs,
+                      struct serve_result *r, struct alisa_err *e);
 
 #endif

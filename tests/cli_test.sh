@@ -299,6 +299,12 @@ python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sy
 expect 0 "serve, sparse offload" "$alisa" serve "${sv[@]}" --selection swa --placement lru \
     --gpu-tokens 32 --slo-ttft 0.5 --slo-tpot 0.05
 grep_out "^goodput" "... prints goodput under objectives"
+expect 0 "serve --search-rate" "$alisa" serve "${sv[@]}" --slo-ttft 0.2 --search-rate 1:200 --json
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["rate_search"]; assert 1 <= d["rate"] <= 200 and d["runs"] >= 1' "$tmp/out" &&
+    pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: serve --search-rate JSON"; }
+expect 2 "serve --search-rate without an objective" "$alisa" serve "${sv[@]}" --search-rate 1:200
+grep_out "needs an objective" "... says what it needs"
+expect 2 "serve --search-rate 5:2" "$alisa" serve "${sv[@]}" --slo-ttft 1 --search-rate 5:2
 expect 2 "serve: rate -1" "$alisa" serve "${sv[@]}" --rate -1
 grep_out "rate -1" "... names the value"
 expect 2 "serve: --prompt-len 9:3" "$alisa" serve "${sv[@]}" --prompt-len 9:3

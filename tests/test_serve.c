@@ -316,6 +316,53 @@ static void test_goodput_counts_requests_within_the_objectives(void **state)
     free(dir);
 }
 
+/* The rate search: alone (1 request/s) every request meets a TTFT
+ * objective of 1000 ns (640 ns each); at a billion a second they queue and
+ * miss it. The rate found attains on its own rerun; the high end when it
+ * attains; 0 when even the low end misses; an objective is required. */
+static void test_rate_search_finds_the_highest_attaining_rate(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *trace = tu_path(dir, "t.trace");
+    tu_write_toy_trace(trace, 2, 2, uniform);
+    struct serve_config cfg = dense_cfg(trace);
+    struct wl_params p = {.n_requests = 50, .rate = 1, .burstiness = 1, .prompt_min = 2,
+                          .prompt_max = 2, .output_min = 3, .output_max = 3, .seed = 3};
+    struct serve_result r;
+    struct alisa_err e = {{0}};
+    double rate;
+    uint32_t runs;
+    assert_int_equal(serve_search_rate(&cfg, &p, 0.9, 1, 1e9, 0.02, &rate, &runs, &r, &e),
+                     ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "objective"));
+    cfg.slo_ttft_s = 1000e-9;
+    assert_int_equal(serve_search_rate(&cfg, &p, 0.9, 1, 1e9, 0.02, &rate, &runs, &r, &e), 0);
+    if (!(rate > 1 && rate < 1e9))
+        fail_msg("rate %g", rate);
+    assert_true(r.slo_attained >= 0.9);
+    assert_true(runs > 2);
+    struct wl_params q = p;
+    q.rate = rate;
+    struct workload w;
+    assert_int_equal(workload_generate(&q, &w, &e), 0);
+    struct serve_result again;
+    serve_ok(&cfg, &w, &again);
+    assert_true(again.slo_attained == r.slo_attained && again.makespan_s == r.makespan_s);
+    serve_result_free(&again);
+    workload_free(&w);
+    serve_result_free(&r);
+    assert_int_equal(serve_search_rate(&cfg, &p, 0.9, 0.5, 1, 0.02, &rate, &runs, &r, &e), 0);
+    assert_true(rate == 1 && runs == 1); /* the high end attains */
+    serve_result_free(&r);
+    assert_int_equal(serve_search_rate(&cfg, &p, 0.9, 1e8, 1e9, 0.02, &rate, &runs, &r, &e), 0);
+    assert_true(rate == 0 && runs == 2); /* even the low end misses */
+    assert_true(r.slo_attained < 0.9);
+    serve_result_free(&r);
+    tu_rmdir(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -326,6 +373,7 @@ int main(void)
         cmocka_unit_test(test_hot_buffer_moves_what_the_replay_moves),
         cmocka_unit_test(test_long_requests_extend_and_runs_repeat),
         cmocka_unit_test(test_goodput_counts_requests_within_the_objectives),
+        cmocka_unit_test(test_rate_search_finds_the_highest_attaining_rate),
     };
     return tu_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -21,7 +21,27 @@ struct serve_opts {
         *timeline, *per_request;
     uint64_t gpu_mem, cpu_mem;
     int json, int8;
+    double search[2]; /* --search-rate LO:HI; 0: none */
+    double attain;
 };
+
+/* --search-rate LO:HI requests/s */
+static int read_rate_range(void *field, const char *opt, const char *arg, struct alisa_err *e)
+{
+    double *lh = field;
+    char a[32];
+    const char *colon = strchr(arg, ':');
+    size_t n = colon ? (size_t)(colon - arg) : 0;
+    if (!colon || n >= sizeof a)
+        return err_set(e, ALISA_EINVAL, "%s %s: expected LOW:HIGH requests/s", opt, arg);
+    memcpy(a, arg, n);
+    a[n] = 0;
+    if (cli_parse_double(opt, a, &lh[0], e) || cli_parse_double(opt, colon + 1, &lh[1], e))
+        return ALISA_EINVAL;
+    if (!(lh[0] > 0 && lh[1] > lh[0] && isfinite(lh[1])))
+        return err_set(e, ALISA_EINVAL, "%s %s: expected 0 < LOW < HIGH requests/s", opt, arg);
+    return 0;
+}
 
 /* --prompt-len A or A:B (uniform on [A, B]) into a (min, max) pair */
 static int read_len_range(void *field, const char *opt, const char *arg, struct alisa_err *e)
@@ -108,6 +128,12 @@ static const struct cli_opt serve_run_opts[] = {
      "time-to-first-token objective, seconds (goodput)", 0},
     {"slo-tpot", "S", CLI_DOUBLE, SO(cfg.slo_tpot_s), NULL, 0,
      "time-per-output-token objective, seconds (goodput)", 0},
+    {"search-rate", "LO:HI", CLI_FN, SO(search), read_rate_range, 0,
+     "find the highest request rate in LO..HI at which --attain of\n"
+     "the requests meet the objectives (DistServe's goodput), by\n"
+     "bisection to 2%; reports the run at that rate", 0},
+    {"attain", "A", CLI_DOUBLE, SO(attain), NULL, 0,
+     "share of requests that must meet the objectives (default 0.9)", 0},
     {"timeline", "FILE", CLI_STR, SO(timeline), NULL, 0,
      "per-iteration CSV: times, running, waiting, tokens, KV", 0},
     {"per-request", "FILE", CLI_STR, SO(per_request), NULL, 0,
@@ -152,7 +178,7 @@ static json_t *stat_json(const struct serve_stat *s)
 }
 
 static void report_json(const struct serve_opts *o, const struct workload *w,
-                        const struct serve_result *r)
+                        const struct serve_result *r, json_t *search)
 {
     const struct serve_config *cfg = &o->cfg;
     json_t *root = json_pack(
@@ -195,6 +221,7 @@ static void report_json(const struct serve_opts *o, const struct workload *w,
                                                 "transfer_s", r->transfer_s, "stall_s",
                                                 r->stall_s, "mean_running", r->mean_running));
     json_object_set_new(root, "placement_replays", json_integer(r->replays));
+    json_object_set_new(root, "rate_search", search ? search : json_null());
     json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
     printf("\n");
     json_decref(root);
@@ -269,7 +296,7 @@ int cmd_serve(int argc, char **argv)
                 .gpu_mem_utilization = SERVE_GPU_MEM_UTILIZATION},
         .wl = {.n_requests = 200, .rate = 4, .burstiness = 1, .prompt_min = 128,
                .prompt_max = 128, .output_min = 128, .output_max = 128, .seed = 1},
-        .sel = "dense", .place = "gpu-only", .dir = catalog_default_dir()};
+        .sel = "dense", .place = "gpu-only", .dir = catalog_default_dir(), .attain = 0.9};
     struct cli_knobs knobs = {0};
     struct alisa_err e = {{0}};
     int rc = cli_opts_parse(argc, argv, &serve_command, &o, &knobs, cmd_serve_usage, NULL);
@@ -302,6 +329,15 @@ int cmd_serve(int argc, char **argv)
                                cfg->block_tokens);
     if (!(cfg->slo_ttft_s >= 0) || !(cfg->slo_tpot_s >= 0))
         return cli_usage_error(cmd_serve_usage, "--slo-ttft and --slo-tpot: seconds >= 0");
+    if (!(o.attain > 0 && o.attain <= 1))
+        return cli_usage_error(cmd_serve_usage, "--attain %g: expected a share in (0, 1]",
+                               o.attain);
+    if (o.search[1] > 0 && !(cfg->slo_ttft_s > 0) && !(cfg->slo_tpot_s > 0))
+        return cli_usage_error(cmd_serve_usage, "--search-rate needs an objective (--slo-ttft "
+                               "or --slo-tpot)");
+    if (o.search[1] > 0 && (o.requests || o.timeline || o.dump))
+        return cli_usage_error(cmd_serve_usage, "--search-rate draws a stream at each rate: not "
+                               "with --requests-csv, --timeline or --dump-requests");
     struct workload w;
     if (o.requests) {
         if ((rc = workload_read_csv(o.requests, &w, &e)))
@@ -331,7 +367,12 @@ int cmd_serve(int argc, char **argv)
     if (!rc && o.timeline && !(tl = outfile_open(o.timeline, part, sizeof part, "timeline", &e)))
         rc = ALISA_EIO;
     struct serve_result r = {0};
-    if (!rc)
+    double found = 0;
+    uint32_t runs = 0;
+    if (!rc && o.search[1] > 0)
+        rc = serve_search_rate(cfg, &o.wl, o.attain, o.search[0], o.search[1], SERVE_RATE_TOL,
+                               &found, &runs, &r, &e);
+    else if (!rc)
         rc = serve_run(cfg, &w, &r, tl, &e);
     if (tl) {
         int closed = outfile_close(tl, part, o.timeline, rc ? rc : r.oom ? ALISA_ENOMEM : 0, &e);
@@ -346,8 +387,17 @@ int cmd_serve(int argc, char **argv)
         catalog_deinit(&c);
         return cli_fail_status(rc, &e);
     }
+    if (o.search[1] > 0) /* the run reported is the one at the rate found (or the lowest) */
+        o.wl.rate = found > 0 ? found : o.search[0];
+    if (o.search[1] > 0 && !o.json)
+        printf("rate search  the highest rate in %g..%g requests/s at which %.0f%% of requests "
+               "meet the objectives: %s%.3f (%u runs)%s\n", o.search[0], o.search[1],
+               100 * o.attain, found == o.search[1] ? ">= " : "", found, runs,
+               found > 0 ? "; the run at that rate:" : ": none (the run at the lowest rate below)");
     if (o.json)
-        report_json(&o, &w, &r);
+        report_json(&o, &w, &r, o.search[1] > 0 ? json_pack("{s:f, s:f, s:f, s:f, s:i, s:b}",
+                    "low", o.search[0], "high", o.search[1], "attain", o.attain, "rate", found,
+                    "runs", runs, "at_high_end", found == o.search[1]) : NULL);
     else
         rc = report_text(&o, &w, &r);
     serve_result_free(&r);
