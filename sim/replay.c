@@ -20,7 +20,7 @@ struct use_list {
     size_t n, cap;
 };
 
-struct future_set {
+struct kv_futures {
     struct use_list *lists;  /* (n_streams) */
     struct kv_future *fut;   /* (n_streams) */
     uint32_t **start;        /* (n_streams) arrays of max_len + 1 */
@@ -28,8 +28,10 @@ struct future_set {
     uint32_t n_streams;
 };
 
-static void future_free(struct future_set *f)
+void kv_futures_free(struct kv_futures *f)
 {
+    if (!f)
+        return;
     for (uint32_t i = 0; i < f->n_streams; i++) {
         if (f->lists) {
             free(f->lists[i].token);
@@ -44,7 +46,21 @@ static void future_free(struct future_set *f)
     free(f->fut);
     free(f->start);
     free(f->steps);
-    memset(f, 0, sizeof *f);
+    free(f);
+}
+
+int kv_futures_create(struct kv_futures **out, uint32_t n_streams, struct alisa_err *e)
+{
+    struct kv_futures *f = calloc(1, sizeof *f);
+    if (f && !(f->lists = calloc(n_streams, sizeof *f->lists))) {
+        free(f);
+        f = NULL;
+    }
+    *out = f;
+    if (!f)
+        return err_set(e, ALISA_ENOMEM, "out of memory for the futures of %u streams", n_streams);
+    f->n_streams = n_streams;
+    return 0;
 }
 
 struct pass {
@@ -52,14 +68,14 @@ struct pass {
     uint64_t trace_seed;         /* seeds the synthetic extension */
     struct scheduler *scheduler;
     struct replay_totals *tot;   /* NULL in the future pass */
-    struct future_set *record;   /* non-NULL in the future pass */
+    struct kv_futures *record;   /* non-NULL in the future pass */
     uint64_t *gpu_now, *cpu_now; /* (n_streams) current tier bytes */
     uint64_t gpu_total, cpu_total;
     replay_plan_fn fn;
     void *user;
 };
 
-static int record_uses(struct future_set *f, const struct scheduler_plan *plan)
+int kv_futures_record(struct kv_futures *f, const struct scheduler_plan *plan)
 {
     struct use_list *l = &f->lists[plan->stream];
     if (l->n + plan->n_attended > l->cap) {
@@ -160,7 +176,7 @@ static int decode_row(struct pass *ps, uint32_t stream, uint32_t pos, const floa
         for (uint32_t i = 0; i < plan.n_attended; i++)
             kept += row[plan.attended[i]];
         recall = all > 0 ? kept / all : 1.0;
-        if (ps->record && (rc = record_uses(ps->record, &plan)))
+        if (ps->record && (rc = kv_futures_record(ps->record, &plan)))
             err_set(e, rc, "out of memory recording the future selection");
         scheduler_observe_dense(ps->scheduler, stream, row);
     }
@@ -253,7 +269,7 @@ static int run_pass(const char *path, struct pass *ps, struct alisa_err *e)
 }
 
 /* Turns the recorded (token, step) lists into per-token CSR futures. */
-static int build_futures(struct future_set *f, uint32_t max_len)
+static int build_futures(struct kv_futures *f, uint32_t max_len)
 {
     f->fut = calloc(f->n_streams, sizeof *f->fut);
     f->start = calloc(f->n_streams, sizeof *f->start);
@@ -284,6 +300,17 @@ static int build_futures(struct future_set *f, uint32_t max_len)
         f->fut[s] = (struct kv_future){max_len, start, steps};
     }
     return 0;
+}
+
+const struct kv_future *kv_futures_build(struct kv_futures *f, uint32_t max_len,
+                                         struct alisa_err *e)
+{
+    if (f->fut || build_futures(f, max_len)) {
+        err_set(e, ALISA_ENOMEM, f->fut ? "the futures were built already"
+                                        : "out of memory building the future selection");
+        return NULL;
+    }
+    return f->fut;
 }
 
 void replay_totals_free(struct replay_totals *tot)
@@ -340,7 +367,8 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
     tot->phase2_pos = tot->phase3_pos = -1;
     tot->recall_min = 1.0;
 
-    struct future_set fs = {0};
+    struct kv_futures *fs = NULL;
+    const struct kv_future *fut = NULL;
     struct scheduler *s = NULL;
     struct place_params *by_seq = NULL; /* flexgen_whole's per-stream parameters */
     struct pass ps = {.cfg = cfg, .trace_seed = h.seed, .tot = tot, .fn = fn, .user = user};
@@ -349,22 +377,18 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
         struct scheduler_config sc1 = sc;
         sc1.place = &place_gpu_only_ops;
         sc1.place_params.gpu_bytes = (uint64_t)max_len * pp->kv_bytes;
-        fs.n_streams = n_streams;
-        fs.lists = calloc(n_streams, sizeof *fs.lists);
-        if (!fs.lists) {
-            rc = err_set(e, ALISA_ENOMEM, "out of memory for %u streams", n_streams);
+        if ((rc = kv_futures_create(&fs, n_streams, e)))
             goto done;
-        }
         if ((rc = scheduler_create(&s, &sc1, NULL, e)))
             goto done;
-        struct pass p1 = {.cfg = cfg, .trace_seed = h.seed, .scheduler = s, .record = &fs};
+        struct pass p1 = {.cfg = cfg, .trace_seed = h.seed, .scheduler = s, .record = fs};
         rc = run_pass(path, &p1, e);
         scheduler_destroy(s);
         s = NULL;
         if (rc)
             goto done;
-        if (build_futures(&fs, max_len)) {
-            rc = err_set(e, ALISA_ENOMEM, "out of memory building the future selection");
+        if (!(fut = kv_futures_build(fs, max_len, e))) {
+            rc = ALISA_ENOMEM;
             goto done;
         }
     }
@@ -383,7 +407,7 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
         cfg->place->split_sequences(pp, h.n_seqs, h.n_layers, max_len, -1, by_seq);
         sc.stream_params = by_seq;
     }
-    rc = scheduler_create(&s, &sc, cfg->place->offline ? fs.fut : NULL, e);
+    rc = scheduler_create(&s, &sc, fut, e);
     free(by_seq); /* the scheduler keeps its own copy */
     if (rc)
         goto done;
@@ -397,7 +421,7 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
         tot->recall_min = 0.0; /* no decode step ran (out of memory in prefill) */
 done:
     scheduler_destroy(s);
-    future_free(&fs);
+    kv_futures_free(fs);
     free(ps.gpu_now);
     free(ps.cpu_now);
     if (rc)

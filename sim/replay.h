@@ -115,6 +115,26 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
 
 void replay_totals_free(struct replay_totals *tot);
 
+/* The future selection an offline placement reads (struct kv_future, one
+ * per stream): the attended tokens of each stream's decode steps, recorded
+ * from a pass under a placement that never evicts (selection never depends
+ * on placement), then turned into each token's list of steps. */
+struct kv_futures;
+
+/* An empty record for n_streams streams. ALISA_ENOMEM. */
+int kv_futures_create(struct kv_futures **out, uint32_t n_streams, struct alisa_err *e);
+
+/* Records a decode plan's attended tokens for its stream; plans of a stream
+ * must come in increasing positions. ALISA_ENOMEM. */
+int kv_futures_record(struct kv_futures *f, const struct scheduler_plan *plan);
+
+/* The futures (n_streams, owned by f) of tokens below max_len, once; NULL
+ * with e set when out of memory. */
+const struct kv_future *kv_futures_build(struct kv_futures *f, uint32_t max_len,
+                                         struct alisa_err *e);
+
+void kv_futures_free(struct kv_futures *f); /* accepts NULL */
+
 /* The synthetic continuation of the trace at path (alisa sim --extend, and
  * serving's requests longer than the trace): the generator's model
  * (trace_gen.h) with the trace's shape, its per-layer sparsity targets

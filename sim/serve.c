@@ -185,31 +185,20 @@ static const float *trace_row(const struct serve *v, uint32_t s, uint32_t pos)
     return pos < v->t.len[s] ? v->t.rows[s][pos] : NULL;
 }
 
-static int replay_run(struct serve *v, struct placement_run *p, uint32_t gpu_tokens,
-                      struct alisa_err *e)
+/* One pass of p's positions through sch: prompt rows feed prefill, later
+ * ones decode steps. With rec (the future pass of an offline placement) the
+ * decode plans are recorded; else their effects fill p->st and cpu_layer.
+ * The synthetic rows past the trace come from fresh streams of the same
+ * seeds, so both passes see the same rows. */
+static int replay_pass(struct serve *v, struct placement_run *p, struct scheduler *sch,
+                       struct kv_futures *rec, double *cpu_layer, uint32_t gpu_tokens,
+                       struct alisa_err *e)
 {
-    const struct serve_config *cfg = v->cfg;
-    const uint32_t L = v->t.L, s = p->seq;
-    struct scheduler_config sc = {.sel = cfg->sel, .sel_params = cfg->sel_params,
-                                  .place = cfg->place, .n_streams = L, .max_len = p->len};
-    struct tier_storage store = {v->ks, 0};
-    /* an offloading placement's hot buffer, or the whole request */
-    uint64_t gpu = (uint64_t)(cfg->place->host_tier ? gpu_tokens : p->len) * (uint64_t)v->kvb +
-                   cost_kv_fixed_bytes(&v->ks);
-    /* the host pool is shared and checked by the serving loop; a stream's
-     * own CPU tier holds all it could ever put there */
-    uint64_t cpu = (uint64_t)p->len * ((uint64_t)v->kvb + cost_act_bytes(&v->ks));
-    cost_tiers(&store, cfg->hw, gpu, cpu, 1, &sc.place_params);
-    sc.place_params.gpu_fraction = -1;
-    struct scheduler *sch;
-    int rc = scheduler_create(&sch, &sc, NULL, e);
-    if (rc)
-        return rc;
-    double *cpu_layer = calloc((size_t)p->len * L, sizeof *cpu_layer);
+    const uint32_t L = v->t.L, s = p->seq, tlen = v->t.len[s];
+    int rc = 0;
     struct gen_stream **gs = calloc(L, sizeof *gs);
-    if (!cpu_layer || !gs)
-        rc = err_set(e, ALISA_ENOMEM, "out of memory for a %u-token replay", p->len);
-    uint32_t tlen = v->t.len[s];
+    if (!gs)
+        return err_set(e, ALISA_ENOMEM, "out of memory for a %u-token replay", p->len);
     for (uint32_t l = 0; l < L && !rc && p->len > tlen; l++) {
         rc = gen_stream_create(&gs[l], &v->ext, l, p->len,
                                v->t.h.seed + 1 + (uint64_t)s * L + l, e);
@@ -235,10 +224,15 @@ static int replay_run(struct serve *v, struct placement_run *p, uint32_t gpu_tok
             }
             if (plan.place.oom) {
                 rc = err_set(e, ALISA_EINVAL, "placement %s cannot place trace sequence %u's "
-                             "position %u with %u GPU tokens per layer (--gpu-tokens: the hot buffer "
-                             "must hold a step's attended tokens)",
-                             cfg->place->name, s, pos, gpu_tokens);
+                             "position %u with %u GPU tokens per layer (--gpu-tokens: the hot "
+                             "buffer must hold a step's attended tokens)",
+                             v->cfg->place->name, s, pos, gpu_tokens);
                 break;
+            }
+            if (rec) {
+                if (pos >= p->prompt && kv_futures_record(rec, &plan))
+                    rc = err_set(e, ALISA_ENOMEM, "out of memory recording the future selection");
+                continue;
             }
             struct pos_stat *q = &p->st[(size_t)pos * L + l];
             q->attended = pos < p->prompt ? 0 : (float)plan.n_attended;
@@ -249,13 +243,56 @@ static int replay_run(struct serve *v, struct placement_run *p, uint32_t gpu_tok
             cpu_layer[(size_t)pos * L + l] = (double)plan.cpu_bytes;
         }
     }
-    if (!rc)
-        run_totals(v, p, cpu_layer);
-    for (uint32_t l = 0; gs && l < L; l++)
+    for (uint32_t l = 0; l < L; l++)
         gen_stream_destroy(gs[l]);
     free(gs);
+    return rc;
+}
+
+/* A request's placement: p's positions through the scheduler core with its
+ * tiers; an offline bound (belady, oracle-cost) first gets the request's
+ * own future from a pass of the selection alone (its future is the
+ * trace's: known to the simulator, not to any real system). */
+static int replay_run(struct serve *v, struct placement_run *p, uint32_t gpu_tokens,
+                      struct alisa_err *e)
+{
+    const struct serve_config *cfg = v->cfg;
+    const uint32_t L = v->t.L;
+    struct scheduler_config sc = {.sel = cfg->sel, .sel_params = cfg->sel_params,
+                                  .place = cfg->place, .n_streams = L, .max_len = p->len};
+    struct tier_storage store = {v->ks, 0};
+    /* an offloading placement's hot buffer, or the whole request */
+    uint64_t gpu = (uint64_t)(cfg->place->host_tier ? gpu_tokens : p->len) * (uint64_t)v->kvb +
+                   cost_kv_fixed_bytes(&v->ks);
+    /* the host pool is shared and checked by the serving loop; a stream's
+     * own CPU tier holds all it could ever put there */
+    uint64_t cpu = (uint64_t)p->len * ((uint64_t)v->kvb + cost_act_bytes(&v->ks));
+    cost_tiers(&store, cfg->hw, gpu, cpu, 1, &sc.place_params);
+    sc.place_params.gpu_fraction = -1;
+    struct kv_futures *fs = NULL;
+    const struct kv_future *fut = NULL;
+    struct scheduler *sch = NULL;
+    int rc = 0;
+    if (cfg->place->offline) {
+        struct scheduler_config sc1 = sc;
+        sc1.place = &place_gpu_only_ops;
+        sc1.place_params.gpu_bytes = (uint64_t)p->len * sc.place_params.kv_bytes;
+        if (!(rc = kv_futures_create(&fs, L, e)) && !(rc = scheduler_create(&sch, &sc1, NULL, e)))
+            rc = replay_pass(v, p, sch, fs, NULL, gpu_tokens, e);
+        scheduler_destroy(sch);
+        sch = NULL;
+        if (!rc && !(fut = kv_futures_build(fs, p->len, e)))
+            rc = ALISA_ENOMEM;
+    }
+    double *cpu_layer = NULL;
+    if (!rc && !(rc = scheduler_create(&sch, &sc, fut, e)) &&
+        !(cpu_layer = calloc((size_t)p->len * L, sizeof *cpu_layer)))
+        rc = err_set(e, ALISA_ENOMEM, "out of memory for a %u-token replay", p->len);
+    if (!rc && !(rc = replay_pass(v, p, sch, NULL, cpu_layer, gpu_tokens, e)))
+        run_totals(v, p, cpu_layer);
     free(cpu_layer);
     scheduler_destroy(sch);
+    kv_futures_free(fs);
     return rc;
 }
 
@@ -558,9 +595,6 @@ int serve_run(const struct serve_config *cfg, const struct workload *w, struct s
               FILE *timeline, struct alisa_err *e)
 {
     memset(r, 0, sizeof *r);
-    if (cfg->place->offline)
-        return err_set(e, ALISA_EINVAL, "--placement %s: an offline bound needs every request's "
-                       "future, which serving does not give it yet", cfg->place->name);
     struct serve v = {.cfg = cfg, .w = w, .r = r};
     const struct model_shape *m = cfg->model;
     int rc = mem_trace_load(cfg->trace, &v.t, e);

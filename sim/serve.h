@@ -80,7 +80,8 @@ struct serve_config {
     const struct sw_profile *sw;       /* host launch costs; NULL: none */
     const struct selection_ops *sel;
     struct sel_params sel_params;
-    const struct placement_ops *place; /* an online placement (not an offline bound) */
+    const struct placement_ops *place; /* any; an offline bound (belady, oracle-cost) reads
+                                          each request's own future from its trace sequence */
     enum kv_precision precision;
     double gpu_mem_bytes;              /* 0: the profile's */
     double cpu_mem_bytes;              /* host memory for KV; 0: the profile's */

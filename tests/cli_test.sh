@@ -308,7 +308,7 @@ expect 2 "serve --search-rate 5:2" "$alisa" serve "${sv[@]}" --slo-ttft 1 --sear
 expect 2 "serve: rate -1" "$alisa" serve "${sv[@]}" --rate -1
 grep_out "rate -1" "... names the value"
 expect 2 "serve: --prompt-len 9:3" "$alisa" serve "${sv[@]}" --prompt-len 9:3
-expect 2 "serve: an offline bound" "$alisa" serve "${sv[@]}" --placement belady
+expect 0 "serve: the offline bound" "$alisa" serve "${sv[@]}" --selection swa --placement belady --gpu-tokens 32
 expect 2 "serve: --max-num-seqs 0" "$alisa" serve "${sv[@]}" --max-num-seqs 0
 printf 'arrival_s,prompt_len,output_len\n0,8,4\n0.5,x,4\n' >"$tmp/bad.csv"
 expect 1 "serve: a bad CSV" "$alisa" serve "${sv[@]}" --requests-csv "$tmp/bad.csv" --per-request "$tmp/no.csv"

@@ -214,7 +214,8 @@ static void write_gen(const char *path, uint32_t n_seqs)
 
 /* An offloading placement keeps a request's hot buffer on the GPU and the
  * rest on the host, placed exactly as the trace replay places the same
- * sequence with the same tiers: the bytes each way are the replay's. */
+ * sequence with the same tiers: the bytes each way are the replay's; the
+ * offline bound likewise, from the request's own future. */
 static void test_hot_buffer_moves_what_the_replay_moves(void **state)
 {
     (void)state;
@@ -247,6 +248,17 @@ static void test_hot_buffer_moves_what_the_replay_moves(void **state)
     assert_true(r.bytes_d2h == (double)tot.bytes_d2h);
     assert_true(r.peak_gpu_kv_bytes <= 8 * 16);
     assert_true(r.peak_cpu_kv_bytes > 0);
+    replay_totals_free(&tot);
+    /* Belady under serving: the request's own future, the fewest misses
+     * (each a load here), the replay's bound exactly */
+    double fifo_h2d = r.bytes_h2d;
+    serve_result_free(&r);
+    cfg.place = rc.place = placement_find("belady");
+    serve_ok(&cfg, &w, &r);
+    assert_int_equal(replay_trace(trace, &rc, &tot, NULL, NULL, &e), 0);
+    assert_true(r.bytes_h2d == (double)tot.bytes_h2d);
+    assert_true(r.bytes_h2d <= fifo_h2d);
+    print_message("fifo loads %g bytes, belady %g\n", fifo_h2d, r.bytes_h2d);
     replay_totals_free(&tot);
     serve_result_free(&r);
     workload_free(&w);

@@ -96,7 +96,8 @@ static const struct cli_opt serve_run_opts[] = {
     {"selection", "NAME", CLI_STR, SO(sel), NULL, 0,
      "which tokens a step attends (default dense; alisa policy list)", 0},
     {"placement", "NAME", CLI_STR, SO(place), NULL, 0,
-     "where each token's KV lives (default gpu-only: vLLM's paged KV)", 0},
+     "where each token's KV lives (default gpu-only: vLLM's paged KV;\n"
+     "belady and oracle-cost read each request's own future)", 0},
     {"kv-int8", NULL, CLI_FLAG, SO(int8), NULL, 0, "INT8 KV", 0},
     {"gpu-mem", "BYTES", CLI_FN, SO(gpu_mem), cli_read_memory, 0,
      "GPU memory, > 0 (default: the profile's)", 0},
@@ -312,9 +313,6 @@ int cmd_serve(int argc, char **argv)
         return cli_unknown_policy(cmd_serve_usage, "--placement", o.place);
     if (cli_knobs_apply(&knobs, cfg->sel, &cfg->sel_params, &e))
         return cli_usage_error(cmd_serve_usage, "%s", e.msg);
-    if (cfg->place->offline)
-        return cli_usage_error(cmd_serve_usage, "--placement %s: an offline bound; serving runs "
-                               "online placements (alisa policy list)", o.place);
     if (!(cfg->gpu_mem_utilization > 0 && cfg->gpu_mem_utilization <= 1))
         return cli_usage_error(cmd_serve_usage, "--gpu-mem-utilization %g: expected (0, 1]",
                                cfg->gpu_mem_utilization);
