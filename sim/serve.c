@@ -122,11 +122,24 @@ struct placement_run {
     struct placement_run *next;
 };
 
+/* What runs of one configuration share (serve_search_rate's runs): the
+ * trace in memory, the synthetic extension's parameters and the cached
+ * placement replays. */
+struct serve_shared {
+    struct mem_trace t;
+    int loaded;
+    struct trace_gen_params ext;
+    int have_ext;
+    struct placement_run *runs;
+    double cached_bytes;        /* the runs' memory */
+    uint64_t releases;
+};
+
 struct serve {
     const struct serve_config *cfg;
     const struct workload *w;
     struct serve_result *r;
-    struct mem_trace t;
+    struct serve_shared *sh;
     struct kv_shape ks;
     double kvb;                 /* a token's KV bytes in one layer */
     uint32_t Lm, bt;
@@ -134,11 +147,6 @@ struct serve {
     double *mult;               /* (L) model layers reading each trace layer */
     int analytic;               /* dense on the GPU alone: no replay needed */
     int gathers;                /* the selection attends a subset */
-    struct trace_gen_params ext;
-    int have_ext;
-    struct placement_run *runs;
-    double cached_bytes;        /* the runs' memory */
-    uint64_t releases;
     float *row;                 /* (max_len) a synthetic row */
     uint32_t max_len;
     double host_ns;
@@ -156,7 +164,7 @@ static void run_free(struct placement_run *p)
 
 static double run_bytes(const struct serve *v, const struct placement_run *p)
 {
-    return (double)p->len * (v->t.L * sizeof *p->st + 2 * sizeof(double));
+    return (double)p->len * (v->sh->t.L * sizeof *p->st + 2 * sizeof(double));
 }
 
 /* The GPU bytes of `tokens` tokens of one layer held in whole blocks. */
@@ -169,9 +177,9 @@ static void run_totals(struct serve *v, struct placement_run *p, const double *c
 {
     for (uint32_t pos = 0; pos < p->len; pos++) {
         double g = 0, c = 0;
-        for (uint32_t l = 0; l < v->t.L; l++) {
-            g += v->mult[l] * gpu_block_bytes(v, p->st[(size_t)pos * v->t.L + l].resident);
-            c += v->mult[l] * (cpu_layer ? cpu_layer[(size_t)pos * v->t.L + l] : 0);
+        for (uint32_t l = 0; l < v->sh->t.L; l++) {
+            g += v->mult[l] * gpu_block_bytes(v, p->st[(size_t)pos * v->sh->t.L + l].resident);
+            c += v->mult[l] * (cpu_layer ? cpu_layer[(size_t)pos * v->sh->t.L + l] : 0);
         }
         p->gpu_at[pos] = g;
         p->cpu_at[pos] = c;
@@ -182,7 +190,7 @@ static void run_totals(struct serve *v, struct placement_run *p, const double *c
  * position before the trace's first recorded row). */
 static const float *trace_row(const struct serve *v, uint32_t s, uint32_t pos)
 {
-    return pos < v->t.len[s] ? v->t.rows[s][pos] : NULL;
+    return pos < v->sh->t.len[s] ? v->sh->t.rows[s][pos] : NULL;
 }
 
 /* One pass of p's positions through sch: prompt rows feed prefill, later
@@ -194,14 +202,14 @@ static int replay_pass(struct serve *v, struct placement_run *p, struct schedule
                        struct kv_futures *rec, double *cpu_layer, uint32_t gpu_tokens,
                        struct alisa_err *e)
 {
-    const uint32_t L = v->t.L, s = p->seq, tlen = v->t.len[s];
+    const uint32_t L = v->sh->t.L, s = p->seq, tlen = v->sh->t.len[s];
     int rc = 0;
     struct gen_stream **gs = calloc(L, sizeof *gs);
     if (!gs)
         return err_set(e, ALISA_ENOMEM, "out of memory for a %u-token replay", p->len);
     for (uint32_t l = 0; l < L && !rc && p->len > tlen; l++) {
-        rc = gen_stream_create(&gs[l], &v->ext, l, p->len,
-                               v->t.h.seed + 1 + (uint64_t)s * L + l, e);
+        rc = gen_stream_create(&gs[l], &v->sh->ext, l, p->len,
+                               v->sh->t.h.seed + 1 + (uint64_t)s * L + l, e);
         if (!rc)
             gen_stream_skip_to(gs[l], tlen);
     }
@@ -257,7 +265,7 @@ static int replay_run(struct serve *v, struct placement_run *p, uint32_t gpu_tok
                       struct alisa_err *e)
 {
     const struct serve_config *cfg = v->cfg;
-    const uint32_t L = v->t.L;
+    const uint32_t L = v->sh->t.L;
     struct scheduler_config sc = {.sel = cfg->sel, .sel_params = cfg->sel_params,
                                   .place = cfg->place, .n_streams = L, .max_len = p->len};
     struct tier_storage store = {v->ks, 0};
@@ -302,7 +310,7 @@ static int replay_run(struct serve *v, struct placement_run *p, uint32_t gpu_tok
 static int run_get(struct serve *v, uint32_t s, uint32_t P, uint32_t len, uint32_t gpu_tokens,
                    struct placement_run **out, struct alisa_err *e)
 {
-    for (struct placement_run *p = v->runs; p; p = p->next)
+    for (struct placement_run *p = v->sh->runs; p; p = p->next)
         if (p->seq == s && p->prompt == P && p->len >= len) {
             p->refs++;
             *out = p;
@@ -312,7 +320,7 @@ static int run_get(struct serve *v, uint32_t s, uint32_t P, uint32_t len, uint32
     if (!p)
         return err_set(e, ALISA_ENOMEM, "out of memory for a placement replay");
     *p = (struct placement_run){.seq = s, .prompt = P, .len = len, .refs = 1};
-    p->st = calloc((size_t)len * v->t.L, sizeof *p->st);
+    p->st = calloc((size_t)len * v->sh->t.L, sizeof *p->st);
     p->gpu_at = malloc(len * sizeof *p->gpu_at);
     p->cpu_at = malloc(len * sizeof *p->cpu_at);
     int rc = 0;
@@ -320,8 +328,8 @@ static int run_get(struct serve *v, uint32_t s, uint32_t P, uint32_t len, uint32
         rc = err_set(e, ALISA_ENOMEM, "out of memory for a %u-token replay", len);
     else if (v->analytic) { /* every token on the GPU, every token attended */
         for (uint32_t pos = 0; pos < len; pos++)
-            for (uint32_t l = 0; l < v->t.L; l++)
-                p->st[(size_t)pos * v->t.L + l] = (struct pos_stat){
+            for (uint32_t l = 0; l < v->sh->t.L; l++)
+                p->st[(size_t)pos * v->sh->t.L + l] = (struct pos_stat){
                     .attended = pos < P ? 0 : (float)(pos + 1), .resident = (float)(pos + 1)};
         run_totals(v, p, NULL);
     } else {
@@ -332,9 +340,9 @@ static int run_get(struct serve *v, uint32_t s, uint32_t P, uint32_t len, uint32
         run_free(p);
         return rc;
     }
-    p->next = v->runs;
-    v->runs = p;
-    v->cached_bytes += run_bytes(v, p);
+    p->next = v->sh->runs;
+    v->sh->runs = p;
+    v->sh->cached_bytes += run_bytes(v, p);
     *out = p;
     return 0;
 }
@@ -346,17 +354,17 @@ static void run_release(struct serve *v, struct placement_run *p)
 {
     if (--p->refs)
         return;
-    p->released = ++v->releases;
-    while (v->cached_bytes > SERVE_CACHE_BYTES) {
+    p->released = ++v->sh->releases;
+    while (v->sh->cached_bytes > SERVE_CACHE_BYTES) {
         struct placement_run **oldest = NULL;
-        for (struct placement_run **q = &v->runs; *q; q = &(*q)->next)
+        for (struct placement_run **q = &v->sh->runs; *q; q = &(*q)->next)
             if ((*q)->refs == 0 && (!oldest || (*q)->released < (*oldest)->released))
                 oldest = q;
         if (!oldest)
             break;
         struct placement_run *gone = *oldest;
         *oldest = gone->next;
-        v->cached_bytes -= run_bytes(v, gone);
+        v->sh->cached_bytes -= run_bytes(v, gone);
         run_free(gone);
     }
 }
@@ -424,15 +432,15 @@ static int map_request(const struct serve *v, uint32_t i, uint32_t need, uint32_
                        struct alisa_err *e)
 {
     uint32_t fit = 0;
-    for (uint32_t s = 0; s < v->t.S; s++)
-        fit += v->t.len[s] >= need;
+    for (uint32_t s = 0; s < v->sh->t.S; s++)
+        fit += v->sh->t.len[s] >= need;
     if (fit == 0 && !(v->cfg->extend || v->analytic))
         return err_set(e, ALISA_EINVAL, "%s: request %u needs %u positions (prompt + output - 1), "
                        "longer than every trace sequence (pass --extend to continue them with "
                        "synthetic rows)", v->cfg->trace, i, need);
-    uint32_t k = i % (fit ? fit : v->t.S);
-    for (uint32_t s = 0; s < v->t.S; s++)
-        if (!fit || v->t.len[s] >= need) {
+    uint32_t k = i % (fit ? fit : v->sh->t.S);
+    for (uint32_t s = 0; s < v->sh->t.S; s++)
+        if (!fit || v->sh->t.len[s] >= need) {
             if (k == 0) {
                 *seq = s;
                 return 0;
@@ -453,7 +461,7 @@ static double price_iteration(struct serve *v, const struct sched_item *it, uint
                               double *transfer_ns)
 {
     const struct serve_config *cfg = v->cfg;
-    const uint32_t L = v->t.L;
+    const uint32_t L = v->sh->t.L;
     const struct workload *w = v->w;
     memset(ll, 0, L * sizeof *ll);
     struct iteration_shape base = {0};
@@ -591,15 +599,31 @@ static int pools(struct serve *v, double *gpu_pool, double *cpu_pool, uint32_t *
     return 0;
 }
 
-int serve_run(const struct serve_config *cfg, const struct workload *w, struct serve_result *r,
-              FILE *timeline, struct alisa_err *e)
+static void shared_free(struct serve_shared *sh)
+{
+    while (sh->runs) {
+        struct placement_run *p = sh->runs;
+        sh->runs = p->next;
+        run_free(p);
+    }
+    mem_trace_free(&sh->t);
+    memset(sh, 0, sizeof *sh);
+}
+
+/* serve_run over sh: the trace loaded on the first run, the replays kept
+ * for the next (every run of one sh must have the same cfg but its
+ * workload). */
+static int serve_run_shared(struct serve_shared *sh, const struct serve_config *cfg,
+                            const struct workload *w, struct serve_result *r, FILE *timeline,
+                            struct alisa_err *e)
 {
     memset(r, 0, sizeof *r);
-    struct serve v = {.cfg = cfg, .w = w, .r = r};
+    struct serve v = {.cfg = cfg, .w = w, .r = r, .sh = sh};
     const struct model_shape *m = cfg->model;
-    int rc = mem_trace_load(cfg->trace, &v.t, e);
-    if (rc)
+    int rc = 0;
+    if (!sh->loaded && (rc = mem_trace_load(cfg->trace, &sh->t, e)))
         return rc;
+    sh->loaded = 1;
     v.ks = kv_shape_of(m, cfg->precision);
     v.kvb = (double)cost_kv_bytes(&v.ks);
     v.Lm = m->n_layers;
@@ -618,8 +642,8 @@ int serve_run(const struct serve_config *cfg, const struct workload *w, struct s
     wait.id = malloc(wait.cap * sizeof *wait.id);
     struct sched_item *items = malloc((size_t)(seqs < n ? seqs : n) * sizeof *items);
     v.tl_of = malloc(v.Lm * sizeof *v.tl_of);
-    v.mult = calloc(v.t.L, sizeof *v.mult);
-    struct layer_load *ll = malloc(v.t.L * sizeof *ll);
+    v.mult = calloc(v.sh->t.L, sizeof *v.mult);
+    struct layer_load *ll = malloc(v.sh->t.L * sizeof *ll);
     for (uint32_t i = 0; i < n; i++) {
         uint32_t need = w->req[i].prompt_len + w->req[i].output_len - 1;
         v.max_len = need > v.max_len ? need : v.max_len;
@@ -632,11 +656,14 @@ int serve_run(const struct serve_config *cfg, const struct workload *w, struct s
         goto out;
     }
     for (uint32_t l = 0; l < v.Lm; l++) {
-        v.tl_of[l] = (uint32_t)((uint64_t)l * v.t.L / v.Lm);
+        v.tl_of[l] = (uint32_t)((uint64_t)l * v.sh->t.L / v.Lm);
         v.mult[v.tl_of[l]] += 1;
     }
-    if (cfg->extend && !v.analytic && (rc = replay_extension_params(cfg->trace, &v.ext, e)))
-        goto out;
+    if (cfg->extend && !v.analytic && !sh->have_ext) {
+        if ((rc = replay_extension_params(cfg->trace, &sh->ext, e)))
+            goto out;
+        sh->have_ext = 1;
+    }
     struct pool pl = {0};
     uint32_t gpu_tokens = 0;
     pools(&v, &pl.gpu, &pl.cpu, &gpu_tokens);
@@ -828,12 +855,9 @@ int serve_run(const struct serve_config *cfg, const struct workload *w, struct s
     r->slo_attained = n ? (double)good / n : 1;
     r->mean_running = r->iterations ? running_sum / r->iterations : 0;
 out:
-    while (v.runs) {
-        struct placement_run *p = v.runs;
-        v.runs = p->next;
-        run_free(p);
-    }
-    mem_trace_free(&v.t);
+    /* the requests are gone: every replay is free for the next run */
+    for (struct placement_run *p = sh->runs; p; p = p->next)
+        p->refs = 0;
     free(rq);
     free(run.id);
     free(wait.id);
@@ -848,6 +872,15 @@ out:
     return rc;
 }
 
+int serve_run(const struct serve_config *cfg, const struct workload *w, struct serve_result *r,
+              FILE *timeline, struct alisa_err *e)
+{
+    struct serve_shared sh = {0};
+    int rc = serve_run_shared(&sh, cfg, w, r, timeline, e);
+    shared_free(&sh);
+    return rc;
+}
+
 void serve_result_free(struct serve_result *r)
 {
     free(r->req);
@@ -856,15 +889,16 @@ void serve_result_free(struct serve_result *r)
 }
 
 /* One run of p's stream at rate into *r; whether it attains. */
-static int run_at(const struct serve_config *cfg, const struct wl_params *p, double rate,
-                  double attain, struct serve_result *r, int *ok, struct alisa_err *e)
+static int run_at(struct serve_shared *sh, const struct serve_config *cfg,
+                  const struct wl_params *p, double rate, double attain, struct serve_result *r,
+                  int *ok, struct alisa_err *e)
 {
     struct wl_params q = *p;
     q.rate = rate;
     struct workload w;
     int rc = workload_generate(&q, &w, e);
     if (!rc)
-        rc = serve_run(cfg, &w, r, NULL, e);
+        rc = serve_run_shared(sh, cfg, &w, r, NULL, e);
     workload_free(&w);
     *ok = !rc && !r->oom && r->slo_attained >= attain;
     return rc;
@@ -886,36 +920,35 @@ int serve_search_rate(const struct serve_config *cfg, const struct wl_params *p,
     if (!(attain > 0 && attain <= 1) || !(tol > 0))
         return err_set(e, ALISA_EINVAL, "rate search: attainment %g in (0, 1], tolerance %g > 0",
                        attain, tol);
-    int ok, rc = run_at(cfg, p, hi, attain, r, &ok, e);
+    struct serve_shared sh = {0}; /* one trace load and one set of replays for every rate */
+    int ok, rc = run_at(&sh, cfg, p, hi, attain, r, &ok, e);
     ++*runs;
     if (rc || ok) {
         *rate = rc ? 0 : hi;
+        shared_free(&sh);
         return rc;
     }
     serve_result_free(r);
-    if ((rc = run_at(cfg, p, lo, attain, r, &ok, e)) || !ok) {
-        ++*runs;
-        return rc;
-    }
+    rc = run_at(&sh, cfg, p, lo, attain, r, &ok, e);
     ++*runs;
     struct serve_result mid;
-    while (hi - lo > tol * lo) {
+    while (!rc && ok && hi - lo > tol * lo) {
         double m = 0.5 * (lo + hi);
-        rc = run_at(cfg, p, m, attain, &mid, &ok, e);
+        rc = run_at(&sh, cfg, p, m, attain, &mid, &ok, e);
         ++*runs;
         if (rc) {
             serve_result_free(r);
-            return rc;
-        }
-        if (ok) {
+        } else if (ok) {
             serve_result_free(r);
             *r = mid;
             lo = m;
         } else {
             serve_result_free(&mid);
             hi = m;
+            ok = 1; /* lo still attains */
         }
     }
-    *rate = lo;
-    return 0;
+    *rate = !rc && ok ? lo : 0;
+    shared_free(&sh);
+    return rc;
 }
