@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "batcher.h"
 #include "replay.h"
 #include "scheduler.h"
 #include "trace.h"
@@ -119,6 +120,7 @@ struct placement_run {
     struct pos_stat *st;        /* (len, L) */
     double *gpu_at, *cpu_at;    /* (len) the request's bytes on each tier after the position,
                                    every model layer, the GPU's in whole blocks */
+    double gpu_peak, cpu_peak;  /* their largest: more than a pool holds, it can never run */
     struct placement_run *next;
 };
 
@@ -183,6 +185,8 @@ static void run_totals(struct serve *v, struct placement_run *p, const double *c
         }
         p->gpu_at[pos] = g;
         p->cpu_at[pos] = c;
+        p->gpu_peak = g > p->gpu_peak ? g : p->gpu_peak;
+        p->cpu_peak = c > p->cpu_peak ? c : p->cpu_peak;
     }
 }
 
@@ -304,14 +308,15 @@ static int replay_run(struct serve *v, struct placement_run *p, uint32_t gpu_tok
     return rc;
 }
 
-/* The placement run of request i (sequence s, prompt P, len positions),
- * shared with earlier requests of the same sequence and prompt when theirs
- * reaches as far. */
+/* The placement run of a request (sequence s, prompt P, len positions),
+ * shared with the requests of the same sequence and lengths (only those: a
+ * placement may plan by the request's length, alisa's greedy schedule does,
+ * and the synthetic rows are drawn for it). */
 static int run_get(struct serve *v, uint32_t s, uint32_t P, uint32_t len, uint32_t gpu_tokens,
                    struct placement_run **out, struct alisa_err *e)
 {
     for (struct placement_run *p = v->sh->runs; p; p = p->next)
-        if (p->seq == s && p->prompt == P && p->len >= len) {
+        if (p->seq == s && p->prompt == P && p->len == len) {
             p->refs++;
             *out = p;
             return 0;
@@ -371,47 +376,12 @@ static void run_release(struct serve *v, struct placement_run *p)
 
 /* ---- the serving loop ---- */
 
-enum rq_state { RQ_FUTURE, RQ_WAITING, RQ_RUNNING, RQ_DONE };
-
+/* A request's share of the shell: its trace sequence, its placement replay
+ * and the pool bytes it holds (the batcher keeps its tokens). */
 struct rq {
-    uint32_t computed;   /* positions whose KV exists */
-    uint32_t generated;  /* output tokens produced */
-    uint32_t seq;        /* trace sequence */
-    uint8_t state;
-    double gpu_held, cpu_held; /* bytes allocated in the pools */
+    uint32_t seq;
+    double gpu_held, cpu_held;
     struct placement_run *run;
-};
-
-/* A position list for the queues: running (scheduling order) and waiting
- * (a deque: arrivals at the back, preempted requests at the front). */
-struct queue {
-    uint32_t *id;
-    uint32_t head, n, cap; /* ring buffer */
-};
-
-static uint32_t q_at(const struct queue *q, uint32_t k) { return q->id[(q->head + k) % q->cap]; }
-static void q_push_back(struct queue *q, uint32_t id)
-{
-    q->id[(q->head + q->n++) % q->cap] = id;
-}
-static void q_push_front(struct queue *q, uint32_t id)
-{
-    q->head = (q->head + q->cap - 1) % q->cap;
-    q->id[q->head] = id;
-    q->n++;
-}
-static uint32_t q_pop_front(struct queue *q)
-{
-    uint32_t id = q->id[q->head];
-    q->head = (q->head + 1) % q->cap;
-    q->n--;
-    return id;
-}
-static uint32_t q_pop_back(struct queue *q) { return q->id[(q->head + --q->n) % q->cap]; }
-
-/* What one iteration scheduled for one request. */
-struct sched_item {
-    uint32_t id, first, n; /* positions first .. first + n - 1 */
 };
 
 static void stat_of(double *x, uint32_t n, struct serve_stat *s)
@@ -428,19 +398,27 @@ static void stat_of(double *x, uint32_t n, struct serve_stat *s)
 }
 
 /* The trace sequence request i reads: i mod S among those long enough. */
-static int map_request(const struct serve *v, uint32_t i, uint32_t need, uint32_t *seq,
-                       struct alisa_err *e)
+static int map_request(const struct serve *v, uint32_t i, uint32_t prompt, uint32_t need,
+                       uint32_t *seq, struct alisa_err *e)
 {
-    uint32_t fit = 0;
-    for (uint32_t s = 0; s < v->sh->t.S; s++)
-        fit += v->sh->t.len[s] >= need;
+    const struct mem_trace *t = &v->sh->t;
+    uint32_t fit = 0, rows = 0; /* long enough; with rows from the request's prompt on */
+    for (uint32_t s = 0; s < t->S; s++) {
+        rows += t->row_start[s] <= prompt;
+        fit += t->row_start[s] <= prompt && t->len[s] >= need;
+    }
+    if (rows == 0 && !v->analytic)
+        return err_set(e, ALISA_EINVAL, "%s: request %u's decode starts at position %u, before "
+                       "every trace sequence's first recorded row (a trace with its prompt rows "
+                       "recorded: alisa trace gen --prompt-rows)", v->cfg->trace, i, prompt);
     if (fit == 0 && !(v->cfg->extend || v->analytic))
         return err_set(e, ALISA_EINVAL, "%s: request %u needs %u positions (prompt + output - 1), "
                        "longer than every trace sequence (pass --extend to continue them with "
                        "synthetic rows)", v->cfg->trace, i, need);
-    uint32_t k = i % (fit ? fit : v->sh->t.S);
-    for (uint32_t s = 0; s < v->sh->t.S; s++)
-        if (!fit || v->sh->t.len[s] >= need) {
+    uint32_t k = i % (fit ? fit : rows ? rows : t->S);
+    for (uint32_t s = 0; s < t->S; s++)
+        if (fit ? t->row_start[s] <= prompt && t->len[s] >= need
+                : !rows || t->row_start[s] <= prompt) {
             if (k == 0) {
                 *seq = s;
                 return 0;
@@ -456,7 +434,7 @@ struct layer_load {
 };
 
 /* Prices one iteration (serve.h: an alisa sim decode step's layers). */
-static double price_iteration(struct serve *v, const struct sched_item *it, uint32_t n_it,
+static double price_iteration(struct serve *v, const struct batcher_item *it, uint32_t n_it,
                               const struct rq *rq, struct layer_load *ll, double *compute_ns,
                               double *transfer_ns)
 {
@@ -466,23 +444,26 @@ static double price_iteration(struct serve *v, const struct sched_item *it, uint
     memset(ll, 0, L * sizeof *ll);
     struct iteration_shape base = {0};
     for (uint32_t k = 0; k < n_it; k++) {
-        const struct sched_item *s = &it[k];
+        const struct batcher_item *s = &it[k];
         const struct rq *q = &rq[s->id];
         const uint32_t P = w->req[s->id].prompt_len;
         base.rows += s->n;
-        if (s->first + s->n == P + q->generated)
-            base.sampled++;
+        base.sampled += s->samples;
         int decode = s->n == 1 && s->first >= P;
         base.decodes += decode;
         for (uint32_t l = 0; l < L; l++) {
             struct layer_load *x = &ll[l];
             double h2d = 0, d2h = 0;
+            /* a decode step moves what its replay moved; a prompt chunk (the
+             * prompt, or a preempted request's tokens computed again)
+             * computes every token, loading nothing, and offloads what its
+             * replay had offloaded by then */
             for (uint32_t pos = s->first; pos < s->first + s->n; pos++) {
                 const struct pos_stat *ps = &q->run->st[(size_t)pos * L + l];
-                h2d += ps->h2d;
                 d2h += ps->d2h;
-                x->recomputed += ps->recomputed;
                 if (decode) {
+                    h2d += ps->h2d;
+                    x->recomputed += ps->recomputed;
                     x->attended += ps->attended;
                     x->resident += ps->resident;
                 }
@@ -586,7 +567,9 @@ static int pools(struct serve *v, double *gpu_pool, double *cpu_pool, uint32_t *
     *gpu_tokens = cfg->gpu_tokens;
     if (cfg->place->host_tier && !*gpu_tokens) {
         double share = *gpu_pool / ((double)seqs * v->Lm * v->kvb);
-        *gpu_tokens = (uint32_t)(floor(share / v->bt) * v->bt);
+        share = floor(share / v->bt) * v->bt;
+        /* no request holds more than its own tokens */
+        *gpu_tokens = share < v->max_len ? (uint32_t)share : v->max_len;
         if (*gpu_tokens == 0) {
             r->oom = 1;
             snprintf(r->oom_reason, sizeof r->oom_reason,
@@ -613,6 +596,49 @@ static void shared_free(struct serve_shared *sh)
 /* serve_run over sh: the trace loaded on the first run, the replays kept
  * for the next (every run of one sh must have the same cfg but its
  * workload). */
+/* The batcher's view of the pools (struct batcher_memory): a request's
+ * footprint after a position is its placement replay's, fetched at its
+ * first admission. */
+struct mem_ctx {
+    struct serve *v;
+    struct pool *pl;
+    struct rq *rq;
+    uint32_t gpu_tokens;
+    struct alisa_err *e;
+    uint32_t never; /* a request whose peak no pool holds, or UINT32_MAX */
+};
+
+static int mem_fits(void *user, uint32_t id, uint32_t last)
+{
+    struct mem_ctx *c = user;
+    struct rq *q = &c->rq[id];
+    const struct wl_request *w = &c->v->w->req[id];
+    int rc;
+    if (!q->run && (rc = run_get(c->v, q->seq, w->prompt_len, w->prompt_len + w->output_len - 1,
+                                 c->gpu_tokens, &q->run, c->e)))
+        return rc;
+    if (q->run->gpu_peak > c->pl->gpu || q->run->cpu_peak > c->pl->cpu) {
+        c->never = id; /* it would preempt itself for ever: the run stops, out of memory */
+        return ALISA_ENOMEM;
+    }
+    return kv_fits(c->pl, q, last);
+}
+
+static void mem_take(void *user, uint32_t id, uint32_t last)
+{
+    struct mem_ctx *c = user;
+    kv_take(c->pl, &c->rq[id], last);
+}
+
+static void mem_release(void *user, uint32_t id)
+{
+    struct mem_ctx *c = user;
+    kv_free(c->pl, &c->rq[id]);
+}
+
+/* serve_run over sh: the trace loaded on the first run, the replays kept
+ * for the next (every run of one sh must have the same cfg but its
+ * workload). */
 static int serve_run_shared(struct serve_shared *sh, const struct serve_config *cfg,
                             const struct workload *w, struct serve_result *r, FILE *timeline,
                             struct alisa_err *e)
@@ -632,26 +658,27 @@ static int serve_run_shared(struct serve_shared *sh, const struct serve_config *
     v.gathers = cfg->sel->gathers;
     v.host_ns = cost_layer_host_ns(cfg->sw, cfg->sel->name);
     const uint32_t n = w->n;
-    const uint32_t seqs = cfg->max_num_seqs ? cfg->max_num_seqs : SERVE_MAX_NUM_SEQS;
-    const uint32_t budget0 = cfg->max_batched_tokens ? cfg->max_batched_tokens : SERVE_MAX_BATCHED_TOKENS;
+    const struct batcher_config bc = {
+        .max_num_seqs = cfg->max_num_seqs ? cfg->max_num_seqs : SERVE_MAX_NUM_SEQS,
+        .max_batched_tokens = cfg->max_batched_tokens ? cfg->max_batched_tokens
+                                                      : SERVE_MAX_BATCHED_TOKENS,
+        .no_chunked_prefill = cfg->no_chunked_prefill};
     r->n = n;
     r->req = calloc(n, sizeof *r->req);
     struct rq *rq = calloc(n, sizeof *rq);
-    struct queue run = {.cap = n + 1}, wait = {.cap = n + 1};
-    run.id = malloc(run.cap * sizeof *run.id);
-    wait.id = malloc(wait.cap * sizeof *wait.id);
-    struct sched_item *items = malloc((size_t)(seqs < n ? seqs : n) * sizeof *items);
+    uint32_t *plen = malloc((n ? n : 1) * sizeof *plen), *olen = malloc((n ? n : 1) * sizeof *olen);
+    struct batcher_item *items = malloc((size_t)bc.max_num_seqs * sizeof *items);
     v.tl_of = malloc(v.Lm * sizeof *v.tl_of);
     v.mult = calloc(v.sh->t.L, sizeof *v.mult);
     struct layer_load *ll = malloc(v.sh->t.L * sizeof *ll);
+    struct batcher *bt = NULL;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t need = w->req[i].prompt_len + w->req[i].output_len - 1;
         v.max_len = need > v.max_len ? need : v.max_len;
     }
     v.row = malloc((size_t)(v.max_len + 1) * sizeof *v.row);
     double *x = malloc((n ? n : 1) * sizeof *x);
-    if (!r->req || !rq || !run.id || !wait.id || !items || !v.tl_of || !v.mult || !ll || !v.row ||
-        !x) {
+    if (!r->req || !rq || !plen || !olen || !items || !v.tl_of || !v.mult || !ll || !v.row || !x) {
         rc = err_set(e, ALISA_ENOMEM, "out of memory for %u requests", n);
         goto out;
     }
@@ -674,102 +701,64 @@ static int serve_run_shared(struct serve_shared *sh, const struct serve_config *
         if ((uint64_t)q->prompt_len + q->output_len > m->max_seq && m->max_seq > 0)
             rc = err_set(e, ALISA_EINVAL, "request %u: prompt %u + output %u tokens, over %s's "
                          "context of %u", i, q->prompt_len, q->output_len, m->name, m->max_seq);
-        else if (cfg->no_chunked_prefill && q->prompt_len + q->output_len - 1 > budget0)
+        else if (cfg->no_chunked_prefill && q->prompt_len + q->output_len - 1 > bc.max_batched_tokens)
             /* a preempted request runs its prompt and output again in one
              * iteration; vLLM without chunked prefill sets the budget to the
              * model's context (EngineArgs._set_default_args) */
             rc = err_set(e, ALISA_EINVAL, "request %u: %u prompt + %u output tokens do not fit "
                          "--max-batched-tokens %u without chunked prefill (a preempted request "
                          "runs them all in one iteration)", i, q->prompt_len, q->output_len,
-                         budget0);
+                         bc.max_batched_tokens);
         else
-            rc = map_request(&v, i, q->prompt_len + q->output_len - 1, &rq[i].seq, e);
+            rc = map_request(&v, i, q->prompt_len, q->prompt_len + q->output_len - 1, &rq[i].seq, e);
         r->req[i] = (struct serve_request){.arrival_s = q->arrival_s, .prompt_len = q->prompt_len,
                                            .output_len = q->output_len, .trace_seq = rq[i].seq};
+        plen[i] = q->prompt_len;
+        olen[i] = q->output_len;
     }
-    if (rc)
+    if (rc || (rc = batcher_create(&bt, &bc, n, plen, olen, e)))
         goto out;
+    struct mem_ctx mc = {&v, &pl, rq, gpu_tokens, e, UINT32_MAX};
+    const struct batcher_memory mem = {&mc, mem_fits, mem_take, mem_release};
     if (timeline)
         fprintf(timeline, "iteration,start_s,end_s,running,waiting,tokens,prefill_tokens,"
                           "preemptions,gpu_kv_bytes,cpu_kv_bytes\n");
     double t = n ? w->req[0].arrival_s : 0, running_sum = 0;
     uint32_t next_arrival = 0, done = 0;
     while (done < n && !rc) {
-        while (next_arrival < n && w->req[next_arrival].arrival_s <= t) {
-            rq[next_arrival].state = RQ_WAITING;
-            q_push_back(&wait, next_arrival++);
-        }
-        if (run.n == 0 && wait.n == 0) {
+        while (next_arrival < n && w->req[next_arrival].arrival_s <= t)
+            batcher_arrive(bt, next_arrival++);
+        if (batcher_running(bt) == 0 && batcher_waiting(bt) == 0) {
             t = w->req[next_arrival].arrival_s;
             continue;
         }
-        uint32_t budget = budget0, n_it = 0, preempted = 0, prefill_tokens = 0;
-        /* running requests first, in order */
-        for (uint32_t k = 0; k < run.n && budget > 0;) {
-            uint32_t id = q_at(&run, k);
-            struct rq *q = &rq[id];
-            const uint32_t P = w->req[id].prompt_len;
-            uint32_t want = P + q->generated - q->computed;
-            uint32_t take = want < budget ? want : budget;
-            uint32_t last = q->computed + take - 1;
-            int self = 0;
-            while (!kv_fits(&pl, q, last)) {
-                uint32_t victim = q_pop_back(&run);
-                struct rq *p = &rq[victim];
-                kv_free(&pl, p);
-                r->req[victim].preemptions++;
-                r->preemptions++;
-                preempted++;
-                r->repeated_prefill_tokens += p->computed;
-                *p = (struct rq){.generated = p->generated, .seq = p->seq, .state = RQ_WAITING,
-                                 .run = p->run};
-                q_push_front(&wait, victim);
-                if (victim == id) {
-                    self = 1;
-                    break;
-                }
+        uint32_t n_it, preempted, stuck, tokens = 0, prefill_tokens = 0;
+        if ((rc = batcher_plan(bt, &mem, items, &n_it, &preempted, &stuck))) {
+            if (mc.never != UINT32_MAX) {
+                const struct placement_run *p = rq[mc.never].run;
+                rc = 0;
+                r->oom = 1;
+                snprintf(r->oom_reason, sizeof r->oom_reason,
+                         "request %u (%u + %u tokens) can never run: it needs %.3g GB of GPU KV "
+                         "(pool %.3g GB) and %.3g GB of host KV (%.3g GB) at its peak",
+                         mc.never, w->req[mc.never].prompt_len, w->req[mc.never].output_len,
+                         p->gpu_peak / 1e9, pl.gpu / 1e9, p->cpu_peak / 1e9, pl.cpu / 1e9);
             }
-            if (self)
-                break;
-            kv_take(&pl, q, last);
-            items[n_it++] = (struct sched_item){id, q->computed, take};
-            budget -= take;
-            k++;
-        }
-        /* then waiting requests, when nothing was preempted */
-        while (!preempted && wait.n && run.n < seqs && budget > 0) {
-            uint32_t id = q_at(&wait, 0);
-            struct rq *q = &rq[id];
-            const uint32_t P = w->req[id].prompt_len;
-            uint32_t want = P + q->generated - q->computed;
-            if (want > budget && cfg->no_chunked_prefill)
-                break;
-            uint32_t take = want < budget ? want : budget;
-            if (!q->run && (rc = run_get(&v, q->seq, P, P + w->req[id].output_len - 1, gpu_tokens,
-                                         &q->run, e)))
-                break;
-            uint32_t last = q->computed + take - 1;
-            if (!kv_fits(&pl, q, last)) {
-                if (run.n == 0 && n_it == 0) {
-                    r->oom = 1;
-                    snprintf(r->oom_reason, sizeof r->oom_reason,
-                             "request %u (%u + %u tokens) does not fit alone: it needs %.2f GB "
-                             "of GPU KV (pool %.2f GB) and %.2f GB of host KV (%.2f GB)", id, P,
-                             w->req[id].output_len, q->run->gpu_at[last] / 1e9, pl.gpu / 1e9,
-                             q->run->cpu_at[last] / 1e9, pl.cpu / 1e9);
-                }
-                break;
-            }
-            q_pop_front(&wait);
-            q_push_back(&run, id);
-            q->state = RQ_RUNNING;
-            kv_take(&pl, q, last);
-            items[n_it++] = (struct sched_item){id, q->computed, take};
-            budget -= take;
-        }
-        if (rc || r->oom)
             break;
-        if (n_it == 0) { /* everything running was preempted: try again at once */
+        }
+        r->preemptions += preempted;
+        if (stuck != UINT32_MAX) {
+            const struct placement_run *p = rq[stuck].run;
+            uint32_t last = w->req[stuck].prompt_len + batcher_generated(bt, stuck) - 1;
+            r->oom = 1;
+            snprintf(r->oom_reason, sizeof r->oom_reason,
+                     "request %u (%u + %u tokens) does not fit alone: it needs %.2f GB of GPU KV "
+                     "(pool %.2f GB) and %.2f GB of host KV (%.2f GB)", stuck,
+                     w->req[stuck].prompt_len, w->req[stuck].output_len, p->gpu_at[last] / 1e9,
+                     pl.gpu / 1e9, p->cpu_at[last] / 1e9, pl.cpu / 1e9);
+            break;
+        }
+        if (n_it == 0) { /* everything running was preempted: plan again at once */
             ALISA_ASSERT(preempted > 0);
             continue;
         }
@@ -781,45 +770,37 @@ static int serve_run_shared(struct serve_shared *sh, const struct serve_config *
         r->transfer_s += transfer_ns * 1e-9;
         r->stall_s += (dur - compute_ns > 0 ? dur - compute_ns : 0) * 1e-9;
         r->iterations++;
-        running_sum += run.n;
+        running_sum += batcher_running(bt);
         if (pl.gpu_used > r->peak_gpu_kv_bytes)
             r->peak_gpu_kv_bytes = pl.gpu_used;
         if (pl.cpu_used > r->peak_cpu_kv_bytes)
             r->peak_cpu_kv_bytes = pl.cpu_used;
         for (uint32_t k = 0; k < n_it; k++) {
-            const struct sched_item *s = &items[k];
-            struct rq *q = &rq[s->id];
-            const uint32_t P = w->req[s->id].prompt_len;
-            if (s->first < P)
-                prefill_tokens += s->n;
-            q->computed += s->n;
-            if (q->computed < P + q->generated)
-                continue;
-            q->generated++;
-            if (q->generated == 1)
-                r->req[s->id].first_token_s = t;
-            if (q->generated == w->req[s->id].output_len) {
-                r->req[s->id].finish_s = t;
-                q->state = RQ_DONE;
-                kv_free(&pl, q);
-                run_release(&v, q->run);
-                q->run = NULL;
+            tokens += items[k].n;
+            if (items[k].first < w->req[items[k].id].prompt_len)
+                prefill_tokens += items[k].n;
+        }
+        batcher_done(bt, &mem, items, n_it);
+        for (uint32_t k = 0; k < n_it; k++) {
+            const struct batcher_item *it = &items[k];
+            if (it->first_token)
+                r->req[it->id].first_token_s = t;
+            if (it->finished) {
+                r->req[it->id].finish_s = t;
+                run_release(&v, rq[it->id].run);
+                rq[it->id].run = NULL;
                 done++;
             }
         }
-        /* finished requests leave the running list, the rest keep their order */
-        uint32_t keep = 0, total = run.n;
-        for (uint32_t k = 0; k < total; k++) {
-            uint32_t id = q_at(&run, k);
-            if (rq[id].state != RQ_DONE)
-                run.id[(run.head + keep++) % run.cap] = id;
-        }
-        run.n = keep;
         if (timeline)
             fprintf(timeline, "%u,%.9f,%.9f,%u,%u,%u,%u,%u,%.0f,%.0f\n", r->iterations - 1,
-                    start, t, run.n, wait.n, budget0 - budget, prefill_tokens, preempted,
-                    pl.gpu_used, pl.cpu_used);
+                    start, t, batcher_running(bt), batcher_waiting(bt), tokens, prefill_tokens,
+                    preempted, pl.gpu_used, pl.cpu_used);
     }
+    if (!rc)
+        for (uint32_t i = 0; i < n; i++)
+            r->req[i].preemptions = batcher_preemptions(bt, i);
+    r->repeated_prefill_tokens = bt ? (double)batcher_lost_tokens(bt) : 0;
     if (rc || r->oom)
         goto out;
     /* metrics (vllm/benchmarks/serve.py, calculate_metrics: TPOT excludes
@@ -858,9 +839,10 @@ out:
     /* the requests are gone: every replay is free for the next run */
     for (struct placement_run *p = sh->runs; p; p = p->next)
         p->refs = 0;
+    batcher_destroy(bt);
     free(rq);
-    free(run.id);
-    free(wait.id);
+    free(plen);
+    free(olen);
     free(items);
     free(v.tl_of);
     free(v.mult);

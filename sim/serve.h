@@ -3,22 +3,15 @@
  * token by the scheduler core under any selection and placement policy,
  * priced by the cost model; per-request latencies and their percentiles.
  *
- * Scheduling follows vLLM V1 (vllm/v1/core/sched/scheduler.py,
- * Scheduler.schedule): each iteration has a budget of max_batched_tokens
- * token rows. Running requests come first, in order: each asks for its
- * tokens not yet computed (1 when decoding, the rest of its prompt while
- * prefilling), capped by what is left of the budget; when its KV does not
- * fit, the last running request is preempted (running.pop(), FCFS), again
- * until it fits or the request itself was the one preempted. A preempted
- * request loses its KV and its computed tokens (_preempt_request: recompute)
- * and goes to the head of the waiting queue. Then, only when nothing was
- * preempted this iteration, waiting requests are admitted in arrival order
- * while fewer than max_num_seqs run and budget is left: a prompt longer than
- * what is left is cut to it (chunked prefill), or, without chunked prefill,
- * waits for a later iteration; a request whose KV does not fit stops the
- * admissions. A request produces a token in the iteration that computes its
- * last known token: its first when the prompt is done (the time to first
- * token), one per decode iteration after.
+ * Scheduling is the scheduler core's batcher (batcher.h): vLLM V1's rules
+ * (vllm/v1/core/sched/scheduler.py, Scheduler.schedule) over a budget of
+ * max_batched_tokens token rows an iteration, running requests first,
+ * prompts chunked to the budget, the last running request preempted by
+ * recomputation when KV runs out. A request produces a token in the
+ * iteration that computes its last known token: its first when the prompt
+ * is done (the time to first token), one per decode iteration after. A
+ * request whose peak footprint no pool holds makes the run out of memory
+ * (r->oom) rather than preempt itself for ever.
  *
  * Memory: the GPU's KV pool (its memory times gpu_mem_utilization, less the
  * weights and the activations of a max_batched_tokens prefill, as vLLM's
@@ -32,16 +25,18 @@
  * each position gives the request's footprint on each tier, the GPU's
  * rounded up to whole blocks per layer. A request's placement is a replay
  * of its trace sequence: it does not depend on the other requests, so it is
- * computed once per (sequence, prompt length) and shared. A preempted
+ * computed once per (sequence, prompt and output length) and shared. A preempted
  * request is recomputed as a prompt of its prompt and generated tokens, and
  * its KV is taken to return to the places its replay had given it.
  *
  * Trace mapping: request i reads trace sequence i mod S among the sequences
- * long enough for it (prompt plus output), or, when none is and extend is
- * set, among all, its positions past the sequence's end continuing with
- * synthetic rows (alisa sim --extend's model); else it is an error naming
- * the request. Positions below the request's prompt feed prefill; the rest
+ * long enough for it (prompt plus output) whose rows start by its prompt's
+ * end, or, when none is long enough and extend is set, among those, its
+ * positions past the sequence's end continuing with synthetic rows (alisa
+ * sim --extend's model); else it is an error naming the request. Positions below the request's prompt feed prefill; the rest
  * are decode steps whose rows are the trace's rows at the same positions.
+ * A prompt chunk (the prompt, or a preempted request's tokens computed
+ * again) loads nothing and offloads what the replay had offloaded by then.
  *
  * Time: an iteration's layers run as alisa sim runs a decode step's
  * (simulate.h): the layer's loads on the host-to-device link (the next

@@ -20,6 +20,8 @@
 /* The most requests a stream may hold: far above any serving benchmark
  * (vLLM's default is 1,000 prompts), so a stream's memory stays bounded. */
 #define WORKLOAD_MAX_REQUESTS (1u << 22)
+/* The longest line a request CSV may have, in bytes. */
+#define WORKLOAD_LINE_MAX 65536
 /* The longest prompt or output a request may have, in tokens. */
 #define WORKLOAD_MAX_TOKENS (1u << 20)
 
@@ -52,10 +54,12 @@ int workload_generate(const struct wl_params *p, struct workload *w, struct alis
 
 /* Reads a stream from a CSV file: a header line naming the columns
  * arrival_s, prompt_len and output_len (in any order; other columns are
- * ignored), then one request per line. Arrival times must be finite, >= 0
- * and non-decreasing; lengths whole numbers in 1..WORKLOAD_MAX_TOKENS; at
- * most WORKLOAD_MAX_REQUESTS rows. On failure *w is empty and e names the
- * file, line, column and value. */
+ * ignored), then one request per line (blank lines skipped, quoting as
+ * RFC 4180, a UTF-8 byte-order mark allowed). Arrival times must be plain
+ * decimal numbers, finite, >= 0 and non-decreasing; lengths whole numbers in
+ * 1..WORKLOAD_MAX_TOKENS; at most WORKLOAD_MAX_REQUESTS rows of at most
+ * WORKLOAD_LINE_MAX bytes. On failure *w is empty and e names the file, its
+ * line, the column and the value. */
 int workload_read_csv(const char *path, struct workload *w, struct alisa_err *e);
 
 /* Writes w as that CSV (arrival_s,prompt_len,output_len): what --dump-requests

@@ -145,6 +145,52 @@ static void test_csv_reads_back_what_was_written(void **state)
     free(dir);
 }
 
+/* A byte-order mark, a long column of someone else's and a line at the
+ * limit are read; a line over it is refused without holding it. */
+static void test_csv_reads_what_spreadsheets_write(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "x.csv");
+    FILE *f = fopen(path, "w");
+    fprintf(f, "\xEF\xBB\xBF" "arrival_s,prompt_len,output_len,note\n0,5,3,");
+    for (int i = 0; i < 1000; i++)
+        fputc('a', f);
+    fprintf(f, "\n");
+    fclose(f);
+    struct alisa_err e = {{0}};
+    struct workload w;
+    if (workload_read_csv(path, &w, &e))
+        fail_msg("%s", e.msg);
+    assert_int_equal(w.n, 1);
+    assert_int_equal(w.req[0].output_len, 3);
+    workload_free(&w);
+    f = fopen(path, "w");
+    fprintf(f, "arrival_s,prompt_len,output_len,note\n0,5,3,");
+    for (int i = 0; i < WORKLOAD_LINE_MAX; i++)
+        fputc('a', f);
+    fprintf(f, "\n");
+    fclose(f);
+    assert_int_equal(workload_read_csv(path, &w, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "line 2: longer than"));
+    tu_rmdir(dir);
+    free(dir);
+}
+
+/* Gaps so long the arrival times leave the doubles: refused by name. */
+static void test_non_finite_arrivals_are_refused(void **state)
+{
+    (void)state;
+    struct alisa_err e = {{0}};
+    struct workload w;
+    struct wl_params p = params(40, 1e-307, 1, 1);
+    assert_int_equal(workload_generate(&p, &w, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "not a finite number"));
+    p = params(40, 1e-10, 1e-300, 1);
+    assert_int_equal(workload_generate(&p, &w, &e), ALISA_EINVAL);
+    assert_null(w.req);
+}
+
 static void expect_refused(const char *dir, const char *text, const char *msg)
 {
     const char *path = tu_path(dir, "bad.csv");
@@ -181,6 +227,16 @@ static void test_bad_csv_names_file_line_and_value(void **state)
     expect_refused(dir, "arrival_s,prompt_len,output_len\n0,5,3,9\n", "more fields");
     expect_refused(dir, "arrival_s,prompt_len,output_len\n0,5\n", "line 2: no output_len");
     expect_refused(dir, "arrival_s,prompt_len,output_len\n0,\"5,3\n", "line 2");
+    /* lines as the file numbers them: blank lines and quoted newlines count */
+    expect_refused(dir, "arrival_s,prompt_len,output_len,note\n\n0,5,3,x\n\n\n1,5,z,y\n",
+                   "line 6: output_len 'z'");
+    expect_refused(dir, "note,arrival_s,prompt_len,output_len\n\"a\nb\",0,5,3\nc,1,5,-3\n",
+                   "line 4: output_len '-3'");
+    /* numbers as a CSV writes them (spaces around a field are libcsv's to
+     * trim): no hex, infinities or signs on lengths */
+    expect_refused(dir, "arrival_s,prompt_len,output_len\n0x1p-2,5,3\n", "arrival_s '0x1p-2'");
+    expect_refused(dir, "arrival_s,prompt_len,output_len\ninf,5,3\n", "arrival_s 'inf'");
+    expect_refused(dir, "arrival_s,prompt_len,output_len\n0,+5,3\n", "prompt_len '+5'");
     tu_rmdir(dir);
     free(dir);
 }
@@ -194,6 +250,8 @@ int main(void)
         cmocka_unit_test(test_bad_parameters_name_themselves),
         cmocka_unit_test(test_csv_reads_back_what_was_written),
         cmocka_unit_test(test_bad_csv_names_file_line_and_value),
+        cmocka_unit_test(test_csv_reads_what_spreadsheets_write),
+        cmocka_unit_test(test_non_finite_arrivals_are_refused),
     };
     return tu_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

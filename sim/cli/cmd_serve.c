@@ -178,8 +178,8 @@ static json_t *stat_json(const struct serve_stat *s)
                      "p99", s->p99, "max", s->max);
 }
 
-static void report_json(const struct serve_opts *o, const struct workload *w,
-                        const struct serve_result *r, json_t *search)
+static int report_json(const struct serve_opts *o, const struct workload *w,
+                       const struct serve_result *r, json_t *search)
 {
     const struct serve_config *cfg = &o->cfg;
     json_t *root = json_pack(
@@ -190,6 +190,12 @@ static void report_json(const struct serve_opts *o, const struct workload *w,
         "makespan_s", r->makespan_s, "throughput_tok_s", r->throughput_tok_s, "request_rate_s",
         r->request_rate_s, "goodput_req_s", r->goodput_req_s, "slo_attained", r->slo_attained,
         "iterations", r->iterations, "preemptions", r->preemptions);
+    if (!root) { /* json_pack refuses a NaN or an infinity: no figure here should be one */
+        json_decref(search);
+        struct alisa_err e = {{0}};
+        err_set(&e, ALISA_EINVAL, "a figure of the run is not a finite number; no JSON written");
+        return cli_fail(&e);
+    }
     json_object_set_new(root, "oom_reason", r->oom ? json_string(r->oom_reason) : json_null());
     json_object_set_new(root, "selection_params", cli_knobs_json(cfg->sel, &cfg->sel_params));
     json_object_set_new(root, "workload", o->requests ? json_pack("{s:s}", "csv", o->requests)
@@ -226,6 +232,7 @@ static void report_json(const struct serve_opts *o, const struct workload *w,
     json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
     printf("\n");
     json_decref(root);
+    return 0;
 }
 
 static void print_stat(const char *name, const struct serve_stat *s, double scale,
@@ -393,7 +400,7 @@ int cmd_serve(int argc, char **argv)
                100 * o.attain, found == o.search[1] ? ">= " : "", found, runs,
                found > 0 ? "; the run at that rate:" : ": none (the run at the lowest rate below)");
     if (o.json)
-        report_json(&o, &w, &r, o.search[1] > 0 ? json_pack("{s:f, s:f, s:f, s:f, s:i, s:b}",
+        rc = report_json(&o, &w, &r, o.search[1] > 0 ? json_pack("{s:f, s:f, s:f, s:f, s:i, s:b}",
                     "low", o.search[0], "high", o.search[1], "attain", o.attain, "rate", found,
                     "runs", runs, "at_high_end", found == o.search[1]) : NULL);
     else
