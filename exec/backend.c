@@ -177,6 +177,29 @@ const float *llm_forward_chunk(struct llm_state *s, const uint32_t *tokens, uint
     return s->ops->forward(s->be, &s->c, tokens, pos0, P, rows);
 }
 
+const float *llm_forward_rows(struct llm_state *s, const uint32_t *tokens, const uint32_t *slot,
+                              const uint32_t *pos, uint32_t R)
+{
+    const struct backend_common *c = &s->c;
+    if (!s->ops->forward_rows) {
+        err_set(&s->c.err, ALISA_EINVAL, "the %s backend runs sequences in lockstep only "
+                "(rows at their own positions: the CPU backend)", s->ops->name);
+        return NULL;
+    }
+    if (c->sched) {
+        err_set(&s->c.err, ALISA_EINVAL, "rows at their own positions run on the dense cache "
+                "only (the tiered cache takes one prompt length for every sequence)");
+        return NULL;
+    }
+    ALISA_ASSERT(R >= 1);
+    for (uint32_t r = 0; r < R; r++) {
+        ALISA_ASSERT(tokens[r] < c->m->c.vocab && slot[r] < c->batch && pos[r] < c->max_len);
+        ALISA_ASSERT(r == 0 || slot[r - 1] != slot[r] || pos[r - 1] < pos[r]);
+    }
+    memset(s->c.t_layer, 0, (size_t)c->m->c.n_layers * T_N * sizeof *s->c.t_layer);
+    return s->ops->forward_rows(s->be, &s->c, tokens, slot, pos, R);
+}
+
 int llm_prefill_chunk(struct llm_state *s, const uint32_t *tokens, uint32_t pos0, uint32_t P)
 {
     s->c.no_head = 1;

@@ -69,6 +69,9 @@ struct backend_ops {
     /* llm_forward_chunk's contract; c->err on failure. */
     const float *(*forward)(void *be, struct backend_common *c, const uint32_t *tokens,
                             uint32_t pos0, uint32_t P, float *rows);
+    /* llm_forward_rows's contract (rows checked); NULL where not built. */
+    const float *(*forward_rows)(void *be, struct backend_common *c, const uint32_t *tokens,
+                                 const uint32_t *slot, const uint32_t *pos, uint32_t R);
 
     /* Calibration's microbenchmarks (calibrate.c), each as this backend
      * runs the work. The processor computed on: its name, memory and one

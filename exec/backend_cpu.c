@@ -28,6 +28,9 @@ struct cpu_state {
     float *hb, *hb2;       /* (rows, hidden_dim) */
     float *logits;         /* (rows, vocab) */
     void *qscratch;        /* qmat_gemm's activation blocks for rows_cap rows */
+    uint32_t *slot, *pos;  /* (rows_cap) each row's sequence and position (lockstep calls) */
+    uint32_t *order;       /* (rows_cap) rows by position, then sequence: the tiered pass;
+                              then (max_len + 1) counts to sort them */
     uint32_t nt;           /* threads the dense attention runs on */
     float *att;            /* (nt, n_heads, max_len) scores of one sequence a thread */
     float *key_cache;      /* (n_layers, batch, max_len, kv_dim) */
@@ -45,6 +48,7 @@ static void cpu_destroy(void *be)
         return;
     free(s->x);
     free(s->qscratch);
+    free(s->slot); /* slot, pos and order: one block */
     free(s->att);
     free(s->key_cache);
     free(s->value_cache);
@@ -64,13 +68,18 @@ static int ensure_rows(struct cpu_state *s, uint32_t rows)
     size_t R = rows, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim;
     float *p = malloc((4 * R * d + 2 * R * kv + 2 * R * hd + R * c->vocab) * sizeof(float));
     void *qs = malloc(qmat_scratch_bytes(d > hd ? (uint32_t)d : (uint32_t)hd, rows));
-    if (!p || !qs) {
-        free(p), free(qs);
+    uint32_t *ix = malloc((3 * R + s->max_len + 1) * sizeof *ix);
+    if (!p || !qs || !ix) {
+        free(p), free(qs), free(ix);
         return ALISA_ENOMEM;
     }
     free(s->x);
     free(s->qscratch);
+    free(s->slot); /* one block: slot, pos, order */
     s->qscratch = qs;
+    s->slot = ix;
+    s->pos = ix + R;
+    s->order = ix + 2 * R;
     s->x = p; p += R * d;
     s->xb = p; p += R * d;
     s->xb2 = p; p += R * d;
@@ -191,28 +200,43 @@ static void norm_rows(const struct llm_config *c, float *o, const float *x, cons
     }
 }
 
-static const float *cpu_forward(void *be, struct backend_common *cm, const uint32_t *tokens,
-                                uint32_t pos0, uint32_t P, float *rows)
+/* The forward pass over R rows, row r being sequence slot[r]'s token at
+ * position pos[r] (a sequence's rows in increasing positions, its earlier
+ * positions computed before): the lockstep call's rows (cpu_forward) or a
+ * serving iteration's (llm_forward_rows). tpos0 and tP are what the
+ * timings line reports. */
+static const float *cpu_forward_rows(struct cpu_state *s, struct backend_common *cm,
+                                     const uint32_t *tokens, const uint32_t *slot,
+                                     const uint32_t *pos_of, uint32_t R, float *rows,
+                                     uint32_t tpos0, uint32_t tP)
 {
-    struct cpu_state *s = be;
     const struct llm_config *c = &s->m->c;
     const struct llm_weights *w = &s->m->w;
     const uint32_t B = s->batch, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim;
     const uint32_t H = c->n_heads, hs = c->head_dim, group = c->n_heads / c->n_kv_heads;
-    const uint32_t half = hs / 2, R = B * P;
+    const uint32_t half = hs / 2;
     cpu_flush_subnormals();
     if (ensure_rows(s, R)) {
-        err_set(&cm->err, ALISA_ENOMEM, "out of memory for %u x %u activation rows", B, P);
+        err_set(&cm->err, ALISA_ENOMEM, "out of memory for %u activation rows", R);
         return NULL;
     }
+    if (cm->sched) { /* the tiered pass visits rows by position, then sequence */
+        uint32_t *count = s->order + R; /* (max_len + 1), part of the index block */
+        memset(count, 0, ((size_t)s->max_len + 1) * sizeof *count);
+        for (uint32_t r = 0; r < R; r++)
+            count[pos_of[r] + 1]++;
+        for (uint32_t p = 0; p < s->max_len; p++)
+            count[p + 1] += count[p];
+        for (uint32_t r = 0; r < R; r++) /* rows of a position stay in sequence order */
+            s->order[count[pos_of[r]]++] = r;
+    }
     const int opt = c->arch == LLM_ARCH_OPT, rope = !opt;
-    /* row r = b * P + i holds sequence b at position pos0 + i; OPT adds its
-     * learned position, row pos + 2 (modeling_opt.py's offset) */
+    /* OPT adds its learned position, row pos + 2 (modeling_opt.py's offset) */
     for (uint32_t r = 0; r < R; r++) {
         float *x = s->x + (size_t)r * d;
         qmat_row(&w->token_embedding, tokens[r], x);
         if (opt) {
-            qmat_row(&w->pos_embedding, pos0 + r % P + 2, s->xb);
+            qmat_row(&w->pos_embedding, pos_of[r] + 2, s->xb);
             for (uint32_t j = 0; j < d; j++)
                 x[j] += s->xb[j];
         }
@@ -236,7 +260,7 @@ static const float *cpu_forward(void *be, struct backend_common *cm, const uint3
         if (!cm->sched) { /* dense: every row's keys written, then every row attends, in parallel */
 #pragma omp parallel for schedule(static) num_threads(s->nt) if (R > 1)
             for (uint32_t r = 0; r < R; r++) {
-                uint32_t b = r / P, pos = pos0 + r % P;
+                uint32_t b = slot[r], pos = pos_of[r];
                 size_t base = (((size_t)l * B + b) * s->max_len + pos) * kv;
                 const float *cs = s->rope_cos + (size_t)pos * half, *sn = s->rope_sin + (size_t)pos * half;
                 if (rope) {
@@ -248,7 +272,7 @@ static const float *cpu_forward(void *be, struct backend_common *cm, const uint3
             }
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->nt) if (R > 1)
             for (uint32_t r = 0; r < R; r++) {
-                uint32_t b = r / P, pos = pos0 + r % P, n = pos + 1, tid = cpu_thread_id();
+                uint32_t b = slot[r], pos = pos_of[r], n = pos + 1, tid = cpu_thread_id();
                 size_t base = (((size_t)l * B + b) * s->max_len) * kv;
                 float *wt = s->w + (size_t)tid * s->max_len;
                 /* output replaces the normed input */
@@ -260,11 +284,10 @@ static const float *cpu_forward(void *be, struct backend_common *cm, const uint3
             }
         }
         /* tiered: positions in order, position p attends keys written at p' <= p */
-        for (uint32_t i = 0; i < P && cm->sched; i++) {
-            uint32_t pos = pos0 + i, n = pos + 1;
+        for (uint32_t k = 0; k < R && cm->sched; k++) {
+            const uint32_t r = s->order[k], b = slot[r], pos = pos_of[r], n = pos + 1;
             const float *cs = s->rope_cos + (size_t)pos * half, *sn = s->rope_sin + (size_t)pos * half;
-            for (uint32_t b = 0; b < B; b++) {
-                size_t r = (size_t)b * P + i;
+            {
                 float *q = s->q + r * d, *kb = s->k + r * kv, *vb = s->v + r * kv;
                 if (rope) {
                     cpu_rope(q, d, hs, cs, sn);
@@ -321,8 +344,32 @@ static const float *cpu_forward(void *be, struct backend_common *cm, const uint3
         qmat_gemm(s->logits, s->xb, &w->wcls, R, s->qscratch);
     }
     uint64_t end = backend_mono_ns();
-    backend_write_timings(cm, pos0, P, (double)(end - t_start), (double)(end - t0));
+    backend_write_timings(cm, tpos0, tP, (double)(end - t_start), (double)(end - t0));
     return s->logits;
+}
+
+/* llm_forward_chunk: row r = b * P + i is sequence b at position pos0 + i. */
+static const float *cpu_forward(void *be, struct backend_common *cm, const uint32_t *tokens,
+                                uint32_t pos0, uint32_t P, float *rows)
+{
+    struct cpu_state *s = be;
+    const uint32_t R = s->batch * P;
+    if (ensure_rows(s, R)) {
+        err_set(&cm->err, ALISA_ENOMEM, "out of memory for %u x %u activation rows", s->batch, P);
+        return NULL;
+    }
+    for (uint32_t r = 0; r < R; r++) {
+        s->slot[r] = r / P;
+        s->pos[r] = pos0 + r % P;
+    }
+    return cpu_forward_rows(s, cm, tokens, s->slot, s->pos, R, rows, pos0, P);
+}
+
+static const float *cpu_forward_ragged(void *be, struct backend_common *cm,
+                                       const uint32_t *tokens, const uint32_t *slot,
+                                       const uint32_t *pos, uint32_t R)
+{
+    return cpu_forward_rows(be, cm, tokens, slot, pos, R, NULL, pos[0], R);
 }
 
 /* ---- calibration's microbenchmarks (backend.h) ---- */
@@ -482,6 +529,7 @@ const struct backend_ops backend_cpu = {
     .destroy = cpu_destroy,
     .kvstore = cpu_kvstore,
     .forward = cpu_forward,
+    .forward_rows = cpu_forward_ragged,
     .describe = cpu_describe,
     .bench_gemm = cpu_bench_gemm,
     .bench_copy = cpu_bench_copy,

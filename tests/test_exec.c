@@ -721,6 +721,67 @@ static void test_exec_chunked_forward_equals_position_by_position(void **state)
     llm_free(m);
 }
 
+/* Rows at their own positions (a serving iteration) give each sequence
+ * what it gets run alone: three sequences of 24 tokens on 3 slots, fed in
+ * ragged iterations (a prompt chunk of one beside single decode tokens of
+ * the others, a sequence starting late, one left out), each row's logits
+ * equal to the same sequence's run position by position. */
+static void test_exec_rows_at_their_own_positions_equal_each_sequence_alone(void **state)
+{
+    (void)state;
+    struct llm_model *m = load_model_or_skip();
+    struct alisa_err e = {{0}};
+    const struct llm_config *c = &m->c;
+    enum { S = 3, N = 24 };
+    uint32_t tok[S][N];
+    for (uint32_t b = 0; b < S; b++)
+        for (uint32_t p = 0; p < N; p++)
+            tok[b][p] = p == 0 ? 1 : (uint32_t)(5 + 37 * p + 211 * b) % c->vocab;
+    float *ref = malloc((size_t)S * N * c->vocab * sizeof *ref);
+    for (uint32_t b = 0; b < S; b++) {
+        struct llm_state *one;
+        assert_int_equal(llm_state_create(&one, m, 1, N, &e), 0);
+        for (uint32_t p = 0; p < N; p++)
+            memcpy(ref + ((size_t)b * N + p) * c->vocab, llm_forward(one, &tok[b][p], p, NULL),
+                   c->vocab * sizeof *ref);
+        llm_state_free(one);
+    }
+    struct llm_state *st;
+    assert_int_equal(llm_state_create(&st, m, S, N, &e), 0);
+    uint32_t done[S] = {0}, it = 0;
+    while (done[0] < N || done[1] < N || done[2] < N) {
+        uint32_t tk[3 * N], sl[3 * N], ps[3 * N], R = 0;
+        for (uint32_t b = 0; b < S; b++) {
+            /* slot 1 starts at iteration 3; slot 2 sits out every third;
+             * slot 0 takes chunks of 7 */
+            uint32_t n = b == 0 ? 7 : 1;
+            if ((b == 1 && it < 3) || (b == 2 && it % 3 == 2))
+                n = 0;
+            for (uint32_t k = 0; k < n && done[b] < N; k++, R++) {
+                tk[R] = tok[b][done[b]];
+                sl[R] = b;
+                ps[R] = done[b]++;
+            }
+        }
+        it++;
+        if (R == 0)
+            continue;
+        const float *lg = llm_forward_rows(st, tk, sl, ps, R);
+        if (!lg)
+            fail_msg("%s", llm_state_error(st)->msg);
+        for (uint32_t r = 0; r < R; r++) {
+            const float *want = ref + ((size_t)sl[r] * N + ps[r]) * c->vocab;
+            for (uint32_t v = 0; v < c->vocab; v++)
+                if (fabsf(lg[(size_t)r * c->vocab + v] - want[v]) > 1e-4f + 1e-4f * fabsf(want[v]))
+                    fail_msg("slot %u position %u logit %u: rows %g, alone %g", sl[r], ps[r], v,
+                             lg[(size_t)r * c->vocab + v], want[v]);
+        }
+    }
+    llm_state_free(st);
+    free(ref);
+    llm_free(m);
+}
+
 /* The executor attends exactly what the selection chooses: on a tiny window
  * (prefill 3, decode to 16) local with 4 tokens attends pos-3..pos and
  * streaming with 6 tokens and 2 sinks attends 0, 1 and pos-3..pos, on every
@@ -1219,6 +1280,7 @@ int main(void)
         cmocka_unit_test(test_exec_tiered_placement_leaves_the_outputs_unchanged),
         cmocka_unit_test(test_exec_tiered_placement_leaves_opt_outputs_unchanged),
         cmocka_unit_test(test_exec_chunked_forward_equals_position_by_position),
+        cmocka_unit_test(test_exec_rows_at_their_own_positions_equal_each_sequence_alone),
         cmocka_unit_test(test_exec_attends_exactly_the_selected_tokens),
         cmocka_unit_test(test_exec_int8_kv_is_within_half_a_step_per_channel_and_group),
         cmocka_unit_test(test_exec_int8_kv_tracks_fp32_and_is_placement_invariant),
