@@ -803,37 +803,7 @@ static int serve_run_shared(struct serve_shared *sh, const struct serve_config *
     r->repeated_prefill_tokens = bt ? (double)batcher_lost_tokens(bt) : 0;
     if (rc || r->oom)
         goto out;
-    /* metrics (vllm/benchmarks/serve.py, calculate_metrics: TPOT excludes
-     * the first token and is taken over requests of more than one) */
-    double first = n ? w->req[0].arrival_s : 0, out_tokens = 0;
-    uint32_t good = 0, n_tpot = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        struct serve_request *q = &r->req[i];
-        q->ttft_s = q->first_token_s - q->arrival_s;
-        q->e2e_s = q->finish_s - q->arrival_s;
-        q->tpot_s = q->output_len > 1 ? (q->e2e_s - q->ttft_s) / (q->output_len - 1) : 0;
-        out_tokens += q->output_len;
-        if (q->finish_s - first > r->makespan_s)
-            r->makespan_s = q->finish_s - first;
-        good += (!(cfg->slo_ttft_s > 0) || q->ttft_s <= cfg->slo_ttft_s) &&
-                (!(cfg->slo_tpot_s > 0) || q->output_len < 2 || q->tpot_s <= cfg->slo_tpot_s);
-    }
-    for (uint32_t i = 0; i < n; i++)
-        x[i] = r->req[i].ttft_s;
-    stat_of(x, n, &r->ttft);
-    for (uint32_t i = 0; i < n; i++)
-        x[i] = r->req[i].e2e_s;
-    stat_of(x, n, &r->e2e);
-    for (uint32_t i = 0; i < n; i++)
-        if (r->req[i].output_len > 1)
-            x[n_tpot++] = r->req[i].tpot_s;
-    stat_of(x, n_tpot, &r->tpot);
-    if (r->makespan_s > 0) {
-        r->throughput_tok_s = out_tokens / r->makespan_s;
-        r->request_rate_s = n / r->makespan_s;
-        r->goodput_req_s = good / r->makespan_s;
-    }
-    r->slo_attained = n ? (double)good / n : 1;
+    serve_metrics(r, cfg->slo_ttft_s, cfg->slo_tpot_s, x);
     r->mean_running = r->iterations ? running_sum / r->iterations : 0;
 out:
     /* the requests are gone: every replay is free for the next run */
@@ -933,4 +903,44 @@ int serve_search_rate(const struct serve_config *cfg, const struct wl_params *p,
     *rate = !rc && ok ? lo : 0;
     shared_free(&sh);
     return rc;
+}
+
+void serve_metrics(struct serve_result *r, double slo_ttft_s, double slo_tpot_s, double *scratch)
+{
+    /* vllm/benchmarks/serve.py, calculate_metrics: TPOT excludes the first
+     * token and is taken over requests of more than one */
+    const uint32_t n = r->n;
+    double first = INFINITY, out_tokens = 0, *x = scratch;
+    uint32_t good = 0, n_tpot = 0;
+    r->makespan_s = 0;
+    for (uint32_t i = 0; i < n; i++)
+        first = r->req[i].arrival_s < first ? r->req[i].arrival_s : first;
+    for (uint32_t i = 0; i < n; i++) {
+        struct serve_request *q = &r->req[i];
+        q->ttft_s = q->first_token_s - q->arrival_s;
+        q->e2e_s = q->finish_s - q->arrival_s;
+        q->tpot_s = q->output_len > 1 ? (q->e2e_s - q->ttft_s) / (q->output_len - 1) : 0;
+        out_tokens += q->output_len;
+        if (q->finish_s - first > r->makespan_s)
+            r->makespan_s = q->finish_s - first;
+        good += (!(slo_ttft_s > 0) || q->ttft_s <= slo_ttft_s) &&
+                (!(slo_tpot_s > 0) || q->output_len < 2 || q->tpot_s <= slo_tpot_s);
+    }
+    for (uint32_t i = 0; i < n; i++)
+        x[i] = r->req[i].ttft_s;
+    stat_of(x, n, &r->ttft);
+    for (uint32_t i = 0; i < n; i++)
+        x[i] = r->req[i].e2e_s;
+    stat_of(x, n, &r->e2e);
+    for (uint32_t i = 0; i < n; i++)
+        if (r->req[i].output_len > 1)
+            x[n_tpot++] = r->req[i].tpot_s;
+    stat_of(x, n_tpot, &r->tpot);
+    r->throughput_tok_s = r->request_rate_s = r->goodput_req_s = 0;
+    if (r->makespan_s > 0) {
+        r->throughput_tok_s = out_tokens / r->makespan_s;
+        r->request_rate_s = n / r->makespan_s;
+        r->goodput_req_s = good / r->makespan_s;
+    }
+    r->slo_attained = n ? (double)good / n : 1;
 }

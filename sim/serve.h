@@ -136,6 +136,14 @@ int serve_run(const struct serve_config *cfg, const struct workload *w, struct s
 
 void serve_result_free(struct serve_result *r);
 
+/* From each request's arrival, first token and finish (r->req, r->n): its
+ * TTFT, TPOT and latency, their statistics, the makespan (first arrival to
+ * last token), throughput, SLO attainment and goodput, as vLLM's serving
+ * benchmark defines them (vllm/benchmarks/serve.py, calculate_metrics);
+ * what the simulator and an executor that serves report alike. scratch:
+ * (n) doubles. Cannot fail. */
+void serve_metrics(struct serve_result *r, double slo_ttft_s, double slo_tpot_s, double *scratch);
+
 /* The highest request rate whose SLO attainment (r->slo_attained: the share
  * of requests meeting both objectives) is at least `attain`: DistServe's
  * goodput (its largest rate meeting the objectives for a target share of

@@ -5,6 +5,8 @@
  */
 #include "cli_opts.h"
 
+#include "workload.h"
+
 #include <ctype.h>
 #include <getopt.h>
 #include <string.h>
@@ -21,6 +23,39 @@ const struct cli_opt cli_budget_opts[] = {
      "(default " CLI_STRINGIFY(SEL_SPARSITY_DEFAULT) ")", 0},
     {"budget-tokens", "N", CLI_U32, offsetof(struct sel_params, budget_tokens), NULL, 0,
      "attend N tokens per step instead (overrides --sparsity)", 0},
+    {0}};
+
+/* --prompt-len A or A:B (uniform on [A, B]) into a (min, max) pair */
+static int read_len_range(void *field, const char *opt, const char *arg, struct alisa_err *e)
+{
+    uint32_t *mm = field;
+    char a[32];
+    const char *colon = strchr(arg, ':');
+    size_t n = colon ? (size_t)(colon - arg) : strlen(arg);
+    if (n >= sizeof a)
+        return err_set(e, ALISA_EINVAL, "%s %s: expected N or MIN:MAX tokens", opt, arg);
+    memcpy(a, arg, n);
+    a[n] = 0;
+    if (cli_parse_u32(opt, a, &mm[0], e) || cli_parse_u32(opt, colon ? colon + 1 : a, &mm[1], e))
+        return ALISA_EINVAL;
+    if (mm[0] == 0 || mm[0] > mm[1])
+        return err_set(e, ALISA_EINVAL, "%s %s: expected 1 <= MIN <= MAX tokens", opt, arg);
+    return 0;
+}
+
+const struct cli_opt cli_stream_opts[] = {
+    {"requests", "N", CLI_U32, offsetof(struct wl_params, n_requests), NULL, 0,
+     "requests drawn (default 200)", 0},
+    {"rate", "R", CLI_DOUBLE, offsetof(struct wl_params, rate), NULL, 0,
+     "requests per second (default 4; 0: all at once)", 0},
+    {"burstiness", "K", CLI_DOUBLE, offsetof(struct wl_params, burstiness), NULL, 0,
+     "Gamma shape of the gaps (default 1: Poisson; < 1 burstier)", 0},
+    {"prompt-len", "N[:M]", CLI_FN, offsetof(struct wl_params, prompt_min), read_len_range, 0,
+     "prompt tokens, or uniform on N..M (default 128)", 0},
+    {"output-len", "N[:M]", CLI_FN, offsetof(struct wl_params, output_min), read_len_range, 0,
+     "output tokens, the first from the prefill (default 128)", 0},
+    {"seed", "S", CLI_U64, offsetof(struct wl_params, seed), NULL, 0,
+     "seed of the stream (default 1)", 0},
     {0}};
 
 int cli_read_memory(void *field, const char *opt, const char *arg, struct alisa_err *e)

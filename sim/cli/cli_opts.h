@@ -58,6 +58,14 @@ struct cli_command_opts {
  * --budget-tokens. */
 extern const struct cli_opt cli_budget_opts[];
 
+/* A request stream (serving, issue 46), a group over struct wl_params:
+ * --requests, --rate, --burstiness, --prompt-len N[:M], --output-len N[:M],
+ * --seed; its defaults are CLI_STREAM_DEFAULTS. */
+extern const struct cli_opt cli_stream_opts[];
+#define CLI_STREAM_DEFAULTS                                                                        \
+    {.n_requests = 200, .rate = 4, .burstiness = 1, .prompt_min = 128, .prompt_max = 128,         \
+     .output_min = 128, .output_max = 128, .seed = 1}
+
 /* A CLI_FN reader of a positive byte count (cli_parse_bytes) into a
  * uint64_t: --gpu-mem, --cpu-mem, where 0 would mean "the profile's" and
  * leaving the option out says that. */

@@ -43,24 +43,6 @@ static int read_rate_range(void *field, const char *opt, const char *arg, struct
     return 0;
 }
 
-/* --prompt-len A or A:B (uniform on [A, B]) into a (min, max) pair */
-static int read_len_range(void *field, const char *opt, const char *arg, struct alisa_err *e)
-{
-    uint32_t *mm = field;
-    char a[32];
-    const char *colon = strchr(arg, ':');
-    size_t n = colon ? (size_t)(colon - arg) : strlen(arg);
-    if (n >= sizeof a)
-        return err_set(e, ALISA_EINVAL, "%s %s: expected N or MIN:MAX tokens", opt, arg);
-    memcpy(a, arg, n);
-    a[n] = 0;
-    if (cli_parse_u32(opt, a, &mm[0], e) || cli_parse_u32(opt, colon ? colon + 1 : a, &mm[1], e))
-        return ALISA_EINVAL;
-    if (mm[0] == 0 || mm[0] > mm[1])
-        return err_set(e, ALISA_EINVAL, "%s %s: expected 1 <= MIN <= MAX tokens", opt, arg);
-    return 0;
-}
-
 static int read_overlap(void *field, const char *opt, const char *arg, struct alisa_err *e)
 {
     if (strcmp(arg, "prefetch") == 0 || strcmp(arg, "none") == 0)
@@ -75,16 +57,6 @@ static const struct cli_opt serve_workload_opts[] = {
      "i mod S among those long enough)", 0},
     {"model", "NAME", CLI_STR, SO(model), NULL, 1, "model shape (alisa catalog models)", 0},
     {"hardware", "NAME", CLI_STR, SO(hw), NULL, 1, "hardware profile (alisa catalog hardware)", 0},
-    {"requests", "N", CLI_U32, SO(wl.n_requests), NULL, 0, "requests drawn (default 200)", 0},
-    {"rate", "R", CLI_DOUBLE, SO(wl.rate), NULL, 0,
-     "requests per second (default 4; 0: all at once)", 0},
-    {"burstiness", "K", CLI_DOUBLE, SO(wl.burstiness), NULL, 0,
-     "Gamma shape of the gaps (default 1: Poisson; < 1 burstier)", 0},
-    {"prompt-len", "N[:M]", CLI_FN, SO(wl.prompt_min), read_len_range, 0,
-     "prompt tokens, or uniform on N..M (default 128)", 0},
-    {"output-len", "N[:M]", CLI_FN, SO(wl.output_min), read_len_range, 0,
-     "output tokens, the first from the prefill (default 128)", 0},
-    {"seed", "S", CLI_U64, SO(wl.seed), NULL, 0, "seed of the stream (default 1)", 0},
     {"requests-csv", "FILE", CLI_STR, SO(requests), NULL, 0,
      "read the stream instead: a header naming arrival_s,\n"
      "prompt_len and output_len, one request a line", 0},
@@ -146,8 +118,9 @@ static const struct cli_opt serve_run_opts[] = {
     {0}};
 
 static const struct cli_group serve_groups[] = {
-    {serve_workload_opts, 0}, {cli_budget_opts, SO(cfg.sel_params)}, {serve_run_opts, 0}};
-static const struct cli_command_opts serve_command = {serve_groups, 3, 1, 0};
+    {serve_workload_opts, 0}, {cli_stream_opts, SO(wl)}, {cli_budget_opts, SO(cfg.sel_params)},
+    {serve_run_opts, 0}};
+static const struct cli_command_opts serve_command = {serve_groups, 4, 1, 0};
 #undef SO
 
 void cmd_serve_usage(FILE *out)
@@ -302,8 +275,7 @@ int cmd_serve(int argc, char **argv)
                 .max_num_seqs = SERVE_MAX_NUM_SEQS, .max_batched_tokens = SERVE_MAX_BATCHED_TOKENS,
                 .block_tokens = SERVE_BLOCK_TOKENS,
                 .gpu_mem_utilization = SERVE_GPU_MEM_UTILIZATION},
-        .wl = {.n_requests = 200, .rate = 4, .burstiness = 1, .prompt_min = 128,
-               .prompt_max = 128, .output_min = 128, .output_max = 128, .seed = 1},
+        .wl = CLI_STREAM_DEFAULTS,
         .sel = "dense", .place = "gpu-only", .dir = catalog_default_dir(), .attain = 0.9};
     struct cli_knobs knobs = {0};
     struct alisa_err e = {{0}};
