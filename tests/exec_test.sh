@@ -196,6 +196,25 @@ check $? "record: a device arena too small is an error, no trace left"
     --gen-len 8 --log "$tmp/x.log" -o "$tmp/x.trace" 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "needs --selection or --placement" "$tmp/err" && [ ! -e "$tmp/x.trace" ]
 check $? "record --log without a scheduler refused, no trace left"
+# Issue 46: the executor serves a stream: every request completes, under a
+# KV pool small enough to preempt as well; the same CSV as alisa serve
+sv=(--model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 16:48 --output-len 8:24)
+"$alisa" serve-run "${sv[@]}" --requests 40 --rate 0 --max-num-seqs 16 --kv-bytes 200K --json \
+    --per-request "$tmp/pr.csv" >"$tmp/sr.json" 2>"$tmp/err" &&
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["requests"] == 40 and d["preemptions"] > 0 and d["ttft_s"]["p50"] > 0 and d["tpot_s"]["mean"] > 0' "$tmp/sr.json" &&
+    [ "$(awk -F, 'NR > 1 && $8 > 0 && $10 >= $8' "$tmp/pr.csv" | wc -l)" -eq 40 ]
+check $? "serve-run: 40 requests under a small KV pool, preempted and completed, each TTFT within its latency"
+"$alisa" serve --trace "$tmp/a.trace" --model stories260K --hardware V100-32GB --requests 6 \
+    --prompt-len 8 --output-len 8 --dump-requests "$tmp/req.csv" >/dev/null 2>&1 &&
+    "$alisa" serve-run --model stories260K --text "$text/tinystories_val_subset.txt" \
+        --requests-csv "$tmp/req.csv" --json | python3 -c 'import json,sys; assert json.load(sys.stdin)["requests"] == 6'
+check $? "serve-run serves the stream alisa serve wrote"
+"$alisa" serve-run "${sv[@]}" --requests 4 --kv-bytes 1K >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "does not fit --kv-bytes" "$tmp/err"
+check $? "serve-run: a request no pool holds is refused by name"
+"$alisa" serve-run "${sv[@]}" --max-num-seqs 0 >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "max-num-seqs 0" "$tmp/err"
+check $? "serve-run: a bad option value is a usage error"
 fi
 if [ "$part" != 1 ]; then
 # calibration: a profile the catalog loads; bad backends and repeats refused

@@ -6,7 +6,7 @@
 # Usage: help_options_test.sh ALISA_BINARY
 set -u
 alisa=$1
-cmds=(catalog fidelity plan search sim serve sweep "db export" "trace info" "trace check" "trace dump"
+cmds=(catalog fidelity plan search sim serve serve-run sweep "db export" "trace info" "trace check" "trace dump"
       "trace gen" "trace stats" calibrate run eval record validate validate-external)
 # options a help names that belong to another program: COMMAND:--option
 elsewhere=" record:--kv-fp32 sweep:--json sweep:--sshloginfile sim:--cpu-cache-compute sim:--percent search:--system search:--search validate-external:--query "  # alisa plan's; the points'; GNU parallel's; FlexGen's (2); alisa sim's (2); db export's

@@ -43,7 +43,7 @@ mapfile -t cmds < <(awk '
 n_readme=${#cmds[@]}
 # The help texts' examples: lines starting "  alisa " in the block that
 # starts with "examples (run as shown" and ends at a blank line.
-helps=(catalog policy "trace gen" "trace info" "trace check" "trace dump" "trace stats" plan fidelity sim serve search sweep db run
+helps=(catalog policy "trace gen" "trace info" "trace check" "trace dump" "trace stats" plan fidelity sim serve serve-run search sweep db run
        eval record model calibrate validate validate-external version)
 # every command alisa help lists has its examples here
 for c in $("$alisa" help | awk '/^commands:/ { on = 1; next } on && /^  [a-z]/ { print $1 }'); do

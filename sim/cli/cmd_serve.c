@@ -215,6 +215,34 @@ static void print_stat(const char *name, const struct serve_stat *s, double scal
            s->mean * scale, s->p50 * scale, s->p90 * scale, s->p99 * scale, s->max * scale, unit);
 }
 
+void cli_serve_print_latencies(const struct serve_result *r, double slo_ttft_s, double slo_tpot_s)
+{
+    printf("served       %.1f output tokens/s, %.3f requests/s over %.3f s; %u iterations, "
+           "%.1f running on average, %u preemptions\n", r->throughput_tok_s, r->request_rate_s,
+           r->makespan_s, r->iterations, r->mean_running, r->preemptions);
+    print_stat("TTFT", &r->ttft, 1e3, "ms");
+    print_stat("TPOT", &r->tpot, 1e3, "ms");
+    print_stat("latency", &r->e2e, 1.0, "s");
+    if (slo_ttft_s > 0 || slo_tpot_s > 0)
+        printf("goodput      %.3f requests/s: %.1f%% met TTFT <= %g s and TPOT <= %g s\n",
+               r->goodput_req_s, 100 * r->slo_attained, slo_ttft_s, slo_tpot_s);
+}
+
+json_t *cli_serve_latencies_json(const struct serve_result *r)
+{
+    json_t *o = json_pack("{s:i, s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:f}", "requests", r->n,
+                          "makespan_s", r->makespan_s, "throughput_tok_s", r->throughput_tok_s,
+                          "request_rate_s", r->request_rate_s, "goodput_req_s", r->goodput_req_s,
+                          "slo_attained", r->slo_attained, "iterations", r->iterations,
+                          "preemptions", r->preemptions, "mean_running", r->mean_running);
+    if (o) {
+        json_object_set_new(o, "ttft_s", stat_json(&r->ttft));
+        json_object_set_new(o, "tpot_s", stat_json(&r->tpot));
+        json_object_set_new(o, "e2e_s", stat_json(&r->e2e));
+    }
+    return o;
+}
+
 static int report_text(const struct serve_opts *o, const struct workload *w,
                        const struct serve_result *r)
 {
@@ -228,15 +256,7 @@ static int report_text(const struct serve_opts *o, const struct workload *w,
                 r->oom_reason);
         return cli_fail(&e);
     }
-    printf("served       %.1f output tokens/s, %.3f requests/s over %.3f s; %u iterations, "
-           "%.1f running on average, %u preemptions\n", r->throughput_tok_s, r->request_rate_s,
-           r->makespan_s, r->iterations, r->mean_running, r->preemptions);
-    print_stat("TTFT", &r->ttft, 1e3, "ms");
-    print_stat("TPOT", &r->tpot, 1e3, "ms");
-    print_stat("latency", &r->e2e, 1.0, "s");
-    if (cfg->slo_ttft_s > 0 || cfg->slo_tpot_s > 0)
-        printf("goodput      %.3f requests/s: %.1f%% met TTFT <= %g s and TPOT <= %g s\n",
-               r->goodput_req_s, 100 * r->slo_attained, cfg->slo_ttft_s, cfg->slo_tpot_s);
+    cli_serve_print_latencies(r, cfg->slo_ttft_s, cfg->slo_tpot_s);
     printf("KV           GPU peak %.2f of %.2f GB, host peak %.2f of %.2f GB", 
            r->peak_gpu_kv_bytes / 1e9, r->gpu_kv_capacity_bytes / 1e9,
            r->peak_cpu_kv_bytes / 1e9, r->cpu_kv_capacity_bytes / 1e9);
@@ -250,8 +270,8 @@ static int report_text(const struct serve_opts *o, const struct workload *w,
     return 0;
 }
 
-static int write_per_request(const char *path, const struct serve_result *r,
-                             struct alisa_err *e)
+int cli_serve_write_per_request(const char *path, const struct serve_result *r,
+                                struct alisa_err *e)
 {
     char part[4200];
     FILE *f = outfile_open(path, part, sizeof part, "per-request table", e);
@@ -357,7 +377,7 @@ int cmd_serve(int argc, char **argv)
             rc = closed;
     }
     if (!rc && !r.oom && o.per_request)
-        rc = write_per_request(o.per_request, &r, &e);
+        rc = cli_serve_write_per_request(o.per_request, &r, &e);
     if (rc) {
         serve_result_free(&r);
         workload_free(&w);

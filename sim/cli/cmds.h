@@ -26,6 +26,19 @@ int cmd_sim(int argc, char **argv);
 void cmd_sim_usage(FILE *out);
 int cmd_serve(int argc, char **argv);
 void cmd_serve_usage(FILE *out);
+int cmd_serve_run(int argc, char **argv);
+void cmd_serve_run_usage(FILE *out);
+
+/* What alisa serve and serve-run report alike (cmd_serve.c): the latency
+ * lines, their JSON object (new reference, NULL when a figure is not
+ * finite), and the per-request CSV (written whole or not at all). */
+struct serve_result;
+struct alisa_err;
+typedef struct json_t json_t;
+void cli_serve_print_latencies(const struct serve_result *r, double slo_ttft_s, double slo_tpot_s);
+json_t *cli_serve_latencies_json(const struct serve_result *r);
+int cli_serve_write_per_request(const char *path, const struct serve_result *r,
+                                struct alisa_err *e);
 
 int cmd_external(int argc, char **argv);
 void cmd_external_usage(FILE *out);

@@ -34,6 +34,8 @@ static const struct cli_cmd commands[] = {
      cmd_sim, cmd_sim_usage},
     {"serve", "simulate serving a stream of arriving requests with continuous batching",
      cmd_serve, cmd_serve_usage},
+    {"serve-run", "serve a stream of arriving requests on the executor, measuring latencies",
+     cmd_serve_run, cmd_serve_run_usage},
     {"search", "choose ALISA's alpha, beta, p1, p2 offline: greedy and exhaustive grid",
      cmd_search, cmd_search_usage},
     {"run", "generate text with a real model on the executor (CPU, or a GPU)", cmd_run, cmd_run_usage},
