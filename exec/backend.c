@@ -178,7 +178,8 @@ const float *llm_forward_chunk(struct llm_state *s, const uint32_t *tokens, uint
 }
 
 const float *llm_forward_rows(struct llm_state *s, const uint32_t *tokens, const uint32_t *slot,
-                              const uint32_t *pos, uint32_t R)
+                              const uint32_t *pos, uint32_t R, const uint32_t *head_rows,
+                              uint32_t n_head)
 {
     const struct backend_common *c = &s->c;
     if (!s->ops->forward_rows) {
@@ -196,8 +197,10 @@ const float *llm_forward_rows(struct llm_state *s, const uint32_t *tokens, const
         ALISA_ASSERT(tokens[r] < c->m->c.vocab && slot[r] < c->batch && pos[r] < c->max_len);
         ALISA_ASSERT(r == 0 || slot[r - 1] != slot[r] || pos[r - 1] < pos[r]);
     }
+    for (uint32_t k = 0; head_rows && k < n_head; k++)
+        ALISA_ASSERT(head_rows[k] < R);
     memset(s->c.t_layer, 0, (size_t)c->m->c.n_layers * T_N * sizeof *s->c.t_layer);
-    return s->ops->forward_rows(s->be, &s->c, tokens, slot, pos, R);
+    return s->ops->forward_rows(s->be, &s->c, tokens, slot, pos, R, head_rows, n_head);
 }
 
 int llm_prefill_chunk(struct llm_state *s, const uint32_t *tokens, uint32_t pos0, uint32_t P)

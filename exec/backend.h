@@ -71,7 +71,8 @@ struct backend_ops {
                             uint32_t pos0, uint32_t P, float *rows);
     /* llm_forward_rows's contract (rows checked); NULL where not built. */
     const float *(*forward_rows)(void *be, struct backend_common *c, const uint32_t *tokens,
-                                 const uint32_t *slot, const uint32_t *pos, uint32_t R);
+                                 const uint32_t *slot, const uint32_t *pos, uint32_t R,
+                                 const uint32_t *head_rows, uint32_t n_head);
 
     /* Calibration's microbenchmarks (calibrate.c), each as this backend
      * runs the work. The processor computed on: its name, memory and one

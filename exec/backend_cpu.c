@@ -203,12 +203,14 @@ static void norm_rows(const struct llm_config *c, float *o, const float *x, cons
 /* The forward pass over R rows, row r being sequence slot[r]'s token at
  * position pos[r] (a sequence's rows in increasing positions, its earlier
  * positions computed before): the lockstep call's rows (cpu_forward) or a
- * serving iteration's (llm_forward_rows). tpos0 and tP are what the
- * timings line reports. */
+ * serving iteration's (llm_forward_rows). The head runs over every row, or,
+ * with head_rows, over those n_head rows only (the logits then (n_head,
+ * vocab)). tpos0 and tP are what the timings line reports. */
 static const float *cpu_forward_rows(struct cpu_state *s, struct backend_common *cm,
                                      const uint32_t *tokens, const uint32_t *slot,
                                      const uint32_t *pos_of, uint32_t R, float *rows,
-                                     uint32_t tpos0, uint32_t tP)
+                                     const uint32_t *head_rows, uint32_t n_head, uint32_t tpos0,
+                                     uint32_t tP)
 {
     const struct llm_config *c = &s->m->c;
     const struct llm_weights *w = &s->m->w;
@@ -339,7 +341,12 @@ static const float *cpu_forward_rows(struct cpu_state *s, struct backend_common 
         tl[T_GEMM] += (double)(backend_mono_ns() - t0);
     }
     t0 = backend_mono_ns();
-    if (!cm->no_head) {
+    if (!cm->no_head && head_rows) { /* the rows asked for, gathered first */
+        for (uint32_t k = 0; k < n_head; k++)
+            memcpy(s->xb2 + (size_t)k * d, s->x + (size_t)head_rows[k] * d, d * sizeof *s->x);
+        norm_rows(c, s->xb, s->xb2, w->rms_final, w->ln_final_b, n_head);
+        qmat_gemm(s->logits, s->xb, &w->wcls, n_head, s->qscratch);
+    } else if (!cm->no_head) {
         norm_rows(c, s->xb, s->x, w->rms_final, w->ln_final_b, R);
         qmat_gemm(s->logits, s->xb, &w->wcls, R, s->qscratch);
     }
@@ -362,14 +369,15 @@ static const float *cpu_forward(void *be, struct backend_common *cm, const uint3
         s->slot[r] = r / P;
         s->pos[r] = pos0 + r % P;
     }
-    return cpu_forward_rows(s, cm, tokens, s->slot, s->pos, R, rows, pos0, P);
+    return cpu_forward_rows(s, cm, tokens, s->slot, s->pos, R, rows, NULL, 0, pos0, P);
 }
 
 static const float *cpu_forward_ragged(void *be, struct backend_common *cm,
                                        const uint32_t *tokens, const uint32_t *slot,
-                                       const uint32_t *pos, uint32_t R)
+                                       const uint32_t *pos, uint32_t R, const uint32_t *head_rows,
+                                       uint32_t n_head)
 {
-    return cpu_forward_rows(be, cm, tokens, slot, pos, R, NULL, pos[0], R);
+    return cpu_forward_rows(be, cm, tokens, slot, pos, R, NULL, head_rows, n_head, pos[0], R);
 }
 
 /* ---- calibration's microbenchmarks (backend.h) ---- */

@@ -97,15 +97,19 @@ const float *llm_forward(struct llm_state *s, const uint32_t *tokens, uint32_t p
 
 /* Rows at their own positions (issue 46: a serving iteration): row r is
  * sequence slot[r]'s token tokens[r] at position pos[r]; a sequence's rows
- * are adjacent, in increasing positions, and its positions before its first row
- * here must have been run (by earlier calls); sequences without rows are
- * left as they are. Returns the logits, (R, vocab), valid until the next
- * call; NULL (llm_state_error says why) on a backend that runs sequences in
- * lockstep only (CUDA) or with the tiered cache attached. A bad row
- * (token, slot, position, order) is a caller's bug: asserted. The CPU
- * backend's lockstep call is this with rows b * P + i. */
+ * are adjacent, in increasing positions, and its positions before its first
+ * row here must have been run (by earlier calls); sequences without rows
+ * are left as they are. Returns the logits of the rows head_rows lists
+ * ((n_head, vocab): what a serving iteration samples from, as vLLM computes
+ * logits for each request's last row only), or of every row ((R, vocab))
+ * when head_rows is NULL; valid until the next call. NULL (llm_state_error
+ * says why) on a backend that runs sequences in lockstep only (CUDA) or
+ * with the tiered cache attached. A bad row (token, slot, position, order)
+ * is a caller's bug: asserted. The CPU backend's lockstep call is this with
+ * rows b * P + i. */
 const float *llm_forward_rows(struct llm_state *s, const uint32_t *tokens, const uint32_t *slot,
-                              const uint32_t *pos, uint32_t R);
+                              const uint32_t *pos, uint32_t R, const uint32_t *head_rows,
+                              uint32_t n_head);
 
 /* The greedy token of a row of n logits: the first index of the largest
  * value that is not a NaN (0 when all are NaNs). The host's rule, which the

@@ -766,15 +766,23 @@ static void test_exec_rows_at_their_own_positions_equal_each_sequence_alone(void
         it++;
         if (R == 0)
             continue;
-        const float *lg = llm_forward_rows(st, tk, sl, ps, R);
+        /* every row's logits on even iterations, the last row of each
+         * sequence's only on odd ones (what a serving iteration samples) */
+        uint32_t heads[3 * N], n_head = 0;
+        for (uint32_t r = 0; r < R; r++)
+            if (r + 1 == R || sl[r + 1] != sl[r])
+                heads[n_head++] = r;
+        const int all = it % 2 == 0;
+        const float *lg = llm_forward_rows(st, tk, sl, ps, R, all ? NULL : heads, n_head);
         if (!lg)
             fail_msg("%s", llm_state_error(st)->msg);
-        for (uint32_t r = 0; r < R; r++) {
+        for (uint32_t k = 0; k < (all ? R : n_head); k++) {
+            uint32_t r = all ? k : heads[k];
             const float *want = ref + ((size_t)sl[r] * N + ps[r]) * c->vocab;
             for (uint32_t v = 0; v < c->vocab; v++)
-                if (fabsf(lg[(size_t)r * c->vocab + v] - want[v]) > 1e-4f + 1e-4f * fabsf(want[v]))
+                if (fabsf(lg[(size_t)k * c->vocab + v] - want[v]) > 1e-4f + 1e-4f * fabsf(want[v]))
                     fail_msg("slot %u position %u logit %u: rows %g, alone %g", sl[r], ps[r], v,
-                             lg[(size_t)r * c->vocab + v], want[v]);
+                             lg[(size_t)k * c->vocab + v], want[v]);
         }
     }
     llm_state_free(st);

@@ -196,6 +196,7 @@ int cmd_serve_run(int argc, char **argv)
     struct batcher *bt = NULL;
     struct serve_result r = {.n = n};
     uint32_t *toks = NULL, *plen = NULL, *olen = NULL, *rt = NULL, *rs = NULL, *rp = NULL;
+    uint32_t *heads = NULL;
     struct batcher_item *items = NULL;
     double *scratch = NULL;
     struct pool_ctx pc = {.bt = o.block_tokens};
@@ -209,11 +210,12 @@ int cmd_serve_run(int argc, char **argv)
     olen = malloc(n * sizeof *olen);
     items = malloc((size_t)o.max_num_seqs * sizeof *items);
     rt = malloc((size_t)o.max_batched_tokens * 3 * sizeof *rt);
+    heads = malloc((size_t)o.max_num_seqs * sizeof *heads);
     scratch = malloc(n * sizeof *scratch);
     pc.held = calloc(n, sizeof *pc.held);
     pc.slot = malloc(n * sizeof *pc.slot);
     pc.free_slot = malloc((size_t)o.max_num_seqs * sizeof *pc.free_slot);
-    if (!rc && (!r.req || !toks || !plen || !olen || !items || !rt || !scratch || !pc.held ||
+    if (!rc && (!r.req || !toks || !plen || !olen || !items || !rt || !heads || !scratch || !pc.held ||
                 !pc.slot || !pc.free_slot))
         rc = err_set(&e, ALISA_ENOMEM, "out of memory for %u requests", n);
     if (!rc) {
@@ -269,18 +271,23 @@ int cmd_serve_run(int argc, char **argv)
                 rs[R] = pc.slot[items[k].id];
                 rp[R] = p;
             }
-        const float *lg = llm_forward_rows(st, rt, rs, rp, R);
+        /* logits for each sampling request's last row only, as vLLM computes them */
+        uint32_t n_head = 0;
+        for (uint32_t k = 0, row = 0; k < n_it; row += items[k].n, k++)
+            if (items[k].samples)
+                heads[n_head++] = row + items[k].n - 1;
+        const float *lg = llm_forward_rows(st, rt, rs, rp, R, heads, n_head);
         if (!lg) {
             rc = err_set(&e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
             break;
         }
-        /* each sampling request's next token: the greedy pick of its last row */
-        for (uint32_t k = 0, row = 0; k < n_it; row += items[k].n, k++)
+        /* each sampling request's next token: the greedy pick */
+        for (uint32_t k = 0, h = 0; k < n_it; k++)
             if (items[k].samples) {
                 uint32_t id = items[k].id, g = batcher_generated(bt, id);
+                const float *row = lg + (size_t)h++ * c->vocab;
                 if (plen[id] + g < max_len)
-                    toks[(size_t)id * max_len + plen[id] + g] =
-                        llm_argmax(lg + (size_t)(row + items[k].n - 1) * c->vocab, c->vocab);
+                    toks[(size_t)id * max_len + plen[id] + g] = llm_argmax(row, c->vocab);
             }
         now = cli_now_s() - t0;
         r.iterations++;
@@ -333,6 +340,7 @@ int cmd_serve_run(int argc, char **argv)
     free(olen);
     free(items);
     free(rt);
+    free(heads);
     free(scratch);
     free(pc.held);
     free(pc.slot);
