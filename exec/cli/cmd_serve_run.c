@@ -19,11 +19,12 @@
 #include "cli_exec.h"
 #include "cli_opts.h"
 #include "cmds.h"
+#include "outfile.h"
 #include "serve.h"
 #include "workload.h"
 
 struct serve_run_opts {
-    const char *model, *tokenizer, *text, *requests, *per_request;
+    const char *model, *tokenizer, *text, *requests, *per_request, *timeline;
     struct kv_opts kvo; /* --weights and --threads */
     struct wl_params wl;
     uint32_t max_num_seqs, max_batched_tokens, block_tokens;
@@ -61,6 +62,8 @@ static const struct cli_opt serve_run_own[] = {
      "time-per-output-token objective, seconds (goodput)", 0},
     {"per-request", "FILE", CLI_STR, SR(per_request), NULL, 0,
      "per-request CSV, as alisa serve writes it", 0},
+    {"timeline", "FILE", CLI_STR, SR(timeline), NULL, 0,
+     "per-iteration CSV, alisa serve --timeline's columns, measured", 0},
     {"json", NULL, CLI_FLAG, SR(json), NULL, 0, "print JSON", 0},
     {0}};
 
@@ -243,6 +246,14 @@ int cmd_serve_run(int argc, char **argv)
             rc = exec_state_create(&st, &o.kvo, l.m, o.max_num_seqs, max_len, &e);
     }
     const struct batcher_memory mem = {&pc, pool_fits, pool_take, pool_release};
+    FILE *tl = NULL;
+    char part[4200];
+    if (!rc && o.timeline && !(tl = outfile_open(o.timeline, part, sizeof part, "timeline", &e)))
+        rc = ALISA_EIO;
+    if (tl)
+        fprintf(tl, "iteration,start_s,end_s,running,waiting,tokens,prefill_tokens,"
+                    "preemptions,gpu_kv_bytes,cpu_kv_bytes\n");
+    const double block_bytes = (double)o.block_tokens * c->n_layers * c->kv_dim * 2 * 4;
     double t0 = cli_now_s(), running_sum = 0;
     uint32_t next = 0, done = 0;
     while (!rc && done < n) {
@@ -276,6 +287,7 @@ int cmd_serve_run(int argc, char **argv)
         for (uint32_t k = 0, row = 0; k < n_it; row += items[k].n, k++)
             if (items[k].samples)
                 heads[n_head++] = row + items[k].n - 1;
+        double start = cli_now_s() - t0;
         const float *lg = llm_forward_rows(st, rt, rs, rp, R, heads, n_head);
         if (!lg) {
             rc = err_set(&e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
@@ -290,6 +302,14 @@ int cmd_serve_run(int argc, char **argv)
                     toks[(size_t)id * max_len + plen[id] + g] = llm_argmax(row, c->vocab);
             }
         now = cli_now_s() - t0;
+        if (tl) {
+            uint32_t pre_tok = 0;
+            for (uint32_t k = 0; k < n_it; k++)
+                pre_tok += items[k].first < plen[items[k].id] ? items[k].n : 0;
+            fprintf(tl, "%u,%.9f,%.9f,%u,%u,%u,%u,%u,%.0f,0\n", r.iterations, start, now,
+                    batcher_running(bt), batcher_waiting(bt), R, pre_tok, preempted,
+                    (double)pc.used * block_bytes);
+        }
         r.iterations++;
         running_sum += batcher_running(bt);
         batcher_done(bt, &mem, items, n_it);
@@ -301,6 +321,10 @@ int cmd_serve_run(int argc, char **argv)
                 done++;
             }
         }
+    }
+    if (tl) { /* whole or not at all */
+        int closed = outfile_close(tl, part, o.timeline, rc, &e);
+        rc = rc ? rc : closed;
     }
     if (!rc) {
         for (uint32_t i = 0; i < n; i++)
