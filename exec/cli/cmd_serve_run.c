@@ -153,17 +153,9 @@ int cmd_serve_run(int argc, char **argv)
     int rc = cli_opts_parse(argc, argv, &serve_run_command, &o, NULL, cmd_serve_run_usage, NULL);
     if (rc)
         return rc;
-    if (!o.max_num_seqs || o.max_num_seqs > CLI_MAX_BATCH)
-        return cli_usage_error(cmd_serve_run_usage, "--max-num-seqs %u: expected 1..%u",
-                               o.max_num_seqs, CLI_MAX_BATCH);
-    if (!o.max_batched_tokens || o.max_batched_tokens > WORKLOAD_MAX_TOKENS)
-        return cli_usage_error(cmd_serve_run_usage, "--max-batched-tokens %u: expected 1..%u",
-                               o.max_batched_tokens, WORKLOAD_MAX_TOKENS);
-    if (!o.block_tokens || o.block_tokens > 4096)
-        return cli_usage_error(cmd_serve_run_usage, "--block-tokens %u: expected 1..4096",
-                               o.block_tokens);
-    if (!(o.slo_ttft >= 0) || !(o.slo_tpot >= 0))
-        return cli_usage_error(cmd_serve_run_usage, "--slo-ttft and --slo-tpot: seconds >= 0");
+    if ((rc = cli_serve_check_batching(cmd_serve_run_usage, o.max_num_seqs, o.max_batched_tokens,
+                                       o.block_tokens, o.slo_ttft, o.slo_tpot)))
+        return rc;
     struct workload w;
     if (o.requests ? workload_read_csv(o.requests, &w, &e) : workload_generate(&o.wl, &w, &e))
         return o.requests ? cli_fail(&e) : cli_usage_error(cmd_serve_run_usage, "%s", e.msg);
@@ -185,9 +177,8 @@ int cmd_serve_run(int argc, char **argv)
         workload_free(&w);
         return cli_fail_status(rc, &e);
     }
-    char what[64];
-    snprintf(what, sizeof what, "the longest request (prompt + output)");
-    if ((rc = loaded_context_check(&l, max_len, cmd_serve_run_usage, what)) ||
+    if ((rc = loaded_context_check(&l, max_len, cmd_serve_run_usage,
+                                   "the longest request (prompt + output)")) ||
         (rc = loaded_batch_check(&l, o.max_num_seqs, max_len, cmd_serve_run_usage))) {
         workload_free(&w);
         return rc;

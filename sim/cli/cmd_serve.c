@@ -145,6 +145,23 @@ void cmd_serve_usage(FILE *out)
                  "--output-len 64\n");
 }
 
+int cli_serve_check_batching(void (*usage)(FILE *), uint32_t max_num_seqs,
+                             uint32_t max_batched_tokens, uint32_t block_tokens,
+                             double slo_ttft_s, double slo_tpot_s)
+{
+    if (!max_num_seqs || max_num_seqs > CLI_MAX_BATCH)
+        return cli_usage_error(usage, "--max-num-seqs %u: expected 1..%u", max_num_seqs,
+                               CLI_MAX_BATCH);
+    if (!max_batched_tokens || max_batched_tokens > WORKLOAD_MAX_TOKENS)
+        return cli_usage_error(usage, "--max-batched-tokens %u: expected 1..%u",
+                               max_batched_tokens, WORKLOAD_MAX_TOKENS);
+    if (!block_tokens || block_tokens > 4096)
+        return cli_usage_error(usage, "--block-tokens %u: expected 1..4096", block_tokens);
+    if (!(slo_ttft_s >= 0) || !(slo_tpot_s >= 0))
+        return cli_usage_error(usage, "--slo-ttft and --slo-tpot: seconds >= 0");
+    return 0;
+}
+
 static json_t *stat_json(const struct serve_stat *s)
 {
     return json_pack("{s:f, s:f, s:f, s:f, s:f}", "mean", s->mean, "p50", s->p50, "p90", s->p90,
@@ -315,17 +332,10 @@ int cmd_serve(int argc, char **argv)
     if (!(cfg->gpu_mem_utilization > 0 && cfg->gpu_mem_utilization <= 1))
         return cli_usage_error(cmd_serve_usage, "--gpu-mem-utilization %g: expected (0, 1]",
                                cfg->gpu_mem_utilization);
-    if (!cfg->max_num_seqs || cfg->max_num_seqs > CLI_MAX_BATCH)
-        return cli_usage_error(cmd_serve_usage, "--max-num-seqs %u: expected 1..%u",
-                               cfg->max_num_seqs, CLI_MAX_BATCH);
-    if (!cfg->max_batched_tokens || cfg->max_batched_tokens > WORKLOAD_MAX_TOKENS)
-        return cli_usage_error(cmd_serve_usage, "--max-batched-tokens %u: expected 1..%u",
-                               cfg->max_batched_tokens, WORKLOAD_MAX_TOKENS);
-    if (!cfg->block_tokens || cfg->block_tokens > 4096)
-        return cli_usage_error(cmd_serve_usage, "--block-tokens %u: expected 1..4096",
-                               cfg->block_tokens);
-    if (!(cfg->slo_ttft_s >= 0) || !(cfg->slo_tpot_s >= 0))
-        return cli_usage_error(cmd_serve_usage, "--slo-ttft and --slo-tpot: seconds >= 0");
+    if ((rc = cli_serve_check_batching(cmd_serve_usage, cfg->max_num_seqs,
+                                       cfg->max_batched_tokens, cfg->block_tokens,
+                                       cfg->slo_ttft_s, cfg->slo_tpot_s)))
+        return rc;
     if (!(o.attain > 0 && o.attain <= 1))
         return cli_usage_error(cmd_serve_usage, "--attain %g: expected a share in (0, 1]",
                                o.attain);

@@ -5,6 +5,7 @@
 #ifndef ALISA_CMDS_H
 #define ALISA_CMDS_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 int cmd_catalog(int argc, char **argv);
@@ -39,6 +40,13 @@ void cli_serve_print_latencies(const struct serve_result *r, double slo_ttft_s, 
 json_t *cli_serve_latencies_json(const struct serve_result *r);
 int cli_serve_write_per_request(const char *path, const struct serve_result *r,
                                 struct alisa_err *e);
+
+/* The batching options both check alike: --max-num-seqs, --max-batched-tokens
+ * and --block-tokens in range, the objectives >= 0. 0, or the usage error's
+ * exit code (one line naming the option). */
+int cli_serve_check_batching(void (*usage)(FILE *), uint32_t max_num_seqs,
+                             uint32_t max_batched_tokens, uint32_t block_tokens,
+                             double slo_ttft_s, double slo_tpot_s);
 
 int cmd_external(int argc, char **argv);
 void cmd_external_usage(FILE *out);
