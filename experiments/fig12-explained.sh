@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 42 (item 5): the paper's Fig. 12 point (OPT-30B, batch 64, 128 +
-# 512 tokens, H100-80GB) taken apart, on the committed synthetic trace and
+# 512 tokens, H100-80GB) taken apart, on the committed fitted trace (traces/fitted-opt-8l-4s.trace), the old synthetic one and
 # on the recorded SmolLM2 trace (extended to 512 steps):
 #   12a  the phases ALISA's greedy search picks at 50-90% KV sparsity;
 #   12b  the recompute's gain at each sparsity: the greedy schedule against
@@ -19,7 +19,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 alisa=${ALISA:-build/alisa}
 point=(--model OPT-30B --hardware H100-80GB --batch 64 --prompt-len 128 --gen-len 512)
-traces=("synthetic-opt-8l-4s:" "smollm2-135m-wikitext2:--extend")
+traces=("fitted-opt-8l-4s:" "synthetic-opt-8l-4s:" "smollm2-135m-wikitext2:--extend")
 json() { "$alisa" sim "${point[@]}" --json "$@"; }
 field() { python3 -c 'import json, sys; d = json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"; }
 
@@ -56,7 +56,7 @@ for tr in "${traces[@]}"; do
 done
 
 echo
-echo "## Fig. 12c: each technique's share of the speed-up (synthetic trace, 80%)"
+echo "## Fig. 12c: each technique's share of the speed-up (fitted trace, 80%)"
 echo
 # the 8 combinations: selection dense|swa x placement flexgen-static|alisa x fp16|int8
 declare -A t
@@ -64,7 +64,7 @@ for sel in dense swa; do
     for pl in flexgen-static alisa; do
         for kv in fp16 int8; do
             flag=""; [ $kv = int8 ] && flag=--kv-int8
-            t[$sel.$pl.$kv]=$(json --trace traces/synthetic-opt-8l-4s.trace --system alisa \
+            t[$sel.$pl.$kv]=$(json --trace traces/fitted-opt-8l-4s.trace --system alisa \
                 --selection $sel --placement $pl $flag | field '"oom" if d["oom"] else d["total_s"]')
         done
     done

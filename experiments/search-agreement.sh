@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 42: ALISA's schedule search against the simulator, on the schedule
 # the search picks (placement alisa, greedy): at every Fig. 9 point (the
-# synthetic trace), the Fig. 12 point with INT8 KV, and the Fig. 12 point
+# fitted trace, traces/fitted-opt-8l-4s.trace), the Fig. 12 point with INT8 KV, and the Fig. 12 point
 # on the two recorded traces (extended to 512 steps) at 50, 80 and 90%
 # sparsity. Prints a Markdown table: throughput, the phases (p1 / p2 in
 # decode steps, alpha / beta), the search's priced decode and the simulated
@@ -35,7 +35,7 @@ print(f"| {t} | {m} | {h} | {b} | {opts} | {tput:.0f} | {p1} / {p2}, {alpha:.2f}
 }
 echo "| trace | model | hardware | batch | options | tok/s | p1 / p2, alpha / beta | search s | simulated s | search - sim |"
 echo "|---|---|---|---:|---|---:|---|---:|---:|---:|"
-syn=traces/synthetic-opt-8l-4s.trace
+syn=traces/fitted-opt-8l-4s.trace
 for m in OPT-6.7B OPT-13B LLaMA-7B LLaMA-13B; do
     for b in 4 8 16 32 64; do row $syn $m V100-32GB $b; done
 done

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # How much each modelling choice moves the headline ratios (issue 21): ALISA
 # over FlexGen and over vLLM at the paper's Fig. 12 point (OPT-30B, batch 64,
-# 128 + 512 tokens, 80% KV sparsity, H100-80GB, the committed synthetic
-# trace), one choice changed per row. Writes a Markdown table to stdout;
+# 128 + 512 tokens, 80% KV sparsity, H100-80GB, the committed trace of the
+# generator fitted to recorded attention, traces/fitted-opt-8l-4s.trace), one choice changed per row. Writes a Markdown table to stdout;
 # experiments/reproduce saves it as plots/out/sensitivity.md. Run from the
 # repository root after `make build`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 alisa=${ALISA:-build/alisa}
-trace=traces/synthetic-opt-8l-4s.trace
+trace=traces/fitted-opt-8l-4s.trace
 common=(--trace "$trace" --prompt-len 128 --gen-len 512)
 
 # tok/s of one run (0 when it runs out of memory): at the Fig. 12 point, or

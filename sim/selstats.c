@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "placement.h"
 #include "trace_stats.h"
 
 const uint32_t selstats_lag[SELSTATS_LAGS] = {1, 32};
@@ -229,4 +230,14 @@ int selstats_replay(const char *path, const struct replay_config *cfg,
     }
     *out = c.st;
     return 0;
+}
+
+int selstats_replay_selection(const char *path, const struct selection_ops *sel,
+                              const struct sel_params *sp, const struct selstats_params *p,
+                              struct selstats **out, uint32_t *n_layers, struct alisa_err *e)
+{
+    struct hw_profile hw = {.link_gbps = 1, .hbm_gbps = 1, .fp16_tflops = 1};
+    struct replay_config cfg = {.sel = sel, .sel_params = *sp, .place = &place_gpu_only_ops,
+                                .gpu_kv_bytes = UINT64_MAX / 4, .hw = &hw, .gpu_fraction = -1};
+    return selstats_replay(path, &cfg, p, out, n_layers, e);
 }

@@ -89,4 +89,11 @@ int selstats_replay(const char *path, const struct replay_config *cfg,
                     const struct selstats_params *p, struct selstats **out, uint32_t *n_layers,
                     struct alisa_err *e);
 
+/* selstats_replay with every token on the GPU, so that the selection sel
+ * (with sp) alone decides what is picked (nothing moves; no prices
+ * matter): what `alisa trace stats` and `alisa trace fit` measure. */
+int selstats_replay_selection(const char *path, const struct selection_ops *sel,
+                              const struct sel_params *sp, const struct selstats_params *p,
+                              struct selstats **out, uint32_t *n_layers, struct alisa_err *e);
+
 #endif

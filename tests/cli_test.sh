@@ -279,6 +279,37 @@ expect 2 "trace stats: unknown selection" "$alisa" trace stats "$tmp/st.trace" -
 expect 1 "trace stats: a missing trace" "$alisa" trace stats "$tmp/none.trace" -o "$tmp/n.csv"
 [ ! -e "$tmp/n.csv" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: a CSV left by a failed trace stats"; }
 
+# Issue 43 item 3: alisa trace fit writes parameters that trace gen reads
+# (the fitted profile and sinks in the generated trace's header), JSON,
+# and bad parameter files named by file, key and line
+expect 0 "trace fit" "$alisa" trace fit "$tmp/st.trace" --max-iter 4 --sim-layers 2 -o "$tmp/fit.ini"
+grep_out "^kept_after_32" "... prints the statistics"
+grep -q '^sparsity-profile = ' "$tmp/fit.ini" && grep -q '^\[generator\]' "$tmp/fit.ini" &&
+    pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: trace fit's parameters file"; }
+expect 0 "trace gen --params" "$alisa" trace gen --model OPT-6.7B --layers 2 --prompt-len 16 \
+    --gen-len 40 --params "$tmp/fit.ini" -o "$tmp/fitted.trace"
+"$alisa" trace info "$tmp/fitted.trace" >"$tmp/out" 2>&1
+grep_out "profile=" "... the fitted profile in the trace's generator line"
+expect 0 "trace gen --params, OPT-30B" "$alisa" trace gen --model OPT-30B --layers 2 --prompt-len 16 \
+    --gen-len 40 --params "$tmp/fit.ini" -o "$tmp/fitted30.trace"
+grep_out "density scaled by 0.3" "... made sparser by the paper's trend"
+"$alisa" trace fit "$tmp/st.trace" --max-iter 2 --sim-layers 2 --json -o "$tmp/fit2.ini" 2>/dev/null >"$tmp/fit.json"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["distance"] >= 0 and len(d["params"]["sparsity_profile"]) == 2' "$tmp/fit.json" &&
+    pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: trace fit JSON"; }
+printf '[generator]\nnoise = 1\nhh-drft = 2\n' >"$tmp/bad.ini"
+expect 1 "trace gen: an unknown key" "$alisa" trace gen --model OPT-6.7B --layers 2 --params "$tmp/bad.ini" -o "$tmp/b.trace"
+grep_out "bad.ini: hh-drft: unknown key (alisa trace gen --help lists them) (line 3)" "... named with its line"
+printf '[generator]\nsparsity-profile = 0.5, 1.5\n' >"$tmp/bad.ini"
+expect 2 "trace gen: a profile knot of 1.5" "$alisa" trace gen --model OPT-6.7B --layers 2 --params "$tmp/bad.ini" -o "$tmp/b.trace"
+grep_out "knot 1: 1.5" "... named"
+printf '[other]\nnoise = 1\n' >"$tmp/bad.ini"
+expect 1 "trace gen: a key outside [generator]" "$alisa" trace gen --model OPT-6.7B --params "$tmp/bad.ini" -o "$tmp/b.trace"
+grep_out "expected \[generator\]" "... named"
+[ ! -e "$tmp/b.trace" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: a trace from bad parameters"; }
+expect 2 "trace fit: no -o" "$alisa" trace fit "$tmp/st.trace"
+expect 1 "trace fit: a missing trace" "$alisa" trace fit "$tmp/none.trace" -o "$tmp/n.ini"
+[ ! -e "$tmp/n.ini" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: parameters left by a failed fit"; }
+
 # Issue 46: alisa serve: a stream drawn, written as CSV and read back to the
 # same figures; the per-request and per-iteration tables; bad values (exit
 # 2) and bad files (exit 1) named in one line, nothing left behind

@@ -7,7 +7,9 @@
 #include <getopt.h>
 #include <libgen.h>
 #include <sys/statvfs.h>
+#include <ini.h>
 #include <jansson.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,10 +22,10 @@
 #include "trace_gen.h"
 #include "trace_stats.h"
 #include "outfile.h"
-#include "placement.h"
-#include "replay.h"
 #include "selection.h"
 #include "selstats.h"
+#include "trace_params.h"
+#include "tracefit.h"
 
 /* ---- gen option table ---- */
 
@@ -68,6 +70,138 @@ static const struct gen_opt gen_opts[] = {
 };
 #define N_GEN_OPTS (sizeof gen_opts / sizeof gen_opts[0])
 
+/* Parses one table option's value into p (opt names it in messages). */
+static int gen_opt_set(struct trace_gen_params *p, size_t i, const char *opt, const char *val,
+                       struct alisa_err *e)
+{
+    void *dst = (char *)p + gen_opts[i].offset;
+    double d;
+    int bad = 0;
+    switch (gen_opts[i].kind) {
+    case GEN_U32: bad = cli_parse_u32(opt, val, dst, e); break;
+    case GEN_U64: bad = cli_parse_u64(opt, val, dst, e); break;
+    case GEN_DOUBLE: bad = cli_parse_double(opt, val, dst, e); break;
+    case GEN_FLOAT:
+        if (!(bad = cli_parse_double(opt, val, &d, e)))
+            *(float *)dst = (float)d;
+        break;
+    }
+    return bad;
+}
+
+/* The keys a parameters file holds besides the table's. */
+#define PARAMS_SECTION "generator"
+#define PARAMS_PROFILE "sparsity-profile"
+#define PARAMS_FROM "fitted-model-params"
+#define PARAMS_MODEL "fitted-model"
+
+/* The logit and sparsity terms trace fit writes (the shape, lengths and
+ * seed stay the command line's). */
+static const char *const params_written[] = {"sinks", "sink-logit", "hh-alpha", "hh-scale",
+                                             "hh-drift", "recency-logit", "recency-tokens",
+                                             "noise", "sparsity-jitter"};
+
+int trace_params_write(FILE *f, const struct trace_gen_params *p, const char *fitted_model,
+                       double fitted_params)
+{
+    fprintf(f, "[" PARAMS_SECTION "]\n");
+    for (size_t k = 0; k < sizeof params_written / sizeof params_written[0]; k++)
+        for (size_t i = 0; i < N_GEN_OPTS; i++) {
+            if (strcmp(gen_opts[i].name, params_written[k]))
+                continue;
+            const void *src = (const char *)p + gen_opts[i].offset;
+            if (gen_opts[i].kind == GEN_U32)
+                fprintf(f, "%s = %u\n", gen_opts[i].name, *(const uint32_t *)src);
+            else
+                fprintf(f, "%s = %.6g\n", gen_opts[i].name, *(const double *)src);
+        }
+    fprintf(f, PARAMS_PROFILE " =");
+    for (uint32_t k = 0; k < p->n_profile; k++) /* 10 a line: inih reads 200 characters */
+        fprintf(f, "%s%s%.4f", k ? "," : "", k && k % 10 == 0 ? "\n   " : " ", p->profile[k]);
+    fprintf(f, "\n" PARAMS_MODEL " = %s\n" PARAMS_FROM " = %.4g\n", fitted_model, fitted_params);
+    return ferror(f) ? -1 : 0;
+}
+
+struct params_read {
+    struct trace_gen_params *p;
+    double *fitted_params;
+    const char *path;
+    struct alisa_err *e;
+    int profile_seen;
+};
+
+static int params_profile(struct params_read *r, const char *val)
+{
+    char opt[300];
+    snprintf(opt, sizeof opt, "%s: " PARAMS_PROFILE, r->path);
+    char buf[1024];
+    if (strlen(val) >= sizeof buf)
+        return err_set(r->e, ALISA_EINVAL, "%s: longer than %zu characters", opt, sizeof buf - 1);
+    snprintf(buf, sizeof buf, "%s", val);
+    uint32_t n = r->p->n_profile; /* a continuation line appends (inih repeats the key) */
+    for (char *save = NULL, *tok = strtok_r(buf, ", \t", &save); tok;
+         tok = strtok_r(NULL, ", \t", &save)) {
+        if (n == TRACE_GEN_PROFILE_MAX)
+            return err_set(r->e, ALISA_EINVAL, "%s: more than %u knots", opt, TRACE_GEN_PROFILE_MAX);
+        if (cli_parse_double(opt, tok, &r->p->profile[n], r->e))
+            return -1;
+        n++;
+    }
+    r->p->n_profile = n;
+    return 0;
+}
+
+/* inih's handler: 1 on success, 0 on error (e says why; inih gives the line). */
+static int params_key(void *user, const char *section, const char *name, const char *val)
+{
+    struct params_read *r = user;
+    char opt[300];
+    snprintf(opt, sizeof opt, "%s: %s", r->path, name);
+    if (strcmp(section, PARAMS_SECTION)) {
+        err_set(r->e, ALISA_EINVAL, "%s: key in section [%s]; expected [" PARAMS_SECTION "]",
+                opt, section);
+        return 0;
+    }
+    if (!strcmp(name, PARAMS_PROFILE)) {
+        if (!r->profile_seen)
+            r->p->n_profile = 0;
+        r->profile_seen = 1;
+        return params_profile(r, val) == 0;
+    }
+    if (!strcmp(name, PARAMS_FROM))
+        return cli_parse_double(opt, val, r->fitted_params, r->e) == 0;
+    if (!strcmp(name, PARAMS_MODEL))
+        return 1;
+    for (size_t i = 0; i < N_GEN_OPTS; i++)
+        if (!strcmp(gen_opts[i].name, name))
+            return gen_opt_set(r->p, i, opt, val, r->e) == 0;
+    err_set(r->e, ALISA_EINVAL, "%s: unknown key (alisa trace gen --help lists them)", opt);
+    return 0;
+}
+
+int trace_params_read(const char *path, struct trace_gen_params *p, double *fitted_params,
+                      struct alisa_err *e)
+{
+    *fitted_params = 0;
+    struct params_read r = {p, fitted_params, path, e, 0};
+    e->msg[0] = 0;
+    int line = ini_parse(path, params_key, &r);
+    if (line < 0)
+        return err_set(e, ALISA_EIO, "%s: cannot read it", path);
+    if (line > 0) {
+        char msg[sizeof e->msg];
+        if (e->msg[0])
+            snprintf(msg, sizeof msg, "%s", e->msg);
+        else
+            snprintf(msg, sizeof msg, "%s: not INI syntax, or a line over 200 characters", path);
+        return err_set(e, ALISA_EINVAL, "%s (line %d)", msg, line);
+    }
+    if (*fitted_params < 0 || !isfinite(*fitted_params))
+        return err_set(e, ALISA_EINVAL, "%s: " PARAMS_FROM " %g: expected a parameter count",
+                       path, *fitted_params);
+    return 0;
+}
+
 static void trace_gen_usage(FILE *out)
 {
     fprintf(out,
@@ -89,6 +223,17 @@ static void trace_gen_usage(FILE *out)
     fprintf(out,
             "  --per-head        also store per-head rows (heads draw their own noise and\n"
             "                    target; the head-mean row is then less sparse)\n"
+            "  --params FILE     the parameters `alisa trace fit` wrote (INI, section\n"
+            "                    [generator], keys as these options' names, and\n"
+            "                    sparsity-profile: the target by depth, knots spaced\n"
+            "                    evenly from the first layer to the last); options typed\n"
+            "                    here win\n"
+            "  --scale-rule R    paper (default): a --params profile fitted on a smaller\n"
+            "                    model is made sparser for a larger one by the paper's\n"
+            "                    trend (Fig. 3: OPT-30B about 3x less dense than\n"
+            "                    OPT-6.7B; density x (P / P_fit)^-0.73 with P the\n"
+            "                    parameters 12 L h^2 + V h, both floored at 6.7e9, where\n"
+            "                    the trend was measured); none: the profile as fitted\n"
             "  --catalog DIR     catalog directory (default $ALISA_CATALOG or sim/model/catalog)\n"
             "  -h, --help        this text\n"
             "\n"
@@ -157,13 +302,14 @@ static void trace_dump_usage(FILE *out)
 void cmd_trace_usage(FILE *out)
 {
     fprintf(out,
-            "usage: alisa trace <info|check|gen|dump|stats> [options]\n"
+            "usage: alisa trace <info|check|gen|fit|dump|stats> [options]\n"
             "\n"
             "Attention traces (format: traces/FORMAT.md).\n"
             "\n"
             "  info FILE    shape, origin, size and per-layer attention sparsity\n"
             "  check FILE   full validation; first problem with its byte offset\n"
             "  gen          write a synthetic trace (see alisa trace gen --help)\n"
+            "  fit FILE...  fit the generator to recorded traces (alisa trace fit --help)\n"
             "  dump FILE    print rows as text\n"
             "  stats FILE...  what a selection picks: persistence, age, old and sink shares\n"
             "\n"
@@ -384,8 +530,8 @@ static void gen_progress(void *ctx, uint64_t done, uint64_t total)
 
 static int trace_gen_cmd(int argc, char **argv)
 {
-    enum { OPT_MODEL = 1000, OPT_PER_HEAD, OPT_CATALOG, OPT_TABLE };
-    struct option opts[N_GEN_OPTS + 6];
+    enum { OPT_MODEL = 1000, OPT_PER_HEAD, OPT_CATALOG, OPT_PARAMS, OPT_SCALE, OPT_TABLE };
+    struct option opts[N_GEN_OPTS + 8];
     for (size_t i = 0; i < N_GEN_OPTS; i++)
         opts[i] = (struct option){gen_opts[i].name, required_argument, 0, OPT_TABLE + (int)i};
     opts[N_GEN_OPTS] = (struct option){"model", required_argument, 0, OPT_MODEL};
@@ -393,13 +539,17 @@ static int trace_gen_cmd(int argc, char **argv)
     opts[N_GEN_OPTS + 2] = (struct option){"catalog", required_argument, 0, OPT_CATALOG};
     opts[N_GEN_OPTS + 3] = (struct option){"output", required_argument, 0, 'o'};
     opts[N_GEN_OPTS + 4] = (struct option){"help", no_argument, 0, 'h'};
-    opts[N_GEN_OPTS + 5] = (struct option){0, 0, 0, 0};
+    opts[N_GEN_OPTS + 5] = (struct option){"params", required_argument, 0, OPT_PARAMS};
+    opts[N_GEN_OPTS + 6] = (struct option){"scale-rule", required_argument, 0, OPT_SCALE};
+    opts[N_GEN_OPTS + 7] = (struct option){0, 0, 0, 0};
     cli_list_options(opts);
 
     struct trace_gen_params p;
     trace_gen_defaults(&p);
-    const char *model = NULL, *out = NULL, *dir = catalog_default_dir();
-    /* Table options are applied after the model's shape, so --layers wins. */
+    const char *model = NULL, *out = NULL, *dir = catalog_default_dir(), *params = NULL;
+    int scale = 1;
+    /* Table options are applied after the model's shape and the parameters
+     * file, so --layers and every option typed wins. */
     const char *table_vals[N_GEN_OPTS] = {0};
     struct alisa_err e = {{0}};
     cli_reset_getopt();
@@ -413,6 +563,13 @@ static int trace_gen_cmd(int argc, char **argv)
         case OPT_MODEL: model = optarg; break;
         case OPT_PER_HEAD: p.per_head = 1; break;
         case OPT_CATALOG: dir = optarg; break;
+        case OPT_PARAMS: params = optarg; break;
+        case OPT_SCALE:
+            if (strcmp(optarg, "paper") && strcmp(optarg, "none"))
+                return cli_usage_error(trace_gen_usage, "--scale-rule %s: expected paper or none",
+                                       optarg);
+            scale = !strcmp(optarg, "paper");
+            break;
         case 'o': out = optarg; break;
         default: return cli_option_end(ch, argv[optind - 1], trace_gen_usage);
         }
@@ -443,27 +600,29 @@ static int trace_gen_cmd(int argc, char **argv)
     p.n_kv_heads = m->n_kv_heads;
     p.hidden = m->hidden;
     p.vocab = m->vocab;
+    const double model_params = tracefit_model_params(m->n_layers, m->hidden, m->vocab);
     catalog_deinit(&c);
 
+    double fitted_params = 0;
+    if (params && trace_params_read(params, &p, &fitted_params, &e))
+        return cli_fail(&e);
+    if (params && scale && fitted_params > 0) {
+        double f = tracefit_scale(&p, fitted_params, model_params);
+        if (f != 1.0)
+            fprintf(stderr, "alisa: %s: density scaled by %.3g (the paper's trend from %.3g to "
+                    "%.3g parameters; --scale-rule none keeps the fitted profile)\n", params, f,
+                    fitted_params, model_params);
+    }
     for (size_t i = 0; i < N_GEN_OPTS; i++) {
         if (!table_vals[i])
             continue;
         char opt[40];
         snprintf(opt, sizeof opt, "--%s", gen_opts[i].name);
-        void *dst = (char *)&p + gen_opts[i].offset;
-        double d;
-        int bad = 0;
-        switch (gen_opts[i].kind) {
-        case GEN_U32: bad = cli_parse_u32(opt, table_vals[i], dst, &e); break;
-        case GEN_U64: bad = cli_parse_u64(opt, table_vals[i], dst, &e); break;
-        case GEN_DOUBLE: bad = cli_parse_double(opt, table_vals[i], dst, &e); break;
-        case GEN_FLOAT:
-            bad = cli_parse_double(opt, table_vals[i], &d, &e);
-            *(float *)dst = (float)d;
-            break;
-        }
-        if (bad)
+        if (gen_opt_set(&p, i, opt, table_vals[i], &e))
             return cli_usage_error(trace_gen_usage, "%s", e.msg);
+        if (!strncmp(gen_opts[i].name, "sparsity-", 9) && strcmp(gen_opts[i].name,
+                                                                 "sparsity-jitter"))
+            p.n_profile = 0; /* a typed line replaces the file's profile */
     }
     /* the file's least size against the space free where it goes, before
      * any work (a full disk would still be caught by the writer, later) */
@@ -587,19 +746,6 @@ static void trace_stats_usage(FILE *out)
             SELSTATS_BINS);
 }
 
-/* Replays path under the selection with every token on the GPU into *out. */
-static int stats_of(const char *path, const struct selection_ops *sel, const struct sel_params *sp,
-                    const struct selstats_params *p, struct selstats **out, uint32_t *n_layers,
-                    struct alisa_err *e)
-{
-    /* every token on the GPU: the selection alone decides; the prices do
-     * not matter (nothing moves) */
-    struct hw_profile hw = {.link_gbps = 1, .hbm_gbps = 1, .fp16_tflops = 1};
-    struct replay_config cfg = {.sel = sel, .sel_params = *sp, .place = &place_gpu_only_ops,
-                                .gpu_kv_bytes = UINT64_MAX / 4, .hw = &hw, .gpu_fraction = -1};
-    return selstats_replay(path, &cfg, p, out, n_layers, e);
-}
-
 static json_t *stats_json(const struct selstats_summary *s)
 {
     json_t *o = json_pack("{s:I, s:f, s:I, s:f, s:f, s:f, s:f}", "rows", (json_int_t)s->rows,
@@ -701,7 +847,7 @@ static int trace_stats_cmd(int argc, char **argv)
     for (int i = optind; i < argc && !rc; i++) {
         struct selstats *st;
         uint32_t L;
-        if ((rc = stats_of(argv[i], sel, &sp, &p, &st, &L, &e)))
+        if ((rc = selstats_replay_selection(argv[i], sel, &sp, &p, &st, &L, &e)))
             break;
         struct selstats_summary all;
         selstats_summary(st, UINT32_MAX, UINT32_MAX, &all);
@@ -796,6 +942,10 @@ int cmd_trace(int argc, char **argv)
     if (strcmp(sub, "gen") == 0) {
         cli_set_command("trace gen");
         return trace_gen_cmd(argc - 1, argv + 1);
+    }
+    if (strcmp(sub, "fit") == 0) {
+        cli_set_command("trace fit");
+        return trace_fit_cmd(argc - 1, argv + 1);
     }
     if (strcmp(sub, "dump") == 0) {
         cli_set_command("trace dump");

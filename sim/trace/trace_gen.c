@@ -3,7 +3,8 @@
  * Owns the random attention model only; the file layout is trace.c's. The
  * per-row temperature is solved in closed form from a quantile of the logit
  * gaps (GSL), so each row hits its sparsity target up to discreteness.
- * Deliberately simple: it is a stand-in until real traces are recorded.
+ * Deliberately simple: a few interpretable terms, whose values `alisa trace
+ * fit` (sim/tracefit.h) estimates from recorded attention.
  */
 #include "trace_gen.h"
 
@@ -69,6 +70,13 @@ int trace_gen_validate(const struct trace_gen_params *p, struct alisa_err *e)
         return err_set(e, ALISA_EINVAL, "--sparsity-first %g not in [0, 1)", p->sparsity_first);
     if (!(p->sparsity_last >= 0 && p->sparsity_last < 1))
         return err_set(e, ALISA_EINVAL, "--sparsity-last %g not in [0, 1)", p->sparsity_last);
+    if (p->n_profile == 1 || p->n_profile > TRACE_GEN_PROFILE_MAX)
+        return err_set(e, ALISA_EINVAL, "sparsity profile of %u knots: expected 2 to %u",
+                       p->n_profile, TRACE_GEN_PROFILE_MAX);
+    for (uint32_t k = 0; k < p->n_profile; k++)
+        if (!(p->profile[k] >= 0 && p->profile[k] < 1))
+            return err_set(e, ALISA_EINVAL, "sparsity profile knot %u: %g not in [0, 1)", k,
+                           p->profile[k]);
     if (!(p->sparsity_jitter >= 0 && p->sparsity_jitter < 1))
         return err_set(e, ALISA_EINVAL, "--sparsity-jitter %g not in [0, 1)", p->sparsity_jitter);
     if (!(p->hh_alpha > 0))
@@ -110,12 +118,16 @@ static void gen_row(const double *z, uint32_t n, double target, double *gap, flo
         out[i] = (float)(exp(beta * (z[i] - zmax)) / sum);
 }
 
-/* The target of layer l: linear from sparsity_first to sparsity_last. */
-static double layer_target(const struct trace_gen_params *p, uint32_t l)
+double trace_gen_layer_target(const struct trace_gen_params *p, uint32_t l)
 {
-    return p->n_layers > 1
-               ? p->sparsity_first + (p->sparsity_last - p->sparsity_first) * l / (p->n_layers - 1)
-               : p->sparsity_first;
+    double depth = p->n_layers > 1 ? (double)l / (p->n_layers - 1) : 0;
+    if (!p->n_profile)
+        return p->sparsity_first + (p->sparsity_last - p->sparsity_first) * depth;
+    double x = depth * (p->n_profile - 1);
+    uint32_t k = (uint32_t)x;
+    if (k >= p->n_profile - 1)
+        return p->profile[p->n_profile - 1];
+    return p->profile[k] + (x - k) * (p->profile[k + 1] - p->profile[k]);
 }
 
 /* One importance random-walk step for tokens 0..pos-1. */
@@ -152,7 +164,7 @@ static void gen_head_row(const struct trace_gen_params *p, gsl_rng *rng, const d
 
 static void format_params(const struct trace_gen_params *p, char *buf, size_t cap)
 {
-    snprintf(buf, cap,
+    int n = snprintf(buf, cap,
              "alisa-trace-gen layers=%u heads=%u kv_heads=%u prompt_len=%u gen_len=%u "
              "prompt_rows=%u seed=%llu sinks=%u sink_logit=%g hh_alpha=%g hh_scale=%g "
              "hh_drift=%g recency_logit=%g recency_tokens=%g noise=%g sparsity_first=%g "
@@ -162,6 +174,8 @@ static void format_params(const struct trace_gen_params *p, char *buf, size_t ca
              (unsigned long long)p->seed, p->n_sinks, p->sink_logit, p->hh_alpha, p->hh_scale,
              p->hh_drift, p->recency_logit, p->recency_tokens, p->noise, p->sparsity_first,
              p->sparsity_last, p->sparsity_jitter, p->per_head, (double)p->threshold);
+    for (uint32_t k = 0; k < p->n_profile && n > 0 && (size_t)n < cap; k++)
+        n += snprintf(buf + n, cap - n, "%s%.3g", k ? "," : " profile=", p->profile[k]);
 }
 
 int trace_gen_write(const struct trace_gen_params *p, const char *path, struct alisa_err *e)
@@ -229,7 +243,7 @@ int trace_gen_write(const struct trace_gen_params *p, const char *path, struct a
             for (uint32_t l = 0; l < L; l++) {
                 double *g = imp + (size_t)l * N;
                 gen_drift(p, rng, g, pos);
-                double target_l = layer_target(p, l);
+                double target_l = trace_gen_layer_target(p, l);
                 float *mean = rows + (size_t)l * n;
                 if (!p->per_head) {
                     gen_head_row(p, rng, g, pos, target_l, z, gap, mean);
@@ -276,11 +290,8 @@ uint64_t trace_gen_min_bytes(const struct trace_gen_params *p)
     const uint32_t row_start = p->prompt_rows < p->prompt_len ? p->prompt_len - p->prompt_rows : 0;
     const double heads = p->per_head ? 1.0 + p->n_heads : 1.0;
     double kept_share = 0; /* mean over layers of the share a row keeps */
-    for (uint32_t l = 0; l < p->n_layers; l++) {
-        double t = p->n_layers > 1 ? (double)l / (p->n_layers - 1) : 0;
-        kept_share += (1.0 - (p->sparsity_first + t * (p->sparsity_last - p->sparsity_first))) /
-                      p->n_layers;
-    }
+    for (uint32_t l = 0; l < p->n_layers; l++)
+        kept_share += (1.0 - trace_gen_layer_target(p, l)) / p->n_layers;
     double bytes = (double)p->n_seqs * (12.0 + 16.0 + 4.0 * p->prompt_len);
     double per_seq = 0;
     for (double pos = row_start; pos < N; pos++) {
@@ -351,5 +362,5 @@ void gen_stream_row(struct gen_stream *gs, uint32_t pos, float *row)
 {
     ALISA_ASSERT(pos < gs->max_len);
     gen_drift(&gs->p, gs->rng, gs->g, pos);
-    gen_head_row(&gs->p, gs->rng, gs->g, pos, layer_target(&gs->p, gs->layer), gs->z, gs->gap, row);
+    gen_head_row(&gs->p, gs->rng, gs->g, pos, trace_gen_layer_target(&gs->p, gs->layer), gs->z, gs->gap, row);
 }

@@ -12,6 +12,8 @@
 
 #include "err.h"
 
+#define TRACE_GEN_PROFILE_MAX 64 /* knots of a sparsity profile */
+
 /* The logit of key token t for the query at position p, layer l, is
  *   z_t = sink_logit * [t < n_sinks]
  *       + hh_scale * g_t                      (g_t = log of a Pareto(hh_alpha) draw,
@@ -20,8 +22,12 @@
  *       + noise * N(0, 1)
  * and the row is softmax(beta * z), with beta chosen per row so that the
  * share of weights below 1% of the row max equals the row's target: the
- * layer's target (linear from sparsity_first at layer 0 to sparsity_last at
- * the last layer) plus N(0, sparsity_jitter). With per_head, each head draws
+ * layer's target plus N(0, sparsity_jitter). The layer's target is linear
+ * from sparsity_first at layer 0 to sparsity_last at the last layer, or,
+ * with a profile (n_profile knots, as `alisa trace fit` measures one from
+ * recorded traces), the profile at the layer's depth l / (n_layers - 1),
+ * linear between knots spaced evenly over depth 0..1, so a profile fitted
+ * on one model's layer count maps onto any other's. With per_head, each head draws
  * its own noise and target and the stored head-mean row is their average
  * (so it is less sparse than the per-head target). */
 struct trace_gen_params {
@@ -47,6 +53,8 @@ struct trace_gen_params {
     double sparsity_first;   /* target sparsity of layer 0, in [0, 1) */
     double sparsity_last;    /* target sparsity of the last layer, in [0, 1) */
     double sparsity_jitter;  /* per-row s.d. of the target */
+    uint32_t n_profile;      /* knots of the sparsity profile (0: first/last's line) */
+    double profile[TRACE_GEN_PROFILE_MAX]; /* target sparsity at depth k / (n_profile - 1) */
     int per_head;            /* also store per-head rows */
     float threshold;         /* sparse-row cutoff relative to row max, [0, 0.01] */
     /* called after each generated position (done of total over all
@@ -61,6 +69,10 @@ void trace_gen_defaults(struct trace_gen_params *p);
 
 /* Checks p for impossible values; the message names the parameter and value. */
 int trace_gen_validate(const struct trace_gen_params *p, struct alisa_err *e);
+
+/* The sparsity target of layer l of p (profile or line; trace_gen_params).
+ * Cannot fail. */
+double trace_gen_layer_target(const struct trace_gen_params *p, uint32_t l);
 
 /* Generates the trace described by p into path (atomically: nothing appears
  * under path unless the whole trace was written). */
