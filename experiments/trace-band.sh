@@ -12,9 +12,8 @@
 # continued past its recorded steps by --extend (alisa sim --help: synthetic
 # rows at each trace layer's measured sparsity) where shorter than 512.
 # Writes plots/out/trace-band.md (and the per-trace CSVs in
-# build/trace-band/). 9 minutes on one core (JOBS=1; default: every core),
-# 2026-11-27. Run from the repository
-# root after `make build`.
+# build/trace-band/). About 12 minutes on 2 cores (JOBS=1 for one core),
+# 2026-11-27. Run from the repository root after `make build`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 alisa=${ALISA:-build/alisa}

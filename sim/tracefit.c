@@ -1,6 +1,7 @@
 /* The generator fitted to recorded attention (contract in tracefit.h). */
 #include "tracefit.h"
 
+#include <gsl/gsl_errno.h>
 #include <gsl/gsl_multimin.h>
 #include <gsl/gsl_vector.h>
 #include <math.h>
@@ -19,6 +20,7 @@ const char *const tracefit_moment_name[TRACEFIT_N] = {
     "picks_among_sinks", "sink_mass", "recent8_mass", "recent64_mass"};
 
 #define FIT_FLOOR 0.05 /* a statistic's least scale in the distance */
+#define FIT_SEQS_MAX 64 /* simulated sequences at most */
 #define FIT_PARAMS 5   /* sink_logit, recency_logit, ln recency_tokens, ln noise, ln hh_drift */
 #define TREND_FROM 6.7e9 /* the paper's trend: OPT-6.7B ... */
 #define TREND_TO 30e9    /* ... to OPT-30B, */
@@ -256,6 +258,8 @@ int tracefit_fit(const char *const *paths, uint32_t n, const struct tracefit_opt
     if (!o->sim_layers || !o->sim_seqs || !o->max_iter)
         return err_set(e, ALISA_EINVAL, "simulated layers %u, sequences %u and iterations %u "
                        "must be positive", o->sim_layers, o->sim_seqs, o->max_iter);
+    if (o->sim_seqs > FIT_SEQS_MAX)
+        return err_set(e, ALISA_EINVAL, "--sim-seqs %u: at most %u", o->sim_seqs, FIT_SEQS_MAX);
     int rc = fit_target(paths, n, r, e);
     if (rc)
         return rc;
@@ -283,11 +287,16 @@ int tracefit_fit(const char *const *paths, uint32_t n, const struct tracefit_opt
     p->seed = o->seed;
     p->n_seqs = o->sim_seqs;
     p->n_layers = o->sim_layers < r->target.n_layers ? o->sim_layers : r->target.n_layers;
-    snprintf(c.path, sizeof c.path, "%s/alisa-fit-%ld.trace", o->tmpdir, (long)getpid());
+    snprintf(c.path, sizeof c.path, "%s/alisa-fit-XXXXXX", o->tmpdir);
+    int fd = mkstemp(c.path); /* a name of our own; the writer replaces the empty file */
+    if (fd < 0)
+        return err_set(e, ALISA_EIO, "%s: cannot create a scratch trace there", o->tmpdir);
+    close(fd);
 
     /* the start: the generator's own defaults for the logit terms */
     struct trace_gen_params d;
     trace_gen_defaults(&d);
+    gsl_error_handler_t *handler = gsl_set_error_handler_off(); /* statuses, not abort() */
     gsl_vector *x = gsl_vector_alloc(FIT_PARAMS), *step = gsl_vector_alloc(FIT_PARAMS);
     gsl_multimin_fminimizer *m =
         gsl_multimin_fminimizer_alloc(gsl_multimin_fminimizer_nmsimplex2, FIT_PARAMS);
@@ -306,20 +315,25 @@ int tracefit_fit(const char *const *paths, uint32_t n, const struct tracefit_opt
     r->start = c.last;
     if ((rc = c.rc))
         goto done;
-    gsl_multimin_fminimizer_set(m, &f, x, step);
-    uint32_t it = 0;
-    for (; it < o->max_iter && !c.rc; it++) {
-        if (gsl_multimin_fminimizer_iterate(m))
-            break;
-        if (o->progress)
-            o->progress(o->progress_ctx, it + 1, o->max_iter, m->fval);
-        if (gsl_multimin_test_size(gsl_multimin_fminimizer_size(m), 1e-3) == GSL_SUCCESS) {
-            it++;
-            break;
-        }
-    }
+    int status = gsl_multimin_fminimizer_set(m, &f, x, step);
     if ((rc = c.rc))
         goto done;
+    if (status) {
+        rc = err_set(e, ALISA_EINVAL, "the simplex could not start: %s", gsl_strerror(status));
+        goto done;
+    }
+    uint32_t it = 0;
+    while (it < o->max_iter) {
+        status = gsl_multimin_fminimizer_iterate(m);
+        if ((rc = c.rc))
+            goto done;
+        it++;
+        if (o->progress)
+            o->progress(o->progress_ctx, it, o->max_iter, m->fval);
+        if (status || /* no further progress: the best point stands */
+            gsl_multimin_test_size(gsl_multimin_fminimizer_size(m), 1e-3) == GSL_SUCCESS)
+            break;
+    }
     r->iterations = it;
     r->p = c.sim;
     to_params(m->x, &r->p);
@@ -331,9 +345,11 @@ int tracefit_fit(const char *const *paths, uint32_t n, const struct tracefit_opt
     r->p.seed = 1;
     r->p.n_seqs = 1;
 done:
+    gsl_set_error_handler(handler);
     gsl_multimin_fminimizer_free(m);
     gsl_vector_free(x);
     gsl_vector_free(step);
+    unlink(c.path);
     return rc;
 }
 
@@ -342,7 +358,7 @@ double tracefit_scale(struct trace_gen_params *p, double params_from, double par
     double g = log(TREND_DENSITY) / log(TREND_TO / TREND_FROM);
     double from = params_from > TREND_FROM ? params_from : TREND_FROM;
     double to = params_to > TREND_FROM ? params_to : TREND_FROM;
-    double f = pow(to / from, -g);
+    double f = to > from ? pow(to / from, -g) : 1.0; /* only ever sparser for a larger model */
     if (!p->n_profile) {
         p->n_profile = 2;
         p->profile[0] = p->sparsity_first;

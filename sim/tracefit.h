@@ -19,7 +19,10 @@
  * the generator solves each row's temperature for its sparsity target, so
  * the logits' common scale is not identifiable, and log Pareto(alpha)
  * draws are exponential with rate alpha, so only hh_scale / hh_alpha
- * would be.
+ * would be (the fitted hh_drift is in those units: a parameters file whose
+ * hh-alpha is edited describes another model). The jitter is the rows'
+ * whole spread about their layer's mean, a trend of sparsity with the
+ * context included, which the generator draws as independent noise.
  *
  * Owns the summaries and the search; writes and deletes its scratch traces
  * in the directory it is given.
@@ -86,7 +89,8 @@ struct tracefit_options {
     void *progress_ctx;
 };
 
-/* Defaults: 8 layers, 1 sequence, seed 1, 150 iterations, $TMPDIR or /tmp. */
+/* Defaults: 8 layers, 1 sequence (at most 64), seed 1, 150 iterations,
+ * $TMPDIR or /tmp. */
 void tracefit_defaults(struct tracefit_options *o);
 
 struct tracefit_result {
@@ -103,7 +107,9 @@ struct tracefit_result {
 double tracefit_distance(const struct tracefit_summary *a, const struct tracefit_summary *b);
 
 /* Fits the generator to the n traces at paths (all of one layer count;
- * the target is their mean summary). */
+ * the target is their mean summary; the simulated traces take the first's
+ * lengths). Returns 0 with *r filled, or an error (e says why; *r is then
+ * not a result); its scratch trace is removed either way. */
 int tracefit_fit(const char *const *paths, uint32_t n, const struct tracefit_options *o,
                  struct tracefit_result *r, struct alisa_err *e);
 
@@ -111,7 +117,8 @@ int tracefit_fit(const char *const *paths, uint32_t n, const struct tracefit_opt
  * about 3x less dense than OPT-6.7B) as a rule: each knot's density
  * (1 - sparsity) times (P_to / P_from)^-g, g = ln 3 / ln(30 / 6.7), with P
  * the parameter counts floored at 6.7e9, the smallest model the trend was
- * measured on (below it the fitted profile is used as it is). Turns the
+ * measured on (below it the fitted profile is used as it is; a target no
+ * larger than the fitted model leaves it as it is too). Turns the
  * first/last line into a 2-knot profile. Returns the density factor.
  * Cannot fail. */
 double tracefit_scale(struct trace_gen_params *p, double params_from, double params_to);

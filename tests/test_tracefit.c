@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "testutil.h"
+#include "trace.h"
 #include "tracefit.h"
 
 /* Half the mass on token 0, half on the newest token. */
@@ -85,6 +86,51 @@ static void test_no_mass_on_token_0_is_no_sink(void **state)
     free(dir);
 }
 
+/* Two layers: the first as sink_and_self, the second uniform (no weight
+ * below 1% of its max: sparsity 0 in every row). */
+static void test_jitter_is_the_spread_about_each_layers_mean(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "two.trace");
+    struct trace_header h;
+    memset(&h, 0, sizeof h);
+    snprintf(h.model, sizeof h.model, "two");
+    h.n_layers = 2;
+    h.n_heads = h.n_kv_heads = 2;
+    h.hidden = 4;
+    h.vocab = 10;
+    h.n_seqs = 1;
+    struct alisa_err e = {{0}};
+    struct trace_writer *w;
+    assert_int_equal(trace_writer_open(&w, path, &h, &e), 0);
+    uint32_t toks[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    assert_int_equal(trace_writer_seq(w, 0, 8, 40, 0, toks, &e), 0);
+    float rows[2 * 48];
+    for (uint32_t pos = 0; pos < 48; pos++) {
+        for (uint32_t t = 0; t <= pos; t++) {
+            rows[t] = sink_and_self(t, pos);
+            rows[pos + 1 + t] = 1.0f / (pos + 1);
+        }
+        assert_int_equal(trace_writer_step(w, 0, pos, 1, rows, NULL, &e), 0);
+    }
+    assert_int_equal(trace_writer_close(w, &e), 0);
+    struct tracefit_summary s;
+    if (tracefit_summarise(path, &s, &e))
+        fail_msg("%s", e.msg);
+    double mean = 0, sq = 0;
+    for (uint32_t pos = 8; pos < 48; pos++) {
+        double v = (double)(pos - 1) / (pos + 1);
+        mean += v / 40;
+        sq += v * v / 40;
+    }
+    assert_true(fabs(s.sparsity[0] - mean) < 1e-9 && s.sparsity[1] == 0);
+    /* the mean of the two layers' variances: layer 1's is 0 */
+    assert_true(fabs(s.jitter - sqrt((sq - mean * mean) / 2)) < 1e-6);
+    tu_rmdir(dir);
+    free(dir);
+}
+
 static void test_a_trace_without_lag_32_is_refused_by_name(void **state)
 {
     (void)state;
@@ -114,6 +160,8 @@ static void test_the_papers_trend_by_hand(void **state)
     /* below 6.7e9 the fitted profile stands: 1e8 to 5e9 changes nothing,
      * 1e8 to 30e9 is as 6.7e9 to 30e9 */
     assert_true(tracefit_scale(&p, 1e8, 5e9) == 1.0);
+    /* a target smaller than the fitted model: never denser */
+    assert_true(tracefit_scale(&p, 1.75e11, 6.7e9) == 1.0);
     assert_true(fabs(p.profile[0] - 0.95) < 1e-12);
     struct trace_gen_params q;
     trace_gen_defaults(&q); /* the line 0.80 .. 0.95 becomes a 2-knot profile */
@@ -191,6 +239,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_summary_of_a_hand_made_trace),
         cmocka_unit_test(test_no_mass_on_token_0_is_no_sink),
+        cmocka_unit_test(test_jitter_is_the_spread_about_each_layers_mean),
         cmocka_unit_test(test_a_trace_without_lag_32_is_refused_by_name),
         cmocka_unit_test(test_the_papers_trend_by_hand),
         cmocka_unit_test(test_fit_finds_a_known_generator),

@@ -7,9 +7,7 @@
 #include <getopt.h>
 #include <libgen.h>
 #include <sys/statvfs.h>
-#include <ini.h>
 #include <jansson.h>
-#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,181 +25,6 @@
 #include "trace_params.h"
 #include "tracefit.h"
 
-/* ---- gen option table ---- */
-
-enum gen_kind { GEN_U32, GEN_U64, GEN_DOUBLE, GEN_FLOAT };
-
-struct gen_opt {
-    const char *name;   /* long option */
-    enum gen_kind kind;
-    size_t offset;      /* into struct trace_gen_params */
-    const char *help;
-};
-
-#define GO(name, kind, member, help) {name, kind, offsetof(struct trace_gen_params, member), help}
-static const struct gen_opt gen_opts[] = {
-    GO("seqs", GEN_U32, n_seqs, "sequences (default 1)"),
-    GO("prompt-len", GEN_U32, prompt_len, "prompt tokens per sequence (default 128)"),
-    GO("gen-len", GEN_U32, gen_len, "generated tokens per sequence (default 512)"),
-    GO("prompt-rows", GEN_U32, prompt_rows, "prompt rows to record, counted back from the "
-                                            "prompt's end (default: all)"),
-    GO("seed", GEN_U64, seed, "GSL mt19937 seed (default 1); same seed, same bytes"),
-    GO("layers", GEN_U32, n_layers, "layers to record (default: the model's)"),
-    GO("sinks", GEN_U32, n_sinks, "attention-sink tokens at the start (default 4)"),
-    GO("sink-logit", GEN_DOUBLE, sink_logit, "extra logit of sink tokens (default 3)"),
-    GO("hh-alpha", GEN_DOUBLE, hh_alpha, "Pareto shape of token importance; smaller = "
-                                         "heavier heavy hitters (default 1.5)"),
-    GO("hh-scale", GEN_DOUBLE, hh_scale, "weight of log-importance in the logit (default 1)"),
-    GO("hh-drift", GEN_DOUBLE, hh_drift, "per-step s.d. of the importance random walk "
-                                         "(default 0.02)"),
-    GO("recency-logit", GEN_DOUBLE, recency_logit, "logit boost of the newest token "
-                                                   "(default 2)"),
-    GO("recency-tokens", GEN_DOUBLE, recency_tokens, "e-folding distance of the recency "
-                                                     "boost, tokens (default 16)"),
-    GO("noise", GEN_DOUBLE, noise, "per-step logit noise s.d. (default 0.5)"),
-    GO("sparsity-first", GEN_DOUBLE, sparsity_first, "target sparsity of layer 0 (default "
-                                                     "0.80)"),
-    GO("sparsity-last", GEN_DOUBLE, sparsity_last, "target sparsity of the last layer "
-                                                   "(default 0.95)"),
-    GO("sparsity-jitter", GEN_DOUBLE, sparsity_jitter, "per-row s.d. of the target "
-                                                       "(default 0.02)"),
-    GO("threshold", GEN_FLOAT, threshold, "sparse-row cutoff relative to the row max, "
-                                          "0..0.01 (default 0.001; 0 = all rows dense)"),
-};
-#define N_GEN_OPTS (sizeof gen_opts / sizeof gen_opts[0])
-
-/* Parses one table option's value into p (opt names it in messages). */
-static int gen_opt_set(struct trace_gen_params *p, size_t i, const char *opt, const char *val,
-                       struct alisa_err *e)
-{
-    void *dst = (char *)p + gen_opts[i].offset;
-    double d;
-    int bad = 0;
-    switch (gen_opts[i].kind) {
-    case GEN_U32: bad = cli_parse_u32(opt, val, dst, e); break;
-    case GEN_U64: bad = cli_parse_u64(opt, val, dst, e); break;
-    case GEN_DOUBLE: bad = cli_parse_double(opt, val, dst, e); break;
-    case GEN_FLOAT:
-        if (!(bad = cli_parse_double(opt, val, &d, e)))
-            *(float *)dst = (float)d;
-        break;
-    }
-    return bad;
-}
-
-/* The keys a parameters file holds besides the table's. */
-#define PARAMS_SECTION "generator"
-#define PARAMS_PROFILE "sparsity-profile"
-#define PARAMS_FROM "fitted-model-params"
-#define PARAMS_MODEL "fitted-model"
-
-/* The logit and sparsity terms trace fit writes (the shape, lengths and
- * seed stay the command line's). */
-static const char *const params_written[] = {"sinks", "sink-logit", "hh-alpha", "hh-scale",
-                                             "hh-drift", "recency-logit", "recency-tokens",
-                                             "noise", "sparsity-jitter"};
-
-int trace_params_write(FILE *f, const struct trace_gen_params *p, const char *fitted_model,
-                       double fitted_params)
-{
-    fprintf(f, "[" PARAMS_SECTION "]\n");
-    for (size_t k = 0; k < sizeof params_written / sizeof params_written[0]; k++)
-        for (size_t i = 0; i < N_GEN_OPTS; i++) {
-            if (strcmp(gen_opts[i].name, params_written[k]))
-                continue;
-            const void *src = (const char *)p + gen_opts[i].offset;
-            if (gen_opts[i].kind == GEN_U32)
-                fprintf(f, "%s = %u\n", gen_opts[i].name, *(const uint32_t *)src);
-            else
-                fprintf(f, "%s = %.6g\n", gen_opts[i].name, *(const double *)src);
-        }
-    fprintf(f, PARAMS_PROFILE " =");
-    for (uint32_t k = 0; k < p->n_profile; k++) /* 10 a line: inih reads 200 characters */
-        fprintf(f, "%s%s%.4f", k ? "," : "", k && k % 10 == 0 ? "\n   " : " ", p->profile[k]);
-    fprintf(f, "\n" PARAMS_MODEL " = %s\n" PARAMS_FROM " = %.4g\n", fitted_model, fitted_params);
-    return ferror(f) ? -1 : 0;
-}
-
-struct params_read {
-    struct trace_gen_params *p;
-    double *fitted_params;
-    const char *path;
-    struct alisa_err *e;
-    int profile_seen;
-};
-
-static int params_profile(struct params_read *r, const char *val)
-{
-    char opt[300];
-    snprintf(opt, sizeof opt, "%s: " PARAMS_PROFILE, r->path);
-    char buf[1024];
-    if (strlen(val) >= sizeof buf)
-        return err_set(r->e, ALISA_EINVAL, "%s: longer than %zu characters", opt, sizeof buf - 1);
-    snprintf(buf, sizeof buf, "%s", val);
-    uint32_t n = r->p->n_profile; /* a continuation line appends (inih repeats the key) */
-    for (char *save = NULL, *tok = strtok_r(buf, ", \t", &save); tok;
-         tok = strtok_r(NULL, ", \t", &save)) {
-        if (n == TRACE_GEN_PROFILE_MAX)
-            return err_set(r->e, ALISA_EINVAL, "%s: more than %u knots", opt, TRACE_GEN_PROFILE_MAX);
-        if (cli_parse_double(opt, tok, &r->p->profile[n], r->e))
-            return -1;
-        n++;
-    }
-    r->p->n_profile = n;
-    return 0;
-}
-
-/* inih's handler: 1 on success, 0 on error (e says why; inih gives the line). */
-static int params_key(void *user, const char *section, const char *name, const char *val)
-{
-    struct params_read *r = user;
-    char opt[300];
-    snprintf(opt, sizeof opt, "%s: %s", r->path, name);
-    if (strcmp(section, PARAMS_SECTION)) {
-        err_set(r->e, ALISA_EINVAL, "%s: key in section [%s]; expected [" PARAMS_SECTION "]",
-                opt, section);
-        return 0;
-    }
-    if (!strcmp(name, PARAMS_PROFILE)) {
-        if (!r->profile_seen)
-            r->p->n_profile = 0;
-        r->profile_seen = 1;
-        return params_profile(r, val) == 0;
-    }
-    if (!strcmp(name, PARAMS_FROM))
-        return cli_parse_double(opt, val, r->fitted_params, r->e) == 0;
-    if (!strcmp(name, PARAMS_MODEL))
-        return 1;
-    for (size_t i = 0; i < N_GEN_OPTS; i++)
-        if (!strcmp(gen_opts[i].name, name))
-            return gen_opt_set(r->p, i, opt, val, r->e) == 0;
-    err_set(r->e, ALISA_EINVAL, "%s: unknown key (alisa trace gen --help lists them)", opt);
-    return 0;
-}
-
-int trace_params_read(const char *path, struct trace_gen_params *p, double *fitted_params,
-                      struct alisa_err *e)
-{
-    *fitted_params = 0;
-    struct params_read r = {p, fitted_params, path, e, 0};
-    e->msg[0] = 0;
-    int line = ini_parse(path, params_key, &r);
-    if (line < 0)
-        return err_set(e, ALISA_EIO, "%s: cannot read it", path);
-    if (line > 0) {
-        char msg[sizeof e->msg];
-        if (e->msg[0])
-            snprintf(msg, sizeof msg, "%s", e->msg);
-        else
-            snprintf(msg, sizeof msg, "%s: not INI syntax, or a line over 200 characters", path);
-        return err_set(e, ALISA_EINVAL, "%s (line %d)", msg, line);
-    }
-    if (*fitted_params < 0 || !isfinite(*fitted_params))
-        return err_set(e, ALISA_EINVAL, "%s: " PARAMS_FROM " %g: expected a parameter count",
-                       path, *fitted_params);
-    return 0;
-}
-
 static void trace_gen_usage(FILE *out)
 {
     fprintf(out,
@@ -218,8 +41,8 @@ static void trace_gen_usage(FILE *out)
             "\n"
             "  --model NAME      model shape from the catalog (layers, heads, hidden, vocab)\n"
             "  -o, --output FILE trace to write (written to FILE.part, renamed when complete)\n");
-    for (size_t i = 0; i < N_GEN_OPTS; i++)
-        fprintf(out, "  --%-16s %s\n", gen_opts[i].name, gen_opts[i].help);
+    for (size_t i = 0; i < TRACE_GEN_N_OPTS; i++)
+        fprintf(out, "  --%-16s %s\n", trace_gen_opts[i].name, trace_gen_opts[i].help);
     fprintf(out,
             "  --per-head        also store per-head rows (heads draw their own noise and\n"
             "                    target; the head-mean row is then less sparse)\n"
@@ -528,20 +351,30 @@ static void gen_progress(void *ctx, uint64_t done, uint64_t total)
     progress_set(pg, done);
 }
 
+/* The paper's trend applied to a --params profile (tracefit_scale), said
+ * on stderr when it changes anything. */
+static void scale_profile(struct trace_gen_params *p, const char *params, double from, double to)
+{
+    double f = tracefit_scale(p, from, to);
+    if (f != 1.0)
+        fprintf(stderr, "alisa: %s: density scaled by %.3g (the paper's trend from %.3g to %.3g "
+                "parameters; --scale-rule none keeps the fitted profile)\n", params, f, from, to);
+}
+
 static int trace_gen_cmd(int argc, char **argv)
 {
     enum { OPT_MODEL = 1000, OPT_PER_HEAD, OPT_CATALOG, OPT_PARAMS, OPT_SCALE, OPT_TABLE };
-    struct option opts[N_GEN_OPTS + 8];
-    for (size_t i = 0; i < N_GEN_OPTS; i++)
-        opts[i] = (struct option){gen_opts[i].name, required_argument, 0, OPT_TABLE + (int)i};
-    opts[N_GEN_OPTS] = (struct option){"model", required_argument, 0, OPT_MODEL};
-    opts[N_GEN_OPTS + 1] = (struct option){"per-head", no_argument, 0, OPT_PER_HEAD};
-    opts[N_GEN_OPTS + 2] = (struct option){"catalog", required_argument, 0, OPT_CATALOG};
-    opts[N_GEN_OPTS + 3] = (struct option){"output", required_argument, 0, 'o'};
-    opts[N_GEN_OPTS + 4] = (struct option){"help", no_argument, 0, 'h'};
-    opts[N_GEN_OPTS + 5] = (struct option){"params", required_argument, 0, OPT_PARAMS};
-    opts[N_GEN_OPTS + 6] = (struct option){"scale-rule", required_argument, 0, OPT_SCALE};
-    opts[N_GEN_OPTS + 7] = (struct option){0, 0, 0, 0};
+    struct option opts[TRACE_GEN_N_OPTS + 8];
+    for (size_t i = 0; i < TRACE_GEN_N_OPTS; i++)
+        opts[i] = (struct option){trace_gen_opts[i].name, required_argument, 0, OPT_TABLE + (int)i};
+    opts[TRACE_GEN_N_OPTS] = (struct option){"model", required_argument, 0, OPT_MODEL};
+    opts[TRACE_GEN_N_OPTS + 1] = (struct option){"per-head", no_argument, 0, OPT_PER_HEAD};
+    opts[TRACE_GEN_N_OPTS + 2] = (struct option){"catalog", required_argument, 0, OPT_CATALOG};
+    opts[TRACE_GEN_N_OPTS + 3] = (struct option){"output", required_argument, 0, 'o'};
+    opts[TRACE_GEN_N_OPTS + 4] = (struct option){"help", no_argument, 0, 'h'};
+    opts[TRACE_GEN_N_OPTS + 5] = (struct option){"params", required_argument, 0, OPT_PARAMS};
+    opts[TRACE_GEN_N_OPTS + 6] = (struct option){"scale-rule", required_argument, 0, OPT_SCALE};
+    opts[TRACE_GEN_N_OPTS + 7] = (struct option){0, 0, 0, 0};
     cli_list_options(opts);
 
     struct trace_gen_params p;
@@ -550,12 +383,12 @@ static int trace_gen_cmd(int argc, char **argv)
     int scale = 1;
     /* Table options are applied after the model's shape and the parameters
      * file, so --layers and every option typed wins. */
-    const char *table_vals[N_GEN_OPTS] = {0};
+    const char *table_vals[TRACE_GEN_N_OPTS] = {0};
     struct alisa_err e = {{0}};
     cli_reset_getopt();
     int ch;
     while ((ch = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
-        if (ch >= OPT_TABLE && ch < OPT_TABLE + (int)N_GEN_OPTS) {
+        if (ch >= OPT_TABLE && ch < OPT_TABLE + (int)TRACE_GEN_N_OPTS) {
             table_vals[ch - OPT_TABLE] = optarg;
             continue;
         }
@@ -606,24 +439,18 @@ static int trace_gen_cmd(int argc, char **argv)
     double fitted_params = 0;
     if (params && trace_params_read(params, &p, &fitted_params, &e))
         return cli_fail(&e);
-    if (params && scale && fitted_params > 0) {
-        double f = tracefit_scale(&p, fitted_params, model_params);
-        if (f != 1.0)
-            fprintf(stderr, "alisa: %s: density scaled by %.3g (the paper's trend from %.3g to "
-                    "%.3g parameters; --scale-rule none keeps the fitted profile)\n", params, f,
-                    fitted_params, model_params);
-    }
-    for (size_t i = 0; i < N_GEN_OPTS; i++) {
+    for (size_t i = 0; i < TRACE_GEN_N_OPTS; i++) {
         if (!table_vals[i])
             continue;
         char opt[40];
-        snprintf(opt, sizeof opt, "--%s", gen_opts[i].name);
-        if (gen_opt_set(&p, i, opt, table_vals[i], &e))
+        snprintf(opt, sizeof opt, "--%s", trace_gen_opts[i].name);
+        if (trace_gen_opt_set(&p, i, opt, table_vals[i], &e))
             return cli_usage_error(trace_gen_usage, "%s", e.msg);
-        if (!strncmp(gen_opts[i].name, "sparsity-", 9) && strcmp(gen_opts[i].name,
-                                                                 "sparsity-jitter"))
+        if (trace_gen_opts[i].line)
             p.n_profile = 0; /* a typed line replaces the file's profile */
     }
+    if (params && scale && fitted_params > 0 && p.n_profile)
+        scale_profile(&p, params, fitted_params, model_params);
     /* the file's least size against the space free where it goes, before
      * any work (a full disk would still be caught by the writer, later) */
     if (trace_gen_validate(&p, &e))

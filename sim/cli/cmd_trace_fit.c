@@ -8,12 +8,13 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cmds.h"
 #include "outfile.h"
 #include "progress.h"
 #include "trace_params.h"
 #include "tracefit.h"
 
-void trace_fit_usage(FILE *out)
+static void trace_fit_usage(FILE *out)
 {
     fprintf(out,
             "usage: alisa trace fit RECORDED... -o PARAMS.ini [options]\n"
@@ -141,6 +142,10 @@ int trace_fit_cmd(int argc, char **argv)
     if (!o.sim_layers || !o.sim_seqs || !o.max_iter)
         return cli_usage_error(trace_fit_usage, "--sim-layers, --sim-seqs and --max-iter must "
                                "be positive");
+    char part[4200]; /* opened first: a bad -o is said before minutes of fitting */
+    FILE *f = outfile_open(out, part, sizeof part, "parameters", &e);
+    if (!f)
+        return cli_fail(&e);
     struct progress pg;
     progress_start(&pg, "trace fit", "iterations", o.max_iter, 0);
     o.progress = fit_progress;
@@ -149,12 +154,11 @@ int trace_fit_cmd(int argc, char **argv)
     int rc = tracefit_fit((const char *const *)argv + optind, (uint32_t)(argc - optind), &o, &r,
                           &e);
     progress_end(&pg);
-    if (rc)
+    if (rc) {
+        struct alisa_err ignored = {{0}};
+        outfile_close(f, part, out, rc, &ignored); /* removes the part */
         return cli_fail(&e);
-    char part[4200];
-    FILE *f = outfile_open(out, part, sizeof part, "parameters", &e);
-    if (!f)
-        return cli_fail(&e);
+    }
     fprintf(f, "# alisa trace fit: the generator fitted to");
     for (int i = optind; i < argc; i++)
         fprintf(f, " %s", argv[i]);

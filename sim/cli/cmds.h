@@ -12,6 +12,8 @@ int cmd_catalog(int argc, char **argv);
 void cmd_catalog_usage(FILE *out);
 int cmd_trace(int argc, char **argv);
 void cmd_trace_usage(FILE *out);
+/* `alisa trace fit`, dispatched by cmd_trace (cmd_trace_fit.c) */
+int trace_fit_cmd(int argc, char **argv);
 
 int cmd_policy(int argc, char **argv);
 void cmd_policy_usage(FILE *out);

@@ -1,6 +1,6 @@
-/* The generator's parameters file, shared by `alisa trace gen --params` and
- * `alisa trace fit -o` (both in sim/cli; the keys are trace gen's option
- * names, from the one option table in cmd_trace.c).
+/* The synthetic generator's options, one table for `alisa trace gen`'s
+ * command line and for its parameters file, which `alisa trace fit -o`
+ * writes and `alisa trace gen --params` reads:
  *
  *   [generator]
  *   sink-logit = 2.1              any trace gen option, as typed after --
@@ -13,25 +13,44 @@
 #ifndef ALISA_TRACE_PARAMS_H
 #define ALISA_TRACE_PARAMS_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 #include "err.h"
 #include "trace_gen.h"
 
-/* Writes p's fitted terms (sinks, the logit terms, the jitter, the profile)
- * and the fitted model's name and parameters as the file above. Returns 0,
- * or -1 when a write failed. */
+enum trace_opt_kind { TRACE_OPT_U32, TRACE_OPT_U64, TRACE_OPT_DOUBLE, TRACE_OPT_FLOAT };
+
+struct trace_gen_opt {
+    const char *name;   /* long option and file key */
+    enum trace_opt_kind kind;
+    size_t offset;      /* into struct trace_gen_params */
+    int fitted;         /* 1: a term `alisa trace fit` writes */
+    int line;           /* 1: sets the first/last line, replacing a profile */
+    const char *help;
+};
+
+#define TRACE_GEN_N_OPTS 18
+extern const struct trace_gen_opt trace_gen_opts[TRACE_GEN_N_OPTS];
+
+/* Parses option i's value val into p; opt names it in messages. */
+int trace_gen_opt_set(struct trace_gen_params *p, size_t i, const char *opt, const char *val,
+                      struct alisa_err *e);
+
+/* Writes p's fitted terms (the options marked fitted, the threshold the fit
+ * simulated at, the profile) and the fitted model's name and parameters as
+ * the file above. Returns 0, or -1 when a write failed. */
 int trace_params_write(FILE *f, const struct trace_gen_params *p, const char *fitted_model,
                        double fitted_params);
 
-/* Applies path's keys to p; *fitted_params gets fitted-model-params (0
- * when absent). A key outside [generator], an unknown key or a bad value is
- * an error naming the file, key, value and line. */
+/* Applies the regular file path's keys to p (whose shape is set), then
+ * checks the result as trace_gen_validate does; *fitted_params gets
+ * fitted-model-params (0 when absent). A key outside [generator], an
+ * unknown key, a bad or out-of-range value or an empty profile is an error
+ * naming the file, the key, the value and the first bad line. A repeated
+ * sparsity-profile key continues the profile, as its continuation lines do
+ * (inih passes both alike). */
 int trace_params_read(const char *path, struct trace_gen_params *p, double *fitted_params,
                       struct alisa_err *e);
-
-/* `alisa trace fit` (cmd_trace_fit.c). */
-int trace_fit_cmd(int argc, char **argv);
-void trace_fit_usage(FILE *out);
 
 #endif

@@ -21,6 +21,7 @@
 
 #define GEN_BETA_MIN 0.05
 #define GEN_BETA_MAX 50.0
+#define GEN_TERM_MAX 1e3 /* largest magnitude of a logit term (rows stay finite) */
 
 void trace_gen_defaults(struct trace_gen_params *p)
 {
@@ -87,6 +88,13 @@ int trace_gen_validate(const struct trace_gen_params *p, struct alisa_err *e)
         !isfinite(p->hh_scale) || !isfinite(p->recency_logit))
         return err_set(e, ALISA_EINVAL, "noise %g and drift %g must be >= 0 and logits finite",
                        p->noise, p->hh_drift);
+    if (fabs(p->sink_logit) > GEN_TERM_MAX || fabs(p->hh_scale) > GEN_TERM_MAX ||
+        fabs(p->recency_logit) > GEN_TERM_MAX || p->noise > GEN_TERM_MAX ||
+        p->hh_drift > GEN_TERM_MAX || !(p->recency_tokens <= 1e9))
+        return err_set(e, ALISA_EINVAL, "sink-logit %g, hh-scale %g, recency-logit %g, noise %g, "
+                       "hh-drift %g: each within +-%g; recency-tokens %g at most 1e9",
+                       p->sink_logit, p->hh_scale, p->recency_logit, p->noise, p->hh_drift,
+                       GEN_TERM_MAX, p->recency_tokens);
     if (!(p->threshold >= 0 && p->threshold <= TRACE_MAX_THRESHOLD))
         return err_set(e, ALISA_EINVAL, "--threshold %g not in [0, %g]", (double)p->threshold,
                        (double)TRACE_MAX_THRESHOLD);
@@ -176,6 +184,8 @@ static void format_params(const struct trace_gen_params *p, char *buf, size_t ca
              p->sparsity_last, p->sparsity_jitter, p->per_head, (double)p->threshold);
     for (uint32_t k = 0; k < p->n_profile && n > 0 && (size_t)n < cap; k++)
         n += snprintf(buf + n, cap - n, "%s%.3g", k ? "," : " profile=", p->profile[k]);
+    if (n > 0 && (size_t)n >= cap && cap > 4) /* cut: say so */
+        memcpy(buf + cap - 4, "...", 4);
 }
 
 int trace_gen_write(const struct trace_gen_params *p, const char *path, struct alisa_err *e)
@@ -362,5 +372,6 @@ void gen_stream_row(struct gen_stream *gs, uint32_t pos, float *row)
 {
     ALISA_ASSERT(pos < gs->max_len);
     gen_drift(&gs->p, gs->rng, gs->g, pos);
-    gen_head_row(&gs->p, gs->rng, gs->g, pos, trace_gen_layer_target(&gs->p, gs->layer), gs->z, gs->gap, row);
+    gen_head_row(&gs->p, gs->rng, gs->g, pos, trace_gen_layer_target(&gs->p, gs->layer), gs->z,
+                 gs->gap, row);
 }
