@@ -161,6 +161,18 @@ void llm_state_attention_from(struct llm_state *s, llm_attention_row_fn fn, void
 
 void llm_state_pipeline(struct llm_state *s, int on) { s->c.pipeline = on != 0; }
 
+int llm_state_attention_heads(struct llm_state *s, float *heads, struct alisa_err *e)
+{
+    if (heads && !s->ops->attn_heads_out)
+        return err_set(e, ALISA_EINVAL, "per-head attention rows: the %s backend does not "
+                       "write them (--backend cpu does)", s->ops->name);
+    if (heads && s->c.sched)
+        return err_set(e, ALISA_EINVAL, "per-head attention rows: dense attention only (no "
+                       "--selection or --placement)");
+    s->c.attn_heads = heads;
+    return 0;
+}
+
 void llm_state_attention_counts(const struct llm_state *s, uint64_t *fed, uint64_t *computed)
 {
     *fed = s->c.attn_fed;

@@ -45,6 +45,9 @@ struct backend_common {
     void *attn_ctx;
     uint64_t attn_fed, attn_computed; /* rows observed from attn_row / computed */
     int pipeline;            /* llm_state_pipeline */
+    float *attn_heads;       /* llm_state_attention_heads: with rows, each head's row of the
+                              * call's one position, (batch, n_layers, n_heads, pos + 1);
+                              * dense passes of a backend with attn_heads_out; NULL: off */
 };
 
 /* What a shell asks of a backend instead of testing which one it is: the
@@ -59,6 +62,7 @@ struct backend_ops {
     int batched_copies;    /* 1: a layer's moves are copied at once; 0: token by token */
     int device_argmax;     /* 1: forward writes c->greedy itself when it is set (only the
                               ids come back); 0: llm_forward_greedy takes it on the host */
+    int attn_heads_out;    /* 1: a dense pass fills c->attn_heads when it is set */
     /* A state for c->batch sequences of c->max_len tokens of c->m into *be.
      * Returns 0 or a negative status with e set. */
     int (*create)(void **be, const struct backend_common *c, struct alisa_err *e);

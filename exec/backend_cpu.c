@@ -283,6 +283,9 @@ static const float *cpu_forward_rows(struct cpu_state *s, struct backend_common 
                            s->xb + (size_t)r * d);
                 if (rows) /* one position a call when rows are asked for */
                     memcpy(rows + ((size_t)b * c->n_layers + l) * n, wt, n * sizeof *wt);
+                for (uint32_t h = 0; rows && cm->attn_heads && h < H; h++) /* cpu_attend's rows */
+                    memcpy(cm->attn_heads + (((size_t)b * c->n_layers + l) * H + h) * n,
+                           s->att + ((size_t)tid * H + h) * s->max_len, n * sizeof(float));
             }
         }
         /* tiered: positions in order, position p attends keys written at p' <= p */
@@ -533,6 +536,7 @@ const struct backend_ops backend_cpu = {
     .weight_bytes = 4,
     .kv_bytes = 4,
     .batched_copies = 0,
+    .attn_heads_out = 1,
     .create = cpu_create,
     .destroy = cpu_destroy,
     .kvstore = cpu_kvstore,

@@ -163,6 +163,13 @@ void llm_state_attention_counts(const struct llm_state *s, uint64_t *fed, uint64
  * line (planlog.h; NULL: off). f is borrowed. */
 void llm_state_plan_log(struct llm_state *s, FILE *f);
 
+/* With rows asked of llm_forward, each head's softmax row too, into heads:
+ * (batch, n_layers, n_heads, pos + 1), the head-mean rows being their
+ * mean. Only for a dense pass (no scheduler attached) of a backend that
+ * writes them (the CPU); otherwise an error naming why. NULL turns it off.
+ * heads is borrowed. */
+int llm_state_attention_heads(struct llm_state *s, float *heads, struct alisa_err *e);
+
 /* Runs P consecutive positions pos0..pos0+P-1 of every sequence at once:
  * tokens (batch, P), the projections and FFN as GEMMs over batch x P rows,
  * attention and the tiered cache position by position in order. Returns the

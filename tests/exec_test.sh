@@ -93,6 +93,34 @@ check $? "record"
 check $? "recorded trace is valid"
 "$alisa" trace info "$tmp/r.trace" | grep -q "source:     model"
 check $? "recorded trace says it came from a model"
+# per-head rows (issue 43): the same head-mean rows as without them, each
+# head's row a distribution, their mean the head-mean row, the heads apart
+"$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
+    --gen-len 64 --batch 2 --per-head -o "$tmp/rh.trace" 2>/dev/null
+check $? "record --per-head"
+python3 - "$(cd "$(dirname "$0")/.." && pwd)/traces" "$tmp/r.trace" "$tmp/rh.trace" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+from read_trace import read_trace
+a, b = read_trace(sys.argv[2]), read_trace(sys.argv[3])
+assert b.header["flags"] & 1 and not a.header["flags"] & 1
+n, apart = 0, 0
+for sa, sb in zip(a.steps(), b.steps()):
+    assert (sa.seq, sa.pos) == (sb.seq, sb.pos)
+    assert np.array_equal(sa.w, sb.w), (sa.seq, sa.pos)          # the same head-mean rows
+    heads = sb.w_head + 0  # (layers, heads, pos + 1)
+    assert np.allclose(heads.sum(axis=2) + sb.residual_head, 1, atol=2e-3)
+    assert np.allclose(heads.mean(axis=1), sb.w, atol=2e-3), (sb.seq, sb.pos)
+    apart += sb.pos > 0 and np.abs(heads[:, 0] - heads[:, 1]).max() > 1e-3
+    n += 1
+assert n == 2 * 96 and apart > n // 2, (n, apart)
+PY
+check $? "per-head rows: distributions whose mean is the head-mean row"
+"$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
+    --gen-len 64 --per-head --selection swa -o "$tmp/rh2.trace" 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "per-head attention rows: dense attention only" "$tmp/err" && [ ! -e "$tmp/rh2.trace" ]
+check $? "record --per-head under a selection refused, no trace left"
 "$alisa" run --model "$tmp/none.bin" --tokenizer x --prompt a -n 1 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "none.bin: cannot open" "$tmp/err"
 check $? "missing checkpoint named"

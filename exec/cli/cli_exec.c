@@ -425,6 +425,7 @@ int record_trace(const struct record_job *j, struct alisa_err *e)
     h.vocab = c->vocab;
     h.n_seqs = batch;
     h.threshold = (float)j->threshold;
+    h.flags = j->per_head ? TRACE_FLAG_PER_HEAD : 0;
     snprintf(h.source, sizeof h.source, "model");
     snprintf(h.model_sha256, sizeof h.model_sha256, "%s", m->sha256);
     const char *base = strrchr(j->text, '/');
@@ -441,15 +442,17 @@ int record_trace(const struct record_job *j, struct alisa_err *e)
     struct trace_writer *w = NULL;
     struct llm_state *st = NULL;
     float *rows = malloc((size_t)batch * c->n_layers * N * sizeof *rows);
+    float *heads = j->per_head ? malloc((size_t)batch * c->n_layers * c->n_heads * N *
+                                        sizeof *heads) : NULL;
     uint32_t *cur = malloc(batch * sizeof *cur);
-    if (!rc && (!rows || !cur))
+    if (!rc && (!rows || !cur || (j->per_head && !heads)))
         rc = err_set(e, ALISA_ENOMEM, "out of memory");
     if (!rc) /* first: the trace names the backend it took */
         rc = exec_state_create(&st, kvo, m, batch, N, e);
     snprintf(h.generator, sizeof h.generator,
              "alisa record --model %s --prompt-len %u --gen-len %u --batch %u --offset %u "
-             "--threshold %g (teacher-forced, %s, %s executor)",
-             m->name, P, G, batch, offset, j->threshold, kv_desc,
+             "--threshold %g%s (teacher-forced, %s, %s executor)",
+             m->name, P, G, batch, offset, j->threshold, j->per_head ? " --per-head" : "", kv_desc,
              st ? llm_state_label(st) : "CPU");
     if (!rc)
         rc = trace_writer_open(&w, j->out, &h, e);
@@ -463,6 +466,8 @@ int record_trace(const struct record_job *j, struct alisa_err *e)
                      "no scheduler)");
     if (!rc && !tr.sched)
         llm_state_tiered(st, NULL, NULL, P); /* dense: phases for the timings */
+    if (!rc && heads)
+        rc = llm_state_attention_heads(st, heads, e);
     if (!rc) {
         llm_state_plan_log(st, j->log);
         llm_state_timings(st, j->timings);
@@ -480,8 +485,9 @@ int record_trace(const struct record_job *j, struct alisa_err *e)
             break;
         }
         for (uint32_t b = 0; !rc && b < batch; b++)
-            rc = trace_writer_step(w, b, p, cur[b], rows + (size_t)b * c->n_layers * (p + 1), NULL,
-                                   e);
+            rc = trace_writer_step(w, b, p, cur[b], rows + (size_t)b * c->n_layers * (p + 1),
+                                   heads ? heads + (size_t)b * c->n_layers * c->n_heads * (p + 1)
+                                         : NULL, e);
     }
     progress_end(&pg);
     if (!rc) {
@@ -492,6 +498,7 @@ int record_trace(const struct record_job *j, struct alisa_err *e)
     tiered_free(&tr);
     llm_state_free(st);
     free(rows);
+    free(heads);
     free(cur);
     free(ids);
     return rc;

@@ -141,6 +141,7 @@ struct record_job {
     const char *text, *out;
     uint32_t P, G, batch, offset;
     double threshold;
+    int per_head;   /* also each head's rows (dense CPU passes only) */
     struct kv_opts kv;
     FILE *log;      /* decision log (needs a scheduler), or NULL */
     FILE *timings;  /* llm_state_timings' lines, or NULL */

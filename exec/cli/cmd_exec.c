@@ -626,6 +626,7 @@ struct record_opts {
     const char *model, *tokenizer, *text, *out, *log;
     uint32_t P, G, batch, offset;
     double threshold;
+    int per_head;
     struct kv_opts kvo;
 };
 
@@ -652,6 +653,10 @@ static const struct cli_opt record_own_opts[] = {
      "trace to write", 'o'},
     {"log", "FILE", CLI_STR, CO(log), NULL, 0,
      "decision log of the scheduler (planlog.h's lines)", 0},
+    {"per-head", NULL, CLI_FLAG, CO(per_head), NULL, 0,
+     "also each query head's row (the trace's per-head rows, for\n"
+     "per-head policies; about n_heads + 1 times the size; dense\n"
+     "attention on the CPU backend only)", 0},
     {0}};
 static const struct cli_group record_groups[] = {{record_own_opts, 0},
                                                  KV_GROUPS(struct record_opts, kvo)};
@@ -720,7 +725,8 @@ int cmd_record(int argc, char **argv)
     if (log_path && !(lf = outfile_open(log_path, lpart, sizeof lpart, "decision log", &e)))
         rc = ALISA_EIO;
     struct record_job job = {.l = &l, .text = text, .out = out, .P = P, .G = G, .batch = batch,
-                             .offset = offset, .threshold = threshold, .kv = kvo, .log = lf,
+                             .offset = offset, .threshold = threshold, .per_head = o.per_head,
+                             .kv = kvo, .log = lf,
                              .progress = "record"};
     if (!rc)
         rc = record_trace(&job, &e);
