@@ -2,17 +2,45 @@
  * its statistics beside the recording's, the parameters written for
  * `alisa trace gen --params`. A thin shell: parses, calls, prints.
  */
-#include <getopt.h>
+#include <stddef.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 #include "cmds.h"
 #include "outfile.h"
 #include "progress.h"
 #include "trace_params.h"
 #include "tracefit.h"
+
+/* What alisa trace fit is asked; defaults in trace_fit_cmd's initializer. */
+struct fit_opts {
+    struct tracefit_options fit;
+    const char *out;
+    int json;
+};
+
+#define FO(f) offsetof(struct fit_opts, f)
+static const struct cli_opt fit_own_opts[] = {
+    {"output", "F", CLI_STR, FO(out), NULL, 1,
+     "parameters file to write (alisa trace gen --params F)", 'o'},
+    {"sim-layers", "N", CLI_U32, FO(fit.sim_layers), NULL, 0,
+     "layers of each simulated trace (default 8; the profile\n"
+     "is sampled at their depths)", 0},
+    {"sim-seqs", "N", CLI_U32, FO(fit.sim_seqs), NULL, 0,
+     "its sequences (default 1, at most 64)", 0},
+    {"seed", "N", CLI_U64, FO(fit.seed), NULL, 0,
+     "its seed (default 1)", 0},
+    {"max-iter", "N", CLI_U32, FO(fit.max_iter), NULL, 0,
+     "simplex iterations (default 150)", 0},
+    {"json", NULL, CLI_FLAG, FO(json), NULL, 0,
+     "print JSON instead of the table", 0},
+    {0}};
+static const struct cli_group fit_groups[] = {{fit_own_opts, 0}};
+static const struct cli_command_opts fit_command = {fit_groups, 1, 0, 1};
+#undef FO
 
 static void trace_fit_usage(FILE *out)
 {
@@ -33,19 +61,13 @@ static void trace_fit_usage(FILE *out)
             "    on those tokens, on its last 8 and on its last 64.\n"
             "Prints each statistic recorded, under the generator's defaults and fitted.\n"
             "Traces fitted together must have one layer count; the target is their mean.\n"
-            "\n"
-            "  -o, --output F     parameters file to write (alisa trace gen --params F)\n"
-            "  --sim-layers N     layers of each simulated trace (default 8; the profile\n"
-            "                     is sampled at their depths)\n"
-            "  --sim-seqs N       its sequences (default 1)\n"
-            "  --seed N           its seed (default 1)\n"
-            "  --max-iter N       simplex iterations (default 150)\n"
-            "  --json             print JSON instead of the table\n"
-            "  -h, --help         this text\n"
+            "\n",
+            TRACEFIT_SINKS);
+    cli_opts_help(out, &fit_command, 21);
+    fprintf(out,
             "\n"
             "examples (run as shown by tests/readme_test.sh):\n"
-            "  alisa trace fit traces/stories260K-tinystories.trace --max-iter 3 -o fit.ini\n",
-            TRACEFIT_SINKS);
+            "  alisa trace fit traces/stories260K-tinystories.trace --max-iter 3 -o fit.ini\n");
 }
 
 static void fit_progress(void *ctx, uint32_t iter, uint32_t max_iter, double objective)
@@ -103,42 +125,18 @@ static json_t *result_json(const struct tracefit_result *r)
 
 int trace_fit_cmd(int argc, char **argv)
 {
-    enum { O_LAYERS = 1000, O_SEQS, O_SEED, O_ITER, O_JSON };
-    static const struct option opts[] = {{"sim-layers", required_argument, 0, O_LAYERS},
-                                         {"sim-seqs", required_argument, 0, O_SEQS},
-                                         {"seed", required_argument, 0, O_SEED},
-                                         {"max-iter", required_argument, 0, O_ITER},
-                                         {"json", no_argument, 0, O_JSON},
-                                         {"output", required_argument, 0, 'o'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    cli_list_options(opts);
-    struct tracefit_options o;
-    tracefit_defaults(&o);
-    const char *out = NULL;
-    int json = 0, bad = 0;
+    struct fit_opts fo = {0};
+    tracefit_defaults(&fo.fit);
+    int next = 0;
+    int req = cli_opts_parse(argc, argv, &fit_command, &fo, NULL, trace_fit_usage, &next);
+    if (req)
+        return req;
+    struct tracefit_options o = fo.fit;
+    const char *out = fo.out;
+    const int json = fo.json, optind = next;
     struct alisa_err e = {{0}};
-    cli_reset_getopt();
-    int ch, li = -1;
-    while (!bad && (ch = getopt_long(argc, argv, ":ho:", opts, &li)) != -1) {
-        const char *opt = cli_opt_name(opts, li, ch, argv[optind - 1]);
-        li = -1;
-        switch (ch) {
-        case O_LAYERS: bad = cli_parse_u32(opt, optarg, &o.sim_layers, &e); break;
-        case O_SEQS: bad = cli_parse_u32(opt, optarg, &o.sim_seqs, &e); break;
-        case O_SEED: bad = cli_parse_u64(opt, optarg, &o.seed, &e); break;
-        case O_ITER: bad = cli_parse_u32(opt, optarg, &o.max_iter, &e); break;
-        case O_JSON: json = 1; break;
-        case 'o': out = optarg; break;
-        default: return cli_option_end(ch, opt, trace_fit_usage);
-        }
-    }
-    if (bad)
-        return cli_usage_error(trace_fit_usage, "%s", e.msg);
     if (optind >= argc)
         return cli_usage_error(trace_fit_usage, "missing RECORDED trace");
-    if (!out)
-        return cli_usage_error(trace_fit_usage, "-o PARAMS.ini is required");
     if (!o.sim_layers || !o.sim_seqs || !o.max_iter)
         return cli_usage_error(trace_fit_usage, "--sim-layers, --sim-seqs and --max-iter must "
                                "be positive");
