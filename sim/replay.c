@@ -467,19 +467,30 @@ int replay_extension_params(const char *path, struct trace_gen_params *ext, stru
     struct trace_stats *ts;
     if ((rc = trace_stats_from_file(path, &ts, NULL, e)))
         return rc;
-    struct sparsity_summary first, last;
-    trace_stats_summary(ts, 0, &first);
-    trace_stats_summary(ts, h.n_layers - 1, &last);
-    trace_stats_destroy(ts);
     trace_gen_defaults(ext);
     ext->n_layers = h.n_layers;
     ext->n_heads = h.n_heads;
     ext->n_kv_heads = h.n_kv_heads;
     ext->hidden = h.hidden;
     ext->vocab = h.vocab;
+    /* each layer's own target, as a profile with a knot per layer (the
+     * generator reads layer l at knot l); beyond the profile's knots, the
+     * line between the first and last layers */
+    struct sparsity_summary s, first, last;
+    trace_stats_summary(ts, 0, &first);
+    trace_stats_summary(ts, h.n_layers - 1, &last);
     if (first.rows && last.rows) {
         ext->sparsity_first = first.mean < 0.999 ? first.mean : 0.999;
         ext->sparsity_last = last.mean < 0.999 ? last.mean : 0.999;
     }
+    if (h.n_layers >= 2 && h.n_layers <= TRACE_GEN_PROFILE_MAX) {
+        ext->n_profile = h.n_layers;
+        for (uint32_t l = 0; l < h.n_layers; l++) {
+            trace_stats_summary(ts, l, &s);
+            double v = s.rows ? s.mean : ext->sparsity_first;
+            ext->profile[l] = v < 0.999 ? v : 0.999;
+        }
+    }
+    trace_stats_destroy(ts);
     return 0;
 }

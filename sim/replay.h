@@ -137,9 +137,11 @@ void kv_futures_free(struct kv_futures *f); /* accepts NULL */
 
 /* The synthetic continuation of the trace at path (alisa sim --extend, and
  * serving's requests longer than the trace): the generator's model
- * (trace_gen.h) with the trace's shape, its per-layer sparsity targets
- * ramped between the trace's measured first and last layers' mean decode
- * sparsity (capped at 0.999). Errors: the trace's. */
+ * (trace_gen.h) with the trace's shape, each layer's sparsity target that
+ * layer's measured mean decode sparsity (a profile of a knot per layer;
+ * a trace of one layer or more than TRACE_GEN_PROFILE_MAX layers: ramped
+ * between the first and last layers'; capped at 0.999). Errors: the
+ * trace's. */
 int replay_extension_params(const char *path, struct trace_gen_params *ext, struct alisa_err *e);
 
 #endif

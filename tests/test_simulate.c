@@ -16,6 +16,8 @@
 #include "testutil.h"
 #include "trace.h"
 #include "trace_gen.h"
+#include "trace_stats.h"
+#include "replay.h"
 
 
 /* One sequence, one layer, prompt 2, generated 2, uniform rows. */
@@ -749,6 +751,43 @@ static void test_no_prefetch_serialises_copies_and_compute(void **state)
     free(dir);
 }
 
+/* The continuation takes each layer's own measured sparsity: a middle
+ * layer far from the line between the first and the last keeps its own. */
+static void test_extension_takes_each_layers_sparsity(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "three.trace");
+    struct trace_gen_params p;
+    trace_gen_defaults(&p);
+    p.n_layers = 3;
+    p.prompt_len = 16;
+    p.gen_len = 48;
+    p.n_profile = 3;
+    p.profile[0] = 0.5;
+    p.profile[1] = 0.95;
+    p.profile[2] = 0.6;
+    struct alisa_err e = {{0}};
+    assert_int_equal(trace_gen_write(&p, path, &e), 0);
+    struct trace_gen_params ext;
+    assert_int_equal(replay_extension_params(path, &ext, &e), 0);
+    struct trace_stats *ts;
+    assert_int_equal(trace_stats_from_file(path, &ts, NULL, &e), 0);
+    assert_int_equal(ext.n_profile, 3);
+    for (uint32_t l = 0; l < 3; l++) {
+        struct sparsity_summary s;
+        trace_stats_summary(ts, l, &s);
+        assert_true(fabs(ext.profile[l] - s.mean) < 1e-12);
+        assert_true(fabs(trace_gen_layer_target(&ext, l) - s.mean) < 1e-12);
+    }
+    trace_stats_destroy(ts);
+    /* the middle layer, not the line's 0.55 */
+    if (!(ext.profile[1] > 0.85))
+        fail_msg("layer 1's target %g, generated at 0.95", ext.profile[1]);
+    tu_rmdir(dir);
+    free(dir);
+}
+
 static void test_extend_continues_a_short_trace_deterministically(void **state)
 {
     (void)state;
@@ -1015,6 +1054,7 @@ int main(void)
         cmocka_unit_test(test_vllm_preempts_the_latest_sequence_and_recomputes_it),
         cmocka_unit_test(test_vllm_kv_space_is_its_memory_formula),
         cmocka_unit_test(test_no_prefetch_serialises_copies_and_compute),
+        cmocka_unit_test(test_extension_takes_each_layers_sparsity),
         cmocka_unit_test(test_extend_continues_a_short_trace_deterministically),
         cmocka_unit_test(test_same_input_gives_the_same_result),
         cmocka_unit_test(test_sim_and_search_agree_on_a_schedule_they_price_alike),
