@@ -60,6 +60,10 @@ static int summarise_rows(const char *path, struct tracefit_summary *out, struct
     const struct trace_seq *q0 = trace_reader_seq(r, 0);
     snprintf(out->model, sizeof out->model, "%s", h->model);
     out->n_layers = L;
+    out->n_heads = h->n_heads;
+    out->n_kv_heads = h->n_kv_heads;
+    out->hidden = h->hidden;
+    out->vocab = h->vocab;
     out->prompt_len = q0->prompt_len;
     out->gen_len = q0->gen_len;
     out->model_params = tracefit_model_params(L, h->hidden, h->vocab);
@@ -263,19 +267,15 @@ int tracefit_fit(const char *const *paths, uint32_t n, const struct tracefit_opt
     int rc = fit_target(paths, n, r, e);
     if (rc)
         return rc;
-    struct trace_reader *tr;
-    if ((rc = trace_reader_open(&tr, paths[0], e)))
-        return rc;
-    const struct trace_header *h = trace_reader_header(tr);
-    struct fit_ctx c = {.target = &r->target, .e = e};
+    const struct tracefit_summary *t = &r->target; /* the first trace's shape */
+    struct fit_ctx c = {.target = t, .e = e};
     struct trace_gen_params *p = &c.sim;
     trace_gen_defaults(p);
-    snprintf(p->model, sizeof p->model, "fit:%.59s", h->model);
-    p->n_heads = h->n_heads;
-    p->n_kv_heads = h->n_kv_heads;
-    p->hidden = h->hidden;
-    p->vocab = h->vocab;
-    trace_reader_destroy(tr);
+    snprintf(p->model, sizeof p->model, "fit:%.59s", t->model);
+    p->n_heads = t->n_heads;
+    p->n_kv_heads = t->n_kv_heads;
+    p->hidden = t->hidden;
+    p->vocab = t->vocab;
     p->prompt_len = r->target.prompt_len;
     p->gen_len = r->target.gen_len;
     p->n_profile = r->target.n_layers > 1 ? r->target.n_layers : 2;

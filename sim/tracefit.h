@@ -56,7 +56,8 @@ extern const char *const tracefit_moment_name[TRACEFIT_N];
 /* What a trace is summarised by. */
 struct tracefit_summary {
     char model[64];
-    uint32_t n_layers, prompt_len, gen_len; /* lengths of its first sequence */
+    uint32_t n_layers, n_heads, n_kv_heads, hidden, vocab; /* its header's shape */
+    uint32_t prompt_len, gen_len;           /* lengths of its first sequence */
     double model_params;                    /* tracefit_model_params of its shape */
     double m[TRACEFIT_N];
     double sparsity[TRACE_GEN_PROFILE_MAX]; /* mean decode-row sparsity per layer */
