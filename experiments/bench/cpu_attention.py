@@ -23,7 +23,12 @@ read and write 5 arrays, counted as the code's reads and writes, as the
 attention's 5 bytes are). That multiple is the factor a simulated host
 applies to its host_mem_gbps.
 
-Usage: python3 experiments/bench/cpu_attention.py [--threads N] [--repeat R]
+With --torch (where PyTorch is installed, as on a GPU window's machine: the
+`host` stage of scripts/gpu-window runs it there) the attention is FlexGen's
+own operations on CPU tensors: k.float(), v.float(), torch.bmm, softmax in
+FP32, torch.bmm, under torch.set_num_threads(N).
+
+Usage: python3 experiments/bench/cpu_attention.py [--threads N] [--repeat R] [--torch]
 Prints a table and one JSON line; takes about a minute on 2 cores.
 """
 import argparse
@@ -37,10 +42,20 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--torch", action="store_true",
+                    help="attend with PyTorch's CPU operations, as FlexGen does (needs torch)")
     a = ap.parse_args()
     for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[v] = str(a.threads)
     import numpy as np  # after the thread settings
+    torch = None
+    if a.torch:
+        try:
+            import torch
+        except ImportError:
+            print("cpu_attention.py: --torch: PyTorch is not installed", file=sys.stderr)
+            return 2
+        torch.set_num_threads(a.threads)
 
     def best(f, r):
         t = []
@@ -80,6 +95,14 @@ def main():
                 np.exp(w, out=w)
                 w /= w.sum(axis=2, keepdims=True)
                 return np.matmul(w, v)
+            if torch is not None:
+                tk, tv, tq = torch.from_numpy(kc), torch.from_numpy(vc), torch.from_numpy(q)
+
+                def attend():  # FlexGen's mha_gen with the cache on the CPU
+                    k = tk.permute(1, 2, 0).float()
+                    v = tv.permute(1, 0, 2).float()
+                    w = torch.softmax(torch.bmm(tq, k), dim=2)
+                    return torch.bmm(w, v)
             t_min, t_med = best(attend, a.repeat)
             kv_bytes = kc.nbytes + vc.nbytes
             kv_gbps = kv_bytes / t_min / 1e9
@@ -88,7 +111,8 @@ def main():
                          "seconds_median": t_med, "kv_gbps": kv_gbps,
                          "host_bytes_per_kv_byte": triad_gbps / kv_gbps})
             del kc, vc
-    print(f"machine: {os.cpu_count()} cores, {a.threads} threads, numpy {np.__version__}; "
+    lib = f"torch {torch.__version__}" if torch is not None else f"numpy {np.__version__}"
+    print(f"machine: {os.cpu_count()} cores, {a.threads} threads, {lib}; "
           f"triad {triad_gbps:.2f} GB/s (bytes moved, best of {a.repeat})")
     print(f"{'model':9} {'gpu batch':>9} {'seq':>5} {'KV MB':>8} {'s (best)':>9} "
           f"{'KV GB/s':>8} {'host bytes / KV byte':>21}")
@@ -96,7 +120,7 @@ def main():
         print(f"{r['model']:9} {r['gpu_batch']:9d} {r['seq']:5d} {r['kv_mb']:8.1f} "
               f"{r['seconds_min']:9.4f} {r['kv_gbps']:8.2f} {r['host_bytes_per_kv_byte']:21.2f}")
     factors = sorted(r["host_bytes_per_kv_byte"] for r in rows)
-    print(json.dumps({"triad_gbps": triad_gbps, "threads": a.threads, "rows": rows,
+    print(json.dumps({"triad_gbps": triad_gbps, "threads": a.threads, "library": lib, "rows": rows,
                       "factor_median": factors[len(factors) // 2],
                       "factor_min": factors[0], "factor_max": factors[-1]}))
     return 0

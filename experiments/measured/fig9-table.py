@@ -10,7 +10,12 @@ host costs (the executor has no Python runtime). A point that moved KV is
 left unsimulated here: alisa sim runs a system's own schedule and tiers, not
 the executor's explicit budgets (its check is alisa validate with a profile
 calibrated at that scale, issue 47 item 4). tok/s is decode tokens over
-decode seconds, as alisa run reports it.
+decode seconds, as alisa run reports it. Real FlexGen's runs (the rows of
+experiments/bench/h100-*/peers-h100.csv that ran, system flexgen-0.1.8) are
+listed as measured, FlexGen's own decode throughput (projected by FlexGen
+from its first steps where the command says --cut-gen-len); the simulator's
+figures for them, on three profiles, are in experiments/measured/
+peers-H100.md (predict-peers.sh).
 Usage: python3 experiments/measured/fig9-table.py > experiments/measured/fig9-H100.csv"""
 import csv
 import glob
@@ -64,6 +69,17 @@ def main():
                            ["oom" if tps is None else "%.1f" % tps, "simulated", hw, row["point"], "", "", "",
                             f"alisa sim --system alisa --selection {row['selection']} --placement gpu-only "
                             f"--software none --hardware {hw}"])
+    for path in sorted(glob.glob(os.path.join(ROOT, "experiments", "bench", "h100-*", "peers-h100.csv"))):
+        for row in csv.DictReader(open(path)):
+            if row["status"] != "ok":
+                continue
+            p = json.loads(row["params"])
+            cmd = f"alisa sweep experiments/peers-h100.sweep --point {row['point']} (--percent " + \
+                p["percent"].replace(":", " ") + (" --cpu-cache-compute" if p["cpu-cache-compute"] == "true" else "") + \
+                ("" if p["cut-gen-len"] == "false" else f" --cut-gen-len {p['cut-gen-len']}") + ")"
+            w.writerow([row["device"], row["created"][:10], "flexgen-0.1.8", row["model"], row["batch"],
+                        row["prompt_tokens"], row["gen_tokens"], "0", "%.1f" % float(row["decode_tok_s"]),
+                        "measured", "", row["point"], row["code_version"], "", "", cmd])
 
 
 if __name__ == "__main__":

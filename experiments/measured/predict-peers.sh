@@ -15,14 +15,44 @@
 # of the next C - 3 for every remaining step), from the simulated step
 # times (--timeline), and W the whole simulated run.
 # Usage: bash experiments/measured/predict-peers.sh > experiments/measured/peers-predicted.md
+# With MEASURED=CSV (a window's peers-h100.csv) each point also shows
+# FlexGen's measured decode tok/s and each profile's error against it (the
+# projected figure where FlexGen projected); PROFILE=FILE and HWS="A B C"
+# name the profiles (default: the first window's, as above; NAME@SOFTWARE
+# also passes --software SOFTWARE):
+#   PROFILE=experiments/measured/h100-host-2026-11-27b.ini \
+#   HWS="H100-80GB H100-80GB-host-b-rule H100-80GB-host-b-rule@flexgen-h100-host" \
+#   MEASURED=experiments/bench/h100-2026-11-27b/peers-h100.csv \
+#   bash experiments/measured/predict-peers.sh > experiments/measured/peers-H100.md
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 alisa=${ALISA:-build/alisa}
-prof=experiments/measured/h100-host-2026-11-27.ini
+prof=${PROFILE:-experiments/measured/h100-host-2026-11-27.ini}
+read -r -a hws <<<"${HWS:-H100-80GB H100-80GB-host H100-80GB-host-hbm}"
+measured=${MEASURED:-}
+[ -z "$measured" ] || [ -f "$measured" ] || { echo "predict-peers.sh: MEASURED: no file '$measured'" >&2; exit 2; }
 tl=$(mktemp)
 trap 'rm -f "$tl"' EXIT
-echo "| point | model | batch | --percent | cache compute | H100-80GB (catalog) | measured host + link | + HBM 0.562 |"
-echo "|---|---|---|---|---|---|---|---|"
+if [ -z "${HWS:-}" ]; then
+    head="H100-80GB (catalog) | measured host + link | + HBM 0.562"
+else
+    head=$(printf ' | %s' "${hws[@]}")
+    head=${head# | }
+fi
+if [ -n "$measured" ]; then
+    echo "| point | model | batch | --percent | cache compute | measured | $head | errors |"
+    echo "|---|---|---|---|---|---|$(printf '%s' "${hws[@]/*/---|}")---|"
+else
+    echo "| point | model | batch | --percent | cache compute | $head |"
+    echo "|---|---|---|---|---|$(printf '%s' "${hws[@]/*/---|}")"
+fi
+# measured K: FlexGen's decode tok/s at point K of $measured ("error" or
+# "not run" where it has none)
+measured_at() {
+    python3 -c 'import csv, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["point"] == sys.argv[2]]
+print("not run" if not rows else "%.1f" % float(rows[-1]["decode_tok_s"]) if rows[-1]["status"] == "ok" else "failed")' "$measured" "$1"
+}
 $alisa sweep experiments/peers-h100.sweep --list | python3 -c '
 import json, sys
 for line in sys.stdin:
@@ -33,8 +63,10 @@ while read -r k model b pct ccc P G cut; do
     sys=flexgen-copy
     [ "$ccc" = true ] && sys=flexgen
     cells=()
-    for hw in H100-80GB H100-80GB-host H100-80GB-host-hbm; do
-        cells+=("$($alisa sim --trace traces/synthetic-opt-8l-4s.trace --model "$model" --hardware "$hw" --profile "$prof" \
+    for hwsw in "${hws[@]}"; do
+        hw=${hwsw%@*} sw=()
+        [ "$hw" = "$hwsw" ] || sw=(--software "${hwsw#*@}")
+        cells+=("$($alisa sim --trace traces/synthetic-opt-8l-4s.trace --model "$model" --hardware "$hw" --profile "$prof" "${sw[@]}" \
             --batch "$b" --prompt-len "$P" --gen-len "$G" --system $sys --flexgen-percent "${pct//:/,}" \
             --timeline "$tl" --json |
             python3 -c 'import csv, json, sys
@@ -54,5 +86,25 @@ mid = steps[2:c - 1]
 proj = sum(steps[:2]) + sum(mid) / len(mid) * (g - 1 - 2)
 print("%.1f (%s)" % (b * g / proj, whole))' "$b" "$G" "$cut" "$tl")")
     done
-    echo "| $k | $model | $b | ${pct//:/ } | $ccc | ${cells[0]} | ${cells[1]} | ${cells[2]} |"
+    row=$(printf ' | %s' "${cells[@]}")
+    if [ -z "$measured" ]; then
+        echo "| $k | $model | $b | ${pct//:/ } | $ccc$row |"
+        continue
+    fi
+    m=$(measured_at "$k")
+    errs=$(python3 -c 'import re, sys
+m = sys.argv[1]
+out = []
+for c in sys.argv[2:]:
+    p = re.match(r"[0-9.]+", c)
+    if m == "failed":
+        out.append("OOM both" if c == "out of memory" else "said to fit")
+    elif not re.fullmatch(r"[0-9.]+", m):
+        out.append("-")
+    elif not p:
+        out.append("runs" if c == "out of memory" else "-")
+    else:
+        out.append("%+.0f%%" % (100 * (float(p.group()) / float(m) - 1)))
+print(" / ".join(out))' "$m" "${cells[@]}")
+    echo "| $k | $model | $b | ${pct//:/ } | $ccc | $m$row | $errs |"
 done
