@@ -3,32 +3,48 @@
  * Read-only view over catalog.h; checkpoint entries whose file is missing
  * are listed with the reason instead of a shape.
  */
-#include <getopt.h>
 #include <jansson.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "catalog.h"
 #include "cli.h"
+#include "cli_opts.h"
 #include "cmds.h"
+
+struct catalog_opts {
+    const char *dir, *profile;
+    int json;
+};
+
+#define CO(f) offsetof(struct catalog_opts, f)
+static const struct cli_opt catalog_opts[] = {
+    {"json", NULL, CLI_FLAG, CO(json), NULL, 0, "print JSON instead of a table", 0},
+    {"catalog", "DIR", CLI_STR, CO(dir), NULL, 0,
+     "directory holding models.ini, hardware.ini and software.ini\n"
+     "(default: $ALISA_CATALOG, else sim/model/catalog of the source tree)", 0},
+    {"profile", "FILE", CLI_STR, CO(profile), NULL, 0,
+     "hardware profiles added to the catalog (alisa calibrate, or\n"
+     "a measured host in experiments/measured/)", 0},
+    {NULL, NULL, 0, 0, NULL, 0, NULL, 0}};
+static const struct cli_group catalog_groups[] = {{catalog_opts, 0}};
+static const struct cli_command_opts catalog_command = {catalog_groups, 1, 0, 1};
 
 void cmd_catalog_usage(FILE *out)
 {
     fprintf(out,
-            "usage: alisa catalog [models|hardware|software] [--json] [--catalog DIR]\n"
+            "usage: alisa catalog [models|hardware|software] [options]\n"
             "\n"
             "Prints the model shapes, hardware profiles and software host costs that the\n"
             "simulator and the generator know. Without a kind, prints all three.\n"
             "\n"
-            "  models        model shapes (the paper's models and the real checkpoints\n"
-            "                under the models directory, whose shape is read from the file)\n"
-            "  hardware      GPU + host profiles (memory, bandwidths, FLOP/s, link)\n"
-            "  software      each system's host costs (launches per layer, host time per\n"
-            "                launch, pageable staging) that alisa sim prices\n"
-            "  --json        print JSON instead of a table\n"
-            "  --catalog DIR directory holding models.ini, hardware.ini and software.ini\n"
-            "                (default: $ALISA_CATALOG, else sim/model/catalog of the source tree)\n"
-            "  -h, --help    this text\n"
-            "\n"
+            "  models          model shapes (the paper's models and the real checkpoints\n"
+            "                  under the models directory, whose shape is read from the file)\n"
+            "  hardware        GPU + host profiles (memory, bandwidths, FLOP/s, link)\n"
+            "  software        each system's host costs (launches per layer, host time per\n"
+            "                  launch, pageable staging) that alisa sim prices\n");
+    cli_opts_help(out, &catalog_command, 18);
+    fprintf(out, "\n"
             "Models directory: $ALISA_MODELS, else ../shared/models beside the source tree.\n"
             "\n"
             "examples (run as shown by tests/readme_test.sh):\n"
@@ -53,13 +69,25 @@ static void print_models_table(const struct catalog *c)
     }
 }
 
+/* The width of the name column: its heading or the longest name. */
+static int name_width(const char *heading, const char *first, size_t n, size_t stride)
+{
+    size_t w = strlen(heading);
+    for (size_t i = 0; i < n; i++) {
+        size_t l = strlen(first + i * stride);
+        w = l > w ? l : w;
+    }
+    return (int)w;
+}
+
 static void print_hw_table(const struct catalog *c)
 {
-    printf("%-11s %-28s %8s %9s %9s %9s %9s %8s %9s\n", "profile", "gpu", "mem GiB", "HBM GB/s",
+    int w = c->n_hw ? name_width("profile", c->hw[0].name, c->n_hw, sizeof c->hw[0]) : 7;
+    printf("%-*s %-28s %8s %9s %9s %9s %9s %8s %9s\n", w, "profile", "gpu", "mem GiB", "HBM GB/s",
            "FP16 TF/s", "host GiB", "link GB/s", "link us", "DRAM GB/s");
     for (size_t i = 0; i < c->n_hw; i++) {
         const struct hw_profile *h = &c->hw[i];
-        printf("%-11s %-28s %8.1f %9.0f %9.0f %9.0f %9.1f %8.1f %9.0f\n", h->name, h->gpu,
+        printf("%-*s %-28s %8.2f %9.0f %9.0f %9.0f %9.1f %8.1f %9.1f\n", w, h->name, h->gpu,
                h->gpu_mem_gib, h->hbm_gbps, h->fp16_tflops, h->host_dram_gib, h->link_gbps,
                h->link_latency_us, h->host_mem_gbps);
     }
@@ -78,12 +106,13 @@ static const char *selection_ops_str(const struct sw_profile *s, char *buf, size
 
 static void print_sw_table(const struct catalog *c)
 {
-    printf("%-11s %13s %10s %10s %-20s %s\n", "software", "ops/layer", "us/op", "us/layer",
+    int w = c->n_sw ? name_width("software", c->sw[0].name, c->n_sw, sizeof c->sw[0]) : 8;
+    printf("%-*s %13s %10s %10s %-20s %s\n", w, "software", "ops/layer", "us/op", "us/layer",
            "selection ops/layer", "pageable KV");
     for (size_t i = 0; i < c->n_sw; i++) {
         const struct sw_profile *s = &c->sw[i];
         char ops[256];
-        printf("%-11s %13u %10.1f %10.1f %-20s %s\n", s->name, s->ops_per_layer, s->op_host_us,
+        printf("%-*s %13u %10.1f %10.1f %-20s %s\n", w, s->name, s->ops_per_layer, s->op_host_us,
                s->ops_per_layer * s->op_host_us, selection_ops_str(s, ops, sizeof ops),
                s->pageable_relay ? "staged" : "no");
     }
@@ -156,36 +185,26 @@ static json_t *hw_json(const struct catalog *c)
 
 int cmd_catalog(int argc, char **argv)
 {
-    static const struct option opts[] = {{"json", no_argument, 0, 'j'},
-                                         {"catalog", required_argument, 0, 'c'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    cli_list_options(opts);
-    int json = 0;
-    const char *dir = catalog_default_dir();
-    cli_reset_getopt();
-    int ch;
-    while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'j': json = 1; break;
-        case 'c': dir = optarg; break;
-        default: return cli_option_end(ch, argv[optind - 1], cmd_catalog_usage);
-        }
-    }
+    struct catalog_opts o = {.dir = catalog_default_dir()};
+    int optind_ = 0;
+    int req = cli_opts_parse(argc, argv, &catalog_command, &o, NULL, cmd_catalog_usage, &optind_);
+    if (req)
+        return req;
+    int json = o.json;
     int want_models = 1, want_hw = 1, want_sw = 1;
-    if (optind < argc) {
-        want_models = strcmp(argv[optind], "models") == 0;
-        want_hw = strcmp(argv[optind], "hardware") == 0;
-        want_sw = strcmp(argv[optind], "software") == 0;
+    if (optind_ < argc) {
+        want_models = strcmp(argv[optind_], "models") == 0;
+        want_hw = strcmp(argv[optind_], "hardware") == 0;
+        want_sw = strcmp(argv[optind_], "software") == 0;
         if (!want_models && !want_hw && !want_sw)
             return cli_usage_error(cmd_catalog_usage, "unknown catalog '%s' (models, hardware or "
-                                   "software)", argv[optind]);
-        if (optind + 1 < argc)
-            return cli_usage_error(cmd_catalog_usage, "unexpected argument '%s'", argv[optind + 1]);
+                                   "software)", argv[optind_]);
+        if (optind_ + 1 < argc)
+            return cli_usage_error(cmd_catalog_usage, "unexpected argument '%s'", argv[optind_ + 1]);
     }
     struct catalog c;
     struct alisa_err e = {{0}};
-    if (catalog_load(&c, dir, catalog_models_dir(), &e))
+    if (cli_catalog_load(&c, o.dir, o.profile, &e))
         return cli_fail(&e);
     if (json) {
         json_t *root = json_object();

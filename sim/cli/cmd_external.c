@@ -12,11 +12,11 @@
  */
 #include <dirent.h>
 #include <errno.h>
-#include <getopt.h>
 #include <ini.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -24,12 +24,33 @@
 
 #include "catalog.h"
 #include "cli.h"
+#include "cli_opts.h"
 #include "cmds.h"
 #include "git_version.h"
 #include "progress.h"
 #include "results.h"
 #include "sweep_spec.h"
 #include "trace_gen.h"
+
+struct external_opts {
+    const char *db, *catalog;
+    int json, peak;
+};
+
+#define EO(f) offsetof(struct external_opts, f)
+static const struct cli_opt external_opts[] = {
+    {"peak", NULL, CLI_FLAG, EO(peak), NULL, 0,
+     "price every point on its machine's datasheet peaks: the\n"
+     "hardware profile NAME-peak instead of NAME (the\n"
+     "convention before measured efficiencies)", 0},
+    {"db", "FILE", CLI_STR, EO(db), NULL, 0,
+     "also write each point as a row of this results database\n"
+     "(sweep \"external\"; alisa db export --query external)", 0},
+    {"json", NULL, CLI_FLAG, EO(json), NULL, 0, "print JSON", 0},
+    {"catalog", "DIR", CLI_STR, EO(catalog), NULL, 0, "catalog directory (passed to every point)", 0},
+    {NULL, NULL, 0, 0, NULL, 0, NULL, 0}};
+static const struct cli_group external_groups[] = {{external_opts, 0}};
+static const struct cli_command_opts external_command = {external_groups, 1, 0, 1};
 
 void cmd_external_usage(FILE *out)
 {
@@ -47,16 +68,9 @@ void cmd_external_usage(FILE *out)
             "absolute error over the held-out points (the headline) and over the in-sample\n"
             "ones apart, and the excluded points with their reasons. A point that fails to\n"
             "simulate is reported and makes the exit status 1.\n"
-            "\n"
-            "  --peak              price every point on its machine's datasheet peaks: the\n"
-            "                      hardware profile NAME-peak instead of NAME (the\n"
-            "                      convention before measured efficiencies)\n"
-            "  --db FILE           also write each point as a row of this results database\n"
-            "                      (sweep \"external\"; alisa db export --query external)\n"
-            "  --json              print JSON\n"
-            "  --catalog DIR       catalog directory (passed to every point)\n"
-            "  -h, --help          this text\n"
-            "\n"
+            "\n");
+    cli_opts_help(out, &external_command, 22);
+    fprintf(out, "\n"
             "examples (run as shown by tests/readme_test.sh):\n"
             "  alisa validate-external experiments/external/suite.ini\n");
 }
@@ -562,34 +576,18 @@ static void report_json(const struct ext_suite *s)
 
 int cmd_external(int argc, char **argv)
 {
-    enum { O_DB = 1000, O_JSON, O_CATALOG, O_PEAK };
-    static const struct option opts[] = {{"db", required_argument, 0, O_DB},
-                                         {"peak", no_argument, 0, O_PEAK},
-                                         {"json", no_argument, 0, O_JSON},
-                                         {"catalog", required_argument, 0, O_CATALOG},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    cli_list_options(opts);
-    const char *db_path = NULL, *catalog = NULL;
-    int json = 0, peak = 0;
-    cli_reset_getopt();
-    int ch, li = -1;
-    while ((ch = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
-        const char *opt = cli_opt_name(opts, li, ch, argv[optind - 1]);
-        li = -1;
-        switch (ch) {
-        case O_DB: db_path = optarg; break;
-        case O_JSON: json = 1; break;
-        case O_PEAK: peak = 1; break;
-        case O_CATALOG: catalog = optarg; break;
-        default: return cli_option_end(ch, opt, cmd_external_usage);
-        }
-    }
-    if (optind >= argc)
+    struct external_opts o = {0};
+    int first = 0;
+    int req = cli_opts_parse(argc, argv, &external_command, &o, NULL, cmd_external_usage, &first);
+    if (req)
+        return req;
+    const char *db_path = o.db, *catalog = o.catalog;
+    int json = o.json, peak = o.peak;
+    if (first >= argc)
         return cli_usage_error(cmd_external_usage, "SUITE is required");
-    if (optind + 1 < argc)
-        return cli_usage_error(cmd_external_usage, "unexpected argument '%s'", argv[optind + 1]);
-    const char *path = argv[optind];
+    if (first + 1 < argc)
+        return cli_usage_error(cmd_external_usage, "unexpected argument '%s'", argv[first + 1]);
+    const char *path = argv[first];
     struct alisa_err e = {{0}};
     struct ext_suite s;
     int rc = suite_load(&s, path, &e);

@@ -2,15 +2,71 @@
  * model, hardware profile and workload; prints the paper's greedy choice and
  * the exhaustive grid's, with their modelled times.
  */
-#include <getopt.h>
 #include <jansson.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "alisa_search.h"
 #include "catalog.h"
 #include "cli.h"
+#include "cli_opts.h"
 #include "cmds.h"
 #include "simulate.h"
+
+struct search_opts {
+    const char *model, *hw, *dir, *profile, *software;
+    struct search_workload w;
+    uint32_t grid;
+    int json;
+};
+
+static int read_int8(void *field, const char *opt, const char *arg, struct alisa_err *e)
+{
+    (void)opt, (void)arg, (void)e;
+    *(enum kv_precision *)field = KV_INT8;
+    return 0;
+}
+
+/* prefetch (1) or none (0) */
+static int read_overlap(void *field, const char *opt, const char *arg, struct alisa_err *e)
+{
+    if (strcmp(arg, "prefetch") != 0 && strcmp(arg, "none") != 0)
+        return err_set(e, ALISA_EINVAL, "%s %s: expected prefetch or none", opt, arg);
+    *(int *)field = strcmp(arg, "prefetch") == 0;
+    return 0;
+}
+
+#define SO(f) offsetof(struct search_opts, f)
+static const struct cli_opt search_own_opts[] = {
+    {"model", "NAME", CLI_STR, SO(model), NULL, 1, "model shape (alisa catalog models)", 0},
+    {"hardware", "NAME", CLI_STR, SO(hw), NULL, 1, "hardware profile (alisa catalog hardware)", 0},
+    {"batch", "B", CLI_U32, SO(w.batch), NULL, 1, "sequences decoded together", 0},
+    {"prompt-len", "S", CLI_U32, SO(w.prompt_len), NULL, 0, "prompt tokens (default 128)", 0},
+    {"gen-len", "N", CLI_U32, SO(w.gen_len), NULL, 0, "generated tokens (default 512)", 0},
+    {NULL, NULL, 0, 0, NULL, 0, NULL, 0}};
+static const struct cli_opt search_run_opts[] = {
+    {"kv-int8", NULL, CLI_FN, SO(w.precision), read_int8, 0, "INT8 KV", 0},
+    {"grid", "G", CLI_U32, SO(grid), NULL, 0,
+     "grid resolution: alpha, beta in steps of 1/G, p1, p2 in steps\n"
+     "of gen-len/G (default 20)", 0},
+    {"overlap", "MODE", CLI_FN, SO(w.overlap), read_overlap, 0,
+     "prefetch (default, as alisa sim --system alisa: a step lasts\n"
+     "the larger of the GPU's work and the link's) or none (the\n"
+     "paper's sum Tc + Tm + Tr)", 0},
+    {"software", "NAME", CLI_STR, SO(software), NULL, 0,
+     "host costs (alisa catalog software): Tc_j is at least the\n"
+     "layers' launches on the host, and loads from a pageable\n"
+     "CPU cache are staged by the host first (default alisa, as\n"
+     "alisa sim --system alisa; alisa-pinned: no staging; none:\n"
+     "neither priced)", 0},
+    {"json", NULL, CLI_FLAG, SO(json), NULL, 0, "print JSON", 0},
+    {"catalog", "DIR", CLI_STR, SO(dir), NULL, 0, "catalog directory", 0},
+    {"profile", "FILE", CLI_STR, SO(profile), NULL, 0,
+     "hardware profiles added to the catalog (alisa calibrate)", 0},
+    {NULL, NULL, 0, 0, NULL, 0, NULL, 0}};
+static const struct cli_group search_groups[] = {
+    {search_own_opts, 0}, {cli_budget_opts, SO(w.sel)}, {search_run_opts, 0}};
+static const struct cli_command_opts search_command = {search_groups, 3, 0, 0};
 
 void cmd_search_usage(FILE *out)
 {
@@ -29,30 +85,9 @@ void cmd_search_usage(FILE *out)
             "--search grid the grid's); here each step's global tokens are taken as spread\n"
             "evenly over the tokens before the local window (alisa sim places them as its\n"
             "trace's selection does, and prints the search's price beside the simulated).\n"
-            "\n"
-            "  --model NAME        model shape (alisa catalog models)\n"
-            "  --hardware NAME     hardware profile (alisa catalog hardware)\n"
-            "  --batch B           sequences decoded together\n"
-            "  --prompt-len S      prompt tokens (default 128)\n"
-            "  --gen-len N         generated tokens (default 512)\n"
-            "  --sparsity S        SWA KV sparsity (default 0.8)\n"
-            "  --budget-tokens K   attend K tokens per step instead\n"
-            "  --kv-int8           INT8 KV\n"
-            "  --grid G            grid resolution: alpha, beta in steps of 1/G, p1, p2 in steps\n"
-            "                      of gen-len/G (default 20)\n"
-            "  --overlap MODE      prefetch (default, as alisa sim --system alisa: a step lasts\n"
-            "                      the larger of the GPU's work and the link's) or none (the\n"
-            "                      paper's sum Tc + Tm + Tr)\n"
-            "  --software NAME     host costs (alisa catalog software): Tc_j is at least the\n"
-            "                      layers' launches on the host, and loads from a pageable\n"
-            "                      CPU cache are staged by the host first (default alisa, as\n"
-            "                      alisa sim --system alisa; alisa-pinned: no staging; none:\n"
-            "                      neither priced)\n"
-            "  --json              print JSON\n"
-            "  --catalog DIR       catalog directory\n"
-            "  --profile FILE      hardware profiles added to the catalog (alisa calibrate)\n"
-            "  -h, --help          this text\n"
-            "\n"
+            "\n");
+    cli_opts_help(out, &search_command, 22);
+    fprintf(out, "\n"
             "examples (run as shown by tests/readme_test.sh):\n"
             "  alisa search --model facebook/opt-30b --hardware H100-80GB --batch 64\n");
 }
@@ -92,64 +127,18 @@ static void print_schedule(const char *name, const struct alisa_schedule *s, uin
 
 int cmd_search(int argc, char **argv)
 {
-    enum { O_MODEL = 1000, O_HW, O_BATCH, O_PROMPT, O_GEN, O_SPARSITY, O_BUDGET, O_INT8, O_GRID,
-           O_JSON, O_CATALOG, O_PROFILE, O_SOFTWARE, O_OVERLAP };
-    static const struct option opts[] = {
-        {"model", required_argument, 0, O_MODEL},     {"hardware", required_argument, 0, O_HW},
-        {"batch", required_argument, 0, O_BATCH},     {"prompt-len", required_argument, 0, O_PROMPT},
-        {"gen-len", required_argument, 0, O_GEN},     {"sparsity", required_argument, 0, O_SPARSITY},
-        {"budget-tokens", required_argument, 0, O_BUDGET}, {"kv-int8", no_argument, 0, O_INT8},
-        {"grid", required_argument, 0, O_GRID},       {"json", no_argument, 0, O_JSON},
-        {"catalog", required_argument, 0, O_CATALOG},
-        {"profile", required_argument, 0, O_PROFILE}, {"software", required_argument, 0, O_SOFTWARE},
-        {"overlap", required_argument, 0, O_OVERLAP},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
-    cli_list_options(opts);
-    const char *model = NULL, *hw_name = NULL, *dir = catalog_default_dir(), *profile = NULL;
-    const char *software = NULL;
-    struct search_workload w = {.prompt_len = 128, .gen_len = 512, .sel = {.sparsity = 0.8},
-                                .overlap = 1};
-    uint32_t grid = 20;
-    int json = 0, bad = 0, batch_given = 0;
-    struct alisa_err e = {{0}};
-    cli_reset_getopt();
-    int ch;
-    int li = -1;
-    while (!bad && (ch = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
-        const char *opt = cli_opt_name(opts, li, ch, argv[optind - 1]);
-        li = -1;
-        switch (ch) {
-        case O_MODEL: model = optarg; break;
-        case O_HW: hw_name = optarg; break;
-        case O_CATALOG: dir = optarg; break;
-        case O_PROFILE: profile = optarg; break;
-        case O_SOFTWARE: software = optarg; break;
-        case O_INT8: w.precision = KV_INT8; break;
-        case O_JSON: json = 1; break;
-        case O_BATCH: batch_given = 1; bad = cli_parse_u32(opt, optarg, &w.batch, &e); break;
-        case O_PROMPT: bad = cli_parse_u32(opt, optarg, &w.prompt_len, &e); break;
-        case O_GEN: bad = cli_parse_u32(opt, optarg, &w.gen_len, &e); break;
-        case O_SPARSITY: bad = cli_parse_double(opt, optarg, &w.sel.sparsity, &e); break;
-        case O_BUDGET: bad = cli_parse_u32(opt, optarg, &w.sel.budget_tokens, &e); break;
-        case O_GRID: bad = cli_parse_u32(opt, optarg, &grid, &e); break;
-        case O_OVERLAP:
-            if (strcmp(optarg, "prefetch") == 0 || strcmp(optarg, "none") == 0)
-                w.overlap = strcmp(optarg, "prefetch") == 0;
-            else
-                bad = err_set(&e, ALISA_EINVAL, "%s %s: expected prefetch or none", opt, optarg);
-            break;
-        default: return cli_option_end(ch, opt, cmd_search_usage);
-        }
-    }
-    if (bad)
-        return cli_usage_error(cmd_search_usage, "%s", e.msg);
-    if (optind < argc)
-        return cli_usage_error(cmd_search_usage, "unexpected argument '%s'", argv[optind]);
-    int req = cli_require(3, "--model", model != NULL, "--hardware", hw_name != NULL, "--batch",
-                          w.batch > 0 || batch_given);
+    struct search_opts o = {.dir = catalog_default_dir(), .grid = 20,
+                            .w = {.prompt_len = 128, .gen_len = 512, .sel = {.sparsity = 0.8},
+                                  .overlap = 1}};
+    int req = cli_opts_parse(argc, argv, &search_command, &o, NULL, cmd_search_usage, NULL);
     if (req)
         return req;
+    struct search_workload w = o.w;
+    const char *model = o.model, *hw_name = o.hw, *dir = o.dir, *profile = o.profile;
+    const char *software = o.software;
+    uint32_t grid = o.grid;
+    int json = o.json;
+    struct alisa_err e = {{0}};
     if (!w.batch || w.batch > CLI_MAX_BATCH)
         return cli_usage_error(cmd_search_usage, "--batch %u: expected 1..%u sequences", w.batch,
                                CLI_MAX_BATCH);

@@ -8,7 +8,6 @@
  * skips every point already stored.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
 #include <poll.h>
@@ -22,12 +21,74 @@
 
 #include "outfile.h"
 #include "cli.h"
+#include "cli_opts.h"
 #include "names.h"
 #include "git_version.h"
 #include "progress.h"
 #include "cmds.h"
 #include "results.h"
 #include "sweep_spec.h"
+
+struct sets {
+    char **kv; /* (n) "KEY=VALUE", borrowed from argv */
+    int n;
+};
+
+struct sweep_opts {
+    const char *db, *parts;
+    uint32_t jobs, timeout_s;
+    uint64_t only;
+    int emit, list, timeout_given;
+    struct sets sets;
+};
+
+static int read_timeout(void *field, const char *opt, const char *arg, struct alisa_err *e)
+{
+    struct sweep_opts *o = (struct sweep_opts *)((char *)field - offsetof(struct sweep_opts, timeout_s));
+    if (cli_parse_u32(opt, arg, &o->timeout_s, e))
+        return 1;
+    if (o->timeout_s > 7 * 86400)
+        return err_set(e, ALISA_EINVAL, "--timeout %u: more than a week", o->timeout_s);
+    o->timeout_given = 1;
+    return 0;
+}
+
+/* --set KEY=VALUE, repeatable: appended to the sets (room for every argument) */
+static int read_set(void *field, const char *opt, const char *arg, struct alisa_err *e)
+{
+    struct sets *sets = field;
+    if (!strchr(arg, '=') || arg[0] == '=')
+        return err_set(e, ALISA_EINVAL, "%s '%s': expected KEY=VALUE", opt, arg);
+    sets->kv[sets->n++] = (char *)arg;
+    return 0;
+}
+
+#define WO(f) offsetof(struct sweep_opts, f)
+static const struct cli_opt sweep_opts[] = {
+    {"db", "FILE", CLI_STR, WO(db), NULL, 0, "results database (default results.db)", 0},
+    {"jobs", "N", CLI_U32, WO(jobs), NULL, 0, "run N points at once (default 1)", 0},
+    {"point", "K", CLI_U64, WO(only), NULL, 0, "run only point K (0-based)", 0},
+    {"timeout", "S", CLI_FN, WO(timeout_s), read_timeout, 0,
+     "stop a point after S seconds of wall time (its process\n"
+     "group is sent SIGTERM, then SIGKILL 5 s later) and store\n"
+     "it as failed, \"timed out\"; default the spec's [sweep]\n"
+     "timeout, else none (6 hours for command = exec)", 0},
+    {"set", "KEY=VALUE", CLI_FN, WO(sets), read_set, 0,
+     "override one parameter in every point (a [fixed] or [vary]\n"
+     "key, linked or not, keeps its point numbering; a new key\n"
+     "joins [fixed]; program= replaces an exec spec's program);\n"
+     "repeatable; the overrides are part of each point's identity", 0},
+    {"list", NULL, CLI_FLAG, WO(list), NULL, 0,
+     "print each point's number and configuration, run nothing", 0},
+    {"emit-jobs", NULL, CLI_FLAG, WO(emit), NULL, 0,
+     "print one self-contained command per point instead of\n"
+     "running, each writing its own database in DIR, for GNU\n"
+     "parallel or a Slurm array; combine them with alisa db merge", 0},
+    {"parts", "DIR", CLI_STR, WO(parts), NULL, 0,
+     "directory for those databases (default <sweep name>-parts)", 0},
+    {NULL, NULL, 0, 0, NULL, 0, NULL, 0}};
+static const struct cli_group sweep_groups[] = {{sweep_opts, 0}};
+static const struct cli_command_opts sweep_command = {sweep_groups, 1, 0, 1};
 
 void cmd_sweep_usage(FILE *out)
 {
@@ -51,24 +112,9 @@ void cmd_sweep_usage(FILE *out)
             "the running points (their whole process groups), stores nothing partial and\n"
             "says how to resume (the same command again).\n"
             "\n"
-            "  --db FILE       results database (default results.db)\n"
-            "  --jobs N        run N points at once (default 1)\n"
-            "  --point K       run only point K (0-based)\n"
-            "  --timeout S     stop a point after S seconds of wall time (its process\n"
-            "                  group is sent SIGTERM, then SIGKILL 5 s later) and store\n"
-            "                  it as failed, \"timed out\"; default the spec's [sweep]\n"
-            "                  timeout, else none (6 hours for command = exec)\n"
-            "  --set KEY=VALUE override one parameter in every point (a [fixed] or [vary]\n"
-            "                  key, linked or not, keeps its point numbering; a new key\n"
-            "                  joins [fixed]; program= replaces an exec spec's program);\n"
-            "                  repeatable; the overrides are part of each point's identity\n"
-            "  --list          print each point's number and configuration, run nothing\n"
-            "  --emit-jobs     print one self-contained command per point instead of\n"
-            "                  running, each writing its own database in DIR, for GNU\n"
-            "                  parallel or a Slurm array; combine them with alisa db merge\n"
-            "  --parts DIR     directory for those databases (default <sweep name>-parts)\n"
-            "  -h, --help      this text\n"
-            "\n"
+            );
+    cli_opts_help(out, &sweep_command, 18);
+    fprintf(out, "\n"
             "examples (run as shown by tests/readme_test.sh):\n"
             "  alisa sweep experiments/fig9-demo.sweep --db results.db\n"
             "\n"
@@ -77,6 +123,20 @@ void cmd_sweep_usage(FILE *out)
             "  parallel -j 8 < jobs.txt            # or: parallel --sshloginfile hosts ...\n"
             "  alisa db merge results.db fig9-h100-parts/*.db\n");
 }
+
+struct export_opts {
+    const char *db, *query, *sweep, *out;
+};
+
+#define XO(f) offsetof(struct export_opts, f)
+static const struct cli_opt export_opts[] = {
+    {"db", "FILE", CLI_STR, XO(db), NULL, 1, "the results database", 0},
+    {"query", "NAME", CLI_STR, XO(query), NULL, 1, "the query (above)", 0},
+    {"sweep", "NAME", CLI_STR, XO(sweep), NULL, 0, "keep one sweep's rows", 0},
+    {"output", "FILE", CLI_STR, XO(out), NULL, 0, "write the CSV there, whole or not at all", 'o'},
+    {NULL, NULL, 0, 0, NULL, 0, NULL, 0}};
+static const struct cli_group export_groups[] = {{export_opts, 0}};
+static const struct cli_command_opts export_command = {export_groups, 1, 0, 0};
 
 void cmd_db_usage(FILE *out)
 {
@@ -114,10 +174,10 @@ void cmd_db_usage(FILE *out)
             "              runs   bookkeeping: status (ok; oom: it ran out of memory, its\n"
             "                     partial counts kept; error), error, code version, wall\n"
             "                     time, config\n"
-            "            --sweep NAME keeps one sweep's rows; -o, --output FILE writes\n"
-            "            the CSV whole or not at all\n"
-            "  -h, --help  this text\n"
             "\n"
+            "export's options:\n");
+    cli_opts_help(out, &export_command, 20);
+    fprintf(out, "\n"
             "examples (run as shown by tests/readme_test.sh):\n"
             "  alisa db export --db results.db --query sim --sweep fig9-demo -o fig9.csv\n");
 }
@@ -409,10 +469,6 @@ static int job_finish(struct job *j, const struct sweep_spec *s, struct results 
 }
 
 /* The --set arguments a sweep was given, to pass on. */
-struct sets {
-    char **kv; /* (n) "KEY=VALUE", borrowed from argv */
-    int n;
-};
 
 static int emit_jobs(const struct sweep_spec *s, const char *parts, const struct sets *sets,
                      uint32_t timeout_s, struct alisa_err *e)
@@ -581,63 +637,28 @@ static int spec_check_options(const struct sweep_spec *s, struct alisa_err *e)
 
 int cmd_sweep(int argc, char **argv)
 {
-    static const struct option opts[] = {{"db", required_argument, 0, 'd'},
-                                         {"jobs", required_argument, 0, 'j'},
-                                         {"point", required_argument, 0, 'p'},
-                                         {"emit-jobs", no_argument, 0, 'E'},
-                                         {"parts", required_argument, 0, 'P'},
-                                         {"timeout", required_argument, 0, 't'},
-                                         {"set", required_argument, 0, 's'},
-                                         {"list", no_argument, 0, 'L'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    cli_list_options(opts);
-    const char *db_path = "results.db", *parts = NULL;
-    uint32_t jobs = 1;
-    uint64_t only = UINT64_MAX;
-    uint32_t timeout_s = 0;
-    int emit = 0, list = 0, bad = 0, timeout_given = 0;
-    struct sets sets = {calloc((size_t)argc, sizeof(char *)), 0};
-    if (!sets.kv)
+    struct sweep_opts o = {.db = "results.db", .jobs = 1, .only = UINT64_MAX,
+                           .sets = {calloc((size_t)argc, sizeof(char *)), 0}};
+    if (!o.sets.kv)
         return cli_usage_error(cmd_sweep_usage, "out of memory");
+    int first = 0;
+    int req = cli_opts_parse(argc, argv, &sweep_command, &o, NULL, cmd_sweep_usage, &first);
+    if (!req && first != argc - 1)
+        req = cli_usage_error(cmd_sweep_usage, first >= argc ? "missing SPEC" : "expected one SPEC");
+    if (!req && (o.jobs < 1 || o.jobs > 256))
+        req = cli_usage_error(cmd_sweep_usage, "--jobs %u not in 1..256", o.jobs);
+    if (req) {
+        free(o.sets.kv);
+        return req;
+    }
+    const char *db_path = o.db, *parts = o.parts;
+    uint32_t jobs = o.jobs, timeout_s = o.timeout_s;
+    uint64_t only = o.only;
+    int emit = o.emit, list = o.list, timeout_given = o.timeout_given;
+    struct sets sets = o.sets;
     struct alisa_err e = {{0}};
-    cli_reset_getopt();
-    int ch;
-    int li = -1;
-    while (!bad && (ch = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
-        const char *opt = cli_opt_name(opts, li, ch, argv[optind - 1]);
-        li = -1;
-        switch (ch) {
-        case 'd': db_path = optarg; break;
-        case 'P': parts = optarg; break;
-        case 'E': emit = 1; break;
-        case 'L': list = 1; break;
-        case 's': sets.kv[sets.n++] = optarg; break;
-        case 't':
-            timeout_given = 1;
-            bad = cli_parse_u32(opt, optarg, &timeout_s, &e);
-            if (!bad && timeout_s > 7 * 86400)
-                bad = err_set(&e, ALISA_EINVAL, "--timeout %u: more than a week", timeout_s);
-            break;
-        case 'j': bad = cli_parse_u32(opt, optarg, &jobs, &e); break;
-        case 'p': bad = cli_parse_u64(opt, optarg, &only, &e); break;
-        default: free(sets.kv); return cli_option_end(ch, opt, cmd_sweep_usage);
-        }
-    }
-    for (int i = 0; !bad && i < sets.n; i++)
-        if (!strchr(sets.kv[i], '=') || sets.kv[i][0] == '=')
-            bad = err_set(&e, ALISA_EINVAL, "--set '%s': expected KEY=VALUE", sets.kv[i]);
-    if (bad || optind != argc - 1 || jobs < 1 || jobs > 256) {
-        free(sets.kv);
-        if (bad)
-            return cli_usage_error(cmd_sweep_usage, "%s", e.msg);
-        if (optind != argc - 1)
-            return cli_usage_error(cmd_sweep_usage,
-                                   optind >= argc ? "missing SPEC" : "expected one SPEC");
-        return cli_usage_error(cmd_sweep_usage, "--jobs %u not in 1..256", jobs);
-    }
     struct sweep_spec s;
-    if (sweep_spec_load(&s, argv[optind], &e)) {
+    if (sweep_spec_load(&s, argv[first], &e)) {
         free(sets.kv);
         return cli_fail(&e);
     }
@@ -897,27 +918,11 @@ int cmd_db(int argc, char **argv)
     if (strcmp(argv[1], "export") != 0)
         return cli_usage_error(cmd_db_usage, "unknown db command '%s'", argv[1]);
     cli_set_command("db export");
-    static const struct option opts[] = {{"db", required_argument, 0, 'd'},
-                                         {"query", required_argument, 0, 'q'},
-                                         {"sweep", required_argument, 0, 's'},
-                                         {"output", required_argument, 0, 'o'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    cli_list_options(opts);
-    const char *db = NULL, *query = NULL, *sweep = NULL, *out_path = NULL;
-    cli_reset_getopt();
-    int ch;
-    while ((ch = getopt_long(argc - 1, argv + 1, ":ho:", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'd': db = optarg; break;
-        case 'q': query = optarg; break;
-        case 's': sweep = optarg; break;
-        case 'o': out_path = optarg; break;
-        default: return cli_option_end(ch, argv[optind], cmd_db_usage);
-        }
-    }
-    if (!db || !query)
-        return cli_usage_error(cmd_db_usage, "export needs --db and --query");
+    struct export_opts o = {0};
+    int req = cli_opts_parse(argc - 1, argv + 1, &export_command, &o, NULL, cmd_db_usage, NULL);
+    if (req)
+        return req;
+    const char *db = o.db, *query = o.query, *sweep = o.sweep, *out_path = o.out;
     if (access(db, R_OK) != 0) {
         err_set(&e, ALISA_EIO, "%s: no such results database", db);
         return cli_fail(&e);

@@ -14,6 +14,7 @@
 
 #include "catalog.h"
 #include "cli.h"
+#include "cli_opts.h"
 #include "progress.h"
 #include "cmds.h"
 #include "trace.h"
@@ -65,6 +66,53 @@ static void trace_gen_usage(FILE *out)
             "--gen-len 64 -o x.trace\n");
 }
 
+enum info_format { INFO_TEXT, INFO_JSON, INFO_TSV, INFO_HEATMAP };
+
+/* trace info, check and dump: their options, declared (cli_opts.h) */
+struct file_opts {
+    int format;                       /* enum info_format */
+    int64_t seq, pos, layer;          /* trace dump's row filter; -1: every */
+};
+
+static int read_format(void *field, const char *opt, const char *arg, struct alisa_err *e)
+{
+    (void)arg, (void)e;
+    *(int *)field = strcmp(opt, "--json") == 0 ? INFO_JSON : strcmp(opt, "--tsv") == 0 ? INFO_TSV
+                                                                                         : INFO_HEATMAP;
+    return 0;
+}
+
+static int read_index(void *field, const char *opt, const char *arg, struct alisa_err *e)
+{
+    uint32_t v;
+    if (cli_parse_u32(opt, arg, &v, e))
+        return 1;
+    *(int64_t *)field = v;
+    return 0;
+}
+
+#define FO(f) offsetof(struct file_opts, f)
+static const struct cli_opt info_opts[] = {
+    {"json", NULL, CLI_FN, FO(format), read_format, 0, "print JSON instead of text", 0},
+    {"tsv", NULL, CLI_FN, FO(format), read_format, 0,
+     "print only the per-layer table, tab-separated, with a header\n"
+     "line (layer rows mean min q25 median q75 max), for plotting", 0},
+    {"heatmap", NULL, CLI_FN, FO(format), read_format, 0,
+     "print 'step layer sparsity' lines: each decode step's sparsity per\n"
+     "layer, averaged over the sequences (plots/heatmap.gp)", 0},
+    {NULL, NULL, 0, 0, NULL, 0, NULL, 0}};
+static const struct cli_opt no_opts[] = {{NULL, NULL, 0, 0, NULL, 0, NULL, 0}};
+static const struct cli_opt dump_opts[] = {
+    {"seq", "S", CLI_FN, FO(seq), read_index, 0, "only sequence S", 0},
+    {"pos", "P", CLI_FN, FO(pos), read_index, 0, "only query position P", 0},
+    {"layer", "L", CLI_FN, FO(layer), read_index, 0, "only layer L", 0},
+    {NULL, NULL, 0, 0, NULL, 0, NULL, 0}};
+static const struct cli_group info_groups[] = {{info_opts, 0}}, check_groups[] = {{no_opts, 0}},
+                              dump_groups[] = {{dump_opts, 0}};
+static const struct cli_command_opts info_command = {info_groups, 1, 0, 1},
+                                     check_command = {check_groups, 1, 0, 1},
+                                     dump_command = {dump_groups, 1, 0, 1};
+
 static void trace_info_usage(FILE *out)
 {
     fprintf(out,
@@ -75,13 +123,9 @@ static void trace_info_usage(FILE *out)
             "that row's max, over decode rows (query position >= prompt length), with mean,\n"
             "min, quartiles and max across rows.\n"
             "\n"
-            "  --json      print JSON instead of text\n"
-            "  --tsv       print only the per-layer table, tab-separated, with a header\n"
-            "              line (layer rows mean min q25 median q75 max), for plotting\n"
-            "  --heatmap   print 'step layer sparsity' lines: each decode step's sparsity per\n"
-            "              layer, averaged over the sequences (plots/heatmap.gp)\n"
-            "  -h, --help  this text\n"
-            "\n"
+            );
+    cli_opts_help(out, &info_command, 14);
+    fprintf(out, "\n"
             "examples (run as shown by tests/readme_test.sh):\n"
             "  alisa trace info traces/stories260K-tinystories.trace\n");
 }
@@ -95,12 +139,12 @@ static void trace_check_usage(FILE *out)
             "rows summing to 1 (within %.2f), finite non-negative weights, token ids below\n"
             "the vocabulary. Exits 0 and prints 'ok' when valid; else prints the first\n"
             "problem with its byte offset and exits 1.\n"
-            "\n"
-            "  -h, --help  this text\n"
-            "\n"
-            "examples (run as shown by tests/readme_test.sh):\n"
-            "  alisa trace check traces/stories260K-tinystories.trace\n",
+            "\n",
             TRACE_SUM_TOLERANCE);
+    cli_opts_help(out, &check_command, 14);
+    fprintf(out, "\n"
+            "examples (run as shown by tests/readme_test.sh):\n"
+            "  alisa trace check traces/stories260K-tinystories.trace\n");
 }
 
 static void trace_dump_usage(FILE *out)
@@ -111,12 +155,9 @@ static void trace_dump_usage(FILE *out)
             "Prints the non-zero weights of the selected rows, one per line:\n"
             "  seq pos layer head index weight\n"
             "(head -1 is the head-mean row). Weights are printed exactly (%%.9g).\n"
-            "\n"
-            "  --seq S     only sequence S\n"
-            "  --pos P     only query position P\n"
-            "  --layer L   only layer L\n"
-            "  -h, --help  this text\n"
-            "\n"
+            "\n");
+    cli_opts_help(out, &dump_command, 14);
+    fprintf(out, "\n"
             "examples (run as shown by tests/readme_test.sh):\n"
             "  alisa trace dump traces/stories260K-tinystories.trace --seq 0 --pos 100 "
             "--layer 0\n");
@@ -139,38 +180,22 @@ void cmd_trace_usage(FILE *out)
             "'alisa trace <cmd> --help' explains each.\n");
 }
 
-enum info_format { INFO_TEXT, INFO_JSON, INFO_TSV, INFO_HEATMAP };
-
-/* Parses the options of a subcommand that takes one FILE and only --help
- * (plus --json/--tsv when format is non-NULL). Returns -1 to continue, else
- * an exit code. */
+/* Parses the options of trace info (format non-NULL) or trace check, which
+ * take one FILE. Returns -1 to continue, else an exit code. */
 static int parse_file_opts(int argc, char **argv, void (*usage)(FILE *), enum info_format *format,
                            const char **file)
 {
-    static const struct option with_format[] = {{"json", no_argument, 0, 'j'},
-                                                {"tsv", no_argument, 0, 't'},
-                                                {"heatmap", no_argument, 0, 'm'},
-                                                {"help", no_argument, 0, 'h'},
-                                                {0, 0, 0, 0}};
-    static const struct option help_only[] = {{"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    const struct option *opts = format ? with_format : help_only;
-    cli_list_options(opts);
-    cli_reset_getopt();
-    int ch;
-    while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'j':
-        case 't':
-        case 'm':
-            *format = ch == 'j' ? INFO_JSON : ch == 't' ? INFO_TSV : INFO_HEATMAP;
-            break;
-        case 'h': usage(stdout); return 0;
-        default: return cli_usage_error(usage, "unrecognized option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind != argc - 1)
-        return cli_usage_error(usage, optind >= argc ? "missing FILE" : "expected one FILE");
-    *file = argv[optind];
+    struct file_opts o = {.format = INFO_TEXT};
+    int first = 0;
+    int rc = cli_opts_parse(argc, argv, format ? &info_command : &check_command, &o, NULL, usage,
+                            &first);
+    if (rc)
+        return rc == CLI_HELP_SHOWN ? 0 : rc;
+    if (first != argc - 1)
+        return cli_usage_error(usage, first >= argc ? "missing FILE" : "expected one FILE");
+    if (format)
+        *format = (enum info_format)o.format;
+    *file = argv[first];
     return -1;
 }
 
@@ -491,36 +516,17 @@ static void dump_row(uint32_t seq, uint32_t pos, uint32_t layer, int head, const
 
 static int trace_dump(int argc, char **argv)
 {
-    static const struct option opts[] = {{"seq", required_argument, 0, 's'},
-                                         {"pos", required_argument, 0, 'p'},
-                                         {"layer", required_argument, 0, 'l'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    cli_list_options(opts);
-    int64_t want_seq = -1, want_pos = -1, want_layer = -1;
+    struct file_opts o = {.seq = -1, .pos = -1, .layer = -1};
+    int first = 0;
+    int req = cli_opts_parse(argc, argv, &dump_command, &o, NULL, trace_dump_usage, &first);
+    if (req)
+        return req == CLI_HELP_SHOWN ? 0 : req;
+    if (first != argc - 1)
+        return cli_usage_error(trace_dump_usage, first >= argc ? "missing FILE" : "expected one FILE");
+    int64_t want_seq = o.seq, want_pos = o.pos, want_layer = o.layer;
     struct alisa_err e = {{0}};
-    cli_reset_getopt();
-    int ch;
-    int li = -1;
-    while ((ch = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
-        uint32_t v;
-        const char *opt = cli_opt_name(opts, li, ch, argv[optind - 1]);
-        li = -1;
-        switch (ch) {
-        case 's':
-        case 'p':
-        case 'l':
-            if (cli_parse_u32(opt, optarg, &v, &e))
-                return cli_usage_error(trace_dump_usage, "%s", e.msg);
-            *(ch == 's' ? &want_seq : ch == 'p' ? &want_pos : &want_layer) = v;
-            break;
-        default: return cli_option_end(ch, argv[optind - 1], trace_dump_usage);
-        }
-    }
-    if (optind != argc - 1)
-        return cli_usage_error(trace_dump_usage, optind >= argc ? "missing FILE" : "expected one FILE");
     struct trace_reader *r;
-    if (trace_reader_open(&r, argv[optind], &e))
+    if (trace_reader_open(&r, argv[first], &e))
         return cli_fail(&e);
     const struct trace_header *h = trace_reader_header(r);
     struct trace_step st;
@@ -541,11 +547,44 @@ static int trace_dump(int argc, char **argv)
     return rc < 0 ? cli_fail(&e) : 0;
 }
 
+struct stats_opts {
+    const char *sel, *csv;
+    struct sel_params sp;
+    struct selstats_params p;
+    int json;
+};
+
+static int read_share(void *field, const char *opt, const char *arg, struct alisa_err *e)
+{
+    double v;
+    if (cli_parse_double(opt, arg, &v, e))
+        return 1;
+    if (!(v > 0 && v <= 1))
+        return err_set(e, ALISA_EINVAL, "%s %s: expected a share in (0, 1]", opt, arg);
+    *(double *)field = v;
+    return 0;
+}
+
+#define TSO(f) offsetof(struct stats_opts, f)
+static const struct cli_opt stats_sel_opts[] = {
+    {"selection", "NAME", CLI_STR, TSO(sel), NULL, 0, "selection (default swa; alisa policy list)", 0},
+    {NULL, NULL, 0, 0, NULL, 0, NULL, 0}};
+static const struct cli_opt stats_own_opts[] = {
+    {"alpha", "A", CLI_FN, TSO(p.alpha), read_share, 0,
+     "the oldest share of the context counted (default 0.5)", 0},
+    {"sinks", "N", CLI_U32, TSO(p.sinks), NULL, 0, "leading tokens counted as sinks (default 4)", 0},
+    {"json", NULL, CLI_FLAG, TSO(json), NULL, 0, "print JSON", 0},
+    {"output", "CSV", CLI_STR, TSO(csv), NULL, 0,
+     "every row as CSV, written whole or not at all", 'o'},
+    {NULL, NULL, 0, 0, NULL, 0, NULL, 0}};
+static const struct cli_group stats_groups[] = {
+    {stats_sel_opts, 0}, {cli_budget_opts, TSO(sp)}, {stats_own_opts, 0}};
+static const struct cli_command_opts stats_command = {stats_groups, 3, 0, 1};
+
 static void trace_stats_usage(FILE *out)
 {
     fprintf(out,
-            "usage: alisa trace stats FILE... [--selection NAME] [--sparsity S] [--alpha A]\n"
-            "                         [--sinks N] [--json] [-o CSV]\n"
+            "usage: alisa trace stats FILE... [options]\n"
             "\n"
             "What a selection picks on a trace, the numbers that decide how an age-based\n"
             "placement fares on it (sim/selstats.h has the definitions): per layer and\n"
@@ -558,19 +597,13 @@ static void trace_stats_usage(FILE *out)
             "replayed through the scheduler with the selection and every token on the GPU.\n"
             "With several FILEs, one overall row each (compare traces); -o writes every\n"
             "row (trace, layer, bin) as CSV.\n"
-            "\n"
-            "  --selection NAME    selection (default swa; alisa policy list)\n"
-            "  --sparsity S        its KV sparsity (default 0.8)\n"
-            "  --alpha A           the oldest share of the context counted (default 0.5)\n"
-            "  --sinks N           leading tokens counted as sinks (default 4)\n"
-            "  --json              print JSON\n"
-            "  -o, --output CSV    every row as CSV, written whole or not at all\n"
-            "  -h, --help          this text\n"
-            "\n"
+            "\n",
+            SELSTATS_BINS);
+    cli_opts_help(out, &stats_command, 22);
+    fprintf(out, "\n"
             "examples (run as shown by tests/readme_test.sh):\n"
             "  alisa trace stats traces/stories260K-tinystories.trace\n"
-            "  alisa trace stats traces/synthetic-opt-8l-4s.trace traces/stories260K-tinystories.trace\n",
-            SELSTATS_BINS);
+            "  alisa trace stats traces/synthetic-opt-8l-4s.trace traces/stories260K-tinystories.trace\n");
 }
 
 static json_t *stats_json(const struct selstats_summary *s)
@@ -607,50 +640,24 @@ static void stats_row_csv(FILE *f, const char *trace, int64_t layer, int64_t bin
 
 static int trace_stats_cmd(int argc, char **argv)
 {
-    enum { O_SEL = 1000, O_SPARSITY, O_ALPHA, O_SINKS, O_JSON };
-    static const struct option opts[] = {{"selection", required_argument, 0, O_SEL},
-                                         {"sparsity", required_argument, 0, O_SPARSITY},
-                                         {"alpha", required_argument, 0, O_ALPHA},
-                                         {"sinks", required_argument, 0, O_SINKS},
-                                         {"json", no_argument, 0, O_JSON},
-                                         {"output", required_argument, 0, 'o'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    cli_list_options(opts);
-    const char *sel_name = "swa", *csv = NULL;
-    struct sel_params sp = {.sparsity = 0.8};
-    struct selstats_params p = {.alpha = 0.5, .sinks = 4};
-    int json = 0, bad = 0;
-    struct alisa_err e = {{0}};
-    cli_reset_getopt();
-    int ch, li = -1;
-    while (!bad && (ch = getopt_long(argc, argv, ":ho:", opts, &li)) != -1) {
-        const char *opt = cli_opt_name(opts, li, ch, argv[optind - 1]);
-        li = -1;
-        switch (ch) {
-        case O_SEL: sel_name = optarg; break;
-        case O_SPARSITY: bad = cli_parse_double(opt, optarg, &sp.sparsity, &e); break;
-        case O_ALPHA:
-            if (!(bad = cli_parse_double(opt, optarg, &p.alpha, &e)) &&
-                !(p.alpha > 0 && p.alpha <= 1))
-                bad = err_set(&e, ALISA_EINVAL, "%s %s: expected a share in (0, 1]", opt, optarg);
-            break;
-        case O_SINKS: bad = cli_parse_u32(opt, optarg, &p.sinks, &e); break;
-        case O_JSON: json = 1; break;
-        case 'o': csv = optarg; break;
-        default: return cli_option_end(ch, opt, trace_stats_usage);
-        }
-    }
-    if (bad)
-        return cli_usage_error(trace_stats_usage, "%s", e.msg);
-    if (optind >= argc)
+    struct stats_opts o = {.sel = "swa", .sp = {.sparsity = 0.8}, .p = {.alpha = 0.5, .sinks = 4}};
+    int first = 0;
+    int req = cli_opts_parse(argc, argv, &stats_command, &o, NULL, trace_stats_usage, &first);
+    if (req)
+        return req;
+    if (first >= argc)
         return cli_usage_error(trace_stats_usage, "missing FILE");
+    const char *sel_name = o.sel, *csv = o.csv;
+    struct sel_params sp = o.sp;
+    struct selstats_params p = o.p;
+    int json = o.json;
+    struct alisa_err e = {{0}};
     const struct selection_ops *sel = selection_find(sel_name);
     if (!sel)
         return cli_unknown_policy(trace_stats_usage, "--selection", sel_name);
     if (sel_params_validate(&sp, sel, &e))
         return cli_usage_error(trace_stats_usage, "%s", e.msg);
-    int n_files = argc - optind, rc = 0;
+    int n_files = argc - first, rc = 0;
     FILE *f = NULL;
     char part[1100];
     if (csv) {
@@ -659,19 +666,24 @@ static int trace_stats_cmd(int argc, char **argv)
         fprintf(f, "trace,layer,bin,rows,sparsity,picks,picks_per_row,persist_1,persist_32,"
                    "age_median,old_share,sink_share\n");
     }
-    json_t *root = json ? json_pack("{s:s, s:f, s:f, s:i, s:o}", "selection", sel->name,
-                                    "sparsity", sp.sparsity, "alpha", p.alpha, "sinks",
-                                    (int)p.sinks, "traces", json_array())
+    json_t *root = json ? json_pack("{s:s, s:f, s:i, s:f, s:i, s:o}", "selection", sel->name,
+                                    "sparsity", sp.sparsity, "budget_tokens", (int)sp.budget_tokens,
+                                    "alpha", p.alpha, "sinks", (int)p.sinks, "traces", json_array())
                         : NULL;
     const char *head = "%-32s %8s %8s %8s %8s %8s %8s %8s %8s\n";
     if (!json) {
-        printf("selection %s at sparsity %g; old = the oldest %g of the context, sinks = the "
-               "first %u tokens\n", sel->name, sp.sparsity, p.alpha, p.sinks);
+        char budget[64];
+        if (sp.budget_tokens)
+            snprintf(budget, sizeof budget, "a budget of %u tokens", sp.budget_tokens);
+        else
+            snprintf(budget, sizeof budget, "sparsity %g", sp.sparsity);
+        printf("selection %s at %s; old = the oldest %g of the context, sinks = the "
+               "first %u tokens\n", sel->name, budget, p.alpha, p.sinks);
         if (n_files > 1)
             printf(head, "trace", "rows", "sparsity", "picks", "kept+1", "kept+32", "age",
                    "old", "sinks");
     }
-    for (int i = optind; i < argc && !rc; i++) {
+    for (int i = first; i < argc && !rc; i++) {
         struct selstats *st;
         uint32_t L;
         if ((rc = selstats_replay_selection(argv[i], sel, &sp, &p, &st, &L, &e)))
