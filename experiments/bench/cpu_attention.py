@@ -73,6 +73,12 @@ def main():
     def triad():
         np.multiply(c, 3.0, out=out)
         np.add(out, b, out=out)
+    if torch is not None:  # numpy's triad runs on one thread; torch's on all
+        tb, tc, tout = torch.from_numpy(b), torch.from_numpy(c), torch.from_numpy(out)
+
+        def triad():
+            torch.mul(tc, 3.0, out=tout)
+            tout.add_(tb)
     tri_min, _ = best(triad, a.repeat)
     # c read, out written; out and b read, out written: 5 arrays
     triad_gbps = 5 * 8 * n / tri_min / 1e9
