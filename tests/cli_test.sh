@@ -70,6 +70,11 @@ grep_out "OPT-30B" "catalog lists OPT-30B"
 grep_out "H100-80GB" "catalog lists H100"
 expect 0 "catalog --json" "$alisa" catalog hardware --json
 grep_out '"link_gbps": 20' "hardware json"
+printf '[T-test]\ngpu = a test GPU\ngpu_mem_gib = 7.5\nhbm_gbps = 100\nfp16_tflops = 10\nhost_dram_gib = 8\nlink_gbps = 1\nlink_latency_us = 1\nhost_mem_gbps = 2\ngemm_efficiency = 1\nhbm_efficiency = 1\n' >"$tmp/p.ini"
+expect 0 "catalog --profile" "$alisa" catalog hardware --profile "$tmp/p.ini"
+grep_out "^T-test  *a test GPU  *7.50" "catalog lists the profile's section"
+printf '; nothing\n' >"$tmp/p0.ini"
+expect 1 "catalog --profile without a section" "$alisa" catalog hardware --profile "$tmp/p0.ini"
 
 expect 0 "trace gen" "$alisa" trace gen --model OPT-13B --layers 4 --seqs 2 --prompt-len 32 \
     --gen-len 64 --seed 3 -o "$tmp/a.trace"
@@ -273,6 +278,9 @@ rows=$(tail -n +2 "$tmp/st.csv" | wc -l)
 expect 0 "trace stats --json, two traces" "$alisa" trace stats "$tmp/st.trace" "$tmp/st.trace" --json
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); t=d["traces"]; assert len(t)==2 and t[0]["all"]==t[1]["all"] and len(t[0]["layers"])==2 and len(t[0]["bins"])==4' "$tmp/out" &&
     pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: trace stats JSON"; }
+expect 0 "trace stats --budget-tokens" "$alisa" trace stats "$tmp/st.trace" --budget-tokens 8 --json
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); a=d["traces"][0]["all"]; assert d["budget_tokens"]==8 and 0 < a["picks_per_row"] <= 4, (d["budget_tokens"], a["picks_per_row"])' "$tmp/out" &&
+    pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: trace stats --budget-tokens: SWA's global picks within floor(8/2)"; }
 expect 2 "trace stats: alpha 0" "$alisa" trace stats "$tmp/st.trace" --alpha 0
 grep_out "alpha 0" "... names the value"
 expect 2 "trace stats: unknown selection" "$alisa" trace stats "$tmp/st.trace" --selection swb

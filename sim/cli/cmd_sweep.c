@@ -34,22 +34,28 @@ struct sets {
     int n;
 };
 
+struct sweep_timeout {
+    uint32_t s;
+    int given;
+};
+
 struct sweep_opts {
     const char *db, *parts;
-    uint32_t jobs, timeout_s;
+    uint32_t jobs;
+    struct sweep_timeout timeout;
     uint64_t only;
-    int emit, list, timeout_given;
+    int emit, list;
     struct sets sets;
 };
 
 static int read_timeout(void *field, const char *opt, const char *arg, struct alisa_err *e)
 {
-    struct sweep_opts *o = (struct sweep_opts *)((char *)field - offsetof(struct sweep_opts, timeout_s));
-    if (cli_parse_u32(opt, arg, &o->timeout_s, e))
+    struct sweep_timeout *t = field;
+    if (cli_parse_u32(opt, arg, &t->s, e))
         return 1;
-    if (o->timeout_s > 7 * 86400)
-        return err_set(e, ALISA_EINVAL, "--timeout %u: more than a week", o->timeout_s);
-    o->timeout_given = 1;
+    if (t->s > 7 * 86400)
+        return err_set(e, ALISA_EINVAL, "--timeout %u: more than a week", t->s);
+    t->given = 1;
     return 0;
 }
 
@@ -68,7 +74,7 @@ static const struct cli_opt sweep_opts[] = {
     {"db", "FILE", CLI_STR, WO(db), NULL, 0, "results database (default results.db)", 0},
     {"jobs", "N", CLI_U32, WO(jobs), NULL, 0, "run N points at once (default 1)", 0},
     {"point", "K", CLI_U64, WO(only), NULL, 0, "run only point K (0-based)", 0},
-    {"timeout", "S", CLI_FN, WO(timeout_s), read_timeout, 0,
+    {"timeout", "S", CLI_FN, WO(timeout), read_timeout, 0,
      "stop a point after S seconds of wall time (its process\n"
      "group is sent SIGTERM, then SIGKILL 5 s later) and store\n"
      "it as failed, \"timed out\"; default the spec's [sweep]\n"
@@ -652,9 +658,9 @@ int cmd_sweep(int argc, char **argv)
         return req;
     }
     const char *db_path = o.db, *parts = o.parts;
-    uint32_t jobs = o.jobs, timeout_s = o.timeout_s;
+    uint32_t jobs = o.jobs, timeout_s = o.timeout.s;
     uint64_t only = o.only;
-    int emit = o.emit, list = o.list, timeout_given = o.timeout_given;
+    int emit = o.emit, list = o.list, timeout_given = o.timeout.given;
     struct sets sets = o.sets;
     struct alisa_err e = {{0}};
     struct sweep_spec s;

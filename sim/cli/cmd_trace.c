@@ -666,8 +666,9 @@ static int trace_stats_cmd(int argc, char **argv)
         fprintf(f, "trace,layer,bin,rows,sparsity,picks,picks_per_row,persist_1,persist_32,"
                    "age_median,old_share,sink_share\n");
     }
-    json_t *root = json ? json_pack("{s:s, s:f, s:i, s:f, s:i, s:o}", "selection", sel->name,
-                                    "sparsity", sp.sparsity, "budget_tokens", (int)sp.budget_tokens,
+    json_t *root = json ? json_pack("{s:s, s:f, s:I, s:f, s:i, s:o}", "selection", sel->name,
+                                    "sparsity", sp.sparsity, "budget_tokens",
+                                    (json_int_t)sp.budget_tokens,
                                     "alpha", p.alpha, "sinks", (int)p.sinks, "traces", json_array())
                         : NULL;
     const char *head = "%-32s %8s %8s %8s %8s %8s %8s %8s %8s\n";
