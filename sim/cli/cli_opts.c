@@ -11,6 +11,7 @@
 #include <getopt.h>
 #include <string.h>
 
+#include "costmodel.h"
 #include "selection.h"
 
 #define CLI_OPTS_CODE 2000
@@ -57,6 +58,13 @@ const struct cli_opt cli_stream_opts[] = {
     {"seed", "S", CLI_U64, offsetof(struct wl_params, seed), NULL, 0,
      "seed of the stream (default 1)", 0},
     {0}};
+
+int cli_read_kv_int8(void *field, const char *opt, const char *arg, struct alisa_err *e)
+{
+    (void)opt, (void)arg, (void)e;
+    *(enum kv_precision *)field = KV_INT8;
+    return 0;
+}
 
 int cli_read_memory(void *field, const char *opt, const char *arg, struct alisa_err *e)
 {

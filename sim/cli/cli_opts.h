@@ -71,6 +71,10 @@ extern const struct cli_opt cli_stream_opts[];
  * leaving the option out says that. */
 int cli_read_memory(void *field, const char *opt, const char *arg, struct alisa_err *e);
 
+/* A CLI_FN reader of a flag that sets an enum kv_precision field to KV_INT8
+ * (--kv-int8 of plan and search). Cannot fail. */
+int cli_read_kv_int8(void *field, const char *opt, const char *arg, struct alisa_err *e);
+
 /* Parses argv (argv[0] the command) into o, whose defaults the caller has
  * set; the knobs given go to knobs (when c->knobs). Returns 0 with *next
  * the first argument after the options (NULL next: none may follow),

@@ -26,13 +26,6 @@ struct plan_opts {
     int json;
 };
 
-static int read_int8(void *field, const char *opt, const char *arg, struct alisa_err *e)
-{
-    (void)opt, (void)arg, (void)e;
-    ((struct replay_config *)field)->precision = KV_INT8;
-    return 0;
-}
-
 /* FP32 KV is the CPU executor's, so its storage too */
 static int read_fp32(void *field, const char *opt, const char *arg, struct alisa_err *e)
 {
@@ -65,7 +58,7 @@ static const struct cli_opt plan_tier_opts[] = {
      "GPU KV capacity, bytes (k M G, Ki Mi Gi; default: unlimited)", 0},
     {"cpu-kv-bytes", "N", CLI_BYTES, PO(cfg.cpu_kv_bytes), NULL, 0,
      "CPU KV capacity, bytes (default: unlimited)", 0},
-    {"kv-int8", NULL, CLI_FN, PO(cfg), read_int8, 0,
+    {"kv-int8", NULL, CLI_FN, PO(cfg.precision), cli_read_kv_int8, 0,
      "INT8 KV (1 byte per value plus per-channel scale and zero\n"
      "point) instead of FP16", 0},
     {"kv-fp32", NULL, CLI_FN, PO(cfg), read_fp32, 0,

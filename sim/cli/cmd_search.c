@@ -20,13 +20,6 @@ struct search_opts {
     int json;
 };
 
-static int read_int8(void *field, const char *opt, const char *arg, struct alisa_err *e)
-{
-    (void)opt, (void)arg, (void)e;
-    *(enum kv_precision *)field = KV_INT8;
-    return 0;
-}
-
 /* prefetch (1) or none (0) */
 static int read_overlap(void *field, const char *opt, const char *arg, struct alisa_err *e)
 {
@@ -45,7 +38,7 @@ static const struct cli_opt search_own_opts[] = {
     {"gen-len", "N", CLI_U32, SO(w.gen_len), NULL, 0, "generated tokens (default 512)", 0},
     {NULL, NULL, 0, 0, NULL, 0, NULL, 0}};
 static const struct cli_opt search_run_opts[] = {
-    {"kv-int8", NULL, CLI_FN, SO(w.precision), read_int8, 0, "INT8 KV", 0},
+    {"kv-int8", NULL, CLI_FN, SO(w.precision), cli_read_kv_int8, 0, "INT8 KV", 0},
     {"grid", "G", CLI_U32, SO(grid), NULL, 0,
      "grid resolution: alpha, beta in steps of 1/G, p1, p2 in steps\n"
      "of gen-len/G (default 20)", 0},
