@@ -24,12 +24,16 @@
 #   HWS="H100-80GB H100-80GB-host-b-rule H100-80GB-host-b-rule@flexgen-h100-host" \
 #   MEASURED=experiments/bench/h100-2026-11-27b/peers-h100.csv \
 #   bash experiments/measured/predict-peers.sh > experiments/measured/peers-H100.md
+# METRIC=prefill gives the prefill instead, in ms (the measured one: batch x
+# prompt tokens over FlexGen's prefill tok/s; the simulated: prefill_s).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 alisa=${ALISA:-build/alisa}
 prof=${PROFILE:-experiments/measured/h100-host-2026-11-27.ini}
 read -r -a hws <<<"${HWS:-H100-80GB H100-80GB-host H100-80GB-host-hbm}"
 measured=${MEASURED:-}
+metric=${METRIC:-decode}
+[ "$metric" = decode ] || [ "$metric" = prefill ] || { echo "predict-peers.sh: METRIC: decode or prefill, not '$metric'" >&2; exit 2; }
 [ -z "$measured" ] || [ -f "$measured" ] || { echo "predict-peers.sh: MEASURED: no file '$measured'" >&2; exit 2; }
 tl=$(mktemp)
 trap 'rm -f "$tl"' EXIT
@@ -46,12 +50,19 @@ else
     echo "| point | model | batch | --percent | cache compute | $head |"
     echo "|---|---|---|---|---|$(printf '%s' "${hws[@]/*/---|}")"
 fi
-# measured K: FlexGen's decode tok/s at point K of $measured ("error" or
-# "not run" where it has none)
+# measured K: FlexGen's decode tok/s (or prefill ms) at point K of
+# $measured ("failed" or "not run" where it has none)
 measured_at() {
     python3 -c 'import csv, sys
 rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["point"] == sys.argv[2]]
-print("not run" if not rows else "%.1f" % float(rows[-1]["decode_tok_s"]) if rows[-1]["status"] == "ok" else "failed")' "$measured" "$1"
+if not rows or rows[-1]["status"] != "ok":
+    print("failed" if rows else "not run")
+    sys.exit()
+r = rows[-1]
+if sys.argv[3] == "prefill":
+    print("%.1f" % (int(r["batch"]) * int(r["prompt_tokens"]) / float(r["prefill_tok_s"]) * 1e3))
+else:
+    print("%.1f" % float(r["decode_tok_s"]))' "$measured" "$1" "$metric"
 }
 $alisa sweep experiments/peers-h100.sweep --list | python3 -c '
 import json, sys
@@ -75,6 +86,9 @@ b, g, cut = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 if d["oom"]:
     print("out of memory")
     sys.exit()
+if sys.argv[5] == "prefill":
+    print("%.1f" % (d["prefill_s"] * 1e3))
+    sys.exit()
 whole = "%.1f" % (b * g / (d["total_s"] - d["prefill_s"]))
 if cut == "false":
     print(whole)
@@ -84,7 +98,7 @@ steps = [ends[0] - d["prefill_s"]] + [y - x for x, y in zip(ends, ends[1:])]
 c = int(cut)
 mid = steps[2:c - 1]
 proj = sum(steps[:2]) + sum(mid) / len(mid) * (g - 1 - 2)
-print("%.1f (%s)" % (b * g / proj, whole))' "$b" "$G" "$cut" "$tl")")
+print("%.1f (%s)" % (b * g / proj, whole))' "$b" "$G" "$cut" "$tl" "$metric")")
     done
     row=$(printf ' | %s' "${cells[@]}")
     if [ -z "$measured" ]; then
