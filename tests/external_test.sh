@@ -104,6 +104,41 @@ printf 'model = x\n' | bad_suite "key outside a section" "outside a point"
 "$alisa" validate-external >/dev/null 2>&1; [ $? = 2 ]; check $? "no suite: usage error"
 [ -z "$(ls "$tmp" | grep alisa-external)" ]; check $? "temporary traces left behind"
 
+# --rule NAME: each point's hardware HW-NAME, its software SW-NAME where the
+# catalog has one (FlexGen's here; dense-gpu's software is none), against
+# alisa sim run by hand on those profiles
+mkdir -p "$tmp/cat"
+cp "$root"/sim/model/catalog/*.ini "$tmp/cat/"
+sed -n '/^\[H100-80GB\]/,/^$/p' "$root/sim/model/catalog/hardware.ini" |
+    sed 's/^\[H100-80GB\]/[H100-80GB-t]/; s/^gemm_efficiency = .*/gemm_efficiency = 0.5/;
+         s/^hbm_efficiency = .*/hbm_efficiency = 0.5/' >>"$tmp/cat/hardware.ini"
+printf '\n[flexgen-t]\nop_host_us = 400\nops_per_layer = 18\npageable_relay = 1\n' >>"$tmp/cat/software.ini"
+csim() { sim --catalog "$tmp/cat" --hardware H100-80GB-t "$@"; }
+dt=$(csim --system dense-gpu --model OPT-6.7B --batch 8)
+ft=$(csim --system flexgen --model OPT-30B --batch 16 --flexgen-percent 100:0:50:50 --software flexgen-t)
+fn=$(csim --system flexgen --model OPT-30B --batch 16 --flexgen-percent 100:0:50:50)
+"$alisa" validate-external "$tmp/s.ini" --catalog "$tmp/cat" --rule t --json >"$tmp/rule.json" 2>"$tmp/err"
+check $? "--rule t exited non-zero: $(cat "$tmp/err")"
+python3 - "$dt" "$ft" "$fn" "$d" "$tmp/rule.json" <<'PY'
+import json, sys
+dt, ft, fn, d = map(float, sys.argv[1:5])
+r = json.load(open(sys.argv[5]))
+pts = {p["id"]: p for p in r["points"]}
+near = lambda a, b: abs(a - b) <= 1e-5 * max(1, abs(b))
+bad = []
+if r.get("rule") != "t": bad.append(f"rule {r.get('rule')}")
+if not near(pts["dense"]["predicted_tok_s"], dt) or near(dt, d): bad.append(f"dense {pts['dense']} vs {dt} (default {d})")
+if not near(pts["fg"]["predicted_tok_s"], ft) or near(ft, fn): bad.append(f"fg {pts['fg']} vs {ft} (flexgen's own software {fn})")
+if bad: print("\n".join(bad))
+sys.exit(1 if bad else 0)
+PY
+check $? "--rule t: the points on H100-80GB-t and flexgen-t"
+"$alisa" validate-external "$tmp/s.ini" --rule nosuch >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc = 1 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "s.ini: \[dense\]: hardware H100-80GB has no profile H100-80GB-nosuch" "$tmp/err"
+check $? "--rule without its profiles: exit $rc, $(cat "$tmp/err")"
+"$alisa" validate-external "$tmp/s.ini" --rule t --peak >/dev/null 2>&1; [ $? = 2 ]
+check $? "--rule and --peak together: usage error"
+
 # the committed suite parses and every point not excluded names its source
 if [ -f "$root/experiments/external/suite.ini" ]; then
     "$alisa" validate-external "$root/experiments/external/suite.ini" --json >"$tmp/suite.json" 2>"$tmp/err"

@@ -21,7 +21,7 @@
 # name the profiles (default: the first window's, as above; NAME@SOFTWARE
 # also passes --software SOFTWARE):
 #   PROFILE=experiments/measured/h100-host-2026-11-27b.ini \
-#   HWS="H100-80GB H100-80GB-host-b-rule H100-80GB-host-b-rule@flexgen-h100-host" \
+#   HWS="H100-80GB H100-80GB-host-b-rule H100-80GB-host-b-rule@flexgen-h100" \
 #   MEASURED=experiments/bench/h100-2026-11-27b/peers-h100.csv \
 #   bash experiments/measured/predict-peers.sh > experiments/measured/peers-H100.md
 # METRIC=prefill gives the prefill instead, in ms (the measured one: batch x

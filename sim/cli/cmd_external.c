@@ -29,20 +29,25 @@
 #include "git_version.h"
 #include "progress.h"
 #include "results.h"
+#include "simulate.h"
 #include "sweep_spec.h"
 #include "trace_gen.h"
 
 struct external_opts {
-    const char *db, *catalog;
+    const char *db, *catalog, *rule;
     int json, peak;
 };
 
 #define EO(f) offsetof(struct external_opts, f)
 static const struct cli_opt external_opts[] = {
+    {"rule", "NAME", CLI_STR, EO(rule), NULL, 0,
+     "price every point by another rule: the hardware profile\n"
+     "HW-NAME instead of HW (an error if the catalog lacks it),\n"
+     "and the software SW-NAME instead of SW where the catalog\n"
+     "has it (SW: the point's software, else its system's)", 0},
     {"peak", NULL, CLI_FLAG, EO(peak), NULL, 0,
-     "price every point on its machine's datasheet peaks: the\n"
-     "hardware profile NAME-peak instead of NAME (the\n"
-     "convention before measured efficiencies)", 0},
+     "--rule peak: every point on its machine's datasheet peaks\n"
+     "(the convention before measured efficiencies)", 0},
     {"db", "FILE", CLI_STR, EO(db), NULL, 0,
      "also write each point as a row of this results database\n"
      "(sweep \"external\"; alisa db export --query external)", 0},
@@ -55,7 +60,8 @@ static const struct cli_command_opts external_command = {external_groups, 1, 0, 
 void cmd_external_usage(FILE *out)
 {
     fprintf(out,
-            "usage: alisa validate-external SUITE [--peak] [--db FILE] [--json] [--catalog DIR]\n"
+            "usage: alisa validate-external SUITE [--rule NAME | --peak] [--db FILE] [--json]\n"
+            "                                [--catalog DIR]\n"
             "\n"
             "The simulator against published throughput of real systems: each point of\n"
             "SUITE (format: experiments/external/README.md) names its source, the published\n"
@@ -365,9 +371,50 @@ static void last_line(const char *s, char *buf, size_t n)
     snprintf(buf, n, "%.*s", (int)(end - start), start);
 }
 
+/* The software a point runs under `rule`: SW-rule where the catalog has
+ * it (SW: the point's `software`, else its system's), else SW itself; NULL
+ * for none (the system has no software and the point names none). */
+static const char *rule_software(const struct ext_point *p, const struct catalog *cat,
+                                 const char *rule, char *buf, size_t n)
+{
+    const char *sw = point_opt(p, "software");
+    if (!sw) {
+        const char *system = point_opt(p, "system");
+        const struct sim_system *ss = system ? sim_system_find(system) : NULL;
+        sw = ss ? ss->software : NULL;
+    }
+    if (!sw)
+        return NULL;
+    snprintf(buf, n, "%s-%s", sw, rule);
+    return strcmp(sw, "none") && catalog_sw(cat, buf) ? buf : sw;
+}
+
+/* Under `rule`, every point not excluded has its hardware's HW-rule
+ * profile in the catalog (loaded into cat), or e names the suite, the point
+ * and the profile. */
+static int rule_check(const struct ext_suite *s, struct catalog *cat, const char *catalog,
+                      const char *rule, struct alisa_err *e)
+{
+    int rc = cli_catalog_load(cat, catalog ? catalog : catalog_default_dir(), NULL, e);
+    for (int i = 0; i < s->n && !rc; i++) {
+        const char *hw = point_opt(&s->p[i], "hardware");
+        char name[300];
+        if (!strcmp(s->p[i].set, "excluded") || !hw)
+            continue;
+        snprintf(name, sizeof name, "%s-%s", hw, rule);
+        if (!catalog_hw(cat, name))
+            rc = err_set(e, ALISA_ENOTFOUND,
+                         "%s: [%s]: hardware %s has no profile %s for --rule %s "
+                         "(alisa catalog hardware lists them)",
+                         s->path, s->p[i].id, hw, name, rule);
+    }
+    return rc;
+}
+
 /* Simulates p; fills its results; the row into db when db is non-NULL. */
 static int run_point(struct ext_point *p, int index, const char *trace_dir, const char *suite_dir,
-                     const char *catalog, int peak, struct results *db, struct alisa_err *e)
+                     const char *catalog, const struct catalog *cat, const char *rule,
+                     struct results *db, struct alisa_err *e)
 {
     struct sweep_spec spec;
     memset(&spec, 0, sizeof spec);
@@ -394,15 +441,21 @@ static int run_point(struct ext_point *p, int index, const char *trace_dir, cons
         }
     }
     /* the point's options as a one-point spec's [fixed] (sweep_spec_set, as
-     * `alisa sweep --set` adds them): the trace made or named above, the
-     * hardware's -peak profile under --peak */
+     * `alisa sweep --set` adds them): the trace made or named above; under
+     * a rule the hardware's and the software's profiles named for it */
     for (int k = 0; k < p->n_keys && !rc; k++) {
-        if (!strcmp(p->key[k], "trace"))
+        if (!strcmp(p->key[k], "trace") || (rule && !strcmp(p->key[k], "software")))
             continue;
         char v[200];
-        snprintf(v, sizeof v, "%s%s", p->value[k],
-                 peak && !strcmp(p->key[k], "hardware") ? "-peak" : "");
+        snprintf(v, sizeof v, "%s%s%s", p->value[k], rule && !strcmp(p->key[k], "hardware") ? "-" : "",
+                 rule && !strcmp(p->key[k], "hardware") ? rule : "");
         rc = sweep_spec_set(&spec, p->key[k], v, e);
+    }
+    if (!rc && rule) {
+        char sw[200];
+        const char *named = rule_software(p, cat, rule, sw, sizeof sw);
+        if (named)
+            rc = sweep_spec_set(&spec, "software", named, e);
     }
     if (!rc)
         rc = sweep_spec_set(&spec, "trace", trace, e);
@@ -509,8 +562,11 @@ static double set_mae(const struct ext_suite *s, const char *set, int *n, int *w
     return *n ? sum / *n : NAN;
 }
 
-static void report_text(const struct ext_suite *s)
+static void report_text(const struct ext_suite *s, const char *rule)
 {
+    if (rule)
+        printf("rule %s: hardware HW-%s, software SW-%s where the catalog has it\n", rule, rule,
+               rule);
     printf("%-34s %-10s %-16s %-10s %10s %10s %8s\n", "point", "set", "system", "model",
            "published", "predicted", "error");
     for (int i = 0; i < s->n; i++) {
@@ -539,9 +595,10 @@ static void report_text(const struct ext_suite *s)
             printf("excluded %s: %s\n", s->p[i].id, s->p[i].reason);
 }
 
-static void report_json(const struct ext_suite *s)
+static void report_json(const struct ext_suite *s, const char *rule)
 {
     json_t *root = json_object(), *pts = json_array();
+    json_object_set_new(root, "rule", rule ? json_string(rule) : json_null());
     for (int i = 0; i < s->n; i++) {
         const struct ext_point *p = &s->p[i];
         json_t *o = json_pack("{s:s, s:s, s:s, s:f}", "id", p->id, "set", p->set, "source",
@@ -581,8 +638,14 @@ int cmd_external(int argc, char **argv)
     int req = cli_opts_parse(argc, argv, &external_command, &o, NULL, cmd_external_usage, &first);
     if (req)
         return req;
-    const char *db_path = o.db, *catalog = o.catalog;
-    int json = o.json, peak = o.peak;
+    const char *db_path = o.db, *catalog = o.catalog, *rule = o.rule;
+    int json = o.json;
+    if (o.peak && rule)
+        return cli_usage_error(cmd_external_usage, "--peak is --rule peak: give one of them");
+    if (o.peak)
+        rule = "peak";
+    if (rule && (!*rule || strlen(rule) > 40))
+        return cli_usage_error(cmd_external_usage, "--rule '%s': a name of 1-40 characters", rule);
     if (first >= argc)
         return cli_usage_error(cmd_external_usage, "SUITE is required");
     if (first + 1 < argc)
@@ -590,8 +653,13 @@ int cmd_external(int argc, char **argv)
     const char *path = argv[first];
     struct alisa_err e = {{0}};
     struct ext_suite s;
+    struct catalog cat;
+    memset(&cat, 0, sizeof cat);
     int rc = suite_load(&s, path, &e);
+    if (!rc && rule)
+        rc = rule_check(&s, &cat, catalog, rule, &e);
     if (rc) {
+        catalog_deinit(&cat);
         suite_free(&s);
         return cli_fail(&e);
     }
@@ -616,7 +684,7 @@ int cmd_external(int argc, char **argv)
     progress_start(&pg, "validate-external", "points", (uint64_t)s.n, json);
     for (int i = 0; i < s.n && !rc; i++) {
         if (strcmp(s.p[i].set, "excluded") != 0) {
-            rc = run_point(&s.p[i], i, dir, suite_dir, catalog, peak, db, &e);
+            rc = run_point(&s.p[i], i, dir, suite_dir, catalog, &cat, rule, db, &e);
             failed += s.p[i].failed;
         }
         progress_set(&pg, (uint64_t)i + 1);
@@ -635,14 +703,15 @@ int cmd_external(int argc, char **argv)
         closedir(d);
         rmdir(dir);
     }
+    catalog_deinit(&cat);
     if (rc) {
         suite_free(&s);
         return cli_fail(&e);
     }
     if (json)
-        report_json(&s);
+        report_json(&s, rule);
     else
-        report_text(&s);
+        report_text(&s, rule);
     suite_free(&s);
     if (failed) {
         fprintf(stderr, "alisa: error: %d point%s failed to simulate (above)\n", failed,
