@@ -257,13 +257,13 @@ int llm_forward_greedy(struct llm_state *s, const uint32_t *tokens, uint32_t pos
 }
 
 int backend_plan(struct backend_common *c, uint32_t b, uint32_t l, uint32_t pos,
-                 struct scheduler_plan *plan, double *tl)
+                 const float *present, struct scheduler_plan *plan, double *tl)
 {
     uint32_t stream = b * c->m->c.n_layers + l;
     uint64_t t0 = backend_mono_ns();
     if (pos < c->prompt_len)
         scheduler_prefill(c->sched, stream, pos, NULL, c->prompt_len, plan);
-    else if (scheduler_step(c->sched, stream, pos, plan)) {
+    else if (scheduler_step(c->sched, stream, pos, present, plan)) {
         err_set(&c->err, ALISA_ENOMEM, "sequence %u layer %u position %u: out of memory in the "
                 "selection's state", b, l, pos);
         return -1;

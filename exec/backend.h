@@ -118,10 +118,12 @@ uint64_t backend_mono_ns(void);
 
 /* Asks the scheduler for (sequence b, layer l)'s plan at pos (prefill below
  * c->prompt_len), logs it, adds the time to tl[T_SCHED], the tokens it
- * retires to tl[T_RETIRED] and those it attends to tl[T_ATTENDED]. Returns 0, or
- * -1 with c->err set when the device arena cannot hold the step. */
+ * retires to tl[T_RETIRED] and those it attends to tl[T_ATTENDED]. present:
+ * the query's row over tokens 0..pos for a decode step whose selection needs
+ * it (scheduler_needs_present), else NULL. Returns 0, or -1 with c->err set
+ * when the device arena cannot hold the step. */
 int backend_plan(struct backend_common *c, uint32_t b, uint32_t l, uint32_t pos,
-                 struct scheduler_plan *plan, double *tl);
+                 const float *present, struct scheduler_plan *plan, double *tl);
 
 /* Feeds the scheduler (sequence b, layer l)'s attention row at pos: w (n_att)
  * head-mean weights of tokens ids (n_att), rounded to FP16 as a trace stores

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cpu_ops.h"
+#include "fp16.h"
 #include "fit.h"
 
 struct cpu_state {
@@ -39,6 +40,8 @@ struct cpu_state {
     const float *K, *V;    /* (n, kv_dim) rows of K and V one sequence attends, contiguous */
     uint32_t *ids;         /* (max_len) their token ids */
     float *w;              /* (nt, max_len) head-mean weights over them, a thread */
+    float *present;        /* (max_len) the step's own head-mean row over every token, FP16
+                              weights: what a selection that needs the present reads */
 };
 
 static void cpu_destroy(void *be)
@@ -55,6 +58,7 @@ static void cpu_destroy(void *be)
     free(s->rope_cos);
     free(s->ids);
     free(s->w);
+    free(s->present);
     free(s);
 }
 
@@ -116,7 +120,9 @@ static int cpu_create(void **be, const struct backend_common *cm, struct alisa_e
     s->rope_cos = malloc(2 * max_len * half * sizeof(float));
     s->ids = malloc(max_len * sizeof *s->ids);
     s->w = malloc(s->nt * max_len * sizeof *s->w);
+    s->present = malloc(max_len * sizeof *s->present);
     if (!s->att || !s->key_cache || !s->value_cache || !s->rope_cos || !s->ids || !s->w ||
+        !s->present ||
         ensure_rows(s, s->batch)) {
         cpu_destroy(s); /* frees s: the figures come from cm */
         return err_set(e, ALISA_ENOMEM, "out of memory for %u sequences of %u tokens", cm->batch,
@@ -139,17 +145,54 @@ static int cpu_kvstore(void *be, uint32_t n_streams, uint32_t max_len, uint32_t 
     return kvstore_create(out, &s->m->c, n_streams, max_len, dev_cap, host_cap, int8, e);
 }
 
-/* Tiered mode: asks the scheduler for this (sequence, layer)'s step, applies
- * the moves to the arenas, and points s->K/s->V at what to attend. Returns
- * the count, 0 on failure (cm->err set). */
+/* The query's own attention over every token 0..pos, head-mean, into
+ * s->present as a trace stores it (FP16 weights; a recorded row under
+ * --attention-from): every earlier token's K and V fetched wherever it lies
+ * (kvstore_fetch) into the sequence's dense rows, the new token's beside
+ * them, then the same attention as a dense step. What a selection that needs
+ * the present reads before it picks; its time is the selection's. */
+static void cpu_present(struct cpu_state *s, struct backend_common *cm, uint32_t b, uint32_t l,
+                        uint32_t pos, const float *q, const float *k, const float *v, double *tl)
+{
+    const struct llm_model *m = s->m;
+    const uint32_t kv = m->c.kv_dim, stream = b * m->c.n_layers + l;
+    uint64_t t0 = backend_mono_ns();
+    const float *src = cm->attn_row ? cm->attn_row(cm->attn_ctx, b, l, pos) : NULL;
+    if (src) {
+        memcpy(s->present, src, (pos + 1) * sizeof *s->present);
+    } else {
+        float *ck = s->key_cache + (size_t)b * s->max_len * kv;
+        float *cv = s->value_cache + (size_t)b * s->max_len * kv;
+        for (uint32_t t = 0; t < pos; t++)
+            kvstore_fetch(cm->ks, m, stream, l, t, ck + (size_t)t * kv, cv + (size_t)t * kv);
+        memcpy(ck + (size_t)pos * kv, k, kv * sizeof *k);
+        memcpy(cv + (size_t)pos * kv, v, kv * sizeof *v);
+        /* the output goes to scratch: xb2 is free until the output projection */
+        cpu_attend(q, ck, cv, pos + 1, kv, m->c.head_dim, m->c.n_heads / m->c.n_kv_heads,
+                   m->c.n_heads, s->att, s->max_len, s->w, s->xb2);
+        for (uint32_t t = 0; t <= pos; t++)
+            s->present[t] = fp16_to_float(fp16_from_float(s->w[t]));
+    }
+    tl[T_SCHED] += (double)(backend_mono_ns() - t0);
+}
+
+/* Tiered mode: asks the scheduler for this (sequence, layer)'s step (the
+ * present row computed first when the selection reads it), applies the
+ * moves to the arenas, and points s->K/s->V at what to attend. Returns the
+ * count, 0 on failure (cm->err set). */
 static uint32_t tiered_gather(struct cpu_state *s, struct backend_common *cm, uint32_t b,
-                              uint32_t l, uint32_t pos, const float *k, const float *v,
-                              const float *act, double *tl)
+                              uint32_t l, uint32_t pos, const float *q, const float *k,
+                              const float *v, const float *act, double *tl)
 {
     const struct llm_model *m = s->m;
     uint32_t stream = b * m->c.n_layers + l;
     struct scheduler_plan plan;
-    if (backend_plan(cm, b, l, pos, &plan, tl))
+    const float *present = NULL;
+    if (pos >= cm->prompt_len && scheduler_needs_present(cm->sched)) {
+        cpu_present(s, cm, b, l, pos, q, k, v, tl);
+        present = s->present;
+    }
+    if (backend_plan(cm, b, l, pos, present, &plan, tl))
         return 0;
     uint64_t t1 = backend_mono_ns(), r0 = kvstore_recompute_ns(cm->ks);
     int bad = kvstore_apply(cm->ks, &plan, scheduler_stream_flags(cm->sched, stream), m, l, pos, k,
@@ -301,7 +344,7 @@ static const float *cpu_forward_rows(struct cpu_state *s, struct backend_common 
                 float *act = s->xb + r * d; /* this layer's normed input, kept for recompute */
                 float *row = rows ? rows + ((size_t)b * c->n_layers + l) * n : NULL;
                 double before = tl[T_MOVE] + tl[T_RECOMP] + tl[T_SCHED];
-                uint32_t n_att = tiered_gather(s, cm, b, l, pos, kb, vb, act, tl);
+                uint32_t n_att = tiered_gather(s, cm, b, l, pos, q, kb, vb, act, tl);
                 /* counted below with the attention: take the other
                  * categories out again */
                 tl[T_ATTN] -= tl[T_MOVE] + tl[T_RECOMP] + tl[T_SCHED] - before;
@@ -309,7 +352,11 @@ static const float *cpu_forward_rows(struct cpu_state *s, struct backend_common 
                     return NULL;
                 /* output replaces the normed input */
                 cpu_attend(q, s->K, s->V, n_att, kv, hs, group, H, s->att, s->max_len, s->w, act);
-                if (row) {
+                if (row && pos >= cm->prompt_len && scheduler_needs_present(cm->sched)) {
+                    /* the row the selection read, so a replay of the trace
+                     * reads the same */
+                    memcpy(row, s->present, n * sizeof *row);
+                } else if (row) {
                     memset(row, 0, n * sizeof *row);
                     for (uint32_t a = 0; a < n_att; a++)
                         row[s->ids[a]] = s->w[a];

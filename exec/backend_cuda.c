@@ -904,7 +904,7 @@ static int tiered_layer(struct cuda_state *s, struct backend_common *cm, uint32_
     for (uint32_t b = 0; b < B; b++) {
         uint32_t stream = b * c->n_layers + l;
         struct scheduler_plan plan;
-        if (backend_plan(cm, b, l, pos, &plan, tl))
+        if (backend_plan(cm, b, l, pos, NULL, &plan, tl))
             return ALISA_EINVAL;
         uint64_t t0 = backend_mono_ns();
         if (kvstore_apply(s->ks, &plan, scheduler_stream_flags(cm->sched, stream), s->m, l, pos,
@@ -1177,6 +1177,11 @@ static const float *cuda_forward(void *be, struct backend_common *cm, const uint
     const struct llm_config *c = &s->m->c;
     const uint32_t B = s->batch, kv = c->kv_dim, L = s->max_len, R = B * P;
     uint32_t *ids = NULL;
+    if (cm->sched && scheduler_needs_present(cm->sched)) {
+        err_set(e, ALISA_EINVAL, "the selection reads each step's own attention row, which the "
+                "cuda backend does not compute (it plans a layer ahead); run it with --backend cpu");
+        return NULL;
+    }
     if (cm->sched && (cm->ks != s->ks || !s->ks)) {
         err_set(e, ALISA_EINVAL, "the cuda backend's tiered cache needs the kvstore made by "
                 "llm_state_kvstore for this state");

@@ -163,7 +163,7 @@ static int decode_row(struct pass *ps, uint32_t stream, uint32_t pos, const floa
 {
     struct scheduler_plan plan;
     double recall = 1.0;
-    int rc = scheduler_step(ps->scheduler, stream, pos, &plan);
+    int rc = scheduler_step(ps->scheduler, stream, pos, row, &plan);
     if (rc)
         return err_set(e, rc, "sequence %u layer %u position %u: out of memory in the %s "
                        "selection's state", seq, layer, pos, ps->cfg->sel->name);

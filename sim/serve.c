@@ -229,7 +229,7 @@ static int replay_pass(struct serve *v, struct placement_run *p, struct schedule
             if (pos < p->prompt) {
                 scheduler_prefill(sch, l, pos, row, p->prompt, &plan);
             } else {
-                if ((rc = scheduler_step(sch, l, pos, &plan)))
+                if ((rc = scheduler_step(sch, l, pos, row, &plan)))
                     break;
                 if (!plan.place.oom)
                     scheduler_observe_dense(sch, l, row);

@@ -639,9 +639,14 @@ static void run_capacities(struct run *u)
 }
 
 /* Whether a layer's copies run beside the previous layer's compute: the
- * --overlap asked for, else the system's. */
+ * --overlap asked for, else the system's; never under a selection that reads
+ * the step's own row (issue 45): its loads wait for the layer's query, so
+ * they start when the previous layer ends, as without prefetch (the graph
+ * has one load task a layer, so streamed weights lose their prefetch too). */
 static int prefetches(const struct sim_config *cfg)
 {
+    if (cfg->sel && cfg->sel->needs_present)
+        return 0;
     return cfg->overlap ? cfg->overlap == SIM_OVERLAP_PREFETCH : !cfg->system->no_prefetch;
 }
 

@@ -20,7 +20,9 @@
  * needs the layer's query; serial with the GPU, a conservative choice);
  * RECOMPUTE(g) after LOAD(g); LOAD(g) after
  * COMPUTE(g-2) (double buffering: layer g loads while g-1 computes, since
- * the selection of every layer of a step depends only on earlier steps) and
+ * the selection of every layer of a step depends only on earlier steps;
+ * after COMPUTE(g-1) without prefetch, and always under a selection that
+ * reads the step's own row, whose picks wait for layer g's query) and
  * after OFFLOAD of the same layer one step earlier; OFFLOAD(g) after
  * COMPUTE(g). g counts layers across steps. Prefill runs first on the GPU.
  *

@@ -1147,7 +1147,7 @@ static void tier_ops_match(struct llm_model *m, const struct scheduler_config *s
             if (pos < P)
                 scheduler_prefill(sched, s, pos, NULL, P, &plan);
             else
-                scheduler_step(sched, s, pos, &plan);
+                scheduler_step(sched, s, pos, NULL, &plan);
             assert_false(plan.place.oom);
             for (uint32_t i = 0; i < c->dim; i++) {
                 seed = seed * 1103515245u + 12345u;

@@ -392,14 +392,14 @@ static void test_a_selection_that_lost_its_state_stops_the_step(void **state)
     struct scheduler_plan plan;
     for (uint32_t pos = 0; pos < 4; pos++)
         assert_int_equal(scheduler_prefill(s, 0, pos, NULL, 4, &plan), 0);
-    assert_int_equal(scheduler_step(s, 0, 4, &plan), ALISA_ENOMEM);
+    assert_int_equal(scheduler_step(s, 0, 4, NULL, &plan), ALISA_ENOMEM);
     /* and the real swa, whose observes succeeded, steps */
     sc.sel = &sel_swa_ops;
     struct scheduler *ok;
     assert_int_equal(scheduler_create(&ok, &sc, NULL, &e), 0);
     for (uint32_t pos = 0; pos < 4; pos++)
         assert_int_equal(scheduler_prefill(ok, 0, pos, NULL, 4, &plan), 0);
-    assert_int_equal(scheduler_step(ok, 0, 4, &plan), 0);
+    assert_int_equal(scheduler_step(ok, 0, 4, NULL, &plan), 0);
     assert_true(plan.n_attended >= 1);
     scheduler_destroy(s);
     scheduler_destroy(ok);
@@ -438,7 +438,7 @@ static void test_streams_take_their_own_placement_parameters(void **state)
         for (uint32_t pos = 0; pos < 4; pos++)
             assert_int_equal(scheduler_prefill(s, st, pos, NULL, 4, &plan), 0);
         for (uint32_t pos = 4; pos < 8; pos++) {
-            assert_int_equal(scheduler_step(s, st, pos, &plan), 0);
+            assert_int_equal(scheduler_step(s, st, pos, NULL, &plan), 0);
             assert_false(plan.place.oom);
             assert_int_equal(plan.place.n_load, st ? pos : 0);
             assert_int_equal(plan.place.n_offload, st ? 1 : 0);

@@ -58,7 +58,7 @@ static void run_case(const struct sel_case *c)
     struct alisa_err e = {{0}};
     assert_int_equal(c->ops->create(&st, &c->p, MAXN, &e), 0);
     uint32_t out[MAXN], ret[MAXN], n_ret, local;
-    uint32_t n = c->ops->select(st, c->pos, out, ret, &n_ret, &local);
+    uint32_t n = c->ops->select(st, c->pos, NULL, out, ret, &n_ret, &local);
     if (n != c->n_want || memcmp(out, c->want, n * sizeof *out) != 0) {
         char got[256] = "";
         for (uint32_t i = 0; i < n; i++)
@@ -97,7 +97,7 @@ static uint32_t do_select(const struct selection_ops *ops, void *st, uint32_t po
                           uint32_t *ret, uint32_t *n_ret)
 {
     uint32_t local;
-    return ops->select(st, pos, out, ret, n_ret, &local);
+    return ops->select(st, pos, NULL, out, ret, n_ret, &local);
 }
 
 static void test_swa_hand_worked_window_of_two_steps(void **state)
@@ -401,6 +401,65 @@ static void test_retired_tokens_are_never_attended_again(void **state)
     gsl_rng_free(r);
 }
 
+/* topk: a hand-worked step, then against a brute force on random rows with
+ * many ties (weights in eighths): token t < pos is picked iff fewer than
+ * B - 1 earlier tokens beat it (heavier, or as heavy and newer); pos always;
+ * nothing retired; the same row picks the same set whatever came before. */
+static void test_topk_picks_the_heaviest_of_the_present_row(void **state)
+{
+    (void)state;
+    struct sel_params p = {.budget_tokens = 3};
+    void *st;
+    struct alisa_err e = {{0}};
+    assert_int_equal(sel_topk_ops.create(&st, &p, MAXN, &e), 0);
+    assert_true(sel_topk_ops.needs_present && sel_topk_ops.gathers && sel_topk_ops.budgeted);
+    /* weights of tokens 0..5: 3 and 1 tie at 0.2, the newer (3) wins */
+    const float row[6] = {0.1f, 0.2f, 0.05f, 0.2f, 0.05f, 0.4f};
+    uint32_t out[MAXN], ret[MAXN], n_ret = 9, local = 0;
+    uint32_t n = sel_topk_ops.select(st, 5, row, out, ret, &n_ret, &local);
+    assert_int_equal(n, 3);
+    assert_int_equal(out[0], 1);
+    assert_int_equal(out[1], 3);
+    assert_int_equal(out[2], 5);
+    assert_int_equal(n_ret, 0);
+    assert_int_equal(local, 1);
+    sel_topk_ops.destroy(st);
+
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 45);
+    float w[MAXN];
+    for (int trial = 0; trial < 300; trial++) {
+        struct sel_params q = {.sparsity = gsl_rng_uniform(r) * 0.95};
+        if (trial % 3 == 0)
+            q = (struct sel_params){.budget_tokens = 1 + (uint32_t)gsl_rng_uniform_int(r, 20)};
+        assert_int_equal(sel_topk_ops.create(&st, &q, MAXN, &e), 0);
+        for (int step = 0; step < 4; step++) {
+            uint32_t pos = (uint32_t)gsl_rng_uniform_int(r, MAXN);
+            for (uint32_t t = 0; t <= pos; t++)
+                w[t] = (float)gsl_rng_uniform_int(r, 8) / 8.0f;
+            uint32_t b = sel_budget(&q, pos + 1);
+            n = sel_topk_ops.select(st, pos, w, out, ret, &n_ret, &local);
+            assert_int_equal(n, b);
+            assert_int_equal(n_ret, 0);
+            assert_int_equal(out[n - 1], pos);
+            uint32_t c = 0;
+            for (uint32_t t = 0; t < pos; t++) {
+                uint32_t beaten = 0;
+                for (uint32_t u = 0; u < pos; u++)
+                    beaten += w[u] > w[t] || (w[u] == w[t] && u > t);
+                if (beaten + 1 < b) {
+                    assert_true(c < n);
+                    assert_int_equal(out[c], t); /* ascending, and exactly these */
+                    c++;
+                }
+            }
+            assert_int_equal(c + 1, n);
+        }
+        sel_topk_ops.destroy(st);
+    }
+    gsl_rng_free(r);
+}
+
 /* The registry holds SELECTION_N policies (what per-selection tables are
  * sized by), each with its knobs declared in range and named uniquely. */
 static void test_registry_holds_selection_n_policies_with_declared_knobs(void **state)
@@ -439,6 +498,7 @@ int main(void)
         cmocka_unit_test(test_h2o_hand_worked_evictions_are_permanent),
         cmocka_unit_test(test_swa_matches_brute_force_on_random_inputs),
         cmocka_unit_test(test_h2o_matches_brute_force_on_random_inputs),
+        cmocka_unit_test(test_topk_picks_the_heaviest_of_the_present_row),
         cmocka_unit_test(test_retired_tokens_are_never_attended_again),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -158,8 +158,8 @@ int scheduler_prefill(struct scheduler *s, uint32_t stream, uint32_t pos, const 
     return 0;
 }
 
-int scheduler_step(struct scheduler *s, uint32_t stream, uint32_t pos,
-               struct scheduler_plan *plan)
+int scheduler_step(struct scheduler *s, uint32_t stream, uint32_t pos, const float *present,
+                   struct scheduler_plan *plan)
 {
     ALISA_ASSERT(stream < s->cfg.n_streams && pos < s->cfg.max_len);
     struct scheduler_stream *st = &s->streams[stream];
@@ -181,7 +181,9 @@ int scheduler_step(struct scheduler *s, uint32_t stream, uint32_t pos,
     if (s->cfg.sel->failed && s->cfg.sel->failed(st->sel))
         return ALISA_ENOMEM;
     uint32_t n_ret = 0, local = 0;
-    uint32_t n_att = s->cfg.sel->select(st->sel, pos, st->attended, s->retired, &n_ret, &local);
+    ALISA_ASSERT(present || !s->cfg.sel->needs_present);
+    uint32_t n_att = s->cfg.sel->select(st->sel, pos, s->cfg.sel->needs_present ? present : NULL,
+                                        st->attended, s->retired, &n_ret, &local);
     ALISA_ASSERT(n_att >= 1 && n_att <= pos + 1 && st->attended[n_att - 1] == pos);
     st->n_attended = n_att;
     plan->attended = st->attended;
@@ -194,6 +196,8 @@ int scheduler_step(struct scheduler *s, uint32_t stream, uint32_t pos,
     plan_finish(s, st, plan, pos);
     return 0;
 }
+
+int scheduler_needs_present(const struct scheduler *s) { return s->cfg.sel->needs_present; }
 
 void scheduler_observe(struct scheduler *s, uint32_t stream, const float *w)
 {

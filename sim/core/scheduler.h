@@ -68,12 +68,19 @@ int scheduler_prefill(struct scheduler *s, uint32_t stream, uint32_t pos, const 
                   uint32_t prompt_len, struct scheduler_plan *plan);
 
 /* Decode step of the query at pos (tokens before pos must be produced):
- * selects, retires, places. Once a stream ran out of memory every later call
+ * selects, retires, places. present: the query's attention row over tokens
+ * 0..pos (pos + 1 weights), required (non-NULL) when the selection needs it
+ * (scheduler_needs_present), else ignored. Once a stream ran out of memory every later call
  * returns oom again and changes nothing. Returns 0, or ALISA_ENOMEM (plan
  * not made) when the selection's own state is incomplete because an
  * allocation in its observe failed: the shell stops with an error. */
-int scheduler_step(struct scheduler *s, uint32_t stream, uint32_t pos,
-               struct scheduler_plan *plan);
+int scheduler_step(struct scheduler *s, uint32_t stream, uint32_t pos, const float *present,
+                   struct scheduler_plan *plan);
+
+/* 1 when the run's selection reads the current step's row (its ops'
+ * needs_present): the shell computes or reads that row before each
+ * scheduler_step and prices the step's loads after it. Cannot fail. */
+int scheduler_needs_present(const struct scheduler *s);
 
 /* Feeds back the weights of the last scheduler_step of this stream: w holds the
  * weights of the attended tokens, in plan order, summing to 1. */

@@ -93,9 +93,10 @@ static void h2o_evict(struct h2o_state *s, uint32_t t, uint32_t *retired, uint32
     retired[(*nr)++] = t;
 }
 
-static uint32_t h2o_select(void *state, uint32_t pos, uint32_t *out, uint32_t *retired,
-                           uint32_t *n_retired, uint32_t *local_tokens)
+static uint32_t h2o_select(void *state, uint32_t pos, const float *present, uint32_t *out,
+                           uint32_t *retired, uint32_t *n_retired, uint32_t *local_tokens)
 {
+    (void)present;
     struct h2o_state *s = state;
     uint32_t n = pos + 1, b = sel_budget(&s->p, n), local = sel_local_share(b);
     h2o_admit(s, pos);

@@ -171,9 +171,10 @@ static void heap_sift_down(uint32_t *h, uint32_t n, uint32_t i, const int64_t *s
     }
 }
 
-static uint32_t swa_select(void *state, uint32_t pos, uint32_t *out, uint32_t *retired,
-                           uint32_t *n_retired, uint32_t *local_tokens)
+static uint32_t swa_select(void *state, uint32_t pos, const float *present, uint32_t *out,
+                           uint32_t *retired, uint32_t *n_retired, uint32_t *local_tokens)
 {
+    (void)present;
     struct swa_state *s = state;
     (void)retired;
     uint32_t n = pos + 1, b = sel_budget(&s->p, n);

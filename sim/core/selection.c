@@ -120,9 +120,10 @@ static uint32_t retire_range(struct static_state *s, uint32_t keep_from, uint32_
     return n;
 }
 
-static uint32_t dense_select(void *state, uint32_t pos, uint32_t *out, uint32_t *retired,
-                             uint32_t *n_retired, uint32_t *local_tokens)
+static uint32_t dense_select(void *state, uint32_t pos, const float *present, uint32_t *out,
+                             uint32_t *retired, uint32_t *n_retired, uint32_t *local_tokens)
 {
+    (void)present;
     (void)state;
     (void)retired;
     for (uint32_t t = 0; t <= pos; t++)
@@ -132,9 +133,10 @@ static uint32_t dense_select(void *state, uint32_t pos, uint32_t *out, uint32_t 
     return pos + 1;
 }
 
-static uint32_t local_select(void *state, uint32_t pos, uint32_t *out, uint32_t *retired,
-                             uint32_t *n_retired, uint32_t *local_tokens)
+static uint32_t local_select(void *state, uint32_t pos, const float *present, uint32_t *out,
+                             uint32_t *retired, uint32_t *n_retired, uint32_t *local_tokens)
 {
+    (void)present;
     struct static_state *s = state;
     uint32_t n = pos + 1, b = sel_budget(&s->p, n), start = n - b;
     for (uint32_t t = start; t < n; t++)
@@ -144,9 +146,10 @@ static uint32_t local_select(void *state, uint32_t pos, uint32_t *out, uint32_t 
     return b;
 }
 
-static uint32_t streaming_select(void *state, uint32_t pos, uint32_t *out, uint32_t *retired,
-                                 uint32_t *n_retired, uint32_t *local_tokens)
+static uint32_t streaming_select(void *state, uint32_t pos, const float *present, uint32_t *out,
+                                 uint32_t *retired, uint32_t *n_retired, uint32_t *local_tokens)
 {
+    (void)present;
     struct static_state *s = state;
     uint32_t n = pos + 1, b = sel_budget(&s->p, n);
     uint32_t sinks = s->sinks < b ? s->sinks : b - 1; /* pos itself always fits */
@@ -162,9 +165,10 @@ static uint32_t streaming_select(void *state, uint32_t pos, uint32_t *out, uint3
     return c;
 }
 
-static uint32_t strided_select(void *state, uint32_t pos, uint32_t *out, uint32_t *retired,
-                               uint32_t *n_retired, uint32_t *local_tokens)
+static uint32_t strided_select(void *state, uint32_t pos, const float *present, uint32_t *out,
+                               uint32_t *retired, uint32_t *n_retired, uint32_t *local_tokens)
 {
+    (void)present;
     struct static_state *s = state;
     (void)retired;
     uint32_t n = pos + 1, b = sel_budget(&s->p, n);
@@ -230,7 +234,7 @@ const struct selection_ops sel_streaming_ops = {
 
 const struct selection_ops *const selection_policies[SELECTION_N + 1] = {
     &sel_dense_ops, &sel_local_ops, &sel_strided_ops, &sel_streaming_ops,
-    &sel_h2o_ops,   &sel_swa_ops,   NULL,
+    &sel_h2o_ops,   &sel_swa_ops,   &sel_topk_ops, NULL,
 };
 
 const struct selection_ops *selection_find(const char *name)

@@ -1,8 +1,11 @@
 /* Selection policies: which past tokens one (sequence, layer) stream attends
  * at each decode step. Part of the scheduler core: no clock, no I/O, no exit.
  *
- * A policy sees only the attention of steps already taken (observe) and the
- * dense prompt rows (observe_prefill). Its budget is a KV sparsity (fraction
+ * A policy sees the attention of steps already taken (observe) and the
+ * dense prompt rows (observe_prefill); one that declares needs_present also
+ * sees the current step's row (select's present: the query's attention
+ * over every token, what an indexer or query-aware policy reads before it
+ * picks; the shells supply it and order the step's loads after it). Its budget is a KV sparsity (fraction
  * of the context NOT attended) or a token count; see sel_budget(). Policies
  * that can guarantee never to attend a token again report it as retired, so
  * placement can free its memory (H2O's evictions, StreamingLLM's window).
@@ -64,6 +67,9 @@ struct selection_ops {
                              0: every token */
     int gathers;          /* 1: attends a subset, gathered into dense K and V (what a cost
                              model prices as sparse attention); 0: every token, in place */
+    int needs_present;    /* 1: select reads the current step's row (present); the
+                             shells compute or read it before the step's selection, and
+                             its loads wait for it (no prefetch ahead of the layer) */
 
     /* Creates the state of one stream whose sequence has at most max_len
      * tokens. On failure *state is NULL and e says why. */
@@ -77,13 +83,15 @@ struct selection_ops {
     void (*observe_prefill)(void *state, uint32_t pos, const float *row, uint32_t prompt_len);
 
     /* Chooses the attended set for the query at position pos among tokens
-     * 0..pos; pos itself is always attended. Writes the ids ascending into
+     * 0..pos; pos itself is always attended. present: the query's attention
+     * weights over tokens 0..pos (pos + 1 of them, summing to about 1) when
+     * the policy declares needs_present, else NULL. Writes the ids ascending into
      * out (capacity pos + 1) and returns their count; writes tokens newly
      * retired (never attended again) into retired (capacity pos + 1) and
      * their count into *n_retired. *local_tokens gets the size of the recent
      * window the policy keeps (placement pins it). Cannot fail. */
-    uint32_t (*select)(void *state, uint32_t pos, uint32_t *out, uint32_t *retired,
-                       uint32_t *n_retired, uint32_t *local_tokens);
+    uint32_t (*select)(void *state, uint32_t pos, const float *present, uint32_t *out,
+                       uint32_t *retired, uint32_t *n_retired, uint32_t *local_tokens);
 
     /* The attention weights the attended ids received at step pos (w sums to
      * 1 over ids). May be NULL when the policy ignores weights. */
@@ -111,7 +119,7 @@ static inline int64_t sel_weight_fixed(float w)
 /* How many selection policies there are: what a table with one entry per
  * policy (calibration's figures) is sized by. test_selection checks the
  * registry holds exactly this many. */
-#define SELECTION_N 6
+#define SELECTION_N 7
 
 /* Every selection policy, NULL-terminated, in `alisa policy list` order. */
 extern const struct selection_ops *const selection_policies[SELECTION_N + 1];
@@ -134,6 +142,6 @@ double sel_knob_value(const struct sel_params *p, uint32_t i, double def_value);
 
 /* The instances, for tests and tables. */
 extern const struct selection_ops sel_dense_ops, sel_local_ops, sel_strided_ops,
-    sel_streaming_ops, sel_h2o_ops, sel_swa_ops;
+    sel_streaming_ops, sel_h2o_ops, sel_swa_ops, sel_topk_ops;
 
 #endif
