@@ -747,6 +747,14 @@ static void test_no_prefetch_serialises_copies_and_compute(void **state)
     assert_true(fabs(overlapped.transfer_s - serial.transfer_s) < 1e-15);
     assert_true(overlapped.total_s < serial.total_s - 0.5 * fmin(serial.compute_s,
                                                                   serial.transfer_s));
+    /* a selection that reads the step's own row (issue 45): its loads wait
+     * for the layer's query, so prefetch asked for changes nothing */
+    struct selection_ops present = sel_dense_ops;
+    present.needs_present = 1;
+    c.sel = &present;
+    struct sim_result waited;
+    assert_int_equal(sim_run(&c, &waited, NULL, &e), 0);
+    assert_true(fabs(waited.total_s - serial.total_s) < 1e-12 * serial.total_s);
     tu_rmdir(dir);
     free(dir);
 }
