@@ -642,10 +642,11 @@ static void run_capacities(struct run *u)
  * --overlap asked for, else the system's; never under a selection that reads
  * the step's own row (issue 45): its loads wait for the layer's query, so
  * they start when the previous layer ends, as without prefetch (the graph
- * has one load task a layer, so streamed weights lose their prefetch too). */
+ * has one load task a layer, so streamed weights lose their prefetch too),
+ * unless the policy speculates that row a layer ahead (present_ahead). */
 static int prefetches(const struct sim_config *cfg)
 {
-    if (cfg->sel && cfg->sel->needs_present)
+    if (cfg->sel && cfg->sel->needs_present && !cfg->sel->present_ahead)
         return 0;
     return cfg->overlap ? cfg->overlap == SIM_OVERLAP_PREFETCH : !cfg->system->no_prefetch;
 }

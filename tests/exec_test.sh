@@ -198,13 +198,14 @@ check $? "eval: swa with INT8 KV reports against dense"
 # and a result (oom) in the replay
 # FP32 and INT8 KV (issue 40: one derivation of the tiers, cost_tiers; INT8
 # with a normal and a 3 KiB host tier, which the replay ran out of before);
-# topk reads each step's own row, which the executor computes and records
+# topk, quest and infinigen read each step's own row, which the executor computes and records
 # and the replay reads back (issue 45)
 for cfg in "swa alisa 100KiB 240KiB fp32" "swa alisa-cache 100KiB 20KiB fp32" "swa lru 100KiB 10KiB fp32" \
            "h2o lru 90KiB 30KiB fp32" "streaming fifo 80KiB 40KiB fp32" "swa alisa 40KiB 60KiB int8" \
            "swa alisa 50KiB 3KiB int8" "swa alisa-cache 40KiB 10KiB int8" "swa lru 40KiB 5KiB int8" \
            "swa arc 100KiB 20KiB fp32" "h2o slru 90KiB 30KiB fp32" "swa cost-aware 40KiB 10KiB int8" \
-           "swa lfu-aged 100KiB 240KiB fp32" "topk lru 100KiB 20KiB fp32" "topk alisa 40KiB 60KiB int8"; do
+           "swa lfu-aged 100KiB 240KiB fp32" "topk lru 100KiB 20KiB fp32" "topk alisa 40KiB 60KiB int8" \
+           "quest lru 160KiB 40KiB fp32" "infinigen lru 100KiB 20KiB fp32" "infinigen alisa-cache 40KiB 10KiB int8"; do
     read -r sel place gpu cpu prec <<<"$cfg" # not `set --`: $3 is the SmolLM2 path
     o=(--selection "$sel" --sparsity 0.8 --placement "$place" --gpu-kv-bytes "$gpu" --cpu-kv-bytes "$cpu")
     rk=() pk=(--kv-fp32)

@@ -460,6 +460,137 @@ static void test_topk_picks_the_heaviest_of_the_present_row(void **state)
     gsl_rng_free(r);
 }
 
+/* How many tokens among 0..n-1 beat token t in row w: heavier, or as heavy
+ * and newer (the present selections' order). */
+static uint32_t beaten_by(const float *w, uint32_t n, uint32_t t)
+{
+    uint32_t c = 0;
+    for (uint32_t u = 0; u < n; u++)
+        c += w[u] > w[t] || (w[u] == w[t] && u > t);
+    return c;
+}
+
+/* quest: pages ranked by their heaviest token, max(3, B / page) of them, the
+ * query's own page always; a hand-worked step, then a brute force over pages
+ * on random rows with ties. */
+static void test_quest_keeps_the_pages_with_the_heaviest_tokens(void **state)
+{
+    (void)state;
+    struct sel_params p = {.budget_tokens = 8, .knob = {2}}; /* pages of 2: max(3, 4) = 4 */
+    void *st;
+    struct alisa_err e = {{0}};
+    assert_int_equal(sel_quest_ops.create(&st, &p, MAXN, &e), 0);
+    assert_true(sel_quest_ops.needs_present && !sel_quest_ops.present_ahead);
+    /* tokens 0..10, pages {0,1} {2,3} {4,5} {6,7} {8,9} {10}: page maxima 0.3,
+     * 0.1, 0.2, 0.05, 0.2; 4 and 8 tie at 0.2, the newer (8) first; own page {10} */
+    const float row[11] = {0.3f, 0.0f, 0.1f, 0.0f, 0.2f, 0.0f, 0.05f, 0.0f, 0.0f, 0.2f, 0.15f};
+    uint32_t out[MAXN], ret[MAXN], n_ret = 9, local = 0;
+    uint32_t n = sel_quest_ops.select(st, 10, row, out, ret, &n_ret, &local);
+    const uint32_t want[] = {0, 1, 4, 5, 8, 9, 10};
+    assert_int_equal(n, 7);
+    for (uint32_t i = 0; i < n; i++)
+        assert_int_equal(out[i], want[i]);
+    assert_int_equal(n_ret, 0);
+    assert_int_equal(local, 1);
+    sel_quest_ops.destroy(st);
+
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 46);
+    float w[MAXN], pmax[MAXN];
+    for (int trial = 0; trial < 300; trial++) {
+        uint32_t page = 1 + (uint32_t)gsl_rng_uniform_int(r, 8);
+        struct sel_params q = {.sparsity = gsl_rng_uniform(r) * 0.95, .knob = {page}};
+        assert_int_equal(sel_quest_ops.create(&st, &q, MAXN, &e), 0);
+        uint32_t pos = (uint32_t)gsl_rng_uniform_int(r, MAXN), own = pos / page;
+        uint32_t pages = pos / page + 1, b = sel_budget(&q, pos + 1);
+        for (uint32_t t = 0; t <= pos; t++)
+            w[t] = (float)gsl_rng_uniform_int(r, 8) / 8.0f;
+        for (uint32_t g = 0; g < pages; g++) {
+            pmax[g] = -1; /* the own page takes no part in the ranking */
+            for (uint32_t t = g * page; g != own && t < (g + 1) * page && t <= pos; t++)
+                pmax[g] = w[t] > pmax[g] ? w[t] : pmax[g];
+        }
+        uint32_t keep = b / page > 3 ? b / page : 3;
+        keep = keep < pages ? keep : pages;
+        n = sel_quest_ops.select(st, pos, w, out, ret, &n_ret, &local);
+        uint32_t c = 0;
+        for (uint32_t t = 0; t <= pos; t++) {
+            uint32_t g = t / page;
+            if (g == own || beaten_by(pmax, pages, g) + 1 < keep) {
+                assert_true(c < n);
+                assert_int_equal(out[c], t);
+                c++;
+            }
+        }
+        assert_int_equal(c, n);
+        assert_int_equal(local, pos - own * page + 1);
+        sel_quest_ops.destroy(st);
+    }
+    gsl_rng_free(r);
+}
+
+/* infinigen: the tokens within alpha of the largest logit (w > w_max e^-alpha),
+ * at most B - 1 of them plus the query, heaviest first; a hand-worked step,
+ * then a brute force on random rows with ties and random alpha. */
+static void test_infinigen_keeps_the_tokens_within_alpha_of_the_largest(void **state)
+{
+    (void)state;
+    struct sel_params p = {.budget_tokens = 10, .knob = {1.0}}; /* e^-1 = 0.368 */
+    void *st;
+    struct alisa_err e = {{0}};
+    assert_int_equal(sel_infinigen_ops.create(&st, &p, MAXN, &e), 0);
+    assert_true(sel_infinigen_ops.needs_present && sel_infinigen_ops.present_ahead);
+    /* max 0.4: threshold 0.147; 0.4, 0.2, 0.15 pass, 0.1 and 0.05 do not */
+    const float row[6] = {0.2f, 0.1f, 0.4f, 0.05f, 0.15f, 0.1f};
+    uint32_t out[MAXN], ret[MAXN], n_ret = 9, local = 0;
+    uint32_t n = sel_infinigen_ops.select(st, 5, row, out, ret, &n_ret, &local);
+    assert_int_equal(n, 4);
+    assert_int_equal(out[0], 0);
+    assert_int_equal(out[1], 2);
+    assert_int_equal(out[2], 4);
+    assert_int_equal(out[3], 5);
+    sel_infinigen_ops.destroy(st);
+    p.budget_tokens = 3; /* capped: the two heaviest and the query */
+    assert_int_equal(sel_infinigen_ops.create(&st, &p, MAXN, &e), 0);
+    n = sel_infinigen_ops.select(st, 5, row, out, ret, &n_ret, &local);
+    assert_int_equal(n, 3);
+    assert_int_equal(out[0], 0);
+    assert_int_equal(out[1], 2);
+    assert_int_equal(out[2], 5);
+    sel_infinigen_ops.destroy(st);
+
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 47);
+    float w[MAXN];
+    for (int trial = 0; trial < 300; trial++) {
+        double alpha = 0.05 + 3 * gsl_rng_uniform(r);
+        struct sel_params q = {.sparsity = gsl_rng_uniform(r) * 0.95, .knob = {alpha}};
+        assert_int_equal(sel_infinigen_ops.create(&st, &q, MAXN, &e), 0);
+        uint32_t pos = (uint32_t)gsl_rng_uniform_int(r, MAXN), b = sel_budget(&q, pos + 1);
+        float mx = 0;
+        for (uint32_t t = 0; t <= pos; t++) {
+            w[t] = (float)(1 + gsl_rng_uniform_int(r, 8)) / 8.0f;
+            mx = t < pos && w[t] > mx ? w[t] : mx;
+        }
+        float thr = mx * (float)exp(-alpha);
+        uint32_t above = 0;
+        for (uint32_t t = 0; t < pos; t++)
+            above += w[t] > thr;
+        uint32_t k = above < b - 1 ? above : b - 1;
+        n = sel_infinigen_ops.select(st, pos, w, out, ret, &n_ret, &local);
+        assert_int_equal(n, k + 1);
+        uint32_t c = 0;
+        for (uint32_t t = 0; t < pos; t++)
+            if (beaten_by(w, pos, t) < k) {
+                assert_int_equal(out[c], t);
+                c++;
+            }
+        assert_int_equal(out[c], pos);
+        sel_infinigen_ops.destroy(st);
+    }
+    gsl_rng_free(r);
+}
+
 /* The registry holds SELECTION_N policies (what per-selection tables are
  * sized by), each with its knobs declared in range and named uniquely. */
 static void test_registry_holds_selection_n_policies_with_declared_knobs(void **state)
@@ -499,6 +630,8 @@ int main(void)
         cmocka_unit_test(test_swa_matches_brute_force_on_random_inputs),
         cmocka_unit_test(test_h2o_matches_brute_force_on_random_inputs),
         cmocka_unit_test(test_topk_picks_the_heaviest_of_the_present_row),
+        cmocka_unit_test(test_quest_keeps_the_pages_with_the_heaviest_tokens),
+        cmocka_unit_test(test_infinigen_keeps_the_tokens_within_alpha_of_the_largest),
         cmocka_unit_test(test_retired_tokens_are_never_attended_again),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,239 @@
+/* Selections that read the current step's own attention row (issue 45):
+ * each ranks tokens by the row the query produces, so given the true row (a
+ * trace's, or the CPU executor's exact scores) each is the upper bound of
+ * the method it stands for, whose real form ranks by an estimate.
+ *
+ * - topk: the B heaviest tokens (HiSparse's indexer, DeepSeek's DSA: a
+ *   lightweight scorer picks the top tokens each step).
+ * - quest: pages of page-size tokens ranked by their heaviest token, the top
+ *   max(3, B / page-size) kept (Quest, mit-han-lab/Quest,
+ *   evaluation/quest_attention.py, local_heavy_hitter_mask: pages ranked by
+ *   the largest upper bound of q.k within them), the query's own page always.
+ * - infinigen: the tokens within alpha of the row's largest logit, at most
+ *   B - 1 of them, the heaviest first (InfiniGen, snu-comparch/InfiniGen,
+ *   speedup/infinigen/infinigen/kv_selection_controller.py,
+ *   speculate_attention: count above max - alpha, then top-k capped at
+ *   max_num_kv), speculated a layer ahead, so its loads keep their prefetch.
+ *
+ * None keeps history or retires a token: any token may be picked again.
+ * Ties go to the more recent token (page), so a choice is a function of the row.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "selection.h"
+
+/* A candidate: its weight in the present row, then its position (a token's,
+ * or a page's first token). */
+struct present_cand {
+    float w;
+    uint32_t t;
+};
+
+struct present_state {
+    struct sel_params p;
+    uint32_t max_len;
+    double knob;              /* quest: page size, tokens; infinigen: alpha, nats */
+    struct present_cand *cand; /* (max_len) scratch: the step's candidates */
+    uint8_t *pick;            /* (max_len) scratch: 1 for a picked token */
+};
+
+static void present_destroy(void *state)
+{
+    struct present_state *s = state;
+    if (!s)
+        return;
+    free(s->cand);
+    free(s->pick);
+    free(s);
+}
+
+static int present_create(void **state, const struct sel_params *p, uint32_t max_len,
+                          double knob, struct alisa_err *e)
+{
+    struct present_state *s = calloc(1, sizeof *s);
+    *state = s;
+    if (!s || !(s->cand = malloc(max_len * sizeof *s->cand)) || !(s->pick = calloc(max_len, 1))) {
+        present_destroy(s);
+        *state = NULL;
+        return err_set(e, ALISA_ENOMEM, "out of memory for a selection's state (%u tokens)",
+                       max_len);
+    }
+    s->p = *p;
+    s->max_len = max_len;
+    s->knob = knob;
+    return 0;
+}
+
+static int topk_create(void **state, const struct sel_params *p, uint32_t max_len,
+                       struct alisa_err *e)
+{
+    return present_create(state, p, max_len, 0, e);
+}
+
+static int quest_create(void **state, const struct sel_params *p, uint32_t max_len,
+                        struct alisa_err *e)
+{
+    return present_create(state, p, max_len, sel_knob_value(p, 0, 16), e);
+}
+
+static int infinigen_create(void **state, const struct sel_params *p, uint32_t max_len,
+                            struct alisa_err *e)
+{
+    return present_create(state, p, max_len, sel_knob_value(p, 0, 4), e);
+}
+
+/* Heavier first; among equal weights the newer first. */
+static int by_weight_then_newest(const void *a, const void *b)
+{
+    const struct present_cand *x = a, *y = b;
+    if (x->w != y->w)
+        return x->w > y->w ? -1 : 1;
+    return x->t < y->t ? 1 : x->t > y->t ? -1 : 0;
+}
+
+/* A row's weight as ranked: a NaN (never from a checked row) ranks last. */
+static float ranked(float w) { return isnan(w) ? -INFINITY : w; }
+
+/* Sorts tokens 0..n-1 of row into s->cand, heaviest first. */
+static void rank_tokens(struct present_state *s, const float *row, uint32_t n)
+{
+    for (uint32_t t = 0; t < n; t++)
+        s->cand[t] = (struct present_cand){ranked(row[t]), t};
+    qsort(s->cand, n, sizeof *s->cand, by_weight_then_newest);
+}
+
+/* Writes the picked tokens 0..pos ascending into out, clears the marks,
+ * returns the count. */
+static uint32_t emit_picks(struct present_state *s, uint32_t pos, uint32_t *out)
+{
+    uint32_t c = 0;
+    for (uint32_t t = 0; t <= pos; t++)
+        if (s->pick[t]) {
+            out[c++] = t;
+            s->pick[t] = 0;
+        }
+    return c;
+}
+
+static uint32_t topk_select(void *state, uint32_t pos, const float *present, uint32_t *out,
+                            uint32_t *retired, uint32_t *n_retired, uint32_t *local_tokens)
+{
+    struct present_state *s = state;
+    (void)retired;
+    ALISA_ASSERT(present && pos < s->max_len);
+    uint32_t b = sel_budget(&s->p, pos + 1);
+    rank_tokens(s, present, pos);
+    for (uint32_t i = 0; i + 1 < b; i++)
+        s->pick[s->cand[i].t] = 1;
+    s->pick[pos] = 1;
+    *n_retired = 0;
+    *local_tokens = 1;
+    return emit_picks(s, pos, out);
+}
+
+static uint32_t quest_select(void *state, uint32_t pos, const float *present, uint32_t *out,
+                             uint32_t *retired, uint32_t *n_retired, uint32_t *local_tokens)
+{
+    struct present_state *s = state;
+    (void)retired;
+    ALISA_ASSERT(present && pos < s->max_len);
+    uint32_t n = pos + 1, b = sel_budget(&s->p, n), page = (uint32_t)s->knob;
+    uint32_t pages = (n + page - 1) / page, own = pos / page;
+    uint32_t keep = b / page > 3 ? b / page : 3;
+    if (keep > pages)
+        keep = pages;
+    /* every page but the query's own, by its heaviest token */
+    uint32_t m = 0;
+    for (uint32_t g = 0; g < pages; g++) {
+        if (g == own)
+            continue;
+        float w = -INFINITY;
+        for (uint32_t t = g * page; t < (g + 1) * page && t < n; t++)
+            w = fmaxf(w, ranked(present[t]));
+        s->cand[m++] = (struct present_cand){w, g * page};
+    }
+    qsort(s->cand, m, sizeof *s->cand, by_weight_then_newest);
+    for (uint32_t i = 0; i + 1 < keep; i++)
+        for (uint32_t t = s->cand[i].t; t < s->cand[i].t + page && t < n; t++)
+            s->pick[t] = 1;
+    for (uint32_t t = own * page; t <= pos; t++)
+        s->pick[t] = 1;
+    *n_retired = 0;
+    *local_tokens = pos - own * page + 1;
+    return emit_picks(s, pos, out);
+}
+
+static uint32_t infinigen_select(void *state, uint32_t pos, const float *present, uint32_t *out,
+                                 uint32_t *retired, uint32_t *n_retired,
+                                 uint32_t *local_tokens)
+{
+    struct present_state *s = state;
+    (void)retired;
+    ALISA_ASSERT(present && pos < s->max_len);
+    uint32_t b = sel_budget(&s->p, pos + 1);
+    rank_tokens(s, present, pos);
+    /* w_t = exp(logit_t) / Z, so logit_t > max - alpha is w_t > w_max e^-alpha */
+    uint32_t count = 0;
+    if (pos > 0) {
+        float thr = s->cand[0].w * (float)exp(-s->knob);
+        while (count < pos && s->cand[count].w > thr)
+            count++;
+    }
+    for (uint32_t i = 0; i < count && i + 1 < b; i++)
+        s->pick[s->cand[i].t] = 1;
+    s->pick[pos] = 1;
+    *n_retired = 0;
+    *local_tokens = 1;
+    return emit_picks(s, pos, out);
+}
+
+const struct selection_ops sel_topk_ops = {
+    .name = "topk",
+    .budgeted = 1,
+    .gathers = 1,
+    .needs_present = 1,
+    .summary = "the B heaviest tokens of the step's own attention row (exact top-k: "
+               "HiSparse's indexer at its upper bound)",
+    .create = topk_create,
+    .destroy = present_destroy,
+    .select = topk_select,
+};
+
+static const struct sel_knob quest_knobs[] = {
+    {"page-size", 1, 1, 4096, "16", "quest: tokens a page (ranked whole by its heaviest token)"},
+};
+
+const struct selection_ops sel_quest_ops = {
+    .name = "quest",
+    .budgeted = 1,
+    .gathers = 1,
+    .needs_present = 1,
+    .summary = "Quest: the max(3, B / page) pages of the step's own row with the heaviest "
+               "token, the query's page always (upper bound: exact scores)",
+    .knobs = quest_knobs,
+    .n_knobs = 1,
+    .create = quest_create,
+    .destroy = present_destroy,
+    .select = quest_select,
+};
+
+static const struct sel_knob infinigen_knobs[] = {
+    {"alpha", 0, 0.01, 50, "4",
+     "infinigen: keep tokens within alpha of the row's largest logit (at most B)"},
+};
+
+const struct selection_ops sel_infinigen_ops = {
+    .name = "infinigen",
+    .budgeted = 1,
+    .gathers = 1,
+    .needs_present = 1,
+    .present_ahead = 1,
+    .summary = "InfiniGen: tokens within alpha of the row's largest logit, at most B, "
+               "speculated a layer ahead (upper bound: the exact row)",
+    .knobs = infinigen_knobs,
+    .n_knobs = 1,
+    .create = infinigen_create,
+    .destroy = present_destroy,
+    .select = infinigen_select,
+};
