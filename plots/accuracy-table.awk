@@ -3,7 +3,7 @@
 # over the decoded positions / KL(dense || policy) in nats / top-1 agreement
 # with dense. The dense perplexity of the same positions heads the table.
 # mawk-safe (no asorti). Usage: awk -f plots/accuracy-table.awk x.csv
-BEGIN { FS = ","; n = split("local strided streaming h2o swa swa+int8", order, " ") }
+BEGIN { FS = ","; n = split("local strided streaming h2o swa swa+int8 topk quest infinigen", order, " ") }
 NR > 1 && $3 == "ok" {
     name = $6 (($8 == "true") ? "+int8" : "")
     cell[$7, name] = sprintf("%.2f / %.3f / %.2f", exp($17), $19, $20)

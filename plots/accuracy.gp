@@ -14,13 +14,14 @@ set grid
 set style data linespoints
 # columns of the eval export: 6 selection, 7 sparsity, 8 kv_int8, 17 nll_decode,
 # 18 dense_nll_decode, 20 top1
-names = "local strided streaming h2o swa swa+int8"
+names = "local strided streaming h2o swa swa+int8 topk quest infinigen"
 sel(n) = n eq "swa+int8" ? "swa" : n
 i8(n) = n eq "swa+int8" ? "true" : "false"
 series(n) = sprintf("< awk -F, 'NR > 1 && $3 == \"ok\" && $6 == \"%s\" && $8 == \"%s\"' '%s' | sort -t, -k7 -g", \
                     sel(n), i8(n), datafile)
 dense = sprintf("< awk -F, 'NR > 1 && $3 == \"ok\" && $8 == \"false\"' '%s' | sort -t, -k7 -g", datafile)
-dash(n) = n eq "swa+int8" ? 2 : 1
+# the selections that read the step's own row (upper bounds of their methods) dash-dotted
+dash(n) = n eq "swa+int8" ? 2 : (n eq "topk" || n eq "quest" || n eq "infinigen") ? 4 : 1
 set title "Perplexity over the decoded positions"
 set ylabel "perplexity"
 set key top left font ",9"

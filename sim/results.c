@@ -314,7 +314,9 @@ static const char q_sim[] =
     R("flexgen_policy.weights_gpu_percent") " AS flexgen_weights_gpu_percent, "
     R("flexgen_policy.cache_gpu_percent") " AS flexgen_cache_gpu_percent, "
     R("software") " AS software, " R("host_s") " AS host_s, " R("relay_s") " AS relay_s, "
-    R("optimum.removable_s") " AS removable_s "
+    R("optimum.removable_s") " AS removable_s, "
+    R("compute_weights_s") " AS compute_weights_s, " R("compute_kv_s") " AS compute_kv_s, "
+    R("transfer_h2d_s") " AS transfer_h2d_s, " R("transfer_d2h_s") " AS transfer_d2h_s "
     "FROM runs WHERE json_extract(config, '$.command') = 'sim'";
 
 static const char q_plan[] =

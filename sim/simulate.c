@@ -475,6 +475,8 @@ static int run_vllm(const struct sim_config *cfg, double gpu_kv, struct sim_resu
         for (uint32_t l = 0; l < m->n_layers; l++) {
             double gpu = cost_layer_compute_ns(m, cfg->hw, n_run, attended, attended,
                                                cfg->precision, 0, l == m->n_layers - 1);
+            r->compute_weights_s += cost_layer_compute_ns(m, cfg->hw, n_run, 0, 0, cfg->precision,
+                                                          0, l == m->n_layers - 1) * 1e-9;
             step += gpu;
             if (host > gpu)
                 waited += host - gpu;
@@ -866,6 +868,9 @@ static void price_layer(struct run *u, uint32_t j, uint32_t l, const struct sche
     const double ngb = u->ngb;
     double gpu = ngb * cost_layer_compute_ns(u->m, hw, u->B / u->ngb, att / ngb, resident / ngb,
                                              cfg->precision, cfg->sel->gathers, l == u->Lm - 1);
+    r->compute_weights_s += ngb * cost_layer_compute_ns(u->m, hw, u->B / u->ngb, 0, 0,
+                                                        cfg->precision, cfg->sel->gathers,
+                                                        l == u->Lm - 1) * 1e-9;
     const double host = ngb * u->host_ns;
     if (host > gpu) {
         r->host_s += (host - gpu) * 1e-9;
@@ -947,10 +952,12 @@ static void run_summarise(struct run *u)
         r->schedule_s += u->sched[x] * 1e-9;
         r->recompute_s += t[T_RECOMP(x)].dur_ns * 1e-9;
         r->cpu_attention_s += t[T_CPU_ATTN(x)].dur_ns * 1e-9;
-        r->transfer_s += (t[T_LOAD(x)].dur_ns + t[T_OFFLOAD(x)].dur_ns) * 1e-9;
+        r->transfer_h2d_s += t[T_LOAD(x)].dur_ns * 1e-9;
+        r->transfer_d2h_s += t[T_OFFLOAD(x)].dur_ns * 1e-9;
         gpu_busy += (t[T_COMPUTE(x)].dur_ns + t[T_RECOMP(x)].dur_ns) * 1e-9;
     }
-    r->transfer_s += t[T_PREFILL_OFF].dur_ns * 1e-9;
+    r->transfer_d2h_s += t[T_PREFILL_OFF].dur_ns * 1e-9;
+    r->transfer_s = r->transfer_h2d_s + r->transfer_d2h_s;
     r->compute_s -= r->host_s; /* the launches' wait is reported apart */
     double decode_span = (t[T_COMPUTE(Gn - 1)].end_ns - t[T_PREFILL].end_ns) * 1e-9;
     r->stall_s = decode_span - gpu_busy > 0 ? decode_span - gpu_busy : 0;

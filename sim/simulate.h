@@ -154,8 +154,12 @@ struct sim_result {
     double prefill_s;
     double throughput_tok_s;    /* batch * gen_len / total_s */
     double compute_s;           /* GPU busy with layer compute */
+    double compute_weights_s;   /* of compute_s, the layers priced as if no KV were attended
+                                   (the weight GEMMs, the head, fixed per-layer work); the
+                                   rest of compute_s is attention over KV (issue 45) */
     double recompute_s;         /* GPU busy recomputing K and V */
     double transfer_s;          /* link busy, both directions */
+    double transfer_h2d_s, transfer_d2h_s; /* transfer_s by direction */
     double cpu_attention_s;     /* CPU busy with attention (FlexGen's delegation) */
     double schedule_s;          /* the scheduler's own time, where the profile prices it
                                    (serial profiles: on the processor, before each layer) */

@@ -174,7 +174,7 @@ sys.exit(not (r['kl'] == 0 and r['top1'] == 1 and r['nll'] == d['nll'] == r['den
               and r['decode_tokens'] > 0 and r['prefill'] == 16))
 " "$tmp/dense.json" "$tmp/dd.json"
 check $? "eval: dense against dense has KL 0 and top-1 agreement 1"
-for sel in local streaming strided h2o swa; do
+for sel in local streaming strided h2o swa topk; do
     ev --selection "$sel" --sparsity 0 > "$tmp/s0.json" && ev --selection "$sel" --sparsity 0.75 > "$tmp/s75.json"
     python3 -c "
 import json, sys

@@ -101,6 +101,13 @@ static void test_every_selection_and_placement_keeps_the_invariants(void **state
     const double sparsities[] = {0.0, 0.5, 0.8};
     const uint32_t gpu_caps[] = {24, 40, 1000}, cpu_caps[] = {4, 16, 1000};
     int runs = 0, ooms = 0;
+    uint64_t every[3]; /* tokens a dense decode attends on each trace */
+    for (int ti = 0; ti < 3; ti++) {
+        struct replay_totals d;
+        replay(v->paths[ti], &sel_dense_ops, 0, &place_gpu_only_ops, 1000, 1000, &d, NULL, NULL);
+        every[ti] = d.attended_tokens;
+        replay_totals_free(&d);
+    }
     for (int ti = 0; ti < 3; ti++)
         for (size_t si = 0; selection_policies[si]; si++)
             for (size_t pi = 0; placement_policies[pi]; pi++)
@@ -123,8 +130,13 @@ static void test_every_selection_and_placement_keeps_the_invariants(void **state
                         }
                         if (!t.oom && c == 2 && placement_policies[pi] != &place_flexgen_ops)
                             assert_int_equal(t.gpu_misses, 0); /* everything fits */
-                        if (!t.oom && k == 0)
-                            assert_true(t.recall_min > 0.999); /* dense keeps all mass */
+                        /* sparsity 0 attends everything (but for a selection
+                         * that may stay below its budget), and everything
+                         * keeps all mass */
+                        if (!t.oom && k == 0 && !selection_policies[si]->below_budget)
+                            assert_int_equal(t.attended_tokens, every[ti]);
+                        if (!t.oom && t.attended_tokens == every[ti])
+                            assert_true(t.recall_min > 0.999);
                         replay_totals_free(&t);
                     }
     /* the small capacities must really exercise out-of-memory, the large never */

@@ -591,6 +591,75 @@ static void test_infinigen_keeps_the_tokens_within_alpha_of_the_largest(void **s
     gsl_rng_free(r);
 }
 
+/* infllm: the initial tokens, a local window of ceil(B / 2), the remainder
+ * past it not yet in a whole block, and the blocks whose repr heaviest
+ * tokens weigh most, as many as fit the rest of B; hand-worked steps (one
+ * and two representative tokens pick different blocks), then a brute force. */
+static void test_infllm_keeps_the_blocks_whose_representatives_weigh_most(void **state)
+{
+    (void)state;
+    /* blocks of 2 after 1 initial token: {1,2} {3,4} {5,6}; 7 the remainder;
+     * window {8..11}; 8 - (1 + 1 + 4) leaves room for one block */
+    const float row[12] = {0.01f, 0.1f, 0.05f, 0.3f, 0.0f, 0.2f, 0.2f, 0.0f, 0, 0, 0, 0.1f};
+    uint32_t out[MAXN], ret[MAXN], n_ret = 9, local = 0;
+    void *st;
+    struct alisa_err e = {{0}};
+    const uint32_t want1[] = {0, 3, 4, 7, 8, 9, 10, 11}, want2[] = {0, 5, 6, 7, 8, 9, 10, 11};
+    for (uint32_t repr = 1; repr <= 2; repr++) {
+        struct sel_params p = {.budget_tokens = 8, .knob = {2, repr, 1}};
+        assert_int_equal(sel_infllm_ops.create(&st, &p, MAXN, &e), 0);
+        uint32_t n = sel_infllm_ops.select(st, 11, row, out, ret, &n_ret, &local);
+        assert_int_equal(n, 8);
+        for (uint32_t i = 0; i < n; i++)
+            assert_int_equal(out[i], (repr == 1 ? want1 : want2)[i]);
+        assert_int_equal(local, 4);
+        assert_int_equal(n_ret, 0);
+        sel_infllm_ops.destroy(st);
+    }
+
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 48);
+    float w[MAXN], bw[MAXN];
+    for (int trial = 0; trial < 300; trial++) {
+        uint32_t bs = 1 + (uint32_t)gsl_rng_uniform_int(r, 6), rp = 1 + (uint32_t)gsl_rng_uniform_int(r, 4);
+        uint32_t in = 1 + (uint32_t)gsl_rng_uniform_int(r, 6);
+        struct sel_params q = {.sparsity = gsl_rng_uniform(r) * 0.95, .knob = {bs, rp, in}};
+        assert_int_equal(sel_infllm_ops.create(&st, &q, MAXN, &e), 0);
+        uint32_t pos = (uint32_t)gsl_rng_uniform_int(r, MAXN), n = pos + 1;
+        for (uint32_t t = 0; t < n; t++)
+            w[t] = (float)gsl_rng_uniform_int(r, 8) / 8.0f;
+        uint32_t b = sel_budget(&q, n), loc = (b + 1) / 2, start = n - loc;
+        uint32_t init = in < start ? in : start, nb = (start - init) / bs, rem = init + nb * bs;
+        uint32_t fixed = init + (start - rem) + loc, keep = b > fixed ? (b - fixed) / bs : 0;
+        for (uint32_t g = 0; g < nb; g++) { /* the repr heaviest by repeated maxima */
+            uint8_t used[MAXN] = {0};
+            bw[g] = 0;
+            for (uint32_t k = 0; k < rp && k < bs; k++) {
+                uint32_t best = UINT32_MAX;
+                for (uint32_t t = init + g * bs; t < init + (g + 1) * bs; t++)
+                    if (!used[t] && (best == UINT32_MAX || w[t] > w[best]))
+                        best = t;
+                used[best] = 1;
+                bw[g] += w[best];
+            }
+        }
+        uint32_t got = sel_infllm_ops.select(st, pos, w, out, ret, &n_ret, &local);
+        uint32_t c = 0;
+        for (uint32_t t = 0; t < n; t++) {
+            int in_block = t >= init && t < rem;
+            if (!in_block || beaten_by(bw, nb, (t - init) / bs) < keep) {
+                assert_true(c < got);
+                assert_int_equal(out[c], t);
+                c++;
+            }
+        }
+        assert_int_equal(c, got);
+        assert_int_equal(local, loc);
+        sel_infllm_ops.destroy(st);
+    }
+    gsl_rng_free(r);
+}
+
 /* The registry holds SELECTION_N policies (what per-selection tables are
  * sized by), each with its knobs declared in range and named uniquely. */
 static void test_registry_holds_selection_n_policies_with_declared_knobs(void **state)
@@ -632,6 +701,7 @@ int main(void)
         cmocka_unit_test(test_topk_picks_the_heaviest_of_the_present_row),
         cmocka_unit_test(test_quest_keeps_the_pages_with_the_heaviest_tokens),
         cmocka_unit_test(test_infinigen_keeps_the_tokens_within_alpha_of_the_largest),
+        cmocka_unit_test(test_infllm_keeps_the_blocks_whose_representatives_weigh_most),
         cmocka_unit_test(test_retired_tokens_are_never_attended_again),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

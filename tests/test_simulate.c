@@ -102,6 +102,8 @@ static void test_dense_gpu_time_is_prefill_plus_each_steps_compute(void **state)
     assert_true(fabs(r.prefill_s - 624e-9) < 1e-15);
     assert_true(fabs(r.total_s - 1408e-9) < 1e-15);
     assert_true(fabs(r.compute_s - 784e-9) < 1e-15);
+    /* by category (issue 45): the weights' 256 + 80 a step, the KV's 48 + 64 */
+    assert_true(fabs(r.compute_weights_s - 672e-9) < 1e-15);
     assert_true(r.transfer_s == 0 && r.stall_s == 0 && r.bytes_h2d == 0);
     assert_true(fabs(r.throughput_tok_s - 2 / 1408e-9) < 1e-3);
     assert_true(r.gpu_hit_rate == 1.0);
@@ -127,6 +129,9 @@ static void test_accelerate_loads_every_step_with_exact_transfer_times(void **st
     assert_true(fabs(r.total_s - 1557e-9) < 1e-15);
     assert_true(fabs(r.compute_s - 784e-9) < 1e-15);
     assert_true(fabs(r.transfer_s - (33 + 33 + 17 + 49 + 17) * 1e-9) < 1e-15);
+    /* by direction: the loads up, the prompt's and each step's offload down */
+    assert_true(fabs(r.transfer_h2d_s - (33 + 49) * 1e-9) < 1e-15);
+    assert_true(fabs(r.transfer_d2h_s - (33 + 17 + 17) * 1e-9) < 1e-15);
     /* decode span 624..1540 = 916 ns, GPU busy 784 */
     assert_true(fabs(r.stall_s - 132e-9) < 1e-15);
     assert_true(fabs(r.bytes_h2d - 80) < 1e-9);      /* 2 + 3 tokens loaded */

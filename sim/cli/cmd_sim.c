@@ -323,6 +323,10 @@ static void sim_report_json(const struct sim_opts *o, const struct sim_result *r
         "cpu_kv_capacity_bytes", r.cpu_kv_capacity_bytes, "events", (json_int_t)r.events,
         "trace_streams", r.trace_streams);
     json_object_set_new(root, "software", json_string(cfg->sw ? cfg->sw->name : "none"));
+    json_object_set_new(root, "compute_weights_s", json_real(r.compute_weights_s));
+    json_object_set_new(root, "compute_kv_s", json_real(r.compute_s - r.compute_weights_s));
+    json_object_set_new(root, "transfer_h2d_s", json_real(r.transfer_h2d_s));
+    json_object_set_new(root, "transfer_d2h_s", json_real(r.transfer_d2h_s));
     json_object_set_new(root, "host_s", json_real(r.host_s));
     json_object_set_new(root, "relay_s", json_real(r.relay_s));
     json_object_set_new(root, "preemptions", json_integer(r.preemptions));
@@ -387,9 +391,10 @@ static int sim_report_text(const struct sim_opts *o, const struct sim_result *re
     }
     printf("throughput   %10.1f tokens/s   total %.3f s (prefill %.3f s)\n",
            r.throughput_tok_s, r.total_s, r.prefill_s);
-    printf("time         compute %.3f s, recompute %.3f s, transfer %.3f s (link busy), "
-           "CPU attention %.3f s, GPU stall %.3f s\n", r.compute_s, r.recompute_s,
-           r.transfer_s, r.cpu_attention_s, r.stall_s);
+    printf("time         compute %.3f s (weights %.3f, KV %.3f), recompute %.3f s, transfer "
+           "%.3f s (link busy: up %.3f, down %.3f), CPU attention %.3f s, GPU stall %.3f s\n",
+           r.compute_s, r.compute_weights_s, r.compute_s - r.compute_weights_s, r.recompute_s,
+           r.transfer_s, r.transfer_h2d_s, r.transfer_d2h_s, r.cpu_attention_s, r.stall_s);
     if (cfg->sw)
         printf("host         software %s: %.3f s waiting for launches (%.0f us a layer), "
                "%.3f s staging pageable KV\n", cfg->sw->name, r.host_s,

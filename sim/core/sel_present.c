@@ -14,6 +14,15 @@
  *   speedup/infinigen/infinigen/kv_selection_controller.py,
  *   speculate_attention: count above max - alpha, then top-k capped at
  *   max_num_kv), speculated a layer ahead, so its loads keep their prefetch.
+ * - infllm: the init-tokens first tokens, a local window of ceil(B / 2) and
+ *   the memory blocks of block-size tokens between them that fit the rest of
+ *   B, ranked by their repr-tokens heaviest tokens' weight (InfLLM,
+ *   thunlp/InfLLM, inf_llm/attention/context_manager.py: calc_block_topk
+ *   ranks blocks by the query against their representative keys, chosen per
+ *   block by get_block_k; the tokens past the local window not yet in a
+ *   whole block are always attended, as get_global_hidden_and_mask's
+ *   remainder). Defaults are its Mistral configuration's (block_size 128,
+ *   n_init 128, repr_topk 4; config/mistral-inf-llm.yaml).
  *
  * None keeps history or retires a token: any token may be picked again.
  * Ties go to the more recent token (page), so a choice is a function of the row.
@@ -33,7 +42,10 @@ struct present_cand {
 struct present_state {
     struct sel_params p;
     uint32_t max_len;
-    double knob;              /* quest: page size, tokens; infinigen: alpha, nats */
+    double knob;              /* quest: page size, tokens; infinigen: alpha, nats; infllm:
+                                 block size, tokens */
+    uint32_t repr, init;      /* infllm: representative tokens a block, initial tokens */
+    float *scratch;           /* (max_len) infllm: one block's weights, sorted */
     struct present_cand *cand; /* (max_len) scratch: the step's candidates */
     uint8_t *pick;            /* (max_len) scratch: 1 for a picked token */
 };
@@ -45,6 +57,7 @@ static void present_destroy(void *state)
         return;
     free(s->cand);
     free(s->pick);
+    free(s->scratch);
     free(s);
 }
 
@@ -164,6 +177,64 @@ static uint32_t quest_select(void *state, uint32_t pos, const float *present, ui
     return emit_picks(s, pos, out);
 }
 
+static int infllm_create(void **state, const struct sel_params *p, uint32_t max_len,
+                         struct alisa_err *e)
+{
+    int rc = present_create(state, p, max_len, sel_knob_value(p, 0, 128), e);
+    struct present_state *s = *state;
+    if (!rc && !(s->scratch = malloc(max_len * sizeof *s->scratch))) {
+        present_destroy(s);
+        *state = NULL;
+        return err_set(e, ALISA_ENOMEM, "out of memory for infllm's state (%u tokens)", max_len);
+    }
+    if (!rc) {
+        s->repr = (uint32_t)sel_knob_value(p, 1, 4);
+        s->init = (uint32_t)sel_knob_value(p, 2, 128);
+    }
+    return rc;
+}
+
+static int by_weight_descending(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x > y ? -1 : x < y ? 1 : 0;
+}
+
+static uint32_t infllm_select(void *state, uint32_t pos, const float *present, uint32_t *out,
+                              uint32_t *retired, uint32_t *n_retired, uint32_t *local_tokens)
+{
+    struct present_state *s = state;
+    (void)retired;
+    ALISA_ASSERT(present && pos < s->max_len);
+    uint32_t n = pos + 1, b = sel_budget(&s->p, n), bs = (uint32_t)s->knob;
+    uint32_t local = sel_local_share(b), start = n - local; /* the local window */
+    uint32_t init = s->init < start ? s->init : start;
+    uint32_t blocks = (start - init) / bs, rem = init + blocks * bs; /* remainder from rem */
+    uint32_t fixed = init + (start - rem) + local;
+    uint32_t keep = b > fixed ? (b - fixed) / bs : 0;
+    for (uint32_t g = 0; g < blocks; g++) { /* a block's weight: its repr heaviest tokens */
+        uint32_t first = init + g * bs;
+        for (uint32_t i = 0; i < bs; i++)
+            s->scratch[i] = ranked(present[first + i]);
+        qsort(s->scratch, bs, sizeof *s->scratch, by_weight_descending);
+        double w = 0;
+        for (uint32_t i = 0; i < s->repr && i < bs; i++)
+            w += s->scratch[i];
+        s->cand[g] = (struct present_cand){(float)w, first};
+    }
+    qsort(s->cand, blocks, sizeof *s->cand, by_weight_then_newest);
+    for (uint32_t i = 0; i < keep && i < blocks; i++)
+        for (uint32_t t = s->cand[i].t; t < s->cand[i].t + bs; t++)
+            s->pick[t] = 1;
+    for (uint32_t t = 0; t < init; t++)
+        s->pick[t] = 1;
+    for (uint32_t t = rem; t < n; t++) /* the remainder and the local window */
+        s->pick[t] = 1;
+    *n_retired = 0;
+    *local_tokens = local;
+    return emit_picks(s, pos, out);
+}
+
 static uint32_t infinigen_select(void *state, uint32_t pos, const float *present, uint32_t *out,
                                  uint32_t *retired, uint32_t *n_retired,
                                  uint32_t *local_tokens)
@@ -209,6 +280,7 @@ const struct selection_ops sel_quest_ops = {
     .budgeted = 1,
     .gathers = 1,
     .needs_present = 1,
+    .below_budget = 1,
     .summary = "Quest: the max(3, B / page) pages of the step's own row with the heaviest "
                "token, the query's page always (upper bound: exact scores)",
     .knobs = quest_knobs,
@@ -229,6 +301,7 @@ const struct selection_ops sel_infinigen_ops = {
     .gathers = 1,
     .needs_present = 1,
     .present_ahead = 1,
+    .below_budget = 1,
     .summary = "InfiniGen: tokens within alpha of the row's largest logit, at most B, "
                "speculated a layer ahead (upper bound: the exact row)",
     .knobs = infinigen_knobs,
@@ -236,4 +309,24 @@ const struct selection_ops sel_infinigen_ops = {
     .create = infinigen_create,
     .destroy = present_destroy,
     .select = infinigen_select,
+};
+
+static const struct sel_knob infllm_knobs[] = {
+    {"block-size", 1, 1, 65536, "128", "infllm: tokens a memory block"},
+    {"repr-tokens", 1, 1, 65536, "4", "infllm: a block's representative tokens (its heaviest)"},
+    {"init-tokens", 1, 1, SEL_KNOB_UNBOUNDED, "128", "infllm: initial tokens always attended"},
+};
+
+const struct selection_ops sel_infllm_ops = {
+    .name = "infllm",
+    .budgeted = 1,
+    .gathers = 1,
+    .needs_present = 1,
+    .summary = "InfLLM: initial tokens, a local window of ceil(B/2) and the memory blocks "
+               "whose representative tokens weigh most (upper bound: exact scores)",
+    .knobs = infllm_knobs,
+    .n_knobs = 3,
+    .create = infllm_create,
+    .destroy = present_destroy,
+    .select = infllm_select,
 };

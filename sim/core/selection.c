@@ -235,7 +235,7 @@ const struct selection_ops sel_streaming_ops = {
 const struct selection_ops *const selection_policies[SELECTION_N + 1] = {
     &sel_dense_ops, &sel_local_ops, &sel_strided_ops, &sel_streaming_ops,
     &sel_h2o_ops,   &sel_swa_ops,   &sel_topk_ops,      &sel_quest_ops,
-    &sel_infinigen_ops, NULL,
+    &sel_infinigen_ops, &sel_infllm_ops, NULL,
 };
 
 const struct selection_ops *selection_find(const char *name)

@@ -70,6 +70,9 @@ struct selection_ops {
     int needs_present;    /* 1: select reads the current step's row (present); the
                              shells compute or read it before the step's selection, and
                              its loads wait for it (no prefetch ahead of the layer) */
+    int below_budget;     /* 1: may attend fewer tokens than its budget, even with the
+                             whole context as budget (sparsity 0): infinigen's threshold,
+                             quest's whole pages (floor(B / page) of them) */
     int present_ahead;    /* with needs_present, 1: the policy's real form estimates the
                              row a layer early (InfiniGen's speculation), so its loads keep
                              their prefetch */
@@ -122,7 +125,7 @@ static inline int64_t sel_weight_fixed(float w)
 /* How many selection policies there are: what a table with one entry per
  * policy (calibration's figures) is sized by. test_selection checks the
  * registry holds exactly this many. */
-#define SELECTION_N 9
+#define SELECTION_N 10
 
 /* Every selection policy, NULL-terminated, in `alisa policy list` order. */
 extern const struct selection_ops *const selection_policies[SELECTION_N + 1];
@@ -145,6 +148,7 @@ double sel_knob_value(const struct sel_params *p, uint32_t i, double def_value);
 
 /* The instances, for tests and tables. */
 extern const struct selection_ops sel_dense_ops, sel_local_ops, sel_strided_ops,
-    sel_streaming_ops, sel_h2o_ops, sel_swa_ops, sel_topk_ops, sel_quest_ops, sel_infinigen_ops;
+    sel_streaming_ops, sel_h2o_ops, sel_swa_ops, sel_topk_ops, sel_quest_ops, sel_infinigen_ops,
+    sel_infllm_ops;
 
 #endif
