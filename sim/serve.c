@@ -502,8 +502,11 @@ static double price_iteration(struct serve *v, const struct batcher_item *it, ui
             continue;
         }
         /* the layer's loads wait for the link and, with prefetch, for the
-         * compute two layers back (double buffering), else the previous */
-        double ls = le > (cfg->no_prefetch ? ce : ce_prev) ? le : (cfg->no_prefetch ? ce : ce_prev);
+         * compute two layers back (double buffering), else the previous;
+         * a selection that reads the layer's own row waits for its query
+         * (as sim's prefetches) unless its method speculates a layer ahead */
+        int wait = cfg->no_prefetch || (cfg->sel->needs_present && !cfg->sel->present_ahead);
+        double ls = le > (wait ? ce : ce_prev) ? le : (wait ? ce : ce_prev);
         le = ls + Ld;
         ce_prev = ce;
         ce = (ce > le ? ce : le) + R + C;

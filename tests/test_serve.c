@@ -255,10 +255,34 @@ static void test_hot_buffer_moves_what_the_replay_moves(void **state)
     assert_true(r.peak_gpu_kv_bytes <= 8 * 16);
     assert_true(r.peak_cpu_kv_bytes > 0);
     replay_totals_free(&tot);
-    /* Belady under serving: the request's own future, the fewest misses
-     * (each a load here), the replay's bound exactly */
+    /* a selection that reads each layer's own row (issue 45) makes the same
+     * moves, but its loads wait for the layer's query: on four layers, timed
+     * as without prefetch, and slower than with it */
     double fifo_h2d = r.bytes_h2d;
     serve_result_free(&r);
+    struct model_shape toy4 = tu_toy;
+    toy4.n_layers = 4;
+    cfg.model = &toy4;
+    serve_ok(&cfg, &w, &r);
+    double prefetched = r.makespan_s, h2d4 = r.bytes_h2d;
+    serve_result_free(&r);
+    struct selection_ops present = sel_swa_ops;
+    present.needs_present = 1;
+    cfg.sel = &present;
+    serve_ok(&cfg, &w, &r);
+    double waited = r.makespan_s;
+    assert_true(r.bytes_h2d == h2d4);
+    serve_result_free(&r);
+    cfg.sel = selection_find("swa");
+    cfg.no_prefetch = 1;
+    serve_ok(&cfg, &w, &r);
+    assert_true(r.makespan_s == waited);
+    assert_true(waited > prefetched);
+    serve_result_free(&r);
+    cfg.no_prefetch = 0;
+    cfg.model = &tu_toy;
+    /* Belady under serving: the request's own future, the fewest misses
+     * (each a load here), the replay's bound exactly */
     cfg.place = rc.place = placement_find("belady");
     serve_ok(&cfg, &w, &r);
     assert_int_equal(replay_trace(trace, &rc, &tot, NULL, NULL, &e), 0);
