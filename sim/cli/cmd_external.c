@@ -411,6 +411,52 @@ static int rule_check(const struct ext_suite *s, struct catalog *cat, const char
     return rc;
 }
 
+/* p's row in db: the simulation's JSON (res, NULL when it failed) with the
+ * published figure and the error under "external", keyed by the point's
+ * options (config) and its id. */
+static int store_row(struct results *db, const struct ext_point *p, int index, json_t *res,
+                     const char *config_json, double wall, struct alisa_err *e)
+{
+    int rc = 0;
+    json_t *ext = json_pack("{s:s, s:s, s:s, s:f}", "id", p->id, "source", p->source, "set",
+                            p->set, "published_tok_s", p->published);
+    if (ext && !p->failed && !p->oom) {
+        json_object_set_new(ext, "predicted_tok_s", json_real(p->predicted));
+        json_object_set_new(ext, "error_pct", json_real(p->error_pct));
+    }
+    json_t *root = res ? json_deep_copy(res) : json_object();
+    char *result = NULL, *config = NULL;
+    char hash[SWEEP_HASH_LEN + 1];
+    /* the point's identity: its options and its id (two published figures
+     * may share a simulated setting) */
+    json_t *cj = json_loads(config_json, 0, NULL);
+    if (cj)
+        json_object_set_new(cj, "external_id", json_string(p->id));
+    if (root && ext && cj) {
+        json_object_set_new(root, "external", ext);
+        ext = NULL;
+        result = json_dumps(root, JSON_COMPACT);
+        config = json_dumps(cj, JSON_SORT_KEYS | JSON_COMPACT);
+    }
+    if (!result || !config)
+        rc = err_set(e, ALISA_ENOMEM, "out of memory");
+    else {
+        sweep_hash(config, hash);
+        struct result_row row = {.sweep = "external", .point = (uint64_t)index,
+                                 .config_hash = hash, .config = config,
+                                 .code_version = ALISA_GIT_VERSION, .result = result,
+                                 .ok = !p->failed, .oom = p->oom,
+                                 .error = p->failed ? p->why : NULL, .wall_s = wall};
+        rc = results_put(db, &row, e);
+    }
+    free(result);
+    free(config);
+    json_decref(cj);
+    json_decref(ext);
+    json_decref(root);
+    return rc;
+}
+
 /* Simulates p; fills its results; the row into db when db is non-NULL. */
 static int run_point(struct ext_point *p, int index, const char *trace_dir, const char *suite_dir,
                      const char *catalog, const struct catalog *cat, const char *rule,
@@ -498,44 +544,8 @@ static int run_point(struct ext_point *p, int index, const char *trace_dir, cons
             p->error_pct = 100 * (p->predicted - p->published) / p->published;
         }
     }
-    if (!rc && db) {
-        json_t *ext = json_pack("{s:s, s:s, s:s, s:f}", "id", p->id, "source", p->source, "set",
-                                p->set, "published_tok_s", p->published);
-        if (ext && !p->failed && !p->oom) {
-            json_object_set_new(ext, "predicted_tok_s", json_real(p->predicted));
-            json_object_set_new(ext, "error_pct", json_real(p->error_pct));
-        }
-        json_t *root = res ? json_deep_copy(res) : json_object();
-        char *result = NULL, *config = NULL;
-        char hash[SWEEP_HASH_LEN + 1];
-        /* the point's identity: its options and its id (two published figures
-         * may share a simulated setting) */
-        json_t *cj = json_loads(pt.config, 0, NULL);
-        if (cj)
-            json_object_set_new(cj, "external_id", json_string(p->id));
-        if (root && ext && cj) {
-            json_object_set_new(root, "external", ext);
-            ext = NULL;
-            result = json_dumps(root, JSON_COMPACT);
-            config = json_dumps(cj, JSON_SORT_KEYS | JSON_COMPACT);
-        }
-        if (!result || !config)
-            rc = err_set(e, ALISA_ENOMEM, "out of memory");
-        else {
-            sweep_hash(config, hash);
-            struct result_row row = {.sweep = "external", .point = (uint64_t)index,
-                                     .config_hash = hash, .config = config,
-                                     .code_version = ALISA_GIT_VERSION, .result = result,
-                                     .ok = !p->failed, .oom = p->oom,
-                                     .error = p->failed ? p->why : NULL, .wall_s = wall};
-            rc = results_put(db, &row, e);
-        }
-        free(result);
-        free(config);
-        json_decref(cj);
-        json_decref(ext);
-        json_decref(root);
-    }
+    if (!rc && db)
+        rc = store_row(db, p, index, res, pt.config, wall, e);
     json_decref(res);
     free(out);
     free(err);
