@@ -641,6 +641,279 @@ static int spec_check_options(const struct sweep_spec *s, struct alisa_err *e)
     return rc;
 }
 
+/* A sweep being run: its points, the database, the running jobs, the tally. */
+struct sweep_run {
+    struct sweep_spec *s;
+    struct results *db;
+    const char *db_path;
+    struct job *active;  /* (jobs) the running points, n_active of them first */
+    uint32_t jobs, n_active, timeout_s;
+    uint64_t next, end;  /* the next point to start, one past the last */
+    struct tally pg;
+    int db_rc;           /* the database stopped taking rows */
+    struct alisa_err *e;
+};
+
+/* Frees a finished or dropped job's point and output. */
+static void job_free(struct job *j)
+{
+    sweep_point_free(&j->point);
+    free(j->buf[0]);
+    free(j->buf[1]);
+}
+
+/* Starts points until every slot is busy (stored points skipped). */
+static int sweep_start_points(struct sweep_run *r)
+{
+    int rc = 0;
+    while (!rc && !sweep_stop_signal && r->next < r->end && r->n_active < r->jobs) {
+        struct job *j = &r->active[r->n_active];
+        if ((rc = sweep_point_make(r->s, r->next++, &j->point, r->e)))
+            break;
+        int done = 0;
+        if ((rc = results_done(r->db, j->point.hash, &done, r->e)))
+            break;
+        if (done) {
+            r->pg.skipped++;
+            if (!r->pg.bar.on)
+                fprintf(stderr, "%s: point %llu already in %s, skipped\n", r->s->name,
+                        (unsigned long long)j->point.index, r->db_path);
+            sweep_point_free(&j->point);
+            continue;
+        }
+        j->exec = strcmp(r->s->command, "exec") == 0;
+        if (job_start(j) != 0) {
+            rc = err_set(r->e, ALISA_EIO, "cannot start a process for point %llu: %s",
+                         (unsigned long long)j->point.index, strerror(errno));
+            sweep_point_free(&j->point);
+            break;
+        }
+        j->deadline_s = r->timeout_s ? cli_now_s() + r->timeout_s : 0;
+        r->n_active++;
+    }
+    return rc;
+}
+
+/* Points past their time: SIGTERM to the group, SIGKILL 5 s on. Returns how
+ * long poll may wait, ms (-1: no deadline). */
+static int sweep_deadlines(struct sweep_run *r)
+{
+    int wait_ms = -1;
+    double now = cli_now_s();
+    for (uint32_t i = 0; i < r->n_active; i++) {
+        struct job *j = &r->active[i];
+        if (!j->deadline_s)
+            continue;
+        if (!j->killed_s && now >= j->deadline_s) {
+            j->timed_out = 1;
+            j->killed_s = now;
+            kill(-j->pid, SIGTERM);
+        } else if (j->killed_s && now >= j->killed_s + 5) {
+            kill(-j->pid, SIGKILL);
+        }
+        double at = j->killed_s ? j->killed_s + 5 : j->deadline_s;
+        int ms = at > now ? (int)((at - now) * 1e3) + 10 : 10;
+        if (wait_ms < 0 || ms < wait_ms)
+            wait_ms = ms;
+    }
+    return wait_ms;
+}
+
+/* Reads what the running points said, waiting at most wait_ms. */
+static int sweep_poll(struct sweep_run *r, int wait_ms)
+{
+    struct pollfd pfd[512];
+    int owner[512], which[512], n = 0;
+    for (uint32_t i = 0; i < r->n_active; i++)
+        for (int k = 0; k < 2; k++)
+            if (r->active[i].fd[k] >= 0) {
+                pfd[n] = (struct pollfd){r->active[i].fd[k], POLLIN, 0};
+                owner[n] = (int)i;
+                which[n++] = k;
+            }
+    if (n && poll(pfd, (nfds_t)n, wait_ms) < 0 && errno != EINTR)
+        return err_set(r->e, ALISA_EIO, "poll failed: %s", strerror(errno));
+    for (int i = 0; i < n; i++)
+        if (pfd[i].revents)
+            job_read(&r->active[owner[i]], which[i]);
+    return 0;
+}
+
+/* Stores the points whose output ended and frees their slots. */
+static void sweep_reap(struct sweep_run *r)
+{
+    for (uint32_t i = 0; i < r->n_active;) {
+        struct job *j = &r->active[i];
+        if (j->fd[0] >= 0 || j->fd[1] >= 0) {
+            i++;
+            continue;
+        }
+        int failed = job_finish(j, r->s, r->db, &r->db_rc, &r->pg.unsaved, r->e);
+        double wall = cli_now_s() - (j->start.tv_sec + j->start.tv_nsec * 1e-9);
+        if (failed)
+            r->pg.failed++;
+        else
+            r->pg.done++;
+        r->pg.oom += !failed && j->oom;
+        progress_show(&r->pg, r->s, &j->point, !failed, j->oom, wall, j->why);
+        if (failed)
+            failures_add(&r->pg, j->point.index, j->why);
+        job_free(j);
+        r->active[i] = r->active[--r->n_active];
+        memset(&r->active[r->n_active], 0, sizeof r->active[r->n_active]);
+    }
+}
+
+/* On a stop signal: ends the running points (nothing partial is stored: a
+ * point's row is written whole or not at all, a rerun redoes them). */
+static void sweep_drop_running(struct sweep_run *r)
+{
+    for (uint32_t i = 0; i < r->n_active; i++)
+        kill(-r->active[i].pid, SIGTERM);
+    for (uint32_t i = 0; i < r->n_active; i++) {
+        struct job *j = &r->active[i];
+        double until = cli_now_s() + 5;
+        int status;
+        while (waitpid(j->pid, &status, WNOHANG) == 0 && cli_now_s() < until)
+            nanosleep(&(struct timespec){0, 20000000}, NULL);
+        kill(-j->pid, SIGKILL);
+        while (waitpid(j->pid, &status, 0) < 0 && errno == EINTR)
+            ;
+        for (int k = 0; k < 2; k++)
+            if (j->fd[k] >= 0)
+                close(j->fd[k]);
+        job_free(j);
+    }
+    progress_end(&r->pg.bar);
+    fprintf(stderr, "%s: stopped by signal %d: %llu points stored, %u running points "
+            "dropped; run the same command again to resume (stored points are skipped)\n",
+            r->s->name, (int)sweep_stop_signal, (unsigned long long)(r->pg.done + r->pg.failed),
+            r->n_active);
+}
+
+/* On an error, lets the running points finish (their rows are still written). */
+static void sweep_drain(struct sweep_run *r)
+{
+    for (uint32_t i = 0; i < r->n_active; i++) {
+        struct job *j = &r->active[i];
+        while (j->fd[0] >= 0 || j->fd[1] >= 0)
+            job_read(j, j->fd[0] >= 0 ? 0 : 1);
+        if (job_finish(j, r->s, r->db, &r->db_rc, &r->pg.unsaved, r->e)) {
+            r->pg.failed++;
+            failures_add(&r->pg, j->point.index, j->why);
+        } else {
+            r->pg.done++;
+            r->pg.oom += j->oom;
+        }
+        job_free(j);
+    }
+}
+
+/* The summary on stderr: run, out of memory, skipped, failed, not stored. */
+static void sweep_report(struct sweep_run *r, uint64_t missing)
+{
+    struct tally *pg = &r->pg;
+    fprintf(stderr, "%s: %llu run", r->s->name, (unsigned long long)pg->done);
+    if (pg->oom)
+        fprintf(stderr, " (%llu out of memory: status 'oom')", (unsigned long long)pg->oom);
+    fprintf(stderr, ", %llu skipped, %llu failed", (unsigned long long)pg->skipped,
+            (unsigned long long)pg->failed);
+    if (missing)
+        fprintf(stderr, ", %llu NOT STORED (the database stopped taking rows)",
+                (unsigned long long)missing);
+    fprintf(stderr, " -> %s\n", r->db_path);
+    for (uint32_t i = 0; i < pg->n_failures && i < 8; i++)
+        fprintf(stderr, "  FAILED %s\n", pg->failures[i]);
+    if (pg->n_failures > 8)
+        fprintf(stderr, "  ... and %u more (alisa db export --db %s --query runs has every reason)\n",
+                pg->n_failures - 8, r->db_path);
+}
+
+/* Runs spec s's points (only: one of them, UINT64_MAX for all) into db_path,
+ * jobs at a time. Returns the command's exit status. */
+static int sweep_run_points(struct sweep_spec *s, const char *db_path, uint32_t jobs,
+                            uint32_t timeout_s, uint64_t only, struct alisa_err *e)
+{
+    struct sweep_run r = {.s = s, .db_path = db_path, .jobs = jobs, .timeout_s = timeout_s,
+                          .next = only != UINT64_MAX ? only : 0,
+                          .end = only != UINT64_MAX ? only + 1 : s->n_points, .e = e};
+    if (results_open(&r.db, db_path, e))
+        return cli_fail(e);
+    signal(SIGPIPE, SIG_IGN);
+    /* no SA_RESTART: a signal wakes poll() */
+    struct sigaction sa = {0}, old_int, old_term;
+    sa.sa_handler = sweep_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sweep_stop_signal = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    r.pg.total = only != UINT64_MAX ? 1 : s->n_points;
+    progress_start(&r.pg.bar, s->name, "points", r.pg.total, 0);
+    r.active = calloc(jobs, sizeof *r.active);
+    int rc = r.active ? 0 : err_set(e, ALISA_ENOMEM, "out of memory");
+    while (!rc && !r.db_rc && !sweep_stop_signal && (r.next < r.end || r.n_active)) {
+        if ((rc = sweep_start_points(&r)) || !r.n_active)
+            continue;
+        if (!(rc = sweep_poll(&r, sweep_deadlines(&r))))
+            sweep_reap(&r);
+    }
+    int stopped = sweep_stop_signal;
+    if (stopped)
+        sweep_drop_running(&r);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (!stopped)
+        sweep_drain(&r);
+    free(r.active);
+    results_close(r.db);
+    if (stopped) {
+        free(r.pg.unsaved.hash);
+        return 128 + stopped;
+    }
+    uint64_t missing = unsaved_count(&r.pg.unsaved, db_path);
+    free(r.pg.unsaved.hash);
+    progress_end(&r.pg.bar);
+    sweep_report(&r, missing);
+    if (rc || r.db_rc)
+        return cli_fail(e);
+    return r.pg.failed ? CLI_EXIT_FAIL : 0;
+}
+
+/* --list: each point's number, hash and configuration. */
+static int sweep_list(struct sweep_spec *s, struct alisa_err *e)
+{
+    for (uint64_t k = 0; k < s->n_points; k++) {
+        struct sweep_point pt;
+        if (sweep_point_make(s, k, &pt, e))
+            return cli_fail(e);
+        printf("%llu\t%s\t%s\n", (unsigned long long)k, pt.hash, pt.config);
+        sweep_point_free(&pt);
+    }
+    return 0;
+}
+
+/* Loads SPEC and applies --set's overrides; checks its options. */
+static int sweep_load(struct sweep_spec *s, const char *path, const struct sets *sets,
+                      struct alisa_err *e)
+{
+    if (sweep_spec_load(s, path, e))
+        return -1;
+    for (int i = 0; i < sets->n; i++) {
+        char key[128];
+        const char *eq = strchr(sets->kv[i], '=');
+        snprintf(key, sizeof key, "%.*s", (int)(eq - sets->kv[i]), sets->kv[i]);
+        if (sweep_spec_set(s, key, eq + 1, e)) {
+            sweep_spec_free(s);
+            return -1;
+        }
+    }
+    if (spec_check_options(s, e)) {
+        sweep_spec_free(s);
+        return -1;
+    }
+    return 0;
+}
+
 int cmd_sweep(int argc, char **argv)
 {
     struct sweep_opts o = {.db = "results.db", .jobs = 1, .only = UINT64_MAX,
@@ -657,245 +930,34 @@ int cmd_sweep(int argc, char **argv)
         free(o.sets.kv);
         return req;
     }
-    const char *db_path = o.db, *parts = o.parts;
-    uint32_t jobs = o.jobs, timeout_s = o.timeout.s;
-    uint64_t only = o.only;
-    int emit = o.emit, list = o.list, timeout_given = o.timeout.given;
-    struct sets sets = o.sets;
     struct alisa_err e = {{0}};
     struct sweep_spec s;
-    if (sweep_spec_load(&s, argv[first], &e)) {
-        free(sets.kv);
+    if (sweep_load(&s, argv[first], &o.sets, &e)) {
+        free(o.sets.kv);
         return cli_fail(&e);
     }
-    for (int i = 0; i < sets.n; i++) {
-        char key[128];
-        const char *eq = strchr(sets.kv[i], '=');
-        snprintf(key, sizeof key, "%.*s", (int)(eq - sets.kv[i]), sets.kv[i]);
-        if (sweep_spec_set(&s, key, eq + 1, &e)) {
-            free(sets.kv);
-            sweep_spec_free(&s);
-            return cli_fail(&e);
-        }
-    }
-    if (spec_check_options(&s, &e)) {
-        free(sets.kv);
-        sweep_spec_free(&s);
-        return cli_fail(&e);
-    }
-    if (!timeout_given)
+    uint32_t timeout_s = o.timeout.s;
+    if (!o.timeout.given)
         timeout_s = s.timeout_s ? s.timeout_s : strcmp(s.command, "exec") == 0 ? 6 * 3600 : 0;
-    if (list) {
-        for (uint64_t k = 0; k < s.n_points; k++) {
-            struct sweep_point pt;
-            if (sweep_point_make(&s, k, &pt, &e)) {
-                free(sets.kv);
-                sweep_spec_free(&s);
-                return cli_fail(&e);
-            }
-            printf("%llu\t%s\t%s\n", (unsigned long long)k, pt.hash, pt.config);
-            sweep_point_free(&pt);
-        }
-        free(sets.kv);
-        sweep_spec_free(&s);
-        return 0;
-    }
-    if (only != UINT64_MAX && only >= s.n_points) {
+    int rc;
+    if (o.list) {
+        rc = sweep_list(&s, &e);
+    } else if (o.only != UINT64_MAX && o.only >= s.n_points) {
         err_set(&e, ALISA_EINVAL, "%s: --point %llu, the sweep has %llu points", s.path,
-                (unsigned long long)only, (unsigned long long)s.n_points);
-        sweep_spec_free(&s);
-        return cli_fail(&e);
-    }
-    if (emit) {
+                (unsigned long long)o.only, (unsigned long long)s.n_points);
+        rc = cli_fail(&e);
+    } else if (o.emit) {
         char def[128];
         snprintf(def, sizeof def, "%s-parts", s.name);
-        int rc = emit_jobs(&s, parts ? parts : def, &sets, timeout_given ? timeout_s : 0, &e);
-        free(sets.kv);
-        sweep_spec_free(&s);
-        return rc ? cli_fail(&e) : 0;
+        rc = emit_jobs(&s, o.parts ? o.parts : def, &o.sets, o.timeout.given ? timeout_s : 0, &e)
+                 ? cli_fail(&e)
+                 : 0;
+    } else {
+        rc = sweep_run_points(&s, o.db, o.jobs, timeout_s, o.only, &e);
     }
-    free(sets.kv);
-    struct results *db;
-    if (results_open(&db, db_path, &e)) {
-        sweep_spec_free(&s);
-        return cli_fail(&e);
-    }
-    signal(SIGPIPE, SIG_IGN);
-    /* no SA_RESTART: a signal wakes poll() */
-    struct sigaction sa = {0}, old_int, old_term;
-    sa.sa_handler = sweep_on_signal;
-    sigemptyset(&sa.sa_mask);
-    sweep_stop_signal = 0;
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    struct tally pg = {.total = only != UINT64_MAX ? 1 : s.n_points};
-    progress_start(&pg.bar, s.name, "points", pg.total, 0);
-    struct job *active = calloc(jobs, sizeof *active);
-    uint32_t n_active = 0;
-    uint64_t next = only != UINT64_MAX ? only : 0, end = only != UINT64_MAX ? only + 1 : s.n_points;
-    int db_rc = 0, rc = active ? 0 : err_set(&e, ALISA_ENOMEM, "out of memory");
-    while (!rc && !db_rc && !sweep_stop_signal && (next < end || n_active)) {
-        /* start points until every slot is busy */
-        while (!rc && !sweep_stop_signal && next < end && n_active < jobs) {
-            struct job *j = &active[n_active];
-            if ((rc = sweep_point_make(&s, next++, &j->point, &e)))
-                break;
-            int done = 0;
-            if ((rc = results_done(db, j->point.hash, &done, &e)))
-                break;
-            if (done) {
-                pg.skipped++;
-                if (!pg.bar.on)
-                    fprintf(stderr, "%s: point %llu already in %s, skipped\n", s.name,
-                            (unsigned long long)j->point.index, db_path);
-                sweep_point_free(&j->point);
-                continue;
-            }
-            j->exec = strcmp(s.command, "exec") == 0;
-            if (job_start(j) != 0) {
-                rc = err_set(&e, ALISA_EIO, "cannot start a process for point %llu: %s",
-                             (unsigned long long)j->point.index, strerror(errno));
-                sweep_point_free(&j->point);
-                break;
-            }
-            j->deadline_s = timeout_s ? cli_now_s() + timeout_s : 0;
-            n_active++;
-        }
-        if (rc || !n_active)
-            continue;
-        /* points past their time: SIGTERM to the group, SIGKILL 5 s on */
-        int wait_ms = -1;
-        double now = cli_now_s();
-        for (uint32_t i = 0; i < n_active; i++) {
-            struct job *j = &active[i];
-            if (!j->deadline_s)
-                continue;
-            if (!j->killed_s && now >= j->deadline_s) {
-                j->timed_out = 1;
-                j->killed_s = now;
-                kill(-j->pid, SIGTERM);
-            } else if (j->killed_s && now >= j->killed_s + 5) {
-                kill(-j->pid, SIGKILL);
-            }
-            double at = j->killed_s ? j->killed_s + 5 : j->deadline_s;
-            int ms = at > now ? (int)((at - now) * 1e3) + 10 : 10;
-            if (wait_ms < 0 || ms < wait_ms)
-                wait_ms = ms;
-        }
-        struct pollfd pfd[512];
-        int owner[512], which[512], n = 0;
-        for (uint32_t i = 0; i < n_active; i++)
-            for (int k = 0; k < 2; k++)
-                if (active[i].fd[k] >= 0) {
-                    pfd[n] = (struct pollfd){active[i].fd[k], POLLIN, 0};
-                    owner[n] = (int)i;
-                    which[n++] = k;
-                }
-        if (n && poll(pfd, (nfds_t)n, wait_ms) < 0 && errno != EINTR) {
-            rc = err_set(&e, ALISA_EIO, "poll failed: %s", strerror(errno));
-            break;
-        }
-        for (int i = 0; i < n; i++)
-            if (pfd[i].revents)
-                job_read(&active[owner[i]], which[i]);
-        for (uint32_t i = 0; i < n_active;) {
-            struct job *j = &active[i];
-            if (j->fd[0] >= 0 || j->fd[1] >= 0) {
-                i++;
-                continue;
-            }
-            int failed = job_finish(j, &s, db, &db_rc, &pg.unsaved, &e);
-            double wall = cli_now_s() - (j->start.tv_sec + j->start.tv_nsec * 1e-9);
-            if (failed)
-                pg.failed++;
-            else
-                pg.done++;
-            pg.oom += !failed && j->oom;
-            progress_show(&pg, &s, &j->point, !failed, j->oom, wall, j->why);
-            if (failed)
-                failures_add(&pg, j->point.index, j->why);
-            sweep_point_free(&j->point);
-            free(j->buf[0]);
-            free(j->buf[1]);
-            active[i] = active[--n_active];
-            memset(&active[n_active], 0, sizeof active[n_active]);
-        }
-    }
-    /* on a stop signal, end the running points: nothing partial is stored
-     * (a point's row is written whole or not at all), a rerun redoes them */
-    if (sweep_stop_signal) {
-        for (uint32_t i = 0; i < n_active; i++)
-            kill(-active[i].pid, SIGTERM);
-        for (uint32_t i = 0; i < n_active; i++) {
-            struct job *j = &active[i];
-            double until = cli_now_s() + 5;
-            int status;
-            while (waitpid(j->pid, &status, WNOHANG) == 0 && cli_now_s() < until)
-                nanosleep(&(struct timespec){0, 20000000}, NULL);
-            kill(-j->pid, SIGKILL);
-            while (waitpid(j->pid, &status, 0) < 0 && errno == EINTR)
-                ;
-            for (int k = 0; k < 2; k++)
-                if (j->fd[k] >= 0)
-                    close(j->fd[k]);
-            sweep_point_free(&j->point);
-            free(j->buf[0]);
-            free(j->buf[1]);
-        }
-        progress_end(&pg.bar);
-        fprintf(stderr, "%s: stopped by signal %d: %llu points stored, %u running points "
-                "dropped; run the same command again to resume (stored points are skipped)\n",
-                s.name, (int)sweep_stop_signal, (unsigned long long)(pg.done + pg.failed),
-                n_active);
-        free(active);
-        free(pg.unsaved.hash);
-        results_close(db);
-        sweep_spec_free(&s);
-        sigaction(SIGINT, &old_int, NULL);
-        sigaction(SIGTERM, &old_term, NULL);
-        return 128 + (int)sweep_stop_signal;
-    }
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
-    /* on an error, let running points finish (their rows are still written) */
-    for (uint32_t i = 0; i < n_active; i++) {
-        struct job *j = &active[i];
-        while (j->fd[0] >= 0 || j->fd[1] >= 0)
-            job_read(j, j->fd[0] >= 0 ? 0 : 1);
-        if (job_finish(j, &s, db, &db_rc, &pg.unsaved, &e)) {
-            pg.failed++;
-            failures_add(&pg, j->point.index, j->why);
-        } else {
-            pg.done++;
-            pg.oom += j->oom;
-        }
-        sweep_point_free(&j->point);
-        free(j->buf[0]);
-        free(j->buf[1]);
-    }
-    free(active);
-    results_close(db);
-    uint64_t missing = unsaved_count(&pg.unsaved, db_path);
-    free(pg.unsaved.hash);
-    progress_end(&pg.bar);
-    fprintf(stderr, "%s: %llu run", s.name, (unsigned long long)pg.done);
-    if (pg.oom)
-        fprintf(stderr, " (%llu out of memory: status 'oom')", (unsigned long long)pg.oom);
-    fprintf(stderr, ", %llu skipped, %llu failed", (unsigned long long)pg.skipped,
-            (unsigned long long)pg.failed);
-    if (missing)
-        fprintf(stderr, ", %llu NOT STORED (the database stopped taking rows)",
-                (unsigned long long)missing);
-    fprintf(stderr, " -> %s\n", db_path);
-    for (uint32_t i = 0; i < pg.n_failures && i < 8; i++)
-        fprintf(stderr, "  FAILED %s\n", pg.failures[i]);
-    if (pg.n_failures > 8)
-        fprintf(stderr, "  ... and %u more (alisa db export --db %s --query runs has every reason)\n",
-                pg.n_failures - 8, db_path);
+    free(o.sets.kv);
     sweep_spec_free(&s);
-    if (rc || db_rc)
-        return cli_fail(&e);
-    return pg.failed ? CLI_EXIT_FAIL : 0;
+    return rc;
 }
 
 int cmd_db(int argc, char **argv)
