@@ -205,7 +205,8 @@ for cfg in "swa alisa 100KiB 240KiB fp32" "swa alisa-cache 100KiB 20KiB fp32" "s
            "swa alisa 50KiB 3KiB int8" "swa alisa-cache 40KiB 10KiB int8" "swa lru 40KiB 5KiB int8" \
            "swa arc 100KiB 20KiB fp32" "h2o slru 90KiB 30KiB fp32" "swa cost-aware 40KiB 10KiB int8" \
            "swa lfu-aged 100KiB 240KiB fp32" "topk lru 100KiB 20KiB fp32" "topk alisa 40KiB 60KiB int8" \
-           "quest lru 160KiB 40KiB fp32" "infinigen lru 100KiB 20KiB fp32" "infinigen alisa-cache 40KiB 10KiB int8"; do
+           "quest lru 160KiB 40KiB fp32" "infinigen lru 100KiB 20KiB fp32" "infinigen alisa-cache 40KiB 10KiB int8" \
+           "quest alisa 40KiB 60KiB fp32" "infllm alisa 40KiB 60KiB fp32"; do
     read -r sel place gpu cpu prec <<<"$cfg" # not `set --`: $3 is the SmolLM2 path
     o=(--selection "$sel" --sparsity 0.8 --placement "$place" --gpu-kv-bytes "$gpu" --cpu-kv-bytes "$cpu")
     rk=() pk=(--kv-fp32)
@@ -219,6 +220,15 @@ for cfg in "swa alisa 100KiB 240KiB fp32" "swa alisa-cache 100KiB 20KiB fp32" "s
     cmp -s "$tmp/e.sorted" "$tmp/s.sorted"
     check $? "decision logs of executor and simulator identical ($sel / $place, $prec, host $cpu)"
 done
+# a selection that ranks the step's own row records it whole by default
+# (no --threshold 0 given), so the replay still decides the same
+o=(--selection topk --sparsity 0.8 --placement lru --gpu-kv-bytes 100KiB --cpu-kv-bytes 20KiB)
+"$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
+    --gen-len 96 --batch 2 "${o[@]}" --log "$tmp/exec.log" -o "$tmp/par.trace" 2>/dev/null &&
+"$alisa" plan --trace "$tmp/par.trace" "${o[@]}" --kv-fp32 --log "$tmp/sim.log" --every 0 >/dev/null &&
+sort -n -k1,1 -k3,3 -k2,2 "$tmp/exec.log" >"$tmp/e.sorted" &&
+sort -n -k1,1 -k3,3 -k2,2 "$tmp/sim.log" >"$tmp/s.sorted" && cmp -s "$tmp/e.sorted" "$tmp/s.sorted"
+check $? "topk recorded at the default threshold replays identically"
 "$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
     --gen-len 96 --selection swa --placement alisa-cache --gpu-kv-bytes 30KiB -o "$tmp/x.trace" 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "cannot hold the [0-9]* tokens this step attends" "$tmp/err" && [ ! -e "$tmp/x.trace" ]

@@ -104,7 +104,9 @@ static void test_every_selection_and_placement_keeps_the_invariants(void **state
     uint64_t every[3]; /* tokens a dense decode attends on each trace */
     for (int ti = 0; ti < 3; ti++) {
         struct replay_totals d;
-        replay(v->paths[ti], &sel_dense_ops, 0, &place_gpu_only_ops, 1000, 1000, &d, NULL, NULL);
+        assert_int_equal(replay(v->paths[ti], &sel_dense_ops, 0, &place_gpu_only_ops, 1000, 1000,
+                                &d, NULL, NULL), 0);
+        assert_false(d.oom);
         every[ti] = d.attended_tokens;
         replay_totals_free(&d);
     }

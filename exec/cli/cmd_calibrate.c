@@ -283,23 +283,21 @@ static void profile_write(FILE *f, const struct calibrate_opts *o, const char *h
             st[CALIB_ATTN_NS_FIXED].mean, st[CALIB_RECOMPUTE_NS].mean);
     for (int i = 0; i < 6; i++)
         fprintf(f, " %d:%.5g", calib_wgemm_rows[i], st[CALIB_WGEMM_R1 + i].mean);
-    fprintf(f, "\nsched_ns_per_token =");
-    for (int i = 0; i < SELECTION_N; i++)
-        fprintf(f, " %s:%.4g", selection_policies[i]->name, st[CALIB_SCHED_FIRST + i].mean);
-    fprintf(f, "\nsched_ns_per_layer =");
-    for (int i = 0; i < SELECTION_N; i++)
-        fprintf(f, " %s:%.4g", selection_policies[i]->name, st[CALIB_SCHED_LAYER_FIRST + i].mean);
-    fprintf(f, "\nsched_ns_per_stream =");
-    for (int i = 0; i < SELECTION_N; i++)
-        fprintf(f, " %s:%.4g", selection_policies[i]->name, st[CALIB_SCHED_STREAM_FIRST + i].mean);
-    fprintf(f, "\nsched_ns_per_retired =");
-    for (int i = 0; i < SELECTION_N; i++)
-        fprintf(f, " %s:%.4g", selection_policies[i]->name,
-                st[CALIB_SCHED_RETIRED_FIRST + i].mean);
-    fprintf(f, "\nsched_ns_per_attended =");
-    for (int i = 0; i < SELECTION_N; i++)
-        fprintf(f, " %s:%.4g", selection_policies[i]->name,
-                st[CALIB_SCHED_ATTENDED_FIRST + i].mean);
+    const struct {
+        const char *key;
+        int first;
+    } sched[] = {{"sched_ns_per_token", CALIB_SCHED_FIRST},
+                 {"sched_ns_per_layer", CALIB_SCHED_LAYER_FIRST},
+                 {"sched_ns_per_stream", CALIB_SCHED_STREAM_FIRST},
+                 {"sched_ns_per_retired", CALIB_SCHED_RETIRED_FIRST},
+                 {"sched_ns_per_attended", CALIB_SCHED_ATTENDED_FIRST}};
+    /* a selection the backend does not run (NAN) is left out of each table */
+    for (size_t k = 0; k < sizeof sched / sizeof sched[0]; k++) {
+        fprintf(f, "\n%s =", sched[k].key);
+        for (int i = 0; i < SELECTION_N; i++)
+            if (isfinite(st[sched[k].first + i].mean))
+                fprintf(f, " %s:%.4g", selection_policies[i]->name, st[sched[k].first + i].mean);
+    }
     fprintf(f, "\nhead_gemm_ns_per_byte =");
     for (int i = 0; i < 6; i++)
         fprintf(f, " %d:%.5g", calib_wgemm_rows[i], st[CALIB_HEAD_R1 + i].mean);

@@ -648,7 +648,9 @@ static const struct cli_opt record_own_opts[] = {
     {"offset", "K", CLI_U32, CO(offset), NULL, 0,
      "first token of the first window (default 0)", 0},
     {"threshold", "T", CLI_DOUBLE, CO(threshold), NULL, 0,
-     "sparse-row cutoff relative to the row max (default 0.001)", 0},
+     "sparse-row cutoff relative to the row max (default 0.001;\n"
+     "0 under a selection that reads each step's own row, so a\n"
+     "replay ranks the same weights)", 0},
     {"output", "X", CLI_STR, CO(out), NULL, 1,
      "trace to write", 'o'},
     {"log", "FILE", CLI_STR, CO(log), NULL, 0,
@@ -694,7 +696,7 @@ void cmd_record_usage(FILE *out)
 int cmd_record(int argc, char **argv)
 {
     struct record_opts o = {.kvo = {.sel = {.sparsity = SEL_SPARSITY_DEFAULT}}, .batch = 1,
-                            .threshold = 0.001};
+                            .threshold = NAN};
     struct alisa_err e = {{0}};
     int req = cli_opts_parse(argc, argv, &record_command, &o, &o.kvo.knobs, cmd_record_usage,
                              NULL);
@@ -704,9 +706,14 @@ int cmd_record(int argc, char **argv)
     const char *log_path = o.log;
     struct kv_opts kvo = o.kvo;
     const uint32_t P = o.P, G = o.G, batch = o.batch, offset = o.offset;
-    const double threshold = o.threshold;
     if ((req = kv_opts_check(&kvo)))
         return req;
+    /* a selection that ranks the step's own row must find in the trace the
+     * row it ranked: a cutoff would tie the small weights at 0 and the
+     * replay would pick among them otherwise (issue 45) */
+    const struct selection_ops *sel = kvo.selection ? selection_find(kvo.selection) : NULL;
+    const double threshold =
+        !isnan(o.threshold) ? o.threshold : sel && sel->needs_present ? 0 : 0.001;
     if (!P)
         return cli_usage_error(cmd_record_usage, "--prompt-len 0: at least 1 token");
     if (!batch)

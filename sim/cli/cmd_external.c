@@ -372,21 +372,22 @@ static void last_line(const char *s, char *buf, size_t n)
 }
 
 /* The software a point runs under `rule`: SW-rule where the catalog has
- * it (SW: the point's `software`, else its system's), else SW itself; NULL
- * for none (the system has no software and the point names none). */
+ * it (SW: the point's `software`, else its system's), else the point's own
+ * `software` as given; NULL when neither (the point's options unchanged, so
+ * its configuration, and its row's key, stay what they were). */
 static const char *rule_software(const struct ext_point *p, const struct catalog *cat,
                                  const char *rule, char *buf, size_t n)
 {
-    const char *sw = point_opt(p, "software");
+    const char *given = point_opt(p, "software"), *sw = given;
     if (!sw) {
         const char *system = point_opt(p, "system");
         const struct sim_system *ss = system ? sim_system_find(system) : NULL;
         sw = ss ? ss->software : NULL;
     }
     if (!sw)
-        return NULL;
+        return given;
     snprintf(buf, n, "%s-%s", sw, rule);
-    return strcmp(sw, "none") && catalog_sw(cat, buf) ? buf : sw;
+    return strcmp(sw, "none") && catalog_sw(cat, buf) ? buf : given;
 }
 
 /* Under `rule`, every point not excluded has its hardware's HW-rule

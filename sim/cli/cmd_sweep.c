@@ -858,18 +858,20 @@ static int sweep_run_points(struct sweep_spec *s, const char *db_path, uint32_t 
             sweep_reap(&r);
     }
     int stopped = sweep_stop_signal;
-    if (stopped)
+    if (stopped) { /* the handlers stay until the database is closed */
         sweep_drop_running(&r);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
-    if (!stopped)
-        sweep_drain(&r);
-    free(r.active);
-    results_close(r.db);
-    if (stopped) {
+        free(r.active);
         free(r.pg.unsaved.hash);
+        results_close(r.db);
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
         return 128 + stopped;
     }
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    sweep_drain(&r);
+    free(r.active);
+    results_close(r.db);
     uint64_t missing = unsaved_count(&r.pg.unsaved, db_path);
     free(r.pg.unsaved.hash);
     progress_end(&r.pg.bar);

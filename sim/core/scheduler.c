@@ -241,13 +241,16 @@ uint32_t scheduler_stream_gpu_cap(const struct scheduler *s, uint32_t stream)
 }
 
 /* cap plus, under a placement with visits, one step's budget (every token
- * for a selection that gathers none: dense), at most max_len */
+ * for a selection that gathers none, dense, or that may attend more than its
+ * budget), at most max_len */
 static uint32_t with_staging(const struct scheduler *s, uint32_t cap)
 {
     uint32_t max_len = s->cfg.max_len;
     if (!s->cfg.place->visits)
         return cap;
-    uint32_t b = s->cfg.sel->gathers ? sel_budget(&s->cfg.sel_params, max_len) : max_len;
+    uint32_t b = s->cfg.sel->gathers && !s->cfg.sel->above_budget
+                     ? sel_budget(&s->cfg.sel_params, max_len)
+                     : max_len;
     return b < max_len - cap ? cap + b : max_len;
 }
 

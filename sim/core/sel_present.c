@@ -8,21 +8,29 @@
  * - quest: pages of page-size tokens ranked by their heaviest token, the top
  *   max(3, B / page-size) kept (Quest, mit-han-lab/Quest,
  *   evaluation/quest_attention.py, local_heavy_hitter_mask: pages ranked by
- *   the largest upper bound of q.k within them), the query's own page always.
+ *   the largest upper bound of q.k within them), the query's own page always
+ *   (Quest does not force it); Quest's first two layers run dense, which a
+ *   per-stream selection cannot see.
  * - infinigen: the tokens within alpha of the row's largest logit, at most
  *   B - 1 of them, the heaviest first (InfiniGen, snu-comparch/InfiniGen,
  *   speedup/infinigen/infinigen/kv_selection_controller.py,
  *   speculate_attention: count above max - alpha, then top-k capped at
  *   max_num_kv), speculated a layer ahead, so its loads keep their prefetch.
+ *   InfiniGen thresholds each head's logits and takes each head's top-k of
+ *   the heads' mean count; a head-mean row (a trace's) makes it one
+ *   threshold on the mean weights, exact for one head only.
  * - infllm: the init-tokens first tokens, a local window of ceil(B / 2) and
  *   the memory blocks of block-size tokens between them that fit the rest of
- *   B, ranked by their repr-tokens heaviest tokens' weight (InfLLM,
+ *   B, ranked by their repr-tokens heaviest tokens' weight in the row (InfLLM,
  *   thunlp/InfLLM, inf_llm/attention/context_manager.py: calc_block_topk
- *   ranks blocks by the query against their representative keys, chosen per
- *   block by get_block_k; the tokens past the local window not yet in a
- *   whole block are always attended, as get_global_hidden_and_mask's
- *   remainder). Defaults are its Mistral configuration's (block_size 128,
- *   n_init 128, repr_topk 4; config/mistral-inf-llm.yaml).
+ *   ranks blocks by the query against the mean of representative keys that
+ *   get_block_k chose by the local score when the block formed; here the
+ *   representatives are the block's heaviest in the current row, an upper
+ *   bound; the tokens past the local window not yet in a whole block are
+ *   always attended, as get_global_hidden_and_mask's remainder). InfLLM's
+ *   local window is a fixed n_local (4096), here half the budget, so the
+ *   budget alone scales it. Defaults are its Mistral configuration's
+ *   (block_size 128, n_init 128, repr_topk 4; config/mistral-inf-llm.yaml).
  *
  * None keeps history or retires a token: any token may be picked again.
  * Ties go to the more recent token (page), so a choice is a function of the row.
@@ -280,6 +288,7 @@ const struct selection_ops sel_quest_ops = {
     .budgeted = 1,
     .gathers = 1,
     .needs_present = 1,
+    .above_budget = 1,
     .below_budget = 1,
     .summary = "Quest: the max(3, B / page) pages of the step's own row with the heaviest "
                "token, the query's page always (upper bound: exact scores)",
@@ -322,6 +331,7 @@ const struct selection_ops sel_infllm_ops = {
     .budgeted = 1,
     .gathers = 1,
     .needs_present = 1,
+    .above_budget = 1,
     .summary = "InfLLM: initial tokens, a local window of ceil(B/2) and the memory blocks "
                "whose representative tokens weigh most (upper bound: exact scores)",
     .knobs = infllm_knobs,

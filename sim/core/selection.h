@@ -70,6 +70,9 @@ struct selection_ops {
     int needs_present;    /* 1: select reads the current step's row (present); the
                              shells compute or read it before the step's selection, and
                              its loads wait for it (no prefetch ahead of the layer) */
+    int above_budget;     /* 1: may attend more tokens than its budget (quest's three
+                             pages at least, infllm's initial tokens and remainder): a
+                             step's staging is sized for every token */
     int below_budget;     /* 1: may attend fewer tokens than its budget, even with the
                              whole context as budget (sparsity 0): infinigen's threshold,
                              quest's whole pages (floor(B / page) of them) */
