@@ -198,7 +198,7 @@ check $? "eval: swa with INT8 KV reports against dense"
 # and a result (oom) in the replay
 # FP32 and INT8 KV (issue 40: one derivation of the tiers, cost_tiers; INT8
 # with a normal and a 3 KiB host tier, which the replay ran out of before);
-# topk, quest and infinigen read each step's own row, which the executor computes and records
+# topk, quest, infinigen and infllm read each step's own row, which the executor computes and records
 # and the replay reads back (issue 45)
 for cfg in "swa alisa 100KiB 240KiB fp32" "swa alisa-cache 100KiB 20KiB fp32" "swa lru 100KiB 10KiB fp32" \
            "h2o lru 90KiB 30KiB fp32" "streaming fifo 80KiB 40KiB fp32" "swa alisa 40KiB 60KiB int8" \
