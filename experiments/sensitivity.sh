@@ -33,8 +33,8 @@ row() {
 H="--hardware H100-80GB"
 # a copy of the catalog with every runtime's host time per launch at 35 us
 # (gpt-fast's eager figure; software.ini's 10 us is a stated estimate)
-slow=$(mktemp -d)
-trap 'rm -rf "$slow"' EXIT
+slow=$(mktemp -d) fgh=$(mktemp -d)
+trap 'rm -rf "$slow" "$fgh"' EXIT
 cp sim/model/catalog/*.ini "$slow/"
 sed -i 's/^op_host_us = 10$/op_host_us = 35/' "$slow/software.ini"
 # h100_variant NAME KEY=VALUE...: the catalog's H100-80GB section as
@@ -60,8 +60,6 @@ h100_variant measured-link hbm_efficiency=0.48 link_gbps=51.2
 # FlexGen's host time per operation as real FlexGen measured it on the H100's
 # host (software.ini's [flexgen-h100], 57.5 us) for FlexGen and for ALISA,
 # which runs on FlexGen's layer (software.ini's alisa entry)
-fgh=$(mktemp -d)
-trap 'rm -rf "$slow" "$fgh"' EXIT
 cp sim/model/catalog/*.ini "$fgh/"
 awk '/^\[/ { sec = $0 } sec ~ /^\[(flexgen|alisa|alisa-pinned)\]$/ && /^op_host_us = / { $0 = "op_host_us = 57.5" } { print }' \
     sim/model/catalog/software.ini >"$fgh/software.ini"

@@ -868,9 +868,6 @@ static void price_layer(struct run *u, uint32_t j, uint32_t l, const struct sche
     const double ngb = u->ngb;
     double gpu = ngb * cost_layer_compute_ns(u->m, hw, u->B / u->ngb, att / ngb, resident / ngb,
                                              cfg->precision, cfg->sel->gathers, l == u->Lm - 1);
-    r->compute_weights_s += ngb * cost_layer_compute_ns(u->m, hw, u->B / u->ngb, 0, 0,
-                                                        cfg->precision, cfg->sel->gathers,
-                                                        l == u->Lm - 1) * 1e-9;
     const double host = ngb * u->host_ns;
     if (host > gpu) {
         r->host_s += (host - gpu) * 1e-9;
@@ -958,6 +955,14 @@ static void run_summarise(struct run *u)
     }
     r->transfer_d2h_s += t[T_PREFILL_OFF].dur_ns * 1e-9;
     r->transfer_s = r->transfer_h2d_s + r->transfer_d2h_s;
+    /* of compute, the layers priced with nothing attended (alike in every
+     * step; the last one adds the head), once per GPU batch as price_layer */
+    const struct sim_config *cfg = u->cfg;
+    double w_mid = cost_layer_compute_ns(u->m, cfg->hw, u->B / u->ngb, 0, 0, cfg->precision,
+                                         cfg->sel->gathers, 0),
+           w_last = cost_layer_compute_ns(u->m, cfg->hw, u->B / u->ngb, 0, 0, cfg->precision,
+                                          cfg->sel->gathers, 1);
+    r->compute_weights_s = (double)u->N * u->ngb * ((u->Lm - 1) * w_mid + w_last) * 1e-9;
     r->compute_s -= r->host_s; /* the launches' wait is reported apart */
     double decode_span = (t[T_COMPUTE(Gn - 1)].end_ns - t[T_PREFILL].end_ns) * 1e-9;
     r->stall_s = decode_span - gpu_busy > 0 ? decode_span - gpu_busy : 0;

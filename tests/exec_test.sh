@@ -200,6 +200,22 @@ check $? "eval: swa with INT8 KV reports against dense"
 # with a normal and a 3 KiB host tier, which the replay ran out of before);
 # topk, quest, infinigen and infllm read each step's own row, which the executor computes and records
 # and the replay reads back (issue 45)
+# parity RECORD-ARGS -- PLAN-ARGS: the executor records under RECORD-ARGS
+# (with --log), the replay of its trace plans under PLAN-ARGS; the sorted
+# decision logs are identical, 1,280 lines that offload or retire something
+parity() {
+    local rec=() pl=()
+    while [ "$1" != -- ]; do rec+=("$1"); shift; done
+    shift
+    pl=("$@")
+    "$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
+        --gen-len 96 --batch 2 "${rec[@]}" --log "$tmp/exec.log" -o "$tmp/par.trace" 2>/dev/null &&
+    "$alisa" plan --trace "$tmp/par.trace" "${pl[@]}" --log "$tmp/sim.log" --every 0 >/dev/null &&
+    sort -n -k1,1 -k3,3 -k2,2 "$tmp/exec.log" >"$tmp/e.sorted" &&
+    sort -n -k1,1 -k3,3 -k2,2 "$tmp/sim.log" >"$tmp/s.sorted" &&
+    [ "$(wc -l <"$tmp/e.sorted")" -eq 1280 ] && grep -Eq "(offload|retire)=[0-9]" "$tmp/e.sorted" &&
+    cmp -s "$tmp/e.sorted" "$tmp/s.sorted"
+}
 for cfg in "swa alisa 100KiB 240KiB fp32" "swa alisa-cache 100KiB 20KiB fp32" "swa lru 100KiB 10KiB fp32" \
            "h2o lru 90KiB 30KiB fp32" "streaming fifo 80KiB 40KiB fp32" "swa alisa 40KiB 60KiB int8" \
            "swa alisa 50KiB 3KiB int8" "swa alisa-cache 40KiB 10KiB int8" "swa lru 40KiB 5KiB int8" \
@@ -211,23 +227,13 @@ for cfg in "swa alisa 100KiB 240KiB fp32" "swa alisa-cache 100KiB 20KiB fp32" "s
     o=(--selection "$sel" --sparsity 0.8 --placement "$place" --gpu-kv-bytes "$gpu" --cpu-kv-bytes "$cpu")
     rk=() pk=(--kv-fp32)
     [ "$prec" = int8 ] && rk=(--kv-int8) pk=(--kv-int8 --as-executor)
-    "$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
-        --gen-len 96 --batch 2 --threshold 0 "${o[@]}" "${rk[@]}" --log "$tmp/exec.log" -o "$tmp/par.trace" 2>/dev/null &&
-    "$alisa" plan --trace "$tmp/par.trace" "${o[@]}" "${pk[@]}" --log "$tmp/sim.log" --every 0 >/dev/null &&
-    sort -n -k1,1 -k3,3 -k2,2 "$tmp/exec.log" >"$tmp/e.sorted" &&
-    sort -n -k1,1 -k3,3 -k2,2 "$tmp/sim.log" >"$tmp/s.sorted" &&
-    [ "$(wc -l <"$tmp/e.sorted")" -eq 1280 ] && grep -Eq "(offload|retire)=[0-9]" "$tmp/e.sorted" &&
-    cmp -s "$tmp/e.sorted" "$tmp/s.sorted"
+    parity --threshold 0 "${o[@]}" "${rk[@]}" -- "${o[@]}" "${pk[@]}"
     check $? "decision logs of executor and simulator identical ($sel / $place, $prec, host $cpu)"
 done
 # a selection that ranks the step's own row records it whole by default
 # (no --threshold 0 given), so the replay still decides the same
 o=(--selection topk --sparsity 0.8 --placement lru --gpu-kv-bytes 100KiB --cpu-kv-bytes 20KiB)
-"$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
-    --gen-len 96 --batch 2 "${o[@]}" --log "$tmp/exec.log" -o "$tmp/par.trace" 2>/dev/null &&
-"$alisa" plan --trace "$tmp/par.trace" "${o[@]}" --kv-fp32 --log "$tmp/sim.log" --every 0 >/dev/null &&
-sort -n -k1,1 -k3,3 -k2,2 "$tmp/exec.log" >"$tmp/e.sorted" &&
-sort -n -k1,1 -k3,3 -k2,2 "$tmp/sim.log" >"$tmp/s.sorted" && cmp -s "$tmp/e.sorted" "$tmp/s.sorted"
+parity "${o[@]}" -- "${o[@]}" --kv-fp32
 check $? "topk recorded at the default threshold replays identically"
 "$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
     --gen-len 96 --selection swa --placement alisa-cache --gpu-kv-bytes 30KiB -o "$tmp/x.trace" 2>"$tmp/err"
