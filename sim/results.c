@@ -441,6 +441,38 @@ static const char q_serve[] =
     " AS peak_gpu_kv_bytes, " R("memory.peak_cpu_kv_bytes") " AS peak_cpu_kv_bytes, wall_s "
     "FROM runs WHERE json_extract(config, '$.command') = 'serve'";
 
+/* alisa serve-run --predict: the executor serving a stream against the
+ * simulator serving it (issue 46, item 4). */
+static const char q_serve_validate[] =
+    "SELECT sweep, point, status, " R("model") " AS model, " R("predicted.hardware")
+    " AS hardware, " R("requests") " AS requests, " R("workload.rate") " AS rate, "
+    R("workload.burstiness") " AS burstiness, " R("workload.prompt_min") " AS prompt_min, "
+    R("workload.prompt_max") " AS prompt_max, " R("workload.output_min") " AS output_min, "
+    R("workload.output_max") " AS output_max, " R("workload.csv") " AS requests_csv, "
+    R("max_num_seqs") " AS max_num_seqs, " R("max_batched_tokens") " AS max_batched_tokens, "
+    R("chunked_prefill") " AS chunked_prefill, " R("kv_blocks") " AS kv_blocks, " R("repeat") " AS repeat, " R("iterations")
+    " AS iterations, " R("predicted.iterations") " AS predicted_iterations, " R("preemptions")
+    " AS preemptions, " R("predicted.preemptions") " AS predicted_preemptions, "
+    R("makespan_s") " AS makespan_s, " R("predicted.makespan_s") " AS predicted_makespan_s, "
+    R("ttft_s.mean") " AS ttft_mean_s, " R("predicted.ttft_s.mean") " AS predicted_ttft_mean_s, "
+    R("tpot_s.mean") " AS tpot_mean_s, " R("predicted.tpot_s.mean") " AS predicted_tpot_mean_s, "
+    R("e2e_s.mean") " AS e2e_mean_s, " R("predicted.e2e_s.mean") " AS predicted_e2e_mean_s, "
+    R("error_pct.makespan") " AS makespan_error_pct, " R("repeat_spread_pct.makespan") " AS makespan_spread_pct, "
+    R("error_pct.throughput") " AS throughput_error_pct, " R("repeat_spread_pct.throughput") " AS throughput_spread_pct, "
+    R("error_pct.ttft_mean") " AS ttft_mean_error_pct, " R("repeat_spread_pct.ttft_mean") " AS ttft_mean_spread_pct, "
+    R("error_pct.ttft_p90") " AS ttft_p90_error_pct, " R("repeat_spread_pct.ttft_p90") " AS ttft_p90_spread_pct, "
+    R("error_pct.ttft_p99") " AS ttft_p99_error_pct, " R("repeat_spread_pct.ttft_p99") " AS ttft_p99_spread_pct, "
+    R("error_pct.tpot_mean") " AS tpot_mean_error_pct, " R("repeat_spread_pct.tpot_mean") " AS tpot_mean_spread_pct, "
+    R("error_pct.tpot_p90") " AS tpot_p90_error_pct, " R("repeat_spread_pct.tpot_p90") " AS tpot_p90_spread_pct, "
+    R("error_pct.tpot_p99") " AS tpot_p99_error_pct, " R("repeat_spread_pct.tpot_p99") " AS tpot_p99_spread_pct, "
+    R("error_pct.e2e_mean") " AS e2e_mean_error_pct, " R("repeat_spread_pct.e2e_mean") " AS e2e_mean_spread_pct, "
+    R("error_pct.e2e_p90") " AS e2e_p90_error_pct, " R("repeat_spread_pct.e2e_p90") " AS e2e_p90_spread_pct, "
+    R("error_pct.e2e_p99") " AS e2e_p99_error_pct, " R("repeat_spread_pct.e2e_p99") " AS e2e_p99_spread_pct, "
+    R("tests.ttft.ks_d") " AS ttft_ks_d, " R("tests.ttft.ks_p") " AS ttft_ks_p, " R("tests.ttft.tost_p") " AS ttft_tost_p, "
+    R("tests.tpot.ks_d") " AS tpot_ks_d, " R("tests.tpot.ks_p") " AS tpot_ks_p, " R("tests.tpot.tost_p") " AS tpot_tost_p, "
+    R("tests.e2e.ks_d") " AS e2e_ks_d, " R("tests.e2e.ks_p") " AS e2e_ks_p, " R("tests.e2e.tost_p") " AS e2e_tost_p, "
+    "wall_s FROM runs WHERE json_extract(config, '$.command') = 'serve-run'";
+
 static const char q_runs[] =
     "SELECT sweep, point, config_hash, status, error, code_version, wall_s, created, config "
     "FROM runs WHERE 1";
@@ -451,10 +483,11 @@ static const struct {
 } query_table[] = {{"sim", q_sim},           {"plan", q_plan},         {"eval", q_eval},
                    {"fidelity", q_fidelity}, {"validate", q_validate}, {"run", q_run},
                    {"peer", q_peer},         {"external", q_external}, {"serve", q_serve},
-                   {"runs", q_runs},         {NULL, NULL}};
+                   {"serve-validate", q_serve_validate}, {"runs", q_runs}, {NULL, NULL}};
 
-const char *const results_queries[] = {"sim",  "plan",     "eval",  "fidelity", "validate", "run",
-                                       "peer", "external", "serve", "runs",     NULL};
+const char *const results_queries[] = {"sim",   "plan",           "eval", "fidelity", "validate",
+                                       "run",   "peer",           "external", "serve",
+                                       "serve-validate", "runs", NULL};
 
 /* CSV field: quoted when it holds a comma, quote or newline. */
 static void csv_field(FILE *out, const unsigned char *v)

@@ -66,7 +66,9 @@ int results_merge(const char *out, const char *const *inputs, int n_inputs, uint
  * read-only: a read-only file or directory is fine, a missing one an error): "sim", "plan",
  * "eval", "fidelity", "validate", "run" (that command's configs and metrics), "peer"
  * (command = exec rows: a peer benchmark's system, model, device, driver, throughput), "serve"
- * (alisa serve's stream, scheduler and latency percentiles), "runs" (every
+ * (alisa serve's stream, scheduler and latency percentiles), "serve-validate"
+ * (alisa serve-run --predict: measured and predicted latencies, errors,
+ * spreads and tests), "runs" (every
  * row's bookkeeping). sweep, when non-NULL, keeps that sweep's rows only. Rows
  * come in sweep, point order. */
 int results_export(const char *db, const char *query, const char *sweep, FILE *out,

@@ -555,7 +555,9 @@ static int pools(struct serve *v, double *gpu_pool, double *cpu_pool, uint32_t *
     double gmem = cfg->gpu_mem_bytes > 0 ? cfg->gpu_mem_bytes : cfg->hw->gpu_mem_gib * 1073741824.0;
     uint32_t seqs = cfg->max_num_seqs ? cfg->max_num_seqs : SERVE_MAX_NUM_SEQS;
     uint32_t tokens = cfg->max_batched_tokens ? cfg->max_batched_tokens : SERVE_MAX_BATCHED_TOKENS;
-    *gpu_pool = util * gmem - m->weight_bytes_fp16 - cost_prefill_peak_act_bytes(m, tokens, seqs);
+    *gpu_pool = cfg->kv_pool_bytes > 0
+                    ? cfg->kv_pool_bytes
+                    : util * gmem - m->weight_bytes_fp16 - cost_prefill_peak_act_bytes(m, tokens, seqs);
     *cpu_pool = cfg->cpu_mem_bytes > 0 ? cfg->cpu_mem_bytes : cfg->hw->host_dram_gib * 1073741824.0;
     r->gpu_kv_capacity_bytes = *gpu_pool > 0 ? *gpu_pool : 0;
     r->cpu_kv_capacity_bytes = cfg->place->host_tier ? *cpu_pool : 0;

@@ -15,8 +15,9 @@
  *
  * Memory: the GPU's KV pool (its memory times gpu_mem_utilization, less the
  * weights and the activations of a max_batched_tokens prefill, as vLLM's
- * profiling run sizes it; simulate.c, run_capacities) in blocks of
- * block_tokens tokens per layer, and the host's KV memory. Each request's
+ * profiling run sizes it; simulate.c, run_capacities; or kv_pool_bytes as
+ * given) in blocks of block_tokens tokens per layer, and the host's KV
+ * memory. Each request's
  * streams (one per trace layer, weighted by the model layers that read it,
  * as alisa sim maps layers) run through the scheduler core alone, with a
  * GPU tier of gpu_tokens tokens per layer under an offloading placement
@@ -81,6 +82,8 @@ struct serve_config {
     double gpu_mem_bytes;              /* 0: the profile's */
     double cpu_mem_bytes;              /* host memory for KV; 0: the profile's */
     double gpu_mem_utilization;        /* vLLM's share of GPU memory (0: the default) */
+    double kv_pool_bytes;              /* the GPU KV pool, bytes, as given (an executor's own
+                                          pool); 0: sized from memory as vLLM sizes it */
     uint32_t max_num_seqs;             /* running requests at most (0: the default) */
     uint32_t max_batched_tokens;       /* token rows per iteration (0: the default) */
     int no_chunked_prefill;            /* 1: a prompt runs whole in one iteration */

@@ -23,9 +23,9 @@
 
 /* The commands a sweep may run: alisa's with --json, or exec (a peer's
  * program). */
-static const char *const sweep_commands[] = {"sim", "plan",  "eval",  "fidelity", "validate",
-                                             "run", "serve", "exec",  NULL};
-#define SWEEP_COMMAND_LIST "sim, plan, eval, fidelity, validate, run, serve or exec"
+static const char *const sweep_commands[] = {"sim", "plan",  "eval",      "fidelity", "validate",
+                                             "run", "serve", "serve-run", "exec",     NULL};
+#define SWEEP_COMMAND_LIST "sim, plan, eval, fidelity, validate, run, serve, serve-run or exec"
 
 struct spec_ctx {
     struct sweep_spec *s;

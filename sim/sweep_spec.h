@@ -15,7 +15,7 @@
 #include "err.h"
 
 struct sweep_param {
-    char key[96];      /* option name without the leading "--"; a linked [vary] key names
+    char key[160];     /* option name without the leading "--"; a linked [vary] key names
                           several */
     char **values;     /* (n_values) owned strings; "true"/"false" for flags */
     uint32_t n_values;

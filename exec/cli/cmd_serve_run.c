@@ -5,7 +5,13 @@
  * rows at their own positions (llm_forward_rows) on the CPU backend's dense
  * cache, prompts taken from a text, outputs greedy; every request's time to
  * first token, time per output token and latency measured on the wall
- * clock, reported as alisa serve reports them (serve_metrics).
+ * clock, reported as alisa serve reports them (serve_metrics). With
+ * --repeat the stream is served several times and the run of median
+ * makespan reported; with --predict the serving simulator (serve.h) runs
+ * the same stream with the same batching on the executor's own KV pool and
+ * a calibrated profile, and each metric's error is reported beside the
+ * repeats' spread, with two-sample KS and TOST tests (stattest.h) of the
+ * per-request latencies (issue 46, item 4).
  */
 #include <jansson.h>
 #include <math.h>
@@ -19,17 +25,21 @@
 #include "cli_exec.h"
 #include "cli_opts.h"
 #include "cmds.h"
+#include "catalog.h"
+#include "model.h"
 #include "outfile.h"
 #include "serve.h"
+#include "stattest.h"
 #include "workload.h"
 
 struct serve_run_opts {
     const char *model, *tokenizer, *text, *requests, *per_request, *timeline;
+    const char *profile, *hardware, *trace; /* --predict's */
     struct kv_opts kvo; /* --weights and --threads */
     struct wl_params wl;
-    uint32_t max_num_seqs, max_batched_tokens, block_tokens;
+    uint32_t max_num_seqs, max_batched_tokens, block_tokens, repeat;
     uint64_t kv_bytes;
-    int no_chunked_prefill, json;
+    int no_chunked_prefill, json, predict;
     double slo_ttft, slo_tpot;
 };
 
@@ -64,6 +74,19 @@ static const struct cli_opt serve_run_own[] = {
      "per-request CSV, as alisa serve writes it", 0},
     {"timeline", "FILE", CLI_STR, SR(timeline), NULL, 0,
      "per-iteration CSV, alisa serve --timeline's columns, measured", 0},
+    {"repeat", "R", CLI_U32, SR(repeat), NULL, 0,
+     "serve the stream R times (1 to 31, default 1): the run with the\n"
+     "median makespan is reported, the runs' spread beside it", 0},
+    {"predict", NULL, CLI_FLAG, SR(predict), NULL, 0,
+     "also simulate the same stream (alisa serve, dense, on the\n"
+     "executor's own KV pool) on --profile, and report each metric's\n"
+     "error and the latency distributions' KS and TOST tests", 0},
+    {"profile", "FILE", CLI_STR, SR(profile), NULL, 0,
+     "--predict: calibrated hardware profile (alisa calibrate -o)", 0},
+    {"hardware", "NAME", CLI_STR, SR(hardware), NULL, 0,
+     "--predict: the profile's hardware to use (default its last)", 0},
+    {"trace", "FILE", CLI_STR, SR(trace), NULL, 0,
+     "--predict: attention trace the simulated requests replay", 0},
     {"json", NULL, CLI_FLAG, SR(json), NULL, 0, "print JSON", 0},
     {0}};
 
@@ -144,223 +167,552 @@ static void sleep_s(double s)
     nanosleep(&ts, NULL);
 }
 
-int cmd_serve_run(int argc, char **argv)
+/* One stream served on the executor: what every run of it shares. */
+struct exec_stream {
+    const struct serve_run_opts *o;
+    const struct workload *w;
+    const struct llm_config *c;
+    struct llm_state *st;
+    uint32_t n, max_len;
+    uint32_t *toks, *plen, *olen, *rt, *rs, *rp, *heads; /* rt, rs, rp: one block */
+    struct batcher_item *items;
+    double *scratch;
+    struct pool_ctx pc;
+    double block_bytes; /* a block's FP32 K and V over every layer */
+};
+
+static void stream_free(struct exec_stream *x)
 {
-    struct serve_run_opts o = {.wl = CLI_STREAM_DEFAULTS, .max_num_seqs = 8,
-                               .max_batched_tokens = 256, .block_tokens = 16,
-                               .kvo = {.sel = {.sparsity = SEL_SPARSITY_DEFAULT}}};
-    struct alisa_err e = {{0}};
-    int rc = cli_opts_parse(argc, argv, &serve_run_command, &o, NULL, cmd_serve_run_usage, NULL);
-    if (rc)
-        return rc;
-    if ((rc = cli_serve_check_batching(cmd_serve_run_usage, o.max_num_seqs, o.max_batched_tokens,
-                                       o.block_tokens, o.slo_ttft, o.slo_tpot)))
-        return rc;
-    struct workload w;
-    if (o.requests ? workload_read_csv(o.requests, &w, &e) : workload_generate(&o.wl, &w, &e))
-        return o.requests ? cli_fail(&e) : cli_usage_error(cmd_serve_run_usage, "%s", e.msg);
-    const uint32_t n = w.n;
-    uint32_t max_len = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t len = w.req[i].prompt_len + w.req[i].output_len;
-        max_len = len > max_len ? len : max_len;
-        if (o.no_chunked_prefill && len - 1 > o.max_batched_tokens) {
-            workload_free(&w);
-            return cli_usage_error(cmd_serve_run_usage, "request %u: %u prompt + %u output tokens "
-                                   "do not fit --max-batched-tokens %u without chunked prefill",
-                                   i, w.req[i].prompt_len, w.req[i].output_len,
-                                   o.max_batched_tokens);
-        }
-    }
-    struct loaded l;
-    if ((rc = load_model(&l, o.model, o.tokenizer, 1, &o.kvo, &e))) {
-        workload_free(&w);
-        return cli_fail_status(rc, &e);
-    }
-    if ((rc = loaded_context_check(&l, max_len, cmd_serve_run_usage,
-                                   "the longest request (prompt + output)")) ||
-        (rc = loaded_batch_check(&l, o.max_num_seqs, max_len, cmd_serve_run_usage))) {
-        workload_free(&w);
-        return rc;
-    }
-    const struct llm_config *c = &l.m->c;
+    llm_state_free(x->st);
+    free(x->toks);
+    free(x->plen);
+    free(x->olen);
+    free(x->rt);
+    free(x->heads);
+    free(x->items);
+    free(x->scratch);
+    free(x->pc.held);
+    free(x->pc.slot);
+    free(x->pc.free_slot);
+    memset(x, 0, sizeof *x);
+}
+
+/* The prompts (request i's: BOS, then the text from offset i x 97,
+ * wrapping), the buffers, the KV pool and the executor's state. */
+static int stream_setup(struct exec_stream *x, const struct loaded *l, const struct workload *w,
+                        uint32_t max_len, const struct serve_run_opts *o, struct alisa_err *e)
+{
+    const uint32_t n = w->n;
+    *x = (struct exec_stream){.o = o, .w = w, .c = &l->m->c, .n = n, .max_len = max_len,
+                              .pc = {.bt = o->block_tokens}};
     uint32_t *text = NULL, n_blocks = 0;
     size_t n_text = 0;
-    struct llm_state *st = NULL;
-    struct batcher *bt = NULL;
-    struct serve_result r = {.n = n};
-    uint32_t *toks = NULL, *plen = NULL, *olen = NULL, *rt = NULL, *rs = NULL, *rp = NULL;
-    uint32_t *heads = NULL;
-    struct batcher_item *items = NULL;
-    double *scratch = NULL;
-    struct pool_ctx pc = {.bt = o.block_tokens};
-    /* the tokens the prompts read: request i's from offset i x 97 */
-    rc = text_tokens(l.t, o.text, 0, (size_t)n * 97 + max_len + 1, &text, &n_text, &n_blocks, &e);
+    int rc = text_tokens(l->t, o->text, 0, (size_t)n * 97 + max_len + 1, &text, &n_text,
+                         &n_blocks, e);
     if (!rc && n_text < 2)
-        rc = err_set(&e, ALISA_EINVAL, "%s: %zu tokens, too few for prompts", o.text, n_text);
-    r.req = calloc(n, sizeof *r.req);
-    toks = malloc((size_t)n * max_len * sizeof *toks);
-    plen = malloc(n * sizeof *plen);
-    olen = malloc(n * sizeof *olen);
-    items = malloc((size_t)o.max_num_seqs * sizeof *items);
-    rt = malloc((size_t)o.max_batched_tokens * 3 * sizeof *rt);
-    heads = malloc((size_t)o.max_num_seqs * sizeof *heads);
-    scratch = malloc(n * sizeof *scratch);
-    pc.held = calloc(n, sizeof *pc.held);
-    pc.slot = malloc(n * sizeof *pc.slot);
-    pc.free_slot = malloc((size_t)o.max_num_seqs * sizeof *pc.free_slot);
-    if (!rc && (!r.req || !toks || !plen || !olen || !items || !rt || !heads || !scratch || !pc.held ||
-                !pc.slot || !pc.free_slot))
-        rc = err_set(&e, ALISA_ENOMEM, "out of memory for %u requests", n);
+        rc = err_set(e, ALISA_EINVAL, "%s: %zu tokens, too few for prompts", o->text, n_text);
+    x->toks = malloc((size_t)n * max_len * sizeof *x->toks);
+    x->plen = malloc(n * sizeof *x->plen);
+    x->olen = malloc(n * sizeof *x->olen);
+    x->items = malloc((size_t)o->max_num_seqs * sizeof *x->items);
+    x->rt = malloc((size_t)o->max_batched_tokens * 3 * sizeof *x->rt);
+    x->heads = malloc((size_t)o->max_num_seqs * sizeof *x->heads);
+    x->scratch = malloc(n * sizeof *x->scratch);
+    x->pc.held = calloc(n, sizeof *x->pc.held);
+    x->pc.slot = malloc(n * sizeof *x->pc.slot);
+    x->pc.free_slot = malloc((size_t)o->max_num_seqs * sizeof *x->pc.free_slot);
+    if (!rc && (!x->toks || !x->plen || !x->olen || !x->items || !x->rt || !x->heads ||
+                !x->scratch || !x->pc.held || !x->pc.slot || !x->pc.free_slot))
+        rc = err_set(e, ALISA_ENOMEM, "out of memory for %u requests", n);
     if (!rc) {
-        rs = rt + o.max_batched_tokens;
-        rp = rs + o.max_batched_tokens;
-        /* prompts: BOS, then the text from offset i x 97, wrapping */
+        x->rs = x->rt + o->max_batched_tokens;
+        x->rp = x->rs + o->max_batched_tokens;
         for (uint32_t i = 0; i < n; i++) {
-            uint32_t *t = toks + (size_t)i * max_len;
+            uint32_t *t = x->toks + (size_t)i * max_len;
             t[0] = 1;
-            for (uint32_t p = 1; p < w.req[i].prompt_len; p++)
-                t[p] = text[((size_t)i * 97 + p - 1) % n_text] % c->vocab;
-            plen[i] = w.req[i].prompt_len;
-            olen[i] = w.req[i].output_len;
-            pc.slot[i] = UINT32_MAX;
-            r.req[i] = (struct serve_request){.arrival_s = w.req[i].arrival_s,
-                                              .prompt_len = plen[i], .output_len = olen[i]};
+            for (uint32_t p = 1; p < w->req[i].prompt_len; p++)
+                t[p] = text[((size_t)i * 97 + p - 1) % n_text] % x->c->vocab;
+            x->plen[i] = w->req[i].prompt_len;
+            x->olen[i] = w->req[i].output_len;
         }
-        for (uint32_t s = 0; s < o.max_num_seqs; s++)
-            pc.free_slot[pc.n_free++] = o.max_num_seqs - 1 - s;
-        uint64_t bpr = (max_len + o.block_tokens - 1) / o.block_tokens;
-        uint64_t block_bytes = (uint64_t)o.block_tokens * c->n_layers * c->kv_dim * 2 * 4;
-        pc.blocks = o.kv_bytes ? o.kv_bytes / block_bytes : bpr * o.max_num_seqs;
-        struct batcher_config bc = {o.max_num_seqs, o.max_batched_tokens, o.no_chunked_prefill};
-        if (!(rc = batcher_create(&bt, &bc, n, plen, olen, &e)))
-            rc = exec_state_create(&st, &o.kvo, l.m, o.max_num_seqs, max_len, &e);
+        uint64_t bpr = (max_len + o->block_tokens - 1) / o->block_tokens;
+        x->block_bytes = (double)o->block_tokens * x->c->n_layers * x->c->kv_dim * 2 * 4;
+        x->pc.blocks = o->kv_bytes ? o->kv_bytes / (uint64_t)x->block_bytes
+                                   : bpr * o->max_num_seqs;
+        rc = exec_state_create(&x->st, &o->kvo, l->m, o->max_num_seqs, max_len, e);
     }
-    const struct batcher_memory mem = {&pc, pool_fits, pool_take, pool_release};
-    FILE *tl = NULL;
-    char part[4200];
-    if (!rc && o.timeline && !(tl = outfile_open(o.timeline, part, sizeof part, "timeline", &e)))
-        rc = ALISA_EIO;
-    if (tl)
-        fprintf(tl, "iteration,start_s,end_s,running,waiting,tokens,prefill_tokens,"
-                    "preemptions,gpu_kv_bytes,cpu_kv_bytes\n");
-    const double block_bytes = (double)o.block_tokens * c->n_layers * c->kv_dim * 2 * 4;
+    free(text);
+    return rc;
+}
+
+/* One iteration's rows into x->rt/rs/rp (*R of them) and the sampling
+ * rows into x->heads (*n_head): logits for each sampling request's last
+ * row only, as vLLM computes them. */
+static void stream_rows(struct exec_stream *x, uint32_t n_it, uint32_t *R, uint32_t *n_head)
+{
+    *R = *n_head = 0;
+    for (uint32_t k = 0; k < n_it; k++) {
+        const struct batcher_item *it = &x->items[k];
+        for (uint32_t p = it->first; p < it->first + it->n; p++, (*R)++) {
+            x->rt[*R] = x->toks[(size_t)it->id * x->max_len + p];
+            x->rs[*R] = x->pc.slot[it->id];
+            x->rp[*R] = p;
+        }
+        if (it->samples)
+            x->heads[(*n_head)++] = *R - 1;
+    }
+}
+
+/* Each sampling request's next token: the greedy pick. */
+static void stream_sample(struct exec_stream *x, const struct batcher *bt, uint32_t n_it,
+                          const float *lg)
+{
+    for (uint32_t k = 0, h = 0; k < n_it; k++)
+        if (x->items[k].samples) {
+            uint32_t id = x->items[k].id, g = batcher_generated(bt, id);
+            const float *row = lg + (size_t)h++ * x->c->vocab;
+            if (x->plen[id] + g < x->max_len)
+                x->toks[(size_t)id * x->max_len + x->plen[id] + g] = llm_argmax(row, x->c->vocab);
+        }
+}
+
+/* Serves the stream once, from an empty pool, into *r (its req allocated
+ * here; release with serve_result_free); tl, when non-NULL, gets the
+ * timeline's rows. */
+static int stream_serve(struct exec_stream *x, FILE *tl, struct serve_result *r,
+                        struct alisa_err *e)
+{
+    const struct serve_run_opts *o = x->o;
+    const uint32_t n = x->n;
+    struct batcher *bt = NULL;
+    *r = (struct serve_result){.n = n, .req = calloc(n, sizeof *r->req)};
+    if (!r->req)
+        return err_set(e, ALISA_ENOMEM, "out of memory for %u requests", n);
+    x->pc.used = 0;
+    x->pc.n_free = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        x->pc.held[i] = 0;
+        x->pc.slot[i] = UINT32_MAX;
+        r->req[i] = (struct serve_request){.arrival_s = x->w->req[i].arrival_s,
+                                           .prompt_len = x->plen[i], .output_len = x->olen[i]};
+    }
+    for (uint32_t s = 0; s < o->max_num_seqs; s++)
+        x->pc.free_slot[x->pc.n_free++] = o->max_num_seqs - 1 - s;
+    struct batcher_config bc = {o->max_num_seqs, o->max_batched_tokens, o->no_chunked_prefill};
+    int rc = batcher_create(&bt, &bc, n, x->plen, x->olen, e);
+    const struct batcher_memory mem = {&x->pc, pool_fits, pool_take, pool_release};
     double t0 = cli_now_s(), running_sum = 0;
     uint32_t next = 0, done = 0;
     while (!rc && done < n) {
         double now = cli_now_s() - t0;
-        while (next < n && w.req[next].arrival_s <= now)
+        while (next < n && x->w->req[next].arrival_s <= now)
             batcher_arrive(bt, next++);
         if (batcher_running(bt) == 0 && batcher_waiting(bt) == 0) {
-            sleep_s(w.req[next].arrival_s - now);
+            sleep_s(x->w->req[next].arrival_s - now);
             continue;
         }
-        uint32_t n_it, preempted, stuck, R = 0;
-        if ((rc = batcher_plan(bt, &mem, items, &n_it, &preempted, &stuck)))
+        uint32_t n_it, preempted, stuck, R, n_head;
+        if ((rc = batcher_plan(bt, &mem, x->items, &n_it, &preempted, &stuck)))
             break;
-        r.preemptions += preempted;
+        r->preemptions += preempted;
         if (stuck != UINT32_MAX) {
-            rc = err_set(&e, ALISA_EINVAL, "request %u (%u + %u tokens) does not fit --kv-bytes "
-                         "(%llu blocks of %u tokens) alone", stuck, plen[stuck], olen[stuck],
-                         (unsigned long long)pc.blocks, o.block_tokens);
+            rc = err_set(e, ALISA_EINVAL, "request %u (%u + %u tokens) does not fit --kv-bytes "
+                         "(%llu blocks of %u tokens) alone", stuck, x->plen[stuck],
+                         x->olen[stuck], (unsigned long long)x->pc.blocks, o->block_tokens);
             break;
         }
         if (n_it == 0)
             continue;
-        for (uint32_t k = 0; k < n_it; k++)
-            for (uint32_t p = items[k].first; p < items[k].first + items[k].n; p++, R++) {
-                rt[R] = toks[(size_t)items[k].id * max_len + p];
-                rs[R] = pc.slot[items[k].id];
-                rp[R] = p;
-            }
-        /* logits for each sampling request's last row only, as vLLM computes them */
-        uint32_t n_head = 0;
-        for (uint32_t k = 0, row = 0; k < n_it; row += items[k].n, k++)
-            if (items[k].samples)
-                heads[n_head++] = row + items[k].n - 1;
+        stream_rows(x, n_it, &R, &n_head);
         double start = cli_now_s() - t0;
-        const float *lg = llm_forward_rows(st, rt, rs, rp, R, heads, n_head);
+        const float *lg = llm_forward_rows(x->st, x->rt, x->rs, x->rp, R, x->heads, n_head);
         if (!lg) {
-            rc = err_set(&e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
+            rc = err_set(e, ALISA_EINVAL, "%s", llm_state_error(x->st)->msg);
             break;
         }
-        /* each sampling request's next token: the greedy pick */
-        for (uint32_t k = 0, h = 0; k < n_it; k++)
-            if (items[k].samples) {
-                uint32_t id = items[k].id, g = batcher_generated(bt, id);
-                const float *row = lg + (size_t)h++ * c->vocab;
-                if (plen[id] + g < max_len)
-                    toks[(size_t)id * max_len + plen[id] + g] = llm_argmax(row, c->vocab);
-            }
+        stream_sample(x, bt, n_it, lg);
         now = cli_now_s() - t0;
         if (tl) {
             uint32_t pre_tok = 0;
             for (uint32_t k = 0; k < n_it; k++)
-                pre_tok += items[k].first < plen[items[k].id] ? items[k].n : 0;
-            fprintf(tl, "%u,%.9f,%.9f,%u,%u,%u,%u,%u,%.0f,0\n", r.iterations, start, now,
+                pre_tok += x->items[k].first < x->plen[x->items[k].id] ? x->items[k].n : 0;
+            fprintf(tl, "%u,%.9f,%.9f,%u,%u,%u,%u,%u,%.0f,0\n", r->iterations, start, now,
                     batcher_running(bt), batcher_waiting(bt), R, pre_tok, preempted,
-                    (double)pc.used * block_bytes);
+                    (double)x->pc.used * x->block_bytes);
         }
-        r.iterations++;
+        r->iterations++;
         running_sum += batcher_running(bt);
-        batcher_done(bt, &mem, items, n_it);
+        batcher_done(bt, &mem, x->items, n_it);
         for (uint32_t k = 0; k < n_it; k++) {
-            if (items[k].first_token)
-                r.req[items[k].id].first_token_s = now;
-            if (items[k].finished) {
-                r.req[items[k].id].finish_s = now;
+            if (x->items[k].first_token)
+                r->req[x->items[k].id].first_token_s = now;
+            if (x->items[k].finished) {
+                r->req[x->items[k].id].finish_s = now;
                 done++;
             }
         }
     }
-    if (tl) { /* whole or not at all */
-        int closed = outfile_close(tl, part, o.timeline, rc, &e);
-        rc = rc ? rc : closed;
-    }
     if (!rc) {
         for (uint32_t i = 0; i < n; i++)
-            r.req[i].preemptions = batcher_preemptions(bt, i);
-        r.repeated_prefill_tokens = (double)batcher_lost_tokens(bt);
-        r.mean_running = r.iterations ? running_sum / r.iterations : 0;
-        serve_metrics(&r, o.slo_ttft, o.slo_tpot, scratch);
-        if (o.per_request)
-            rc = cli_serve_write_per_request(o.per_request, &r, &e);
+            r->req[i].preemptions = batcher_preemptions(bt, i);
+        r->repeated_prefill_tokens = (double)batcher_lost_tokens(bt);
+        r->mean_running = r->iterations ? running_sum / r->iterations : 0;
+        serve_metrics(r, o->slo_ttft, o->slo_tpot, x->scratch);
     }
-    if (!rc && o.json) {
-        json_t *root = cli_serve_latencies_json(&r);
-        if (!root) {
-            rc = err_set(&e, ALISA_EINVAL, "a figure of the run is not a finite number");
-        } else {
-            json_object_set_new(root, "model", json_string(l.model_path));
-            json_object_set_new(root, "backend", json_string("cpu"));
-            json_object_set_new(root, "max_num_seqs", json_integer(o.max_num_seqs));
-            json_object_set_new(root, "max_batched_tokens", json_integer(o.max_batched_tokens));
-            json_object_set_new(root, "kv_blocks", json_integer((json_int_t)pc.blocks));
-            json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
-            printf("\n");
-            json_decref(root);
-        }
-    } else if (!rc) {
-        printf("%s on the CPU executor, %u requests, %u at most running, %u tokens an "
-               "iteration, %llu KV blocks of %u tokens\n", l.model_path, n, o.max_num_seqs,
-               o.max_batched_tokens, (unsigned long long)pc.blocks, o.block_tokens);
-        cli_serve_print_latencies(&r, o.slo_ttft, o.slo_tpot);
-    }
-    llm_state_free(st);
     batcher_destroy(bt);
-    serve_result_free(&r);
-    free(text);
-    free(toks);
-    free(plen);
-    free(olen);
-    free(items);
-    free(rt);
-    free(heads);
-    free(scratch);
-    free(pc.held);
-    free(pc.slot);
-    free(pc.free_slot);
+    return rc;
+}
+
+/* The figures a serving run is judged by, measured against predicted. */
+enum { M_MAKESPAN, M_THROUGHPUT, M_TTFT, M_TPOT = M_TTFT + 4, M_E2E = M_TPOT + 4, M_N = M_E2E + 4 };
+static const char *const metric_name[M_N] = {
+    "makespan", "throughput", "ttft_mean", "ttft_p50", "ttft_p90", "ttft_p99", "tpot_mean",
+    "tpot_p50", "tpot_p90", "tpot_p99", "e2e_mean", "e2e_p50", "e2e_p90", "e2e_p99"};
+
+static void metrics_of(const struct serve_result *r, double v[M_N])
+{
+    const struct serve_stat *st[3] = {&r->ttft, &r->tpot, &r->e2e};
+    v[M_MAKESPAN] = r->makespan_s;
+    v[M_THROUGHPUT] = r->throughput_tok_s;
+    for (int k = 0; k < 3; k++) {
+        v[M_TTFT + 4 * k] = st[k]->mean;
+        v[M_TTFT + 4 * k + 1] = st[k]->p50;
+        v[M_TTFT + 4 * k + 2] = st[k]->p90;
+        v[M_TTFT + 4 * k + 3] = st[k]->p99;
+    }
+}
+
+static double rel_pct(double pred, double meas)
+{
+    return meas != 0 ? 100.0 * (pred - meas) / meas : 0;
+}
+
+/* The comparison: each metric's error, the repeats' spread, and per
+ * latency the two-sample KS test and TOST at +-10% of the per-request
+ * values (measured run's against the simulator's). */
+struct serve_check {
+    double meas[M_N], pred[M_N], err[M_N], spread[M_N]; /* spread: -1 with one run */
+    double ks_d[3], ks_p[3], tost_p[3];                   /* ttft, tpot, e2e */
+};
+#define SERVE_TOST_MARGIN 0.10
+
+static int serve_compare(const struct serve_result *runs, uint32_t n_runs, uint32_t pick,
+                         const struct serve_result *pred, struct serve_check *k, double *scratch,
+                         struct alisa_err *e)
+{
+    metrics_of(&runs[pick], k->meas);
+    metrics_of(pred, k->pred);
+    for (int m = 0; m < M_N; m++) {
+        k->err[m] = rel_pct(k->pred[m], k->meas[m]);
+        double lo = k->meas[m], hi = lo;
+        for (uint32_t i = 0; i < n_runs; i++) {
+            double v[M_N];
+            metrics_of(&runs[i], v);
+            lo = v[m] < lo ? v[m] : lo;
+            hi = v[m] > hi ? v[m] : hi;
+        }
+        k->spread[m] = n_runs < 2 ? -1 : k->meas[m] != 0 ? 100.0 * (hi - lo) / k->meas[m] : 0;
+    }
+    const uint32_t n = pred->n;
+    double *a = scratch, *b = scratch + n;
+    for (int s = 0; s < 3; s++) {
+        for (uint32_t i = 0; i < n; i++) {
+            const struct serve_request *q = &runs[pick].req[i], *p = &pred->req[i];
+            a[i] = s == 0 ? q->ttft_s : s == 1 ? q->tpot_s : q->e2e_s;
+            b[i] = s == 0 ? p->ttft_s : s == 1 ? p->tpot_s : p->e2e_s;
+        }
+        int rc = stattest_ks2(a, n, b, n, &k->ks_d[s], &k->ks_p[s], e);
+        if (!rc && n >= 2)
+            rc = stattest_tost(a, n, b, n, SERVE_TOST_MARGIN, &k->tost_p[s], e);
+        else
+            k->tost_p[s] = NAN;
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* The simulator on the same stream: dense attention and gpu-only
+ * placement (the executor's dense cache), FP32 KV, the same batching and
+ * the executor's own pool, on the profile's hardware. */
+static int serve_predict(const struct exec_stream *x, const struct llm_model *m,
+                         struct serve_result *pred, char *hw_name, size_t hw_size,
+                         struct alisa_err *e)
+{
+    const struct serve_run_opts *o = x->o;
+    struct catalog cat;
+    int rc = cli_catalog_load(&cat, catalog_default_dir(), o->profile, e);
+    if (rc)
+        return rc;
+    const struct hw_profile *hw = o->hardware ? catalog_hw(&cat, o->hardware)
+                                              : &cat.hw[cat.n_hw - 1];
+    struct model_shape shape;
+    llm_model_shape(m, &shape);
+    struct serve_config cfg = {
+        .trace = o->trace, .model = &shape, .hw = hw, .sel = selection_find("dense"),
+        .sel_params = {.sparsity = SEL_SPARSITY_DEFAULT}, .place = placement_find("gpu-only"),
+        .precision = KV_FP32, .kv_pool_bytes = (double)x->pc.blocks * x->block_bytes,
+        .max_num_seqs = o->max_num_seqs, .max_batched_tokens = o->max_batched_tokens,
+        .no_chunked_prefill = o->no_chunked_prefill, .block_tokens = o->block_tokens,
+        .slo_ttft_s = o->slo_ttft, .slo_tpot_s = o->slo_tpot};
+    ALISA_ASSERT(cfg.sel && cfg.place);
+    if (!hw)
+        rc = catalog_hw_not_found(&cat, "--hardware", o->hardware, e);
+    else if (!(rc = serve_run(&cfg, x->w, pred, NULL, e)) && pred->oom)
+        rc = err_set(e, ALISA_EINVAL, "the simulator ran out of memory where the executor did "
+                     "not: %s", pred->oom_reason);
+    if (!rc)
+        snprintf(hw_name, hw_size, "%s", hw->name);
+    catalog_deinit(&cat);
+    return rc;
+}
+
+static json_t *check_json(const struct serve_check *k, const char *profile, const char *hw,
+                          const char *trace, const struct serve_result *pred)
+{
+    json_t *p = cli_serve_latencies_json(pred), *err = json_object(), *spread = json_object(),
+           *tests = json_object();
+    static const char *const lat[3] = {"ttft", "tpot", "e2e"};
+    if (!p || !err || !spread || !tests)
+        goto fail;
+    json_object_set_new(p, "profile", json_string(profile));
+    json_object_set_new(p, "hardware", json_string(hw));
+    json_object_set_new(p, "trace", json_string(trace));
+    for (int m = 0; m < M_N; m++) {
+        json_object_set_new(err, metric_name[m], json_real(k->err[m]));
+        json_object_set_new(spread, metric_name[m],
+                            k->spread[m] >= 0 ? json_real(k->spread[m]) : json_null());
+    }
+    for (int s = 0; s < 3; s++)
+        json_object_set_new(tests, lat[s], json_pack("{s:f, s:f, s:o}", "ks_d", k->ks_d[s],
+                                                     "ks_p", k->ks_p[s], "tost_p",
+                                                     isfinite(k->tost_p[s])
+                                                         ? json_real(k->tost_p[s])
+                                                         : json_null()));
+    json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:f}", "predicted", p, "error_pct", err,
+                          "repeat_spread_pct", spread, "tests", tests, "tost_margin",
+                          SERVE_TOST_MARGIN);
+    if (o)
+        return o;
+    return NULL; /* json_pack stole the references */
+fail:
+    json_decref(p);
+    json_decref(err);
+    json_decref(spread);
+    json_decref(tests);
+    return NULL;
+}
+
+static void check_print(const struct serve_check *k, const char *hw, const struct serve_result *pred,
+                        const struct serve_run_opts *o)
+{
+    printf("\npredicted on %s (alisa serve, dense, the executor's pool; trace %s):\n", hw, o->trace);
+    cli_serve_print_latencies(pred, o->slo_ttft, o->slo_tpot);
+    printf("\nerror, predicted against measured (the repeats' spread in brackets):\n");
+    printf("  makespan %+.1f%%%s, throughput %+.1f%%\n", k->err[M_MAKESPAN],
+           k->spread[M_MAKESPAN] >= 0 ? "" : " (one run)", k->err[M_THROUGHPUT]);
+    static const char *const lat[3] = {"TTFT", "TPOT", "latency"};
+    for (int s = 0; s < 3; s++) {
+        printf("  %-8s", lat[s]);
+        for (int q = 0; q < 4; q++) {
+            int m = M_TTFT + 4 * s + q;
+            printf("  %s %+.1f%%", q == 0 ? "mean" : q == 1 ? "P50" : q == 2 ? "P90" : "P99",
+                   k->err[m]);
+            if (k->spread[m] >= 0)
+                printf(" [%.1f%%]", k->spread[m]);
+        }
+        printf("\n");
+    }
+    printf("  per-request distributions: ");
+    for (int s = 0; s < 3; s++)
+        printf("%s KS D %.3f p %.3g, TOST +-%.0f%% p %.3g%s", lat[s], k->ks_d[s], k->ks_p[s],
+               100 * SERVE_TOST_MARGIN, k->tost_p[s], s < 2 ? "; " : "\n");
+}
+
+/* The run with the median makespan (the lower of the middle two). */
+static uint32_t median_run(const struct serve_result *runs, uint32_t n)
+{
+    uint32_t best = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t below = 0;
+        for (uint32_t j = 0; j < n; j++)
+            below += runs[j].makespan_s < runs[i].makespan_s ||
+                     (runs[j].makespan_s == runs[i].makespan_s && j < i);
+        if (below == (n - 1) / 2)
+            best = i;
+    }
+    return best;
+}
+
+static int report(const struct exec_stream *x, const char *model, const struct serve_result *r,
+                  uint32_t n_runs, const struct serve_check *k, const char *hw,
+                  const struct serve_result *pred)
+{
+    const struct serve_run_opts *o = x->o;
+    if (!o->json) {
+        printf("%s on the CPU executor, %u requests, %u at most running, %u tokens an "
+               "iteration, %llu KV blocks of %u tokens%s\n", model, x->n, o->max_num_seqs,
+               o->max_batched_tokens, (unsigned long long)x->pc.blocks, o->block_tokens,
+               n_runs > 1 ? "; the median of the runs" : "");
+        cli_serve_print_latencies(r, o->slo_ttft, o->slo_tpot);
+        if (k)
+            check_print(k, hw, pred, o);
+        return 0;
+    }
+    json_t *root = cli_serve_latencies_json(r);
+    json_t *check = k ? check_json(k, o->profile, hw, o->trace, pred) : NULL;
+    if (!root || (k && !check)) {
+        json_decref(root);
+        json_decref(check);
+        struct alisa_err e = {{0}};
+        err_set(&e, ALISA_EINVAL, "a figure of the run is not a finite number; no JSON written");
+        return cli_fail(&e);
+    }
+    json_object_set_new(root, "model", json_string(model));
+    json_object_set_new(root, "backend", json_string("cpu"));
+    json_object_set_new(root, "max_num_seqs", json_integer(o->max_num_seqs));
+    json_object_set_new(root, "max_batched_tokens", json_integer(o->max_batched_tokens));
+    json_object_set_new(root, "chunked_prefill", json_boolean(!o->no_chunked_prefill));
+    json_object_set_new(root, "kv_blocks", json_integer((json_int_t)x->pc.blocks));
+    json_object_set_new(root, "repeat", json_integer(n_runs));
+    json_object_set_new(root, "workload", o->requests
+                        ? json_pack("{s:s}", "csv", o->requests)
+                        : json_pack("{s:f, s:f, s:i, s:i, s:i, s:i, s:I}", "rate", o->wl.rate,
+                                    "burstiness", o->wl.burstiness, "prompt_min",
+                                    o->wl.prompt_min, "prompt_max", o->wl.prompt_max,
+                                    "output_min", o->wl.output_min, "output_max",
+                                    o->wl.output_max, "seed", (json_int_t)o->wl.seed));
+    if (check)
+        json_object_update(root, check);
+    json_decref(check);
+    json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
+    printf("\n");
+    json_decref(root);
+    return 0;
+}
+
+/* Options checked before the model loads; 0 or a usage error's code. */
+static int serve_run_check(struct serve_run_opts *o)
+{
+    int rc = cli_serve_check_batching(cmd_serve_run_usage, o->max_num_seqs, o->max_batched_tokens,
+                                      o->block_tokens, o->slo_ttft, o->slo_tpot);
+    if (rc)
+        return rc;
+    if (o->repeat < 1 || o->repeat > 31)
+        return cli_usage_error(cmd_serve_run_usage, "--repeat %u: expected 1..31", o->repeat);
+    if (o->predict && (!o->profile || !o->trace))
+        return cli_usage_error(cmd_serve_run_usage, "--predict needs --profile and --trace");
+    if (!o->predict && (o->profile || o->trace || o->hardware))
+        return cli_usage_error(cmd_serve_run_usage, "--profile, --hardware and --trace are "
+                               "--predict's");
+    return 0;
+}
+
+/* The longest request, or a usage error's code in *rc when a prompt
+ * cannot run whole without chunked prefill. */
+static uint32_t stream_max_len(const struct workload *w, const struct serve_run_opts *o, int *rc)
+{
+    uint32_t max_len = 0;
+    *rc = 0;
+    for (uint32_t i = 0; i < w->n && !*rc; i++) {
+        uint32_t len = w->req[i].prompt_len + w->req[i].output_len;
+        max_len = len > max_len ? len : max_len;
+        if (o->no_chunked_prefill && len - 1 > o->max_batched_tokens)
+            *rc = cli_usage_error(cmd_serve_run_usage, "request %u: %u prompt + %u output tokens "
+                                  "do not fit --max-batched-tokens %u without chunked prefill",
+                                  i, w->req[i].prompt_len, w->req[i].output_len,
+                                  o->max_batched_tokens);
+    }
+    return max_len;
+}
+
+/* The runs, each timeline in memory; the median run's written to
+ * o->timeline. */
+static int serve_runs(struct exec_stream *x, struct serve_result *runs, uint32_t *pick,
+                      struct alisa_err *e)
+{
+    const struct serve_run_opts *o = x->o;
+    char **buf = calloc(o->repeat, sizeof *buf);
+    size_t *len = calloc(o->repeat, sizeof *len);
+    int rc = !buf || !len ? err_set(e, ALISA_ENOMEM, "out of memory for %u timelines", o->repeat) : 0;
+    for (uint32_t i = 0; !rc && i < o->repeat; i++) {
+        FILE *tl = o->timeline ? open_memstream(&buf[i], &len[i]) : NULL;
+        if (o->timeline && !tl)
+            rc = err_set(e, ALISA_ENOMEM, "out of memory for the timeline");
+        if (!rc)
+            rc = stream_serve(x, tl, &runs[i], e);
+        if (tl)
+            fclose(tl);
+    }
+    *pick = rc ? 0 : median_run(runs, o->repeat);
+    char part[4200];
+    FILE *f = NULL;
+    if (!rc && o->timeline && !(f = outfile_open(o->timeline, part, sizeof part, "timeline", e)))
+        rc = ALISA_EIO;
+    if (f) {
+        fprintf(f, "iteration,start_s,end_s,running,waiting,tokens,prefill_tokens,"
+                   "preemptions,gpu_kv_bytes,cpu_kv_bytes\n");
+        fwrite(buf[*pick], 1, len[*pick], f);
+        rc = outfile_close(f, part, o->timeline, 0, e);
+    }
+    for (uint32_t i = 0; buf && i < o->repeat; i++)
+        free(buf[i]);
+    free(buf);
+    free(len);
+    if (!rc && o->per_request)
+        rc = cli_serve_write_per_request(o->per_request, &runs[*pick], e);
+    return rc;
+}
+
+int cmd_serve_run(int argc, char **argv)
+{
+    struct serve_run_opts o = {.wl = CLI_STREAM_DEFAULTS, .max_num_seqs = 8,
+                               .max_batched_tokens = 256, .block_tokens = 16, .repeat = 1,
+                               .kvo = {.sel = {.sparsity = SEL_SPARSITY_DEFAULT}}};
+    struct alisa_err e = {{0}};
+    int rc = cli_opts_parse(argc, argv, &serve_run_command, &o, NULL, cmd_serve_run_usage, NULL);
+    if (rc || (rc = serve_run_check(&o)))
+        return rc;
+    struct workload w;
+    if (o.requests ? workload_read_csv(o.requests, &w, &e) : workload_generate(&o.wl, &w, &e))
+        return o.requests ? cli_fail(&e) : cli_usage_error(cmd_serve_run_usage, "%s", e.msg);
+    uint32_t max_len = stream_max_len(&w, &o, &rc);
+    struct loaded l;
+    if (!rc && (rc = load_model(&l, o.model, o.tokenizer, 1, &o.kvo, &e)))
+        rc = cli_fail_status(rc, &e);
+    if (!rc && !(rc = loaded_context_check(&l, max_len, cmd_serve_run_usage,
+                                           "the longest request (prompt + output)")))
+        rc = loaded_batch_check(&l, o.max_num_seqs, max_len, cmd_serve_run_usage);
+    if (rc) { /* l empty, or freed by the check */
+        workload_free(&w);
+        return rc;
+    }
+    struct exec_stream x;
+    struct serve_result *runs = calloc(o.repeat, sizeof *runs), pred = {0};
+    struct serve_check k;
+    char hw[128] = "";
+    uint32_t pick = 0;
+    rc = stream_setup(&x, &l, &w, max_len, &o, &e);
+    if (!rc && !runs)
+        rc = err_set(&e, ALISA_ENOMEM, "out of memory for %u runs", o.repeat);
+    if (!rc)
+        rc = serve_runs(&x, runs, &pick, &e);
+    if (!rc && o.predict && !(rc = serve_predict(&x, l.m, &pred, hw, sizeof hw, &e))) {
+        double *scratch = malloc(2 * (size_t)w.n * sizeof *scratch);
+        rc = scratch ? serve_compare(runs, o.repeat, pick, &pred, &k, scratch, &e)
+                     : err_set(&e, ALISA_ENOMEM, "out of memory for the tests");
+        free(scratch);
+    }
+    if (!rc)
+        rc = report(&x, l.model_path, &runs[pick], o.repeat, o.predict ? &k : NULL, hw, &pred);
+    else
+        rc = cli_fail_status(rc, &e);
+    for (uint32_t i = 0; runs && i < o.repeat; i++)
+        serve_result_free(&runs[i]);
+    free(runs);
+    serve_result_free(&pred);
+    stream_free(&x);
     loaded_free(&l);
     workload_free(&w);
-    return rc ? cli_fail_status(rc, &e) : 0;
+    return rc;
 }

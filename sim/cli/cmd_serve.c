@@ -19,8 +19,8 @@ struct serve_opts {
     struct wl_params wl;
     const char *model, *hw, *sel, *place, *dir, *profile, *software, *requests, *dump,
         *timeline, *per_request;
-    uint64_t gpu_mem, cpu_mem;
-    int json, int8;
+    uint64_t gpu_mem, cpu_mem, kv_pool;
+    int json, int8, fp32;
     double search[2]; /* --search-rate LO:HI; 0: none */
     double attain;
 };
@@ -71,10 +71,14 @@ static const struct cli_opt serve_run_opts[] = {
      "where each token's KV lives (default gpu-only: vLLM's paged KV;\n"
      "belady and oracle-cost read each request's own future)", 0},
     {"kv-int8", NULL, CLI_FLAG, SO(int8), NULL, 0, "INT8 KV", 0},
+    {"kv-fp32", NULL, CLI_FLAG, SO(fp32), NULL, 0, "FP32 KV (the CPU executor's)", 0},
     {"gpu-mem", "BYTES", CLI_FN, SO(gpu_mem), cli_read_memory, 0,
      "GPU memory, > 0 (default: the profile's)", 0},
     {"cpu-mem", "BYTES", CLI_FN, SO(cpu_mem), cli_read_memory, 0,
      "host memory for KV, > 0 (default: the profile's)", 0},
+    {"kv-pool", "BYTES", CLI_FN, SO(kv_pool), cli_read_memory, 0,
+     "the GPU KV pool as given (an executor's), instead of sizing it\n"
+     "from --gpu-mem as vLLM does", 0},
     {"gpu-mem-utilization", "U", CLI_DOUBLE, SO(cfg.gpu_mem_utilization), NULL, 0,
      "share of GPU memory for weights, activations and KV\n"
      "(default 0.9, vLLM's)", 0},
@@ -266,7 +270,7 @@ static int report_text(const struct serve_opts *o, const struct workload *w,
     const struct serve_config *cfg = &o->cfg;
     printf("%s on %s, %u requests, selection %s, placement %s, %s KV\n", cfg->model->name,
            cfg->hw->name, w->n, cfg->sel->name, cfg->place->name,
-           cfg->precision == KV_INT8 ? "INT8" : "FP16");
+           cfg->precision == KV_INT8 ? "INT8" : cfg->precision == KV_FP32 ? "FP32" : "FP16");
     if (r->oom) {
         struct alisa_err e = {{0}};
         err_set(&e, ALISA_ENOMEM, "out of memory: %s (--json reports it as a result)",
@@ -320,8 +324,11 @@ int cmd_serve(int argc, char **argv)
     if (rc)
         return rc;
     struct serve_config *cfg = &o.cfg;
-    cfg->precision = o.int8 ? KV_INT8 : KV_FP16;
+    if (o.int8 && o.fp32)
+        return cli_usage_error(cmd_serve_usage, "--kv-int8 and --kv-fp32: one precision");
+    cfg->precision = o.int8 ? KV_INT8 : o.fp32 ? KV_FP32 : KV_FP16;
     cfg->gpu_mem_bytes = (double)o.gpu_mem;
+    cfg->kv_pool_bytes = (double)o.kv_pool;
     cfg->cpu_mem_bytes = (double)o.cpu_mem;
     if (!(cfg->sel = selection_find(o.sel)))
         return cli_unknown_policy(cmd_serve_usage, "--selection", o.sel);

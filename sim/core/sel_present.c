@@ -280,7 +280,7 @@ const struct selection_ops sel_topk_ops = {
 };
 
 static const struct sel_knob quest_knobs[] = {
-    {"page-size", 1, 1, 4096, "16", "quest: tokens a page (ranked whole by its heaviest token)"},
+    {"page-size", 1, 1, 4096, "16", "tokens a page (ranked whole by its heaviest token)"},
 };
 
 const struct selection_ops sel_quest_ops = {
@@ -301,7 +301,7 @@ const struct selection_ops sel_quest_ops = {
 
 static const struct sel_knob infinigen_knobs[] = {
     {"alpha", 0, 0.01, 50, "4",
-     "infinigen: keep tokens within alpha of the row's largest logit (at most B)"},
+     "keep tokens within alpha of the row's largest logit (at most B)"},
 };
 
 const struct selection_ops sel_infinigen_ops = {
@@ -321,9 +321,9 @@ const struct selection_ops sel_infinigen_ops = {
 };
 
 static const struct sel_knob infllm_knobs[] = {
-    {"block-size", 1, 1, 65536, "128", "infllm: tokens a memory block"},
-    {"repr-tokens", 1, 1, 65536, "4", "infllm: a block's representative tokens (its heaviest)"},
-    {"init-tokens", 1, 1, SEL_KNOB_UNBOUNDED, "128", "infllm: initial tokens always attended"},
+    {"block-size", 1, 1, 65536, "128", "tokens a memory block"},
+    {"repr-tokens", 1, 1, 65536, "4", "a block's representative tokens (its heaviest)"},
+    {"init-tokens", 1, 1, SEL_KNOB_UNBOUNDED, "128", "initial tokens always attended"},
 };
 
 const struct selection_ops sel_infllm_ops = {
