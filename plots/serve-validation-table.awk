@@ -1,8 +1,9 @@
 # Markdown tables of `alisa db export --query serve-validate` rows (alisa
 # serve-run --predict: the executor serving a stream against the serving
 # simulator on the same stream; issue 46, item 4), one or more CSVs,
-# columns found by their header names. A point is held out when its
-# sweep's name says "heldout", else in-sample.
+# columns found by their header names. A point is in the second held-out
+# set when its sweep's name says "heldout2" (fixed after the first set had
+# been seen), in the first when it says "heldout", else in-sample.
 # 1. Per stream: the set, the stream (requests, rate, burstiness, lengths),
 #    the batching (running cap, token budget, chunked prefill, KV blocks),
 #    iterations and preemptions measured and predicted, the error of the
@@ -34,7 +35,7 @@ function spr(x) { return x == "" ? "" : sprintf(" [%.0f%%]", x) }
 function absv(x) { return x < 0 ? -x : x }
 f("status") != "ok" { next }
 {
-    set = f("sweep") ~ /heldout/ ? "held out" : "in-sample"
+    set = f("sweep") ~ /heldout2/ ? "held out 2" : f("sweep") ~ /heldout/ ? "held out 1" : "in-sample"
     model = f("model"); sub(/.*\//, "", model); sub(/\.(gguf|bin)$/, "", model)
     stream = f("requests") " x " (f("rate") == 0 ? "at once" : f("rate") "/s" (f("burstiness") != 1 ? " (Gamma " f("burstiness") ")" : "")) \
         ", " f("prompt_min") "-" f("prompt_max") " + " f("output_min") "-" f("output_max")
@@ -69,10 +70,10 @@ END {
     print ""
     print "| model | set | streams | metric | mean abs. error | P90 | worst | median repeats' spread |"
     print "|---|---|---|---|---|---|---|---|"
-    for (pass = 1; pass <= 2; pass++)
+    for (pass = 1; pass <= 3; pass++)
         for (q = 1; q <= nk; q++) {
             k = keys[q]
-            if ((pass == 1) != (kset[k] == "held out")) continue
+            if (kset[k] != (pass == 1 ? "held out 2" : pass == 2 ? "held out 1" : "in-sample")) continue
             cnt = n[k]
             for (m = 1; m <= nm; m++) {
                 s = 0
@@ -86,10 +87,10 @@ END {
     print ""
     print "| model | set | streams | latency distributions told apart (KS p < 0.05) | equivalent within +-10% (TOST p < 0.05) |"
     print "|---|---|---|---|---|"
-    for (pass = 1; pass <= 2; pass++)
+    for (pass = 1; pass <= 3; pass++)
         for (q = 1; q <= nk; q++) {
             k = keys[q]
-            if ((pass == 1) != (kset[k] == "held out")) continue
+            if (kset[k] != (pass == 1 ? "held out 2" : pass == 2 ? "held out 1" : "in-sample")) continue
             printf "| %s | %s | %d | %d | %d |\n", kmodel[k], kset[k], n[k], told[k], equiv[k]
         }
 }

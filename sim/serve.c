@@ -430,7 +430,7 @@ static int map_request(const struct serve *v, uint32_t i, uint32_t prompt, uint3
 }
 
 struct layer_load {
-    double attended, resident, recomputed, h2d, d2h, pairs, copies_h2d, copies_d2h;
+    double attended, resident, recomputed, h2d, d2h, pairs, keys, copies_h2d, copies_d2h;
 };
 
 /* Prices one iteration (serve.h: an alisa sim decode step's layers). */
@@ -468,8 +468,10 @@ static double price_iteration(struct serve *v, const struct batcher_item *it, ui
                     x->resident += ps->resident;
                 }
             }
-            if (!decode) /* causal attention of the chunk over everything before it */
+            if (!decode) { /* causal attention of the chunk over everything before it */
                 x->pairs += (double)s->n * s->first + (double)s->n * (s->n + 1) / 2;
+                x->keys += (double)s->first + s->n;
+            }
             x->h2d += h2d;
             x->d2h += d2h;
             x->copies_h2d += h2d > 0; /* one packed copy per request and direction */
@@ -484,6 +486,7 @@ static double price_iteration(struct serve *v, const struct batcher_item *it, ui
         is.attended = x->attended;
         is.resident = x->resident;
         is.prefill_pairs = x->pairs;
+        is.prefill_keys = x->keys;
         double C = cost_iteration_layer_ns(v->cfg->model, hw, &is, cfg->precision, v->gathers,
                                            l == v->Lm - 1);
         if (v->host_ns > C)

@@ -368,6 +368,53 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 sys.exit(not (d['measured_s'] > 0 and d['predicted_s'] > 0 and d['steps'] == 16))" "$tmp/i8v.json"
 check $? "validate --kv-int8 runs (the executor and the replay derive INT8 tiers alike): $(tail -1 "$tmp/err")"
+# Issue 46 item 4: serve-run --predict serves a stream 3 times and
+# simulates it on the executor's own pool: at once, under a pool small
+# enough to preempt, the batcher plans the same iterations and preemptions
+# in both; the prediction is alisa serve's on the same CSV, pool and FP32
+# KV; each error is (predicted - measured) / measured; the latency KS
+# statistic is the largest gap between the two per-request CSVs' CDFs
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$alisa" serve --trace "$root/traces/stories260K-tinystories.trace" --model stories260K \
+    --hardware V100-32GB --requests 24 --rate 0 --prompt-len 16:48 --output-len 8:24 \
+    --dump-requests "$tmp/sreq.csv" >/dev/null 2>&1 &&
+"$alisa" serve-run --model stories260K --text "$text/tinystories_val_subset.txt" \
+    --requests-csv "$tmp/sreq.csv" --max-num-seqs 8 --kv-bytes 307200 --repeat 3 --predict \
+    --profile "$tmp/cat/hardware.ini" --trace "$root/traces/stories260K-tinystories.trace" \
+    --per-request "$tmp/spr.csv" --json >"$tmp/sp.json" 2>"$tmp/err" &&
+"$alisa" serve --trace "$root/traces/stories260K-tinystories.trace" --model stories260K \
+    --profile "$tmp/cat/hardware.ini" --hardware cpu-test --requests-csv "$tmp/sreq.csv" \
+    --max-num-seqs 8 --max-batched-tokens 256 --kv-pool 307200 --kv-fp32 \
+    --per-request "$tmp/spp.csv" --json >"$tmp/ss.json" 2>>"$tmp/err" &&
+python3 -c "
+import csv, json, sys
+d, s = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+p = d['predicted']
+ok = (d['repeat'] == 3 and d['kv_blocks'] == 15 and d['preemptions'] > 0
+      and p['iterations'] == d['iterations'] and p['preemptions'] == d['preemptions']
+      and p['hardware'] == 'cpu-test' and abs(p['makespan_s'] - s['makespan_s']) < 1e-9
+      and abs(p['e2e_s']['p99'] - s['e2e_s']['p99']) < 1e-9)
+pairs = {'makespan': (p['makespan_s'], d['makespan_s']),
+         'ttft_mean': (p['ttft_s']['mean'], d['ttft_s']['mean']),
+         'tpot_p99': (p['tpot_s']['p99'], d['tpot_s']['p99']),
+         'e2e_p50': (p['e2e_s']['p50'], d['e2e_s']['p50'])}
+ok = ok and all(abs(d['error_pct'][k] - 100 * (a - b) / b) < 1e-6 for k, (a, b) in pairs.items())
+ok = ok and all(v is not None and v >= 0 for v in d['repeat_spread_pct'].values())
+m = [float(r['e2e_s']) for r in csv.DictReader(open(sys.argv[3]))]
+q = [float(r['e2e_s']) for r in csv.DictReader(open(sys.argv[4]))]
+D = max(abs(sum(x <= v for x in m) / len(m) - sum(x <= v for x in q) / len(q)) for v in m + q)
+ok = ok and len(m) == len(q) == 24 and abs(d['tests']['e2e']['ks_d'] - D) < 1e-9
+ok = ok and all(0 <= d['tests'][k][t] <= 1 for k in ('ttft', 'tpot', 'e2e') for t in ('ks_p', 'tost_p'))
+sys.exit(not ok)" "$tmp/sp.json" "$tmp/ss.json" "$tmp/spr.csv" "$tmp/spp.csv"
+check $? "serve-run --predict: the same iterations and preemptions as the executor, alisa serve's figures, errors and the latency KS statistic from the per-request files: $(tail -1 "$tmp/err")"
+"$alisa" serve-run --model stories260K --text "$text/tinystories_val_subset.txt" --requests 4 \
+    --predict --trace "$root/traces/stories260K-tinystories.trace" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "predict needs --profile and --trace" "$tmp/err"
+check $? "serve-run --predict without a profile is a usage error"
+"$alisa" serve-run --model stories260K --text "$text/tinystories_val_subset.txt" --requests 4 \
+    --repeat 0 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "repeat 0: expected 1..31" "$tmp/err"
+check $? "serve-run --repeat 0 refused"
 "$alisa" validate --model stories260K --text "$text/tinystories_val_subset.txt" \
     --profile "$tmp/none.ini" --prompt-len 32 --gen-len 16 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "none.ini" "$tmp/err"

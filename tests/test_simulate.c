@@ -465,6 +465,46 @@ static void test_measured_gemm_and_attention_terms_price_the_steps(void **state)
     free(dir);
 }
 
+/* A serving iteration's prompt chunks (issue 46): on a profile measured on
+ * the executor, each query-key pair costs a dense attended token by the KV
+ * the chunks read (each key once) and each prompt row the per-row fixed
+ * price (the executor attends a prompt row as a decode row); on a datasheet
+ * profile, the pairs' FLOPs at peak. Worked by hand on toy (16 KV bytes a
+ * token, one layer; hidden 4). */
+static void test_iteration_prices_prompt_chunks_as_the_executor_attends(void **state)
+{
+    (void)state;
+    struct hw_profile hw = tu_unit_hw;
+    hw.weight_gemm = (struct gemm_table){1, {1}, {0.5}}; /* 128 weights x 2 bytes: 128 ns */
+    hw.attn_ns_fixed = 5;
+    hw.attn_ns_per_layer = 7;
+    hw.attn_by_kv = (struct gemm_table){2, {1, 4}, {10, 30}};
+    /* a chunk of 8 tokens after 248: 8 x 248 + 36 = 2020 pairs over 256
+     * keys (4 KiB: the table's last point, 30), beside 2 decodes attending
+     * 64 tokens (1 KiB, 10) */
+    struct iteration_shape it = {.rows = 10, .decodes = 2, .sampled = 2, .attended = 64,
+                                 .resident = 64, .prefill_pairs = 2020, .prefill_keys = 256};
+    double decode = 64 * 10.0 + 2 * 5 + 7;
+    assert_true(fabs(cost_iteration_layer_ns(&tu_toy, &hw, &it, KV_FP16, 0, 0) -
+                     (128 + decode + 2020 * 30.0 + 8 * 5)) < 1e-9);
+    /* a chunk alone pays the layer's fixed part itself: 16 tokens after
+     * 120, 2056 pairs over 136 keys (2.125 KiB: 10 + 20 x log2(2.125) / 2) */
+    it = (struct iteration_shape){.rows = 16, .sampled = 1, .prefill_pairs = 16 * 120 + 136,
+                                  .prefill_keys = 136};
+    double per = 10 + 20 * log2(2.125) / 2;
+    assert_true(fabs(cost_iteration_layer_ns(&tu_toy, &hw, &it, KV_FP16, 0, 0) -
+                     (128 + 2056 * per + 16 * 5 + 7)) < 1e-9);
+    /* the single measured figure without a table */
+    hw.attn_by_kv.n = 0;
+    hw.attn_ns_per_token = 3;
+    assert_true(fabs(cost_iteration_layer_ns(&tu_toy, &hw, &it, KV_FP16, 0, 0) -
+                     (128 + 2056 * 3.0 + 16 * 5 + 7)) < 1e-9);
+    /* a datasheet profile: QK^T and AV FLOPs, 4 x 2056 x hidden at peak */
+    hw.attn_ns_per_token = 0;
+    assert_true(fabs(cost_iteration_layer_ns(&tu_toy, &hw, &it, KV_FP16, 0, 0) -
+                     (128 + 4.0 * 2056 * tu_toy.hidden / (hw.fp16_tflops * 1e3))) < 1e-9);
+}
+
 /* Between two measured rows the kernel's own shape is added to the line
  * (issue 49): worked by hand on a table of rows 1, 4, 8 and a kernel timed
  * at rows 1 to 8. */
@@ -1078,6 +1118,7 @@ int main(void)
         cmocka_unit_test(test_search_prices_what_the_simulator_runs_on_every_trace),
         cmocka_unit_test(test_simulated_search_is_never_slower_than_greedy_or_grid),
         cmocka_unit_test(test_flexgen_shares_stream_weights_and_split_the_kv),
+        cmocka_unit_test(test_iteration_prices_prompt_chunks_as_the_executor_attends),
         cmocka_unit_test(test_host_launches_floor_each_layer),
         cmocka_unit_test(test_pageable_relay_stages_each_load_before_its_copy),
         cmocka_unit_test(test_every_systems_software_is_in_the_catalog),

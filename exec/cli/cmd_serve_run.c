@@ -107,7 +107,11 @@ void cmd_serve_run_usage(FILE *out)
             "KV pool is full), each iteration one forward pass over every running\n"
             "request's rows; prompts from the text, outputs greedy. Requests arrive on\n"
             "the wall clock; reports each one's time to first token, time per output\n"
-            "token and latency (mean, P50, P90, P99), throughput and goodput.\n"
+            "token and latency (mean, P50, P90, P99), throughput and goodput. With\n"
+            "--predict, the serving simulator (alisa serve) runs the same stream with the\n"
+            "same batching on this run's KV pool and a calibrated profile, and each\n"
+            "metric's error is reported with KS and TOST tests of the per-request latencies\n"
+            "(experiments/serve-validate runs it over fixed held-out streams).\n"
             "\n");
     cli_opts_help(out, &serve_run_command, 24);
     fprintf(out, "\nexamples (run as shown by tests/readme_test.sh):\n"

@@ -236,6 +236,23 @@ double cost_iteration_layer_ns(const struct model_shape *m, const struct hw_prof
         t += head_ns(hw, m, it->sampled);
     if (it->decodes > 0)
         t += decode_attention_ns(m, hw, &k, it->decodes, it->attended, it->resident, sparse);
+    if (!(it->prefill_pairs > 0))
+        return t;
+    const struct gemm_table *table = &hw->attn_by_kv;
+    if (table->n || hw->attn_ns_per_token > 0) {
+        /* a profile measured on the executor: it attends a prompt row's keys
+         * as a decode row's (backend_cpu.c, cpu_forward_rows: one attention
+         * call a row), so each pair costs what a dense decode step's attended
+         * token costs, by the KV the chunks read (each key once: a chunk's
+         * rows share them), and each row its fixed part; as alisa sim prices
+         * the executor's prefill (prefill_stepwise: one step a position) */
+        uint32_t prompt_rows = it->rows > it->decodes ? it->rows - it->decodes : 0;
+        double per = table->n ? attn_table_ns(table, it->prefill_keys * m->n_layers *
+                                                         (double)cost_kv_bytes(&k) / 1024.0)
+                              : hw->attn_ns_per_token;
+        return t + it->prefill_pairs * per + prompt_rows * hw->attn_ns_fixed +
+               (it->decodes > 0 ? 0 : hw->attn_ns_per_layer);
+    }
     /* the prompt chunks' causal attention: QK^T and AV over each query's
      * keys, as cost_prefill_ns prices a prompt's */
     return t + 2.0 * 2.0 * it->prefill_pairs * m->hidden / peak_flops_per_ns(hw);

@@ -100,17 +100,22 @@ double cost_layer_compute_ns(const struct model_shape *m, const struct hw_profil
  * chunks scheduled), the decoding requests' attention (`decodes` requests
  * attending `attended` of `resident` tokens in all), the prompt chunks'
  * causal attention (prefill_pairs query-key pairs: a chunk of c tokens
- * after s computed ones has c s + c (c + 1) / 2), and the output head for
- * the `sampled` requests that produce a token. */
+ * after s computed ones has c s + c (c + 1) / 2; prefill_keys the distinct
+ * keys they read, s + c), and the output head for the `sampled` requests
+ * that produce a token. */
 struct iteration_shape {
     uint32_t rows, decodes, sampled;
-    double attended, resident, prefill_pairs;
+    double attended, resident, prefill_pairs, prefill_keys;
 };
 
 /* The iteration's layer priced as cost_layer_compute_ns prices a decode
  * step's (it is that function for an iteration of decodes alone, every
- * request sampled) plus the chunks' attention FLOPs at peak. ns. Cannot
- * fail. */
+ * request sampled) plus the chunks' attention: on a profile whose attention
+ * was measured on the executor, each query-key pair at the dense table's
+ * price by the KV the chunks read (prefill_keys: a chunk's rows read the
+ * same keys) and each prompt row at the per-row fixed price (the executor
+ * attends a prompt row as a decode row); else the pairs' FLOPs at peak.
+ * ns. Cannot fail. */
 double cost_iteration_layer_ns(const struct model_shape *m, const struct hw_profile *hw,
                                const struct iteration_shape *it, enum kv_precision precision,
                                int sparse, int with_head);
