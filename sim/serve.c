@@ -601,9 +601,6 @@ static void shared_free(struct serve_shared *sh)
     memset(sh, 0, sizeof *sh);
 }
 
-/* serve_run over sh: the trace loaded on the first run, the replays kept
- * for the next (every run of one sh must have the same cfg but its
- * workload). */
 /* The batcher's view of the pools (struct batcher_memory): a request's
  * footprint after a position is its placement replay's, fetched at its
  * first admission. */
@@ -644,6 +641,226 @@ static void mem_release(void *user, uint32_t id)
     kv_free(c->pl, &c->rq[id]);
 }
 
+/* What one run holds beside struct serve. */
+struct serve_state {
+    struct batcher_config bc;
+    struct rq *rq;                /* (n) */
+    uint32_t *plen, *olen;        /* (n) */
+    struct batcher_item *items;   /* (max_num_seqs) */
+    struct layer_load *ll;        /* (trace layers) */
+    double *x;                    /* (n) serve_metrics' scratch */
+    struct batcher *bt;
+    struct pool pl;
+    uint32_t gpu_tokens;
+};
+
+static void serve_state_free(struct serve *v, struct serve_state *s)
+{
+    /* the requests are gone: every replay is free for the next run */
+    for (struct placement_run *p = v->sh->runs; p; p = p->next)
+        p->refs = 0;
+    batcher_destroy(s->bt);
+    free(s->rq);
+    free(s->plen);
+    free(s->olen);
+    free(s->items);
+    free(s->ll);
+    free(s->x);
+    free(v->tl_of);
+    free(v->mult);
+    free(v->row);
+}
+
+/* v's shape of the run (KV bytes, layer map, the longest request), the
+ * buffers, the synthetic extension's parameters when asked, the pools. */
+static int serve_setup(struct serve *v, struct serve_state *s, struct alisa_err *e)
+{
+    const struct serve_config *cfg = v->cfg;
+    const struct workload *w = v->w;
+    const uint32_t n = w->n;
+    v->ks = kv_shape_of(cfg->model, cfg->precision);
+    v->kvb = (double)cost_kv_bytes(&v->ks);
+    v->Lm = cfg->model->n_layers;
+    v->bt = cfg->block_tokens ? cfg->block_tokens : SERVE_BLOCK_TOKENS;
+    v->analytic = !cfg->place->host_tier && !cfg->sel->budgeted;
+    v->gathers = cfg->sel->gathers;
+    v->host_ns = cost_layer_host_ns(cfg->sw, cfg->sel->name);
+    s->bc = (struct batcher_config){
+        .max_num_seqs = cfg->max_num_seqs ? cfg->max_num_seqs : SERVE_MAX_NUM_SEQS,
+        .max_batched_tokens = cfg->max_batched_tokens ? cfg->max_batched_tokens
+                                                      : SERVE_MAX_BATCHED_TOKENS,
+        .no_chunked_prefill = cfg->no_chunked_prefill};
+    v->r->n = n;
+    v->r->req = calloc(n, sizeof *v->r->req);
+    s->rq = calloc(n, sizeof *s->rq);
+    s->plen = malloc((n ? n : 1) * sizeof *s->plen);
+    s->olen = malloc((n ? n : 1) * sizeof *s->olen);
+    s->items = malloc((size_t)s->bc.max_num_seqs * sizeof *s->items);
+    v->tl_of = malloc(v->Lm * sizeof *v->tl_of);
+    v->mult = calloc(v->sh->t.L, sizeof *v->mult);
+    s->ll = malloc(v->sh->t.L * sizeof *s->ll);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t need = w->req[i].prompt_len + w->req[i].output_len - 1;
+        v->max_len = need > v->max_len ? need : v->max_len;
+    }
+    v->row = malloc((size_t)(v->max_len + 1) * sizeof *v->row);
+    s->x = malloc((n ? n : 1) * sizeof *s->x);
+    if (!v->r->req || !s->rq || !s->plen || !s->olen || !s->items || !v->tl_of || !v->mult ||
+        !s->ll || !v->row || !s->x)
+        return err_set(e, ALISA_ENOMEM, "out of memory for %u requests", n);
+    for (uint32_t l = 0; l < v->Lm; l++) {
+        v->tl_of[l] = (uint32_t)((uint64_t)l * v->sh->t.L / v->Lm);
+        v->mult[v->tl_of[l]] += 1;
+    }
+    int rc;
+    if (cfg->extend && !v->analytic && !v->sh->have_ext) {
+        if ((rc = replay_extension_params(cfg->trace, &v->sh->ext, e)))
+            return rc;
+        v->sh->have_ext = 1;
+    }
+    return pools(v, &s->pl.gpu, &s->pl.cpu, &s->gpu_tokens);
+}
+
+/* Each request checked against the model's context and the budget, mapped
+ * to its trace sequence, its result row started; the batcher made. */
+static int serve_requests(struct serve *v, struct serve_state *s, struct alisa_err *e)
+{
+    const struct serve_config *cfg = v->cfg;
+    const struct model_shape *m = cfg->model;
+    const struct workload *w = v->w;
+    int rc = 0;
+    for (uint32_t i = 0; i < w->n && !rc; i++) {
+        const struct wl_request *q = &w->req[i];
+        if ((uint64_t)q->prompt_len + q->output_len > m->max_seq && m->max_seq > 0)
+            rc = err_set(e, ALISA_EINVAL, "request %u: prompt %u + output %u tokens, over %s's "
+                         "context of %u", i, q->prompt_len, q->output_len, m->name, m->max_seq);
+        else if (cfg->no_chunked_prefill &&
+                 q->prompt_len + q->output_len - 1 > s->bc.max_batched_tokens)
+            /* a preempted request runs its prompt and output again in one
+             * iteration; vLLM without chunked prefill sets the budget to the
+             * model's context (EngineArgs._set_default_args) */
+            rc = err_set(e, ALISA_EINVAL, "request %u: %u prompt + %u output tokens do not fit "
+                         "--max-batched-tokens %u without chunked prefill (a preempted request "
+                         "runs them all in one iteration)", i, q->prompt_len, q->output_len,
+                         s->bc.max_batched_tokens);
+        else
+            rc = map_request(v, i, q->prompt_len, q->prompt_len + q->output_len - 1,
+                             &s->rq[i].seq, e);
+        v->r->req[i] = (struct serve_request){.arrival_s = q->arrival_s,
+                                              .prompt_len = q->prompt_len,
+                                              .output_len = q->output_len,
+                                              .trace_seq = s->rq[i].seq};
+        s->plen[i] = q->prompt_len;
+        s->olen[i] = q->output_len;
+    }
+    return rc ? rc : batcher_create(&s->bt, &s->bc, w->n, s->plen, s->olen, e);
+}
+
+/* The batcher's error or stuck request as the run's out-of-memory result:
+ * 1 when the run stops there (rc cleared when it was a request that never
+ * fits), 0 to go on. */
+static int serve_oom(struct serve *v, struct serve_state *s, const struct mem_ctx *mc,
+                     uint32_t stuck, int *rc)
+{
+    const struct workload *w = v->w;
+    struct serve_result *r = v->r;
+    if (*rc) {
+        if (mc->never != UINT32_MAX) {
+            const struct placement_run *p = s->rq[mc->never].run;
+            *rc = 0;
+            r->oom = 1;
+            snprintf(r->oom_reason, sizeof r->oom_reason,
+                     "request %u (%u + %u tokens) can never run: it needs %.3g GB of GPU KV "
+                     "(pool %.3g GB) and %.3g GB of host KV (%.3g GB) at its peak",
+                     mc->never, w->req[mc->never].prompt_len, w->req[mc->never].output_len,
+                     p->gpu_peak / 1e9, s->pl.gpu / 1e9, p->cpu_peak / 1e9, s->pl.cpu / 1e9);
+        }
+        return 1;
+    }
+    if (stuck == UINT32_MAX)
+        return 0;
+    const struct placement_run *p = s->rq[stuck].run;
+    uint32_t last = w->req[stuck].prompt_len + batcher_generated(s->bt, stuck) - 1;
+    r->oom = 1;
+    snprintf(r->oom_reason, sizeof r->oom_reason,
+             "request %u (%u + %u tokens) does not fit alone: it needs %.2f GB of GPU KV "
+             "(pool %.2f GB) and %.2f GB of host KV (%.2f GB)", stuck, w->req[stuck].prompt_len,
+             w->req[stuck].output_len, p->gpu_at[last] / 1e9, s->pl.gpu / 1e9,
+             p->cpu_at[last] / 1e9, s->pl.cpu / 1e9);
+    return 1;
+}
+
+/* The iterations, from the first arrival until every request is done (or
+ * the run is out of memory); *running_sum the running requests summed over
+ * them. */
+static int serve_iterate(struct serve *v, struct serve_state *s, FILE *timeline,
+                         double *running_sum, struct alisa_err *e)
+{
+    const struct workload *w = v->w;
+    struct serve_result *r = v->r;
+    const uint32_t n = w->n;
+    struct mem_ctx mc = {v, &s->pl, s->rq, s->gpu_tokens, e, UINT32_MAX};
+    const struct batcher_memory mem = {&mc, mem_fits, mem_take, mem_release};
+    if (timeline)
+        fprintf(timeline, "iteration,start_s,end_s,running,waiting,tokens,prefill_tokens,"
+                          "preemptions,gpu_kv_bytes,cpu_kv_bytes\n");
+    double t = n ? w->req[0].arrival_s : 0;
+    uint32_t next_arrival = 0, done = 0;
+    int rc = 0;
+    while (done < n && !rc) {
+        while (next_arrival < n && w->req[next_arrival].arrival_s <= t)
+            batcher_arrive(s->bt, next_arrival++);
+        if (batcher_running(s->bt) == 0 && batcher_waiting(s->bt) == 0) {
+            t = w->req[next_arrival].arrival_s;
+            continue;
+        }
+        uint32_t n_it = 0, preempted = 0, stuck = UINT32_MAX, tokens = 0, prefill_tokens = 0;
+        rc = batcher_plan(s->bt, &mem, s->items, &n_it, &preempted, &stuck);
+        if (serve_oom(v, s, &mc, stuck, &rc))
+            break;
+        r->preemptions += preempted;
+        if (n_it == 0) { /* everything running was preempted: plan again at once */
+            ALISA_ASSERT(preempted > 0);
+            continue;
+        }
+        double compute_ns, transfer_ns;
+        double dur = price_iteration(v, s->items, n_it, s->rq, s->ll, &compute_ns, &transfer_ns);
+        double start = t;
+        t += dur * 1e-9;
+        r->compute_s += compute_ns * 1e-9;
+        r->transfer_s += transfer_ns * 1e-9;
+        r->stall_s += (dur - compute_ns > 0 ? dur - compute_ns : 0) * 1e-9;
+        r->iterations++;
+        *running_sum += batcher_running(s->bt);
+        if (s->pl.gpu_used > r->peak_gpu_kv_bytes)
+            r->peak_gpu_kv_bytes = s->pl.gpu_used;
+        if (s->pl.cpu_used > r->peak_cpu_kv_bytes)
+            r->peak_cpu_kv_bytes = s->pl.cpu_used;
+        for (uint32_t k = 0; k < n_it; k++) {
+            tokens += s->items[k].n;
+            if (s->items[k].first < w->req[s->items[k].id].prompt_len)
+                prefill_tokens += s->items[k].n;
+        }
+        batcher_done(s->bt, &mem, s->items, n_it);
+        for (uint32_t k = 0; k < n_it; k++) {
+            const struct batcher_item *it = &s->items[k];
+            if (it->first_token)
+                r->req[it->id].first_token_s = t;
+            if (it->finished) {
+                r->req[it->id].finish_s = t;
+                run_release(v, s->rq[it->id].run);
+                s->rq[it->id].run = NULL;
+                done++;
+            }
+        }
+        if (timeline)
+            fprintf(timeline, "%u,%.9f,%.9f,%u,%u,%u,%u,%u,%.0f,%.0f\n", r->iterations - 1,
+                    start, t, batcher_running(s->bt), batcher_waiting(s->bt), tokens,
+                    prefill_tokens, preempted, s->pl.gpu_used, s->pl.cpu_used);
+    }
+    return rc;
+}
+
 /* serve_run over sh: the trace loaded on the first run, the replays kept
  * for the next (every run of one sh must have the same cfg but its
  * workload). */
@@ -653,180 +870,23 @@ static int serve_run_shared(struct serve_shared *sh, const struct serve_config *
 {
     memset(r, 0, sizeof *r);
     struct serve v = {.cfg = cfg, .w = w, .r = r, .sh = sh};
-    const struct model_shape *m = cfg->model;
+    struct serve_state s = {0};
+    double running_sum = 0;
     int rc = 0;
     if (!sh->loaded && (rc = mem_trace_load(cfg->trace, &sh->t, e)))
         return rc;
     sh->loaded = 1;
-    v.ks = kv_shape_of(m, cfg->precision);
-    v.kvb = (double)cost_kv_bytes(&v.ks);
-    v.Lm = m->n_layers;
-    v.bt = cfg->block_tokens ? cfg->block_tokens : SERVE_BLOCK_TOKENS;
-    v.analytic = !cfg->place->host_tier && !cfg->sel->budgeted;
-    v.gathers = cfg->sel->gathers;
-    v.host_ns = cost_layer_host_ns(cfg->sw, cfg->sel->name);
-    const uint32_t n = w->n;
-    const struct batcher_config bc = {
-        .max_num_seqs = cfg->max_num_seqs ? cfg->max_num_seqs : SERVE_MAX_NUM_SEQS,
-        .max_batched_tokens = cfg->max_batched_tokens ? cfg->max_batched_tokens
-                                                      : SERVE_MAX_BATCHED_TOKENS,
-        .no_chunked_prefill = cfg->no_chunked_prefill};
-    r->n = n;
-    r->req = calloc(n, sizeof *r->req);
-    struct rq *rq = calloc(n, sizeof *rq);
-    uint32_t *plen = malloc((n ? n : 1) * sizeof *plen), *olen = malloc((n ? n : 1) * sizeof *olen);
-    struct batcher_item *items = malloc((size_t)bc.max_num_seqs * sizeof *items);
-    v.tl_of = malloc(v.Lm * sizeof *v.tl_of);
-    v.mult = calloc(v.sh->t.L, sizeof *v.mult);
-    struct layer_load *ll = malloc(v.sh->t.L * sizeof *ll);
-    struct batcher *bt = NULL;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t need = w->req[i].prompt_len + w->req[i].output_len - 1;
-        v.max_len = need > v.max_len ? need : v.max_len;
+    if (!(rc = serve_setup(&v, &s, e)) && !r->oom && !(rc = serve_requests(&v, &s, e)))
+        rc = serve_iterate(&v, &s, timeline, &running_sum, e);
+    if (!rc && s.bt)
+        for (uint32_t i = 0; i < w->n; i++)
+            r->req[i].preemptions = batcher_preemptions(s.bt, i);
+    r->repeated_prefill_tokens = s.bt ? (double)batcher_lost_tokens(s.bt) : 0;
+    if (!rc && !r->oom) {
+        serve_metrics(r, cfg->slo_ttft_s, cfg->slo_tpot_s, s.x);
+        r->mean_running = r->iterations ? running_sum / r->iterations : 0;
     }
-    v.row = malloc((size_t)(v.max_len + 1) * sizeof *v.row);
-    double *x = malloc((n ? n : 1) * sizeof *x);
-    if (!r->req || !rq || !plen || !olen || !items || !v.tl_of || !v.mult || !ll || !v.row || !x) {
-        rc = err_set(e, ALISA_ENOMEM, "out of memory for %u requests", n);
-        goto out;
-    }
-    for (uint32_t l = 0; l < v.Lm; l++) {
-        v.tl_of[l] = (uint32_t)((uint64_t)l * v.sh->t.L / v.Lm);
-        v.mult[v.tl_of[l]] += 1;
-    }
-    if (cfg->extend && !v.analytic && !sh->have_ext) {
-        if ((rc = replay_extension_params(cfg->trace, &sh->ext, e)))
-            goto out;
-        sh->have_ext = 1;
-    }
-    struct pool pl = {0};
-    uint32_t gpu_tokens = 0;
-    pools(&v, &pl.gpu, &pl.cpu, &gpu_tokens);
-    if (r->oom)
-        goto out;
-    for (uint32_t i = 0; i < n && !rc; i++) {
-        const struct wl_request *q = &w->req[i];
-        if ((uint64_t)q->prompt_len + q->output_len > m->max_seq && m->max_seq > 0)
-            rc = err_set(e, ALISA_EINVAL, "request %u: prompt %u + output %u tokens, over %s's "
-                         "context of %u", i, q->prompt_len, q->output_len, m->name, m->max_seq);
-        else if (cfg->no_chunked_prefill && q->prompt_len + q->output_len - 1 > bc.max_batched_tokens)
-            /* a preempted request runs its prompt and output again in one
-             * iteration; vLLM without chunked prefill sets the budget to the
-             * model's context (EngineArgs._set_default_args) */
-            rc = err_set(e, ALISA_EINVAL, "request %u: %u prompt + %u output tokens do not fit "
-                         "--max-batched-tokens %u without chunked prefill (a preempted request "
-                         "runs them all in one iteration)", i, q->prompt_len, q->output_len,
-                         bc.max_batched_tokens);
-        else
-            rc = map_request(&v, i, q->prompt_len, q->prompt_len + q->output_len - 1, &rq[i].seq, e);
-        r->req[i] = (struct serve_request){.arrival_s = q->arrival_s, .prompt_len = q->prompt_len,
-                                           .output_len = q->output_len, .trace_seq = rq[i].seq};
-        plen[i] = q->prompt_len;
-        olen[i] = q->output_len;
-    }
-    if (rc || (rc = batcher_create(&bt, &bc, n, plen, olen, e)))
-        goto out;
-    struct mem_ctx mc = {&v, &pl, rq, gpu_tokens, e, UINT32_MAX};
-    const struct batcher_memory mem = {&mc, mem_fits, mem_take, mem_release};
-    if (timeline)
-        fprintf(timeline, "iteration,start_s,end_s,running,waiting,tokens,prefill_tokens,"
-                          "preemptions,gpu_kv_bytes,cpu_kv_bytes\n");
-    double t = n ? w->req[0].arrival_s : 0, running_sum = 0;
-    uint32_t next_arrival = 0, done = 0;
-    while (done < n && !rc) {
-        while (next_arrival < n && w->req[next_arrival].arrival_s <= t)
-            batcher_arrive(bt, next_arrival++);
-        if (batcher_running(bt) == 0 && batcher_waiting(bt) == 0) {
-            t = w->req[next_arrival].arrival_s;
-            continue;
-        }
-        uint32_t n_it, preempted, stuck, tokens = 0, prefill_tokens = 0;
-        if ((rc = batcher_plan(bt, &mem, items, &n_it, &preempted, &stuck))) {
-            if (mc.never != UINT32_MAX) {
-                const struct placement_run *p = rq[mc.never].run;
-                rc = 0;
-                r->oom = 1;
-                snprintf(r->oom_reason, sizeof r->oom_reason,
-                         "request %u (%u + %u tokens) can never run: it needs %.3g GB of GPU KV "
-                         "(pool %.3g GB) and %.3g GB of host KV (%.3g GB) at its peak",
-                         mc.never, w->req[mc.never].prompt_len, w->req[mc.never].output_len,
-                         p->gpu_peak / 1e9, pl.gpu / 1e9, p->cpu_peak / 1e9, pl.cpu / 1e9);
-            }
-            break;
-        }
-        r->preemptions += preempted;
-        if (stuck != UINT32_MAX) {
-            const struct placement_run *p = rq[stuck].run;
-            uint32_t last = w->req[stuck].prompt_len + batcher_generated(bt, stuck) - 1;
-            r->oom = 1;
-            snprintf(r->oom_reason, sizeof r->oom_reason,
-                     "request %u (%u + %u tokens) does not fit alone: it needs %.2f GB of GPU KV "
-                     "(pool %.2f GB) and %.2f GB of host KV (%.2f GB)", stuck,
-                     w->req[stuck].prompt_len, w->req[stuck].output_len, p->gpu_at[last] / 1e9,
-                     pl.gpu / 1e9, p->cpu_at[last] / 1e9, pl.cpu / 1e9);
-            break;
-        }
-        if (n_it == 0) { /* everything running was preempted: plan again at once */
-            ALISA_ASSERT(preempted > 0);
-            continue;
-        }
-        double compute_ns, transfer_ns;
-        double dur = price_iteration(&v, items, n_it, rq, ll, &compute_ns, &transfer_ns);
-        double start = t;
-        t += dur * 1e-9;
-        r->compute_s += compute_ns * 1e-9;
-        r->transfer_s += transfer_ns * 1e-9;
-        r->stall_s += (dur - compute_ns > 0 ? dur - compute_ns : 0) * 1e-9;
-        r->iterations++;
-        running_sum += batcher_running(bt);
-        if (pl.gpu_used > r->peak_gpu_kv_bytes)
-            r->peak_gpu_kv_bytes = pl.gpu_used;
-        if (pl.cpu_used > r->peak_cpu_kv_bytes)
-            r->peak_cpu_kv_bytes = pl.cpu_used;
-        for (uint32_t k = 0; k < n_it; k++) {
-            tokens += items[k].n;
-            if (items[k].first < w->req[items[k].id].prompt_len)
-                prefill_tokens += items[k].n;
-        }
-        batcher_done(bt, &mem, items, n_it);
-        for (uint32_t k = 0; k < n_it; k++) {
-            const struct batcher_item *it = &items[k];
-            if (it->first_token)
-                r->req[it->id].first_token_s = t;
-            if (it->finished) {
-                r->req[it->id].finish_s = t;
-                run_release(&v, rq[it->id].run);
-                rq[it->id].run = NULL;
-                done++;
-            }
-        }
-        if (timeline)
-            fprintf(timeline, "%u,%.9f,%.9f,%u,%u,%u,%u,%u,%.0f,%.0f\n", r->iterations - 1,
-                    start, t, batcher_running(bt), batcher_waiting(bt), tokens, prefill_tokens,
-                    preempted, pl.gpu_used, pl.cpu_used);
-    }
-    if (!rc)
-        for (uint32_t i = 0; i < n; i++)
-            r->req[i].preemptions = batcher_preemptions(bt, i);
-    r->repeated_prefill_tokens = bt ? (double)batcher_lost_tokens(bt) : 0;
-    if (rc || r->oom)
-        goto out;
-    serve_metrics(r, cfg->slo_ttft_s, cfg->slo_tpot_s, x);
-    r->mean_running = r->iterations ? running_sum / r->iterations : 0;
-out:
-    /* the requests are gone: every replay is free for the next run */
-    for (struct placement_run *p = sh->runs; p; p = p->next)
-        p->refs = 0;
-    batcher_destroy(bt);
-    free(rq);
-    free(plen);
-    free(olen);
-    free(items);
-    free(v.tl_of);
-    free(v.mult);
-    free(ll);
-    free(v.row);
-    free(x);
+    serve_state_free(&v, &s);
     if (rc)
         serve_result_free(r);
     return rc;

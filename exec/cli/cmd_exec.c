@@ -170,6 +170,97 @@ static void print_pieces(const struct tokenizer *t, uint32_t *prev, const uint32
     }
 }
 
+/* alisa run's option values checked before any work: 0, or a usage
+ * error's exit code. */
+static int run_check(struct run_opts *o)
+{
+    int req;
+    if (o->attn && !o->kvo.selection)
+        return cli_usage_error(cmd_run_usage, "--attention-from %s: needs --selection (it feeds "
+                               "the selection)", o->attn);
+    if (o->prompt && o->ptoks.given)
+        return cli_usage_error(cmd_run_usage, "--prompt and --prompt-tokens: give one of them");
+    if ((req = cli_require(1, "--prompt", o->prompt || o->ptoks.given)) ||
+        (req = kv_opts_check(&o->kvo)))
+        return req;
+    if (o->ptoks.given && o->ptoks.v == 0)
+        return cli_usage_error(cmd_run_usage, "--prompt-tokens 0: at least 1 token");
+    if (o->batch == 0)
+        return cli_usage_error(cmd_run_usage, "--batch 0: at least 1 sequence");
+    if (o->temp < 0)
+        return cli_usage_error(cmd_run_usage, "--temperature %g: at least 0 (0: greedy)", o->temp);
+    return 0;
+}
+
+/* alisa run's figures: prefill and decode rates and the KV moves on
+ * stderr, and with json the run's JSON object on stdout. */
+static void run_report(const struct loaded *l, struct llm_state *st, const struct tiered *tr,
+                       const struct kv_opts *kvo, const char *attn, uint32_t batch, int np,
+                       uint32_t n, double prompt_s, double dt, int json)
+{
+    fprintf(stderr, "alisa: prompt of %d tokens x %u sequence%s in %.3f s: %.1f tokens/s "
+            "(prefill)\n", np, batch, batch == 1 ? "" : "s", prompt_s,
+            prompt_s > 0 ? (double)np * batch / prompt_s : 0.0);
+    fprintf(stderr, "alisa: %u tokens x %u sequence%s in %.3f s: %.1f tokens/s (decode, %s)\n",
+            n, batch, batch == 1 ? "" : "s", dt, dt > 0 ? (double)n * batch / dt : 0.0,
+            llm_state_label(st));
+    uint64_t fed = 0, computed = 0, off = 0, ld = 0, rcmp = 0;
+    if (tr->ks) {
+        kvstore_counts(tr->ks, &off, &ld, &rcmp);
+        fprintf(stderr, "alisa: KV moves: %llu offloaded, %llu loaded, %llu recomputed\n",
+                (unsigned long long)off, (unsigned long long)ld, (unsigned long long)rcmp);
+    }
+    if (tr->sched) {
+        llm_state_attention_counts(st, &fed, &computed);
+        fprintf(stderr, "alisa: attention the selection observed: %llu rows from %s, %llu "
+                "computed by the model\n", (unsigned long long)fed, attn ? attn : "no trace",
+                (unsigned long long)computed);
+    }
+    if (json) {
+        struct llm_backend_info bi;
+        struct alisa_err e2 = {{0}};
+        if (llm_backend_info(llm_state_backend(st), &bi, &e2))
+            snprintf(bi.device, sizeof bi.device, "unknown (%.200s)", e2.msg);
+        json_t *root = json_pack(
+            "{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:s, s:s, s:I, s:I, s:I, "
+            "s:s, s:I, s:I, s:s}",
+            "model", l->m->name, "weights", kvo->weights ? kvo->weights : "native", "backend",
+            llm_state_label(st), "device", bi.device, "batch", (int)batch, "prompt_tokens", np,
+            "gen_tokens", (int)n, "prefill_s", prompt_s, "prefill_tok_s",
+            prompt_s > 0 ? (double)np * batch / prompt_s : 0.0, "decode_s", dt,
+            "decode_tok_s", dt > 0 ? (double)n * batch / dt : 0.0, "selection",
+            kvo->selection ? kvo->selection : "dense", "placement",
+            tr->sched ? (kvo->placement ? kvo->placement : "gpu-only") : "none", "offloaded",
+            (json_int_t)off, "loaded", (json_int_t)ld, "recomputed", (json_int_t)rcmp,
+            "attention_source", attn ? attn : tr->sched ? "computed" : "none",
+            "attention_rows_fed", (json_int_t)fed, "attention_rows_computed",
+            (json_int_t)computed, "driver", bi.driver);
+        json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
+        printf("\n");
+        json_decref(root);
+    }
+}
+
+/* The prompt but its last token, every sequence the same, in chunks of
+ * CHUNK positions (no logits): the last token alone then gives (batch,
+ * vocab) logits. */
+static int run_prefill(struct llm_state *st, const uint32_t *ids, uint32_t np, uint32_t batch,
+                       struct alisa_err *e)
+{
+    uint32_t *chunk = malloc((size_t)batch * CHUNK * sizeof *chunk);
+    int rc = chunk ? 0 : err_set(e, ALISA_ENOMEM, "out of memory");
+    for (uint32_t p = 0; p + 1 < np && !rc;) {
+        uint32_t P = np - 1 - p < CHUNK ? np - 1 - p : CHUNK;
+        for (uint32_t b = 0; b < batch; b++)
+            memcpy(chunk + (size_t)b * P, ids + p, P * sizeof *chunk);
+        if (llm_prefill_chunk(st, chunk, p, P))
+            rc = err_set(e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
+        p += P;
+    }
+    free(chunk);
+    return rc;
+}
+
 int cmd_run(int argc, char **argv)
 {
     struct run_opts o = {.kvo = {.sel = {.sparsity = SEL_SPARSITY_DEFAULT}}, .batch = 1,
@@ -178,26 +269,15 @@ int cmd_run(int argc, char **argv)
     int req = cli_opts_parse(argc, argv, &run_command, &o, &o.kvo.knobs, cmd_run_usage, NULL);
     if (req)
         return req;
+    if ((req = run_check(&o)))
+        return req;
     const char *model = o.model, *tokenizer = o.tokenizer, *prompt = o.prompt;
     const char *timings = o.timings, *attn = o.attn;
     struct kv_opts kvo = o.kvo;
     const uint32_t n = o.n, batch = o.batch, ptoks = o.ptoks.v;
     const uint64_t seed = o.seed;
     const double temp = o.temp;
-    const int json = o.json, have_ptoks = o.ptoks.given;
-    if (attn && !kvo.selection)
-        return cli_usage_error(cmd_run_usage, "--attention-from %s: needs --selection (it feeds "
-                               "the selection)", attn);
-    if (prompt && have_ptoks)
-        return cli_usage_error(cmd_run_usage, "--prompt and --prompt-tokens: give one of them");
-    if ((req = cli_require(1, "--prompt", prompt || have_ptoks)) || (req = kv_opts_check(&kvo)))
-        return req;
-    if (have_ptoks && ptoks == 0)
-        return cli_usage_error(cmd_run_usage, "--prompt-tokens 0: at least 1 token");
-    if (batch == 0)
-        return cli_usage_error(cmd_run_usage, "--batch 0: at least 1 sequence");
-    if (temp < 0)
-        return cli_usage_error(cmd_run_usage, "--temperature %g: at least 0 (0: greedy)", temp);
+    const int json = o.json;
     struct loaded l;
     int lrc = load_model(&l, model, tokenizer, prompt != NULL, &kvo, &e);
     if (lrc)
@@ -256,21 +336,9 @@ int cmd_run(int argc, char **argv)
     if (tf)
         llm_state_timings(st, tf);
     gsl_rng_set(rng, seed);
-    uint32_t *chunk = rc ? NULL : malloc((size_t)batch * CHUNK * sizeof *chunk);
-    if (!rc && !chunk)
-        rc = err_set(&e, ALISA_ENOMEM, "out of memory");
-    /* the prompt but its last token in chunks (no logits); the last alone
-     * gives (batch, vocab) logits */
     double t_prompt = cli_now_s();
-    for (uint32_t p = 0; p + 1 < (uint32_t)np && !rc;) {
-        uint32_t P = (uint32_t)np - 1 - p < CHUNK ? (uint32_t)np - 1 - p : CHUNK;
-        for (uint32_t b = 0; b < batch; b++)
-            memcpy(chunk + (size_t)b * P, ids + p, P * sizeof *chunk);
-        if (llm_prefill_chunk(st, chunk, p, P))
-            rc = err_set(&e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
-        p += P;
-    }
-    free(chunk);
+    if (!rc)
+        rc = run_prefill(st, ids, (uint32_t)np, batch, &e);
     for (uint32_t b = 0; b < batch && !rc; b++)
         cur[b] = ids[np - 1];
     if (!rc && next_tokens(st, batch, l.m->c.vocab, cur, (uint32_t)np - 1, temp, rng, scratch, cur))
@@ -305,49 +373,8 @@ int cmd_run(int argc, char **argv)
         print_pieces(l.t, &prev, gen[b], n);
         printf("\n");
     }
-    if (!rc) {
-        fprintf(stderr, "alisa: prompt of %d tokens x %u sequence%s in %.3f s: %.1f tokens/s "
-                "(prefill)\n", np, batch, batch == 1 ? "" : "s", prompt_s,
-                prompt_s > 0 ? (double)np * batch / prompt_s : 0.0);
-        fprintf(stderr, "alisa: %u tokens x %u sequence%s in %.3f s: %.1f tokens/s (decode, %s)\n",
-                n, batch, batch == 1 ? "" : "s", dt, dt > 0 ? (double)n * batch / dt : 0.0,
-                llm_state_label(st));
-        uint64_t fed = 0, computed = 0, off = 0, ld = 0, rcmp = 0;
-        if (tr.ks) {
-            kvstore_counts(tr.ks, &off, &ld, &rcmp);
-            fprintf(stderr, "alisa: KV moves: %llu offloaded, %llu loaded, %llu recomputed\n",
-                    (unsigned long long)off, (unsigned long long)ld, (unsigned long long)rcmp);
-        }
-        if (tr.sched) {
-            llm_state_attention_counts(st, &fed, &computed);
-            fprintf(stderr, "alisa: attention the selection observed: %llu rows from %s, %llu "
-                    "computed by the model\n", (unsigned long long)fed, attn ? attn : "no trace",
-                    (unsigned long long)computed);
-        }
-        if (json) {
-            struct llm_backend_info bi;
-            struct alisa_err e2 = {{0}};
-            if (llm_backend_info(llm_state_backend(st), &bi, &e2))
-                snprintf(bi.device, sizeof bi.device, "unknown (%.200s)", e2.msg);
-            json_t *root = json_pack(
-                "{s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:s, s:s, s:I, s:I, s:I, "
-                "s:s, s:I, s:I, s:s}",
-                "model", l.m->name, "weights", kvo.weights ? kvo.weights : "native", "backend",
-                llm_state_label(st), "device", bi.device, "batch", (int)batch, "prompt_tokens", np,
-                "gen_tokens", (int)n, "prefill_s", prompt_s, "prefill_tok_s",
-                prompt_s > 0 ? (double)np * batch / prompt_s : 0.0, "decode_s", dt,
-                "decode_tok_s", dt > 0 ? (double)n * batch / dt : 0.0, "selection",
-                kvo.selection ? kvo.selection : "dense", "placement",
-                tr.sched ? (kvo.placement ? kvo.placement : "gpu-only") : "none", "offloaded",
-                (json_int_t)off, "loaded", (json_int_t)ld, "recomputed", (json_int_t)rcmp,
-                "attention_source", attn ? attn : tr.sched ? "computed" : "none",
-                "attention_rows_fed", (json_int_t)fed, "attention_rows_computed",
-                (json_int_t)computed, "driver", bi.driver);
-            json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
-            printf("\n");
-            json_decref(root);
-        }
-    }
+    if (!rc)
+        run_report(&l, st, &tr, &kvo, attn, batch, np, n, prompt_s, dt, json);
     if (tf) /* whole or not at all */
         rc = outfile_close(tf, tpart, timings, rc, &e);
     tiered_free(&tr);

@@ -579,13 +579,7 @@ static int report(const struct exec_stream *x, const char *model, const struct s
     json_object_set_new(root, "chunked_prefill", json_boolean(!o->no_chunked_prefill));
     json_object_set_new(root, "kv_blocks", json_integer((json_int_t)x->pc.blocks));
     json_object_set_new(root, "repeat", json_integer(n_runs));
-    json_object_set_new(root, "workload", o->requests
-                        ? json_pack("{s:s}", "csv", o->requests)
-                        : json_pack("{s:f, s:f, s:i, s:i, s:i, s:i, s:I}", "rate", o->wl.rate,
-                                    "burstiness", o->wl.burstiness, "prompt_min",
-                                    o->wl.prompt_min, "prompt_max", o->wl.prompt_max,
-                                    "output_min", o->wl.output_min, "output_max",
-                                    o->wl.output_max, "seed", (json_int_t)o->wl.seed));
+    json_object_set_new(root, "workload", cli_serve_workload_json(o->requests, &o->wl));
     if (check)
         json_object_update(root, check);
     json_decref(check);
@@ -699,9 +693,13 @@ int cmd_serve_run(int argc, char **argv)
     rc = stream_setup(&x, &l, &w, max_len, &o, &e);
     if (!rc && !runs)
         rc = err_set(&e, ALISA_ENOMEM, "out of memory for %u runs", o.repeat);
+    /* the prediction first: a bad profile or a short trace is said before
+     * the executor's minutes */
+    if (!rc && o.predict)
+        rc = serve_predict(&x, l.m, &pred, hw, sizeof hw, &e);
     if (!rc)
         rc = serve_runs(&x, runs, &pick, &e);
-    if (!rc && o.predict && !(rc = serve_predict(&x, l.m, &pred, hw, sizeof hw, &e))) {
+    if (!rc && o.predict) {
         double *scratch = malloc(2 * (size_t)w.n * sizeof *scratch);
         rc = scratch ? serve_compare(runs, o.repeat, pick, &pred, &k, scratch, &e)
                      : err_set(&e, ALISA_ENOMEM, "out of memory for the tests");

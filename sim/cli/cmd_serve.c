@@ -192,12 +192,7 @@ static int report_json(const struct serve_opts *o, const struct workload *w,
     }
     json_object_set_new(root, "oom_reason", r->oom ? json_string(r->oom_reason) : json_null());
     json_object_set_new(root, "selection_params", cli_knobs_json(cfg->sel, &cfg->sel_params));
-    json_object_set_new(root, "workload", o->requests ? json_pack("{s:s}", "csv", o->requests)
-                        : json_pack("{s:f, s:f, s:i, s:i, s:i, s:i, s:I}", "rate", o->wl.rate,
-                                    "burstiness", o->wl.burstiness, "prompt_min",
-                                    o->wl.prompt_min, "prompt_max", o->wl.prompt_max,
-                                    "output_min", o->wl.output_min, "output_max",
-                                    o->wl.output_max, "seed", (json_int_t)o->wl.seed));
+    json_object_set_new(root, "workload", cli_serve_workload_json(o->requests, &o->wl));
     json_object_set_new(root, "scheduler", json_pack(
         "{s:i, s:i, s:b, s:i, s:f}", "max_num_seqs", cfg->max_num_seqs, "max_batched_tokens",
         cfg->max_batched_tokens, "chunked_prefill", !cfg->no_chunked_prefill, "block_tokens",
@@ -247,6 +242,15 @@ void cli_serve_print_latencies(const struct serve_result *r, double slo_ttft_s, 
     if (slo_ttft_s > 0 || slo_tpot_s > 0)
         printf("goodput      %.3f requests/s: %.1f%% met TTFT <= %g s and TPOT <= %g s\n",
                r->goodput_req_s, 100 * r->slo_attained, slo_ttft_s, slo_tpot_s);
+}
+
+json_t *cli_serve_workload_json(const char *csv, const struct wl_params *wl)
+{
+    return csv ? json_pack("{s:s}", "csv", csv)
+               : json_pack("{s:f, s:f, s:i, s:i, s:i, s:i, s:I}", "rate", wl->rate, "burstiness",
+                           wl->burstiness, "prompt_min", wl->prompt_min, "prompt_max",
+                           wl->prompt_max, "output_min", wl->output_min, "output_max",
+                           wl->output_max, "seed", (json_int_t)wl->seed);
 }
 
 json_t *cli_serve_latencies_json(const struct serve_result *r)

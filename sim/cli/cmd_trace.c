@@ -206,151 +206,172 @@ static json_t *summary_json(const struct sparsity_summary *s)
                      "max", s->max);
 }
 
-static int trace_info(int argc, char **argv)
-{
-    enum info_format format = INFO_TEXT;
+/* What trace info reports, read once. */
+struct info {
     const char *file;
-    int rc = parse_file_opts(argc, argv, trace_info_usage, &format, &file);
-    if (rc >= 0)
-        return rc;
+    uint64_t file_bytes, rows_expected, enc[3], rows;
+    struct trace_header h;
+    struct trace_seq first; /* the first sequence's lengths */
+    int uniform;            /* every sequence has first's lengths */
+    struct trace_stats *st;
+    struct sparsity_summary all;
+};
+
+/* trace info --heatmap: the mean sparsity per (decode step, layer) over
+ * the sequences. Reads the rest of r (destroyed here). */
+static int info_heatmap(struct trace_reader *r, const struct info *in)
+{
     struct alisa_err e = {{0}};
-    struct trace_reader *r;
-    if (trace_reader_open(&r, file, &e))
-        return cli_fail(&e);
-    struct trace_header h = *trace_reader_header(r);
-    uint64_t file_bytes = trace_reader_file_bytes(r);
-    uint32_t n_seqs = h.n_seqs;
-    struct trace_seq first = *trace_reader_seq(r, 0);
-    int uniform = 1;
-    uint64_t rows_expected = 0;
-    for (uint32_t s = 0; s < n_seqs; s++) {
-        const struct trace_seq *q = trace_reader_seq(r, s);
-        uniform &= q->prompt_len == first.prompt_len && q->gen_len == first.gen_len &&
-                   q->row_start == first.row_start;
-        rows_expected += q->prompt_len + q->gen_len - q->row_start;
+    uint32_t steps = in->first.gen_len, L = in->h.n_layers;
+    double *sum = calloc((size_t)steps * L, sizeof *sum);
+    uint32_t *cnt = calloc((size_t)steps * L, sizeof *cnt);
+    struct trace_step stp;
+    int nrc = 0;
+    if (!sum || !cnt)
+        nrc = err_set(&e, ALISA_ENOMEM, "out of memory for a %u x %u heat map", steps, L);
+    while (!nrc && (nrc = trace_reader_next(r, &stp, &e)) == 1) {
+        nrc = 0;
+        uint32_t prompt = trace_reader_seq(r, stp.seq)->prompt_len;
+        if (stp.pos < prompt || stp.pos - prompt >= steps)
+            continue;
+        for (uint32_t l = 0; l < L; l++) {
+            size_t k = (size_t)(stp.pos - prompt) * L + l;
+            sum[k] += stats_row_sparsity(stp.w + (size_t)l * stp.n_ctx, stp.n_ctx,
+                                         TRACE_SPARSITY_REL);
+            cnt[k]++;
+        }
     }
-    if (format == INFO_HEATMAP) {
-        /* mean sparsity per (decode step, layer) over sequences */
-        uint32_t steps = first.gen_len, L = h.n_layers;
-        double *sum = calloc((size_t)steps * L, sizeof *sum);
-        uint32_t *cnt = calloc((size_t)steps * L, sizeof *cnt);
-        struct trace_step stp;
-        int nrc = 0;
-        if (!sum || !cnt)
-            nrc = err_set(&e, ALISA_ENOMEM, "out of memory for a %u x %u heat map", steps, L);
-        while (!nrc && (nrc = trace_reader_next(r, &stp, &e)) == 1) {
-            nrc = 0;
-            uint32_t prompt = trace_reader_seq(r, stp.seq)->prompt_len;
-            if (stp.pos < prompt || stp.pos - prompt >= steps)
-                continue;
-            for (uint32_t l = 0; l < L; l++) {
-                size_t k = (size_t)(stp.pos - prompt) * L + l;
-                sum[k] += stats_row_sparsity(stp.w + (size_t)l * stp.n_ctx, stp.n_ctx,
-                                             TRACE_SPARSITY_REL);
-                cnt[k]++;
-            }
-        }
-        trace_reader_destroy(r);
-        if (nrc < 0) {
-            free(sum);
-            free(cnt);
-            return cli_fail(&e);
-        }
+    trace_reader_destroy(r);
+    if (nrc >= 0) {
         printf("step layer sparsity\n");
         for (uint32_t j = 0; j < steps; j++)
             for (uint32_t l = 0; l < L; l++)
                 if (cnt[(size_t)j * L + l])
                     printf("%u %u %.5f\n", j, l, sum[(size_t)j * L + l] / cnt[(size_t)j * L + l]);
-        free(sum);
-        free(cnt);
-        return 0;
     }
-    trace_reader_destroy(r);
+    free(sum);
+    free(cnt);
+    return nrc < 0 ? cli_fail(&e) : 0;
+}
 
-    struct trace_stats *st;
-    uint64_t enc[3];
-    if (trace_stats_from_file(file, &st, enc, &e))
-        return cli_fail(&e);
-    struct sparsity_summary all;
-    trace_stats_summary(st, UINT32_MAX, &all);
-    uint64_t rows = enc[0] + enc[1] + enc[2];
+static void info_tsv(const struct info *in)
+{
+    printf("layer\trows\tmean\tmin\tq25\tmedian\tq75\tmax\n");
+    for (uint32_t l = 0; l < in->h.n_layers; l++) {
+        struct sparsity_summary s;
+        trace_stats_summary(in->st, l, &s);
+        printf("%u\t%llu\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\n", l, (unsigned long long)s.rows,
+               s.mean, s.min, s.q25, s.median, s.q75, s.max);
+    }
+}
 
-    if (format == INFO_TSV) {
-        printf("layer\trows\tmean\tmin\tq25\tmedian\tq75\tmax\n");
-        for (uint32_t l = 0; l < h.n_layers; l++) {
-            struct sparsity_summary s;
-            trace_stats_summary(st, l, &s);
-            printf("%u\t%llu\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\n", l,
-                   (unsigned long long)s.rows, s.mean, s.min, s.q25, s.median, s.q75, s.max);
-        }
-        trace_stats_destroy(st);
-        return 0;
+static void info_json(const struct info *in)
+{
+    const struct trace_header *h = &in->h;
+    json_t *layers = json_array();
+    for (uint32_t l = 0; l < h->n_layers; l++) {
+        struct sparsity_summary s;
+        trace_stats_summary(in->st, l, &s);
+        json_t *o = summary_json(&s);
+        json_object_set_new(o, "layer", json_integer(l));
+        json_array_append_new(layers, o);
     }
-    if (format == INFO_JSON) {
-        json_t *layers = json_array();
-        for (uint32_t l = 0; l < h.n_layers; l++) {
-            struct sparsity_summary s;
-            trace_stats_summary(st, l, &s);
-            json_t *o = summary_json(&s);
-            json_object_set_new(o, "layer", json_integer(l));
-            json_array_append_new(layers, o);
-        }
-        json_t *root = json_pack(
-            "{s:s, s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:f, s:I, s:s, s:s, s:s, s:s, "
-            "s:I, s:I, s:I}",
-            "file", file, "file_bytes", (json_int_t)file_bytes, "model", h.model, "layers",
-            h.n_layers, "heads", h.n_heads, "kv_heads", h.n_kv_heads, "hidden", h.hidden,
-            "vocab", h.vocab, "seqs", h.n_seqs, "per_head", (h.flags & TRACE_FLAG_PER_HEAD) != 0,
-            "threshold", (double)h.threshold, "seed", (json_int_t)h.seed, "source", h.source,
-            "model_sha256", h.model_sha256, "text", h.text, "generator", h.generator,
-            "steps", (json_int_t)rows_expected, "dense_rows", (json_int_t)enc[0], "sparse_rows",
-            (json_int_t)(enc[1] + enc[2]));
-        if (uniform) {
-            json_object_set_new(root, "prompt_len", json_integer(first.prompt_len));
-            json_object_set_new(root, "gen_len", json_integer(first.gen_len));
-        }
-        json_t *sp = summary_json(&all);
-        json_object_set_new(sp, "rel_cutoff", json_real(TRACE_SPARSITY_REL));
-        json_object_set_new(sp, "layers", layers);
-        json_object_set_new(root, "sparsity", sp);
-        json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
-        printf("\n");
-        json_decref(root);
-        trace_stats_destroy(st);
-        return 0;
+    json_t *root = json_pack(
+        "{s:s, s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:f, s:I, s:s, s:s, s:s, s:s, "
+        "s:I, s:I, s:I}",
+        "file", in->file, "file_bytes", (json_int_t)in->file_bytes, "model", h->model, "layers",
+        h->n_layers, "heads", h->n_heads, "kv_heads", h->n_kv_heads, "hidden", h->hidden,
+        "vocab", h->vocab, "seqs", h->n_seqs, "per_head", (h->flags & TRACE_FLAG_PER_HEAD) != 0,
+        "threshold", (double)h->threshold, "seed", (json_int_t)h->seed, "source", h->source,
+        "model_sha256", h->model_sha256, "text", h->text, "generator", h->generator,
+        "steps", (json_int_t)in->rows_expected, "dense_rows", (json_int_t)in->enc[0],
+        "sparse_rows", (json_int_t)(in->enc[1] + in->enc[2]));
+    if (in->uniform) {
+        json_object_set_new(root, "prompt_len", json_integer(in->first.prompt_len));
+        json_object_set_new(root, "gen_len", json_integer(in->first.gen_len));
     }
-    printf("trace:      %s (%.2f MB)\n", file, file_bytes / 1e6);
-    printf("model:      %s  layers %u  heads %u  kv heads %u  hidden %u  vocab %u\n", h.model,
-           h.n_layers, h.n_heads, h.n_kv_heads, h.hidden, h.vocab);
-    printf("source:     %s  seed %llu  threshold %g%s\n", h.source, (unsigned long long)h.seed,
-           (double)h.threshold, (h.flags & TRACE_FLAG_PER_HEAD) ? "  per-head rows" : "");
-    if (h.model_sha256[0])
-        printf("model hash: %s\n", h.model_sha256);
-    if (h.text[0])
-        printf("text:       %s\n", h.text);
-    if (h.generator[0])
-        printf("generator:  %s\n", h.generator);
-    if (uniform)
-        printf("sequences:  %u  (prompt %u, generated %u, rows from position %u)\n", n_seqs,
-               first.prompt_len, first.gen_len, first.row_start);
+    json_t *sp = summary_json(&in->all);
+    json_object_set_new(sp, "rel_cutoff", json_real(TRACE_SPARSITY_REL));
+    json_object_set_new(sp, "layers", layers);
+    json_object_set_new(root, "sparsity", sp);
+    json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
+    printf("\n");
+    json_decref(root);
+}
+
+static void info_text(const struct info *in)
+{
+    const struct trace_header *h = &in->h;
+    const uint64_t rows = in->rows;
+    printf("trace:      %s (%.2f MB)\n", in->file, in->file_bytes / 1e6);
+    printf("model:      %s  layers %u  heads %u  kv heads %u  hidden %u  vocab %u\n", h->model,
+           h->n_layers, h->n_heads, h->n_kv_heads, h->hidden, h->vocab);
+    printf("source:     %s  seed %llu  threshold %g%s\n", h->source, (unsigned long long)h->seed,
+           (double)h->threshold, (h->flags & TRACE_FLAG_PER_HEAD) ? "  per-head rows" : "");
+    if (h->model_sha256[0])
+        printf("model hash: %s\n", h->model_sha256);
+    if (h->text[0])
+        printf("text:       %s\n", h->text);
+    if (h->generator[0])
+        printf("generator:  %s\n", h->generator);
+    if (in->uniform)
+        printf("sequences:  %u  (prompt %u, generated %u, rows from position %u)\n", h->n_seqs,
+               in->first.prompt_len, in->first.gen_len, in->first.row_start);
     else
-        printf("sequences:  %u  (lengths differ)\n", n_seqs);
+        printf("sequences:  %u  (lengths differ)\n", h->n_seqs);
     printf("steps:      %llu  rows %llu (%.1f%% dense, %.1f%% sparse)\n",
-           (unsigned long long)rows_expected, (unsigned long long)rows,
-           rows ? 100.0 * enc[0] / rows : 0.0, rows ? 100.0 * (enc[1] + enc[2]) / rows : 0.0);
+           (unsigned long long)in->rows_expected, (unsigned long long)rows,
+           rows ? 100.0 * in->enc[0] / rows : 0.0,
+           rows ? 100.0 * (in->enc[1] + in->enc[2]) / rows : 0.0);
     printf("attention sparsity: share of weights < %g%% of the row max, over %llu decode steps\n",
-           100 * TRACE_SPARSITY_REL, (unsigned long long)(all.rows / h.n_layers));
+           100 * TRACE_SPARSITY_REL, (unsigned long long)(in->all.rows / h->n_layers));
     printf("  %5s %8s %7s %7s %7s %7s %7s %7s\n", "layer", "rows", "mean", "min", "q25",
            "median", "q75", "max");
-    for (uint32_t l = 0; l <= h.n_layers; l++) {
+    for (uint32_t l = 0; l <= h->n_layers; l++) {
         struct sparsity_summary s;
-        trace_stats_summary(st, l == h.n_layers ? UINT32_MAX : l, &s);
+        trace_stats_summary(in->st, l == h->n_layers ? UINT32_MAX : l, &s);
         char name[16];
-        snprintf(name, sizeof name, l == h.n_layers ? "all" : "%u", l);
+        snprintf(name, sizeof name, l == h->n_layers ? "all" : "%u", l);
         printf("  %5s %8llu %7.4f %7.4f %7.4f %7.4f %7.4f %7.4f\n", name,
                (unsigned long long)s.rows, s.mean, s.min, s.q25, s.median, s.q75, s.max);
     }
-    trace_stats_destroy(st);
+}
+
+static int trace_info(int argc, char **argv)
+{
+    enum info_format format = INFO_TEXT;
+    struct info in = {0};
+    int rc = parse_file_opts(argc, argv, trace_info_usage, &format, &in.file);
+    if (rc >= 0)
+        return rc;
+    struct alisa_err e = {{0}};
+    struct trace_reader *r;
+    if (trace_reader_open(&r, in.file, &e))
+        return cli_fail(&e);
+    in.h = *trace_reader_header(r);
+    in.file_bytes = trace_reader_file_bytes(r);
+    in.first = *trace_reader_seq(r, 0);
+    in.uniform = 1;
+    for (uint32_t s = 0; s < in.h.n_seqs; s++) {
+        const struct trace_seq *q = trace_reader_seq(r, s);
+        in.uniform &= q->prompt_len == in.first.prompt_len && q->gen_len == in.first.gen_len &&
+                      q->row_start == in.first.row_start;
+        in.rows_expected += q->prompt_len + q->gen_len - q->row_start;
+    }
+    if (format == INFO_HEATMAP)
+        return info_heatmap(r, &in);
+    trace_reader_destroy(r);
+    if (trace_stats_from_file(in.file, &in.st, in.enc, &e))
+        return cli_fail(&e);
+    trace_stats_summary(in.st, UINT32_MAX, &in.all);
+    in.rows = in.enc[0] + in.enc[1] + in.enc[2];
+    if (format == INFO_TSV)
+        info_tsv(&in);
+    else if (format == INFO_JSON)
+        info_json(&in);
+    else
+        info_text(&in);
+    trace_stats_destroy(in.st);
     return 0;
 }
 

@@ -36,10 +36,14 @@ void cmd_serve_run_usage(FILE *out);
  * lines, their JSON object (new reference, NULL when a figure is not
  * finite), and the per-request CSV (written whole or not at all). */
 struct serve_result;
+struct wl_params;
 struct alisa_err;
 typedef struct json_t json_t;
 void cli_serve_print_latencies(const struct serve_result *r, double slo_ttft_s, double slo_tpot_s);
 json_t *cli_serve_latencies_json(const struct serve_result *r);
+/* A stream's "workload" object: {"csv": FILE} when read from one, else the
+ * drawing's parameters (rate, burstiness, lengths, seed). */
+json_t *cli_serve_workload_json(const char *csv, const struct wl_params *wl);
 int cli_serve_write_per_request(const char *path, const struct serve_result *r,
                                 struct alisa_err *e);
 
