@@ -802,8 +802,7 @@ static int serve_iterate(struct serve *v, struct serve_state *s, FILE *timeline,
     struct mem_ctx mc = {v, &s->pl, s->rq, s->gpu_tokens, e, UINT32_MAX};
     const struct batcher_memory mem = {&mc, mem_fits, mem_take, mem_release};
     if (timeline)
-        fprintf(timeline, "iteration,start_s,end_s,running,waiting,tokens,prefill_tokens,"
-                          "preemptions,gpu_kv_bytes,cpu_kv_bytes\n");
+        fputs(SERVE_TIMELINE_HEADER, timeline);
     double t = n ? w->req[0].arrival_s : 0;
     uint32_t next_arrival = 0, done = 0;
     int rc = 0;

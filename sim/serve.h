@@ -69,6 +69,12 @@
 /* serve_search_rate's bracket, relative, where alisa serve stops */
 #define SERVE_RATE_TOL 0.02
 
+/* The per-iteration timeline's header line, for the simulator's rows and
+ * an executor's (alisa serve-run --timeline) alike. */
+#define SERVE_TIMELINE_HEADER                                                                 \
+    "iteration,start_s,end_s,running,waiting,tokens,prefill_tokens,preemptions,gpu_kv_bytes," \
+    "cpu_kv_bytes\n"
+
 struct serve_config {
     const char *trace;                 /* attention trace the requests replay */
     const struct model_shape *model;

@@ -249,6 +249,19 @@ const struct hw_profile *kv_opts_hw(const struct kv_opts *o, const struct catalo
                         : catalog_hw(c, "H100-80GB");
 }
 
+int kv_opts_catalog(const struct kv_opts *o, struct catalog *c, const struct hw_profile **hw,
+                    struct alisa_err *e)
+{
+    int rc = cli_catalog_load(c, catalog_default_dir(), o->profile, e);
+    if (rc)
+        return rc;
+    if (!(*hw = kv_opts_hw(o, c))) {
+        rc = catalog_hw_not_found(c, "--hardware", o->hardware, e);
+        catalog_deinit(c);
+    }
+    return rc;
+}
+
 int exec_state_create(struct llm_state **st, const struct kv_opts *o, const struct llm_model *m,
                       uint32_t batch, uint32_t max_len, struct alisa_err *e)
 {
@@ -287,14 +300,9 @@ int kv_opts_attach(struct tiered *t, const struct kv_opts *o, const struct llm_m
                 "holds every token, so nothing moves to the host (give --gpu-kv-bytes to tier)\n",
                 r.place->name);
     struct catalog cat;
-    int rc = cli_catalog_load(&cat, catalog_default_dir(), o->profile, e);
+    int rc = kv_opts_catalog(o, &cat, &r.hw, e);
     if (rc)
         return rc;
-    if (!(r.hw = kv_opts_hw(o, &cat))) {
-        catalog_hw_not_found(&cat, "--hardware", o->hardware, e);
-        catalog_deinit(&cat);
-        return ALISA_ENOTFOUND;
-    }
     rc = tiered_attach(t, &r, m, st, batch, max_len, prompt_len, e);
     catalog_deinit(&cat);
     if (!rc && r.place && r.place->split_sequences)

@@ -111,6 +111,12 @@ int kv_opts_check(struct kv_opts *o);
  * H100-80GB. NULL when the name is not there. */
 const struct hw_profile *kv_opts_hw(const struct kv_opts *o, const struct catalog *c);
 
+/* The catalog with o->profile loaded into *c and kv_opts_hw's hardware in
+ * *hw: 0, or an error naming the file or the missing --hardware (nothing
+ * left to free then; else catalog_deinit(c) when done). */
+int kv_opts_catalog(const struct kv_opts *o, struct catalog *c, const struct hw_profile **hw,
+                    struct alisa_err *e);
+
 /* An executor state on o's backend (see --backend) for `batch` sequences of
  * max_len tokens; with auto, says on stderr which backend it took. */
 int exec_state_create(struct llm_state **st, const struct kv_opts *o, const struct llm_model *m,

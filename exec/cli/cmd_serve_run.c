@@ -34,8 +34,8 @@
 
 struct serve_run_opts {
     const char *model, *tokenizer, *text, *requests, *per_request, *timeline;
-    const char *profile, *hardware, *trace; /* --predict's */
-    struct kv_opts kvo; /* --weights and --threads */
+    const char *trace; /* --predict's */
+    struct kv_opts kvo; /* --weights and --threads; --predict's --profile and --hardware */
     struct wl_params wl;
     uint32_t max_num_seqs, max_batched_tokens, block_tokens, repeat;
     uint64_t kv_bytes;
@@ -81,9 +81,9 @@ static const struct cli_opt serve_run_own[] = {
      "also simulate the same stream (alisa serve, dense, on the\n"
      "executor's own KV pool) on --profile, and report each metric's\n"
      "error and the latency distributions' KS and TOST tests", 0},
-    {"profile", "FILE", CLI_STR, SR(profile), NULL, 0,
+    {"profile", "FILE", CLI_STR, SR(kvo.profile), NULL, 0,
      "--predict: calibrated hardware profile (alisa calibrate -o)", 0},
-    {"hardware", "NAME", CLI_STR, SR(hardware), NULL, 0,
+    {"hardware", "NAME", CLI_STR, SR(kvo.hardware), NULL, 0,
      "--predict: the profile's hardware to use (default its last)", 0},
     {"trace", "FILE", CLI_STR, SR(trace), NULL, 0,
      "--predict: attention trace the simulated requests replay", 0},
@@ -404,18 +404,22 @@ static int serve_compare(const struct serve_result *runs, uint32_t n_runs, uint3
                          const struct serve_result *pred, struct serve_check *k, double *scratch,
                          struct alisa_err *e)
 {
+    double lo[M_N], hi[M_N];
     metrics_of(&runs[pick], k->meas);
     metrics_of(pred, k->pred);
+    memcpy(lo, k->meas, sizeof lo);
+    memcpy(hi, k->meas, sizeof hi);
+    for (uint32_t i = 0; i < n_runs; i++) {
+        double v[M_N];
+        metrics_of(&runs[i], v);
+        for (int m = 0; m < M_N; m++) {
+            lo[m] = v[m] < lo[m] ? v[m] : lo[m];
+            hi[m] = v[m] > hi[m] ? v[m] : hi[m];
+        }
+    }
     for (int m = 0; m < M_N; m++) {
         k->err[m] = rel_pct(k->pred[m], k->meas[m]);
-        double lo = k->meas[m], hi = lo;
-        for (uint32_t i = 0; i < n_runs; i++) {
-            double v[M_N];
-            metrics_of(&runs[i], v);
-            lo = v[m] < lo ? v[m] : lo;
-            hi = v[m] > hi ? v[m] : hi;
-        }
-        k->spread[m] = n_runs < 2 ? -1 : k->meas[m] != 0 ? 100.0 * (hi - lo) / k->meas[m] : 0;
+        k->spread[m] = n_runs < 2 ? -1 : k->meas[m] != 0 ? 100.0 * (hi[m] - lo[m]) / k->meas[m] : 0;
     }
     const uint32_t n = pred->n;
     double *a = scratch, *b = scratch + n;
@@ -445,11 +449,10 @@ static int serve_predict(const struct exec_stream *x, const struct llm_model *m,
 {
     const struct serve_run_opts *o = x->o;
     struct catalog cat;
-    int rc = cli_catalog_load(&cat, catalog_default_dir(), o->profile, e);
+    const struct hw_profile *hw;
+    int rc = kv_opts_catalog(&o->kvo, &cat, &hw, e);
     if (rc)
         return rc;
-    const struct hw_profile *hw = o->hardware ? catalog_hw(&cat, o->hardware)
-                                              : &cat.hw[cat.n_hw - 1];
     struct model_shape shape;
     llm_model_shape(m, &shape);
     struct serve_config cfg = {
@@ -460,9 +463,7 @@ static int serve_predict(const struct exec_stream *x, const struct llm_model *m,
         .no_chunked_prefill = o->no_chunked_prefill, .block_tokens = o->block_tokens,
         .slo_ttft_s = o->slo_ttft, .slo_tpot_s = o->slo_tpot};
     ALISA_ASSERT(cfg.sel && cfg.place);
-    if (!hw)
-        rc = catalog_hw_not_found(&cat, "--hardware", o->hardware, e);
-    else if (!(rc = serve_run(&cfg, x->w, pred, NULL, e)) && pred->oom)
+    if (!(rc = serve_run(&cfg, x->w, pred, NULL, e)) && pred->oom)
         rc = err_set(e, ALISA_EINVAL, "the simulator ran out of memory where the executor did "
                      "not: %s", pred->oom_reason);
     if (!rc)
@@ -564,7 +565,7 @@ static int report(const struct exec_stream *x, const char *model, const struct s
         return 0;
     }
     json_t *root = cli_serve_latencies_json(r);
-    json_t *check = k ? check_json(k, o->profile, hw, o->trace, pred) : NULL;
+    json_t *check = k ? check_json(k, o->kvo.profile, hw, o->trace, pred) : NULL;
     if (!root || (k && !check)) {
         json_decref(root);
         json_decref(check);
@@ -598,9 +599,9 @@ static int serve_run_check(struct serve_run_opts *o)
         return rc;
     if (o->repeat < 1 || o->repeat > 31)
         return cli_usage_error(cmd_serve_run_usage, "--repeat %u: expected 1..31", o->repeat);
-    if (o->predict && (!o->profile || !o->trace))
+    if (o->predict && (!o->kvo.profile || !o->trace))
         return cli_usage_error(cmd_serve_run_usage, "--predict needs --profile and --trace");
-    if (!o->predict && (o->profile || o->trace || o->hardware))
+    if (!o->predict && (o->kvo.profile || o->trace || o->kvo.hardware))
         return cli_usage_error(cmd_serve_run_usage, "--profile, --hardware and --trace are "
                                "--predict's");
     return 0;
@@ -648,8 +649,7 @@ static int serve_runs(struct exec_stream *x, struct serve_result *runs, uint32_t
     if (!rc && o->timeline && !(f = outfile_open(o->timeline, part, sizeof part, "timeline", e)))
         rc = ALISA_EIO;
     if (f) {
-        fprintf(f, "iteration,start_s,end_s,running,waiting,tokens,prefill_tokens,"
-                   "preemptions,gpu_kv_bytes,cpu_kv_bytes\n");
+        fputs(SERVE_TIMELINE_HEADER, f);
         fwrite(buf[*pick], 1, len[*pick], f);
         rc = outfile_close(f, part, o->timeline, 0, e);
     }

@@ -661,14 +661,9 @@ static void validate_report_text(const struct validate_opts *o, const char *mode
 static int validate_profile(struct validate_opts *o, struct catalog *cat,
                             const struct hw_profile **hw, struct alisa_err *e)
 {
-    int rc = cli_catalog_load(cat, catalog_default_dir(), o->kvo.profile, e);
+    int rc = kv_opts_catalog(&o->kvo, cat, hw, e);
     if (rc)
         return rc;
-    if (!(*hw = kv_opts_hw(&o->kvo, cat))) {
-        catalog_hw_not_found(cat, "--hardware", o->kvo.hardware, e);
-        catalog_deinit(cat);
-        return ALISA_ENOTFOUND;
-    }
     if (!(*hw)->serial)
         fprintf(stderr, "alisa: warning: profile [%s] is not serial (not from alisa calibrate): "
                 "the simulator will overlap copies with compute, which this executor does not\n",

@@ -182,6 +182,18 @@ static double attn_table_ns(const struct gemm_table *t, double kib)
     return t->ns_per_byte[t->n - 1];
 }
 
+/* A measured attended token's price from `table` by the KV (KiB over every
+ * layer) that `keyed` tokens make, else the single measured figure; 0 when
+ * the profile measured neither. */
+static double measured_attn_ns(const struct model_shape *m, const struct hw_profile *hw,
+                               const struct kv_shape *k, const struct gemm_table *table,
+                               double keyed)
+{
+    if (table->n)
+        return attn_table_ns(table, keyed * m->n_layers * (double)cost_kv_bytes(k) / 1024.0);
+    return hw->attn_ns_per_token;
+}
+
 /* A decode step's attention in one layer for `batch` sequences attending
  * attended_total of resident_total tokens (cost_layer_compute_ns's). */
 static double decode_attention_ns(const struct model_shape *m, const struct hw_profile *hw,
@@ -197,12 +209,8 @@ static double decode_attention_ns(const struct model_shape *m, const struct hw_p
         keyed = resident_total;
     }
     double fixed = hw->attn_ns_per_layer + batch * hw->attn_ns_fixed;
-    if (table->n) {
-        double kib = keyed * m->n_layers * (double)cost_kv_bytes(k) / 1024.0;
-        return attended_total * attn_table_ns(table, kib) + fixed;
-    }
-    if (hw->attn_ns_per_token > 0) /* measured on the executor, its gather included */
-        return attended_total * hw->attn_ns_per_token + fixed;
+    if (table->n || hw->attn_ns_per_token > 0) /* measured on the executor, its gather included */
+        return attended_total * measured_attn_ns(m, hw, k, table, keyed) + fixed;
     /* Attention: read the attended K and V. */
     double kv_read = attended_total * (double)cost_kv_bytes(k);
     double t = kv_read / hbm_bytes_per_ns(hw);
@@ -238,8 +246,7 @@ double cost_iteration_layer_ns(const struct model_shape *m, const struct hw_prof
         t += decode_attention_ns(m, hw, &k, it->decodes, it->attended, it->resident, sparse);
     if (!(it->prefill_pairs > 0))
         return t;
-    const struct gemm_table *table = &hw->attn_by_kv;
-    if (table->n || hw->attn_ns_per_token > 0) {
+    if (hw->attn_by_kv.n || hw->attn_ns_per_token > 0) {
         /* a profile measured on the executor: it attends a prompt row's keys
          * as a decode row's (backend_cpu.c, cpu_forward_rows: one attention
          * call a row), so each pair costs what a dense decode step's attended
@@ -247,9 +254,7 @@ double cost_iteration_layer_ns(const struct model_shape *m, const struct hw_prof
          * rows share them), and each row its fixed part; as alisa sim prices
          * the executor's prefill (prefill_stepwise: one step a position) */
         uint32_t prompt_rows = it->rows > it->decodes ? it->rows - it->decodes : 0;
-        double per = table->n ? attn_table_ns(table, it->prefill_keys * m->n_layers *
-                                                         (double)cost_kv_bytes(&k) / 1024.0)
-                              : hw->attn_ns_per_token;
+        double per = measured_attn_ns(m, hw, &k, &hw->attn_by_kv, it->prefill_keys);
         return t + it->prefill_pairs * per + prompt_rows * hw->attn_ns_fixed +
                (it->decodes > 0 ? 0 : hw->attn_ns_per_layer);
     }
