@@ -42,6 +42,8 @@ struct cpu_state {
     float *w;              /* (nt, max_len) head-mean weights over them, a thread */
     float *present;        /* (max_len) the step's own head-mean row over every token, FP16
                               weights: what a selection that needs the present reads */
+    float *kb;             /* (max_len, dim) a selection's estimate's scratch (Quest's page
+                              bound keys), made at its first use; NULL until then */
 };
 
 static void cpu_destroy(void *be)
@@ -58,6 +60,7 @@ static void cpu_destroy(void *be)
     free(s->rope_cos);
     free(s->ids);
     free(s->w);
+    free(s->kb);
     free(s->present);
     free(s);
 }
@@ -145,19 +148,32 @@ static int cpu_kvstore(void *be, uint32_t n_streams, uint32_t max_len, uint32_t 
     return kvstore_create(out, &s->m->c, n_streams, max_len, dev_cap, host_cap, int8, e);
 }
 
-/* The query's own attention over every token 0..pos, head-mean, into
- * s->present as a trace stores it (FP16 weights; a recorded row under
- * --attention-from): every earlier token's K and V fetched wherever it lies
- * (kvstore_fetch) into the sequence's dense rows, the new token's beside
- * them, then the same attention as a dense step. What a selection that needs
- * the present reads before it picks; its time is the selection's. */
-static void cpu_present(struct cpu_state *s, struct backend_common *cm, uint32_t b, uint32_t l,
-                        uint32_t pos, const float *q, const float *k, const float *v, double *tl)
+/* The step's row a selection that needs the present reads before it picks,
+ * into s->present as a trace stores it (FP16 weights), its time the
+ * selection's: the query's own attention over every token 0..pos, head-mean
+ * (a recorded row under --attention-from), or, when the selection runs as
+ * its real estimate (scheduler_present_estimate), that estimate: Quest's
+ * page bounds give each token its page's weight. Either way every earlier
+ * token's K and V are fetched wherever they lie (kvstore_fetch) into the
+ * sequence's dense rows, the new token's beside them. Returns 0, or -1 with
+ * cm->err set. */
+static int cpu_present(struct cpu_state *s, struct backend_common *cm, uint32_t b, uint32_t l,
+                       uint32_t pos, const float *q, const float *k, const float *v, double *tl)
 {
     const struct llm_model *m = s->m;
     const uint32_t kv = m->c.kv_dim, stream = b * m->c.n_layers + l;
+    const uint32_t H = m->c.n_heads, group = H / m->c.n_kv_heads, hs = m->c.head_dim;
     uint64_t t0 = backend_mono_ns();
-    const float *src = cm->attn_row ? cm->attn_row(cm->attn_ctx, b, l, pos) : NULL;
+    struct sel_estimate est;
+    scheduler_present_estimate(cm->sched, &est);
+    const float *src = cm->attn_row && est.kind == SEL_ESTIMATE_EXACT
+                           ? cm->attn_row(cm->attn_ctx, b, l, pos) : NULL;
+    if (est.kind == SEL_ESTIMATE_PAGE_BOUNDS && !s->kb &&
+        !(s->kb = malloc((size_t)s->max_len * m->c.dim * sizeof *s->kb))) {
+        err_set(&cm->err, ALISA_ENOMEM, "out of memory for the selection's estimate (%u tokens)",
+                s->max_len);
+        return -1;
+    }
     if (src) {
         memcpy(s->present, src, (pos + 1) * sizeof *s->present);
     } else {
@@ -168,12 +184,19 @@ static void cpu_present(struct cpu_state *s, struct backend_common *cm, uint32_t
         memcpy(ck + (size_t)pos * kv, k, kv * sizeof *k);
         memcpy(cv + (size_t)pos * kv, v, kv * sizeof *v);
         /* the output goes to scratch: xb2 is free until the output projection */
-        cpu_attend(q, ck, cv, pos + 1, kv, m->c.head_dim, m->c.n_heads / m->c.n_kv_heads,
-                   m->c.n_heads, s->att, s->max_len, s->w, s->xb2);
+        uint32_t per = 1;
+        if (est.kind == SEL_ESTIMATE_PAGE_BOUNDS) {
+            per = est.page;
+            cpu_page_bounds(q, ck, pos + 1, kv, hs, group, H, per, s->kb, s->att, s->max_len,
+                            s->w, s->xb2);
+        } else {
+            cpu_attend(q, ck, cv, pos + 1, kv, hs, group, H, s->att, s->max_len, s->w, s->xb2);
+        }
         for (uint32_t t = 0; t <= pos; t++)
-            s->present[t] = fp16_to_float(fp16_from_float(s->w[t]));
+            s->present[t] = fp16_to_float(fp16_from_float(s->w[t / per]));
     }
     tl[T_SCHED] += (double)(backend_mono_ns() - t0);
+    return 0;
 }
 
 /* Tiered mode: asks the scheduler for this (sequence, layer)'s step (the
@@ -189,7 +212,8 @@ static uint32_t tiered_gather(struct cpu_state *s, struct backend_common *cm, ui
     struct scheduler_plan plan;
     const float *present = NULL;
     if (pos >= cm->prompt_len && scheduler_needs_present(cm->sched)) {
-        cpu_present(s, cm, b, l, pos, q, k, v, tl);
+        if (cpu_present(s, cm, b, l, pos, q, k, v, tl))
+            return 0;
         present = s->present;
     }
     if (backend_plan(cm, b, l, pos, present, &plan, tl))
@@ -352,9 +376,13 @@ static const float *cpu_forward_rows(struct cpu_state *s, struct backend_common 
                     return NULL;
                 /* output replaces the normed input */
                 cpu_attend(q, s->K, s->V, n_att, kv, hs, group, H, s->att, s->max_len, s->w, act);
-                if (row && pos >= cm->prompt_len && scheduler_needs_present(cm->sched)) {
+                struct sel_estimate est;
+                scheduler_present_estimate(cm->sched, &est);
+                if (row && pos >= cm->prompt_len && scheduler_needs_present(cm->sched) &&
+                    est.kind == SEL_ESTIMATE_EXACT) {
                     /* the row the selection read, so a replay of the trace
-                     * reads the same */
+                     * reads the same (an estimate is not attention: the
+                     * attended tokens' weights are recorded instead) */
                     memcpy(row, s->present, n * sizeof *row);
                 } else if (row) {
                     memset(row, 0, n * sizeof *row);

@@ -290,3 +290,27 @@ VEC_CLONES void cpu_attend(const float *q, const float *K, const float *V, uint3
             w[t] += a[t] * inv_h;
     }
 }
+
+void cpu_page_bounds(const float *q, const float *K, uint32_t n, uint32_t kv_dim, uint32_t hs,
+                     uint32_t group, uint32_t H, uint32_t page, float *kb, float *att, uint32_t ld,
+                     float *w, float *out)
+{
+    const uint32_t pages = (n + page - 1) / page, dim = H * hs;
+    for (uint32_t g = 0; g < pages; g++) {
+        const uint32_t t0 = g * page, t1 = t0 + page < n ? t0 + page : n;
+        for (uint32_t h = 0; h < H; h++) {
+            const float *qh = q + (size_t)h * hs;
+            const size_t koff = (size_t)(h / group) * hs;
+            float *b = kb + (size_t)g * dim + (size_t)h * hs;
+            for (uint32_t j = 0; j < hs; j++) {
+                float x = K[(size_t)t0 * kv_dim + koff + j];
+                for (uint32_t t = t0 + 1; t < t1; t++) {
+                    float y = K[(size_t)t * kv_dim + koff + j];
+                    x = qh[j] > 0 ? (y > x ? y : x) : (y < x ? y : x);
+                }
+                b[j] = x;
+            }
+        }
+    }
+    cpu_attend(q, kb, kb, pages, dim, hs, 1, H, att, ld, w, out);
+}

@@ -88,4 +88,16 @@ void cpu_attend(const float *q, const float *K, const float *V, uint32_t n, uint
                 uint32_t hs, uint32_t group, uint32_t H, float *att, uint32_t ld, float *w,
                 float *out);
 
+/* Quest's page estimate of one query q (H * hs) over n keys K (stride
+ * kv_dim; query head h reads KV head h / group): per page of page tokens
+ * (the last may be short) and query head, the page's bound key (channel by
+ * channel the page's largest key where q is positive, else its smallest:
+ * q . bound is the most q . k can be in the page) into kb (pages, H * hs);
+ * then cpu_attend over those bound keys: w (pages) gets the heads' mean
+ * softmax weights over pages. att (H, ld >= pages) and out (H * hs) are
+ * scratch. With page 1 w is cpu_attend's w over K, bit for bit. */
+void cpu_page_bounds(const float *q, const float *K, uint32_t n, uint32_t kv_dim, uint32_t hs,
+                     uint32_t group, uint32_t H, uint32_t page, float *kb, float *att, uint32_t ld,
+                     float *w, float *out);
+
 #endif

@@ -41,7 +41,8 @@ int tiered_attach(struct tiered *t, const struct tiered_request *r, const struct
     struct scheduler_config sc = {.n_streams = batch * c->n_layers, .max_len = max_len,
                                   .sel_params = r->sel_params,
                                   .sel = r->sel ? r->sel : &sel_dense_ops,
-                                  .place = r->place ? r->place : &place_gpu_only_ops};
+                                  .place = r->place ? r->place : &place_gpu_only_ops,
+                                  .keys = 1};
     if (!tiered_runs(sc.place))
         return err_set(e, ALISA_EINVAL, "placement '%s' is not supported by the executor yet "
                        "(offline bounds need a recorded run)", sc.place->name);

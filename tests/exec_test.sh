@@ -235,6 +235,24 @@ done
 o=(--selection topk --sparsity 0.8 --placement lru --gpu-kv-bytes 100KiB --cpu-kv-bytes 20KiB)
 parity "${o[@]}" -- "${o[@]}" --kv-fp32
 check $? "topk recorded at the default threshold replays identically"
+# Quest's own estimate (--bounds 1, per-page min/max keys) in the executor:
+# with one-token pages the bounds are the keys, so the decisions are the
+# exact row's line for line; with 16-token pages they are not; a replay has
+# no keys and refuses it, naming the knob
+qrun() {
+    "$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
+        --gen-len 96 --batch 2 --selection quest --sparsity 0.8 --placement lru \
+        --gpu-kv-bytes 160KiB --cpu-kv-bytes 40KiB "$@" -o "$tmp/q.trace" 2>/dev/null
+}
+qrun --page-size 1 --log "$tmp/q0.log" && qrun --page-size 1 --bounds 1 --log "$tmp/q1.log" &&
+    [ "$(wc -l <"$tmp/q1.log")" -eq 1280 ] && cmp -s "$tmp/q0.log" "$tmp/q1.log"
+check $? "quest's page bounds with one-token pages decide as the exact row"
+qrun --log "$tmp/q0.log" && qrun --bounds 1 --log "$tmp/q1.log" && ! cmp -s "$tmp/q0.log" "$tmp/q1.log"
+check $? "quest's page bounds with 16-token pages decide otherwise than the exact row"
+"$alisa" plan --trace "$tmp/q.trace" --selection quest --bounds 1 --placement lru \
+    --gpu-kv-bytes 160KiB --cpu-kv-bytes 40KiB >/dev/null 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q "selection quest: .*leave --bounds out" "$tmp/err"
+check $? "a replay refuses quest's page bounds, naming --bounds"
 "$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
     --gen-len 96 --selection swa --placement alisa-cache --gpu-kv-bytes 30KiB -o "$tmp/x.trace" 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "cannot hold the [0-9]* tokens this step attends" "$tmp/err" && [ ! -e "$tmp/x.trace" ]

@@ -1270,6 +1270,64 @@ static void test_exec_backend_choice_says_why_without_a_device(void **state)
     llm_free(m);
 }
 
+/* Quest's page bounds (cpu_page_bounds) against a brute force written
+ * another way: per head and page, the sum over channels of the largest
+ * product q_j k_j over the page's tokens (not the sign rule), scaled and
+ * softmaxed over pages in double, the heads averaged; every token's own
+ * score lies under its page's bound; with one-token pages the weights are
+ * cpu_attend's, bit for bit. Both head-size paths, grouped queries, a short
+ * last page. */
+static void test_exec_quest_page_bounds_match_a_brute_force(void **state)
+{
+    (void)state;
+    enum { H = 4, KVH = 2, N = 37, HS_MAX = 12 };
+    uint32_t seed = 12345;
+    float q[H * HS_MAX], K[N * KVH * HS_MAX], kb[N * H * HS_MAX], att[H * N], w[N], w1[N],
+        out[H * HS_MAX];
+    for (uint32_t hs = 8; hs <= HS_MAX; hs += 4) {
+        const uint32_t kvd = KVH * hs, group = H / KVH;
+        for (uint32_t i = 0; i < H * hs; i++)
+            q[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / 16777216.0f * 2 - 1;
+        for (uint32_t i = 0; i < N * kvd; i++)
+            K[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / 16777216.0f * 4 - 2;
+        for (uint32_t page = 1; page <= 8; page += 3) {
+            const uint32_t pages = (N + page - 1) / page;
+            cpu_page_bounds(q, K, N, kvd, hs, group, H, page, kb, att, N, w, out);
+            double ref[N] = {0};
+            for (uint32_t h = 0; h < H; h++) {
+                double u[N], mx = -INFINITY, z = 0;
+                for (uint32_t g = 0; g < pages; g++) {
+                    u[g] = 0;
+                    for (uint32_t j = 0; j < hs; j++) {
+                        double best = -INFINITY;
+                        for (uint32_t t = g * page; t < (g + 1) * page && t < N; t++)
+                            best = fmax(best, (double)q[h * hs + j] * K[t * kvd + (h / group) * hs + j]);
+                        u[g] += best;
+                    }
+                    for (uint32_t t = g * page; t < (g + 1) * page && t < N; t++) {
+                        double dot = 0;
+                        for (uint32_t j = 0; j < hs; j++)
+                            dot += (double)q[h * hs + j] * K[t * kvd + (h / group) * hs + j];
+                        assert_true(dot <= u[g] + 1e-5);
+                    }
+                    u[g] /= sqrt((double)hs);
+                    mx = fmax(mx, u[g]);
+                }
+                for (uint32_t g = 0; g < pages; g++)
+                    z += exp(u[g] - mx);
+                for (uint32_t g = 0; g < pages; g++)
+                    ref[g] += exp(u[g] - mx) / z / H;
+            }
+            for (uint32_t g = 0; g < pages; g++)
+                assert_true(fabs(w[g] - ref[g]) < 1e-5);
+            if (page == 1) {
+                cpu_attend(q, K, K, N, kvd, hs, group, H, att, N, w1, out);
+                assert_memory_equal(w, w1, N * sizeof *w);
+            }
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1294,6 +1352,7 @@ int main(void)
         cmocka_unit_test(test_exec_int8_kv_tracks_fp32_and_is_placement_invariant),
         cmocka_unit_test(test_exec_tier_ops_carry_out_the_plans_of_a_plain_kvstore),
         cmocka_unit_test(test_exec_backend_choice_says_why_without_a_device),
+        cmocka_unit_test(test_exec_quest_page_bounds_match_a_brute_force),
     };
     return tu_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -66,6 +66,13 @@ int scheduler_create(struct scheduler **out, const struct scheduler_config *cfg,
     int rc = sel_params_validate(&cfg->sel_params, cfg->sel, e);
     if (rc)
         return rc;
+    struct sel_estimate est;
+    sel_estimate_of(cfg->sel, &cfg->sel_params, &est);
+    if (est.kind != SEL_ESTIMATE_EXACT && !cfg->keys)
+        return err_set(e, ALISA_EINVAL, "selection %s: its estimate of the step's row is "
+                       "computed from keys, which a trace does not hold; only the executor "
+                       "(alisa run, record, eval) runs it; leave --%s out for the exact row, "
+                       "the method's upper bound", cfg->sel->name, est.knob);
     struct scheduler *s = calloc(1, sizeof *s);
     if (!s)
         return err_set(e, ALISA_ENOMEM, "out of memory for the scheduler");
@@ -198,6 +205,11 @@ int scheduler_step(struct scheduler *s, uint32_t stream, uint32_t pos, const flo
 }
 
 int scheduler_needs_present(const struct scheduler *s) { return s->cfg.sel->needs_present; }
+
+void scheduler_present_estimate(const struct scheduler *s, struct sel_estimate *out)
+{
+    sel_estimate_of(s->cfg.sel, &s->cfg.sel_params, out);
+}
 
 void scheduler_observe(struct scheduler *s, uint32_t stream, const float *w)
 {

@@ -30,6 +30,11 @@ struct scheduler_config {
                                                  by whole sequences in the executor */
     uint32_t n_streams;               /* sequences x layers */
     uint32_t max_len;                 /* tokens per sequence, at most */
+    int keys;                         /* 1: the shell holds every key and query (the
+                                         executor) and computes a selection's estimate of
+                                         its present row (scheduler_present_estimate);
+                                         0: it has a trace's rows only, and a selection
+                                         run as its real estimate is refused */
 };
 
 /* What one call decided for one stream; arrays are owned by the scheduler
@@ -81,6 +86,11 @@ int scheduler_step(struct scheduler *s, uint32_t stream, uint32_t pos, const flo
  * needs_present): the shell computes or reads that row before each
  * scheduler_step and prices the step's loads after it. Cannot fail. */
 int scheduler_needs_present(const struct scheduler *s);
+
+/* What that row is (sel_estimate_of): the exact row, or the estimate the
+ * selection's real form computes from keys, which the shell then computes
+ * in its place. Cannot fail. */
+void scheduler_present_estimate(const struct scheduler *s, struct sel_estimate *out);
 
 /* Feeds back the weights of the last scheduler_step of this stream: w holds the
  * weights of the attended tokens, in plan order, summing to 1. */

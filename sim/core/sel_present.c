@@ -281,7 +281,25 @@ const struct selection_ops sel_topk_ops = {
 
 static const struct sel_knob quest_knobs[] = {
     {"page-size", 1, 1, 4096, "16", "tokens a page (ranked whole by its heaviest token)"},
+    {"bounds", 1, 1, 1, "the exact row, Quest's upper bound",
+     "1: pages ranked by Quest's own estimate, each page's min/max keys against the query "
+     "(the executor computes it; a trace's replay cannot)"},
 };
+
+/* Quest's estimate (--bounds 1): each page's upper bound of q.k, channel by
+ * channel the page's largest key where the query is positive and its
+ * smallest elsewhere (mit-han-lab/Quest, quest/tests/test_estimate.py,
+ * _ref_cpu_estimate, the reference of the decode_estimate kernel that
+ * quest/models/QuestAttention.py calls before decode_topk). Quest takes
+ * each head's top pages by the raw bound; one set per layer here, so the
+ * executor scales each head's bounds as logits, softmaxes them over pages
+ * and averages the heads (with one-token pages, exactly the present row). */
+static void quest_estimate(const struct sel_params *p, struct sel_estimate *out)
+{
+    if (sel_knob_value(p, 1, 0) == 1)
+        *out = (struct sel_estimate){SEL_ESTIMATE_PAGE_BOUNDS, (uint32_t)sel_knob_value(p, 0, 16),
+                                     0, "bounds"};
+}
 
 const struct selection_ops sel_quest_ops = {
     .name = "quest",
@@ -293,7 +311,8 @@ const struct selection_ops sel_quest_ops = {
     .summary = "Quest: the max(3, B / page) pages of the step's own row with the heaviest "
                "token, the query's page always (upper bound: exact scores)",
     .knobs = quest_knobs,
-    .n_knobs = 1,
+    .n_knobs = 2,
+    .estimate = quest_estimate,
     .create = quest_create,
     .destroy = present_destroy,
     .select = quest_select,

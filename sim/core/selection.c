@@ -68,6 +68,14 @@ double sel_knob_value(const struct sel_params *p, uint32_t i, double def_value)
     return p->knob[i] != 0 ? p->knob[i] : def_value;
 }
 
+void sel_estimate_of(const struct selection_ops *s, const struct sel_params *p,
+                     struct sel_estimate *out)
+{
+    *out = (struct sel_estimate){SEL_ESTIMATE_EXACT, 0, 0, NULL};
+    if (s->needs_present && s->estimate)
+        s->estimate(p, out);
+}
+
 struct static_state {
     struct sel_params p;
     uint32_t retired_below; /* every token below this is already retired */

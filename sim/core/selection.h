@@ -57,6 +57,19 @@ uint32_t sel_budget(const struct sel_params *p, uint32_t n);
  * floor(B / 2). With a sparsity budget both are k = round(n * r / 2). */
 uint32_t sel_local_share(uint32_t budget);
 
+/* What a shell holding the keys (the executor) computes in place of the
+ * exact present row, when a selection's real form estimates it (its ops'
+ * estimate, given its parameters): the exact row (the upper bound a trace
+ * gives), Quest's per-page bounds, or InfiniGen's partial-channel scores. */
+enum sel_estimate_kind { SEL_ESTIMATE_EXACT = 0, SEL_ESTIMATE_PAGE_BOUNDS, SEL_ESTIMATE_PARTIAL };
+
+struct sel_estimate {
+    enum sel_estimate_kind kind;
+    uint32_t page;   /* PAGE_BOUNDS: tokens a page */
+    double ratio;    /* PARTIAL: share of each head's channels scored, (0, 1] */
+    const char *knob; /* not EXACT: the knob that asked for it (messages) */
+};
+
 struct selection_ops {
     const char *name;     /* "swa", "h2o", ... */
     const char *summary;  /* one line for `alisa policy list` */
@@ -79,6 +92,12 @@ struct selection_ops {
     int present_ahead;    /* with needs_present, 1: the policy's real form estimates the
                              row a layer early (InfiniGen's speculation), so its loads keep
                              their prefetch */
+    /* With needs_present, what the real form computes instead of the exact
+     * row under params p (out->kind EXACT when p asks for the upper bound);
+     * NULL: always the exact row. A shell without keys (a trace's replay)
+     * refuses a selection whose estimate is not EXACT (scheduler_create).
+     * Cannot fail. */
+    void (*estimate)(const struct sel_params *p, struct sel_estimate *out);
 
     /* Creates the state of one stream whose sequence has at most max_len
      * tokens. On failure *state is NULL and e says why. */
@@ -148,6 +167,11 @@ int sel_knob_find(const struct selection_ops *s, const char *name);
 /* Knob i of p under s: its value, or def_value when not given. i < s->n_knobs.
  * Cannot fail. */
 double sel_knob_value(const struct sel_params *p, uint32_t i, double def_value);
+
+/* What s under p reads as its present row (s->estimate's answer; EXACT for
+ * a selection without one). Cannot fail. */
+void sel_estimate_of(const struct selection_ops *s, const struct sel_params *p,
+                     struct sel_estimate *out);
 
 /* The instances, for tests and tables. */
 extern const struct selection_ops sel_dense_ops, sel_local_ops, sel_strided_ops,
