@@ -433,15 +433,16 @@ int kvstore_apply(struct kvstore *ks, const struct scheduler_plan *plan, const u
      * there for this step only and written through to its host copy */
     if (pos < ks->max_len && (flags[pos] & (KV_GPU | KV_VISIT)) && ds[pos] < 0) {
         int through = (flags[pos] & KV_CPU) && hs[pos] < 0;
-        if (through && ((ks->ops && !ks->ops->through) || ks->int8))
+        if (through && ks->ops && !ks->ops->through)
             return err_set(e, ALISA_EINVAL, "stream %u step %u: a new token produced straight to "
-                           "the host arena is not built for %s", s, pos,
-                           ks->ops ? "these tier ops" : "INT8 storage");
+                           "the host arena is not built for these tier ops", s, pos);
         int slot = take(dev), hslot = through ? take(host) : 0;
         if (slot < 0 || hslot < 0)
             return err_set(e, ALISA_EINVAL, "stream %u step %u: no %s slot for the new token", s,
                            pos, slot < 0 ? "device" : "host");
         ds[pos] = slot;
+        if (through) /* before an INT8 group closes: it writes every slot its tokens hold */
+            hs[pos] = hslot;
         void *hk = through ? host->k + (size_t)hslot * row : NULL;
         void *hv = through ? host->v + (size_t)hslot * row : NULL;
         if (ks->ops) {
@@ -451,18 +452,16 @@ int kvstore_apply(struct kvstore *ks, const struct scheduler_plan *plan, const u
         } else {
             memcpy(ks->act + ((size_t)s * ks->max_len + pos) * ks->dim, act,
                    ks->dim * sizeof(float));
-            if (ks->int8) /* never with through (refused above) */
-                int8_add(ks, s, pos, k, v); /* may close the group, this slot included */
+            if (ks->int8)
+                int8_add(ks, s, pos, k, v); /* may close the group, these slots included */
             store(ks, s, pos, dev->k + (size_t)slot * row, dev->v + (size_t)slot * row, k, v);
             if (through) {
                 memcpy(hk, dev->k + (size_t)slot * row, row);
                 memcpy(hv, dev->v + (size_t)slot * row, row);
             }
         }
-        if (through) {
-            hs[pos] = hslot;
+        if (through)
             ks->offloads++;
-        }
     }
     return 0;
 }

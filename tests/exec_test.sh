@@ -222,7 +222,8 @@ for cfg in "swa alisa 100KiB 240KiB fp32" "swa alisa-cache 100KiB 20KiB fp32" "s
            "swa arc 100KiB 20KiB fp32" "h2o slru 90KiB 30KiB fp32" "swa cost-aware 40KiB 10KiB int8" \
            "swa lfu-aged 100KiB 240KiB fp32" "topk lru 100KiB 20KiB fp32" "topk alisa 40KiB 60KiB int8" \
            "quest lru 160KiB 40KiB fp32" "infinigen lru 100KiB 20KiB fp32" "infinigen alisa-cache 40KiB 10KiB int8" \
-           "quest alisa 40KiB 60KiB fp32" "infllm alisa 40KiB 60KiB fp32"; do
+           "quest alisa 40KiB 60KiB fp32" "infllm alisa 40KiB 60KiB fp32" \
+           "topk hot-buffer 100KiB 240KiB fp32" "topk hot-buffer 40KiB 60KiB int8"; do
     read -r sel place gpu cpu prec <<<"$cfg" # not `set --`: $3 is the SmolLM2 path
     o=(--selection "$sel" --sparsity 0.8 --placement "$place" --gpu-kv-bytes "$gpu" --cpu-kv-bytes "$cpu")
     rk=() pk=(--kv-fp32)

@@ -141,6 +141,48 @@ static void test_lru_cascade_matches_hand_worked_moves(void **state)
     fx_deinit(&f);
 }
 
+static void test_hot_buffer_writes_every_new_token_through_so_evictions_move_nothing(void **state)
+{
+    (void)state;
+    /* lru's accesses of the test above, GPU 3 tokens, a CPU tier that holds
+     * everything (10). Every produced token is offloaded in its own step;
+     * the victims are lru's (pos3: 1, pos4: 2 then 0, pos5: 3 then 1), each
+     * already copied, so nothing else moves and nothing is dropped; the
+     * misses are loads. */
+    const struct step_case steps[] = {
+        {0, 0, L(0), E, E, L(0), E, 0, 0},
+        {1, 0, L(0, 1), E, E, L(1), E, 0, 0},
+        {2, 0, L(1, 2), E, E, L(2), E, 0, 0},
+        {3, 0, L(0, 3), E, E, L(3), E, 0, 0},
+        {4, 0, L(1, 4), L(1), E, L(4), E, 1, 0},
+        {5, 0, L(2, 5), L(2), E, L(5), E, 1, 0},
+    };
+    struct fixture f;
+    fx_init(&f, &place_hot_buffer_ops, 3, 10, NULL);
+    run_steps(&f, steps, sizeof steps / sizeof steps[0]);
+    assert_int_equal(kv_place_of(&f.s, 0), KV_PLACE_CPU);
+    assert_int_equal(kv_place_of(&f.s, 3), KV_PLACE_CPU);
+    assert_int_equal(kv_place_of(&f.s, 2), KV_PLACE_GPU);
+    assert_int_equal(f.s.cpu_tokens, 6);
+    fx_deinit(&f);
+    /* a CPU tier of 4: tokens 4 and 5 find no free room and are not copied
+     * (no other copy is deleted for them); the victims are the same, all
+     * copied already */
+    const struct step_case small[] = {
+        {0, 0, L(0), E, E, L(0), E, 0, 0},
+        {1, 0, L(0, 1), E, E, L(1), E, 0, 0},
+        {2, 0, L(1, 2), E, E, L(2), E, 0, 0},
+        {3, 0, L(0, 3), E, E, L(3), E, 0, 0},
+        {4, 0, L(1, 4), L(1), E, E, E, 1, 0},
+        {5, 0, L(2, 5), L(2), E, E, E, 1, 0},
+    };
+    fx_init(&f, &place_hot_buffer_ops, 3, 4, NULL);
+    run_steps(&f, small, sizeof small / sizeof small[0]);
+    assert_int_equal(f.s.cpu_tokens, 4);
+    assert_true((f.s.flags[5] & KV_CPU) == 0);
+    fx_deinit(&f);
+}
+
 static void test_fifo_evicts_by_gpu_arrival_not_by_use(void **state)
 {
     (void)state;
@@ -751,6 +793,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lru_cascade_matches_hand_worked_moves),
+        cmocka_unit_test(test_hot_buffer_writes_every_new_token_through_so_evictions_move_nothing),
         cmocka_unit_test(test_fifo_evicts_by_gpu_arrival_not_by_use),
         cmocka_unit_test(test_lfu_evicts_the_least_used_where_lru_would_not),
         cmocka_unit_test(test_lfu_aged_lets_old_counts_fade_where_lfu_keeps_them),

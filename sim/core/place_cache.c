@@ -1,5 +1,5 @@
-/* The cache-like placement policies: gpu-only, alisa-cache, lru, fifo, lfu,
- * lfu-aged, slru, arc, cost-aware, belady and oracle-cost. Each is a victim
+/* The cache-like placement policies: gpu-only, alisa-cache, lru, hot-buffer,
+ * fifo, lfu, lfu-aged, slru, arc, cost-aware, belady and oracle-cost. Each is a victim
  * rule (plus load-or-recompute and keep-a-copy rules where it has them)
  * over a shared per-stream bookkeeping state; the engine in placement.c
  * moves the tokens. Ties always go to the lowest token id, so every rule is
@@ -450,6 +450,26 @@ const struct placement_ops place_lru_ops = {
     .name = "lru",
     .host_tier = 1,
     .summary = "evict the least recently attended token (GPU to CPU, CPU to dropped)",
+    .params = "gpu_bytes, cpu_bytes",
+    .create = cache_create,
+    .destroy = cache_destroy,
+    .victim_gpu = lru_victim_gpu,
+    .victim_cpu = lru_victim_cpu,
+    .touch = cache_touch,
+    .admit = cache_admit,
+};
+
+/* HiSparse's hot buffer (SGLang's hierarchical sparse attention, vLLM's
+ * port): the whole KV in host memory, a device buffer per request managed
+ * by exact LRU, every new token's KV written to the host as it is made, so
+ * an eviction only forgets the device copy. lru's victims with the engine's
+ * write-through. */
+const struct placement_ops place_hot_buffer_ops = {
+    .name = "hot-buffer",
+    .host_tier = 1,
+    .write_through = 1,
+    .summary = "HiSparse's hot buffer: LRU on the GPU over a host tier that gets every new "
+               "token as it is written (eager write-back), so evicting moves nothing",
     .params = "gpu_bytes, cpu_bytes",
     .create = cache_create,
     .destroy = cache_destroy,

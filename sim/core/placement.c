@@ -131,6 +131,13 @@ void place_admit(const struct placement_ops *ops, void *state, struct kv_stream 
     }
     s->flags[pos] |= KV_EXISTS;
     set_gpu(s, p, pos, 1);
+    /* written through into free host room only: deleting another token's
+     * copy for it could drop a token that lives nowhere else */
+    if (ops->write_through && s->cpu_bytes + p->kv_bytes <= p->cpu_bytes) {
+        set_cpu(s, p, pos, 1);
+        out->bytes_d2h += p->kv_bytes;
+        out->offload[out->n_offload++] = pos;
+    }
     if (ops->admit)
         ops->admit(state, pos, pos);
     if (ops->touch)
@@ -303,8 +310,8 @@ int kv_stream_check(const struct kv_stream *s, const struct place_params *p, uin
 const struct placement_ops *const placement_policies[] = {
     &place_gpu_only_ops, &place_alisa_ops,      &place_alisa_cache_ops, &place_lru_ops,
     &place_fifo_ops,     &place_lfu_ops,       &place_lfu_aged_ops,    &place_slru_ops,
-    &place_arc_ops,      &place_cost_aware_ops, &place_flexgen_ops,    &place_belady_ops,
-    &place_oracle_cost_ops, NULL,
+    &place_arc_ops,      &place_cost_aware_ops, &place_hot_buffer_ops, &place_flexgen_ops,
+    &place_belady_ops,   &place_oracle_cost_ops, NULL,
 };
 
 int placement_online_cache(const struct placement_ops *pl)

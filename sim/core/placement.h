@@ -119,6 +119,11 @@ struct placement_ops {
                              GPU tier */
     int host_tier;        /* may keep tokens in the CPU tier: a shell sizes a host arena
                              (0: everything stays on the GPU or the run fails, gpu-only) */
+    int write_through;    /* 1: every token produced is copied to the CPU tier at once (an
+                             offload of the new token in the step that makes it, where the
+                             tier has free room), so a later eviction moves nothing:
+                             HiSparse's eager write-back; its copies take host room another
+                             cache would not, so it can run out of host memory first */
 
     /* Policy state for one stream; fut is non-NULL iff offline. */
     int (*create)(void **state, const struct place_params *p, uint32_t max_len,
@@ -182,8 +187,8 @@ int placement_online_cache(const struct placement_ops *pl);
 
 extern const struct placement_ops place_gpu_only_ops, place_alisa_ops, place_alisa_cache_ops,
     place_lru_ops, place_fifo_ops, place_lfu_ops, place_lfu_aged_ops, place_slru_ops,
-    place_arc_ops, place_cost_aware_ops, place_flexgen_ops, place_belady_ops,
-    place_oracle_cost_ops;
+    place_arc_ops, place_cost_aware_ops, place_hot_buffer_ops, place_flexgen_ops,
+    place_belady_ops, place_oracle_cost_ops;
 
 /* ---- FlexGen's split as its code makes it (place_flexgen.c) ---- */
 
