@@ -291,17 +291,19 @@ int backend_plan(struct backend_common *c, uint32_t b, uint32_t l, uint32_t pos,
 }
 
 double backend_observe(struct backend_common *c, uint32_t b, uint32_t l, uint32_t pos,
-                       const uint32_t *ids, const float *w, uint32_t n_att, float *dense,
-                       double *tl)
+                       const uint32_t *ids, const float *w, uint32_t n_att,
+                       const float *recorded, float *dense, double *tl)
 {
     /* the selection sees the row as a trace stores it (FP16 weights), so
      * replaying the recorded trace feeds it exactly the same */
     uint64_t t0 = backend_mono_ns();
     uint32_t stream = b * c->m->c.n_layers + l;
-    const float *src = c->attn_row ? c->attn_row(c->attn_ctx, b, l, pos) : NULL;
-    if (src) { /* a recorded row (--attention-from): every token's weight as stored */
-        memcpy(dense, src, (pos + 1) * sizeof *dense);
-        c->attn_fed++;
+    const float *fed = c->attn_row ? c->attn_row(c->attn_ctx, b, l, pos) : NULL;
+    if (fed || recorded) { /* a row given whole (--attention-from, the present row): every
+                              token's weight as stored */
+        memcpy(dense, fed ? fed : recorded, (pos + 1) * sizeof *dense);
+        c->attn_fed += fed != NULL;
+        c->attn_computed += fed == NULL;
     } else {
         memset(dense, 0, (pos + 1) * sizeof *dense);
         for (uint32_t a = 0; a < n_att; a++)

@@ -127,11 +127,13 @@ int backend_plan(struct backend_common *c, uint32_t b, uint32_t l, uint32_t pos,
 
 /* Feeds the scheduler (sequence b, layer l)'s attention row at pos: w (n_att)
  * head-mean weights of tokens ids (n_att), rounded to FP16 as a trace stores
- * them, spread over dense (pos + 1, scratch). Adds the time to tl[T_SCHED]
- * and returns it, ns. */
+ * them, spread over dense (pos + 1, scratch); or, when recorded is non-NULL,
+ * that row (pos + 1 weights: the present row a trace records for a selection
+ * that reads it), so a replay of the trace is fed the same. Adds the time to
+ * tl[T_SCHED] and returns it, ns. */
 double backend_observe(struct backend_common *c, uint32_t b, uint32_t l, uint32_t pos,
-                       const uint32_t *ids, const float *w, uint32_t n_att, float *dense,
-                       double *tl);
+                       const uint32_t *ids, const float *w, uint32_t n_att,
+                       const float *recorded, float *dense, double *tl);
 
 /* Writes the timings line of a call (see llm_state_timings) when c->timings
  * is set: total and head wall times, ns, and c->t_layer. */

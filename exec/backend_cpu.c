@@ -376,20 +376,23 @@ static const float *cpu_forward_rows(struct cpu_state *s, struct backend_common 
                     return NULL;
                 /* output replaces the normed input */
                 cpu_attend(q, s->K, s->V, n_att, kv, hs, group, H, s->att, s->max_len, s->w, act);
+                /* the row the selection read is what the trace records, so
+                 * a replay reads and observes the same (an estimate is not
+                 * attention: the attended tokens' weights are recorded) */
                 struct sel_estimate est;
                 scheduler_present_estimate(cm->sched, &est);
-                if (row && pos >= cm->prompt_len && scheduler_needs_present(cm->sched) &&
-                    est.kind == SEL_ESTIMATE_EXACT) {
-                    /* the row the selection read, so a replay of the trace
-                     * reads the same (an estimate is not attention: the
-                     * attended tokens' weights are recorded instead) */
-                    memcpy(row, s->present, n * sizeof *row);
+                const float *present = pos >= cm->prompt_len && scheduler_needs_present(cm->sched) &&
+                                               est.kind == SEL_ESTIMATE_EXACT
+                                           ? s->present : NULL;
+                if (row && present) {
+                    memcpy(row, present, n * sizeof *row);
                 } else if (row) {
                     memset(row, 0, n * sizeof *row);
                     for (uint32_t a = 0; a < n_att; a++)
                         row[s->ids[a]] = s->w[a];
                 }
-                tl[T_ATTN] -= backend_observe(cm, b, l, pos, s->ids, s->w, n_att, s->att, tl);
+                tl[T_ATTN] -= backend_observe(cm, b, l, pos, s->ids, s->w, n_att, present, s->att,
+                                              tl);
             }
         }
         tl[T_ATTN] += (double)(backend_mono_ns() - t0);

@@ -1071,7 +1071,7 @@ static int enqueue(struct cuda_state *s, struct backend_common *cm, uint32_t P, 
                         row[id[a]] = w[a];
                 }
                 if (cm->sched)
-                    backend_observe(cm, b, l, pos, id, w, n_att, s->h_dense, tl);
+                    backend_observe(cm, b, l, pos, id, w, n_att, NULL, s->h_dense, tl);
             }
         }
         if (gemm(s, s->xb2, s->xb, s->wo + (size_t)l * d * d, R, d, d, e) ||
@@ -1128,7 +1128,7 @@ static void observe_step(struct cuda_state *s, struct backend_common *cm, uint32
         for (uint32_t b = 0; b < B; b++) {
             size_t at = ((size_t)l * B + b) * L;
             backend_observe(cm, b, l, pos, s->step_ids + at, s->h_rows + at,
-                            s->step_count[(size_t)l * B + b], s->h_dense,
+                            s->step_count[(size_t)l * B + b], NULL, s->h_dense,
                             cm->t_layer + (size_t)l * T_N);
         }
 }

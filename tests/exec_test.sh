@@ -231,6 +231,14 @@ for cfg in "swa alisa 100KiB 240KiB fp32" "swa alisa-cache 100KiB 20KiB fp32" "s
     parity --threshold 0 "${o[@]}" "${rk[@]}" -- "${o[@]}" "${pk[@]}"
     check $? "decision logs of executor and simulator identical ($sel / $place, $prec, host $cpu)"
 done
+# InfLLM's block caches under the selections whose unit they move whole
+for o in "--selection infllm --block-size 8 --init-tokens 8 --repr-tokens 2 --placement block-score" \
+         "--selection quest --page-size 8 --placement block-lru"; do
+    read -ra o <<<"$o"
+    o+=(--sparsity 0.7 --gpu-kv-bytes 100KiB --cpu-kv-bytes 300KiB)
+    parity "${o[@]}" -- "${o[@]}" --kv-fp32
+    check $? "decision logs of executor and simulator identical (${o[*]})"
+done
 # a selection that ranks the step's own row records it whole by default
 # (no --threshold 0 given), so the replay still decides the same
 o=(--selection topk --sparsity 0.8 --placement lru --gpu-kv-bytes 100KiB --cpu-kv-bytes 20KiB)

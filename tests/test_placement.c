@@ -183,6 +183,50 @@ static void test_hot_buffer_writes_every_new_token_through_so_evictions_move_not
     fx_deinit(&f);
 }
 
+/* InfLLM's block caches, blocks of 2 tokens, a GPU of 6: both evict whole
+ * blocks; block-lru the block used longest ago, block-score the block with
+ * the lowest score (a block attended at a step scores the weight it got
+ * then, the others' scores decay by 0.1 a step). Worked by hand, with the
+ * weights below fed after each step: after pos 5 block 0 was last used at 4
+ * and scores 0.09, block 1 used at 5 scores 0.05, block 2 used at 5 scores
+ * 0.95. At pos 6 (attending 4, 6) block-lru offloads block 0 (tokens 0, 1),
+ * block-score block 1 (tokens 2, 3). */
+static void test_block_caches_evict_whole_blocks_by_use_or_by_score(void **state)
+{
+    (void)state;
+    static const uint32_t att[7][3] = {{0, NONE}, {0, 1, NONE}, {0, 1, 2}, {0, 3, NONE},
+                                       {0, 4, NONE}, {2, 5, NONE}, {4, 6, NONE}};
+    static const float w[7][3] = {{1}, {.5f, .5f}, {.45f, .45f, .1f}, {.9f, .1f}, {.9f, .1f},
+                                  {.05f, .95f}, {.5f, .5f}};
+    /* run 2: block-lru again, pos 5 attending 0 and 5: block 1 is now the
+     * one used longest ago (at 3), so it goes, not the lowest block */
+    for (int run = 0; run < 3; run++) {
+        const int by_score = run == 1;
+        struct fixture f;
+        fx_init(&f, by_score ? &place_block_score_ops : &place_block_lru_ops, 6, 10, NULL);
+        f.p.unit_tokens = 2;
+        fx_apply(&f);
+        for (uint32_t pos = 0; pos < 7; pos++) {
+            struct step_case c = {pos, 0, {NONE}, E, E, E, E, 0, 0};
+            uint32_t n = 0;
+            while (n < 3 && att[pos][n] != NONE) {
+                c.att[n] = run == 2 && pos == 5 && n == 0 ? 0 : att[pos][n];
+                n++;
+            }
+            c.att[n] = NONE;
+            if (pos == 6) {
+                uint32_t lru[] = L(0, 1), score[] = L(2, 3);
+                memcpy(c.offload, run ? score : lru, sizeof lru);
+            }
+            run_steps(&f, &c, 1);
+            if (f.ops->observe)
+                f.ops->observe(f.st, c.att, w[pos], n, pos);
+        }
+        assert_int_equal(f.s.gpu_tokens, 5);
+        fx_deinit(&f);
+    }
+}
+
 static void test_fifo_evicts_by_gpu_arrival_not_by_use(void **state)
 {
     (void)state;
@@ -794,6 +838,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lru_cascade_matches_hand_worked_moves),
         cmocka_unit_test(test_hot_buffer_writes_every_new_token_through_so_evictions_move_nothing),
+        cmocka_unit_test(test_block_caches_evict_whole_blocks_by_use_or_by_score),
         cmocka_unit_test(test_fifo_evicts_by_gpu_arrival_not_by_use),
         cmocka_unit_test(test_lfu_evicts_the_least_used_where_lru_would_not),
         cmocka_unit_test(test_lfu_aged_lets_old_counts_fade_where_lfu_keeps_them),

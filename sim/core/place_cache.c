@@ -1,5 +1,6 @@
 /* The cache-like placement policies: gpu-only, alisa-cache, lru, hot-buffer,
- * fifo, lfu, lfu-aged, slru, arc, cost-aware, belady and oracle-cost. Each is a victim
+ * block-lru, block-score, fifo, lfu, lfu-aged, slru, arc, cost-aware,
+ * belady and oracle-cost. Each is a victim
  * rule (plus load-or-recompute and keep-a-copy rules where it has them)
  * over a shared per-stream bookkeeping state; the engine in placement.c
  * moves the tokens. Ties always go to the lowest token id, so every rule is
@@ -7,6 +8,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "placement.h"
 
@@ -26,6 +28,10 @@ struct cache_state {
     double target;         /* arc: p, the target size of T1 */
     uint32_t incoming;     /* arc: the token the next victim makes room for */
     int drop_next;         /* arc: the next victim leaves no ghost (T1 holds the whole cache) */
+    uint32_t unit;         /* block-lru, block-score: tokens a block (at least 1) */
+    uint32_t *block_use;   /* (blocks) block-lru: the last step any of its tokens was used;
+                              block-score: that step + 1, set by observe */
+    double *block_score;   /* (blocks) block-score: its decayed attention score */
 };
 
 /* slru's segments and arc's lists (Megiddo and Modha, FAST 2003: T1 seen
@@ -45,6 +51,8 @@ static void cache_destroy(void *state)
     free(c->prio);
     free(c->list);
     free(c->stamp);
+    free(c->block_use);
+    free(c->block_score);
     free(c);
 }
 
@@ -58,7 +66,9 @@ static int cache_create(void **state, const struct place_params *p, uint32_t max
         !(c->admitted_at = calloc(n, sizeof(uint32_t))) ||
         !(c->freq = calloc(n, sizeof(uint32_t))) || !(c->cursor = calloc(n, sizeof(uint32_t))) ||
         !(c->prio = calloc(n, sizeof(double))) || !(c->list = calloc(n, 1)) ||
-        !(c->stamp = calloc(n, sizeof(uint64_t)))) {
+        !(c->stamp = calloc(n, sizeof(uint64_t))) ||
+        !(c->block_use = calloc(n, sizeof(uint32_t))) ||
+        !(c->block_score = calloc(n, sizeof(double)))) {
         cache_destroy(c);
         *state = NULL;
         return err_set(e, ALISA_ENOMEM, "out of memory for placement state (%u tokens)", max_len);
@@ -66,6 +76,7 @@ static int cache_create(void **state, const struct place_params *p, uint32_t max
     c->p = *p;
     c->max_len = max_len;
     c->fut = fut;
+    c->unit = p->unit_tokens > 1 ? p->unit_tokens : 1;
     if (fut)
         for (uint32_t t = 0; t < fut->n_tokens && t < max_len; t++)
             c->cursor[t] = fut->start[t];
@@ -477,6 +488,101 @@ const struct placement_ops place_hot_buffer_ops = {
     .victim_cpu = lru_victim_cpu,
     .touch = cache_touch,
     .admit = cache_admit,
+};
+
+/* ---- block-lru and block-score: InfLLM's GPU cache of memory blocks ----
+ * InfLLM (thunlp/InfLLM, inf_llm/attention/context_manager.py) keeps its
+ * memory blocks on the host and caches up to max_cached_block of them on
+ * the GPU (32 in config/mistral-inf-llm.yaml); _append loads the step's
+ * top blocks whole and, when the cache overflows, remove_lru_blocks
+ * offloads whole blocks, lowest key first, never one the step selected.
+ * The key: with cache_strategy "lru", the load counter when the block was
+ * last selected; with "lru-s", a score: _append zeroes each selected
+ * block's, then update_block_score multiplies every cached block's by
+ * score_decay (0.1 in config/mistral-inf-llm-12k.yaml) and adds the
+ * attention the block received (summed over its tokens and heads). A
+ * block here is the selection's unit (infllm's block, quest's page;
+ * place_params.unit_tokens), counted from token 0; the engine takes a
+ * victim's unit-mates with it (whole_units). InfLLM's initial and local
+ * tokens live outside its cache; here they are blocks like the others,
+ * pinned while attended. */
+
+static void block_touch(void *state, uint32_t t, uint32_t now)
+{
+    struct cache_state *c = state;
+    cache_touch(c, t, now);
+    c->block_use[t / c->unit] = now;
+}
+
+static uint64_t key_block_use(const struct cache_state *c, uint32_t t, uint32_t now)
+{
+    (void)now;
+    return c->block_use[t / c->unit];
+}
+
+/* a score as an ordered key: non-negative doubles order as their bits */
+static uint64_t key_block_score(const struct cache_state *c, uint32_t t, uint32_t now)
+{
+    (void)now;
+    double x = c->block_score[t / c->unit];
+    uint64_t k;
+    memcpy(&k, &x, sizeof k);
+    return k;
+}
+
+GPU_VICTIM(block_lru_victim_gpu, key_block_use)
+CPU_VICTIM(block_lru_victim_cpu, key_block_use)
+GPU_VICTIM(block_score_victim_gpu, key_block_score)
+CPU_VICTIM(block_score_victim_cpu, key_block_score)
+
+/* InfLLM's score_decay. */
+#define BLOCK_SCORE_DECAY 0.1
+
+/* lru-s at step now: a block attended now scores the weight its tokens got
+ * (zeroed, then added to), every other block's score decays. block_use
+ * marks the blocks attended now (now + 1). */
+static void block_score_observe(void *state, const uint32_t *ids, const float *w, uint32_t n,
+                                uint32_t now)
+{
+    struct cache_state *c = state;
+    uint32_t blocks = now / c->unit + 1;
+    for (uint32_t i = 0; i < n; i++)
+        c->block_use[ids[i] / c->unit] = now + 1;
+    for (uint32_t b = 0; b < blocks; b++)
+        c->block_score[b] = c->block_use[b] == now + 1 ? 0 : c->block_score[b] * BLOCK_SCORE_DECAY;
+    for (uint32_t i = 0; i < n; i++)
+        c->block_score[ids[i] / c->unit] += w[i];
+}
+
+const struct placement_ops place_block_lru_ops = {
+    .name = "block-lru",
+    .host_tier = 1,
+    .whole_units = 1,
+    .summary = "InfLLM's GPU block cache (cache_strategy lru): whole blocks of the selection's "
+               "unit, the least recently attended block offloaded whole",
+    .params = "gpu_bytes, cpu_bytes",
+    .create = cache_create,
+    .destroy = cache_destroy,
+    .victim_gpu = block_lru_victim_gpu,
+    .victim_cpu = block_lru_victim_cpu,
+    .touch = block_touch,
+    .admit = cache_admit,
+};
+
+const struct placement_ops place_block_score_ops = {
+    .name = "block-score",
+    .host_tier = 1,
+    .whole_units = 1,
+    .summary = "InfLLM's GPU block cache (cache_strategy lru-s): whole blocks, the one with the "
+               "lowest decayed attention score offloaded whole",
+    .params = "gpu_bytes, cpu_bytes",
+    .create = cache_create,
+    .destroy = cache_destroy,
+    .victim_gpu = block_score_victim_gpu,
+    .victim_cpu = block_score_victim_cpu,
+    .touch = cache_touch,
+    .admit = cache_admit,
+    .observe = block_score_observe,
 };
 
 const struct placement_ops place_fifo_ops = {

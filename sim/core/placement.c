@@ -85,31 +85,48 @@ static int cpu_room(const struct placement_ops *ops, void *st, struct kv_stream 
     return 0;
 }
 
-/* Frees one GPU slot if the tier is full. Returns -1 when nothing may go. */
+/* Takes GPU token v off the GPU: offloaded when it has no CPU copy and the
+ * policy keeps one, else dropped (its input kept). Returns -1 when the host
+ * has no room even for its layer input. */
+static int evict_gpu(const struct placement_ops *ops, void *st, struct kv_stream *s,
+                     const struct place_params *p, uint32_t v, uint32_t now,
+                     struct place_result *out)
+{
+    ALISA_ASSERT(v < s->max_len && (s->flags[v] & KV_GPU) && !(s->flags[v] & KV_PIN));
+    if (!(s->flags[v] & KV_CPU)) {
+        int keep = !ops->keep_copy || ops->keep_copy(st, v, now);
+        if (keep && s->cpu_cap > 0 && cpu_room(ops, st, s, p, p->kv_bytes, now, out) == 0) {
+            set_cpu(s, p, v, 1);
+            out->bytes_d2h += p->kv_bytes;
+            out->offload[out->n_offload++] = v;
+        } else if ((s->flags[v] & KV_INPUT) ||
+                   cpu_room(ops, st, s, p, p->input_bytes, now, out) == 0) {
+            out->drop[out->n_drop++] = v;
+            kv_stream_keep_input(s, p, v);
+        } else { /* no host room even for its layer input */
+            out->oom_cpu = 1;
+            return -1;
+        }
+    }
+    set_gpu(s, p, v, 0);
+    return 0;
+}
+
+/* Frees one GPU slot if the tier is full; a policy that evicts whole units
+ * takes the victim's unpinned unit-mates off with it. Returns -1 when
+ * nothing may go. */
 static int gpu_room(const struct placement_ops *ops, void *st, struct kv_stream *s,
                     const struct place_params *p, uint32_t now, struct place_result *out)
 {
     while (s->gpu_tokens >= s->gpu_cap) {
         uint32_t v = ops->victim_gpu(st, s, now);
-        if (v == UINT32_MAX)
+        if (v == UINT32_MAX || evict_gpu(ops, st, s, p, v, now, out))
             return -1;
-        ALISA_ASSERT(v < s->max_len && (s->flags[v] & KV_GPU) && !(s->flags[v] & KV_PIN));
-        if (!(s->flags[v] & KV_CPU)) {
-            int keep = !ops->keep_copy || ops->keep_copy(st, v, now);
-            if (keep && s->cpu_cap > 0 && cpu_room(ops, st, s, p, p->kv_bytes, now, out) == 0) {
-                set_cpu(s, p, v, 1);
-                out->bytes_d2h += p->kv_bytes;
-                out->offload[out->n_offload++] = v;
-            } else if ((s->flags[v] & KV_INPUT) ||
-                       cpu_room(ops, st, s, p, p->input_bytes, now, out) == 0) {
-                out->drop[out->n_drop++] = v;
-                kv_stream_keep_input(s, p, v);
-            } else { /* no host room even for its layer input */
-                out->oom_cpu = 1;
+        uint32_t u = ops->whole_units && p->unit_tokens > 1 ? p->unit_tokens : 1;
+        for (uint32_t t = v / u * u; u > 1 && t < (v / u + 1) * u && t < s->max_len; t++)
+            if ((s->flags[t] & KV_GPU) && !(s->flags[t] & KV_PIN) &&
+                evict_gpu(ops, st, s, p, t, now, out))
                 return -1;
-            }
-        }
-        set_gpu(s, p, v, 0);
     }
     return 0;
 }
@@ -310,8 +327,9 @@ int kv_stream_check(const struct kv_stream *s, const struct place_params *p, uin
 const struct placement_ops *const placement_policies[] = {
     &place_gpu_only_ops, &place_alisa_ops,      &place_alisa_cache_ops, &place_lru_ops,
     &place_fifo_ops,     &place_lfu_ops,       &place_lfu_aged_ops,    &place_slru_ops,
-    &place_arc_ops,      &place_cost_aware_ops, &place_hot_buffer_ops, &place_flexgen_ops,
-    &place_belady_ops,   &place_oracle_cost_ops, NULL,
+    &place_arc_ops,      &place_cost_aware_ops, &place_hot_buffer_ops, &place_block_lru_ops,
+    &place_block_score_ops, &place_flexgen_ops, &place_belady_ops,  &place_oracle_cost_ops,
+    NULL,
 };
 
 int placement_online_cache(const struct placement_ops *pl)

@@ -72,6 +72,8 @@ struct place_params {
     struct alisa_sched sched; /* alisa: the schedule to run, when `scheduled` */
     int scheduled;            /* alisa: 0 = the greedy schedule of the stream's own capacities
                                  (place_alisa_greedy) */
+    uint32_t unit_tokens;     /* block-lru, block-score: tokens a block, the selection's unit
+                                 (selection_ops.unit; scheduler_create sets it); 0: a token */
 };
 
 /* The state of one stream, shared by the engine and the policies. */
@@ -119,6 +121,9 @@ struct placement_ops {
                              GPU tier */
     int host_tier;        /* may keep tokens in the CPU tier: a shell sizes a host arena
                              (0: everything stays on the GPU or the run fails, gpu-only) */
+    int whole_units;      /* 1: a GPU victim takes the unpinned rest of its unit
+                             (place_params.unit_tokens) off the GPU with it: InfLLM's
+                             cache offloads whole memory blocks */
     int write_through;    /* 1: every token produced is copied to the CPU tier at once (an
                              offload of the new token in the step that makes it, where the
                              tier has free room), so a later eviction moves nothing:
@@ -143,6 +148,10 @@ struct placement_ops {
      * for it: a policy that adapts on its misses (arc) learns which token
      * the next victim makes room for. May be NULL. */
     void (*miss)(void *state, const struct kv_stream *s, uint32_t token, uint32_t now);
+    /* The weights w (n, summing to 1) the step at now gave the attended ids
+     * (ascending): what a policy that ranks by attention (block-score)
+     * learns from. May be NULL. */
+    void (*observe)(void *state, const uint32_t *ids, const float *w, uint32_t n, uint32_t now);
     /* The token entered the GPU tier at step now. May be NULL. */
     void (*admit)(void *state, uint32_t token, uint32_t now);
     /* 1 to recompute an attended CPU token instead of loading it. May be NULL
@@ -187,8 +196,8 @@ int placement_online_cache(const struct placement_ops *pl);
 
 extern const struct placement_ops place_gpu_only_ops, place_alisa_ops, place_alisa_cache_ops,
     place_lru_ops, place_fifo_ops, place_lfu_ops, place_lfu_aged_ops, place_slru_ops,
-    place_arc_ops, place_cost_aware_ops, place_hot_buffer_ops, place_flexgen_ops,
-    place_belady_ops, place_oracle_cost_ops;
+    place_arc_ops, place_cost_aware_ops, place_hot_buffer_ops, place_block_lru_ops,
+    place_block_score_ops, place_flexgen_ops, place_belady_ops, place_oracle_cost_ops;
 
 /* ---- FlexGen's split as its code makes it (place_flexgen.c) ---- */
 

@@ -92,8 +92,11 @@ int scheduler_create(struct scheduler **out, const struct scheduler_config *cfg,
         scheduler_destroy(s);
         return err_set(e, ALISA_ENOMEM, "out of memory for %u streams", cfg->n_streams);
     }
-    for (uint32_t i = 0; i < cfg->n_streams; i++)
+    uint32_t unit = cfg->sel->unit ? cfg->sel->unit(&cfg->sel_params) : 1;
+    for (uint32_t i = 0; i < cfg->n_streams; i++) {
         s->pp[i] = cfg->stream_params ? cfg->stream_params[i] : cfg->place_params;
+        s->pp[i].unit_tokens = unit;
+    }
     for (uint32_t i = 0; i < cfg->n_streams; i++) {
         struct scheduler_stream *st = &s->streams[i];
         if ((rc = cfg->sel->create(&st->sel, &cfg->sel_params, cfg->max_len, e)) ||
@@ -214,15 +217,19 @@ void scheduler_present_estimate(const struct scheduler *s, struct sel_estimate *
 void scheduler_observe(struct scheduler *s, uint32_t stream, const float *w)
 {
     struct scheduler_stream *st = &s->streams[stream];
-    if (s->cfg.sel->observe && st->n_attended)
-        s->cfg.sel->observe(st->sel, st->attended[st->n_attended - 1], st->attended, w,
-                            st->n_attended);
+    if (!st->n_attended)
+        return;
+    uint32_t pos = st->attended[st->n_attended - 1];
+    if (s->cfg.sel->observe)
+        s->cfg.sel->observe(st->sel, pos, st->attended, w, st->n_attended);
+    if (s->cfg.place->observe && !st->oom)
+        s->cfg.place->observe(st->place, st->attended, w, st->n_attended, pos);
 }
 
 void scheduler_observe_dense(struct scheduler *s, uint32_t stream, const float *row)
 {
     struct scheduler_stream *st = &s->streams[stream];
-    if (!s->cfg.sel->observe || !st->n_attended)
+    if ((!s->cfg.sel->observe && !s->cfg.place->observe) || !st->n_attended)
         return;
     double sum = 0;
     for (uint32_t i = 0; i < st->n_attended; i++)

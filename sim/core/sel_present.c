@@ -301,6 +301,9 @@ static void quest_estimate(const struct sel_params *p, struct sel_estimate *out)
                                      0, "bounds"};
 }
 
+/* The unit quest picks whole: a page. */
+static uint32_t quest_unit(const struct sel_params *p) { return (uint32_t)sel_knob_value(p, 0, 16); }
+
 const struct selection_ops sel_quest_ops = {
     .name = "quest",
     .budgeted = 1,
@@ -313,6 +316,7 @@ const struct selection_ops sel_quest_ops = {
     .knobs = quest_knobs,
     .n_knobs = 2,
     .estimate = quest_estimate,
+    .unit = quest_unit,
     .create = quest_create,
     .destroy = present_destroy,
     .select = quest_select,
@@ -339,6 +343,13 @@ const struct selection_ops sel_infinigen_ops = {
     .select = infinigen_select,
 };
 
+/* The unit infllm picks whole: a memory block (counted from token 0; InfLLM
+ * counts from the end of its initial tokens, the same with its defaults). */
+static uint32_t infllm_unit(const struct sel_params *p)
+{
+    return (uint32_t)sel_knob_value(p, 0, 128);
+}
+
 static const struct sel_knob infllm_knobs[] = {
     {"block-size", 1, 1, 65536, "128", "tokens a memory block"},
     {"repr-tokens", 1, 1, 65536, "4", "a block's representative tokens (its heaviest)"},
@@ -355,6 +366,7 @@ const struct selection_ops sel_infllm_ops = {
                "whose representative tokens weigh most (upper bound: exact scores)",
     .knobs = infllm_knobs,
     .n_knobs = 3,
+    .unit = infllm_unit,
     .create = infllm_create,
     .destroy = present_destroy,
     .select = infllm_select,

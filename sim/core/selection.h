@@ -98,6 +98,10 @@ struct selection_ops {
      * refuses a selection whose estimate is not EXACT (scheduler_create).
      * Cannot fail. */
     void (*estimate)(const struct sel_params *p, struct sel_estimate *out);
+    /* Tokens of the unit it picks whole under p (quest's page, infllm's
+     * block): what a placement that moves blocks (block-lru, block-score)
+     * groups by. NULL: a token. Cannot fail. */
+    uint32_t (*unit)(const struct sel_params *p);
 
     /* Creates the state of one stream whose sequence has at most max_len
      * tokens. On failure *state is NULL and e says why. */
