@@ -18,6 +18,7 @@
 #include "cpu_ops.h"
 #include "fp16.h"
 #include "fit.h"
+#include "skew.h"
 
 struct cpu_state {
     const struct llm_model *m;
@@ -44,6 +45,12 @@ struct cpu_state {
                               weights: what a selection that needs the present reads */
     float *kb;             /* (max_len, dim) a selection's estimate's scratch (Quest's page
                               bound keys), made at its first use; NULL until then */
+    /* InfiniGen's speculation (a PARTIAL estimate), made at its first use: */
+    uint32_t ig_m;         /* partial channels a head */
+    float *ig_q;           /* (batch, n_layers, prompt_len, dim) the prompt's queries */
+    float *ig_a;           /* (batch, n_layers, n_heads, ig_m, head_dim) skewed directions */
+    float *ig_k;           /* (batch, n_layers, max_len, n_heads, ig_m) partial keys */
+    uint8_t *ig_ready;     /* (batch, n_layers) 1: ig_a and the prompt's ig_k are made */
 };
 
 static void cpu_destroy(void *be)
@@ -61,6 +68,10 @@ static void cpu_destroy(void *be)
     free(s->ids);
     free(s->w);
     free(s->kb);
+    free(s->ig_q);
+    free(s->ig_a);
+    free(s->ig_k);
+    free(s->ig_ready);
     free(s->present);
     free(s);
 }
@@ -148,6 +159,101 @@ static int cpu_kvstore(void *be, uint32_t n_streams, uint32_t max_len, uint32_t 
     return kvstore_create(out, &s->m->c, n_streams, max_len, dev_cap, host_cap, int8, e);
 }
 
+/* InfiniGen's state for ratio r, made at its first use. Returns 0, or -1
+ * with cm->err set. */
+static int ig_alloc(struct cpu_state *s, struct backend_common *cm, double r)
+{
+    if (s->ig_ready)
+        return 0;
+    const struct llm_config *c = &s->m->c;
+    const size_t streams = (size_t)s->batch * c->n_layers, P = cm->prompt_len ? cm->prompt_len : 1;
+    uint32_t m = (uint32_t)(c->head_dim * r);
+    s->ig_m = m ? m : 1;
+    if (!(s->ig_q = malloc(streams * P * c->dim * sizeof *s->ig_q)) ||
+        !(s->ig_a = malloc(streams * c->n_heads * s->ig_m * c->head_dim * sizeof *s->ig_a)) ||
+        !(s->ig_k = malloc(streams * s->max_len * c->n_heads * s->ig_m * sizeof *s->ig_k)) ||
+        !(s->ig_ready = calloc(streams, 1))) {
+        err_set(&cm->err, ALISA_ENOMEM, "out of memory for InfiniGen's partial keys (%u tokens)",
+                s->max_len);
+        return -1;
+    }
+    return 0;
+}
+
+/* Partial keys of token t of stream (b, l): each head's m skewed channels
+ * of its KV head's key k. */
+static void ig_key(struct cpu_state *s, size_t st, uint32_t t, const float *k)
+{
+    const struct llm_config *c = &s->m->c;
+    const uint32_t H = c->n_heads, hs = c->head_dim, m = s->ig_m, group = H / c->n_kv_heads;
+    float *out = s->ig_k + ((st * s->max_len + t) * H) * m;
+    for (uint32_t h = 0; h < H; h++) {
+        const float *a = s->ig_a + (st * H + h) * m * hs, *kh = k + (size_t)(h / group) * hs;
+        for (uint32_t r = 0; r < m; r++) {
+            float x = 0;
+            for (uint32_t i = 0; i < hs; i++)
+                x += a[(size_t)r * hs + i] * kh[i];
+            out[(size_t)h * m + r] = x;
+        }
+    }
+}
+
+/* InfiniGen's speculated row at pos into s->w: at the stream's first decode
+ * step each head's skewed directions from the prompt's queries
+ * (cpu_skew_basis) and the prompt's partial keys; then the query's m
+ * channels against every token's, scaled, softmaxed per head, the heads
+ * averaged. Returns 0, or -1 with cm->err set. */
+static int ig_present(struct cpu_state *s, struct backend_common *cm, uint32_t b, uint32_t l,
+                      uint32_t pos, const float *q, const float *k)
+{
+    const struct llm_model *m = s->m;
+    const struct llm_config *c = &m->c;
+    const uint32_t H = c->n_heads, hs = c->head_dim, M = s->ig_m, kv = c->kv_dim;
+    const size_t st = (size_t)b * c->n_layers + l;
+    if (!s->ig_ready[st]) {
+        const uint32_t P = cm->prompt_len < pos ? cm->prompt_len : pos;
+        const float *Q = s->ig_q + st * (cm->prompt_len ? cm->prompt_len : 1) * c->dim;
+        for (uint32_t h = 0; h < H; h++)
+            if (cpu_skew_basis(Q + (size_t)h * hs, P, c->dim, hs, M,
+                               s->ig_a + (st * H + h) * M * hs)) {
+                err_set(&cm->err, ALISA_ENOMEM, "out of memory for InfiniGen's skewing");
+                return -1;
+            }
+        float *ck = s->key_cache + (size_t)b * s->max_len * kv;
+        float *cv = s->value_cache + (size_t)b * s->max_len * kv;
+        for (uint32_t t = 0; t < pos; t++) {
+            kvstore_fetch(cm->ks, m, (uint32_t)st, l, t, ck + (size_t)t * kv, cv + (size_t)t * kv);
+            ig_key(s, st, t, ck + (size_t)t * kv);
+        }
+        s->ig_ready[st] = 1;
+    }
+    ig_key(s, st, pos, k);
+    const float scale = 1.0f / sqrtf((float)hs), inv_h = 1.0f / (float)H;
+    float *qp = s->xb2; /* scratch until the output projection; M <= head_dim floats */
+    memset(s->w, 0, (pos + 1) * sizeof *s->w);
+    for (uint32_t h = 0; h < H; h++) {
+        const float *a = s->ig_a + (st * H + h) * M * hs, *qh = q + (size_t)h * hs;
+        for (uint32_t r = 0; r < M; r++) {
+            float x = 0;
+            for (uint32_t i = 0; i < hs; i++)
+                x += a[(size_t)r * hs + i] * qh[i];
+            qp[r] = x;
+        }
+        float *att = s->att + (size_t)h * s->max_len;
+        for (uint32_t t = 0; t <= pos; t++) {
+            const float *kp = s->ig_k + ((st * s->max_len + t) * H + h) * M;
+            float x = 0;
+            for (uint32_t r = 0; r < M; r++)
+                x += qp[r] * kp[r];
+            att[t] = scale * x;
+        }
+        cpu_softmax(att, pos + 1);
+        for (uint32_t t = 0; t <= pos; t++)
+            s->w[t] += att[t] * inv_h;
+    }
+    return 0;
+}
+
 /* The step's row a selection that needs the present reads before it picks,
  * into s->present as a trace stores it (FP16 weights), its time the
  * selection's: the query's own attention over every token 0..pos, head-mean
@@ -174,7 +280,12 @@ static int cpu_present(struct cpu_state *s, struct backend_common *cm, uint32_t 
                 s->max_len);
         return -1;
     }
-    if (src) {
+    if (est.kind == SEL_ESTIMATE_PARTIAL) {
+        if (ig_alloc(s, cm, est.ratio) || ig_present(s, cm, b, l, pos, q, k))
+            return -1;
+        for (uint32_t t = 0; t <= pos; t++)
+            s->present[t] = fp16_to_float(fp16_from_float(s->w[t]));
+    } else if (src) {
         memcpy(s->present, src, (pos + 1) * sizeof *s->present);
     } else {
         float *ck = s->key_cache + (size_t)b * s->max_len * kv;
@@ -211,6 +322,17 @@ static uint32_t tiered_gather(struct cpu_state *s, struct backend_common *cm, ui
     uint32_t stream = b * m->c.n_layers + l;
     struct scheduler_plan plan;
     const float *present = NULL;
+    struct sel_estimate est;
+    scheduler_present_estimate(cm->sched, &est);
+    if (pos < cm->prompt_len && est.kind == SEL_ESTIMATE_PARTIAL) {
+        /* InfiniGen skews by the prompt's queries: kept for the first decode step */
+        if (ig_alloc(s, cm, est.ratio))
+            return 0;
+        const size_t st = (size_t)b * m->c.n_layers + l;
+        if (pos == 0)
+            s->ig_ready[st] = 0; /* a new sequence in this slot */
+        memcpy(s->ig_q + (st * cm->prompt_len + pos) * m->c.dim, q, m->c.dim * sizeof *q);
+    }
     if (pos >= cm->prompt_len && scheduler_needs_present(cm->sched)) {
         if (cpu_present(s, cm, b, l, pos, q, k, v, tl))
             return 0;

@@ -100,4 +100,5 @@ void cpu_page_bounds(const float *q, const float *K, uint32_t n, uint32_t kv_dim
                      uint32_t group, uint32_t H, uint32_t page, float *kb, float *att, uint32_t ld,
                      float *w, float *out);
 
+
 #endif

@@ -262,6 +262,22 @@ check $? "quest's page bounds with 16-token pages decide otherwise than the exac
     --gpu-kv-bytes 160KiB --cpu-kv-bytes 40KiB >/dev/null 2>"$tmp/err"
 [ $? -ne 0 ] && grep -q "selection quest: .*leave --bounds out" "$tmp/err"
 check $? "a replay refuses quest's page bounds, naming --bounds"
+# InfiniGen's own speculation (--partial-ratio R: R of each head's channels
+# in the prompt queries' skewed basis): with every channel the basis is a
+# rotation, so it decides as the exact row; with 20% it does not
+irun() {
+    "$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
+        --gen-len 96 --batch 2 --selection infinigen --sparsity 0.8 --placement lru \
+        --gpu-kv-bytes 100KiB --cpu-kv-bytes 60KiB "$@" -o "$tmp/q.trace" 2>/dev/null
+}
+irun --log "$tmp/q0.log" && irun --partial-ratio 1 --log "$tmp/q1.log" &&
+    [ "$(wc -l <"$tmp/q1.log")" -eq 1280 ] && cmp -s "$tmp/q0.log" "$tmp/q1.log" &&
+    irun --partial-ratio 0.2 --log "$tmp/q1.log" && ! cmp -s "$tmp/q0.log" "$tmp/q1.log"
+check $? "infinigen's speculation with every channel decides as the exact row, with 20% not"
+"$alisa" plan --trace "$tmp/q.trace" --selection infinigen --partial-ratio 0.2 --placement lru \
+    --gpu-kv-bytes 100KiB --cpu-kv-bytes 60KiB >/dev/null 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q "leave --partial-ratio out" "$tmp/err"
+check $? "a replay refuses infinigen's speculation, naming --partial-ratio"
 "$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
     --gen-len 96 --selection swa --placement alisa-cache --gpu-kv-bytes 30KiB -o "$tmp/x.trace" 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "cannot hold the [0-9]* tokens this step attends" "$tmp/err" && [ ! -e "$tmp/x.trace" ]

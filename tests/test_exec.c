@@ -26,6 +26,7 @@
 #include "kvstore.h"
 #include "model.h"
 #include "scheduler.h"
+#include "skew.h"
 #include "testexec.h"
 #include "testutil.h"
 #include "tokenizer.h"
@@ -1333,6 +1334,74 @@ static void test_exec_quest_page_bounds_match_a_brute_force(void **state)
     }
 }
 
+/* InfiniGen's skewing basis (cpu_skew_basis): queries lying near a plane
+ * spanned by two orthonormal directions give two rows within that plane,
+ * orthonormal; with every channel kept the basis is a rotation, so q . k
+ * is kept (what lets the executor's speculation with every channel decide
+ * as the exact row). */
+static void test_exec_skew_basis_finds_the_queries_directions(void **state)
+{
+    (void)state;
+    enum { HS = 8, N = 40 };
+    uint32_t seed = 99;
+#define RND() ((float)((seed = seed * 1664525u + 1013904223u) >> 8) / 16777216.0f * 2 - 1)
+    float u[2][HS], Q[N * HS], A[HS * HS], k[HS], q[HS];
+    for (int d = 0; d < 2; d++) { /* Gram-Schmidt on two random vectors */
+        double norm = 0;
+        for (int i = 0; i < HS; i++)
+            u[d][i] = RND();
+        if (d == 1) {
+            double dot = 0;
+            for (int i = 0; i < HS; i++)
+                dot += u[0][i] * u[1][i];
+            for (int i = 0; i < HS; i++)
+                u[1][i] -= (float)dot * u[0][i];
+        }
+        for (int i = 0; i < HS; i++)
+            norm += u[d][i] * u[d][i];
+        for (int i = 0; i < HS; i++)
+            u[d][i] /= (float)sqrt(norm);
+    }
+    for (int t = 0; t < N; t++) {
+        float a = 3 * RND(), b = 2 * RND();
+        for (int i = 0; i < HS; i++)
+            Q[t * HS + i] = a * u[0][i] + b * u[1][i] + 0.01f * RND();
+    }
+    assert_int_equal(cpu_skew_basis(Q, N, HS, HS, 2, A), 0);
+    for (int r = 0; r < 2; r++) {
+        double in = 0, norm = 0, cross = 0;
+        for (int d = 0; d < 2; d++) {
+            double dot = 0;
+            for (int i = 0; i < HS; i++)
+                dot += A[r * HS + i] * u[d][i];
+            in += dot * dot;
+        }
+        for (int i = 0; i < HS; i++) {
+            norm += A[r * HS + i] * A[r * HS + i];
+            cross += A[i] * A[HS + i];
+        }
+        assert_true(fabs(in - 1) < 1e-3 && fabs(norm - 1) < 1e-5 && fabs(cross) < 1e-5);
+    }
+    assert_int_equal(cpu_skew_basis(Q, N, HS, HS, HS, A), 0);
+    for (int i = 0; i < HS; i++) {
+        k[i] = RND();
+        q[i] = RND();
+    }
+    double exact = 0, rotated = 0;
+    for (int i = 0; i < HS; i++)
+        exact += q[i] * k[i];
+    for (int r = 0; r < HS; r++) {
+        double qr = 0, kr = 0;
+        for (int i = 0; i < HS; i++) {
+            qr += A[r * HS + i] * q[i];
+            kr += A[r * HS + i] * k[i];
+        }
+        rotated += qr * kr;
+    }
+    assert_true(fabs(exact - rotated) < 1e-5);
+#undef RND
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1358,6 +1427,7 @@ int main(void)
         cmocka_unit_test(test_exec_tier_ops_carry_out_the_plans_of_a_plain_kvstore),
         cmocka_unit_test(test_exec_backend_choice_says_why_without_a_device),
         cmocka_unit_test(test_exec_quest_page_bounds_match_a_brute_force),
+        cmocka_unit_test(test_exec_skew_basis_finds_the_queries_directions),
     };
     return tu_result(cmocka_run_group_tests(tests, NULL, NULL));
 }

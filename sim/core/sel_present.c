@@ -325,7 +325,24 @@ const struct selection_ops sel_quest_ops = {
 static const struct sel_knob infinigen_knobs[] = {
     {"alpha", 0, 0.01, 50, "4",
      "keep tokens within alpha of the row's largest logit (at most B)"},
+    {"partial-ratio", 0, 0.01, 1, "the exact row, InfiniGen's upper bound",
+     "score with InfiniGen's own speculation: this share of each head's channels (0.2 in its "
+     "scripts) after skewing by the prompt's queries (the executor computes it; a trace's "
+     "replay cannot)"},
 };
+
+/* InfiniGen's estimate (--partial-ratio R): each head's scores from R of its
+ * channels, in the basis that skews the prompt's queries
+ * (snu-comparch/InfiniGen, speedup/infinigen/infinigen/skewing_controller.py
+ * skew, partial_weight_generation_controller.py
+ * partial_weight_index_generation, kv_selection_controller.py
+ * speculate_attention); the executor computes it (cpu_skew_basis). */
+static void infinigen_estimate(const struct sel_params *p, struct sel_estimate *out)
+{
+    double r = sel_knob_value(p, 1, 0);
+    if (r > 0)
+        *out = (struct sel_estimate){SEL_ESTIMATE_PARTIAL, 0, r, "partial-ratio"};
+}
 
 const struct selection_ops sel_infinigen_ops = {
     .name = "infinigen",
@@ -337,7 +354,8 @@ const struct selection_ops sel_infinigen_ops = {
     .summary = "InfiniGen: tokens within alpha of the row's largest logit, at most B, "
                "speculated a layer ahead (upper bound: the exact row)",
     .knobs = infinigen_knobs,
-    .n_knobs = 1,
+    .n_knobs = 2,
+    .estimate = infinigen_estimate,
     .create = infinigen_create,
     .destroy = present_destroy,
     .select = infinigen_select,
