@@ -4,7 +4,8 @@
 # tokens of each step's own row, HiSparse's indexer at its upper bound) at
 # 80% KV sparsity, each (sequence, layer) stream with a GPU buffer of
 # F x B_max tokens (B_max: the budget at the trace's longest context) over a
-# host tier that holds everything, managed by exact LRU as HiSparse's is;
+# host tier that holds everything, managed by exact LRU with every new token
+# written through to the host as HiSparse's is (the hot-buffer placement);
 # beside it Belady's misses on the same selections (alisa plan's offline
 # bound, the same run's second pass). Hit rate: attended tokens found on
 # the GPU when the step began, over all attended tokens of the decode.
@@ -28,7 +29,7 @@ d = json.load(sys.stdin); print(d["streams"], d["kv_bytes_per_token_layer"], d["
     bmax=$(python3 -c "print(max(1, 2 * round($maxlen * 0.2 / 2)))")
     for f in $factors; do
         tok=$(python3 -c "import math; print(math.ceil($f * $bmax))")
-        $alisa plan --trace "$t" --selection topk --sparsity 0.8 --placement lru \
+        $alisa plan --trace "$t" --selection topk --sparsity 0.8 --placement hot-buffer \
             --gpu-kv-bytes $((tok * streams * kvb)) --json |
             python3 -c 'import json, sys
 name, f, tok, streams = sys.argv[1:5]

@@ -124,6 +124,32 @@ for key in throughput_tok_s total_s oom bytes_h2d bytes_d2h gpu_hit_rate recompu
     grep_out "\"$key\"" "sim json has $key"
 done
 grep_out '"software": "flexgen"' "sim json names the software"
+# the dominant category is the largest of the parts of the decode its time
+# line prints (weights, KV, recompute, stall; host from the JSON), and a
+# stall names the busiest of what the GPU waits on
+# (batch 8: compute on weights; batch 64 with the KV on the host: a stall on
+# the CPU's attention, or on the link up)
+for run in "alisa 8" "dense-gpu 8" "flexgen 64" "flexgen-copy 64"; do
+    read -r sys b <<<"$run"
+    "$alisa" sim --trace "$tmp/a.trace" --model OPT-13B --hardware V100-32GB --batch "$b" \
+        --prompt-len 32 --gen-len 64 --system "$sys" --flexgen-percent 100,0,0,100 --json \
+        >"$tmp/dom.json" 2>&1 &&
+    python3 - "$tmp/dom.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+parts = {"compute on weights": d["compute_weights_s"], "compute on KV": d["compute_kv_s"],
+         "recompute": d["recompute_s"], "host": d["host_s"], "GPU stall": d["stall_s"]}
+best = max(parts, key=parts.get)
+assert d["dominant"] == best and abs(d["dominant_s"] - parts[best]) < 1e-9, (d["dominant"], parts)
+if best == "GPU stall":
+    w = {"link up": d["transfer_h2d_s"], "link down": d["transfer_d2h_s"],
+         "CPU attention": d["cpu_attention_s"]}
+    assert d["dominant_waiting"] == max(w, key=w.get), (d["dominant_waiting"], w)
+else:
+    assert d["dominant_waiting"] is None
+PY
+    [ $? -eq 0 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: sim's dominant category ($sys)"; }
+done
 expect 0 "sim --flexgen-gpu-batch" "$alisa" sim --trace "$tmp/a.trace" --model OPT-13B \
     --hardware V100-32GB --batch 8 --prompt-len 32 --gen-len 64 --system flexgen-copy \
     --flexgen-gpu-batch 2 --software none

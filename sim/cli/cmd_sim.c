@@ -187,7 +187,8 @@ void cmd_sim_usage(FILE *out)
             "\n"
             "Simulates a batched decode of a catalog model on a hardware profile under a\n"
             "system, with the attention of a recorded or synthetic trace, and reports\n"
-            "throughput, time split into compute / transfer / recompute / stall, bytes moved,\n"
+            "throughput, time split into compute / transfer / recompute / stall and the\n"
+            "part that dominates the decode (for a stall, what the GPU waits on), bytes moved,\n"
             "KV per tier, GPU hit rate, recomputed tokens, phase switches and the share of\n"
             "the trace's attention mass the selection kept; for an online cache placement\n"
             "the same run under the offline bounds (belady, oracle-cost) beside it.\n"
@@ -301,6 +302,33 @@ static double optimum_saving_s(const struct sim_optimum *opt, double total_s)
     return total_s > best ? total_s - best : 0;
 }
 
+/* Where most of the decode went (issue 45, item 3): the largest of the GPU's
+ * work on weights, its work on KV, recomputation, host work and the GPU's
+ * stall (these add up to the decode), into *s; for a stall, *waiting names
+ * the busiest of what the GPU waits on (the link up, the link down, the
+ * CPU's attention), else NULL. Returns the category's name. */
+static const char *sim_dominant(const struct sim_result *r, double *s, const char **waiting)
+{
+    const struct { const char *name; double s; } c[] = {
+        {"compute on weights", r->compute_weights_s},
+        {"compute on KV", r->compute_s - r->compute_weights_s},
+        {"recompute", r->recompute_s},
+        {"host", r->host_s},
+        {"GPU stall", r->stall_s},
+    };
+    size_t best = 0;
+    for (size_t i = 1; i < sizeof c / sizeof c[0]; i++)
+        if (c[i].s > c[best].s)
+            best = i;
+    *s = c[best].s;
+    *waiting = NULL;
+    if (best == 4) {
+        double up = r->transfer_h2d_s, down = r->transfer_d2h_s, cpu = r->cpu_attention_s;
+        *waiting = cpu >= up && cpu >= down ? "CPU attention" : up >= down ? "link up" : "link down";
+    }
+    return c[best].name;
+}
+
 static void sim_report_json(const struct sim_opts *o, const struct sim_result *res,
                             const struct sim_optimum *opt)
 {
@@ -329,6 +357,11 @@ static void sim_report_json(const struct sim_opts *o, const struct sim_result *r
     json_object_set_new(root, "transfer_d2h_s", json_real(r.transfer_d2h_s));
     json_object_set_new(root, "host_s", json_real(r.host_s));
     json_object_set_new(root, "relay_s", json_real(r.relay_s));
+    double dom_s;
+    const char *waiting;
+    json_object_set_new(root, "dominant", json_string(sim_dominant(&r, &dom_s, &waiting)));
+    json_object_set_new(root, "dominant_s", json_real(dom_s));
+    json_object_set_new(root, "dominant_waiting", waiting ? json_string(waiting) : json_null());
     json_object_set_new(root, "preemptions", json_integer(r.preemptions));
     json_object_set_new(root, "cpu_attention_s", json_real(r.cpu_attention_s));
     json_object_set_new(root, "extended_steps", json_integer(r.extended_steps));
@@ -399,6 +432,11 @@ static int sim_report_text(const struct sim_opts *o, const struct sim_result *re
         printf("host         software %s: %.3f s waiting for launches (%.0f us a layer), "
                "%.3f s staging pageable KV\n", cfg->sw->name, r.host_s,
                cost_layer_host_ns(cfg->sw, cfg->sel->name) * 1e-3, r.relay_s);
+    double dom_s, decode_s = r.total_s - r.prefill_s;
+    const char *waiting, *dom = sim_dominant(&r, &dom_s, &waiting);
+    printf("dominant     %s %.3f s (%.0f%% of the decode)%s%s\n", dom, dom_s,
+           decode_s > 0 ? 100 * dom_s / decode_s : 0, waiting ? ", waiting on the " : "",
+           waiting ? waiting : "");
     printf("traffic      %.3f GB host->GPU, %.3f GB GPU->host; %.0f tokens recomputed\n",
            r.bytes_h2d / 1e9, r.bytes_d2h / 1e9, r.recomputed_tokens);
     printf("KV           GPU peak %.2f of %.2f GB, CPU peak %.2f of %.2f GB; GPU hit rate "
