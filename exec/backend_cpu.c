@@ -389,6 +389,96 @@ static void norm_rows(const struct llm_config *c, float *o, const float *x, cons
     }
 }
 
+/* Layer l's attention of the R rows (q, k, v in s after the projections)
+ * on the dense cache: every row's keys written, then every row attends,
+ * across the threads; rows (when given: one position a call) get the
+ * head-mean weights, cm->attn_heads each head's. The output replaces the
+ * normed input (s->xb). */
+static void dense_attend(struct cpu_state *s, struct backend_common *cm, uint32_t l,
+                         const uint32_t *slot, const uint32_t *pos_of, uint32_t R, float *rows)
+{
+    const struct llm_config *c = &s->m->c;
+    const uint32_t B = s->batch, d = c->dim, kv = c->kv_dim, H = c->n_heads, hs = c->head_dim;
+    const uint32_t group = H / c->n_kv_heads, half = hs / 2;
+    const int rope = c->arch != LLM_ARCH_OPT;
+#pragma omp parallel for schedule(static) num_threads(s->nt) if (R > 1)
+    for (uint32_t r = 0; r < R; r++) {
+        uint32_t b = slot[r], pos = pos_of[r];
+        size_t base = (((size_t)l * B + b) * s->max_len + pos) * kv;
+        const float *cs = s->rope_cos + (size_t)pos * half, *sn = s->rope_sin + (size_t)pos * half;
+        if (rope) {
+            cpu_rope(s->q + (size_t)r * d, d, hs, cs, sn);
+            cpu_rope(s->k + (size_t)r * kv, kv, hs, cs, sn);
+        }
+        memcpy(s->key_cache + base, s->k + (size_t)r * kv, kv * sizeof(float));
+        memcpy(s->value_cache + base, s->v + (size_t)r * kv, kv * sizeof(float));
+    }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(s->nt) if (R > 1)
+    for (uint32_t r = 0; r < R; r++) {
+        uint32_t b = slot[r], pos = pos_of[r], n = pos + 1, tid = cpu_thread_id();
+        size_t base = (((size_t)l * B + b) * s->max_len) * kv;
+        float *wt = s->w + (size_t)tid * s->max_len;
+        cpu_attend(s->q + (size_t)r * d, s->key_cache + base, s->value_cache + base, n, kv, hs,
+                   group, H, s->att + (size_t)tid * H * s->max_len, s->max_len, wt,
+                   s->xb + (size_t)r * d);
+        if (rows)
+            memcpy(rows + ((size_t)b * c->n_layers + l) * n, wt, n * sizeof *wt);
+        for (uint32_t h = 0; rows && cm->attn_heads && h < H; h++) /* cpu_attend's rows */
+            memcpy(cm->attn_heads + (((size_t)b * c->n_layers + l) * H + h) * n,
+                   s->att + ((size_t)tid * H + h) * s->max_len, n * sizeof(float));
+    }
+}
+
+/* Layer l's attention of the R rows under the scheduler: positions in
+ * order (s->order), position p attending keys written at p' <= p; each row
+ * asks for its step (tiered_gather), attends what it gathered, records
+ * the row the trace keeps (the present row the selection read, else the
+ * attended tokens' weights: an estimate is not attention) and feeds the
+ * scheduler the same, so a replay reads and observes what this run did.
+ * tl's attention excludes the moves, recomputation and scheduling counted
+ * apart. Returns 0, or -1 with cm->err set. */
+static int tiered_attend(struct cpu_state *s, struct backend_common *cm, uint32_t l,
+                         const uint32_t *slot, const uint32_t *pos_of, uint32_t R, float *rows,
+                         double *tl)
+{
+    const struct llm_config *c = &s->m->c;
+    const uint32_t d = c->dim, kv = c->kv_dim, H = c->n_heads, hs = c->head_dim;
+    const uint32_t group = H / c->n_kv_heads, half = hs / 2;
+    const int rope = c->arch != LLM_ARCH_OPT;
+    struct sel_estimate est;
+    scheduler_present_estimate(cm->sched, &est);
+    for (uint32_t k = 0; k < R; k++) {
+        const uint32_t r = s->order[k], b = slot[r], pos = pos_of[r], n = pos + 1;
+        const float *cs = s->rope_cos + (size_t)pos * half, *sn = s->rope_sin + (size_t)pos * half;
+        float *q = s->q + r * d, *kb = s->k + r * kv, *vb = s->v + r * kv;
+        if (rope) {
+            cpu_rope(q, d, hs, cs, sn);
+            cpu_rope(kb, kv, hs, cs, sn);
+        }
+        float *act = s->xb + r * d; /* this layer's normed input, kept for recompute */
+        float *row = rows ? rows + ((size_t)b * c->n_layers + l) * n : NULL;
+        double before = tl[T_MOVE] + tl[T_RECOMP] + tl[T_SCHED];
+        uint32_t n_att = tiered_gather(s, cm, b, l, pos, q, kb, vb, act, tl);
+        tl[T_ATTN] -= tl[T_MOVE] + tl[T_RECOMP] + tl[T_SCHED] - before;
+        if (n_att == 0)
+            return -1;
+        /* output replaces the normed input */
+        cpu_attend(q, s->K, s->V, n_att, kv, hs, group, H, s->att, s->max_len, s->w, act);
+        const float *present = pos >= cm->prompt_len && scheduler_needs_present(cm->sched) &&
+                                       est.kind == SEL_ESTIMATE_EXACT
+                                   ? s->present : NULL;
+        if (row && present) {
+            memcpy(row, present, n * sizeof *row);
+        } else if (row) {
+            memset(row, 0, n * sizeof *row);
+            for (uint32_t a = 0; a < n_att; a++)
+                row[s->ids[a]] = s->w[a];
+        }
+        tl[T_ATTN] -= backend_observe(cm, b, l, pos, s->ids, s->w, n_att, present, s->att, tl);
+    }
+    return 0;
+}
+
 /* The forward pass over R rows, row r being sequence slot[r]'s token at
  * position pos[r] (a sequence's rows in increasing positions, its earlier
  * positions computed before): the lockstep call's rows (cpu_forward) or a
@@ -403,9 +493,7 @@ static const float *cpu_forward_rows(struct cpu_state *s, struct backend_common 
 {
     const struct llm_config *c = &s->m->c;
     const struct llm_weights *w = &s->m->w;
-    const uint32_t B = s->batch, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim;
-    const uint32_t H = c->n_heads, hs = c->head_dim, group = c->n_heads / c->n_kv_heads;
-    const uint32_t half = hs / 2;
+    const uint32_t d = c->dim, kv = c->kv_dim, hd = c->hidden_dim;
     cpu_flush_subnormals();
     if (ensure_rows(s, R)) {
         err_set(&cm->err, ALISA_ENOMEM, "out of memory for %u activation rows", R);
@@ -421,7 +509,7 @@ static const float *cpu_forward_rows(struct cpu_state *s, struct backend_common 
         for (uint32_t r = 0; r < R; r++) /* rows of a position stay in sequence order */
             s->order[count[pos_of[r]]++] = r;
     }
-    const int opt = c->arch == LLM_ARCH_OPT, rope = !opt;
+    const int opt = c->arch == LLM_ARCH_OPT;
     /* OPT adds its learned position, row pos + 2 (modeling_opt.py's offset) */
     for (uint32_t r = 0; r < R; r++) {
         float *x = s->x + (size_t)r * d;
@@ -448,75 +536,10 @@ static const float *cpu_forward_rows(struct cpu_state *s, struct backend_common 
         }
         tl[T_GEMM] += (double)(backend_mono_ns() - t0);
         t0 = backend_mono_ns();
-        if (!cm->sched) { /* dense: every row's keys written, then every row attends, in parallel */
-#pragma omp parallel for schedule(static) num_threads(s->nt) if (R > 1)
-            for (uint32_t r = 0; r < R; r++) {
-                uint32_t b = slot[r], pos = pos_of[r];
-                size_t base = (((size_t)l * B + b) * s->max_len + pos) * kv;
-                const float *cs = s->rope_cos + (size_t)pos * half, *sn = s->rope_sin + (size_t)pos * half;
-                if (rope) {
-                    cpu_rope(s->q + (size_t)r * d, d, hs, cs, sn);
-                    cpu_rope(s->k + (size_t)r * kv, kv, hs, cs, sn);
-                }
-                memcpy(s->key_cache + base, s->k + (size_t)r * kv, kv * sizeof(float));
-                memcpy(s->value_cache + base, s->v + (size_t)r * kv, kv * sizeof(float));
-            }
-#pragma omp parallel for schedule(dynamic, 1) num_threads(s->nt) if (R > 1)
-            for (uint32_t r = 0; r < R; r++) {
-                uint32_t b = slot[r], pos = pos_of[r], n = pos + 1, tid = cpu_thread_id();
-                size_t base = (((size_t)l * B + b) * s->max_len) * kv;
-                float *wt = s->w + (size_t)tid * s->max_len;
-                /* output replaces the normed input */
-                cpu_attend(s->q + (size_t)r * d, s->key_cache + base, s->value_cache + base, n, kv,
-                           hs, group, H, s->att + (size_t)tid * H * s->max_len, s->max_len, wt,
-                           s->xb + (size_t)r * d);
-                if (rows) /* one position a call when rows are asked for */
-                    memcpy(rows + ((size_t)b * c->n_layers + l) * n, wt, n * sizeof *wt);
-                for (uint32_t h = 0; rows && cm->attn_heads && h < H; h++) /* cpu_attend's rows */
-                    memcpy(cm->attn_heads + (((size_t)b * c->n_layers + l) * H + h) * n,
-                           s->att + ((size_t)tid * H + h) * s->max_len, n * sizeof(float));
-            }
-        }
-        /* tiered: positions in order, position p attends keys written at p' <= p */
-        for (uint32_t k = 0; k < R && cm->sched; k++) {
-            const uint32_t r = s->order[k], b = slot[r], pos = pos_of[r], n = pos + 1;
-            const float *cs = s->rope_cos + (size_t)pos * half, *sn = s->rope_sin + (size_t)pos * half;
-            {
-                float *q = s->q + r * d, *kb = s->k + r * kv, *vb = s->v + r * kv;
-                if (rope) {
-                    cpu_rope(q, d, hs, cs, sn);
-                    cpu_rope(kb, kv, hs, cs, sn);
-                }
-                float *act = s->xb + r * d; /* this layer's normed input, kept for recompute */
-                float *row = rows ? rows + ((size_t)b * c->n_layers + l) * n : NULL;
-                double before = tl[T_MOVE] + tl[T_RECOMP] + tl[T_SCHED];
-                uint32_t n_att = tiered_gather(s, cm, b, l, pos, q, kb, vb, act, tl);
-                /* counted below with the attention: take the other
-                 * categories out again */
-                tl[T_ATTN] -= tl[T_MOVE] + tl[T_RECOMP] + tl[T_SCHED] - before;
-                if (n_att == 0)
-                    return NULL;
-                /* output replaces the normed input */
-                cpu_attend(q, s->K, s->V, n_att, kv, hs, group, H, s->att, s->max_len, s->w, act);
-                /* the row the selection read is what the trace records, so
-                 * a replay reads and observes the same (an estimate is not
-                 * attention: the attended tokens' weights are recorded) */
-                struct sel_estimate est;
-                scheduler_present_estimate(cm->sched, &est);
-                const float *present = pos >= cm->prompt_len && scheduler_needs_present(cm->sched) &&
-                                               est.kind == SEL_ESTIMATE_EXACT
-                                           ? s->present : NULL;
-                if (row && present) {
-                    memcpy(row, present, n * sizeof *row);
-                } else if (row) {
-                    memset(row, 0, n * sizeof *row);
-                    for (uint32_t a = 0; a < n_att; a++)
-                        row[s->ids[a]] = s->w[a];
-                }
-                tl[T_ATTN] -= backend_observe(cm, b, l, pos, s->ids, s->w, n_att, present, s->att,
-                                              tl);
-            }
-        }
+        if (!cm->sched)
+            dense_attend(s, cm, l, slot, pos_of, R, rows);
+        else if (tiered_attend(s, cm, l, slot, pos_of, R, rows, tl))
+            return NULL;
         tl[T_ATTN] += (double)(backend_mono_ns() - t0);
         t0 = backend_mono_ns();
         qmat_gemm(s->xb2, s->xb, &w->wo[l], R, s->qscratch);
