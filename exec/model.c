@@ -558,35 +558,34 @@ struct hf_part {
     float *vec;
 };
 
-int llm_load_hf(struct llm_model **out, const char *path, struct alisa_err *e)
+/* A checkpoint's files from the path given: a directory (model.safetensors,
+ * or a sharded checkpoint's index) or a file, and config.json beside it. */
+static void hf_paths(const char *path, char *file, size_t nf, char *dir, size_t nd, char *cpath,
+                     size_t nc)
 {
-    *out = NULL;
-    char file[1024], dir[1024], cpath[1100];
     struct stat sb;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        snprintf(dir, sizeof dir, "%s", path);
-        snprintf(file, sizeof file, "%s/model.safetensors", path);
+        snprintf(dir, nd, "%s", path);
+        snprintf(file, nf, "%s/model.safetensors", path);
         if (access(file, F_OK) != 0) /* a sharded checkpoint */
-            snprintf(file, sizeof file, "%s/model.safetensors.index.json", path);
+            snprintf(file, nf, "%s/model.safetensors.index.json", path);
     } else {
-        snprintf(file, sizeof file, "%s", path);
+        snprintf(file, nf, "%s", path);
         const char *slash = strrchr(path, '/');
-        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+        snprintf(dir, nd, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
     }
-    snprintf(cpath, sizeof cpath, "%s/config.json", dir);
-    json_t *cfg;
-    int rc = st_load_json(cpath, &cfg, e);
-    if (rc)
-        return rc;
-    struct st_file *f = NULL;
-    struct llm_model *m = calloc(1, sizeof *m);
-    rc = m ? st_open(&f, file, e) : err_set(e, ALISA_ENOMEM, "out of memory");
-    if (rc)
-        goto done;
-    struct llm_config *c = &m->c;
+    snprintf(cpath, nc, "%s/config.json", dir);
+}
+
+/* The architecture and shape config.json (at cpath) describes: OPT (pre-norm,
+ * ReLU, no projection of the embeddings) or LLaMA; *max_pos its positions.
+ * Returns 0 or a negative status with e naming the file and key. */
+static int hf_config(json_t *cfg, const char *cpath, struct llm_config *c, uint32_t *max_pos,
+                     struct alisa_err *e)
+{
     json_t *mt = json_object_get(cfg, "model_type");
     const char *type = json_is_string(mt) ? json_string_value(mt) : "";
-    uint32_t max_pos = 0;
+    int rc;
     if (strcmp(type, "opt") == 0) {
         c->arch = LLM_ARCH_OPT;
         uint32_t proj = 0;
@@ -595,18 +594,16 @@ int llm_load_hf(struct llm_model **out, const char *path, struct alisa_err *e)
             (rc = cfg_u32(cfg, cpath, "num_hidden_layers", -1, &c->n_layers, e)) ||
             (rc = cfg_u32(cfg, cpath, "ffn_dim", -1, &c->hidden_dim, e)) ||
             (rc = cfg_u32(cfg, cpath, "vocab_size", -1, &c->vocab, e)) ||
-            (rc = cfg_u32(cfg, cpath, "max_position_embeddings", -1, &max_pos, e)) ||
+            (rc = cfg_u32(cfg, cpath, "max_position_embeddings", -1, max_pos, e)) ||
             (rc = cfg_u32(cfg, cpath, "word_embed_proj_dim", c->dim, &proj, e)))
-            goto done;
+            return rc;
         json_t *pre = json_object_get(cfg, "do_layer_norm_before");
         json_t *act = json_object_get(cfg, "activation_function");
         if (proj != c->dim || json_is_false(pre) ||
-            (act && (!json_is_string(act) || strcmp(json_string_value(act), "relu") != 0))) {
-            rc = err_set(e, ALISA_EINVAL, "%s: an OPT variant not read here (word_embed_proj_dim "
-                         "%u against hidden_size %u, do_layer_norm_before, or an activation but "
-                         "relu: OPT-350m's layout)", cpath, proj, c->dim);
-            goto done;
-        }
+            (act && (!json_is_string(act) || strcmp(json_string_value(act), "relu") != 0)))
+            return err_set(e, ALISA_EINVAL, "%s: an OPT variant not read here (word_embed_proj_dim "
+                           "%u against hidden_size %u, do_layer_norm_before, or an activation "
+                           "but relu: OPT-350m's layout)", cpath, proj, c->dim);
         c->n_kv_heads = c->n_heads;
         c->norm_eps = 1e-5f; /* torch.nn.LayerNorm's default, as modeling_opt.py builds it */
     } else if (strcmp(type, "llama") == 0) {
@@ -618,23 +615,141 @@ int llm_load_hf(struct llm_model **out, const char *path, struct alisa_err *e)
             (rc = cfg_u32(cfg, cpath, "num_hidden_layers", -1, &c->n_layers, e)) ||
             (rc = cfg_u32(cfg, cpath, "intermediate_size", -1, &c->hidden_dim, e)) ||
             (rc = cfg_u32(cfg, cpath, "vocab_size", -1, &c->vocab, e)) ||
-            (rc = cfg_u32(cfg, cpath, "max_position_embeddings", -1, &max_pos, e)))
-            goto done;
+            (rc = cfg_u32(cfg, cpath, "max_position_embeddings", -1, max_pos, e)))
+            return rc;
         json_t *eps = json_object_get(cfg, "rms_norm_eps"), *th = json_object_get(cfg, "rope_theta");
         c->norm_eps = json_is_number(eps) ? (float)json_number_value(eps) : 1e-6f;
         c->rope_theta = json_is_number(th) ? (float)json_number_value(th) : 10000.0f;
     } else {
-        rc = err_set(e, ALISA_EINVAL, "%s: model_type '%s' is not read (opt and llama are)", cpath,
-                     type);
-        goto done;
+        return err_set(e, ALISA_EINVAL, "%s: model_type '%s' is not read (opt and llama are)",
+                       cpath, type);
     }
-    c->seq_len = max_pos;
-    if ((rc = llm_config_validate(c, cpath, e)))
-        goto done;
+    c->seq_len = *max_pos;
+    return llm_config_validate(c, cpath, e);
+}
+
+/* The tensors outside the layers into m's weights from *p on: the token
+ * embedding, lm_head unless tied, the final norm, and OPT's positions and
+ * biases (the per-layer vectors' room taken here too). */
+static int hf_globals(struct st_file *f, const char *file, struct llm_model *m, uint32_t max_pos,
+                      int tied, float **p, struct alisa_err *e)
+{
+    const struct llm_config *c = &m->c;
     const int opt = c->arch == LLM_ARCH_OPT;
-    const char *pre = opt ? "model.decoder." : "model.";
+    const size_t L = c->n_layers, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim, V = c->vocab;
+    struct llm_weights *w = &m->w;
     char nm[200];
-    snprintf(nm, sizeof nm, "%sembed_tokens.weight", pre);
+    int rc;
+    snprintf(nm, sizeof nm, "%sembed_tokens.weight", opt ? "model.decoder." : "model.");
+    f32_mat(&w->token_embedding, (uint32_t)V, (uint32_t)d, p);
+    if ((rc = hf_tensor(f, file, nm, V, d, (float *)(uintptr_t)w->token_embedding.data, e)))
+        return rc;
+    if (tied) {
+        w->wcls = w->token_embedding;
+    } else {
+        f32_mat(&w->wcls, (uint32_t)V, (uint32_t)d, p);
+        if ((rc = hf_tensor(f, file, "lm_head.weight", V, d, (float *)(uintptr_t)w->wcls.data, e)))
+            return rc;
+    }
+    w->rms_att = take_f(p, L * d);
+    w->rms_ffn = take_f(p, L * d);
+    w->rms_final = take_f(p, d);
+    if (!opt)
+        return hf_tensor(f, file, "model.norm.weight", d, 0, w->rms_final, e);
+    f32_mat(&w->pos_embedding, max_pos + 2, (uint32_t)d, p);
+    w->ln_att_b = take_f(p, L * d);
+    w->ln_ffn_b = take_f(p, L * d);
+    w->ln_final_b = take_f(p, d);
+    w->bq = take_f(p, L * d);
+    w->bo = take_f(p, L * d);
+    w->bk = take_f(p, L * kv);
+    w->bv = take_f(p, L * kv);
+    w->b1 = take_f(p, L * hd);
+    w->b2 = take_f(p, L * d);
+    if ((rc = hf_tensor(f, file, "model.decoder.embed_positions.weight", max_pos + 2, d,
+                        (float *)(uintptr_t)w->pos_embedding.data, e)) ||
+        (rc = hf_tensor(f, file, "model.decoder.final_layer_norm.weight", d, 0, w->rms_final,
+                        e)))
+        return rc;
+    return hf_tensor(f, file, "model.decoder.final_layer_norm.bias", d, 0, w->ln_final_b, e);
+}
+
+/* Layer l's tensors into m's weights from *p on (its matrices; its vectors'
+ * room was taken by hf_globals); LLaMA's q and k rows from rotate-half to
+ * interleaved pairs (tmp: head_dim x dim scratch). */
+static int hf_layer(struct st_file *f, const char *file, struct llm_model *m, size_t l, float **p,
+                    float *tmp, struct alisa_err *e)
+{
+    const struct llm_config *c = &m->c;
+    const int opt = c->arch == LLM_ARCH_OPT;
+    const size_t d = c->dim, kv = c->kv_dim, hd = c->hidden_dim;
+    struct llm_weights *w = &m->w;
+    struct hf_part t[16];
+    int nt = 0, rc = 0;
+#define MAT(nme, qq, r, cc) t[nt++] = (struct hf_part){nme, qq, r, cc, NULL}
+#define VEC(nme, v, r) t[nt++] = (struct hf_part){nme, NULL, r, 0, v}
+    MAT("self_attn.q_proj.weight", &w->wq[l], d, d);
+    MAT("self_attn.k_proj.weight", &w->wk[l], kv, d);
+    MAT("self_attn.v_proj.weight", &w->wv[l], kv, d);
+    if (opt) {
+        MAT("self_attn.out_proj.weight", &w->wo[l], d, d);
+        MAT("fc1.weight", &w->w1[l], hd, d);
+        MAT("fc2.weight", &w->w2[l], d, hd);
+        VEC("self_attn_layer_norm.weight", w->rms_att + l * d, d);
+        VEC("self_attn_layer_norm.bias", w->ln_att_b + l * d, d);
+        VEC("final_layer_norm.weight", w->rms_ffn + l * d, d);
+        VEC("final_layer_norm.bias", w->ln_ffn_b + l * d, d);
+        VEC("self_attn.q_proj.bias", w->bq + l * d, d);
+        VEC("self_attn.k_proj.bias", w->bk + l * kv, kv);
+        VEC("self_attn.v_proj.bias", w->bv + l * kv, kv);
+        VEC("self_attn.out_proj.bias", w->bo + l * d, d);
+        VEC("fc1.bias", w->b1 + l * hd, hd);
+        VEC("fc2.bias", w->b2 + l * d, d);
+    } else {
+        MAT("self_attn.o_proj.weight", &w->wo[l], d, d);
+        MAT("mlp.gate_proj.weight", &w->w1[l], hd, d);
+        MAT("mlp.down_proj.weight", &w->w2[l], d, hd);
+        MAT("mlp.up_proj.weight", &w->w3[l], hd, d);
+        VEC("input_layernorm.weight", w->rms_att + l * d, d);
+        VEC("post_attention_layernorm.weight", w->rms_ffn + l * d, d);
+    }
+#undef MAT
+#undef VEC
+    for (int i = 0; i < nt && !rc; i++) {
+        char nm[200];
+        snprintf(nm, sizeof nm, "%slayers.%zu.%s", opt ? "model.decoder." : "model.", l,
+                 t[i].name);
+        float *dst = t[i].vec;
+        if (t[i].q) {
+            f32_mat(t[i].q, (uint32_t)t[i].rows, (uint32_t)t[i].cols, p);
+            dst = (float *)(uintptr_t)t[i].q->data;
+        }
+        rc = hf_tensor(f, file, nm, t[i].rows, t[i].cols, dst, e);
+    }
+    if (!rc && !opt) { /* rotate-half rows to interleaved pairs */
+        unpermute_rows((float *)(uintptr_t)w->wq[l].data, c->n_heads, c->head_dim, c->dim, tmp);
+        unpermute_rows((float *)(uintptr_t)w->wk[l].data, c->n_kv_heads, c->head_dim, c->dim, tmp);
+    }
+    return rc;
+}
+
+int llm_load_hf(struct llm_model **out, const char *path, struct alisa_err *e)
+{
+    *out = NULL;
+    char file[1024], dir[1024], cpath[1100];
+    hf_paths(path, file, sizeof file, dir, sizeof dir, cpath, sizeof cpath);
+    json_t *cfg;
+    int rc = st_load_json(cpath, &cfg, e);
+    if (rc)
+        return rc;
+    struct st_file *f = NULL;
+    struct llm_model *m = calloc(1, sizeof *m);
+    uint32_t max_pos = 0;
+    rc = m ? st_open(&f, file, e) : err_set(e, ALISA_ENOMEM, "out of memory");
+    if (rc || (rc = hf_config(cfg, cpath, &m->c, &max_pos, e)))
+        goto done;
+    const struct llm_config *c = &m->c;
+    const int opt = c->arch == LLM_ARCH_OPT;
     int tied = st_find(f, "lm_head.weight") == NULL;
     size_t L = c->n_layers, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim, V = c->vocab;
     size_t per_layer = 2 * d * d + 2 * kv * d + (opt ? 2 : 3) * hd * d + 2 * d +
@@ -651,95 +766,16 @@ int llm_load_hf(struct llm_model **out, const char *path, struct alisa_err *e)
         rc = err_set(e, ALISA_ENOMEM, "%s: out of memory for %zu weights", file, n);
         goto done;
     }
-    struct llm_weights *w = &m->w;
     float *p = m->data;
-    f32_mat(&w->token_embedding, (uint32_t)V, (uint32_t)d, &p);
-    if ((rc = hf_tensor(f, file, nm, V, d, (float *)(uintptr_t)w->token_embedding.data, e)))
+    if ((rc = hf_globals(f, file, m, max_pos, tied, &p, e)))
         goto done;
-    if (tied) {
-        w->wcls = w->token_embedding;
-    } else {
-        f32_mat(&w->wcls, (uint32_t)V, (uint32_t)d, &p);
-        if ((rc = hf_tensor(f, file, "lm_head.weight", V, d, (float *)(uintptr_t)w->wcls.data, e)))
-            goto done;
-    }
-    w->rms_att = take_f(&p, L * d);
-    w->rms_ffn = take_f(&p, L * d);
-    w->rms_final = take_f(&p, d);
-    if (opt) {
-        f32_mat(&w->pos_embedding, max_pos + 2, (uint32_t)d, &p);
-        w->ln_att_b = take_f(&p, L * d);
-        w->ln_ffn_b = take_f(&p, L * d);
-        w->ln_final_b = take_f(&p, d);
-        w->bq = take_f(&p, L * d);
-        w->bo = take_f(&p, L * d);
-        w->bk = take_f(&p, L * kv);
-        w->bv = take_f(&p, L * kv);
-        w->b1 = take_f(&p, L * hd);
-        w->b2 = take_f(&p, L * d);
-        snprintf(nm, sizeof nm, "%sembed_positions.weight", pre);
-        if ((rc = hf_tensor(f, file, nm, max_pos + 2, d,
-                            (float *)(uintptr_t)w->pos_embedding.data, e)) ||
-            (rc = hf_tensor(f, file, "model.decoder.final_layer_norm.weight", d, 0, w->rms_final,
-                            e)) ||
-            (rc = hf_tensor(f, file, "model.decoder.final_layer_norm.bias", d, 0, w->ln_final_b,
-                            e)))
-            goto done;
-    } else if ((rc = hf_tensor(f, file, "model.norm.weight", d, 0, w->rms_final, e))) {
-        goto done;
-    }
     float *tmp = malloc((size_t)c->head_dim * d * sizeof *tmp);
     if (!tmp) {
         rc = err_set(e, ALISA_ENOMEM, "out of memory");
         goto done;
     }
-    for (size_t l = 0; l < L && !rc; l++) {
-        struct hf_part t[16];
-        int nt = 0;
-#define MAT(nme, qq, r, cc) t[nt++] = (struct hf_part){nme, qq, r, cc, NULL}
-#define VEC(nme, v, r) t[nt++] = (struct hf_part){nme, NULL, r, 0, v}
-        MAT("self_attn.q_proj.weight", &w->wq[l], d, d);
-        MAT("self_attn.k_proj.weight", &w->wk[l], kv, d);
-        MAT("self_attn.v_proj.weight", &w->wv[l], kv, d);
-        if (opt) {
-            MAT("self_attn.out_proj.weight", &w->wo[l], d, d);
-            MAT("fc1.weight", &w->w1[l], hd, d);
-            MAT("fc2.weight", &w->w2[l], d, hd);
-            VEC("self_attn_layer_norm.weight", w->rms_att + l * d, d);
-            VEC("self_attn_layer_norm.bias", w->ln_att_b + l * d, d);
-            VEC("final_layer_norm.weight", w->rms_ffn + l * d, d);
-            VEC("final_layer_norm.bias", w->ln_ffn_b + l * d, d);
-            VEC("self_attn.q_proj.bias", w->bq + l * d, d);
-            VEC("self_attn.k_proj.bias", w->bk + l * kv, kv);
-            VEC("self_attn.v_proj.bias", w->bv + l * kv, kv);
-            VEC("self_attn.out_proj.bias", w->bo + l * d, d);
-            VEC("fc1.bias", w->b1 + l * hd, hd);
-            VEC("fc2.bias", w->b2 + l * d, d);
-        } else {
-            MAT("self_attn.o_proj.weight", &w->wo[l], d, d);
-            MAT("mlp.gate_proj.weight", &w->w1[l], hd, d);
-            MAT("mlp.down_proj.weight", &w->w2[l], d, hd);
-            MAT("mlp.up_proj.weight", &w->w3[l], hd, d);
-            VEC("input_layernorm.weight", w->rms_att + l * d, d);
-            VEC("post_attention_layernorm.weight", w->rms_ffn + l * d, d);
-        }
-#undef MAT
-#undef VEC
-        for (int i = 0; i < nt && !rc; i++) {
-            snprintf(nm, sizeof nm, "%slayers.%zu.%s", pre, l, t[i].name);
-            float *dst = t[i].vec;
-            if (t[i].q) {
-                f32_mat(t[i].q, (uint32_t)t[i].rows, (uint32_t)t[i].cols, &p);
-                dst = (float *)(uintptr_t)t[i].q->data;
-            }
-            rc = hf_tensor(f, file, nm, t[i].rows, t[i].cols, dst, e);
-        }
-        if (!rc && !opt) { /* rotate-half rows to interleaved pairs */
-            unpermute_rows((float *)(uintptr_t)w->wq[l].data, c->n_heads, c->head_dim, c->dim, tmp);
-            unpermute_rows((float *)(uintptr_t)w->wk[l].data, c->n_kv_heads, c->head_dim, c->dim,
-                           tmp);
-        }
-    }
+    for (size_t l = 0; l < L && !rc; l++)
+        rc = hf_layer(f, file, m, l, &p, tmp, e);
     free(tmp);
     if (rc)
         goto done;
