@@ -47,11 +47,15 @@ struct cpu_state {
                               bound keys), made at its first use; NULL until then */
     /* InfiniGen's speculation (a PARTIAL estimate), made at its first use: */
     uint32_t ig_m;         /* partial channels a head */
-    float *ig_q;           /* (batch, n_layers, prompt_len, dim) the prompt's queries */
+    float *ig_q;           /* (batch, n_layers, ig_qlen, dim) the prompt's queries, until
+                              every stream's directions are made */
+    uint32_t ig_qlen;      /* the prompt length ig_q holds */
     float *ig_a;           /* (batch, n_layers, n_heads, ig_m, head_dim) skewed directions */
     float *ig_k;           /* (batch, n_layers, max_len, n_heads, ig_m) partial keys */
     uint8_t *ig_ready;     /* (batch, n_layers) 1: ig_a and the prompt's ig_k are made */
 };
+
+static void ig_free(struct cpu_state *s);
 
 static void cpu_destroy(void *be)
 {
@@ -68,10 +72,7 @@ static void cpu_destroy(void *be)
     free(s->ids);
     free(s->w);
     free(s->kb);
-    free(s->ig_q);
-    free(s->ig_a);
-    free(s->ig_k);
-    free(s->ig_ready);
+    ig_free(s);
     free(s->present);
     free(s);
 }
@@ -159,25 +160,52 @@ static int cpu_kvstore(void *be, uint32_t n_streams, uint32_t max_len, uint32_t 
     return kvstore_create(out, &s->m->c, n_streams, max_len, dev_cap, host_cap, int8, e);
 }
 
-/* InfiniGen's state for ratio r, made at its first use. Returns 0, or -1
- * with cm->err set. */
+static void ig_free(struct cpu_state *s)
+{
+    free(s->ig_q);
+    free(s->ig_a);
+    free(s->ig_k);
+    free(s->ig_ready);
+    s->ig_q = s->ig_a = s->ig_k = NULL;
+    s->ig_ready = NULL;
+}
+
+/* InfiniGen's state for ratio r, made at its first use: the skewed
+ * directions, partial keys and readiness; and the prompt's queries, for
+ * cm->prompt_len tokens, made again when a prompt comes after they were
+ * dropped (ig_present drops them once every stream is ready) or has
+ * another length. A run without a prompt has nothing to skew by: refused.
+ * Returns 0, or -1 with cm->err set (and nothing kept). */
 static int ig_alloc(struct cpu_state *s, struct backend_common *cm, double r)
 {
-    if (s->ig_ready)
-        return 0;
     const struct llm_config *c = &s->m->c;
-    const size_t streams = (size_t)s->batch * c->n_layers, P = cm->prompt_len ? cm->prompt_len : 1;
-    uint32_t m = (uint32_t)(c->head_dim * r);
-    s->ig_m = m ? m : 1;
-    if (!(s->ig_q = malloc(streams * P * c->dim * sizeof *s->ig_q)) ||
-        !(s->ig_a = malloc(streams * c->n_heads * s->ig_m * c->head_dim * sizeof *s->ig_a)) ||
-        !(s->ig_k = malloc(streams * s->max_len * c->n_heads * s->ig_m * sizeof *s->ig_k)) ||
-        !(s->ig_ready = calloc(streams, 1))) {
-        err_set(&cm->err, ALISA_ENOMEM, "out of memory for InfiniGen's partial keys (%u tokens)",
-                s->max_len);
+    const size_t streams = (size_t)s->batch * c->n_layers, P = cm->prompt_len;
+    if (P == 0) {
+        err_set(&cm->err, ALISA_EINVAL, "InfiniGen's speculation (--partial-ratio) skews by the "
+                "prompt's queries: it needs a prompt of at least one token");
         return -1;
     }
+    if (!s->ig_ready) {
+        uint32_t m = (uint32_t)(c->head_dim * r);
+        s->ig_m = m ? m : 1;
+        if (!(s->ig_a = malloc(streams * c->n_heads * s->ig_m * c->head_dim * sizeof *s->ig_a)) ||
+            !(s->ig_k = malloc(streams * s->max_len * c->n_heads * s->ig_m * sizeof *s->ig_k)) ||
+            !(s->ig_ready = calloc(streams, 1)))
+            goto oom;
+    }
+    if (s->ig_q && s->ig_qlen != P) {
+        free(s->ig_q);
+        s->ig_q = NULL;
+    }
+    if (!s->ig_q && !(s->ig_q = malloc(streams * P * c->dim * sizeof *s->ig_q)))
+        goto oom;
+    s->ig_qlen = (uint32_t)P;
     return 0;
+oom:
+    ig_free(s);
+    err_set(&cm->err, ALISA_ENOMEM, "out of memory for InfiniGen's partial keys (%u tokens)",
+            s->max_len);
+    return -1;
 }
 
 /* Partial keys of token t of stream (b, l): each head's m skewed channels
@@ -200,9 +228,11 @@ static void ig_key(struct cpu_state *s, size_t st, uint32_t t, const float *k)
 
 /* InfiniGen's speculated row at pos into s->w: at the stream's first decode
  * step each head's skewed directions from the prompt's queries
- * (cpu_skew_basis) and the prompt's partial keys; then the query's m
- * channels against every token's, scaled, softmaxed per head, the heads
- * averaged. Returns 0, or -1 with cm->err set. */
+ * (cpu_skew_basis) and the prompt's partial keys from the keys as stored
+ * (INT8 ones dequantised), each later token's from its key as computed
+ * (InfiniGen writes its partial key cache from the fresh key); then the
+ * query's m channels against every token's, scaled, softmaxed per head, the
+ * heads averaged. Returns 0, or -1 with cm->err set. */
 static int ig_present(struct cpu_state *s, struct backend_common *cm, uint32_t b, uint32_t l,
                       uint32_t pos, const float *q, const float *k)
 {
@@ -212,7 +242,12 @@ static int ig_present(struct cpu_state *s, struct backend_common *cm, uint32_t b
     const size_t st = (size_t)b * c->n_layers + l;
     if (!s->ig_ready[st]) {
         const uint32_t P = cm->prompt_len < pos ? cm->prompt_len : pos;
-        const float *Q = s->ig_q + st * (cm->prompt_len ? cm->prompt_len : 1) * c->dim;
+        if (!s->ig_q || P == 0) {
+            err_set(&cm->err, ALISA_EINVAL, "InfiniGen's speculation at position %u of stream %zu: "
+                    "no prompt queries to skew by", pos, st);
+            return -1;
+        }
+        const float *Q = s->ig_q + st * s->ig_qlen * c->dim;
         for (uint32_t h = 0; h < H; h++)
             if (cpu_skew_basis(Q + (size_t)h * hs, P, c->dim, hs, M,
                                s->ig_a + (st * H + h) * M * hs)) {
@@ -226,6 +261,13 @@ static int ig_present(struct cpu_state *s, struct backend_common *cm, uint32_t b
             ig_key(s, st, t, ck + (size_t)t * kv);
         }
         s->ig_ready[st] = 1;
+        size_t ready = 0, streams = (size_t)s->batch * c->n_layers;
+        while (ready < streams && s->ig_ready[ready])
+            ready++;
+        if (ready == streams) { /* every stream skewed: the prompt's queries are done with */
+            free(s->ig_q);
+            s->ig_q = NULL;
+        }
     }
     ig_key(s, st, pos, k);
     const float scale = 1.0f / sqrtf((float)hs), inv_h = 1.0f / (float)H;
@@ -258,11 +300,13 @@ static int ig_present(struct cpu_state *s, struct backend_common *cm, uint32_t b
  * into s->present as a trace stores it (FP16 weights), its time the
  * selection's: the query's own attention over every token 0..pos, head-mean
  * (a recorded row under --attention-from), or, when the selection runs as
- * its real estimate (scheduler_present_estimate), that estimate: Quest's
- * page bounds give each token its page's weight. Either way every earlier
- * token's K and V are fetched wherever they lie (kvstore_fetch) into the
- * sequence's dense rows, the new token's beside them. Returns 0, or -1 with
- * cm->err set. */
+ * its real estimate (scheduler_present_estimate), that estimate, computed
+ * from this run's keys whatever --attention-from gives: Quest's page bounds
+ * give each token its page's weight; InfiniGen's speculation (ig_present)
+ * reads its partial keys. The exact row and Quest's bounds fetch every
+ * earlier token's K and V wherever they lie (kvstore_fetch) into the
+ * sequence's dense rows, the new token's beside them. Returns 0, or -1
+ * with cm->err set. */
 static int cpu_present(struct cpu_state *s, struct backend_common *cm, uint32_t b, uint32_t l,
                        uint32_t pos, const float *q, const float *k, const float *v, double *tl)
 {
@@ -281,7 +325,7 @@ static int cpu_present(struct cpu_state *s, struct backend_common *cm, uint32_t 
         return -1;
     }
     if (est.kind == SEL_ESTIMATE_PARTIAL) {
-        if (ig_alloc(s, cm, est.ratio) || ig_present(s, cm, b, l, pos, q, k))
+        if ((!s->ig_ready && ig_alloc(s, cm, est.ratio)) || ig_present(s, cm, b, l, pos, q, k))
             return -1;
         for (uint32_t t = 0; t <= pos; t++)
             s->present[t] = fp16_to_float(fp16_from_float(s->w[t]));
@@ -331,7 +375,7 @@ static uint32_t tiered_gather(struct cpu_state *s, struct backend_common *cm, ui
         const size_t st = (size_t)b * m->c.n_layers + l;
         if (pos == 0)
             s->ig_ready[st] = 0; /* a new sequence in this slot */
-        memcpy(s->ig_q + (st * cm->prompt_len + pos) * m->c.dim, q, m->c.dim * sizeof *q);
+        memcpy(s->ig_q + (st * s->ig_qlen + pos) * m->c.dim, q, m->c.dim * sizeof *q);
     }
     if (pos >= cm->prompt_len && scheduler_needs_present(cm->sched)) {
         if (cpu_present(s, cm, b, l, pos, q, k, v, tl))

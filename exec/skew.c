@@ -15,6 +15,7 @@
 
 int cpu_skew_basis(const float *Q, uint32_t n, size_t ld, uint32_t hs, uint32_t m, float *A)
 {
+    gsl_error_handler_t *handler = gsl_set_error_handler_off(); /* an error is a return */
     gsl_matrix *G = gsl_matrix_calloc(hs, hs), *V = gsl_matrix_alloc(hs, hs);
     gsl_vector *ev = gsl_vector_alloc(hs);
     gsl_eigen_symmv_workspace *ws = gsl_eigen_symmv_alloc(hs);
@@ -30,7 +31,8 @@ int cpu_skew_basis(const float *Q, uint32_t n, size_t ld, uint32_t hs, uint32_t 
         for (uint32_t i = 0; i < hs; i++)
             for (uint32_t j = 0; j < i; j++)
                 gsl_matrix_set(G, i, j, gsl_matrix_get(G, j, i));
-        gsl_eigen_symmv(G, ev, V, ws);
+        if (gsl_eigen_symmv(G, ev, V, ws))
+            goto done;
         for (uint32_t c = 0; c < hs; c++)
             for (uint32_t t = 0; t < n; t++) {
                 double x = 0;
@@ -49,6 +51,8 @@ int cpu_skew_basis(const float *Q, uint32_t n, size_t ld, uint32_t hs, uint32_t 
         }
         rc = 0;
     }
+done:
+    gsl_set_error_handler(handler);
     gsl_matrix_free(G);
     gsl_matrix_free(V);
     gsl_vector_free(ev);

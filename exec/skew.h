@@ -15,8 +15,9 @@
  * along which the queries' absolute projections sum largest (ties: the
  * lower index) become A's rows (m, hs): a query's or key's partial
  * channels are A x. Skewing rotates W_q and W_k alike, so q . k is kept;
- * InfiniGen then scores with those m channels. Returns 0, or -1 when GSL's
- * workspace could not be allocated. */
+ * InfiniGen then scores with those m channels. Returns 0, or -1 when GSL
+ * could not allocate its workspace or the eigensolver failed (GSL's error
+ * handler is off meanwhile: an error is a return, not an abort). */
 int cpu_skew_basis(const float *Q, uint32_t n, size_t ld, uint32_t hs, uint32_t m, float *A);
 
 #endif

@@ -4,11 +4,14 @@
 # snu-comparch/InfiniGen's speedup/scripts/figure14/run.sh runs FlexGen:
 # --percent 100 0 0 100 100 0 (weights and activations on the GPU, the whole
 # KV on the host), one GPU batch of 20, FlexGen's default cache path (the
-# KV copied to the GPU each step: system flexgen-copy). Three of its bars:
+# KV copied to the GPU each step: system flexgen-copy), --overlap false: in
+# that loop (flex_opt.py generation_loop_normal) FlexGen's and H2O's caches
+# load with the layer, synchronously (--overlap none here), while
+# InfiniGen's prefetch_cache still speculates and loads a layer ahead (its
+# present_ahead: the simulator's prefetch). Three of its bars:
 #   FlexGen           dense attention, every token's KV copied each step;
 #   FlexGen + H2O     h2o at its --max-num-kv 415 (--hh-ratio 0.1);
-#   InfiniGen         infinigen (alpha 4) capped at its --max-num-kv 400,
-#                     its loads prefetched a layer ahead (present_ahead).
+#   InfiniGen         infinigen (alpha 4) capped at its --max-num-kv 400.
 # FlexGen + INT4 (--compress-cache) and the two UVM bars are not run: INT4 KV
 # and UVM paging are not modelled. InfiniGen here is its upper bound (the
 # trace's exact row stands in for its speculation, whose GPU cost is not
@@ -30,10 +33,10 @@ $alisa trace gen --model OPT-13B --layers 8 --seqs 4 --prompt-len 1920 --gen-len
 csv=$out/infinigen-fig14.csv
 echo "hardware,system,selection,budget_tokens,throughput_tok_s,total_s,prefill_s,compute_s,transfer_s,stall_s" >"$csv.tmp"
 for hw in A6000-48GB-PCIe3-peak A6000-48GB-PCIe3 A6000-48GB-PCIe3-h100; do
-    for cfg in "FlexGen dense 0" "FlexGen+H2O h2o 415" "InfiniGen infinigen 400"; do
-        read -r name sel budget <<<"$cfg"
-        extra=()
-        [ "$budget" != 0 ] && extra=(--budget-tokens "$budget")
+    for cfg in "FlexGen dense 0 none" "FlexGen+H2O h2o 415 none" "InfiniGen infinigen 400 prefetch"; do
+        read -r name sel budget overlap <<<"$cfg"
+        extra=(--overlap "$overlap")
+        [ "$budget" != 0 ] && extra+=(--budget-tokens "$budget")
         $alisa sim --trace "$tmp/t.trace" --model OPT-13B --hardware "$hw" --batch 20 \
             --prompt-len 1920 --gen-len 128 --system flexgen-copy \
             --flexgen-percent 100,0,0,100,100,0 --selection "$sel" "${extra[@]}" --json |

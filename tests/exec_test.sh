@@ -264,20 +264,27 @@ check $? "quest's page bounds with 16-token pages decide otherwise than the exac
 check $? "a replay refuses quest's page bounds, naming --bounds"
 # InfiniGen's own speculation (--partial-ratio R: R of each head's channels
 # in the prompt queries' skewed basis): with every channel the basis is a
-# rotation, so it decides as the exact row; with 20% it does not
+# rotation, so it decides as the exact row (the rotated sums round
+# differently: a near tie may flip, so at most 5% of the lines may differ;
+# none do here); with 20% over a fifth of them differ
 irun() {
     "$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
         --gen-len 96 --batch 2 --selection infinigen --sparsity 0.8 --placement lru \
         --gpu-kv-bytes 100KiB --cpu-kv-bytes 60KiB "$@" -o "$tmp/q.trace" 2>/dev/null
 }
+ndiff() { diff "$tmp/q0.log" "$tmp/q1.log" | grep -c '^<'; }
 irun --log "$tmp/q0.log" && irun --partial-ratio 1 --log "$tmp/q1.log" &&
-    [ "$(wc -l <"$tmp/q1.log")" -eq 1280 ] && cmp -s "$tmp/q0.log" "$tmp/q1.log" &&
-    irun --partial-ratio 0.2 --log "$tmp/q1.log" && ! cmp -s "$tmp/q0.log" "$tmp/q1.log"
+    [ "$(wc -l <"$tmp/q1.log")" -eq 1280 ] && [ "$(ndiff)" -le 64 ] &&
+    irun --partial-ratio 0.2 --log "$tmp/q1.log" && [ "$(ndiff)" -gt 256 ]
 check $? "infinigen's speculation with every channel decides as the exact row, with 20% not"
 "$alisa" plan --trace "$tmp/q.trace" --selection infinigen --partial-ratio 0.2 --placement lru \
     --gpu-kv-bytes 100KiB --cpu-kv-bytes 60KiB >/dev/null 2>"$tmp/err"
 [ $? -ne 0 ] && grep -q "leave --partial-ratio out" "$tmp/err"
 check $? "a replay refuses infinigen's speculation, naming --partial-ratio"
+"$alisa" eval --model stories260K --text "$text/tinystories_val_subset.txt" --ctx 64 --max-tokens 200 \
+    --prefill 0 --selection infinigen --partial-ratio 0.5 >/dev/null 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q "needs a prompt" "$tmp/err"
+check $? "infinigen's speculation without a prompt is refused, not skewed by nothing"
 "$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
     --gen-len 96 --selection swa --placement alisa-cache --gpu-kv-bytes 30KiB -o "$tmp/x.trace" 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "cannot hold the [0-9]* tokens this step attends" "$tmp/err" && [ ! -e "$tmp/x.trace" ]

@@ -227,6 +227,43 @@ static void test_block_caches_evict_whole_blocks_by_use_or_by_score(void **state
     }
 }
 
+/* Blocks tile from the selection's origin (infllm's first block starts
+ * after its initial tokens): with blocks of 4 from token 6, tokens 0-1,
+ * 2-5, 6-9 are blocks 0, 1, 2. With blocks of 2 from token 1 ({0}, {1, 2},
+ * {3, 4}) and a GPU of 3, block-lru at pos 3 (attending 0 and 3) evicts
+ * token 1 (the unpinned tokens 1 and 2 share block {1, 2}, last used at 2;
+ * the lower id goes first) and takes its mate 2 with it; tiled from 0 the
+ * mate would be the pinned token 0 and only 1 would go. */
+static void test_blocks_tile_from_the_selections_origin(void **state)
+{
+    (void)state;
+    struct place_params q = {.unit_tokens = 4, .unit_origin = 6};
+    const uint32_t idx[10] = {0, 0, 1, 1, 1, 1, 2, 2, 2, 2}, first[10] = {0, 0, 2, 2, 2, 2, 6, 6, 6, 6};
+    for (uint32_t t = 0; t < 10; t++) {
+        assert_int_equal(place_unit_index(&q, t), idx[t]);
+        assert_int_equal(place_unit_first(&q, t), first[t]);
+    }
+    for (uint32_t origin = 0; origin < 2; origin++) {
+        struct fixture f;
+        fx_init(&f, &place_block_lru_ops, 3, 10, NULL);
+        f.p.unit_tokens = 2;
+        f.p.unit_origin = origin;
+        fx_apply(&f);
+        struct step_case steps[] = {
+            {0, 0, L(0), E, E, E, E, 0, 0},
+            {1, 0, L(0, 1), E, E, E, E, 0, 0},
+            {2, 0, L(0, 2), E, E, E, E, 0, 0},
+            {3, 0, L(0, 3), E, E, L(1), E, 0, 0},
+        };
+        if (origin == 1) {
+            uint32_t two[] = L(1, 2);
+            memcpy(steps[3].offload, two, sizeof two);
+        }
+        run_steps(&f, steps, 4);
+        fx_deinit(&f);
+    }
+}
+
 static void test_fifo_evicts_by_gpu_arrival_not_by_use(void **state)
 {
     (void)state;
@@ -839,6 +876,7 @@ int main(void)
         cmocka_unit_test(test_lru_cascade_matches_hand_worked_moves),
         cmocka_unit_test(test_hot_buffer_writes_every_new_token_through_so_evictions_move_nothing),
         cmocka_unit_test(test_block_caches_evict_whole_blocks_by_use_or_by_score),
+        cmocka_unit_test(test_blocks_tile_from_the_selections_origin),
         cmocka_unit_test(test_fifo_evicts_by_gpu_arrival_not_by_use),
         cmocka_unit_test(test_lfu_evicts_the_least_used_where_lru_would_not),
         cmocka_unit_test(test_lfu_aged_lets_old_counts_fade_where_lfu_keeps_them),

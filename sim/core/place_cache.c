@@ -28,7 +28,6 @@ struct cache_state {
     double target;         /* arc: p, the target size of T1 */
     uint32_t incoming;     /* arc: the token the next victim makes room for */
     int drop_next;         /* arc: the next victim leaves no ghost (T1 holds the whole cache) */
-    uint32_t unit;         /* block-lru, block-score: tokens a block (at least 1) */
     uint32_t *block_use;   /* (blocks) block-lru: the last step any of its tokens was used;
                               block-score: that step + 1, set by observe */
     double *block_score;   /* (blocks) block-score: its decayed attention score */
@@ -76,7 +75,6 @@ static int cache_create(void **state, const struct place_params *p, uint32_t max
     c->p = *p;
     c->max_len = max_len;
     c->fut = fut;
-    c->unit = p->unit_tokens > 1 ? p->unit_tokens : 1;
     if (fut)
         for (uint32_t t = 0; t < fut->n_tokens && t < max_len; t++)
             c->cursor[t] = fut->start[t];
@@ -502,8 +500,9 @@ const struct placement_ops place_hot_buffer_ops = {
  * score_decay (0.1 in config/mistral-inf-llm-12k.yaml) and adds the
  * attention the block received (summed over its tokens and heads). A
  * block here is the selection's unit (infllm's block, quest's page;
- * place_params.unit_tokens), counted from token 0; the engine takes a
- * victim's unit-mates with it (whole_units). InfLLM's initial and local
+ * place_params.unit_tokens, tiled from unit_origin: infllm's first block
+ * starts after its initial tokens); the engine takes a victim's unit-mates
+ * with it (whole_units), as far as the host has room. InfLLM's initial and local
  * tokens live outside its cache; here they are blocks like the others,
  * pinned while attended. */
 
@@ -511,20 +510,20 @@ static void block_touch(void *state, uint32_t t, uint32_t now)
 {
     struct cache_state *c = state;
     cache_touch(c, t, now);
-    c->block_use[t / c->unit] = now;
+    c->block_use[place_unit_index(&c->p, t)] = now;
 }
 
 static uint64_t key_block_use(const struct cache_state *c, uint32_t t, uint32_t now)
 {
     (void)now;
-    return c->block_use[t / c->unit];
+    return c->block_use[place_unit_index(&c->p, t)];
 }
 
 /* a score as an ordered key: non-negative doubles order as their bits */
 static uint64_t key_block_score(const struct cache_state *c, uint32_t t, uint32_t now)
 {
     (void)now;
-    double x = c->block_score[t / c->unit];
+    double x = c->block_score[place_unit_index(&c->p, t)];
     uint64_t k;
     memcpy(&k, &x, sizeof k);
     return k;
@@ -545,13 +544,13 @@ static void block_score_observe(void *state, const uint32_t *ids, const float *w
                                 uint32_t now)
 {
     struct cache_state *c = state;
-    uint32_t blocks = now / c->unit + 1;
+    uint32_t blocks = place_unit_index(&c->p, now) + 1;
     for (uint32_t i = 0; i < n; i++)
-        c->block_use[ids[i] / c->unit] = now + 1;
+        c->block_use[place_unit_index(&c->p, ids[i])] = now + 1;
     for (uint32_t b = 0; b < blocks; b++)
         c->block_score[b] = c->block_use[b] == now + 1 ? 0 : c->block_score[b] * BLOCK_SCORE_DECAY;
     for (uint32_t i = 0; i < n; i++)
-        c->block_score[ids[i] / c->unit] += w[i];
+        c->block_score[place_unit_index(&c->p, ids[i])] += w[i];
 }
 
 const struct placement_ops place_block_lru_ops = {

@@ -113,8 +113,9 @@ static int evict_gpu(const struct placement_ops *ops, void *st, struct kv_stream
 }
 
 /* Frees one GPU slot if the tier is full; a policy that evicts whole units
- * takes the victim's unpinned unit-mates off with it. Returns -1 when
- * nothing may go. */
+ * takes the victim's unpinned unit-mates off with it, as far as the host
+ * has room (a mate that cannot go stays: the slot is already free).
+ * Returns -1 when nothing may go. */
 static int gpu_room(const struct placement_ops *ops, void *st, struct kv_stream *s,
                     const struct place_params *p, uint32_t now, struct place_result *out)
 {
@@ -123,10 +124,14 @@ static int gpu_room(const struct placement_ops *ops, void *st, struct kv_stream 
         if (v == UINT32_MAX || evict_gpu(ops, st, s, p, v, now, out))
             return -1;
         uint32_t u = ops->whole_units && p->unit_tokens > 1 ? p->unit_tokens : 1;
-        for (uint32_t t = v / u * u; u > 1 && t < (v / u + 1) * u && t < s->max_len; t++)
+        uint32_t first = place_unit_first(p, v);
+        for (uint32_t t = first; u > 1 && place_unit_index(p, t) == place_unit_index(p, v) &&
+                                 t < s->max_len; t++)
             if ((s->flags[t] & KV_GPU) && !(s->flags[t] & KV_PIN) &&
-                evict_gpu(ops, st, s, p, t, now, out))
-                return -1;
+                evict_gpu(ops, st, s, p, t, now, out)) {
+                out->oom_cpu = 0; /* not this step's failure: the mate stays */
+                break;
+            }
     }
     return 0;
 }

@@ -74,7 +74,25 @@ struct place_params {
                                  (place_alisa_greedy) */
     uint32_t unit_tokens;     /* block-lru, block-score: tokens a block, the selection's unit
                                  (selection_ops.unit; scheduler_create sets it); 0: a token */
+    uint32_t unit_origin;     /* a token where a block starts (infllm's: after its initial
+                                 tokens); blocks tile the positions from there both ways */
 };
+
+/* The block token t lies in under p (place_params.unit_*), counted from 0.
+ * Cannot fail. */
+static inline uint32_t place_unit_index(const struct place_params *p, uint32_t t)
+{
+    uint32_t u = p->unit_tokens > 1 ? p->unit_tokens : 1;
+    return (t + (u - p->unit_origin % u) % u) / u;
+}
+
+/* The first token of t's block (the first block may be short). Cannot fail. */
+static inline uint32_t place_unit_first(const struct place_params *p, uint32_t t)
+{
+    uint32_t u = p->unit_tokens > 1 ? p->unit_tokens : 1, shift = (u - p->unit_origin % u) % u;
+    uint32_t start = place_unit_index(p, t) * u;
+    return start >= shift ? start - shift : 0;
+}
 
 /* The state of one stream, shared by the engine and the policies. */
 struct kv_stream {

@@ -92,10 +92,11 @@ int scheduler_create(struct scheduler **out, const struct scheduler_config *cfg,
         scheduler_destroy(s);
         return err_set(e, ALISA_ENOMEM, "out of memory for %u streams", cfg->n_streams);
     }
-    uint32_t unit = cfg->sel->unit ? cfg->sel->unit(&cfg->sel_params) : 1;
+    uint32_t origin = 0, unit = cfg->sel->unit ? cfg->sel->unit(&cfg->sel_params, &origin) : 1;
     for (uint32_t i = 0; i < cfg->n_streams; i++) {
         s->pp[i] = cfg->stream_params ? cfg->stream_params[i] : cfg->place_params;
         s->pp[i].unit_tokens = unit;
+        s->pp[i].unit_origin = origin;
     }
     for (uint32_t i = 0; i < cfg->n_streams; i++) {
         struct scheduler_stream *st = &s->streams[i];

@@ -302,7 +302,11 @@ static void quest_estimate(const struct sel_params *p, struct sel_estimate *out)
 }
 
 /* The unit quest picks whole: a page. */
-static uint32_t quest_unit(const struct sel_params *p) { return (uint32_t)sel_knob_value(p, 0, 16); }
+static uint32_t quest_unit(const struct sel_params *p, uint32_t *origin)
+{
+    *origin = 0;
+    return (uint32_t)sel_knob_value(p, 0, 16);
+}
 
 const struct selection_ops sel_quest_ops = {
     .name = "quest",
@@ -361,10 +365,11 @@ const struct selection_ops sel_infinigen_ops = {
     .select = infinigen_select,
 };
 
-/* The unit infllm picks whole: a memory block (counted from token 0; InfLLM
- * counts from the end of its initial tokens, the same with its defaults). */
-static uint32_t infllm_unit(const struct sel_params *p)
+/* The unit infllm picks whole: a memory block, the first starting after the
+ * initial tokens. */
+static uint32_t infllm_unit(const struct sel_params *p, uint32_t *origin)
 {
+    *origin = (uint32_t)sel_knob_value(p, 2, 128);
     return (uint32_t)sel_knob_value(p, 0, 128);
 }
 

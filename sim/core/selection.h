@@ -99,9 +99,10 @@ struct selection_ops {
      * Cannot fail. */
     void (*estimate)(const struct sel_params *p, struct sel_estimate *out);
     /* Tokens of the unit it picks whole under p (quest's page, infllm's
-     * block): what a placement that moves blocks (block-lru, block-score)
-     * groups by. NULL: a token. Cannot fail. */
-    uint32_t (*unit)(const struct sel_params *p);
+     * block), and into *origin a token where one starts: what a placement
+     * that moves blocks (block-lru, block-score) groups by. NULL: a token.
+     * Cannot fail. */
+    uint32_t (*unit)(const struct sel_params *p, uint32_t *origin);
 
     /* Creates the state of one stream whose sequence has at most max_len
      * tokens. On failure *state is NULL and e says why. */
