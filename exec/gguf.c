@@ -125,6 +125,156 @@ static uint64_t type_bytes(uint32_t type, uint64_t n, int *ok, int *over)
     return 0;
 }
 
+/* Maps path into g (size, map), checks the magic and version, reads the
+ * counts (refused when the file cannot hold them) and allocates the tables.
+ * c is left after the counts. Returns 0 or a negative status with e set. */
+static int gguf_map(struct gguf *g, const char *path, struct cur *c, struct alisa_err *e)
+{
+    struct stat st;
+    int fd = infile_open(path, "GGUF file", &st, e);
+    if (fd < 0)
+        return ALISA_EIO;
+    g->size = (uint64_t)st.st_size;
+    if (g->size < 24) {
+        close(fd);
+        return err_set(e, ALISA_ECORRUPT, "%s: %llu bytes, too short for a GGUF header", path,
+                       (unsigned long long)g->size);
+    }
+    void *m = mmap(NULL, g->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return err_set(e, ALISA_EIO, "%s: cannot map the file", path);
+    g->map = m;
+    if (memcmp(g->map, "GGUF", 4) != 0)
+        return err_set(e, ALISA_ECORRUPT, "%s: byte 0: not a GGUF file (bad magic)", path);
+    *c = (struct cur){.g = g, .at = 4};
+    g->version = (uint32_t)take_u(c, 4, "the version");
+    if (g->version != 2 && g->version != 3)
+        return err_set(e, ALISA_ECORRUPT, "%s: byte 4: unsupported GGUF version %u (2 and 3 are "
+                       "read)", path, g->version);
+    g->n_t = take_u(c, 8, "the tensor count");
+    g->n_kv = take_u(c, 8, "the metadata count");
+    /* each key takes at least 13 bytes (length, type, a byte of value) and
+     * each tensor info 32 (name length, rank, a dimension, type, offset):
+     * counts the file cannot hold are refused before anything is allocated */
+    if (g->n_t > (1u << 20) || g->n_kv > (1u << 20) || g->n_kv > (g->size - c->at) / 13 ||
+        g->n_t > (g->size - c->at) / 32)
+        return err_set(e, ALISA_ECORRUPT, "%s: byte 8: tensor count %llu or metadata count %llu "
+                       "is more than the file's %llu bytes can hold", path,
+                       (unsigned long long)g->n_t, (unsigned long long)g->n_kv,
+                       (unsigned long long)g->size);
+    g->kv = calloc(g->n_kv ? g->n_kv : 1, sizeof *g->kv);
+    g->t = calloc(g->n_t ? g->n_t : 1, sizeof *g->t);
+    if (!g->kv || !g->t)
+        return err_set(e, ALISA_ENOMEM, "out of memory");
+    return 0;
+}
+
+/* The metadata keys from c on; *alignment gets general.alignment when the
+ * file gives it. A truncation leaves c->bad for the caller to report.
+ * Returns 0 or a negative status with e set. */
+static int gguf_read_kvs(struct gguf *g, struct cur *c, uint64_t *alignment, struct alisa_err *e)
+{
+    for (uint64_t i = 0; i < g->n_kv && !c->bad; i++) {
+        struct gguf_kv *kv = &g->kv[i];
+        uint64_t at = c->at;
+        uint64_t klen = take_u(c, 8, "a key length");
+        const uint8_t *k = take(c, klen, "a key");
+        if (k) {
+            size_t n = klen < sizeof kv->key ? (size_t)klen : sizeof kv->key - 1;
+            memcpy(kv->key, k, n);
+        }
+        kv->type = (uint32_t)take_u(c, 4, "a value type");
+        if (kv->type > GGUF_F64)
+            return err_set(e, ALISA_ECORRUPT, "%s: byte %llu: key '%s' has unknown value type %u",
+                           g->path, (unsigned long long)at, kv->key, kv->type);
+        kv->at = c->at;
+        if (kv->type == GGUF_ARRAY) {
+            kv->arr_type = (uint32_t)take_u(c, 4, "an array type");
+            kv->arr_n = take_u(c, 8, "an array length");
+            /* a string takes at least its 8-byte length: no more offsets
+             * than the rest of the file can hold */
+            if (kv->arr_type == GGUF_STRING && !c->bad && kv->arr_n <= (g->size - c->at) / 8) {
+                kv->arr_off = malloc((kv->arr_n ? kv->arr_n : 1) * sizeof *kv->arr_off);
+                if (!kv->arr_off)
+                    return err_set(e, ALISA_ENOMEM, "out of memory");
+                for (uint64_t j = 0; j < kv->arr_n && !c->bad; j++) {
+                    kv->arr_off[j] = c->at;
+                    skip_value(c, GGUF_STRING, 1);
+                }
+            } else {
+                for (uint64_t j = 0; j < kv->arr_n && !c->bad; j++)
+                    skip_value(c, kv->arr_type, 1);
+            }
+        } else {
+            skip_value(c, kv->type, 0);
+        }
+        if (!c->bad && strcmp(kv->key, "general.alignment") == 0 && kv->type == GGUF_U32)
+            *alignment = rd(g->map + kv->at, 4); /* skip_value checked its 4 bytes */
+    }
+    return 0;
+}
+
+/* The tensor infos from c on (names, ranks, dimensions, types, offsets). A
+ * truncation leaves c->bad for the caller to report. Returns 0 or a
+ * negative status with e set. */
+static int gguf_read_tensors(struct gguf *g, struct cur *c, struct alisa_err *e)
+{
+    for (uint64_t i = 0; i < g->n_t && !c->bad; i++) {
+        struct gguf_tensor *t = &g->t[i];
+        uint64_t nlen = take_u(c, 8, "a tensor name length");
+        const uint8_t *nm = take(c, nlen, "a tensor name");
+        if (nm) {
+            size_t n = nlen < sizeof t->name ? (size_t)nlen : sizeof t->name - 1;
+            memcpy(t->name, nm, n);
+        }
+        t->n_dims = (uint32_t)take_u(c, 4, "a tensor rank");
+        if (c->bad) /* reported as the truncation it is */
+            break;
+        if (t->n_dims == 0 || t->n_dims > 4)
+            return err_set(e, ALISA_ECORRUPT, "%s: byte %llu: tensor '%s' has rank %u", g->path,
+                           (unsigned long long)c->at, t->name, t->n_dims);
+        t->n_elems = 1;
+        int over = 0;
+        for (uint32_t d = 0; d < t->n_dims; d++) {
+            t->dims[d] = take_u(c, 8, "a tensor dimension");
+            t->n_elems = checked_mul(t->n_elems, t->dims[d], &over);
+        }
+        if (over)
+            return err_set(e, ALISA_ECORRUPT, "%s: byte %llu: tensor '%s': dimensions [%llu, "
+                           "%llu, %llu, %llu] overflow 64 bits", g->path,
+                           (unsigned long long)c->at, t->name, (unsigned long long)t->dims[0],
+                           (unsigned long long)t->dims[1], (unsigned long long)t->dims[2],
+                           (unsigned long long)t->dims[3]);
+        t->type = (uint32_t)take_u(c, 4, "a tensor type");
+        t->offset = take_u(c, 8, "a tensor offset");
+    }
+    return 0;
+}
+
+/* Every tensor's data lies inside the file (from g->data). Returns 0 or a
+ * negative status with e set. */
+static int gguf_check_extents(const struct gguf *g, struct alisa_err *e)
+{
+    for (uint64_t i = 0; i < g->n_t; i++) {
+        const struct gguf_tensor *t = &g->t[i];
+        int ok, over = 0;
+        uint64_t bytes = type_bytes(t->type, t->n_elems, &ok, &over);
+        uint64_t start = checked_add(g->data, t->offset, &over);
+        if (over)
+            return err_set(e, ALISA_ECORRUPT, "%s: tensor '%s': %llu elements of type %u at "
+                           "offset %llu: its size overflows 64 bits", g->path, t->name,
+                           (unsigned long long)t->n_elems, t->type,
+                           (unsigned long long)t->offset);
+        if (ok && (start > g->size || bytes > g->size - start))
+            return err_set(e, ALISA_ECORRUPT, "%s: byte %llu: tensor '%s' data (%llu bytes) runs "
+                           "past the end of the file (%llu bytes; truncated?)", g->path,
+                           (unsigned long long)start, t->name, (unsigned long long)bytes,
+                           (unsigned long long)g->size);
+    }
+    return 0;
+}
+
 int gguf_open(struct gguf **out, const char *path, struct alisa_err *e)
 {
     *out = NULL;
@@ -132,165 +282,28 @@ int gguf_open(struct gguf **out, const char *path, struct alisa_err *e)
     if (!g)
         return err_set(e, ALISA_ENOMEM, "out of memory");
     snprintf(g->path, sizeof g->path, "%s", path);
-    struct stat st;
-    int rc = 0;
-    int fd = infile_open(path, "GGUF file", &st, e);
-    if (fd < 0) {
-        rc = ALISA_EIO;
-        goto fail;
-    }
-    g->size = (uint64_t)st.st_size;
-    if (g->size < 24) {
-        rc = err_set(e, ALISA_ECORRUPT, "%s: %llu bytes, too short for a GGUF header", path,
-                     (unsigned long long)g->size);
-        goto fail;
-    }
-    void *m = mmap(NULL, g->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m == MAP_FAILED) {
-        rc = err_set(e, ALISA_EIO, "%s: cannot map the file", path);
-        goto fail;
-    }
-    g->map = m;
-    close(fd);
-    fd = -1;
-    if (memcmp(g->map, "GGUF", 4) != 0) {
-        rc = err_set(e, ALISA_ECORRUPT, "%s: byte 0: not a GGUF file (bad magic)", path);
-        goto fail;
-    }
-    struct cur c = {.g = g, .at = 4};
-    g->version = (uint32_t)take_u(&c, 4, "the version");
-    if (g->version != 2 && g->version != 3) {
-        rc = err_set(e, ALISA_ECORRUPT, "%s: byte 4: unsupported GGUF version %u (2 and 3 are read)",
-                     path, g->version);
-        goto fail;
-    }
-    g->n_t = take_u(&c, 8, "the tensor count");
-    g->n_kv = take_u(&c, 8, "the metadata count");
-    /* each key takes at least 13 bytes (length, type, a byte of value) and
-     * each tensor info 32 (name length, rank, a dimension, type, offset):
-     * counts the file cannot hold are refused before anything is allocated */
-    if (g->n_t > (1u << 20) || g->n_kv > (1u << 20) || g->n_kv > (g->size - c.at) / 13 ||
-        g->n_t > (g->size - c.at) / 32) {
-        rc = err_set(e, ALISA_ECORRUPT, "%s: byte 8: tensor count %llu or metadata count %llu is "
-                     "more than the file's %llu bytes can hold", path,
-                     (unsigned long long)g->n_t, (unsigned long long)g->n_kv,
-                     (unsigned long long)g->size);
-        goto fail;
-    }
-    g->kv = calloc(g->n_kv ? g->n_kv : 1, sizeof *g->kv);
-    g->t = calloc(g->n_t ? g->n_t : 1, sizeof *g->t);
-    if (!g->kv || !g->t) {
-        rc = err_set(e, ALISA_ENOMEM, "out of memory");
-        goto fail;
-    }
+    struct cur c;
     uint64_t alignment = 32;
-    for (uint64_t i = 0; i < g->n_kv && !c.bad; i++) {
-        struct gguf_kv *kv = &g->kv[i];
-        uint64_t at = c.at;
-        uint64_t klen = take_u(&c, 8, "a key length");
-        const uint8_t *k = take(&c, klen, "a key");
-        if (k) {
-            size_t n = klen < sizeof kv->key ? (size_t)klen : sizeof kv->key - 1;
-            memcpy(kv->key, k, n);
-        }
-        kv->type = (uint32_t)take_u(&c, 4, "a value type");
-        if (kv->type > GGUF_F64) {
-            rc = err_set(e, ALISA_ECORRUPT, "%s: byte %llu: key '%s' has unknown value type %u",
-                         path, (unsigned long long)at, kv->key, kv->type);
-            goto fail;
-        }
-        kv->at = c.at;
-        if (kv->type == GGUF_ARRAY) {
-            kv->arr_type = (uint32_t)take_u(&c, 4, "an array type");
-            kv->arr_n = take_u(&c, 8, "an array length");
-            /* a string takes at least its 8-byte length: no more offsets
-             * than the rest of the file can hold */
-            if (kv->arr_type == GGUF_STRING && !c.bad && kv->arr_n <= (g->size - c.at) / 8) {
-                kv->arr_off = malloc((kv->arr_n ? kv->arr_n : 1) * sizeof *kv->arr_off);
-                if (!kv->arr_off) {
-                    rc = err_set(e, ALISA_ENOMEM, "out of memory");
-                    goto fail;
-                }
-                for (uint64_t j = 0; j < kv->arr_n && !c.bad; j++) {
-                    kv->arr_off[j] = c.at;
-                    skip_value(&c, GGUF_STRING, 1);
-                }
-            } else {
-                for (uint64_t j = 0; j < kv->arr_n && !c.bad; j++)
-                    skip_value(&c, kv->arr_type, 1);
-            }
-        } else {
-            skip_value(&c, kv->type, 0);
-        }
-        if (!c.bad && strcmp(kv->key, "general.alignment") == 0 && kv->type == GGUF_U32)
-            alignment = rd(g->map + kv->at, 4); /* skip_value checked its 4 bytes */
-    }
-    for (uint64_t i = 0; i < g->n_t && !c.bad; i++) {
-        struct gguf_tensor *t = &g->t[i];
-        uint64_t nlen = take_u(&c, 8, "a tensor name length");
-        const uint8_t *nm = take(&c, nlen, "a tensor name");
-        if (nm) {
-            size_t n = nlen < sizeof t->name ? (size_t)nlen : sizeof t->name - 1;
-            memcpy(t->name, nm, n);
-        }
-        t->n_dims = (uint32_t)take_u(&c, 4, "a tensor rank");
-        if (c.bad) /* reported as the truncation it is, below */
-            break;
-        if (t->n_dims == 0 || t->n_dims > 4) {
-            rc = err_set(e, ALISA_ECORRUPT, "%s: byte %llu: tensor '%s' has rank %u", path,
-                         (unsigned long long)c.at, t->name, t->n_dims);
-            goto fail;
-        }
-        t->n_elems = 1;
-        int over = 0;
-        for (uint32_t d = 0; d < t->n_dims; d++) {
-            t->dims[d] = take_u(&c, 8, "a tensor dimension");
-            t->n_elems = checked_mul(t->n_elems, t->dims[d], &over);
-        }
-        if (over) {
-            rc = err_set(e, ALISA_ECORRUPT, "%s: byte %llu: tensor '%s': dimensions [%llu, %llu, "
-                         "%llu, %llu] overflow 64 bits", path, (unsigned long long)c.at, t->name,
-                         (unsigned long long)t->dims[0], (unsigned long long)t->dims[1],
-                         (unsigned long long)t->dims[2], (unsigned long long)t->dims[3]);
-            goto fail;
-        }
-        t->type = (uint32_t)take_u(&c, 4, "a tensor type");
-        t->offset = take_u(&c, 8, "a tensor offset");
-    }
-    if (c.bad) {
+    int rc = gguf_map(g, path, &c, e);
+    if (!rc)
+        rc = gguf_read_kvs(g, &c, &alignment, e);
+    if (!rc)
+        rc = gguf_read_tensors(g, &c, e);
+    if (!rc && c.bad)
         rc = err_set(e, ALISA_ECORRUPT, "%s: byte %llu: file ends inside %s (truncated?)", path,
                      (unsigned long long)c.at, c.what[0] ? c.what : "the header");
-        goto fail;
+    if (!rc) {
+        if (alignment == 0 || alignment > 4096)
+            alignment = 32;
+        g->data = (c.at + alignment - 1) / alignment * alignment;
+        rc = gguf_check_extents(g, e);
     }
-    if (alignment == 0 || alignment > 4096)
-        alignment = 32;
-    g->data = (c.at + alignment - 1) / alignment * alignment;
-    for (uint64_t i = 0; i < g->n_t; i++) {
-        const struct gguf_tensor *t = &g->t[i];
-        int ok, over = 0;
-        uint64_t bytes = type_bytes(t->type, t->n_elems, &ok, &over);
-        uint64_t start = checked_add(g->data, t->offset, &over);
-        if (over) {
-            rc = err_set(e, ALISA_ECORRUPT, "%s: tensor '%s': %llu elements of type %u at offset "
-                         "%llu: its size overflows 64 bits", path, t->name,
-                         (unsigned long long)t->n_elems, t->type, (unsigned long long)t->offset);
-            goto fail;
-        }
-        if (ok && (start > g->size || bytes > g->size - start)) {
-            rc = err_set(e, ALISA_ECORRUPT, "%s: byte %llu: tensor '%s' data (%llu bytes) runs "
-                         "past the end of the file (%llu bytes; truncated?)", path,
-                         (unsigned long long)start, t->name, (unsigned long long)bytes,
-                         (unsigned long long)g->size);
-            goto fail;
-        }
+    if (rc) {
+        gguf_close(g);
+        return rc;
     }
     *out = g;
     return 0;
-fail:
-    if (fd >= 0)
-        close(fd);
-    gguf_close(g);
-    return rc;
 }
 
 static const struct gguf_kv *find_kv(const struct gguf *g, const char *key)
