@@ -280,6 +280,103 @@ static int load_tensor(const struct gguf *g, const char *path, const char *name,
     return 0;
 }
 
+/* A llama GGUF's shape and RoPE and norm constants into c: every size
+ * refused by its key when it does not fit 32 bits, the vocabulary checked
+ * against the tokenizer's. Returns 0 or a negative status with e set. */
+static int gguf_config(struct gguf *g, const char *path, struct llm_config *c,
+                       struct alisa_err *e)
+{
+    int rc;
+    char arch[32] = "";
+    uint64_t dim = 0, hidden = 0, layers = 0, heads = 0, kv_heads = 0, ctx = 0, vocab = 0;
+    double theta = 10000, eps = 1e-5;
+    if ((rc = gguf_get_str(g, "general.architecture", arch, sizeof arch, e)))
+        return rc;
+    if (strcmp(arch, "llama") != 0)
+        return err_set(e, ALISA_EINVAL, "%s: architecture '%s' is not supported (llama is)", path,
+                       arch);
+    if ((rc = gguf_get_u64(g, "llama.embedding_length", &dim, e)) ||
+        (rc = gguf_get_u64(g, "llama.feed_forward_length", &hidden, e)) ||
+        (rc = gguf_get_u64(g, "llama.block_count", &layers, e)) ||
+        (rc = gguf_get_u64(g, "llama.attention.head_count", &heads, e)) ||
+        (rc = gguf_get_u64(g, "llama.context_length", &ctx, e)))
+        return rc;
+    if (gguf_get_u64(g, "llama.attention.head_count_kv", &kv_heads, e))
+        kv_heads = heads;
+    gguf_get_f64(g, "llama.rope.freq_base", &theta, e);
+    gguf_get_f64(g, "llama.attention.layer_norm_rms_epsilon", &eps, e);
+    const struct gguf_tensor *emb = gguf_find(g, "token_embd.weight");
+    if (!emb || emb->n_dims != 2)
+        return err_set(e, ALISA_ECORRUPT, "%s: tensor 'token_embd.weight' missing or not 2-D",
+                       path);
+    vocab = emb->dims[1];
+    uint64_t n_tok = 0;
+    if (gguf_get_str_array(g, "tokenizer.ggml.tokens", &n_tok, e) == 0 && n_tok != vocab) {
+        return err_set(e, ALISA_ECORRUPT, "%s: vocabulary mismatch: %llu tokens in the tokenizer, "
+                     "%llu rows in token_embd.weight", path, (unsigned long long)n_tok,
+                     (unsigned long long)vocab);
+    }
+    /* the config keeps 32-bit sizes: what does not fit is refused by its
+     * key before it is narrowed (the shape's bounds are llm_config_validate's) */
+    static const char *const keys[7] = {
+        "llama.embedding_length", "llama.feed_forward_length", "llama.block_count",
+        "llama.attention.head_count", "llama.attention.head_count_kv", "llama.context_length",
+        "token_embd.weight's rows (vocabulary)"};
+    const uint64_t vals[7] = {dim, hidden, layers, heads, kv_heads, ctx, vocab};
+    for (int k = 0; k < 7; k++)
+        if (vals[k] > UINT32_MAX) {
+            return err_set(e, ALISA_ECORRUPT, "%s: %s = %llu does not fit 32 bits", path, keys[k],
+                         (unsigned long long)vals[k]);
+        }
+    c->dim = (uint32_t)dim;
+    c->hidden_dim = (uint32_t)hidden;
+    c->n_layers = (uint32_t)layers;
+    c->n_heads = (uint32_t)heads;
+    c->n_kv_heads = (uint32_t)kv_heads;
+    c->vocab = (uint32_t)vocab;
+    c->seq_len = (uint32_t)ctx;
+    c->rope_theta = (float)theta;
+    c->norm_eps = (float)eps;
+    return llm_config_validate(c, path, e);
+}
+
+/* Layer l's tensors into m (FP32 copies under LLM_WEIGHTS_F32, else views
+ * of the mapping; the norms always FP32). Returns 0 or a negative status. */
+static int gguf_layer(struct gguf *g, const char *path, struct llm_model *m, uint64_t l,
+                      struct alisa_err *e)
+{
+    const struct llm_config *c = &m->c;
+    const uint64_t d = c->dim, hd = c->hidden_dim, kv = c->kv_dim;
+    const int f32 = m->mode == LLM_WEIGHTS_F32;
+    struct llm_weights *w = &m->w;
+    int rc = 0;
+#define F32_AT(q) (f32 ? (float *)(uintptr_t)(q).data : NULL)
+    char nm[96];
+#define LOAD(suffix, ne0, ne1, dst)                                                \
+    if (!rc) {                                                                     \
+        snprintf(nm, sizeof nm, "blk.%llu.%s", (unsigned long long)l, suffix);     \
+        rc = load_tensor(g, path, nm, ne0, ne1, dst, NULL, e);                     \
+    }
+#define LOADM(suffix, ne0, ne1, q)                                                 \
+    if (!rc) {                                                                     \
+        snprintf(nm, sizeof nm, "blk.%llu.%s", (unsigned long long)l, suffix);     \
+        rc = load_tensor(g, path, nm, ne0, ne1, F32_AT(q), &(q), e);               \
+    }
+    LOAD("attn_norm.weight", d, 1, w->rms_att + l * d)
+    LOADM("attn_q.weight", d, d, w->wq[l])
+    LOADM("attn_k.weight", d, kv, w->wk[l])
+    LOADM("attn_v.weight", d, kv, w->wv[l])
+    LOADM("attn_output.weight", d, d, w->wo[l])
+    LOAD("ffn_norm.weight", d, 1, w->rms_ffn + l * d)
+    LOADM("ffn_gate.weight", d, hd, w->w1[l])
+    LOADM("ffn_down.weight", hd, d, w->w2[l])
+    LOADM("ffn_up.weight", d, hd, w->w3[l])
+#undef LOAD
+#undef LOADM
+#undef F32_AT
+    return rc;
+}
+
 int llm_load_gguf(struct llm_model **out, const char *path, enum llm_weight_mode mode,
                   struct alisa_err *e)
 {
@@ -293,65 +390,12 @@ int llm_load_gguf(struct llm_model **out, const char *path, enum llm_weight_mode
         gguf_close(g);
         return err_set(e, ALISA_ENOMEM, "out of memory");
     }
-    char arch[32] = "";
-    uint64_t dim = 0, hidden = 0, layers = 0, heads = 0, kv_heads = 0, ctx = 0, vocab = 0;
-    double theta = 10000, eps = 1e-5;
-    if ((rc = gguf_get_str(g, "general.architecture", arch, sizeof arch, e)))
+    if ((rc = gguf_config(g, path, &m->c, e)))
         goto done;
-    if (strcmp(arch, "llama") != 0) {
-        rc = err_set(e, ALISA_EINVAL, "%s: architecture '%s' is not supported (llama is)", path, arch);
-        goto done;
-    }
-    if ((rc = gguf_get_u64(g, "llama.embedding_length", &dim, e)) ||
-        (rc = gguf_get_u64(g, "llama.feed_forward_length", &hidden, e)) ||
-        (rc = gguf_get_u64(g, "llama.block_count", &layers, e)) ||
-        (rc = gguf_get_u64(g, "llama.attention.head_count", &heads, e)) ||
-        (rc = gguf_get_u64(g, "llama.context_length", &ctx, e)))
-        goto done;
-    if (gguf_get_u64(g, "llama.attention.head_count_kv", &kv_heads, e))
-        kv_heads = heads;
-    gguf_get_f64(g, "llama.rope.freq_base", &theta, e);
-    gguf_get_f64(g, "llama.attention.layer_norm_rms_epsilon", &eps, e);
-    const struct gguf_tensor *emb = gguf_find(g, "token_embd.weight");
-    if (!emb || emb->n_dims != 2) {
-        rc = err_set(e, ALISA_ECORRUPT, "%s: tensor 'token_embd.weight' missing or not 2-D", path);
-        goto done;
-    }
-    vocab = emb->dims[1];
-    uint64_t n_tok = 0;
-    if (gguf_get_str_array(g, "tokenizer.ggml.tokens", &n_tok, e) == 0 && n_tok != vocab) {
-        rc = err_set(e, ALISA_ECORRUPT, "%s: vocabulary mismatch: %llu tokens in the tokenizer, "
-                     "%llu rows in token_embd.weight", path, (unsigned long long)n_tok,
-                     (unsigned long long)vocab);
-        goto done;
-    }
-    /* the config keeps 32-bit sizes: what does not fit is refused by its
-     * key before it is narrowed (the shape's bounds are llm_config_validate's) */
-    static const char *const keys[7] = {
-        "llama.embedding_length", "llama.feed_forward_length", "llama.block_count",
-        "llama.attention.head_count", "llama.attention.head_count_kv", "llama.context_length",
-        "token_embd.weight's rows (vocabulary)"};
-    const uint64_t vals[7] = {dim, hidden, layers, heads, kv_heads, ctx, vocab};
-    for (int k = 0; k < 7; k++)
-        if (vals[k] > UINT32_MAX) {
-            rc = err_set(e, ALISA_ECORRUPT, "%s: %s = %llu does not fit 32 bits", path, keys[k],
-                         (unsigned long long)vals[k]);
-            goto done;
-        }
-    struct llm_config *c = &m->c;
-    c->dim = (uint32_t)dim;
-    c->hidden_dim = (uint32_t)hidden;
-    c->n_layers = (uint32_t)layers;
-    c->n_heads = (uint32_t)heads;
-    c->n_kv_heads = (uint32_t)kv_heads;
-    c->vocab = (uint32_t)vocab;
-    c->seq_len = (uint32_t)ctx;
-    c->rope_theta = (float)theta;
-    c->norm_eps = (float)eps;
-    if ((rc = llm_config_validate(c, path, e)))
-        goto done;
+    const struct llm_config *c = &m->c;
+    const uint64_t dim = c->dim, hidden = c->hidden_dim, layers = c->n_layers, vocab = c->vocab;
     int tied = gguf_find(g, "output.weight") == NULL;
-    uint64_t L = layers, d = dim, hd = hidden, kv = c->kv_dim, V = vocab;
+    uint64_t L = layers, d = dim, V = vocab;
     size_t n = weight_floats(c, tied);
     /* no allocation the file cannot justify: its most compact tensors
      * (Q4_0) hold 32 weights in 18 bytes */
@@ -387,30 +431,8 @@ int llm_load_gguf(struct llm_model **out, const char *path, enum llm_weight_mode
         goto done;
     if (tied)
         w->wcls = w->token_embedding;
-    for (uint64_t l = 0; l < L && !rc; l++) {
-        char nm[96];
-#define LOAD(suffix, ne0, ne1, dst)                                      \
-    if (!rc) {                                                           \
-        snprintf(nm, sizeof nm, "blk.%llu.%s", (unsigned long long)l, suffix); \
-        rc = load_tensor(g, path, nm, ne0, ne1, dst, NULL, e);           \
-    }
-#define LOADM(suffix, ne0, ne1, q)                                       \
-    if (!rc) {                                                           \
-        snprintf(nm, sizeof nm, "blk.%llu.%s", (unsigned long long)l, suffix); \
-        rc = load_tensor(g, path, nm, ne0, ne1, F32_AT(q), &(q), e);     \
-    }
-        LOAD("attn_norm.weight", d, 1, w->rms_att + l * d)
-        LOADM("attn_q.weight", d, d, w->wq[l])
-        LOADM("attn_k.weight", d, kv, w->wk[l])
-        LOADM("attn_v.weight", d, kv, w->wv[l])
-        LOADM("attn_output.weight", d, d, w->wo[l])
-        LOAD("ffn_norm.weight", d, 1, w->rms_ffn + l * d)
-        LOADM("ffn_gate.weight", d, hd, w->w1[l])
-        LOADM("ffn_down.weight", hd, d, w->w2[l])
-        LOADM("ffn_up.weight", d, hd, w->w3[l])
-#undef LOAD
-#undef LOADM
-    }
+    for (uint64_t l = 0; l < L && !rc; l++)
+        rc = gguf_layer(g, path, m, l, e);
 #undef F32_AT
     if (rc)
         goto done;
