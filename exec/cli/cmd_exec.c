@@ -512,6 +512,55 @@ void cmd_eval_usage(FILE *out)
             "--blocks 4\n");
 }
 
+/* Scores windows w0 .. w0 + B - 1 of ids (ctx tokens each) into acc, the
+ * dense reference beside when with_ref, the first pre positions a dense
+ * prefill; cur (B x CHUNK) is scratch. Returns 0 or a negative status with
+ * e set. */
+static int eval_batch(const struct loaded *l, const struct kv_opts *kvo, const uint32_t *ids,
+                      uint64_t w0, uint32_t B, uint32_t ctx, uint32_t pre, int with_ref,
+                      uint32_t *cur, struct eval_acc *acc, struct progress *pg,
+                      struct alisa_err *e)
+{
+    int rc;
+    struct llm_state *st, *ref = NULL;
+    if ((rc = exec_state_create(&st, kvo, l->m, B, ctx, e)))
+        return rc;
+    if (with_ref && (rc = exec_state_create(&ref, kvo, l->m, B, ctx, e))) {
+        llm_state_free(st);
+        return rc;
+    }
+    struct tiered tr;
+    if ((rc = kv_opts_attach(&tr, kvo, l->m, st, B, ctx, pre, e))) {
+        llm_state_free(ref);
+        llm_state_free(st);
+        return rc;
+    }
+    for (uint32_t p = 0; p + 1 < ctx && !rc;) {
+        uint32_t P = ctx - 1 - p < CHUNK ? ctx - 1 - p : CHUNK;
+        for (uint32_t b = 0; b < B; b++)
+            memcpy(cur + (size_t)b * P, ids + (w0 + b) * ctx + p, P * sizeof *cur);
+        const float *logits = llm_forward_chunk(st, cur, p, P, NULL);
+        const float *rlogits = logits && ref ? llm_forward_chunk(ref, cur, p, P, NULL) : NULL;
+        if (!logits || (ref && !rlogits)) {
+            rc = err_set(e, ALISA_EINVAL, "%s", llm_state_error(logits ? ref : st)->msg);
+            break;
+        }
+        size_t V = l->m->c.vocab;
+        for (uint32_t b = 0; b < B; b++)
+            for (uint32_t i = 0; i < P; i++) {
+                size_t row = ((size_t)b * P + i) * V;
+                eval_score(acc, logits + row, rlogits ? rlogits + row : NULL, (uint32_t)V,
+                           ids[(w0 + b) * ctx + p + i + 1], p + i >= pre);
+            }
+        p += P;
+        progress_set(pg, w0 * (ctx - 1) + (uint64_t)B * p);
+    }
+    tiered_free(&tr);
+    llm_state_free(ref);
+    llm_state_free(st);
+    return rc;
+}
+
 int cmd_eval(int argc, char **argv)
 {
     struct eval_opts o = {.kvo = {.sel = {.sparsity = SEL_SPARSITY_DEFAULT}}, .batch = 8,
@@ -540,7 +589,7 @@ int cmd_eval(int argc, char **argv)
     snprintf(what, sizeof what, "--ctx %u", ctx);
     if ((rc = loaded_context_check(&l, ctx, cmd_eval_usage, what)) ||
         (rc = loaded_batch_check(&l, batch, ctx, cmd_eval_usage)))
-        return rc;
+        return rc; /* each frees l when it refuses */
     uint32_t *ids = NULL, n_blocks = 0;
     size_t n_ids = 0;
     if (!rc)
@@ -570,42 +619,7 @@ int cmd_eval(int argc, char **argv)
     for (uint64_t w0 = 0; !rc && w0 < windows; w0 += batch) {
         progress_set(&pg, w0 * (ctx - 1));
         uint32_t B = (uint32_t)(windows - w0 < batch ? windows - w0 : batch);
-        struct llm_state *st, *ref = NULL;
-        if ((rc = exec_state_create(&st, &kvo, l.m, B, ctx, &e)))
-            break;
-        if (with_ref && (rc = exec_state_create(&ref, &kvo, l.m, B, ctx, &e))) {
-            llm_state_free(st);
-            break;
-        }
-        struct tiered tr;
-        if ((rc = kv_opts_attach(&tr, &kvo, l.m, st, B, ctx, pre, &e))) {
-            llm_state_free(ref);
-            llm_state_free(st);
-            break;
-        }
-        for (uint32_t p = 0; p + 1 < ctx && !rc;) {
-            uint32_t P = ctx - 1 - p < CHUNK ? ctx - 1 - p : CHUNK;
-            for (uint32_t b = 0; b < B; b++)
-                memcpy(cur + (size_t)b * P, ids + (w0 + b) * ctx + p, P * sizeof *cur);
-            const float *logits = llm_forward_chunk(st, cur, p, P, NULL);
-            const float *rlogits = logits && ref ? llm_forward_chunk(ref, cur, p, P, NULL) : NULL;
-            if (!logits || (ref && !rlogits)) {
-                rc = err_set(&e, ALISA_EINVAL, "%s", llm_state_error(logits ? ref : st)->msg);
-                break;
-            }
-            size_t V = l.m->c.vocab;
-            for (uint32_t b = 0; b < B; b++)
-                for (uint32_t i = 0; i < P; i++) {
-                    size_t row = ((size_t)b * P + i) * V;
-                    eval_score(&acc, logits + row, rlogits ? rlogits + row : NULL, (uint32_t)V,
-                               ids[(w0 + b) * ctx + p + i + 1], p + i >= pre);
-                }
-            p += P;
-            progress_set(&pg, w0 * (ctx - 1) + (uint64_t)B * p);
-        }
-        tiered_free(&tr);
-        llm_state_free(ref);
-        llm_state_free(st);
+        rc = eval_batch(&l, &kvo, ids, w0, B, ctx, pre, with_ref, cur, &acc, &pg, &e);
     }
     progress_end(&pg);
     double dt = cli_now_s() - t0;

@@ -468,11 +468,16 @@ const struct placement_ops place_lru_ops = {
     .admit = cache_admit,
 };
 
-/* HiSparse's hot buffer (SGLang's hierarchical sparse attention, vLLM's
- * port): the whole KV in host memory, a device buffer per request managed
- * by exact LRU, every new token's KV written to the host as it is made, so
- * an eviction only forgets the device copy. lru's victims with the engine's
- * write-through. */
+/* HiSparse's hot buffer (sgl-project/sglang,
+ * python/sglang/srt/managers/hisparse_coordinator.py HiSparseCoordinator:
+ * the whole KV in a host pool of one-token pages, a device buffer per
+ * request and layer with exact LRU slots, load_cache_to_device_buffer_kernel
+ * in python/sglang/jit_kernel/csrc/hisparse.cuh moving hits to the MRU end
+ * and copying misses in at the LRU end; _eager_backup_previous_token copies
+ * each new token's KV to the host, a step after it is written; vLLM has a
+ * port): an eviction only forgets the device copy. lru's victims with the
+ * engine's write-through, in the token's own step (a step earlier than
+ * SGLang's, the same traffic). */
 const struct placement_ops place_hot_buffer_ops = {
     .name = "hot-buffer",
     .host_tier = 1,
