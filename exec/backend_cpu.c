@@ -307,15 +307,15 @@ static int ig_present(struct cpu_state *s, struct backend_common *cm, uint32_t b
  * earlier token's K and V wherever they lie (kvstore_fetch) into the
  * sequence's dense rows, the new token's beside them. Returns 0, or -1
  * with cm->err set. */
-static int cpu_present(struct cpu_state *s, struct backend_common *cm, uint32_t b, uint32_t l,
-                       uint32_t pos, const float *q, const float *k, const float *v, double *tl)
+static int cpu_present(struct cpu_state *s, struct backend_common *cm,
+                       const struct sel_estimate *e, uint32_t b, uint32_t l, uint32_t pos,
+                       const float *q, const float *k, const float *v, double *tl)
 {
     const struct llm_model *m = s->m;
     const uint32_t kv = m->c.kv_dim, stream = b * m->c.n_layers + l;
     const uint32_t H = m->c.n_heads, group = H / m->c.n_kv_heads, hs = m->c.head_dim;
     uint64_t t0 = backend_mono_ns();
-    struct sel_estimate est;
-    scheduler_present_estimate(cm->sched, &est);
+    const struct sel_estimate est = *e;
     const float *src = cm->attn_row && est.kind == SEL_ESTIMATE_EXACT
                            ? cm->attn_row(cm->attn_ctx, b, l, pos) : NULL;
     if (est.kind == SEL_ESTIMATE_PAGE_BOUNDS && !s->kb &&
@@ -355,22 +355,22 @@ static int cpu_present(struct cpu_state *s, struct backend_common *cm, uint32_t 
 }
 
 /* Tiered mode: asks the scheduler for this (sequence, layer)'s step (the
- * present row computed first when the selection reads it), applies the
- * moves to the arenas, and points s->K/s->V at what to attend. Returns the
- * count, 0 on failure (cm->err set). */
-static uint32_t tiered_gather(struct cpu_state *s, struct backend_common *cm, uint32_t b,
-                              uint32_t l, uint32_t pos, const float *q, const float *k,
-                              const float *v, const float *act, double *tl)
+ * present row computed first when the selection reads it, as est, the
+ * run's scheduler_present_estimate, says), applies the moves to the arenas,
+ * and points s->K/s->V at what to attend. Returns the count, 0 on failure
+ * (cm->err set). */
+static uint32_t tiered_gather(struct cpu_state *s, struct backend_common *cm,
+                              const struct sel_estimate *est, uint32_t b, uint32_t l,
+                              uint32_t pos, const float *q, const float *k, const float *v,
+                              const float *act, double *tl)
 {
     const struct llm_model *m = s->m;
     uint32_t stream = b * m->c.n_layers + l;
     struct scheduler_plan plan;
     const float *present = NULL;
-    struct sel_estimate est;
-    scheduler_present_estimate(cm->sched, &est);
-    if (pos < cm->prompt_len && est.kind == SEL_ESTIMATE_PARTIAL) {
+    if (pos < cm->prompt_len && est->kind == SEL_ESTIMATE_PARTIAL) {
         /* InfiniGen skews by the prompt's queries: kept for the first decode step */
-        if (ig_alloc(s, cm, est.ratio))
+        if (ig_alloc(s, cm, est->ratio))
             return 0;
         const size_t st = (size_t)b * m->c.n_layers + l;
         if (pos == 0)
@@ -378,7 +378,7 @@ static uint32_t tiered_gather(struct cpu_state *s, struct backend_common *cm, ui
         memcpy(s->ig_q + (st * s->ig_qlen + pos) * m->c.dim, q, m->c.dim * sizeof *q);
     }
     if (pos >= cm->prompt_len && scheduler_needs_present(cm->sched)) {
-        if (cpu_present(s, cm, b, l, pos, q, k, v, tl))
+        if (cpu_present(s, cm, est, b, l, pos, q, k, v, tl))
             return 0;
         present = s->present;
     }
@@ -502,7 +502,7 @@ static int tiered_attend(struct cpu_state *s, struct backend_common *cm, uint32_
         float *act = s->xb + r * d; /* this layer's normed input, kept for recompute */
         float *row = rows ? rows + ((size_t)b * c->n_layers + l) * n : NULL;
         double before = tl[T_MOVE] + tl[T_RECOMP] + tl[T_SCHED];
-        uint32_t n_att = tiered_gather(s, cm, b, l, pos, q, kb, vb, act, tl);
+        uint32_t n_att = tiered_gather(s, cm, &est, b, l, pos, q, kb, vb, act, tl);
         tl[T_ATTN] -= tl[T_MOVE] + tl[T_RECOMP] + tl[T_SCHED] - before;
         if (n_att == 0)
             return -1;

@@ -200,6 +200,12 @@ check $? "eval: swa with INT8 KV reports against dense"
 # with a normal and a 3 KiB host tier, which the replay ran out of before);
 # topk, quest, infinigen and infllm read each step's own row, which the executor computes and records
 # and the replay reads back (issue 45)
+# record2 ARGS: the executor records stories260K, 2 sequences of 32 + 96
+# tokens of TinyStories, under ARGS (the decision-log runs below)
+record2() {
+    "$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
+        --gen-len 96 --batch 2 "$@" 2>/dev/null
+}
 # parity RECORD-ARGS -- PLAN-ARGS: the executor records under RECORD-ARGS
 # (with --log), the replay of its trace plans under PLAN-ARGS; the sorted
 # decision logs are identical, 1,280 lines that offload or retire something
@@ -208,8 +214,7 @@ parity() {
     while [ "$1" != -- ]; do rec+=("$1"); shift; done
     shift
     pl=("$@")
-    "$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
-        --gen-len 96 --batch 2 "${rec[@]}" --log "$tmp/exec.log" -o "$tmp/par.trace" 2>/dev/null &&
+    record2 "${rec[@]}" --log "$tmp/exec.log" -o "$tmp/par.trace" &&
     "$alisa" plan --trace "$tmp/par.trace" "${pl[@]}" --log "$tmp/sim.log" --every 0 >/dev/null &&
     sort -n -k1,1 -k3,3 -k2,2 "$tmp/exec.log" >"$tmp/e.sorted" &&
     sort -n -k1,1 -k3,3 -k2,2 "$tmp/sim.log" >"$tmp/s.sorted" &&
@@ -248,18 +253,14 @@ check $? "topk recorded at the default threshold replays identically"
 # with one-token pages the bounds are the keys, so the decisions are the
 # exact row's line for line; with 16-token pages they are not; a replay has
 # no keys and refuses it, naming the knob
-qrun() {
-    "$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
-        --gen-len 96 --batch 2 --selection quest --sparsity 0.8 --placement lru \
-        --gpu-kv-bytes 160KiB --cpu-kv-bytes 40KiB "$@" -o "$tmp/q.trace" 2>/dev/null
-}
+qo=(--selection quest --sparsity 0.8 --placement lru --gpu-kv-bytes 160KiB --cpu-kv-bytes 40KiB)
+qrun() { record2 "${qo[@]}" "$@" -o "$tmp/q.trace"; }
 qrun --page-size 1 --log "$tmp/q0.log" && qrun --page-size 1 --bounds 1 --log "$tmp/q1.log" &&
     [ "$(wc -l <"$tmp/q1.log")" -eq 1280 ] && cmp -s "$tmp/q0.log" "$tmp/q1.log"
 check $? "quest's page bounds with one-token pages decide as the exact row"
 qrun --log "$tmp/q0.log" && qrun --bounds 1 --log "$tmp/q1.log" && ! cmp -s "$tmp/q0.log" "$tmp/q1.log"
 check $? "quest's page bounds with 16-token pages decide otherwise than the exact row"
-"$alisa" plan --trace "$tmp/q.trace" --selection quest --bounds 1 --placement lru \
-    --gpu-kv-bytes 160KiB --cpu-kv-bytes 40KiB >/dev/null 2>"$tmp/err"
+"$alisa" plan --trace "$tmp/q.trace" "${qo[@]}" --bounds 1 >/dev/null 2>"$tmp/err"
 [ $? -ne 0 ] && grep -q "selection quest: .*leave --bounds out" "$tmp/err"
 check $? "a replay refuses quest's page bounds, naming --bounds"
 # InfiniGen's own speculation (--partial-ratio R: R of each head's channels
@@ -267,18 +268,14 @@ check $? "a replay refuses quest's page bounds, naming --bounds"
 # rotation, so it decides as the exact row (the rotated sums round
 # differently: a near tie may flip, so at most 5% of the lines may differ;
 # none do here); with 20% over a fifth of them differ
-irun() {
-    "$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 32 \
-        --gen-len 96 --batch 2 --selection infinigen --sparsity 0.8 --placement lru \
-        --gpu-kv-bytes 100KiB --cpu-kv-bytes 60KiB "$@" -o "$tmp/q.trace" 2>/dev/null
-}
+io=(--selection infinigen --sparsity 0.8 --placement lru --gpu-kv-bytes 100KiB --cpu-kv-bytes 60KiB)
+irun() { record2 "${io[@]}" "$@" -o "$tmp/q.trace"; }
 ndiff() { diff "$tmp/q0.log" "$tmp/q1.log" | grep -c '^<'; }
 irun --log "$tmp/q0.log" && irun --partial-ratio 1 --log "$tmp/q1.log" &&
     [ "$(wc -l <"$tmp/q1.log")" -eq 1280 ] && [ "$(ndiff)" -le 64 ] &&
     irun --partial-ratio 0.2 --log "$tmp/q1.log" && [ "$(ndiff)" -gt 256 ]
 check $? "infinigen's speculation with every channel decides as the exact row, with 20% not"
-"$alisa" plan --trace "$tmp/q.trace" --selection infinigen --partial-ratio 0.2 --placement lru \
-    --gpu-kv-bytes 100KiB --cpu-kv-bytes 60KiB >/dev/null 2>"$tmp/err"
+"$alisa" plan --trace "$tmp/q.trace" "${io[@]}" --partial-ratio 0.2 >/dev/null 2>"$tmp/err"
 [ $? -ne 0 ] && grep -q "leave --partial-ratio out" "$tmp/err"
 check $? "a replay refuses infinigen's speculation, naming --partial-ratio"
 "$alisa" eval --model stories260K --text "$text/tinystories_val_subset.txt" --ctx 64 --max-tokens 200 \
