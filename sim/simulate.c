@@ -477,6 +477,11 @@ static int run_vllm(const struct sim_config *cfg, double gpu_kv, struct sim_resu
                                                cfg->precision, 0, l == m->n_layers - 1);
             r->compute_weights_s += cost_layer_compute_ns(m, cfg->hw, n_run, 0, 0, cfg->precision,
                                                           0, l == m->n_layers - 1) * 1e-9;
+            double wb, kvb;
+            cost_layer_hbm_bytes(m, cfg->hw, attended, cfg->precision, 0, l == m->n_layers - 1,
+                                 &wb, &kvb);
+            r->hbm_weight_bytes += wb;
+            r->hbm_kv_bytes += kvb;
             step += gpu;
             if (host > gpu)
                 waited += host - gpu;
@@ -866,8 +871,21 @@ static void price_layer(struct run *u, uint32_t j, uint32_t l, const struct sche
      * time; flex_opt.py, generation_loop_overlap_single_batch's loop over
      * num_gpu_batches); the layer lasts at least its launches on the host */
     const double ngb = u->ngb;
-    double gpu = ngb * cost_layer_compute_ns(u->m, hw, u->B / u->ngb, att / ngb, resident / ngb,
-                                             cfg->precision, cfg->sel->gathers, l == u->Lm - 1);
+    /* the GPU attends what the CPU does not: under --cpu-cache-compute
+     * FlexGen attends a cache where it lives (pytorch_backend.py,
+     * TorchDevice.mha_gen: on the CPU unless k.is_cuda;
+     * _mixed_device_attention: each part of a split cache on its device) */
+    double gpu_att = att - cpu / kv_bytes;
+    if (gpu_att < 0)
+        gpu_att = 0;
+    double gpu = ngb * cost_layer_compute_ns(u->m, hw, u->B / u->ngb, gpu_att / ngb,
+                                             resident / ngb, cfg->precision, cfg->sel->gathers,
+                                             l == u->Lm - 1);
+    double wb, kvb;
+    cost_layer_hbm_bytes(u->m, hw, gpu_att, cfg->precision, cfg->sel->gathers, l == u->Lm - 1,
+                         &wb, &kvb);
+    r->hbm_weight_bytes += ngb * wb;
+    r->hbm_kv_bytes += kvb;
     const double host = ngb * u->host_ns;
     if (host > gpu) {
         r->host_s += (host - gpu) * 1e-9;

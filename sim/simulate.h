@@ -170,6 +170,10 @@ struct sim_result {
     double relay_s;             /* host staging of pageable KV before its copies (in
                                    transfer_s) */
     double bytes_h2d, bytes_d2h;
+    double hbm_weight_bytes;    /* decode: device memory read for the weights (and the
+                                   head), once per GPU batch (cost_layer_hbm_bytes) */
+    double hbm_kv_bytes;        /* decode: device memory read (and, sparse, gathered) for
+                                   the KV the GPU attends; the CPU's share is not here */
     double gpu_kv_capacity_bytes, cpu_kv_capacity_bytes;
     double peak_gpu_kv_bytes, peak_cpu_kv_bytes;
     double gpu_hit_rate;        /* attended tokens found on the GPU */

@@ -216,6 +216,11 @@ static void test_flexgen_gpu_batches_read_the_weights_once_each(void **state)
     assert_true(fabs(one.compute_s - (432 + 464) * 1e-9) < 1e-15);
     assert_true(fabs(two.compute_s - (768 + 800) * 1e-9) < 1e-15);
     assert_true(fabs(two.total_s - one.total_s - 672e-9) < 1e-15);
+    /* the weights' reads too: 336 bytes (layer 256, head 80) a GPU batch
+     * and step, 2 steps */
+    assert_true(fabs(one.hbm_weight_bytes - 2 * 336) < 1e-9);
+    assert_true(fabs(two.hbm_weight_bytes - 2 * 2 * 336) < 1e-9);
+    assert_true(fabs(two.hbm_kv_bytes - one.hbm_kv_bytes) < 1e-9); /* the same tokens */
     c.flexgen_gpu_batch = 3; /* does not divide the batch */
     assert_int_equal(sim_run(&c, &two, NULL, &e), ALISA_EINVAL);
     assert_non_null(strstr(e.msg, "GPU batch of 3 sequences does not divide the batch of 2"));
@@ -309,9 +314,14 @@ static void test_flexgen_attends_its_cpu_share_on_the_cpu(void **state)
     assert_true(fabs(r.bytes_d2h - 4 * 16) < 1e-9); /* 2 prompt + 2 new tokens */
     /* prefill of 4 tokens: layer 1024 + head 160 + attention 64 = 1248; its
      * offload 1 + 32 (1248..1281); CPU_ATTN(0) 1248..1408; COMPUTE(0) 512 +
-     * 160 + 6 x 16 = 768, 1408..2176; OFFLOAD(0) ..2193; CPU_ATTN(1)
-     * 2176..2416; COMPUTE(1) 512 + 160 + 128, 2416..3216; OFFLOAD(1) ..3233 */
-    assert_true(fabs(r.total_s - 3233e-9) < 1e-15);
+     * 160 + 16 a token the GPU attends (6 attended less the CPU's 2) = 736,
+     * 1408..2144; OFFLOAD(0) ..2161; CPU_ATTN(1) 2144..2384; COMPUTE(1) 512 +
+     * 160 + (8 - 3) x 16 = 752, 2384..3136; OFFLOAD(1) ..3153 */
+    assert_true(fabs(r.total_s - 3153e-9) < 1e-15);
+    /* the GPU's reads: the layer's 256 weight bytes and the head's 80 in
+     * each of the 2 steps, and 4 + 5 attended tokens of 16 bytes */
+    assert_true(fabs(r.hbm_weight_bytes - 2 * 336) < 1e-9);
+    assert_true(fabs(r.hbm_kv_bytes - 9 * 16) < 1e-9);
     tu_rmdir(dir);
     free(dir);
 }
@@ -461,6 +471,14 @@ static void test_measured_gemm_and_attention_terms_price_the_steps(void **state)
     hw.attn_ns_per_layer = 7;
     assert_true(fabs(cost_layer_compute_ns(&tu_toy, &hw, 8, 24, 24, KV_FP16, 0, 0) -
                      (128 * 2 * 4.0 + 24 * 10 + 8 * 5 + 7)) < 1e-9);
+    /* the bytes beside it: 128 weights (and the head's 40) at 2 bytes; 10
+     * tokens of 16 bytes read, and sparse read again and written packed
+     * (3 x 160) with 2 heads' FP32 sums read and written (10 x 2 x 8) */
+    double wb, kvb;
+    cost_layer_hbm_bytes(&tu_toy, &hw, 10, KV_FP16, 0, 0, &wb, &kvb);
+    assert_true(wb == 256 && kvb == 160);
+    cost_layer_hbm_bytes(&tu_toy, &hw, 10, KV_FP16, 1, 1, &wb, &kvb);
+    assert_true(wb == 336 && kvb == 480 + 160);
     tu_rmdir(dir);
     free(dir);
 }

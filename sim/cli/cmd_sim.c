@@ -188,7 +188,8 @@ void cmd_sim_usage(FILE *out)
             "Simulates a batched decode of a catalog model on a hardware profile under a\n"
             "system, with the attention of a recorded or synthetic trace, and reports\n"
             "throughput, time split into compute / transfer / recompute / stall and the\n"
-            "part that dominates the decode (for a stall, what the GPU waits on), bytes moved,\n"
+            "part that dominates the decode (for a stall, what the GPU waits on), bytes moved\n"
+            "over the link and read from GPU memory (weights, KV),\n"
             "KV per tier, GPU hit rate, recomputed tokens, phase switches and the share of\n"
             "the trace's attention mass the selection kept; for an online cache placement\n"
             "the same run under the offline bounds (belady, oracle-cost) beside it.\n"
@@ -353,6 +354,8 @@ static void sim_report_json(const struct sim_opts *o, const struct sim_result *r
     json_object_set_new(root, "software", json_string(cfg->sw ? cfg->sw->name : "none"));
     json_object_set_new(root, "compute_weights_s", json_real(r.compute_weights_s));
     json_object_set_new(root, "compute_kv_s", json_real(r.compute_s - r.compute_weights_s));
+    json_object_set_new(root, "hbm_weight_bytes", json_real(r.hbm_weight_bytes));
+    json_object_set_new(root, "hbm_kv_bytes", json_real(r.hbm_kv_bytes));
     json_object_set_new(root, "transfer_h2d_s", json_real(r.transfer_h2d_s));
     json_object_set_new(root, "transfer_d2h_s", json_real(r.transfer_d2h_s));
     json_object_set_new(root, "host_s", json_real(r.host_s));
@@ -439,6 +442,8 @@ static int sim_report_text(const struct sim_opts *o, const struct sim_result *re
            waiting ? waiting : "");
     printf("traffic      %.3f GB host->GPU, %.3f GB GPU->host; %.0f tokens recomputed\n",
            r.bytes_h2d / 1e9, r.bytes_d2h / 1e9, r.recomputed_tokens);
+    printf("GPU memory   the decode reads %.3f GB of weights and %.3f GB of KV (the CPU's "
+           "attention not included)\n", r.hbm_weight_bytes / 1e9, r.hbm_kv_bytes / 1e9);
     printf("KV           GPU peak %.2f of %.2f GB, CPU peak %.2f of %.2f GB; GPU hit rate "
            "%.4f\n", r.peak_gpu_kv_bytes / 1e9, r.gpu_kv_capacity_bytes / 1e9,
            r.peak_cpu_kv_bytes / 1e9, r.cpu_kv_capacity_bytes / 1e9, r.gpu_hit_rate);

@@ -234,6 +234,18 @@ double cost_layer_compute_ns(const struct model_shape *m, const struct hw_profil
     return t + decode_attention_ns(m, hw, &k, batch, attended_total, resident_total, sparse);
 }
 
+void cost_layer_hbm_bytes(const struct model_shape *m, const struct hw_profile *hw,
+                          double attended_total, enum kv_precision precision, int sparse,
+                          int with_head, double *weights, double *kv)
+{
+    struct kv_shape k = kv_shape_of(m, precision);
+    double per_weight = hw->weight_bytes > 0 ? hw->weight_bytes : 2.0;
+    *weights = (layer_params(m, &k) + (with_head ? (double)m->vocab * m->hidden : 0)) * per_weight;
+    double kv_read = attended_total * (double)cost_kv_bytes(&k);
+    /* decode_attention_ns's reads: the gather reads again and writes packed */
+    *kv = sparse ? 3.0 * kv_read + attended_total * m->n_heads * 4.0 * 2 : kv_read;
+}
+
 double cost_iteration_layer_ns(const struct model_shape *m, const struct hw_profile *hw,
                                const struct iteration_shape *it, enum kv_precision precision,
                                int sparse, int with_head)

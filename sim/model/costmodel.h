@@ -95,6 +95,18 @@ double cost_layer_compute_ns(const struct model_shape *m, const struct hw_profil
                              uint32_t batch, double attended_total, double resident_total,
                              enum kv_precision precision, int sparse, int with_head);
 
+/* The device memory one layer of one decode step reads, by the same rule
+ * cost_layer_compute_ns prices (issue 45, item 3: bytes beside the time):
+ * *weights the layer's weights once (the head's too when with_head) at the
+ * profile's bytes per weight; *kv the attended K and V, and when sparse
+ * the gather's second read, its packed write and the local sum's FP32
+ * updates. attended_total is summed over the batch; a step computed once
+ * per GPU batch reads the weights once per GPU batch (the caller
+ * multiplies). Bytes. Cannot fail. */
+void cost_layer_hbm_bytes(const struct model_shape *m, const struct hw_profile *hw,
+                          double attended_total, enum kv_precision precision, int sparse,
+                          int with_head, double *weights, double *kv);
+
 /* One serving iteration (issue 46) in one layer: `rows` token rows through
  * the weight GEMMs (one per decoding request plus every prompt token of the
  * chunks scheduled), the decoding requests' attention (`decodes` requests
