@@ -379,6 +379,33 @@ static int check_trace(const struct sim_config *cfg, uint32_t *n_seqs, uint32_t 
     return rc;
 }
 
+/* One decode step of vLLM's n_run running sequences attending `attended`
+ * tokens in all: every layer's compute (at least its launches on the host),
+ * its parts and reads added into r. ns. */
+static double vllm_step_ns(const struct sim_config *cfg, uint32_t n_run, double attended,
+                           struct sim_result *r)
+{
+    const struct model_shape *m = cfg->model;
+    double step = 0, host = cost_layer_host_ns(cfg->sw, cfg->sel->name), waited = 0;
+    for (uint32_t l = 0; l < m->n_layers; l++) {
+        const int last = l == m->n_layers - 1;
+        double gpu = cost_layer_compute_ns(m, cfg->hw, n_run, attended, attended, cfg->precision,
+                                           0, last);
+        r->compute_weights_s +=
+            cost_layer_compute_ns(m, cfg->hw, n_run, 0, 0, cfg->precision, 0, last) * 1e-9;
+        double wb, kvb;
+        cost_layer_hbm_bytes(m, cfg->hw, attended, cfg->precision, 0, last, &wb, &kvb);
+        r->hbm_weight_bytes += wb;
+        r->hbm_kv_bytes += kvb;
+        step += gpu;
+        if (host > gpu)
+            waited += host - gpu;
+    }
+    r->compute_s += step * 1e-9;
+    r->host_s += waited * 1e-9;
+    return step + waited;
+}
+
 /* vLLM's block manager and scheduler at sequence granularity (simulate.h). */
 static int run_vllm(const struct sim_config *cfg, double gpu_kv, struct sim_result *r,
                     FILE *timeline, struct alisa_err *e)
@@ -471,24 +498,7 @@ static int run_vllm(const struct sim_config *cfg, double gpu_kv, struct sim_resu
         double attended = 0;
         for (uint32_t k = 0; k < n_run; k++)
             attended += len[order[k]] + 1;
-        double step = 0, host = cost_layer_host_ns(cfg->sw, cfg->sel->name), waited = 0;
-        for (uint32_t l = 0; l < m->n_layers; l++) {
-            double gpu = cost_layer_compute_ns(m, cfg->hw, n_run, attended, attended,
-                                               cfg->precision, 0, l == m->n_layers - 1);
-            r->compute_weights_s += cost_layer_compute_ns(m, cfg->hw, n_run, 0, 0, cfg->precision,
-                                                          0, l == m->n_layers - 1) * 1e-9;
-            double wb, kvb;
-            cost_layer_hbm_bytes(m, cfg->hw, attended, cfg->precision, 0, l == m->n_layers - 1,
-                                 &wb, &kvb);
-            r->hbm_weight_bytes += wb;
-            r->hbm_kv_bytes += kvb;
-            step += gpu;
-            if (host > gpu)
-                waited += host - gpu;
-        }
-        t += step + waited;
-        r->compute_s += step * 1e-9;
-        r->host_s += waited * 1e-9;
+        t += vllm_step_ns(cfg, n_run, attended, r);
         batch_sum += n_run;
         r->decode_steps++;
         for (uint32_t k = 0; k < n_run;) {

@@ -746,6 +746,10 @@ static void test_vllm_preempts_the_latest_sequence_and_recomputes_it(void **stat
     assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
     assert_int_equal(r.preemptions, 0);
     assert_int_equal(r.decode_steps, 20);
+    /* each step reads the layer's 256 weight bytes and the head's 80, and
+     * both sequences' KV (16 bytes a token): lengths 2..21 attend 3..22 */
+    assert_true(fabs(r.hbm_weight_bytes - 20 * 336) < 1e-9);
+    assert_true(fabs(r.hbm_kv_bytes - 2 * (3 + 22) * 20 / 2 * 16) < 1e-9);
     /* With room for no prompt at all it cannot run. */
     c.gpu_kv_bytes = 100;
     assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
