@@ -261,6 +261,48 @@ static int run_prefill(struct llm_state *st, const uint32_t *ids, uint32_t np, u
     return rc;
 }
 
+/* The prompt's token ids for alisa run into *ids (freed by the caller):
+ * the text encoded, or --prompt-tokens ids drawn under --seed; their count
+ * into *np (-1 when there are none). 0, or an error in e. */
+static int run_prompt_ids(const struct run_opts *o, const struct loaded *l, gsl_rng *rng,
+                          uint32_t **ids, int *np, struct alisa_err *e)
+{
+    size_t cap = o->prompt ? strlen(o->prompt) + 3 : o->ptoks.v;
+    *ids = malloc(cap * sizeof **ids);
+    if (!*ids || !rng)
+        return err_set(e, ALISA_ENOMEM, "out of memory for a prompt of %zu tokens", cap);
+    *np = o->prompt ? tok_encode(l->t, o->prompt, 1, *ids, cap) : (int)o->ptoks.v;
+    if (!o->prompt) { /* ids drawn, not encoded */
+        gsl_rng_set(rng, o->seed);
+        for (uint32_t i = 0; i < o->ptoks.v; i++)
+            (*ids)[i] = (uint32_t)gsl_rng_uniform_int(rng, l->m->c.vocab);
+    }
+    return *np < 0 ? err_set(e, ALISA_EINVAL, "cannot encode the prompt") : 0;
+}
+
+/* alisa run's decode after a prompt of np tokens: cur holds each
+ * sequence's first generated token; each of the -n steps records it into
+ * gen and samples the next. One sequence streams its text (prev: the last
+ * token printed). 0, or an error in e. */
+static int run_decode(const struct run_opts *o, const struct loaded *l, struct llm_state *st,
+                      uint32_t np, gsl_rng *rng, double *scratch, uint32_t *cur, uint32_t **gen,
+                      uint32_t *prev, struct alisa_err *e)
+{
+    const uint32_t n = o->n, batch = o->batch;
+    for (uint32_t j = 0; j < n; j++) {
+        for (uint32_t b = 0; b < batch; b++)
+            gen[b][j] = cur[b];
+        if (batch == 1 && !o->json) {
+            print_pieces(l->t, prev, &cur[0], 1);
+            fflush(stdout);
+        }
+        if (j + 1 < n &&
+            next_tokens(st, batch, l->m->c.vocab, cur, np + j, o->temp, rng, scratch, cur))
+            return err_set(e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
+    }
+    return 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
     struct run_opts o = {.kvo = {.sel = {.sparsity = SEL_SPARSITY_DEFAULT}}, .batch = 1,
@@ -290,17 +332,8 @@ int cmd_run(int argc, char **argv)
             return rc0; /* l freed by the check */
     }
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
-    size_t cap = prompt ? strlen(prompt) + 3 : ptoks;
-    uint32_t *ids = malloc(cap * sizeof *ids);
-    int np = !ids || !rng ? ALISA_ENOMEM : prompt ? tok_encode(l.t, prompt, 1, ids, cap) : (int)ptoks;
-    int rc = 0;
-    if (!prompt && ids && rng) { /* ids drawn, not encoded */
-        gsl_rng_set(rng, seed);
-        for (uint32_t i = 0; i < ptoks; i++)
-            ids[i] = (uint32_t)gsl_rng_uniform_int(rng, l.m->c.vocab);
-    }
-    if (np < 0)
-        rc = err_set(&e, ALISA_EINVAL, "cannot encode the prompt");
+    uint32_t *ids = NULL;
+    int np = -1, rc = run_prompt_ids(&o, &l, rng, &ids, &np, &e);
     char what[64];
     snprintf(what, sizeof what, "-n %u after a %d-token prompt", n, np);
     if (np >= 0 && ((rc = loaded_context_check(&l, (uint64_t)np + n, cmd_run_usage, what)) ||
@@ -352,17 +385,8 @@ int cmd_run(int argc, char **argv)
         fflush(stdout);
     }
     double t0 = cli_now_s();
-    for (uint32_t j = 0; j < n && !rc; j++) {
-        for (uint32_t b = 0; b < batch; b++)
-            gen[b][j] = cur[b];
-        if (batch == 1 && !json) {
-            print_pieces(l.t, &prev, &cur[0], 1);
-            fflush(stdout);
-        }
-        if (j + 1 < n &&
-            next_tokens(st, batch, l.m->c.vocab, cur, (uint32_t)np + j, temp, rng, scratch, cur))
-            rc = err_set(&e, ALISA_EINVAL, "%s", llm_state_error(st)->msg);
-    }
+    if (!rc)
+        rc = run_decode(&o, &l, st, (uint32_t)np, rng, scratch, cur, gen, &prev, &e);
     double dt = cli_now_s() - t0;
     if (batch == 1 && np > 0 && !json)
         printf("\n");
