@@ -86,60 +86,67 @@ static struct sweep_param *find_param(struct sweep_param *arr, uint32_t n, const
     return NULL;
 }
 
+/* One key of the [sweep] section (name, command, program, timeout) into
+ * c's spec: 1, or 0 with c->msg saying why (inih's handler convention). */
+static int sweep_key(struct spec_ctx *c, const char *name, const char *value)
+{
+    struct sweep_spec *s = c->s;
+    if (strcmp(name, "name") == 0) {
+        if (!value[0] || strlen(value) >= sizeof s->name || strchr(value, ' ')) {
+            snprintf(c->msg, sizeof c->msg, "name '%s' must be one word under %zu characters",
+                     value, sizeof s->name);
+            return 0;
+        }
+        strcpy(s->name, value);
+        return 1;
+    }
+    if (strcmp(name, "command") == 0) {
+        int known = 0;
+        for (size_t i = 0; sweep_commands[i] && !known; i++)
+            known = strcmp(value, sweep_commands[i]) == 0;
+        if (!known) {
+            snprintf(c->msg, sizeof c->msg, "command '%s' unknown (" SWEEP_COMMAND_LIST ")",
+                     value);
+            return 0;
+        }
+        strcpy(s->command, value);
+        return 1;
+    }
+    if (strcmp(name, "program") == 0) {
+        int n = value[0] == '/' ? snprintf(s->program, sizeof s->program, "%s", value)
+                                : snprintf(s->program, sizeof s->program, "%s/%s", c->dir,
+                                           value);
+        if (!value[0] || n < 0 || (size_t)n >= sizeof s->program) {
+            snprintf(c->msg, sizeof c->msg, "program '%.200s': empty or too long", value);
+            return 0;
+        }
+        return 1;
+    }
+    if (strcmp(name, "timeout") == 0) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long t = strtoull(value, &end, 10);
+        if (errno || end == value || *end || value[0] == '-' || t > 7 * 86400) {
+            snprintf(c->msg, sizeof c->msg, "timeout '%.60s': expected seconds in 0..%d",
+                     value, 7 * 86400);
+            return 0;
+        }
+        s->timeout_s = (uint32_t)t;
+        return 1;
+    }
+    snprintf(c->msg, sizeof c->msg,
+             "[sweep]: unknown key '%s' (name, command, program, timeout)", name);
+    return 0;
+}
+
 static int spec_handler(void *user, const char *section, const char *name, const char *value)
 {
     struct spec_ctx *c = user;
     struct sweep_spec *s = c->s;
     if (c->msg[0])
         return 1;
-    if (strcmp(section, "sweep") == 0) {
-        if (strcmp(name, "name") == 0) {
-            if (!value[0] || strlen(value) >= sizeof s->name || strchr(value, ' ')) {
-                snprintf(c->msg, sizeof c->msg, "name '%s' must be one word under %zu characters",
-                         value, sizeof s->name);
-                return 0;
-            }
-            strcpy(s->name, value);
-            return 1;
-        }
-        if (strcmp(name, "command") == 0) {
-            int known = 0;
-            for (size_t i = 0; sweep_commands[i] && !known; i++)
-                known = strcmp(value, sweep_commands[i]) == 0;
-            if (!known) {
-                snprintf(c->msg, sizeof c->msg, "command '%s' unknown (" SWEEP_COMMAND_LIST ")",
-                         value);
-                return 0;
-            }
-            strcpy(s->command, value);
-            return 1;
-        }
-        if (strcmp(name, "program") == 0) {
-            int n = value[0] == '/' ? snprintf(s->program, sizeof s->program, "%s", value)
-                                    : snprintf(s->program, sizeof s->program, "%s/%s", c->dir,
-                                               value);
-            if (!value[0] || n < 0 || (size_t)n >= sizeof s->program) {
-                snprintf(c->msg, sizeof c->msg, "program '%.200s': empty or too long", value);
-                return 0;
-            }
-            return 1;
-        }
-        if (strcmp(name, "timeout") == 0) {
-            char *end = NULL;
-            errno = 0;
-            unsigned long long t = strtoull(value, &end, 10);
-            if (errno || end == value || *end || value[0] == '-' || t > 7 * 86400) {
-                snprintf(c->msg, sizeof c->msg, "timeout '%.60s': expected seconds in 0..%d",
-                         value, 7 * 86400);
-                return 0;
-            }
-            s->timeout_s = (uint32_t)t;
-            return 1;
-        }
-        snprintf(c->msg, sizeof c->msg,
-                 "[sweep]: unknown key '%s' (name, command, program, timeout)", name);
-        return 0;
-    }
+    if (strcmp(section, "sweep") == 0)
+        return sweep_key(c, name, value);
     int fixed = strcmp(section, "fixed") == 0, vary = strcmp(section, "vary") == 0;
     if (!fixed && !vary) {
         snprintf(c->msg, sizeof c->msg, "unknown section [%s] (sweep, fixed, vary)",
