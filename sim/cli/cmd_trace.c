@@ -659,6 +659,67 @@ static void stats_row_csv(FILE *f, const char *trace, int64_t layer, int64_t bin
             s->persist[1], s->age_median, s->old_share, s->sink_share);
 }
 
+/* One trace's rows of the statistics CSV: all of it, each layer whole and
+ * by quarter of the decode, and each quarter over every layer. */
+static void stats_trace_csv(FILE *f, const char *trace, const struct selstats *st, uint32_t L,
+                            const struct selstats_summary *all)
+{
+    stats_row_csv(f, trace, -1, -1, all);
+    for (uint32_t l = 0; l < L; l++)
+        for (int64_t b = -1; b < SELSTATS_BINS; b++) {
+            struct selstats_summary s;
+            selstats_summary(st, l, b < 0 ? UINT32_MAX : (uint32_t)b, &s);
+            stats_row_csv(f, trace, l, b, &s);
+        }
+    for (uint32_t b = 0; b < SELSTATS_BINS; b++) {
+        struct selstats_summary s;
+        selstats_summary(st, UINT32_MAX, b, &s);
+        stats_row_csv(f, trace, -1, b, &s);
+    }
+}
+
+/* One trace's --json object: all of it, by layer, by quarter of the decode
+ * (NULL when out of memory: the array's append drops it). */
+static json_t *stats_trace_json(const char *trace, const struct selstats *st, uint32_t L,
+                                const struct selstats_summary *all)
+{
+    json_t *t = json_pack("{s:s, s:o, s:[], s:[]}", "trace", trace, "all", stats_json(all),
+                          "layers", "bins");
+    for (uint32_t l = 0; t && l < L; l++) {
+        struct selstats_summary s;
+        selstats_summary(st, l, UINT32_MAX, &s);
+        json_array_append_new(json_object_get(t, "layers"), stats_json(&s));
+    }
+    for (uint32_t b = 0; t && b < SELSTATS_BINS; b++) {
+        struct selstats_summary s;
+        selstats_summary(st, UINT32_MAX, b, &s);
+        json_array_append_new(json_object_get(t, "bins"), stats_json(&s));
+    }
+    return t;
+}
+
+/* One trace's table in words: by layer, all layers, by quarter. */
+static void stats_trace_text(const char *head, const struct selstats *st, uint32_t L,
+                             const struct selstats_summary *all)
+{
+    printf(head, "", "rows", "sparsity", "picks", "kept+1", "kept+32", "age", "old", "sinks");
+    for (uint32_t l = 0; l < L; l++) {
+        struct selstats_summary s;
+        char label[32];
+        selstats_summary(st, l, UINT32_MAX, &s);
+        snprintf(label, sizeof label, "layer %u", l);
+        stats_row_text(label, &s);
+    }
+    stats_row_text("all layers", all);
+    for (uint32_t b = 0; b < SELSTATS_BINS; b++) {
+        struct selstats_summary s;
+        char label[32];
+        selstats_summary(st, UINT32_MAX, b, &s);
+        snprintf(label, sizeof label, "decode steps, quarter %u", b + 1);
+        stats_row_text(label, &s);
+    }
+}
+
 static int trace_stats_cmd(int argc, char **argv)
 {
     struct stats_opts o = {.sel = "swa", .sp = {.sparsity = 0.8}, .p = {.alpha = 0.5, .sinks = 4}};
@@ -712,57 +773,18 @@ static int trace_stats_cmd(int argc, char **argv)
             break;
         struct selstats_summary all;
         selstats_summary(st, UINT32_MAX, UINT32_MAX, &all);
-        if (f) {
-            stats_row_csv(f, argv[i], -1, -1, &all);
-            for (uint32_t l = 0; l < L; l++)
-                for (int64_t b = -1; b < SELSTATS_BINS; b++) {
-                    struct selstats_summary s;
-                    selstats_summary(st, l, b < 0 ? UINT32_MAX : (uint32_t)b, &s);
-                    stats_row_csv(f, argv[i], l, b, &s);
-                }
-            for (uint32_t b = 0; b < SELSTATS_BINS; b++) {
-                struct selstats_summary s;
-                selstats_summary(st, UINT32_MAX, b, &s);
-                stats_row_csv(f, argv[i], -1, b, &s);
-            }
-        }
+        if (f)
+            stats_trace_csv(f, argv[i], st, L, &all);
         if (json) {
-            json_t *t = json_pack("{s:s, s:o, s:[], s:[]}", "trace", argv[i], "all",
-                                  stats_json(&all), "layers", "bins");
-            for (uint32_t l = 0; t && l < L; l++) {
-                struct selstats_summary s;
-                selstats_summary(st, l, UINT32_MAX, &s);
-                json_array_append_new(json_object_get(t, "layers"), stats_json(&s));
-            }
-            for (uint32_t b = 0; t && b < SELSTATS_BINS; b++) {
-                struct selstats_summary s;
-                selstats_summary(st, UINT32_MAX, b, &s);
-                json_array_append_new(json_object_get(t, "bins"), stats_json(&s));
-            }
-            json_array_append_new(json_object_get(root, "traces"), t);
+            json_array_append_new(json_object_get(root, "traces"),
+                                  stats_trace_json(argv[i], st, L, &all));
         } else if (n_files > 1) {
             char label[33];
             const char *base = strrchr(argv[i], '/');
             snprintf(label, sizeof label, "%s", base ? base + 1 : argv[i]);
             stats_row_text(label, &all);
         } else {
-            printf(head, "", "rows", "sparsity", "picks", "kept+1", "kept+32", "age", "old",
-                   "sinks");
-            for (uint32_t l = 0; l < L; l++) {
-                struct selstats_summary s;
-                char label[32];
-                selstats_summary(st, l, UINT32_MAX, &s);
-                snprintf(label, sizeof label, "layer %u", l);
-                stats_row_text(label, &s);
-            }
-            stats_row_text("all layers", &all);
-            for (uint32_t b = 0; b < SELSTATS_BINS; b++) {
-                struct selstats_summary s;
-                char label[32];
-                selstats_summary(st, UINT32_MAX, b, &s);
-                snprintf(label, sizeof label, "decode steps, quarter %u", b + 1);
-                stats_row_text(label, &s);
-            }
+            stats_trace_text(head, st, L, &all);
         }
         selstats_destroy(st);
     }
