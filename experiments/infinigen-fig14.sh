@@ -8,12 +8,14 @@
 # that loop (flex_opt.py generation_loop_normal) FlexGen's and H2O's caches
 # load with the layer, synchronously (--overlap none here), while
 # InfiniGen's prefetch_cache still speculates and loads a layer ahead (its
-# present_ahead: the simulator's prefetch). Three of its bars:
+# present_ahead: the simulator's prefetch). Four of its bars:
 #   FlexGen           dense attention, every token's KV copied each step;
+#   FlexGen + INT4    --compress-cache: the same with FlexGen's 4-bit KV
+#                     (--kv-int4: a quarter of the bytes and a little more,
+#                     decompressed on the GPU before attention);
 #   FlexGen + H2O     h2o at its --max-num-kv 415 (--hh-ratio 0.1);
 #   InfiniGen         infinigen (alpha 4) capped at its --max-num-kv 400.
-# FlexGen + INT4 (--compress-cache) and the two UVM bars are not run: INT4 KV
-# and UVM paging are not modelled. InfiniGen here is its upper bound (the
+# The two UVM bars are not run: UVM paging is not modelled. InfiniGen here is its upper bound (the
 # trace's exact row stands in for its speculation, whose GPU cost is not
 # priced). The trace is the fitted generator's (traces/fit-smollm2-wikitext2.ini
 # scaled to OPT-13B), 4 sequences replayed by the 20 slots. Each point on
@@ -33,10 +35,12 @@ $alisa trace gen --model OPT-13B --layers 8 --seqs 4 --prompt-len 1920 --gen-len
 csv=$out/infinigen-fig14.csv
 echo "hardware,system,selection,budget_tokens,throughput_tok_s,total_s,prefill_s,compute_s,transfer_s,stall_s" >"$csv.tmp"
 for hw in A6000-48GB-PCIe3-peak A6000-48GB-PCIe3 A6000-48GB-PCIe3-h100; do
-    for cfg in "FlexGen dense 0 none" "FlexGen+H2O h2o 415 none" "InfiniGen infinigen 400 prefetch"; do
-        read -r name sel budget overlap <<<"$cfg"
+    for cfg in "FlexGen dense 0 none fp16" "FlexGen+INT4 dense 0 none int4" \
+        "FlexGen+H2O h2o 415 none fp16" "InfiniGen infinigen 400 prefetch fp16"; do
+        read -r name sel budget overlap kv <<<"$cfg"
         extra=(--overlap "$overlap")
         [ "$budget" != 0 ] && extra+=(--budget-tokens "$budget")
+        [ "$kv" = int4 ] && extra+=(--kv-int4)
         $alisa sim --trace "$tmp/t.trace" --model OPT-13B --hardware "$hw" --batch 20 \
             --prompt-len 1920 --gen-len 128 --system flexgen-copy \
             --flexgen-percent 100,0,0,100,100,0 --selection "$sel" "${extra[@]}" --json |
@@ -67,11 +71,13 @@ print("PCIe 3.0 x16, FlexGen --percent 100 0 0 100 100 0): throughput (generated
 print("end-to-end time) and InfiniGen's speedup over each bar. `bash experiments/infinigen-fig14.sh`.")
 print(f"Tokens attended (and copied) a step, per sequence and layer: FlexGen {sys.argv[2]}, "
       f"FlexGen+H2O {sys.argv[3]}, InfiniGen {sys.argv[4]}.\n")
-print("| profile | FlexGen tok/s | FlexGen+H2O tok/s | InfiniGen tok/s | over FlexGen | over FlexGen+H2O |")
-print("|---|---:|---:|---:|---:|---:|")
+print("| profile | FlexGen tok/s | FlexGen+INT4 tok/s | FlexGen+H2O tok/s | InfiniGen tok/s "
+      "| over FlexGen | over FlexGen+INT4 | over FlexGen+H2O |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for hw in dict.fromkeys(r["hardware"] for r in rows):
     t = {r["system"]: float(r["throughput_tok_s"]) for r in rows if r["hardware"] == hw}
-    print(f"| {hw} | {t['FlexGen']:.1f} | {t['FlexGen+H2O']:.1f} | {t['InfiniGen']:.1f} | "
-          f"{t['InfiniGen'] / t['FlexGen']:.2f}x | {t['InfiniGen'] / t['FlexGen+H2O']:.2f}x |")
+    print(f"| {hw} | {t['FlexGen']:.1f} | {t['FlexGen+INT4']:.1f} | {t['FlexGen+H2O']:.1f} | "
+          f"{t['InfiniGen']:.1f} | {t['InfiniGen'] / t['FlexGen']:.2f}x | "
+          f"{t['InfiniGen'] / t['FlexGen+INT4']:.2f}x | {t['InfiniGen'] / t['FlexGen+H2O']:.2f}x |")
 PY
 cat "$out/infinigen-fig14.md"

@@ -1129,6 +1129,16 @@ static int sim_run_one(const struct sim_config *cfg, struct sim_result *r, FILE 
     if (cfg->flexgen_gpu_batch && cfg->batch % cfg->flexgen_gpu_batch)
         return err_set(e, ALISA_EINVAL, "FlexGen's GPU batch of %u sequences does not divide the "
                        "batch of %u", cfg->flexgen_gpu_batch, cfg->batch);
+    const struct hw_profile *hw = cfg->hw;
+    if (cfg->precision == KV_INT4 &&
+        (hw->attn_by_kv.n || hw->attn_sparse_by_kv.n || hw->attn_ns_per_token > 0))
+        return err_set(e, ALISA_EINVAL, "INT4 KV on profile %s: its attention is measured on the "
+                       "executor, which stores no INT4 (a datasheet profile prices FlexGen's "
+                       "decompression)", hw->name);
+    if (cfg->precision == KV_INT4 && cfg->system->cpu_attention)
+        return err_set(e, ALISA_EINVAL, "INT4 KV under system %s: its CPU attention over a "
+                       "compressed cache is not modelled (flexgen-copy or flexgen-default "
+                       "attend on the GPU)", cfg->system->name);
     struct run u = {.cfg = cfg, .m = cfg->model, .r = r, .Lm = cfg->model->n_layers,
                     .B = cfg->batch, .N = cfg->gen_len,
                     .ks = kv_shape_of(cfg->model, cfg->precision),

@@ -285,6 +285,40 @@ static void test_every_systems_software_is_in_the_catalog(void **state)
     catalog_deinit(&cat);
 }
 
+/* INT4 KV (FlexGen's --compress-cache): on the roofline the layer reads
+ * its packed KV and decompresses it (the bytes worked by hand in
+ * test_measured_gemm_and_attention_terms_price_the_steps); refused where
+ * the attention is measured on the executor, and under CPU attention. */
+static void test_int4_kv_is_priced_where_flexgen_runs_it(void **state)
+{
+    (void)state;
+    /* weights 128 x 2 bytes at 1 byte/ns against 256 FLOPs at 1/ns: 256;
+     * attention over 10 tokens: 10 x 12 + 10 x 8 x 14.5 = 1280 bytes */
+    assert_true(fabs(cost_layer_compute_ns(&tu_toy, &tu_unit_hw, 1, 10, 10, KV_INT4, 0, 0) -
+                     (256 + 1280)) < 1e-9);
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "tiny.trace");
+    write_tiny(path);
+    struct sim_config c = toy_config(path, "flexgen-copy", 2);
+    c.precision = KV_INT4;
+    struct sim_result r;
+    struct alisa_err e = {{0}};
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    assert_false(r.oom);
+    struct hw_profile measured = tu_unit_hw;
+    measured.attn_ns_per_token = 3;
+    c.hw = &measured;
+    assert_int_equal(sim_run(&c, &r, NULL, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "INT4 KV on profile unit: its attention is measured"));
+    c.hw = &tu_unit_hw;
+    c = toy_config(path, "flexgen", 2);
+    c.precision = KV_INT4;
+    assert_int_equal(sim_run(&c, &r, NULL, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "INT4 KV under system flexgen"));
+    tu_rmdir(dir);
+    free(dir);
+}
+
 static void test_flexgen_attends_its_cpu_share_on_the_cpu(void **state)
 {
     (void)state;
@@ -479,6 +513,17 @@ static void test_measured_gemm_and_attention_terms_price_the_steps(void **state)
     assert_true(wb == 256 && kvb == 160);
     cost_layer_hbm_bytes(&tu_toy, &hw, 10, KV_FP16, 1, 1, &wb, &kvb);
     assert_true(wb == 336 && kvb == 480 + 160);
+    /* FlexGen's INT4: 8 values at half a byte and, per K and V, one group's
+     * FP16 minimum and scale (4 bytes); OPT-13B's 5120 channels make 80
+     * groups: 0.5625 bytes a value. Decompressed, each of the 8 values
+     * costs 12.5 bytes more and is read as FP16 (2): 10 tokens read
+     * 10 x 12 + 10 x 8 x 14.5 */
+    struct kv_shape k4 = kv_shape_of(&tu_toy, KV_INT4), k13 = {5120, 5120, KV_INT4};
+    assert_int_equal(cost_kv_bytes(&k4), 12);
+    assert_int_equal(cost_kv_bytes(&k13), 2 * 5120 * 9 / 16);
+    assert_string_equal(kv_precision_name(KV_INT4), "int4");
+    cost_layer_hbm_bytes(&tu_toy, &hw, 10, KV_INT4, 0, 0, &wb, &kvb);
+    assert_true(kvb == 10 * 12 + 10 * 8 * 14.5);
     tu_rmdir(dir);
     free(dir);
 }
@@ -1122,6 +1167,7 @@ int main(void)
         cmocka_unit_test(test_dense_gpu_time_is_prefill_plus_each_steps_compute),
         cmocka_unit_test(test_accelerate_loads_every_step_with_exact_transfer_times),
         cmocka_unit_test(test_flexgen_attends_its_cpu_share_on_the_cpu),
+        cmocka_unit_test(test_int4_kv_is_priced_where_flexgen_runs_it),
         cmocka_unit_test(test_serial_profile_runs_every_task_in_turn),
         cmocka_unit_test(test_measured_gemm_and_attention_terms_price_the_steps),
         cmocka_unit_test(test_gemm_kernel_shape_between_measured_rows),

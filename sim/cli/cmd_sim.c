@@ -19,7 +19,7 @@ struct sim_opts {
     struct sim_config cfg;
     const char *model, *hw, *system, *sel, *place, *timeline, *dir, *profile, *software;
     uint64_t gpu_mem, cpu_mem; /* 0: the profile's */
-    int json, int8;
+    int json, int8, int4;
 };
 
 static int read_overlap(void *field, const char *opt, const char *arg, struct alisa_err *e)
@@ -126,6 +126,10 @@ static const struct cli_opt sim_run_opts[] = {
     {"placement", "NAME", CLI_STR, SO(place), NULL, 0,
      "override the system's placement (alisa policy list)", 0},
     {"kv-int8", NULL, CLI_FLAG, SO(int8), NULL, 0, "INT8 KV", 0},
+    {"kv-int4", NULL, CLI_FLAG, SO(int4), NULL, 0,
+     "FlexGen's 4-bit KV (--compress-cache: groups of 64\n"
+     "channels with an FP16 minimum and scale, decompressed on the\n"
+     "GPU before attention); datasheet profiles only", 0},
     {"gpu-mem", "BYTES", CLI_FN, SO(gpu_mem), cli_read_memory, 0,
      "GPU memory, > 0 (default: the profile's)", 0},
     {"cpu-mem", "BYTES", CLI_FN, SO(cpu_mem), cli_read_memory, 0,
@@ -221,7 +225,9 @@ static int sim_parse(int argc, char **argv, struct sim_opts *o)
     int rc = cli_opts_parse(argc, argv, &sim_command, o, &knobs, cmd_sim_usage, NULL);
     if (rc)
         return rc;
-    cfg->precision = o->int8 ? KV_INT8 : KV_FP16;
+    if (o->int8 && o->int4)
+        return cli_usage_error(cmd_sim_usage, "--kv-int8 and --kv-int4: one precision");
+    cfg->precision = o->int8 ? KV_INT8 : o->int4 ? KV_INT4 : KV_FP16;
     if (!cfg->batch || cfg->batch > CLI_MAX_BATCH)
         return cli_usage_error(cmd_sim_usage, "--batch %u: expected 1..%u sequences", cfg->batch,
                                CLI_MAX_BATCH);
@@ -418,7 +424,7 @@ static int sim_report_text(const struct sim_opts *o, const struct sim_result *re
     printf("%s on %s, batch %u, %u + %u tokens, system %s (selection %s, placement %s, %s KV)\n",
            cfg->model->name, cfg->hw->name, cfg->batch, cfg->prompt_len, cfg->gen_len,
            cfg->system->name, cfg->sel->name, cfg->place->name,
-           cfg->precision == KV_INT8 ? "INT8" : "FP16");
+           cfg->precision == KV_INT8 ? "INT8" : cfg->precision == KV_INT4 ? "INT4" : "FP16");
     if (r.oom) {
         /* a failure, not figures: --json (and sweeps) record it as a result */
         err_set(&e, ALISA_ENOMEM, "out of memory: %s (--json reports it as a result)",

@@ -9,11 +9,13 @@
 
 const char *kv_precision_name(enum kv_precision p)
 {
-    return p == KV_INT8 ? "int8" : p == KV_FP32 ? "fp32" : "fp16";
+    return p == KV_INT8 ? "int8" : p == KV_FP32 ? "fp32" : p == KV_INT4 ? "int4" : "fp16";
 }
 
 uint64_t cost_kv_bytes(const struct kv_shape *k)
 {
+    if (k->precision == KV_INT4)
+        return k->kv_dim + 2ull * ((k->kv_dim + KV_INT4_GROUP - 1) / KV_INT4_GROUP) * 4;
     return 2ull * k->kv_dim * (k->precision == KV_INT8 ? 1 : k->precision == KV_FP32 ? 4 : 2);
 }
 
@@ -194,6 +196,15 @@ static double measured_attn_ns(const struct model_shape *m, const struct hw_prof
     return hw->attn_ns_per_token;
 }
 
+/* The device memory FlexGen's INT4 cache takes, beyond one read of its
+ * packed bytes, to decompress `tokens` tokens' K and V into FP16 and read
+ * them so for attention (0 for any other precision). */
+static double int4_decompress_bytes(const struct kv_shape *k, double tokens)
+{
+    return k->precision == KV_INT4 ? tokens * 2.0 * k->kv_dim * (KV_INT4_DECOMPRESS_BYTES + 2)
+                                   : 0;
+}
+
 /* A decode step's attention in one layer for `batch` sequences attending
  * attended_total of resident_total tokens (cost_layer_compute_ns's). */
 static double decode_attention_ns(const struct model_shape *m, const struct hw_profile *hw,
@@ -211,9 +222,9 @@ static double decode_attention_ns(const struct model_shape *m, const struct hw_p
     double fixed = hw->attn_ns_per_layer + batch * hw->attn_ns_fixed;
     if (table->n || hw->attn_ns_per_token > 0) /* measured on the executor, its gather included */
         return attended_total * measured_attn_ns(m, hw, k, table, keyed) + fixed;
-    /* Attention: read the attended K and V. */
+    /* Attention: read the attended K and V (INT4: decompressed first). */
     double kv_read = attended_total * (double)cost_kv_bytes(k);
-    double t = kv_read / hbm_bytes_per_ns(hw);
+    double t = (kv_read + int4_decompress_bytes(k, attended_total)) / hbm_bytes_per_ns(hw);
     if (sparse) {
         /* gather: read again and write packed; local sum: one fp32 update per
          * attended token and head */
@@ -243,7 +254,8 @@ void cost_layer_hbm_bytes(const struct model_shape *m, const struct hw_profile *
     *weights = (layer_params(m, &k) + (with_head ? (double)m->vocab * m->hidden : 0)) * per_weight;
     double kv_read = attended_total * (double)cost_kv_bytes(&k);
     /* decode_attention_ns's reads: the gather reads again and writes packed */
-    *kv = sparse ? 3.0 * kv_read + attended_total * m->n_heads * 4.0 * 2 : kv_read;
+    *kv = (sparse ? 3.0 * kv_read + attended_total * m->n_heads * 4.0 * 2 : kv_read) +
+          int4_decompress_bytes(&k, attended_total);
 }
 
 double cost_iteration_layer_ns(const struct model_shape *m, const struct hw_profile *hw,

@@ -17,10 +17,26 @@
 #include "catalog.h"
 #include "placement.h"
 
-/* FP32 is what the CPU executor stores, for replaying its runs exactly. */
-enum kv_precision { KV_FP16 = 0, KV_INT8 = 1, KV_FP32 = 2 };
+/* FP32 is what the CPU executor stores, for replaying its runs exactly.
+ * INT4 is FlexGen's --compress-cache, simulated only (no executor stores
+ * it): 4-bit values in groups of KV_INT4_GROUP channels along a head, each
+ * group with an FP16 minimum and scale (flexllmgen/compression.py,
+ * TorchCompressedDevice.allocate; flex_opt.py's CompressionConfig(num_bits=4,
+ * group_size=64, group_dim=2) for the cache), decompressed on the GPU
+ * before attention. */
+enum kv_precision { KV_FP16 = 0, KV_INT8 = 1, KV_FP32 = 2, KV_INT4 = 3 };
+#define KV_INT4_GROUP 64
 
-/* "fp16", "int8" or "fp32". Cannot fail. */
+/* The device memory traffic of decompressing one INT4 K or V value, bytes,
+ * beyond reading its packed half byte once (cost_kv_bytes) and before
+ * attention reads it as FP16: TorchCompressedDevice.decompress's PyTorch
+ * passes over the packed bytes (a right shift and a mask, each reading 0.5
+ * and writing 0.5, each result copied into half the FP16 values: read 0.5,
+ * written 1) and over the FP16 values (div_ by the scale, add_ the minimum:
+ * each read 2 and written 2): 13, less the one packed read. */
+#define KV_INT4_DECOMPRESS_BYTES 12.5
+
+/* "fp16", "int8", "fp32" or "int4". Cannot fail. */
 const char *kv_precision_name(enum kv_precision p);
 
 struct kv_shape {
@@ -30,7 +46,9 @@ struct kv_shape {
 };
 
 /* K and V of one token in one layer: 2 * kv_dim * (2 bytes FP16, 1 INT8,
- * 4 FP32).
+ * 4 FP32, 0.5 INT4) and, INT4, 4 bytes of minimum and scale a group of
+ * KV_INT4_GROUP channels (kv_dim rounded up to whole groups: FlexGen rounds
+ * each head up, and every catalog model's head is a multiple of 64).
  * Cannot fail. */
 uint64_t cost_kv_bytes(const struct kv_shape *k);
 
