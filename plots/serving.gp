@@ -16,7 +16,7 @@ set key top left font ",9"
 set xlabel "request rate (requests/s, Poisson)"
 set ylabel "P99 time per output token (ms, log)"
 set logscale y
-pairs = "dense+gpu-only dense+flexgen-static swa+alisa swa+lru topk+lru topk+belady"
+pairs = "dense+gpu-only dense+flexgen-static swa+alisa swa+lru topk+hot-buffer topk+belady"
 names = "vLLM-like FlexGen-like ALISA SWA+LRU-buffer HiSparse-like Belady-bound"
 colours = "#0072B2 #E69F00 #D55E00 #56B4E9 #009E73 #999999"
 plot for [i=1:6] datafile skip 1 using (pair(strcol(6), strcol(7)) eq word(pairs, i) ? column(11) : NaN):(1e3 * ok(37)) \
