@@ -53,6 +53,10 @@ struct cpu_state {
     float *ig_a;           /* (batch, n_layers, n_heads, ig_m, head_dim) skewed directions */
     float *ig_k;           /* (batch, n_layers, max_len, n_heads, ig_m) partial keys */
     uint8_t *ig_ready;     /* (batch, n_layers) 1: ig_a and the prompt's ig_k are made */
+    float *ig_prev;        /* (ig_rows, dim) each row's normed input to the layer before */
+    float *ig_qs;          /* (ig_rows, dim) each row's speculated query: this layer's Wq
+                              times ig_prev (InfiniGen speculates a layer ahead) */
+    uint32_t ig_rows;      /* rows ig_prev and ig_qs hold */
 };
 
 static void ig_free(struct cpu_state *s);
@@ -166,8 +170,55 @@ static void ig_free(struct cpu_state *s)
     free(s->ig_a);
     free(s->ig_k);
     free(s->ig_ready);
-    s->ig_q = s->ig_a = s->ig_k = NULL;
+    free(s->ig_prev);
+    free(s->ig_qs);
+    s->ig_q = s->ig_a = s->ig_k = s->ig_prev = s->ig_qs = NULL;
     s->ig_ready = NULL;
+    s->ig_rows = 0;
+}
+
+/* InfiniGen speculates layer l's attention from the layer before: its
+ * normed attention input times layer l's query weights (InfiniGen's
+ * modeling_llama_ours.py LlamaAttention.forward, `previous_hidden_states`
+ * @ q_proj, the layers passing theirs on in LlamaModel.forward;
+ * flex_opt.py computes the same a layer early to prefetch). Called with
+ * layer l's normed input in s->xb (R rows): the speculated queries of
+ * layer l >= 1 into s->ig_qs from the rows' layer l - 1 inputs, then
+ * layer l's kept for layer l + 1. Layer 0 has no layer before: it scores
+ * from its own query (InfiniGen attends its first two layers densely, not
+ * reproduced). Only calls with a decode row do it. Returns 0, or -1 with
+ * cm->err set. */
+static int ig_speculate(struct cpu_state *s, struct backend_common *cm, uint32_t l,
+                        const uint32_t *pos_of, uint32_t R)
+{
+    const struct llm_config *c = &s->m->c;
+    const struct llm_weights *w = &s->m->w;
+    const uint32_t d = c->dim;
+    int decode = 0;
+    for (uint32_t r = 0; r < R && !decode; r++)
+        decode = pos_of[r] >= cm->prompt_len;
+    if (!decode)
+        return 0;
+    if (R > s->ig_rows) {
+        float *p = realloc(s->ig_prev, (size_t)R * d * sizeof *p);
+        if (p)
+            s->ig_prev = p;
+        float *q = p ? realloc(s->ig_qs, (size_t)R * d * sizeof *q) : NULL;
+        if (!q) {
+            err_set(&cm->err, ALISA_ENOMEM, "out of memory for InfiniGen's speculation (%u rows)",
+                    R);
+            return -1;
+        }
+        s->ig_qs = q;
+        s->ig_rows = R;
+    }
+    if (l > 0) {
+        qmat_gemm(s->ig_qs, s->ig_prev, &w->wq[l], R, s->qscratch);
+        if (c->arch == LLM_ARCH_OPT)
+            cpu_add_bias(s->ig_qs, w->bq + (size_t)l * d, R, d);
+    }
+    memcpy(s->ig_prev, s->xb, (size_t)R * d * sizeof *s->xb);
+    return 0;
 }
 
 /* InfiniGen's state for ratio r, made at its first use: the skewed
@@ -305,11 +356,13 @@ static int ig_present(struct cpu_state *s, struct backend_common *cm, uint32_t b
  * give each token its page's weight; InfiniGen's speculation (ig_present)
  * reads its partial keys. The exact row and Quest's bounds fetch every
  * earlier token's K and V wherever they lie (kvstore_fetch) into the
- * sequence's dense rows, the new token's beside them. Returns 0, or -1
- * with cm->err set. */
+ * sequence's dense rows, the new token's beside them. qe: the query
+ * InfiniGen's speculation reads (ig_speculate's, or q at layer 0). Returns
+ * 0, or -1 with cm->err set. */
 static int cpu_present(struct cpu_state *s, struct backend_common *cm,
                        const struct sel_estimate *e, uint32_t b, uint32_t l, uint32_t pos,
-                       const float *q, const float *k, const float *v, double *tl)
+                       const float *q, const float *qe, const float *k, const float *v,
+                       double *tl)
 {
     const struct llm_model *m = s->m;
     const uint32_t kv = m->c.kv_dim, stream = b * m->c.n_layers + l;
@@ -325,7 +378,7 @@ static int cpu_present(struct cpu_state *s, struct backend_common *cm,
         return -1;
     }
     if (est.kind == SEL_ESTIMATE_PARTIAL) {
-        if ((!s->ig_ready && ig_alloc(s, cm, est.ratio)) || ig_present(s, cm, b, l, pos, q, k))
+        if ((!s->ig_ready && ig_alloc(s, cm, est.ratio)) || ig_present(s, cm, b, l, pos, qe, k))
             return -1;
         for (uint32_t t = 0; t <= pos; t++)
             s->present[t] = fp16_to_float(fp16_from_float(s->w[t]));
@@ -361,8 +414,8 @@ static int cpu_present(struct cpu_state *s, struct backend_common *cm,
  * (cm->err set). */
 static uint32_t tiered_gather(struct cpu_state *s, struct backend_common *cm,
                               const struct sel_estimate *est, uint32_t b, uint32_t l,
-                              uint32_t pos, const float *q, const float *k, const float *v,
-                              const float *act, double *tl)
+                              uint32_t pos, const float *q, const float *qe, const float *k,
+                              const float *v, const float *act, double *tl)
 {
     const struct llm_model *m = s->m;
     uint32_t stream = b * m->c.n_layers + l;
@@ -378,7 +431,7 @@ static uint32_t tiered_gather(struct cpu_state *s, struct backend_common *cm,
         memcpy(s->ig_q + (st * s->ig_qlen + pos) * m->c.dim, q, m->c.dim * sizeof *q);
     }
     if (pos >= cm->prompt_len && scheduler_needs_present(cm->sched)) {
-        if (cpu_present(s, cm, est, b, l, pos, q, k, v, tl))
+        if (cpu_present(s, cm, est, b, l, pos, q, qe, k, v, tl))
             return 0;
         present = s->present;
     }
@@ -499,10 +552,17 @@ static int tiered_attend(struct cpu_state *s, struct backend_common *cm, uint32_
             cpu_rope(q, d, hs, cs, sn);
             cpu_rope(kb, kv, hs, cs, sn);
         }
+        /* InfiniGen's speculated query (ig_speculate), rotated as q is */
+        float *qe = q;
+        if (est.kind == SEL_ESTIMATE_PARTIAL && l > 0 && pos >= cm->prompt_len) {
+            qe = s->ig_qs + (size_t)r * d;
+            if (rope)
+                cpu_rope(qe, d, hs, cs, sn);
+        }
         float *act = s->xb + r * d; /* this layer's normed input, kept for recompute */
         float *row = rows ? rows + ((size_t)b * c->n_layers + l) * n : NULL;
         double before = tl[T_MOVE] + tl[T_RECOMP] + tl[T_SCHED];
-        uint32_t n_att = tiered_gather(s, cm, &est, b, l, pos, q, kb, vb, act, tl);
+        uint32_t n_att = tiered_gather(s, cm, &est, b, l, pos, q, qe, kb, vb, act, tl);
         tl[T_ATTN] -= tl[T_MOVE] + tl[T_RECOMP] + tl[T_SCHED] - before;
         if (n_att == 0)
             return -1;
@@ -554,6 +614,10 @@ static const float *cpu_forward_rows(struct cpu_state *s, struct backend_common 
             s->order[count[pos_of[r]]++] = r;
     }
     const int opt = c->arch == LLM_ARCH_OPT;
+    struct sel_estimate est = {0};
+    if (cm->sched)
+        scheduler_present_estimate(cm->sched, &est);
+    const int partial = est.kind == SEL_ESTIMATE_PARTIAL;
     /* OPT adds its learned position, row pos + 2 (modeling_opt.py's offset) */
     for (uint32_t r = 0; r < R; r++) {
         float *x = s->x + (size_t)r * d;
@@ -570,6 +634,14 @@ static const float *cpu_forward_rows(struct cpu_state *s, struct backend_common 
         t0 = backend_mono_ns();
         norm_rows(c, s->xb, s->x, w->rms_att + (size_t)l * d,
                   opt ? w->ln_att_b + (size_t)l * d : NULL, R);
+        if (partial) { /* the speculation is the selection's time */
+            uint64_t t1 = backend_mono_ns();
+            if (ig_speculate(s, cm, l, pos_of, R))
+                return NULL;
+            double spec = (double)(backend_mono_ns() - t1);
+            tl[T_SCHED] += spec;
+            t0 += (uint64_t)spec;
+        }
         qmat_gemm(s->q, s->xb, &w->wq[l], R, s->qscratch);
         qmat_gemm(s->k, s->xb, &w->wk[l], R, s->qscratch);
         qmat_gemm(s->v, s->xb, &w->wv[l], R, s->qscratch);

@@ -127,7 +127,7 @@ static const struct cli_opt sim_run_opts[] = {
      "override the system's placement (alisa policy list)", 0},
     {"kv-int8", NULL, CLI_FLAG, SO(int8), NULL, 0, "INT8 KV", 0},
     {"kv-int4", NULL, CLI_FLAG, SO(int4), NULL, 0,
-     "FlexGen's 4-bit KV (--compress-cache: groups of 64\n"
+     "FlexGen's 4-bit KV (its compress-cache: groups of 64\n"
      "channels with an FP16 minimum and scale, decompressed on the\n"
      "GPU before attention); datasheet profiles only", 0},
     {"gpu-mem", "BYTES", CLI_FN, SO(gpu_mem), cli_read_memory, 0,

@@ -331,8 +331,8 @@ static const struct sel_knob infinigen_knobs[] = {
      "keep tokens within alpha of the row's largest logit (at most B)"},
     {"partial-ratio", 0, 0.01, 1, "the exact row, InfiniGen's upper bound",
      "score with InfiniGen's own speculation: this share of each head's channels (0.2 in its "
-     "scripts) after skewing by the prompt's queries (the executor computes it; a trace's "
-     "replay cannot)"},
+     "scripts) after skewing by the prompt's queries, the query speculated from the layer "
+     "before's input (the executor computes it; a trace's replay cannot)"},
 };
 
 /* InfiniGen's estimate (--partial-ratio R): each head's scores from R of its
@@ -340,7 +340,9 @@ static const struct sel_knob infinigen_knobs[] = {
  * (snu-comparch/InfiniGen, speedup/infinigen/infinigen/skewing_controller.py
  * skew, partial_weight_generation_controller.py
  * partial_weight_index_generation, kv_selection_controller.py
- * speculate_attention); the executor computes it (cpu_skew_basis). */
+ * speculate_attention), the query speculated from the layer before's
+ * normed input (modeling_llama_ours.py, previous_hidden_states); the
+ * executor computes it (cpu_skew_basis, backend_cpu.c ig_speculate). */
 static void infinigen_estimate(const struct sel_params *p, struct sel_estimate *out)
 {
     double r = sel_knob_value(p, 1, 0);
