@@ -38,7 +38,8 @@ int tiered_attach(struct tiered *t, const struct tiered_request *r, const struct
 {
     memset(t, 0, sizeof *t);
     const struct llm_config *c = &m->c;
-    struct scheduler_config sc = {.n_streams = batch * c->n_layers, .max_len = max_len,
+    struct scheduler_config sc = {.n_streams = batch * c->n_layers, .layers = c->n_layers,
+                                  .max_len = max_len,
                                   .sel_params = r->sel_params,
                                   .sel = r->sel ? r->sel : &sel_dense_ops,
                                   .place = r->place ? r->place : &place_gpu_only_ops,

@@ -17,8 +17,11 @@
 #   InfiniGen         infinigen (alpha 4) capped at its --max-num-kv 400.
 # The two UVM bars are not run: UVM paging is not modelled. InfiniGen here is its upper bound (the
 # trace's exact row stands in for its speculation, whose GPU cost is not
-# priced). The trace is the fitted generator's (traces/fit-smollm2-wikitext2.ini
-# scaled to OPT-13B), 4 sequences replayed by the 20 slots. Each point on
+# priced), with its two dense first layers (flex_opt.py: no partial weights
+# for layer_id <= 1): the trace has OPT-13B's 40 layers, so its first two
+# are the model's. The trace is the fitted generator's
+# (traces/fit-smollm2-wikitext2.ini scaled to OPT-13B), 4 sequences
+# replayed by the 20 slots. Each point on
 # the A6000's three profiles (datasheet peaks, the measured-efficiency rule,
 # the h100 rule; sim/model/catalog/hardware.ini).
 # Writes plots/out/infinigen-fig14.{csv,md}. Run from the repository root
@@ -30,7 +33,7 @@ out=plots/out
 mkdir -p "$out"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-$alisa trace gen --model OPT-13B --layers 8 --seqs 4 --prompt-len 1920 --gen-len 128 \
+$alisa trace gen --model OPT-13B --layers 40 --seqs 4 --prompt-len 1920 --gen-len 128 \
     --prompt-rows 1 --params traces/fit-smollm2-wikitext2.ini --seed 1 -o "$tmp/t.trace" 2>/dev/null
 csv=$out/infinigen-fig14.csv
 echo "hardware,system,selection,budget_tokens,throughput_tok_s,total_s,prefill_s,compute_s,transfer_s,stall_s" >"$csv.tmp"

@@ -271,7 +271,8 @@ static int replay_run(struct serve *v, struct placement_run *p, uint32_t gpu_tok
     const struct serve_config *cfg = v->cfg;
     const uint32_t L = v->sh->t.L;
     struct scheduler_config sc = {.sel = cfg->sel, .sel_params = cfg->sel_params,
-                                  .place = cfg->place, .n_streams = L, .max_len = p->len};
+                                  .place = cfg->place, .n_streams = L, .layers = L,
+                                  .max_len = p->len};
     struct tier_storage store = {v->ks, 0};
     /* an offloading placement's hot buffer, or the whole request */
     uint64_t gpu = (uint64_t)(cfg->place->host_tier ? gpu_tokens : p->len) * (uint64_t)v->kvb +

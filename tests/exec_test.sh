@@ -228,17 +228,32 @@ for cfg in "swa alisa 100KiB 240KiB fp32" "swa alisa-cache 100KiB 20KiB fp32" "s
            "swa lfu-aged 100KiB 240KiB fp32" "topk lru 100KiB 20KiB fp32" "topk alisa 40KiB 60KiB int8" \
            "quest lru 160KiB 40KiB fp32" "infinigen lru 100KiB 20KiB fp32" "infinigen alisa-cache 40KiB 10KiB int8" \
            "quest alisa 40KiB 60KiB fp32" "infllm alisa 40KiB 60KiB fp32" \
+           "quest flexgen-static 100KiB 300KiB fp32" "infinigen flexgen-static 100KiB 300KiB fp32" \
            "topk hot-buffer 100KiB 240KiB fp32" "topk hot-buffer 40KiB 60KiB int8"; do
     read -r sel place gpu cpu prec <<<"$cfg" # not `set --`: $3 is the SmolLM2 path
     o=(--selection "$sel" --sparsity 0.8 --placement "$place" --gpu-kv-bytes "$gpu" --cpu-kv-bytes "$cpu")
+    # quest's and infinigen's two dense first layers attend every token,
+    # which only flexgen-static's split (loaded each step) serves at these
+    # capacities: under the caches they select in every layer here
+    case $sel/$place in */flexgen-static) ;; quest/* | infinigen/*) o+=(--every-layer 1) ;; esac
     rk=() pk=(--kv-fp32)
     [ "$prec" = int8 ] && rk=(--kv-int8) pk=(--kv-int8 --as-executor)
     parity --threshold 0 "${o[@]}" "${rk[@]}" -- "${o[@]}" "${pk[@]}"
     check $? "decision logs of executor and simulator identical ($sel / $place, $prec, host $cpu)"
 done
+# Quest and InfiniGen attend their first two layers densely (their code's
+# rule), the later ones sparsely: at position 100 layers 0 and 1 attend all
+# 101 tokens, layer 2 fewer
+for sel in quest infinigen; do
+    record2 --selection "$sel" --sparsity 0.8 --placement flexgen-static --gpu-kv-bytes 100KiB \
+        --cpu-kv-bytes 300KiB --log "$tmp/d.log" -o "$tmp/d.trace" &&
+        awk '$1 == 0 && $3 == 100 { sub(/^attend=/, "", $5); n[$2] = split($5, a, ",") }
+             END { exit !(n[0] == 101 && n[1] == 101 && n[2] < 101) }' "$tmp/d.log"
+    check $? "$sel attends every token in its first two layers, fewer after"
+done
 # InfLLM's block caches under the selections whose unit they move whole
 for o in "--selection infllm --block-size 8 --init-tokens 8 --repr-tokens 2 --placement block-score" \
-         "--selection quest --page-size 8 --placement block-lru"; do
+         "--selection quest --page-size 8 --placement block-lru --every-layer 1"; do
     read -ra o <<<"$o"
     o+=(--sparsity 0.7 --gpu-kv-bytes 100KiB --cpu-kv-bytes 300KiB)
     parity "${o[@]}" -- "${o[@]}" --kv-fp32
@@ -253,7 +268,8 @@ check $? "topk recorded at the default threshold replays identically"
 # with one-token pages the bounds are the keys, so the decisions are the
 # exact row's line for line; with 16-token pages they are not; a replay has
 # no keys and refuses it, naming the knob
-qo=(--selection quest --sparsity 0.8 --placement lru --gpu-kv-bytes 160KiB --cpu-kv-bytes 40KiB)
+qo=(--selection quest --sparsity 0.8 --placement lru --gpu-kv-bytes 160KiB --cpu-kv-bytes 40KiB
+    --every-layer 1)
 qrun() { record2 "${qo[@]}" "$@" -o "$tmp/q.trace"; }
 qrun --page-size 1 --log "$tmp/q0.log" && qrun --page-size 1 --bounds 1 --log "$tmp/q1.log" &&
     [ "$(wc -l <"$tmp/q1.log")" -eq 1280 ] && cmp -s "$tmp/q0.log" "$tmp/q1.log"
@@ -272,7 +288,8 @@ check $? "a replay refuses quest's page bounds, naming --bounds"
 # here), while the later layers' speculated queries decide otherwise in
 # over a tenth of their lines; with 20% of the channels over a fifth of
 # all lines differ
-io=(--selection infinigen --sparsity 0.8 --placement lru --gpu-kv-bytes 100KiB --cpu-kv-bytes 60KiB)
+io=(--selection infinigen --sparsity 0.8 --placement lru --gpu-kv-bytes 100KiB --cpu-kv-bytes 60KiB
+    --every-layer 1)
 irun() { record2 "${io[@]}" "$@" -o "$tmp/q.trace"; }
 ndiff() { diff "$tmp/q0.log" "$tmp/q1.log" | grep -c '^<'; }
 layer0() { awk '$2 == 0' "$1"; } # the decision log's second column is the layer

@@ -420,6 +420,45 @@ static void test_a_selection_that_lost_its_state_stops_the_step(void **state)
     scheduler_destroy(ok);
 }
 
+/* Quest and InfiniGen attend their first two layers densely, as their code
+ * does (selection_ops.dense_layers): with streams numbered sequence *
+ * layers + layer, layers 0 and 1 of each sequence attend every token,
+ * layers 2 and 3 their method's picks; --every-layer 1
+ * (knob 2) selects in every layer; a shell that does not number its streams
+ * by layer (layers 0) gets no dense streams. */
+static void test_quest_and_infinigen_attend_their_first_two_layers_densely(void **state)
+{
+    (void)state;
+    const struct selection_ops *sels[] = {&sel_quest_ops, &sel_infinigen_ops};
+    float row[65]; /* one heavy token in each 16-token page, summing to about 1 */
+    for (uint32_t t = 0; t <= 64; t++)
+        row[t] = t % 16 == 3 ? 0.15f : 0.006f;
+    for (size_t k = 0; k < 2; k++)
+        for (int every = 0; every <= 2; every++) {
+            struct scheduler_config sc = {
+                .sel = sels[k], .sel_params = {.sparsity = 0.8},
+                .place = &place_lru_ops,
+                .place_params = {.gpu_bytes = 80, .cpu_bytes = 80, .kv_bytes = 1},
+                .n_streams = 8, .layers = every == 2 ? 0 : 4, .max_len = 80};
+            sc.sel_params.knob[2] = every == 1;
+            struct scheduler *s;
+            struct alisa_err e = {{0}};
+            assert_int_equal(scheduler_create(&s, &sc, NULL, &e), 0);
+            struct scheduler_plan plan;
+            for (uint32_t st = 0; st < 8; st++) {
+                for (uint32_t pos = 0; pos < 64; pos++)
+                    assert_int_equal(scheduler_prefill(s, st, pos, NULL, 64, &plan), 0);
+                assert_int_equal(scheduler_step(s, st, 64, row, &plan), 0);
+                assert_false(plan.place.oom);
+                int dense = every == 0 && st % 4 < 2;
+                if (dense ? plan.n_attended != 65 : plan.n_attended >= 65)
+                    fail_msg("%s, every-layer %d, stream %u: %u attended", sels[k]->name,
+                             every, st, plan.n_attended);
+            }
+            scheduler_destroy(s);
+        }
+}
+
 /* Each stream's own placement parameters (FlexGen's split by sequences in
  * the executor): stream 0 keeps every token on the GPU, stream 1 every token
  * on the CPU, under the same dense selection; the second loads each earlier
@@ -533,6 +572,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_selection_that_lost_its_state_stops_the_step),
+        cmocka_unit_test(test_quest_and_infinigen_attend_their_first_two_layers_densely),
         cmocka_unit_test(test_streams_take_their_own_placement_parameters),
         cmocka_unit_test(test_flexgen_split_puts_whole_sequences_on_each_tier),
         cmocka_unit_test(test_flexgen_by_whole_sequences_moves_whole_tokens_of_the_cpu_sequences),

@@ -12,6 +12,7 @@
 #include <string.h>
 
 struct scheduler_stream {
+    const struct selection_ops *ops; /* the run's selection, or dense on a dense layer */
     void *sel;             /* selection state */
     void *place;           /* placement state */
     struct kv_stream kv;   /* token places */
@@ -37,7 +38,7 @@ void scheduler_destroy(struct scheduler *s)
     for (uint32_t i = 0; s->streams && i < s->cfg.n_streams; i++) {
         struct scheduler_stream *st = &s->streams[i];
         if (st->sel)
-            s->cfg.sel->destroy(st->sel);
+            st->ops->destroy(st->sel);
         if (st->place)
             s->cfg.place->destroy(st->place);
         kv_stream_deinit(&st->kv);
@@ -98,9 +99,12 @@ int scheduler_create(struct scheduler **out, const struct scheduler_config *cfg,
         s->pp[i].unit_tokens = unit;
         s->pp[i].unit_origin = origin;
     }
+    uint32_t dense = cfg->layers && cfg->sel->dense_layers ? cfg->sel->dense_layers(&cfg->sel_params)
+                                                            : 0;
     for (uint32_t i = 0; i < cfg->n_streams; i++) {
         struct scheduler_stream *st = &s->streams[i];
-        if ((rc = cfg->sel->create(&st->sel, &cfg->sel_params, cfg->max_len, e)) ||
+        st->ops = dense && i % cfg->layers < dense ? &sel_dense_ops : cfg->sel;
+        if ((rc = st->ops->create(&st->sel, &cfg->sel_params, cfg->max_len, e)) ||
             (rc = kv_stream_init(&st->kv, &s->pp[i], cfg->max_len, e)) ||
             (rc = cfg->place->create(&st->place, &s->pp[i], cfg->max_len,
                                      futures ? &futures[i] : NULL, e))) {
@@ -189,12 +193,12 @@ int scheduler_step(struct scheduler *s, uint32_t stream, uint32_t pos, const flo
         return 0;
     }
     ALISA_ASSERT(st->produced == pos);
-    if (s->cfg.sel->failed && s->cfg.sel->failed(st->sel))
+    if (st->ops->failed && st->ops->failed(st->sel))
         return ALISA_ENOMEM;
     uint32_t n_ret = 0, local = 0;
     ALISA_ASSERT(present || !s->cfg.sel->needs_present);
-    uint32_t n_att = s->cfg.sel->select(st->sel, pos, s->cfg.sel->needs_present ? present : NULL,
-                                        st->attended, s->retired, &n_ret, &local);
+    uint32_t n_att = st->ops->select(st->sel, pos, st->ops->needs_present ? present : NULL,
+                                     st->attended, s->retired, &n_ret, &local);
     ALISA_ASSERT(n_att >= 1 && n_att <= pos + 1 && st->attended[n_att - 1] == pos);
     st->n_attended = n_att;
     plan->attended = st->attended;
@@ -221,8 +225,8 @@ void scheduler_observe(struct scheduler *s, uint32_t stream, const float *w)
     if (!st->n_attended)
         return;
     uint32_t pos = st->attended[st->n_attended - 1];
-    if (s->cfg.sel->observe)
-        s->cfg.sel->observe(st->sel, pos, st->attended, w, st->n_attended);
+    if (st->ops->observe)
+        st->ops->observe(st->sel, pos, st->attended, w, st->n_attended);
     if (s->cfg.place->observe && !st->oom)
         s->cfg.place->observe(st->place, st->attended, w, st->n_attended, pos);
 }
@@ -230,7 +234,7 @@ void scheduler_observe(struct scheduler *s, uint32_t stream, const float *w)
 void scheduler_observe_dense(struct scheduler *s, uint32_t stream, const float *row)
 {
     struct scheduler_stream *st = &s->streams[stream];
-    if ((!s->cfg.sel->observe && !s->cfg.place->observe) || !st->n_attended)
+    if ((!st->ops->observe && !s->cfg.place->observe) || !st->n_attended)
         return;
     double sum = 0;
     for (uint32_t i = 0; i < st->n_attended; i++)
@@ -246,8 +250,8 @@ void scheduler_observe_prefill(struct scheduler *s, uint32_t stream, uint32_t po
                                uint32_t prompt_len)
 {
     struct scheduler_stream *st = &s->streams[stream];
-    if (row && s->cfg.sel->observe_prefill && !st->oom)
-        s->cfg.sel->observe_prefill(st->sel, pos, row, prompt_len);
+    if (row && st->ops->observe_prefill && !st->oom)
+        st->ops->observe_prefill(st->sel, pos, row, prompt_len);
 }
 
 const uint8_t *scheduler_stream_flags(const struct scheduler *s, uint32_t stream)
@@ -260,28 +264,30 @@ uint32_t scheduler_stream_gpu_cap(const struct scheduler *s, uint32_t stream)
     return s->streams[stream].kv.gpu_cap;
 }
 
-/* cap plus, under a placement with visits, one step's budget (every token
- * for a selection that gathers none, dense, or that may attend more than its
- * budget), at most max_len */
-static uint32_t with_staging(const struct scheduler *s, uint32_t cap)
+/* cap plus, under a placement with visits, one step's budget of the
+ * stream's selection (every token for one that gathers none, dense, or that
+ * may attend more than its budget), at most max_len */
+static uint32_t with_staging(const struct scheduler *s, const struct selection_ops *ops,
+                             uint32_t cap)
 {
     uint32_t max_len = s->cfg.max_len;
     if (!s->cfg.place->visits)
         return cap;
-    uint32_t b = s->cfg.sel->gathers && !s->cfg.sel->above_budget
-                     ? sel_budget(&s->cfg.sel_params, max_len)
-                     : max_len;
+    uint32_t b = ops->gathers && !ops->above_budget ? sel_budget(&s->cfg.sel_params, max_len)
+                                                     : max_len;
     return b < max_len - cap ? cap + b : max_len;
 }
 
 uint32_t scheduler_stream_dev_slots(const struct scheduler *s, uint32_t stream)
 {
-    return with_staging(s, s->streams[stream].kv.gpu_cap);
+    const struct scheduler_stream *st = &s->streams[stream];
+    return with_staging(s, st->ops, st->kv.gpu_cap);
 }
 
 uint32_t scheduler_stream_host_slots(const struct scheduler *s, uint32_t stream)
 {
-    return with_staging(s, s->streams[stream].kv.cpu_cap);
+    const struct scheduler_stream *st = &s->streams[stream];
+    return with_staging(s, st->ops, st->kv.cpu_cap);
 }
 
 uint32_t scheduler_stream_cpu_cap(const struct scheduler *s, uint32_t stream)

@@ -29,6 +29,11 @@ struct scheduler_config {
                                                  NULL (copied at creation): FlexGen's split
                                                  by whole sequences in the executor */
     uint32_t n_streams;               /* sequences x layers */
+    uint32_t layers;                  /* layers a sequence has, its streams numbered
+                                         sequence * layers + layer (every shell's rule), so
+                                         a selection's dense leading layers
+                                         (selection_ops.dense_layers) run the dense
+                                         selection; 0: streams not numbered by layer */
     uint32_t max_len;                 /* tokens per sequence, at most */
     int keys;                         /* 1: the shell holds every key and query (the
                                          executor) and computes a selection's estimate of

@@ -284,7 +284,23 @@ static const struct sel_knob quest_knobs[] = {
     {"bounds", 1, 1, 1, "the exact row, Quest's upper bound",
      "1: pages ranked by Quest's own estimate, each page's min/max keys against the query "
      "(the executor computes it; a trace's replay cannot)"},
+    {"every-layer", 1, 1, 1, "its first two layers dense, as its code runs them",
+     "1: select in every layer, the first two too"},
 };
+
+/* The first two layers dense unless --every-layer 1 (knob i): Quest's
+ * evaluation/quest_attention.py (`q_len > 1 or self.layer_id < 2`: full
+ * attention) and quest/models/llama.py (`_quest_skip_layer = 2`);
+ * InfiniGen's flex_opt.py (`partial_weight_ratio` and the prefetch buffer
+ * only for layer_id > 1) and modeling_llama_ours.py (inputs passed on from
+ * layer 1, so layer 2 is the first speculated). */
+static uint32_t first_two_dense(const struct sel_params *p, uint32_t i)
+{
+    return sel_knob_value(p, i, 0) == 1 ? 0 : 2;
+}
+
+static uint32_t quest_dense_layers(const struct sel_params *p) { return first_two_dense(p, 2); }
+static uint32_t infinigen_dense_layers(const struct sel_params *p) { return first_two_dense(p, 2); }
 
 /* Quest's estimate (--bounds 1): each page's upper bound of q.k, channel by
  * channel the page's largest key where the query is positive and its
@@ -318,9 +334,10 @@ const struct selection_ops sel_quest_ops = {
     .summary = "Quest: the max(3, B / page) pages of the step's own row with the heaviest "
                "token, the query's page always (upper bound: exact scores)",
     .knobs = quest_knobs,
-    .n_knobs = 2,
+    .n_knobs = 3,
     .estimate = quest_estimate,
     .unit = quest_unit,
+    .dense_layers = quest_dense_layers,
     .create = quest_create,
     .destroy = present_destroy,
     .select = quest_select,
@@ -333,6 +350,8 @@ static const struct sel_knob infinigen_knobs[] = {
      "score with InfiniGen's own speculation: this share of each head's channels (0.2 in its "
      "scripts) after skewing by the prompt's queries, the query speculated from the layer "
      "before's input (the executor computes it; a trace's replay cannot)"},
+    {"every-layer", 1, 1, 1, "its first two layers dense, as its code runs them",
+     "1: select in every layer, the first two too"},
 };
 
 /* InfiniGen's estimate (--partial-ratio R): each head's scores from R of its
@@ -360,8 +379,9 @@ const struct selection_ops sel_infinigen_ops = {
     .summary = "InfiniGen: tokens within alpha of the row's largest logit, at most B, "
                "speculated a layer ahead (upper bound: the exact row)",
     .knobs = infinigen_knobs,
-    .n_knobs = 2,
+    .n_knobs = 3,
     .estimate = infinigen_estimate,
+    .dense_layers = infinigen_dense_layers,
     .create = infinigen_create,
     .destroy = present_destroy,
     .select = infinigen_select,

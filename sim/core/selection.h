@@ -103,6 +103,11 @@ struct selection_ops {
      * that moves blocks (block-lru, block-score) groups by. NULL: a token.
      * Cannot fail. */
     uint32_t (*unit)(const struct sel_params *p, uint32_t *origin);
+    /* The leading layers the method attends densely under p, as its own
+     * code does (Quest's and InfiniGen's first two): the scheduler runs the
+     * dense selection on those layers' streams when the shell numbers its
+     * streams by layer (scheduler_config.layers). NULL: none. Cannot fail. */
+    uint32_t (*dense_layers)(const struct sel_params *p);
 
     /* Creates the state of one stream whose sequence has at most max_len
      * tokens. On failure *state is NULL and e says why. */
