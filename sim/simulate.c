@@ -1118,9 +1118,39 @@ int sim_run(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
     return sim_run_one(cfg, r, timeline, e);
 }
 
+/* FlexGen's 4-bit cache only where FlexGen runs it (flex_opt.py): its own
+ * systems attending on the GPU (with --compress-cache load_cache takes its
+ * GPU path even under --cpu-cache-compute), dense attention (`assert not
+ * (args.compress_cache and args.attn_sparsity < 1.0)`), heads of whole
+ * 64-value groups (cost_kv_bytes does not pad), a profile that prices
+ * attention from bytes. 0, or EINVAL naming what differs. */
+static int int4_check(const struct sim_config *cfg, struct alisa_err *e)
+{
+    const struct hw_profile *hw = cfg->hw;
+    const struct model_shape *m = cfg->model;
+    if (hw->attn_by_kv.n || hw->attn_sparse_by_kv.n || hw->attn_ns_per_token > 0)
+        return err_set(e, ALISA_EINVAL, "INT4 KV on profile %s: its attention is measured on the "
+                       "executor, which stores no INT4 (a datasheet profile prices FlexGen's "
+                       "decompression)", hw->name);
+    if (!cfg->system->flexgen_policy || cfg->system->cpu_attention)
+        return err_set(e, ALISA_EINVAL, "INT4 KV under system %s: FlexGen's compressed cache is "
+                       "simulated as FlexGen runs it, attended on the GPU (flexgen-copy or "
+                       "flexgen-default)", cfg->system->name);
+    if (cfg->sel->budgeted)
+        return err_set(e, ALISA_EINVAL, "INT4 KV under selection %s: FlexGen compresses a dense "
+                       "cache only (its sparse attention refuses --compress-cache)",
+                       cfg->sel->name);
+    if ((m->hidden / m->n_heads) % KV_INT4_GROUP)
+        return err_set(e, ALISA_EINVAL, "INT4 KV on %s: heads of %u values are not whole groups "
+                       "of %d (FlexGen pads each; not priced)", m->name, m->hidden / m->n_heads,
+                       KV_INT4_GROUP);
+    return 0;
+}
+
 static int sim_run_one(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
                        struct alisa_err *e)
 {
+    int rc;
     memset(r, 0, sizeof *r);
     r->phase2_step = r->phase3_step = -1;
     if (!cfg->batch || !cfg->gen_len || !cfg->prompt_len)
@@ -1129,25 +1159,21 @@ static int sim_run_one(const struct sim_config *cfg, struct sim_result *r, FILE 
     if (cfg->flexgen_gpu_batch && cfg->batch % cfg->flexgen_gpu_batch)
         return err_set(e, ALISA_EINVAL, "FlexGen's GPU batch of %u sequences does not divide the "
                        "batch of %u", cfg->flexgen_gpu_batch, cfg->batch);
-    const struct hw_profile *hw = cfg->hw;
-    if (cfg->precision == KV_INT4 &&
-        (hw->attn_by_kv.n || hw->attn_sparse_by_kv.n || hw->attn_ns_per_token > 0))
-        return err_set(e, ALISA_EINVAL, "INT4 KV on profile %s: its attention is measured on the "
-                       "executor, which stores no INT4 (a datasheet profile prices FlexGen's "
-                       "decompression)", hw->name);
-    if (cfg->precision == KV_INT4 && cfg->system->cpu_attention)
-        return err_set(e, ALISA_EINVAL, "INT4 KV under system %s: its CPU attention over a "
-                       "compressed cache is not modelled (flexgen-copy or flexgen-default "
-                       "attend on the GPU)", cfg->system->name);
+    if (cfg->precision == KV_INT4 && (rc = int4_check(cfg, e)))
+        return rc;
     struct run u = {.cfg = cfg, .m = cfg->model, .r = r, .Lm = cfg->model->n_layers,
                     .B = cfg->batch, .N = cfg->gen_len,
                     .ks = kv_shape_of(cfg->model, cfg->precision),
                     .host_ns = cost_layer_host_ns(cfg->sw, cfg->sel->name), .ngb = 1};
-    int rc = check_trace(cfg, &u.S, &u.Lt, &u.shortest, &u.th, e);
-    if (rc)
+    if ((rc = check_trace(cfg, &u.S, &u.Lt, &u.shortest, &u.th, e)))
         return rc;
     if ((rc = run_flexgen_policy(&u, e)))
         return rc;
+    if (cfg->precision == KV_INT4 && r->policy.cache_gpu != 0)
+        return err_set(e, ALISA_EINVAL, "INT4 KV with %.4g%% of the cache on the GPU: FlexGen "
+                       "keeps a compressed cache on one device (init_cache_one_gpu_batch) and "
+                       "decompresses a GPU one whole each step, which is not priced; give "
+                       "--flexgen-percent with the cache on the CPU", 100 * r->policy.cache_gpu);
     run_capacities(&u);
     u.extend = cfg->extend && u.shortest < u.N;
     if (u.extend && (rc = run_extension(&u, &u.ext, e)))

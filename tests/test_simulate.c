@@ -299,22 +299,48 @@ static void test_int4_kv_is_priced_where_flexgen_runs_it(void **state)
     char *dir = tu_mkdtemp();
     const char *path = tu_path(dir, "tiny.trace");
     write_tiny(path);
+    /* the toy's heads (2 values) are no whole group: refused; a toy with
+     * heads of 64 runs, its cache on the CPU: each of the 2 sequences' 2
+     * prompt and 2 new tokens writes 128 values at half a byte and 2 x 2
+     * groups' 4 bytes, 144 bytes, to the host */
     struct sim_config c = toy_config(path, "flexgen-copy", 2);
     c.precision = KV_INT4;
+    c.batch = 2;
+    c.percent_given = 1;
+    c.percent = (struct flexgen_policy){1, 0};
     struct sim_result r;
     struct alisa_err e = {{0}};
+    assert_int_equal(sim_run(&c, &r, NULL, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "heads of 2 values are not whole groups of 64"));
+    struct model_shape m64 = tu_toy;
+    m64.hidden = 128;
+    c.model = &m64;
     assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
     assert_false(r.oom);
+    assert_true(fabs(r.bytes_d2h - 2 * 4 * 144) < 1e-9);
+    c.percent = (struct flexgen_policy){1, 1}; /* FlexGen's cache on the GPU */
+    assert_int_equal(sim_run(&c, &r, NULL, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "of the cache on the GPU"));
+    c.percent = (struct flexgen_policy){1, 0};
+    c.sel = selection_find("h2o"); /* FlexGen's sparse attention refuses compression */
+    assert_int_equal(sim_run(&c, &r, NULL, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "INT4 KV under selection h2o"));
+    c.sel = selection_find("dense");
     struct hw_profile measured = tu_unit_hw;
     measured.attn_ns_per_token = 3;
     c.hw = &measured;
     assert_int_equal(sim_run(&c, &r, NULL, &e), ALISA_EINVAL);
     assert_non_null(strstr(e.msg, "INT4 KV on profile unit: its attention is measured"));
-    c.hw = &tu_unit_hw;
     c = toy_config(path, "flexgen", 2);
     c.precision = KV_INT4;
+    c.model = &m64;
     assert_int_equal(sim_run(&c, &r, NULL, &e), ALISA_EINVAL);
-    assert_non_null(strstr(e.msg, "INT4 KV under system flexgen"));
+    assert_non_null(strstr(e.msg, "INT4 KV under system flexgen:"));
+    c = toy_config(path, "vllm", 2);
+    c.precision = KV_INT4;
+    c.model = &m64;
+    assert_int_equal(sim_run(&c, &r, NULL, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "INT4 KV under system vllm:"));
     tu_rmdir(dir);
     free(dir);
 }

@@ -270,7 +270,7 @@ static int run_prompt_ids(const struct run_opts *o, const struct loaded *l, gsl_
     size_t cap = o->prompt ? strlen(o->prompt) + 3 : o->ptoks.v;
     *ids = malloc(cap * sizeof **ids);
     if (!*ids || !rng)
-        return err_set(e, ALISA_ENOMEM, "out of memory for a prompt of %zu tokens", cap);
+        return err_set(e, ALISA_ENOMEM, "out of memory for the prompt");
     *np = o->prompt ? tok_encode(l->t, o->prompt, 1, *ids, cap) : (int)o->ptoks.v;
     if (!o->prompt) { /* ids drawn, not encoded */
         gsl_rng_set(rng, o->seed);
@@ -368,7 +368,8 @@ int cmd_run(int argc, char **argv)
         rc = ALISA_EIO;
     if (tf)
         llm_state_timings(st, tf);
-    gsl_rng_set(rng, seed);
+    if (rng)
+        gsl_rng_set(rng, seed);
     double t_prompt = cli_now_s();
     if (!rc)
         rc = run_prefill(st, ids, (uint32_t)np, batch, &e);

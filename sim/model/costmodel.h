@@ -47,8 +47,8 @@ struct kv_shape {
 
 /* K and V of one token in one layer: 2 * kv_dim * (2 bytes FP16, 1 INT8,
  * 4 FP32, 0.5 INT4) and, INT4, 4 bytes of minimum and scale a group of
- * KV_INT4_GROUP channels (kv_dim rounded up to whole groups: FlexGen rounds
- * each head up, and every catalog model's head is a multiple of 64).
+ * KV_INT4_GROUP channels (kv_dim rounded up to whole groups; FlexGen pads
+ * each head, so the simulator runs INT4 only on heads of whole groups).
  * Cannot fail. */
 uint64_t cost_kv_bytes(const struct kv_shape *k);
 
@@ -113,8 +113,10 @@ double cost_layer_compute_ns(const struct model_shape *m, const struct hw_profil
                              uint32_t batch, double attended_total, double resident_total,
                              enum kv_precision precision, int sparse, int with_head);
 
-/* The device memory one layer of one decode step reads, by the same rule
- * cost_layer_compute_ns prices (issue 45, item 3: bytes beside the time):
+/* The device memory one layer of one decode step reads, by the roofline
+ * cost_layer_compute_ns prices on a datasheet profile (issue 45, item 3:
+ * bytes beside the time; a profile with measured tables prices time from
+ * them, not from these bytes):
  * *weights the layer's weights once (the head's too when with_head) at the
  * profile's bytes per weight; *kv the attended K and V, and when sparse
  * the gather's second read, its packed write and the local sum's FP32
