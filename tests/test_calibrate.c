@@ -240,19 +240,17 @@ static void test_calibrate_figures_are_finite_and_plausible(void **state)
     for (int i = CALIB_SCHED_STREAM_FIRST; i <= CALIB_SCHED_STREAM_LAST; i++)
         if (!(f[i] >= 0 && f[i] < 1e6))
             fail_msg("%s = %g ns per stream", calib_name(i), f[i]);
-    /* a retired token: dense retires none, h2o's first step evicts most of
-     * the prompt, which shows */
+    /* a retired token: never negative, under a millisecond; dense retires
+     * none, so its price is exactly 0 (h2o's, fitted from timings, may come
+     * out 0 on a loaded host: CI's sanitizer run beside other work did, so
+     * its sign is not asserted) */
     for (int i = CALIB_SCHED_RETIRED_FIRST; i <= CALIB_SCHED_RETIRED_LAST; i++)
         if (!(f[i] >= 0 && f[i] < 1e6))
             fail_msg("%s = %g ns per retired token", calib_name(i), f[i]);
     for (int i = CALIB_SCHED_ATTENDED_FIRST; i <= CALIB_SCHED_ATTENDED_LAST; i++)
         if (!(f[i] >= 0 && f[i] < 1e6))
             fail_msg("%s = %g ns per attended token", calib_name(i), f[i]);
-    int h2o = 0;
-    while (selection_policies[h2o] != &sel_h2o_ops)
-        h2o++;
     assert_true(f[CALIB_SCHED_RETIRED_FIRST] == 0);
-    assert_true(f[CALIB_SCHED_RETIRED_FIRST + h2o] > 0);
     /* attention per attended token by batch, dense and SWA's scattered
      * reads: one sequence's KV always fits the bound, so batch 1 ran */
     for (int i = 0; i < CALIB_ATTN_N; i++)
