@@ -135,8 +135,17 @@ static void flexgen_step(void *state, struct kv_stream *s, const struct place_pa
     }
     for (uint32_t i = 0; i < n_att; i++) {
         uint32_t t = attended[i];
-        if (t == pos || f->cpu_part == 0)
+        if (f->cpu_part == 0)
             continue;
+        if (t == pos) { /* the new token: its CPU share is attended with the rest
+                         * (pytorch_backend.py: k_new written into k_cpu before
+                         * the CPU part's attention) */
+            if (f->cpu_attention) {
+                out->n_cpu_attend++;
+                out->bytes_cpu_attend += f->cpu_part;
+            }
+            continue;
+        }
         out->gpu_misses++;
         if (f->cpu_attention) {
             out->n_cpu_attend++;
