@@ -184,21 +184,15 @@ static void ig_free(struct cpu_state *s)
  * flex_opt.py computes the same a layer early to prefetch). Called with
  * layer l's normed input in s->xb (R rows): the speculated queries of
  * layer l >= 1 into s->ig_qs from the rows' layer l - 1 inputs, then
- * layer l's kept for layer l + 1. Layer 0 has no layer before: it scores
- * from its own query (InfiniGen attends its first two layers densely, not
- * reproduced). Only calls with a decode row do it. Returns 0, or -1 with
- * cm->err set. */
-static int ig_speculate(struct cpu_state *s, struct backend_common *cm, uint32_t l,
-                        const uint32_t *pos_of, uint32_t R)
+ * layer l's kept for layer l + 1. Layer 0 has no layer before: under
+ * --every-layer 1 it scores from its own query (by default InfiniGen's
+ * first two layers are dense: selection_ops.dense_layers). The caller runs
+ * it in calls with a decode row only. Returns 0, or -1 with cm->err set. */
+static int ig_speculate(struct cpu_state *s, struct backend_common *cm, uint32_t l, uint32_t R)
 {
     const struct llm_config *c = &s->m->c;
     const struct llm_weights *w = &s->m->w;
     const uint32_t d = c->dim;
-    int decode = 0;
-    for (uint32_t r = 0; r < R && !decode; r++)
-        decode = pos_of[r] >= cm->prompt_len;
-    if (!decode)
-        return 0;
     if (R > s->ig_rows) {
         float *p = realloc(s->ig_prev, (size_t)R * d * sizeof *p);
         if (p)
@@ -533,17 +527,17 @@ static void dense_attend(struct cpu_state *s, struct backend_common *cm, uint32_
  * attended tokens' weights: an estimate is not attention) and feeds the
  * scheduler the same, so a replay reads and observes what this run did.
  * tl's attention excludes the moves, recomputation and scheduling counted
- * apart. Returns 0, or -1 with cm->err set. */
-static int tiered_attend(struct cpu_state *s, struct backend_common *cm, uint32_t l,
-                         const uint32_t *slot, const uint32_t *pos_of, uint32_t R, float *rows,
-                         double *tl)
+ * apart. e: the run's estimate (scheduler_present_estimate, asked once by
+ * the caller). Returns 0, or -1 with cm->err set. */
+static int tiered_attend(struct cpu_state *s, struct backend_common *cm,
+                         const struct sel_estimate *e, uint32_t l, const uint32_t *slot,
+                         const uint32_t *pos_of, uint32_t R, float *rows, double *tl)
 {
     const struct llm_config *c = &s->m->c;
     const uint32_t d = c->dim, kv = c->kv_dim, H = c->n_heads, hs = c->head_dim;
     const uint32_t group = H / c->n_kv_heads, half = hs / 2;
     const int rope = c->arch != LLM_ARCH_OPT;
-    struct sel_estimate est;
-    scheduler_present_estimate(cm->sched, &est);
+    const struct sel_estimate est = *e;
     for (uint32_t k = 0; k < R; k++) {
         const uint32_t r = s->order[k], b = slot[r], pos = pos_of[r], n = pos + 1;
         const float *cs = s->rope_cos + (size_t)pos * half, *sn = s->rope_sin + (size_t)pos * half;
@@ -614,10 +608,12 @@ static const float *cpu_forward_rows(struct cpu_state *s, struct backend_common 
             s->order[count[pos_of[r]]++] = r;
     }
     const int opt = c->arch == LLM_ARCH_OPT;
-    struct sel_estimate est = {0};
+    struct sel_estimate est = {0}; /* asked once a call (tiered_attend's too) */
     if (cm->sched)
         scheduler_present_estimate(cm->sched, &est);
-    const int partial = est.kind == SEL_ESTIMATE_PARTIAL;
+    int speculate = 0; /* InfiniGen's, in a call with a decode row */
+    for (uint32_t r = 0; est.kind == SEL_ESTIMATE_PARTIAL && r < R && !speculate; r++)
+        speculate = pos_of[r] >= cm->prompt_len;
     /* OPT adds its learned position, row pos + 2 (modeling_opt.py's offset) */
     for (uint32_t r = 0; r < R; r++) {
         float *x = s->x + (size_t)r * d;
@@ -634,9 +630,9 @@ static const float *cpu_forward_rows(struct cpu_state *s, struct backend_common 
         t0 = backend_mono_ns();
         norm_rows(c, s->xb, s->x, w->rms_att + (size_t)l * d,
                   opt ? w->ln_att_b + (size_t)l * d : NULL, R);
-        if (partial) { /* the speculation is the selection's time */
+        if (speculate) { /* the speculation is the selection's time */
             uint64_t t1 = backend_mono_ns();
-            if (ig_speculate(s, cm, l, pos_of, R))
+            if (ig_speculate(s, cm, l, R))
                 return NULL;
             double spec = (double)(backend_mono_ns() - t1);
             tl[T_SCHED] += spec;
@@ -654,7 +650,7 @@ static const float *cpu_forward_rows(struct cpu_state *s, struct backend_common 
         t0 = backend_mono_ns();
         if (!cm->sched)
             dense_attend(s, cm, l, slot, pos_of, R, rows);
-        else if (tiered_attend(s, cm, l, slot, pos_of, R, rows, tl))
+        else if (tiered_attend(s, cm, &est, l, slot, pos_of, R, rows, tl))
             return NULL;
         tl[T_ATTN] += (double)(backend_mono_ns() - t0);
         t0 = backend_mono_ns();

@@ -288,19 +288,16 @@ static const struct sel_knob quest_knobs[] = {
      "1: select in every layer, the first two too"},
 };
 
-/* The first two layers dense unless --every-layer 1 (knob i): Quest's
+/* The first two layers dense unless --every-layer 1 (knob 2 of both): Quest's
  * evaluation/quest_attention.py (`q_len > 1 or self.layer_id < 2`: full
  * attention) and quest/models/llama.py (`_quest_skip_layer = 2`);
  * InfiniGen's flex_opt.py (`partial_weight_ratio` and the prefetch buffer
  * only for layer_id > 1) and modeling_llama_ours.py (inputs passed on from
  * layer 1, so layer 2 is the first speculated). */
-static uint32_t first_two_dense(const struct sel_params *p, uint32_t i)
+static uint32_t first_two_dense(const struct sel_params *p)
 {
-    return sel_knob_value(p, i, 0) == 1 ? 0 : 2;
+    return sel_knob_value(p, 2, 0) == 1 ? 0 : 2;
 }
-
-static uint32_t quest_dense_layers(const struct sel_params *p) { return first_two_dense(p, 2); }
-static uint32_t infinigen_dense_layers(const struct sel_params *p) { return first_two_dense(p, 2); }
 
 /* Quest's estimate (--bounds 1): each page's upper bound of q.k, channel by
  * channel the page's largest key where the query is positive and its
@@ -337,7 +334,7 @@ const struct selection_ops sel_quest_ops = {
     .n_knobs = 3,
     .estimate = quest_estimate,
     .unit = quest_unit,
-    .dense_layers = quest_dense_layers,
+    .dense_layers = first_two_dense,
     .create = quest_create,
     .destroy = present_destroy,
     .select = quest_select,
@@ -381,7 +378,7 @@ const struct selection_ops sel_infinigen_ops = {
     .knobs = infinigen_knobs,
     .n_knobs = 3,
     .estimate = infinigen_estimate,
-    .dense_layers = infinigen_dense_layers,
+    .dense_layers = first_two_dense,
     .create = infinigen_create,
     .destroy = present_destroy,
     .select = infinigen_select,

@@ -205,6 +205,19 @@ static double int4_decompress_bytes(const struct kv_shape *k, double tokens)
                                    : 0;
 }
 
+/* The device memory a roofline decode step's attention over attended_total
+ * tokens reads: the attended K and V (INT4: decompressed first), returned;
+ * and, when sparse, into *gather the gather's second read and packed write
+ * and the local sum's FP32 update per attended token and head (else 0).
+ * Bytes. Both decode_attention_ns and cost_layer_hbm_bytes count so. */
+static double attn_read_bytes(const struct model_shape *m, const struct kv_shape *k,
+                              double attended_total, int sparse, double *gather)
+{
+    double kv_read = attended_total * (double)cost_kv_bytes(k);
+    *gather = sparse ? 2.0 * kv_read + attended_total * m->n_heads * 4.0 * 2 : 0;
+    return kv_read + int4_decompress_bytes(k, attended_total);
+}
+
 /* A decode step's attention in one layer for `batch` sequences attending
  * attended_total of resident_total tokens (cost_layer_compute_ns's). */
 static double decode_attention_ns(const struct model_shape *m, const struct hw_profile *hw,
@@ -222,15 +235,10 @@ static double decode_attention_ns(const struct model_shape *m, const struct hw_p
     double fixed = hw->attn_ns_per_layer + batch * hw->attn_ns_fixed;
     if (table->n || hw->attn_ns_per_token > 0) /* measured on the executor, its gather included */
         return attended_total * measured_attn_ns(m, hw, k, table, keyed) + fixed;
-    /* Attention: read the attended K and V (INT4: decompressed first). */
-    double kv_read = attended_total * (double)cost_kv_bytes(k);
-    double t = (kv_read + int4_decompress_bytes(k, attended_total)) / hbm_bytes_per_ns(hw);
-    if (sparse) {
-        /* gather: read again and write packed; local sum: one fp32 update per
-         * attended token and head */
-        double sum_bytes = attended_total * m->n_heads * 4.0 * 2;
-        t += (2.0 * kv_read + sum_bytes) / hbm_bytes_per_ns(hw);
-    }
+    double gather, t = attn_read_bytes(m, k, attended_total, sparse, &gather) /
+                       hbm_bytes_per_ns(hw);
+    if (sparse)
+        t += gather / hbm_bytes_per_ns(hw);
     return t;
 }
 
@@ -252,10 +260,8 @@ void cost_layer_hbm_bytes(const struct model_shape *m, const struct hw_profile *
     struct kv_shape k = kv_shape_of(m, precision);
     double per_weight = hw->weight_bytes > 0 ? hw->weight_bytes : 2.0;
     *weights = (layer_params(m, &k) + (with_head ? (double)m->vocab * m->hidden : 0)) * per_weight;
-    double kv_read = attended_total * (double)cost_kv_bytes(&k);
-    /* decode_attention_ns's reads: the gather reads again and writes packed */
-    *kv = (sparse ? 3.0 * kv_read + attended_total * m->n_heads * 4.0 * 2 : kv_read) +
-          int4_decompress_bytes(&k, attended_total);
+    double gather;
+    *kv = attn_read_bytes(m, &k, attended_total, sparse, &gather) + gather;
 }
 
 double cost_iteration_layer_ns(const struct model_shape *m, const struct hw_profile *hw,
