@@ -280,6 +280,14 @@ int backend_plan(struct backend_common *c, uint32_t b, uint32_t l, uint32_t pos,
                 scheduler_stream_cpu_cap(c->sched, stream));
         return -1;
     }
+    if (plan->place.oom && pos < c->prompt_len) {
+        /* a prompt position's plan attends nothing: it holds the prompt so far */
+        err_set(&c->err, ALISA_EINVAL, "sequence %u layer %u position %u: the device KV arena "
+                "(%u tokens a sequence and layer) cannot hold the prompt's first %u of %u "
+                "tokens (raise --gpu-kv-bytes, or give the placement a host tier)", b, l, pos,
+                scheduler_stream_gpu_cap(c->sched, stream), pos + 1, c->prompt_len);
+        return -1;
+    }
     if (plan->place.oom) {
         err_set(&c->err, ALISA_EINVAL, "sequence %u layer %u position %u: the device KV arena "
                 "(%u tokens a sequence and layer) cannot hold the %u tokens this step attends "

@@ -317,7 +317,9 @@ static const char q_sim[] =
     R("optimum.removable_s") " AS removable_s, "
     R("compute_weights_s") " AS compute_weights_s, " R("compute_kv_s") " AS compute_kv_s, "
     R("transfer_h2d_s") " AS transfer_h2d_s, " R("transfer_d2h_s") " AS transfer_d2h_s, "
-    R("hbm_weight_bytes") " AS hbm_weight_bytes, " R("hbm_kv_bytes") " AS hbm_kv_bytes "
+    R("hbm_weight_bytes") " AS hbm_weight_bytes, " R("hbm_kv_bytes") " AS hbm_kv_bytes, "
+    R("estimate_s") " AS estimate_s, " R("gather_s") " AS gather_s, "
+    R("estimate_gpu_bytes") " AS estimate_gpu_bytes "
     "FROM runs WHERE json_extract(config, '$.command') = 'sim'";
 
 static const char q_plan[] =

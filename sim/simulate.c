@@ -562,7 +562,18 @@ struct run {
     int extend;                  /* sequences shorter than the run continue with ext's rows */
     struct trace_gen_params ext;
     double attended_all, misses_all;
+    struct sel_estimate est;     /* the selection's estimate, priced (cost_estimate_ns) */
+    struct sel_params selp;      /* the selection's parameters as replayed: the exact row in
+                                    the estimate's place (a trace holds no keys) */
+    uint32_t dense_tl;           /* leading trace layers the selection attends densely */
 };
+
+/* Whether model layer l selects (its trace layer is past the selection's
+ * dense leading layers), so pays its estimate. */
+static int selecting_layer(const struct run *u, uint32_t l)
+{
+    return (uint64_t)l * u->Lt / u->Lm >= u->dense_tl;
+}
 
 /* What a PyTorch runtime (every system here but vLLM) holds on the GPU
  * beside weights and KV: the prefill's activations for a GPU batch of G
@@ -638,6 +649,16 @@ static void run_capacities(struct run *u)
                     cost_prefill_peak_act_bytes(u->m, tokens, cfg->system->profile_seqs);
     }
     u->cpu_kv = cfg->cpu_mem_bytes - weights * u->w_cpu;
+    /* the estimate's own state (InfiniGen's partial key cache and query
+     * weights, Quest's page bounds) in every selecting layer, at the
+     * longest context */
+    double per_token, fixed, layers = 0;
+    cost_estimate_state_bytes(u->m, &u->est, &per_token, &fixed);
+    for (uint32_t l = 0; l < u->Lm; l++)
+        layers += selecting_layer(u, l);
+    u->r->estimate_gpu_bytes =
+        layers * (fixed + per_token * u->B * ((double)cfg->prompt_len + cfg->gen_len));
+    u->gpu_kv -= u->r->estimate_gpu_bytes;
     if (cfg->gpu_kv_bytes > 0)
         u->gpu_kv = cfg->gpu_kv_bytes;
     if (u->gpu_kv <= 0 || u->cpu_kv < 0) {
@@ -679,7 +700,7 @@ static int run_search(struct run *u, struct alisa_err *e)
         return 0;
     /* where the selection's picks fall on this trace, replayed as the run
      * replays it with every token on the GPU: the search's loads */
-    struct replay_config rcfg = {.sel = cfg->sel, .sel_params = cfg->sel_params,
+    struct replay_config rcfg = {.sel = cfg->sel, .sel_params = u->selp,
                                  .place = &place_gpu_only_ops, .gpu_kv_bytes = UINT64_MAX / 4,
                                  .precision = cfg->precision, .hw = cfg->hw,
                                  .gpu_fraction = -1, .shape = &u->ks,
@@ -710,7 +731,7 @@ static int run_search(struct run *u, struct alisa_err *e)
     }
     free(sum);
     selstats_destroy(st);
-    struct search_workload w = {u->m, cfg->hw, u->B, cfg->prompt_len, u->N, cfg->sel_params,
+    struct search_workload w = {u->m, cfg->hw, u->B, cfg->prompt_len, u->N, u->selp,
                                 cfg->precision, 1, u->gpu_kv, u->cpu_kv,
                                 cfg->system->inputs_outside, u->host_ns, prefetches(cfg),
                                 counted ? picks : NULL, SELSTATS_AGE_BINS, layers,
@@ -777,7 +798,7 @@ static int run_replay(struct run *u, struct alisa_err *e)
     const struct sim_config *cfg = u->cfg;
     struct sim_result *r = u->r;
     int rc;
-    struct replay_config rcfg = {.sel = cfg->sel, .sel_params = cfg->sel_params,
+    struct replay_config rcfg = {.sel = cfg->sel, .sel_params = u->selp,
                                  .place = cfg->place, .gpu_kv_bytes = (uint64_t)u->gpu_kv,
                                  .cpu_kv_bytes = (uint64_t)u->cpu_kv, .precision = cfg->precision,
                                  .hw = cfg->hw, .gpu_fraction = u->gpu_fraction,
@@ -865,10 +886,17 @@ static void price_layer(struct run *u, uint32_t j, uint32_t l, const struct sche
     /* the arenas' own bookkeeping, where the profile prices it, goes with
      * the copies; pageable KV is staged by the host before its copy */
     double relay = cfg->sw && cfg->sw->pageable_relay ? cost_pageable_relay_ns(hw, kv_h2d) : 0;
+    /* InfiniGen's runtime gathers the speculated rows on the host first,
+     * into a pinned buffer (flex_opt.py: prefetch_kv, pin_memory=True), so
+     * no pageable staging then; its dense layers copy whole (load_cache) */
+    double gather = selecting_layer(u, l) ? cost_estimate_gather_ns(hw, &u->est, kv_h2d) : 0;
+    if (gather > 0)
+        relay = 0;
     r->relay_s += relay * 1e-9;
+    r->gather_s += gather * 1e-9;
     t[T_LOAD(x)] = (struct task){.res = res[RES_H2D],
                                  .dur_ns = ns_of(cost_transfer_ns(hw, h2d, copies) + relay +
-                                                 cost_kvstore_ns(hw, u->B, context))};
+                                                 gather + cost_kvstore_ns(hw, u->B, context))};
     t[T_RECOMP(x)] = (struct task){
         .res = RES_GPU, .dur_ns = ns_of(cost_recompute_gpu_ns(u->m, hw, rec, cfg->precision))};
     t[T_CPU_ATTN(x)] = (struct task){.res = res[RES_CPU],
@@ -896,6 +924,17 @@ static void price_layer(struct run *u, uint32_t j, uint32_t l, const struct sche
                          &wb, &kvb);
     r->hbm_weight_bytes += ngb * wb;
     r->hbm_kv_bytes += kvb;
+    if (u->est.kind != SEL_ESTIMATE_EXACT && selecting_layer(u, l)) {
+        /* the estimate scores every token the sequences hold, wherever its
+         * K and V live, once per GPU batch */
+        double est = ngb * cost_estimate_ns(u->m, hw, &u->est, u->B / u->ngb,
+                                            u->B / u->ngb * context);
+        cost_estimate_bytes(u->m, &u->est, u->B * context, &wb, &kvb);
+        r->hbm_weight_bytes += ngb * wb;
+        r->hbm_kv_bytes += kvb;
+        r->estimate_s += est * 1e-9;
+        gpu += est;
+    }
     const double host = ngb * u->host_ns;
     if (host > gpu) {
         r->host_s += (host - gpu) * 1e-9;
@@ -1043,6 +1082,29 @@ static void run_free(struct run *u)
     free(u->slots_of);
 }
 
+/* A selection's estimate (--partial-ratio, --bounds): priced as its own
+ * runtime computes it, while the replay selects from the trace's exact row
+ * (a trace holds no keys; the estimate's upper bound), so the knob is
+ * cleared in the parameters replayed. Refused where it is not priced. */
+static int estimate_check(struct run *u, struct alisa_err *e)
+{
+    const struct sim_config *cfg = u->cfg;
+    const struct hw_profile *hw = cfg->hw;
+    if (hw->attn_by_kv.n || hw->attn_sparse_by_kv.n || hw->attn_ns_per_token > 0)
+        return err_set(e, ALISA_EINVAL, "selection %s --%s on profile %s: its attention is "
+                       "measured on the executor, whose estimate calibration does not price; "
+                       "run the executor itself (alisa run, validate)", cfg->sel->name,
+                       u->est.knob, hw->name);
+    if (cfg->system->block_tokens)
+        return err_set(e, ALISA_EINVAL, "selection %s --%s under system %s: its blocks are "
+                       "priced without a selection's estimate", cfg->sel->name, u->est.knob,
+                       cfg->system->name);
+    int i = sel_knob_find(cfg->sel, u->est.knob);
+    if (i >= 0)
+        u->selp.knob[i] = 0;
+    return 0;
+}
+
 static int sim_run_one(const struct sim_config *cfg, struct sim_result *r, FILE *timeline,
                        struct alisa_err *e);
 
@@ -1167,6 +1229,11 @@ static int sim_run_one(const struct sim_config *cfg, struct sim_result *r, FILE 
                     .host_ns = cost_layer_host_ns(cfg->sw, cfg->sel->name), .ngb = 1};
     if ((rc = check_trace(cfg, &u.S, &u.Lt, &u.shortest, &u.th, e)))
         return rc;
+    u.selp = cfg->sel_params;
+    sel_estimate_of(cfg->sel, &cfg->sel_params, &u.est);
+    if (u.est.kind != SEL_ESTIMATE_EXACT && (rc = estimate_check(&u, e)))
+        return rc;
+    u.dense_tl = cfg->sel->dense_layers ? cfg->sel->dense_layers(&u.selp) : 0;
     if ((rc = run_flexgen_policy(&u, e)))
         return rc;
     if (cfg->precision == KV_INT4 && r->policy.cache_gpu != 0)

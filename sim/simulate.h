@@ -169,6 +169,13 @@ struct sim_result {
                                    place, not in it) */
     double relay_s;             /* host staging of pageable KV before its copies (in
                                    transfer_s) */
+    double estimate_s;          /* of compute_s, the selection's estimate of the step's row
+                                   as its runtime computes it on the GPU (cost_estimate_ns:
+                                   InfiniGen's speculation, Quest's page bounds) */
+    double gather_s;            /* the host's gather of speculated KV before its copies (in
+                                   transfer_s; cost_estimate_gather_ns) */
+    double estimate_gpu_bytes;  /* GPU memory the estimate holds beside the KV, at the
+                                   longest context (out of the KV's share) */
     double bytes_h2d, bytes_d2h;
     double hbm_weight_bytes;    /* decode: device memory read for the weights (and the
                                    head), once per GPU batch (cost_layer_hbm_bytes) */

@@ -310,6 +310,10 @@ check $? "infinigen's speculation without a prompt is refused, not skewed by not
     --gen-len 96 --selection swa --placement alisa-cache --gpu-kv-bytes 30KiB -o "$tmp/x.trace" 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "cannot hold the [0-9]* tokens this step attends" "$tmp/err" && [ ! -e "$tmp/x.trace" ]
 check $? "record: a device arena too small is an error, no trace left"
+"$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 64 \
+    --gen-len 8 --selection h2o --placement gpu-only --gpu-kv-bytes 30KiB -o "$tmp/x.trace" 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "cannot hold the prompt's first [0-9]* of 64 tokens" "$tmp/err" && [ ! -e "$tmp/x.trace" ]
+check $? "record: a device arena smaller than the prompt says so, not '0 tokens this step attends'"
 "$alisa" record --model stories260K --text "$text/tinystories_val_subset.txt" --prompt-len 8 \
     --gen-len 8 --log "$tmp/x.log" -o "$tmp/x.trace" 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "needs --selection or --placement" "$tmp/err" && [ ! -e "$tmp/x.trace" ]

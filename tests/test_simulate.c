@@ -345,6 +345,87 @@ static void test_int4_kv_is_priced_where_flexgen_runs_it(void **state)
     free(dir);
 }
 
+/* A selection's estimate priced as its runtime computes it (issue 45):
+ * InfiniGen's speculation at R = 0.5 and Quest's page bounds on the toy
+ * (hidden 4, 2 heads of 2 values, kv_dim 4), counted by hand from their
+ * code (costmodel.c). */
+static void test_selection_estimate_is_priced_as_its_runtime_runs_it(void **state)
+{
+    (void)state;
+    struct sel_estimate ig = {SEL_ESTIMATE_PARTIAL, 0, 0.5, "partial-ratio"},
+                        qb = {SEL_ESTIMATE_PAGE_BOUNDS, 2, 0, "bounds"},
+                        exact = {SEL_ESTIMATE_EXACT, 0, 0, NULL};
+    double w, kv, per, fixed;
+    /* InfiniGen: p_w_q is 0.5 x 4 x 4 FP16 weights, 16 bytes; a held token
+     * costs its partial key (0.5 x 4 channels x 2 bytes) 3 times (the
+     * bmm's read, torch.cat's read and write) and 12 passes over 2 heads'
+     * FP16 scores: 12 + 48 = 60 bytes */
+    cost_estimate_bytes(&tu_toy, &ig, 10, &w, &kv);
+    assert_true(fabs(w - 16) < 1e-9 && fabs(kv - 600) < 1e-9);
+    /* 600 bytes at 1 byte/ns, and the GEMM of 8 weights at 1 row: 16 FLOPs
+     * at 1/ns against 16 bytes at 1 byte/ns, 16 ns */
+    assert_true(fabs(cost_estimate_ns(&tu_toy, &tu_unit_hw, &ig, 1, 10) - 616) < 1e-9);
+    cost_estimate_state_bytes(&tu_toy, &ig, &per, &fixed);
+    assert_true(fabs(per - 4) < 1e-9 && fabs(fixed - 16) < 1e-9);
+    assert_true(fabs(cost_estimate_gather_ns(&tu_unit_hw, &ig, 100) - 200) < 1e-9);
+    /* Quest, pages of 2: a page's max and min keys (2 x 4 x 2 bytes) and 2
+     * heads' scores written and read (2 x 2 x 2): 24 bytes a page, 12 a
+     * token; its bounds hold 8 bytes a token; no host gather, no weights */
+    cost_estimate_bytes(&tu_toy, &qb, 10, &w, &kv);
+    assert_true(w == 0 && fabs(kv - 120) < 1e-9);
+    cost_estimate_state_bytes(&tu_toy, &qb, &per, &fixed);
+    assert_true(fabs(per - 8) < 1e-9 && fixed == 0);
+    assert_true(cost_estimate_gather_ns(&tu_unit_hw, &qb, 100) == 0);
+    assert_true(cost_estimate_ns(&tu_toy, &tu_unit_hw, &exact, 1, 10) == 0);
+
+    /* in the run: FlexGen's cache on the CPU, infinigen selecting in the
+     * toy's one layer (--every-layer 1), with and without its speculation */
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "tiny.trace");
+    write_tiny(path);
+    struct sim_config c = toy_config(path, "flexgen-copy", 2);
+    c.sel = selection_find("infinigen");
+    c.sel_params.budget_tokens = 2;
+    c.sel_params.knob[2] = 1; /* every-layer */
+    c.percent_given = 1;
+    c.percent = (struct flexgen_policy){1, 0};
+    struct sim_result base, r;
+    struct alisa_err e = {{0}};
+    assert_int_equal(sim_run(&c, &base, NULL, &e), 0);
+    assert_true(base.estimate_s == 0 && base.gather_s == 0 && base.estimate_gpu_bytes == 0);
+    c.sel_params.knob[1] = 0.5; /* partial-ratio */
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    /* the trace's exact row still selects: the same loads */
+    assert_true(r.bytes_h2d == base.bytes_h2d && base.bytes_h2d > 0);
+    /* steps at contexts 3 and 4: 3 x 60 + 16 and 4 x 60 + 16 ns */
+    assert_true(fabs(r.estimate_s - (196 + 256) * 1e-9) < 1e-15);
+    assert_true(fabs(r.compute_s - base.compute_s - (196 + 256) * 1e-9) < 1e-15);
+    /* every loaded byte read and written once on the host at 1 byte/ns */
+    assert_true(fabs(r.gather_s - 2 * r.bytes_h2d * 1e-9) < 1e-15);
+    assert_true(r.total_s > base.total_s);
+    /* p_w_q's 16 bytes and 4 bytes a token of 4 positions, out of the KV's room */
+    assert_true(fabs(r.estimate_gpu_bytes - (16 + 4 * 4)) < 1e-9);
+    assert_true(fabs(base.gpu_kv_capacity_bytes - r.gpu_kv_capacity_bytes - 32) < 1e-9);
+    /* its first two layers dense (no --every-layer): the toy's one layer
+     * pays nothing */
+    c.sel_params.knob[2] = 0;
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    assert_true(r.estimate_s == 0 && r.gather_s == 0 && r.estimate_gpu_bytes == 0);
+    /* refused where it is not priced */
+    struct hw_profile measured = tu_unit_hw;
+    measured.attn_ns_per_token = 3;
+    c.hw = &measured;
+    assert_int_equal(sim_run(&c, &r, NULL, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "selection infinigen --partial-ratio on profile unit"));
+    c = toy_config(path, "vllm", 2);
+    c.sel = selection_find("quest");
+    c.sel_params.knob[1] = 1; /* bounds */
+    assert_int_equal(sim_run(&c, &r, NULL, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "selection quest --bounds under system vllm"));
+    tu_rmdir(dir);
+    free(dir);
+}
+
 static void test_flexgen_attends_its_cpu_share_on_the_cpu(void **state)
 {
     (void)state;
@@ -1195,6 +1276,7 @@ int main(void)
         cmocka_unit_test(test_accelerate_loads_every_step_with_exact_transfer_times),
         cmocka_unit_test(test_flexgen_attends_its_cpu_share_on_the_cpu),
         cmocka_unit_test(test_int4_kv_is_priced_where_flexgen_runs_it),
+        cmocka_unit_test(test_selection_estimate_is_priced_as_its_runtime_runs_it),
         cmocka_unit_test(test_serial_profile_runs_every_task_in_turn),
         cmocka_unit_test(test_measured_gemm_and_attention_terms_price_the_steps),
         cmocka_unit_test(test_gemm_kernel_shape_between_measured_rows),

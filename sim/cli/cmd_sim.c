@@ -366,6 +366,9 @@ static void sim_report_json(const struct sim_opts *o, const struct sim_result *r
     json_object_set_new(root, "transfer_d2h_s", json_real(r.transfer_d2h_s));
     json_object_set_new(root, "host_s", json_real(r.host_s));
     json_object_set_new(root, "relay_s", json_real(r.relay_s));
+    json_object_set_new(root, "estimate_s", json_real(r.estimate_s));
+    json_object_set_new(root, "gather_s", json_real(r.gather_s));
+    json_object_set_new(root, "estimate_gpu_bytes", json_real(r.estimate_gpu_bytes));
     double dom_s;
     const char *waiting;
     json_object_set_new(root, "dominant", json_string(sim_dominant(&r, &dom_s, &waiting)));
@@ -446,6 +449,13 @@ static int sim_report_text(const struct sim_opts *o, const struct sim_result *re
     printf("dominant     %s %.3f s (%.0f%% of the decode)%s%s\n", dom, dom_s,
            decode_s > 0 ? 100 * dom_s / decode_s : 0, waiting ? ", waiting on the " : "",
            waiting ? waiting : "");
+    struct sel_estimate est;
+    sel_estimate_of(cfg->sel, &cfg->sel_params, &est);
+    if (est.kind != SEL_ESTIMATE_EXACT)
+        printf("estimate     %s --%s, priced as its runtime computes it (the trace's exact "
+               "row selects): %.3f s on the GPU (in compute), %.3f s gathering on the host (in "
+               "transfer), %.2f GB of GPU memory beside the KV\n", cfg->sel->name,
+               est.knob, r.estimate_s, r.gather_s, r.estimate_gpu_bytes / 1e9);
     printf("traffic      %.3f GB host->GPU, %.3f GB GPU->host; %.0f tokens recomputed\n",
            r.bytes_h2d / 1e9, r.bytes_d2h / 1e9, r.recomputed_tokens);
     printf("GPU memory   the decode reads %.3f GB of weights and %.3f GB of KV (the CPU's "

@@ -72,8 +72,8 @@ int scheduler_create(struct scheduler **out, const struct scheduler_config *cfg,
     if (est.kind != SEL_ESTIMATE_EXACT && !cfg->keys)
         return err_set(e, ALISA_EINVAL, "selection %s: its estimate of the step's row is "
                        "computed from keys, which a trace does not hold; only the executor "
-                       "(alisa run, record, eval) runs it; leave --%s out for the exact row, "
-                       "the method's upper bound", cfg->sel->name, est.knob);
+                       "(alisa run, record, eval) runs it (alisa sim prices it); leave --%s "
+                       "out for the exact row, the method's upper bound", cfg->sel->name, est.knob);
     struct scheduler *s = calloc(1, sizeof *s);
     if (!s)
         return err_set(e, ALISA_ENOMEM, "out of memory for the scheduler");

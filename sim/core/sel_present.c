@@ -283,7 +283,7 @@ static const struct sel_knob quest_knobs[] = {
     {"page-size", 1, 1, 4096, "16", "tokens a page (ranked whole by its heaviest token)"},
     {"bounds", 1, 1, 1, "the exact row, Quest's upper bound",
      "1: pages ranked by Quest's own estimate, each page's min/max keys against the query "
-     "(the executor computes it; a trace's replay cannot)"},
+     "(the executor computes it; alisa sim prices it, the trace's exact row selecting)"},
     {"every-layer", 1, 1, 1, "its first two layers dense, as its code runs them",
      "1: select in every layer, the first two too"},
 };
@@ -346,7 +346,8 @@ static const struct sel_knob infinigen_knobs[] = {
     {"partial-ratio", 0, 0.01, 1, "the exact row, InfiniGen's upper bound",
      "score with InfiniGen's own speculation: this share of each head's channels (0.2 in its "
      "scripts) after skewing by the prompt's queries, the query speculated from the layer "
-     "before's input (the executor computes it; a trace's replay cannot)"},
+     "before's input (the executor computes it; alisa sim prices it, the trace's exact row "
+     "selecting)"},
     {"every-layer", 1, 1, 1, "its first two layers dense, as its code runs them",
      "1: select in every layer, the first two too"},
 };

@@ -264,6 +264,69 @@ void cost_layer_hbm_bytes(const struct model_shape *m, const struct hw_profile *
     *kv = attn_read_bytes(m, &k, attended_total, sparse, &gather) + gather;
 }
 
+/* InfiniGen's speculation (snu-comparch/InfiniGen, speedup/flexgen/
+ * infinigen): kv_selection_controller.py speculate_attention runs p_q =
+ * F.linear(hidden, p_w_q), p_w_q R of Wq's rows (FP16), then
+ * torch.bmm(p_q, p_k_c) over the partial key cache (R of each token's key
+ * channels, FP16), and over the scores (FP16, one a head and token): the
+ * bmm's write, max's read, repeat's write of the threshold, where's reads
+ * of both and of the ones_like and zeros_like it writes, its write, sum's
+ * read and topk's: 12 passes of 2 bytes. flex_opt.py (OptLM's layer,
+ * around prev_partial_cache_read_buf) extends the partial key cache each
+ * step by torch.cat, reading and writing it whole. */
+#define IG_SCORE_PASSES 12.0
+/* Quest (mit-han-lab/Quest, quest/models/QuestAttention.py): decode_estimate
+ * reads each page's metadata, its channels' max and min keys (FP16, kept in
+ * a paged cache of their own, quest/utils/controller.py), and writes a
+ * score a head and page (q's dtype, quest/utils/__init__.py), which
+ * decode_topk reads. */
+
+void cost_estimate_bytes(const struct model_shape *m, const struct sel_estimate *est,
+                         double resident_total, double *weights, double *kv)
+{
+    struct kv_shape k = kv_shape_of(m, KV_FP16);
+    *weights = *kv = 0;
+    if (est->kind == SEL_ESTIMATE_PARTIAL) {
+        *weights = est->ratio * m->hidden * (double)m->hidden * 2.0;
+        *kv = resident_total * (3.0 * est->ratio * k.kv_dim * 2.0 +
+                                IG_SCORE_PASSES * 2.0 * m->n_heads);
+    } else if (est->kind == SEL_ESTIMATE_PAGE_BOUNDS && est->page > 0) {
+        *kv = resident_total / est->page * (2.0 * k.kv_dim * 2.0 + 2.0 * 2.0 * m->n_heads);
+    }
+}
+
+double cost_estimate_ns(const struct model_shape *m, const struct hw_profile *hw,
+                        const struct sel_estimate *est, uint32_t batch, double resident_total)
+{
+    double w, kv;
+    cost_estimate_bytes(m, est, resident_total, &w, &kv);
+    double t = kv / hbm_bytes_per_ns(hw);
+    if (w > 0) /* p_w_q's GEMM: R x hidden x hidden weights (2 bytes each) */
+        t += gemm_ns(hw, w / 2.0, batch);
+    return t;
+}
+
+void cost_estimate_state_bytes(const struct model_shape *m, const struct sel_estimate *est,
+                               double *per_token, double *fixed)
+{
+    struct kv_shape k = kv_shape_of(m, KV_FP16);
+    *per_token = *fixed = 0;
+    if (est->kind == SEL_ESTIMATE_PARTIAL) {
+        *per_token = est->ratio * k.kv_dim * 2.0;
+        *fixed = est->ratio * m->hidden * (double)m->hidden * 2.0;
+    } else if (est->kind == SEL_ESTIMATE_PAGE_BOUNDS && est->page > 0) {
+        *per_token = 2.0 * k.kv_dim * 2.0 / est->page;
+    }
+}
+
+double cost_estimate_gather_ns(const struct hw_profile *hw, const struct sel_estimate *est,
+                               double bytes)
+{
+    /* select_kv: F.embedding over the CPU's K and V into the pinned
+     * prefetch_kv buffer, on the host, before the copy is issued */
+    return est->kind == SEL_ESTIMATE_PARTIAL && bytes > 0 ? 2.0 * bytes / hw->host_mem_gbps : 0;
+}
+
 double cost_iteration_layer_ns(const struct model_shape *m, const struct hw_profile *hw,
                                const struct iteration_shape *it, enum kv_precision precision,
                                int sparse, int with_head)

@@ -16,6 +16,7 @@
 
 #include "catalog.h"
 #include "placement.h"
+#include "selection.h"
 
 /* FP32 is what the CPU executor stores, for replaying its runs exactly.
  * INT4 is FlexGen's --compress-cache, simulated only (no executor stores
@@ -126,6 +127,41 @@ double cost_layer_compute_ns(const struct model_shape *m, const struct hw_profil
 void cost_layer_hbm_bytes(const struct model_shape *m, const struct hw_profile *hw,
                           double attended_total, enum kv_precision precision, int sparse,
                           int with_head, double *weights, double *kv);
+
+/* A selection's estimate of the step's row (sel_estimate: Quest's page
+ * bounds, InfiniGen's partial-channel speculation) as its own runtime runs
+ * it on the GPU, in one selecting layer of one decode step for `batch`
+ * sequences holding resident_total tokens in all (issue 45); EXACT costs
+ * nothing (the upper bound a trace gives). Bytes, counted from each
+ * method's code (costmodel.c names the lines):
+ * *weights the partial query weights it reads (InfiniGen: R of Wq's
+ * columns); *kv what it reads and writes per resident token (InfiniGen:
+ * the partial key cache read by the scoring bmm and copied whole by the
+ * step's torch.cat, and the scores' passes; Quest: each page's min and max
+ * keys and its per-head score). Cannot fail. */
+void cost_estimate_bytes(const struct model_shape *m, const struct sel_estimate *est,
+                         double resident_total, double *weights, double *kv);
+
+/* The same estimate's device time: the partial query GEMM (the profile's
+ * GEMM price for that many weights at `batch` rows) plus *kv at the
+ * profile's HBM rate. ns. Cannot fail. */
+double cost_estimate_ns(const struct model_shape *m, const struct hw_profile *hw,
+                        const struct sel_estimate *est, uint32_t batch, double resident_total);
+
+/* What the estimate keeps on the GPU in one selecting layer beside the KV:
+ * *per_token bytes a held token adds (InfiniGen's partial key cache, Quest's
+ * page bounds), *fixed the layer's partial query weights. Bytes. Cannot
+ * fail. */
+void cost_estimate_state_bytes(const struct model_shape *m, const struct sel_estimate *est,
+                               double *per_token, double *fixed);
+
+/* The host's gather of `bytes` of speculated K and V into the pinned
+ * staging buffer before their copy, where the estimate's runtime gathers on
+ * the host (InfiniGen: select_kv over the CPU's cache, flex_opt.py
+ * prefetch_cache): each byte read and written once at host_mem_gbps; 0
+ * for any other estimate. ns. Cannot fail. */
+double cost_estimate_gather_ns(const struct hw_profile *hw, const struct sel_estimate *est,
+                               double bytes);
 
 /* One serving iteration (issue 46) in one layer: `rows` token rows through
  * the weight GEMMs (one per decoding request plus every prompt token of the
