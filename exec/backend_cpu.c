@@ -186,9 +186,12 @@ static void ig_free(struct cpu_state *s)
  * layer l >= 1 into s->ig_qs from the rows' layer l - 1 inputs, then
  * layer l's kept for layer l + 1. Layer 0 has no layer before: under
  * --every-layer 1 it scores from its own query (by default InfiniGen's
- * first two layers are dense: selection_ops.dense_layers). The caller runs
- * it in calls with a decode row only. Returns 0, or -1 with cm->err set. */
-static int ig_speculate(struct cpu_state *s, struct backend_common *cm, uint32_t l, uint32_t R)
+ * first two layers are dense: selection_ops.dense_layers, and a dense
+ * layer's own query is not speculated: `selects` 0, its input only kept).
+ * The caller runs it in calls with a decode row only. Returns 0, or -1
+ * with cm->err set. */
+static int ig_speculate(struct cpu_state *s, struct backend_common *cm, uint32_t l, uint32_t R,
+                        int selects)
 {
     const struct llm_config *c = &s->m->c;
     const struct llm_weights *w = &s->m->w;
@@ -206,7 +209,7 @@ static int ig_speculate(struct cpu_state *s, struct backend_common *cm, uint32_t
         s->ig_qs = q;
         s->ig_rows = R;
     }
-    if (l > 0) {
+    if (l > 0 && selects) {
         qmat_gemm(s->ig_qs, s->ig_prev, &w->wq[l], R, s->qscratch);
         if (c->arch == LLM_ARCH_OPT)
             cpu_add_bias(s->ig_qs, w->bq + (size_t)l * d, R, d);
@@ -307,7 +310,8 @@ static int ig_present(struct cpu_state *s, struct backend_common *cm, uint32_t b
         }
         s->ig_ready[st] = 1;
         size_t ready = 0, streams = (size_t)s->batch * c->n_layers;
-        while (ready < streams && s->ig_ready[ready])
+        while (ready < streams &&
+               (s->ig_ready[ready] || !scheduler_stream_needs_present(cm->sched, (uint32_t)ready)))
             ready++;
         if (ready == streams) { /* every stream skewed: the prompt's queries are done with */
             free(s->ig_q);
@@ -424,7 +428,7 @@ static uint32_t tiered_gather(struct cpu_state *s, struct backend_common *cm,
             s->ig_ready[st] = 0; /* a new sequence in this slot */
         memcpy(s->ig_q + (st * s->ig_qlen + pos) * m->c.dim, q, m->c.dim * sizeof *q);
     }
-    if (pos >= cm->prompt_len && scheduler_needs_present(cm->sched)) {
+    if (pos >= cm->prompt_len && scheduler_stream_needs_present(cm->sched, stream)) {
         if (cpu_present(s, cm, est, b, l, pos, q, qe, k, v, tl))
             return 0;
         present = s->present;
@@ -546,9 +550,11 @@ static int tiered_attend(struct cpu_state *s, struct backend_common *cm,
             cpu_rope(q, d, hs, cs, sn);
             cpu_rope(kb, kv, hs, cs, sn);
         }
+        /* whether this stream selects (not one of the dense leading layers) */
+        const int sel_layer = scheduler_stream_needs_present(cm->sched, b * c->n_layers + l);
         /* InfiniGen's speculated query (ig_speculate), rotated as q is */
         float *qe = q;
-        if (est.kind == SEL_ESTIMATE_PARTIAL && l > 0 && pos >= cm->prompt_len) {
+        if (est.kind == SEL_ESTIMATE_PARTIAL && sel_layer && l > 0 && pos >= cm->prompt_len) {
             qe = s->ig_qs + (size_t)r * d;
             if (rope)
                 cpu_rope(qe, d, hs, cs, sn);
@@ -562,9 +568,9 @@ static int tiered_attend(struct cpu_state *s, struct backend_common *cm,
             return -1;
         /* output replaces the normed input */
         cpu_attend(q, s->K, s->V, n_att, kv, hs, group, H, s->att, s->max_len, s->w, act);
-        const float *present = pos >= cm->prompt_len && scheduler_needs_present(cm->sched) &&
-                                       est.kind == SEL_ESTIMATE_EXACT
-                                   ? s->present : NULL;
+        const float *present =
+            pos >= cm->prompt_len && sel_layer && est.kind == SEL_ESTIMATE_EXACT ? s->present
+                                                                                 : NULL;
         if (row && present) {
             memcpy(row, present, n * sizeof *row);
         } else if (row) {
@@ -632,7 +638,9 @@ static const float *cpu_forward_rows(struct cpu_state *s, struct backend_common 
                   opt ? w->ln_att_b + (size_t)l * d : NULL, R);
         if (speculate) { /* the speculation is the selection's time */
             uint64_t t1 = backend_mono_ns();
-            if (ig_speculate(s, cm, l, R))
+            /* a layer's streams are all dense or all selecting */
+            if (ig_speculate(s, cm, l, R,
+                             scheduler_stream_needs_present(cm->sched, slot[0] * c->n_layers + l)))
                 return NULL;
             double spec = (double)(backend_mono_ns() - t1);
             tl[T_SCHED] += spec;

@@ -422,7 +422,8 @@ static void test_a_selection_that_lost_its_state_stops_the_step(void **state)
 
 /* Quest and InfiniGen attend their first two layers densely, as their code
  * does (selection_ops.dense_layers): with streams numbered sequence *
- * layers + layer, layers 0 and 1 of each sequence attend every token,
+ * layers + layer, layers 0 and 1 of each sequence attend every token
+ * (and need no present row: scheduler_stream_needs_present),
  * layers 2 and 3 their method's picks; --every-layer 1
  * (knob 2) selects in every layer; a shell that does not number its streams
  * by layer (layers 0) gets no dense streams. */
@@ -448,9 +449,12 @@ static void test_quest_and_infinigen_attend_their_first_two_layers_densely(void 
             for (uint32_t st = 0; st < 8; st++) {
                 for (uint32_t pos = 0; pos < 64; pos++)
                     assert_int_equal(scheduler_prefill(s, st, pos, NULL, 64, &plan), 0);
-                assert_int_equal(scheduler_step(s, st, 64, row, &plan), 0);
-                assert_false(plan.place.oom);
                 int dense = every == 0 && st % 4 < 2;
+                /* a dense stream needs no row: the shell computes none */
+                assert_int_equal(scheduler_stream_needs_present(s, st), !dense);
+                assert_int_equal(scheduler_step(s, st, 64, dense ? NULL : row, &plan), 0);
+                assert_false(plan.place.oom);
+                assert_true(scheduler_needs_present(s));
                 if (dense ? plan.n_attended != 65 : plan.n_attended >= 65)
                     fail_msg("%s, every-layer %d, stream %u: %u attended", sels[k]->name,
                              every, st, plan.n_attended);

@@ -196,7 +196,7 @@ int scheduler_step(struct scheduler *s, uint32_t stream, uint32_t pos, const flo
     if (st->ops->failed && st->ops->failed(st->sel))
         return ALISA_ENOMEM;
     uint32_t n_ret = 0, local = 0;
-    ALISA_ASSERT(present || !s->cfg.sel->needs_present);
+    ALISA_ASSERT(present || !st->ops->needs_present);
     uint32_t n_att = st->ops->select(st->sel, pos, st->ops->needs_present ? present : NULL,
                                      st->attended, s->retired, &n_ret, &local);
     ALISA_ASSERT(n_att >= 1 && n_att <= pos + 1 && st->attended[n_att - 1] == pos);
@@ -213,6 +213,11 @@ int scheduler_step(struct scheduler *s, uint32_t stream, uint32_t pos, const flo
 }
 
 int scheduler_needs_present(const struct scheduler *s) { return s->cfg.sel->needs_present; }
+
+int scheduler_stream_needs_present(const struct scheduler *s, uint32_t stream)
+{
+    return s->streams[stream].ops->needs_present;
+}
 
 void scheduler_present_estimate(const struct scheduler *s, struct sel_estimate *out)
 {

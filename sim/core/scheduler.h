@@ -79,8 +79,8 @@ int scheduler_prefill(struct scheduler *s, uint32_t stream, uint32_t pos, const 
 
 /* Decode step of the query at pos (tokens before pos must be produced):
  * selects, retires, places. present: the query's attention row over tokens
- * 0..pos (pos + 1 weights), required (non-NULL) when the selection needs it
- * (scheduler_needs_present), else ignored. Once a stream ran out of memory every later call
+ * 0..pos (pos + 1 weights), required (non-NULL) when the stream's selection needs
+ * it (scheduler_stream_needs_present), else ignored. Once a stream ran out of memory every later call
  * returns oom again and changes nothing. Returns 0, or ALISA_ENOMEM (plan
  * not made) when the selection's own state is incomplete because an
  * allocation in its observe failed: the shell stops with an error. */
@@ -91,6 +91,12 @@ int scheduler_step(struct scheduler *s, uint32_t stream, uint32_t pos, const flo
  * needs_present): the shell computes or reads that row before each
  * scheduler_step and prices the step's loads after it. Cannot fail. */
 int scheduler_needs_present(const struct scheduler *s);
+
+/* 1 when this stream's selection reads the current step's row: the run's
+ * selection on a stream it selects in, 0 on a stream its dense leading
+ * layers attend whole (selection_ops.dense_layers), whose step the shell
+ * need not compute a row for. Cannot fail. */
+int scheduler_stream_needs_present(const struct scheduler *s, uint32_t stream);
 
 /* What that row is (sel_estimate_of): the exact row, or the estimate the
  * selection's real form computes from keys, which the shell then computes
