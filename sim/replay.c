@@ -342,8 +342,10 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
     if (ks.kv_dim == 0)
         return err_set(e, ALISA_EINVAL, "%s: model shape gives no KV (hidden %u, heads %u, kv heads %u)",
                        path, h.hidden, h.n_heads, h.n_kv_heads);
-    struct scheduler_config sc = {.sel = cfg->sel, .sel_params = cfg->sel_params, .place = cfg->place,
-                              .n_streams = n_streams, .layers = h.n_layers, .max_len = max_len};
+    struct scheduler_config sc = {.sel = cfg->sel, .sel_params = cfg->sel_params,
+                                  .place = cfg->place, .n_streams = n_streams,
+                                  .layers = cfg->every_layer_selects ? 0 : h.n_layers,
+                                  .max_len = max_len};
     struct place_params *pp = &sc.place_params;
     /* the one derivation of a stream's tiers, the executor's too */
     struct tier_storage store = {ks, cfg->inputs_outside};

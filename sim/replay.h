@@ -30,6 +30,10 @@ struct replay_config {
                                    trace's model (the simulator passes the target model's) */
     uint64_t capacity_streams;  /* streams the capacities are split over; 0 = the trace's
                                    (the simulator passes batch x model layers) */
+    int every_layer_selects;    /* 1: the selection runs in every trace layer, its dense
+                                   leading layers (selection_ops.dense_layers) not taken as
+                                   the trace's first ones (the simulator replays the model's
+                                   dense layers apart, with the dense selection) */
     uint32_t positions;         /* replay only query positions below this; 0 = all */
     int cpu_attention;          /* flexgen-static: attend CPU shares on the CPU */
     int flexgen_whole;          /* flexgen-static: FlexGen's split by whole trace sequences

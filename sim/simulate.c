@@ -546,11 +546,20 @@ struct run {
     struct trace_header th;
     struct kv_shape ks;
     double gpu_kv, cpu_kv;       /* the tiers' KV bytes */
-    double *mult;                /* (S * Lt) model streams per trace stream */
+    double *mult;                /* (S * Lt) model streams per trace stream (selecting
+                                    layers' when dense_m > 0) */
     uint32_t *tl_of;             /* (Lm) trace layer of each model layer */
     double *slots_of;            /* (S) batch slots reading each trace sequence */
     struct collect c;            /* the plans, per trace stream and step */
     struct replay_totals tot;
+    /* a selection's dense leading model layers (dense_m of them: Quest's and
+     * InfiniGen's first two) replayed apart with the dense selection, so
+     * they are the model's layers whatever the trace's count; the main
+     * replay then selects in every trace layer */
+    uint32_t dense_m;
+    double *mult_d;              /* (S * Lt) dense model streams per trace stream */
+    struct collect cd;           /* their plans (gpu_at and cpu_at shared with c) */
+    struct replay_totals tot_d;
     struct engine g;             /* the task graph */
     uint64_t *sched;             /* (Lm * N) the scheduler's ns within each COMPUTE task */
     struct alisa_sched alisa;    /* placement alisa: the schedule, in positions */
@@ -565,14 +574,13 @@ struct run {
     struct sel_estimate est;     /* the selection's estimate, priced (cost_estimate_ns) */
     struct sel_params selp;      /* the selection's parameters as replayed: the exact row in
                                     the estimate's place (a trace holds no keys) */
-    uint32_t dense_tl;           /* leading trace layers the selection attends densely */
 };
 
-/* Whether model layer l selects (its trace layer is past the selection's
- * dense leading layers), so pays its estimate. */
+/* Whether model layer l selects (it is past the selection's dense leading
+ * layers), so pays its estimate. */
 static int selecting_layer(const struct run *u, uint32_t l)
 {
-    return (uint64_t)l * u->Lt / u->Lm >= u->dense_tl;
+    return l >= u->dense_m;
 }
 
 /* What a PyTorch runtime (every system here but vLLM) holds on the GPU
@@ -763,6 +771,16 @@ static int run_map_streams(struct run *u, struct alisa_err *e)
     u->c.prefill_d2h = calloc((size_t)Lt * S, sizeof *u->c.prefill_d2h);
     u->c.gpu_at = calloc(N, sizeof *u->c.gpu_at);
     u->c.cpu_at = calloc(N, sizeof *u->c.cpu_at);
+    if (u->dense_m) {
+        u->mult_d = calloc((size_t)S * Lt, sizeof *u->mult_d);
+        u->cd = u->c;
+        u->cd.mult = u->mult_d;
+        u->cd.steps = calloc((size_t)N * Lt * S, sizeof *u->cd.steps);
+        u->cd.prefill_d2h = calloc((size_t)Lt * S, sizeof *u->cd.prefill_d2h);
+        if (!u->mult_d || !u->cd.steps || !u->cd.prefill_d2h)
+            return err_set(e, ALISA_ENOMEM, "out of memory for the dense layers' %u steps x %u "
+                           "layers x %u sequences", N, Lt, S);
+    }
     u->tl_of = malloc(u->Lm * sizeof *u->tl_of);
     u->slots_of = calloc(S, sizeof *u->slots_of);
     if (!u->mult || !u->c.steps || !u->c.prefill_d2h || !u->c.gpu_at || !u->c.cpu_at ||
@@ -775,10 +793,10 @@ static int run_map_streams(struct run *u, struct alisa_err *e)
         u->slots_of[i % S] += 1;
     for (uint32_t l = 0; l < u->Lm; l++)
         for (uint32_t s = 0; s < S; s++)
-            u->mult[s * Lt + u->tl_of[l]] += u->slots_of[s];
+            (l < u->dense_m ? u->mult_d : u->mult)[s * Lt + u->tl_of[l]] += u->slots_of[s];
     for (uint32_t s = 0; s < S; s++)
         for (uint32_t t = 0; t < Lt; t++)
-            u->r->trace_streams += u->mult[s * Lt + t] > 0;
+            u->r->trace_streams += u->mult[s * Lt + t] > 0 || (u->dense_m && u->mult_d[s * Lt + t] > 0);
     return 0;
 }
 
@@ -808,9 +826,29 @@ static int run_replay(struct run *u, struct alisa_err *e)
                                  .flexgen_whole = cfg->system->flexgen_whole,
                                  .inputs_outside = cfg->system->inputs_outside,
                                  .extend = u->extend ? &u->ext : NULL,
-                                 .sched = u->r->scheduled ? &u->alisa : NULL};
+                                 .sched = u->r->scheduled ? &u->alisa : NULL,
+                                 .every_layer_selects = u->dense_m > 0};
     if ((rc = replay_trace(cfg->trace, &rcfg, &u->tot, collect_plan, &u->c, e)))
         return rc;
+    if (u->dense_m) { /* the model's dense leading layers, every token attended */
+        struct replay_config d = rcfg;
+        d.sel = &sel_dense_ops;
+        d.sel_params = (struct sel_params){0};
+        if ((rc = replay_trace(cfg->trace, &d, &u->tot_d, collect_plan, &u->cd, e)))
+            return rc;
+        if (u->tot_d.oom && (!u->tot.oom || u->tot_d.oom_pos < u->tot.oom_pos)) {
+            u->tot.oom = 1;
+            u->tot.oom_cpu = u->tot_d.oom_cpu;
+            u->tot.oom_pos = u->tot_d.oom_pos;
+            u->tot.gpu_cap_tokens = u->tot_d.gpu_cap_tokens;
+        }
+        if (u->tot_d.phase2_pos >= 0 &&
+            (u->tot.phase2_pos < 0 || u->tot_d.phase2_pos < u->tot.phase2_pos))
+            u->tot.phase2_pos = u->tot_d.phase2_pos;
+        if (u->tot_d.phase3_pos >= 0 &&
+            (u->tot.phase3_pos < 0 || u->tot_d.phase3_pos < u->tot.phase3_pos))
+            u->tot.phase3_pos = u->tot_d.phase3_pos;
+    }
     r->recall_mean = u->tot.recall_mean;
     r->recall_min = u->tot.recall_min;
     if (u->tot.oom) {
@@ -848,7 +886,8 @@ static void price_layer(struct run *u, uint32_t j, uint32_t l, const struct sche
     const double kv_bytes = (double)cost_kv_bytes(&u->ks); /* a token's, on the GPU tier */
     double att = 0, miss = 0, rec = 0, h2d = 0, d2h = 0, cpu = 0, moved = 0, ret = 0,
            resident = 0;
-    const struct stream_step *row = &u->c.steps[((size_t)j * u->Lt + u->tl_of[l]) * S];
+    const struct collect *c = l < u->dense_m ? &u->cd : &u->c;
+    const struct stream_step *row = &c->steps[((size_t)j * u->Lt + u->tl_of[l]) * S];
     for (uint32_t s = 0; s < S; s++) {
         const double w = u->slots_of[s];
         att += w * row[s].attended;
@@ -916,12 +955,13 @@ static void price_layer(struct run *u, uint32_t j, uint32_t l, const struct sche
     double gpu_att = att - cpu / kv_bytes;
     if (gpu_att < 0)
         gpu_att = 0;
+    /* a selection's dense leading layers attend whole, gathering nothing */
+    const int gathers = cfg->sel->gathers && selecting_layer(u, l);
     double gpu = ngb * cost_layer_compute_ns(u->m, hw, u->B / u->ngb, gpu_att / ngb,
-                                             resident / ngb, cfg->precision, cfg->sel->gathers,
+                                             resident / ngb, cfg->precision, gathers,
                                              l == u->Lm - 1);
     double wb, kvb;
-    cost_layer_hbm_bytes(u->m, hw, gpu_att, cfg->precision, cfg->sel->gathers, l == u->Lm - 1,
-                         &wb, &kvb);
+    cost_layer_hbm_bytes(u->m, hw, gpu_att, cfg->precision, gathers, l == u->Lm - 1, &wb, &kvb);
     r->hbm_weight_bytes += ngb * wb;
     r->hbm_kv_bytes += kvb;
     if (u->est.kind != SEL_ESTIMATE_EXACT && selecting_layer(u, l)) {
@@ -963,7 +1003,9 @@ static int run_price(struct run *u, struct alisa_err *e)
     double prefill_d2h = 0;
     for (uint32_t s = 0; s < S; s++)
         for (uint32_t t = 0; t < Lt; t++)
-            prefill_d2h += u->mult[s * Lt + t] * u->c.prefill_d2h[(size_t)t * S + s];
+            prefill_d2h += u->mult[s * Lt + t] * u->c.prefill_d2h[(size_t)t * S + s] +
+                           (u->dense_m ? u->mult_d[s * Lt + t] * u->cd.prefill_d2h[(size_t)t * S + s]
+                                       : 0);
     double prefill_ns = 0;
     if (cfg->prefill_stepwise) /* position p attends p + 1 tokens, dense */
         for (uint32_t p = 0; p < cfg->prompt_len; p++)
@@ -1078,6 +1120,10 @@ static void run_free(struct run *u)
     free(u->c.prefill_d2h);
     free(u->c.gpu_at);
     free(u->c.cpu_at);
+    replay_totals_free(&u->tot_d);
+    free(u->mult_d);
+    free(u->cd.steps);
+    free(u->cd.prefill_d2h);
     free(u->tl_of);
     free(u->slots_of);
 }
@@ -1233,7 +1279,9 @@ static int sim_run_one(const struct sim_config *cfg, struct sim_result *r, FILE 
     sel_estimate_of(cfg->sel, &cfg->sel_params, &u.est);
     if (u.est.kind != SEL_ESTIMATE_EXACT && (rc = estimate_check(&u, e)))
         return rc;
-    u.dense_tl = cfg->sel->dense_layers ? cfg->sel->dense_layers(&u.selp) : 0;
+    u.dense_m = cfg->sel->dense_layers ? cfg->sel->dense_layers(&u.selp) : 0;
+    if (u.dense_m > u.Lm)
+        u.dense_m = u.Lm;
     if ((rc = run_flexgen_policy(&u, e)))
         return rc;
     if (cfg->precision == KV_INT4 && r->policy.cache_gpu != 0)

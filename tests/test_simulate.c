@@ -426,6 +426,37 @@ static void test_selection_estimate_is_priced_as_its_runtime_runs_it(void **stat
     free(dir);
 }
 
+/* A selection's dense leading layers are the model's, whatever the trace's
+ * layer count: a one-layer trace replayed for a 4-layer toy under
+ * infinigen (budget 2, uniform rows: 2 tokens a step) attends every token
+ * in model layers 0 and 1 and 2 in layers 2 and 3. GPU reads, FP16 KV of
+ * 16 bytes a token: the dense layers 2 x (3 + 4) x 16 = 224 bytes over the
+ * two steps (no gather); the selecting ones 2 x (2 + 2) tokens x (16 + the
+ * gather's 2 x 16 + 2 heads x 4 x 2 bytes of local sums) = 512. */
+static void test_dense_leading_layers_are_the_models(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "tiny.trace");
+    write_tiny(path);
+    struct model_shape m4 = tu_toy;
+    m4.n_layers = 4;
+    struct sim_config c = toy_config(path, "dense-gpu", 2);
+    c.model = &m4;
+    c.sel = selection_find("infinigen");
+    c.sel_params.budget_tokens = 2;
+    struct sim_result r;
+    struct alisa_err e = {{0}};
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    assert_false(r.oom);
+    assert_true(fabs(r.hbm_kv_bytes - (224 + 512)) < 1e-9);
+    c.sel_params.knob[2] = 1; /* --every-layer 1: all four select */
+    assert_int_equal(sim_run(&c, &r, NULL, &e), 0);
+    assert_true(fabs(r.hbm_kv_bytes - 2 * 512) < 1e-9);
+    tu_rmdir(dir);
+    free(dir);
+}
+
 static void test_flexgen_attends_its_cpu_share_on_the_cpu(void **state)
 {
     (void)state;
@@ -1277,6 +1308,7 @@ int main(void)
         cmocka_unit_test(test_flexgen_attends_its_cpu_share_on_the_cpu),
         cmocka_unit_test(test_int4_kv_is_priced_where_flexgen_runs_it),
         cmocka_unit_test(test_selection_estimate_is_priced_as_its_runtime_runs_it),
+        cmocka_unit_test(test_dense_leading_layers_are_the_models),
         cmocka_unit_test(test_serial_profile_runs_every_task_in_turn),
         cmocka_unit_test(test_measured_gemm_and_attention_terms_price_the_steps),
         cmocka_unit_test(test_gemm_kernel_shape_between_measured_rows),
