@@ -126,6 +126,7 @@ void llm_state_free(struct llm_state *s)
         return;
     s->ops->destroy(s->be);
     free(s->c.t_layer);
+    free(s->c.slot_prompt);
     free(s);
 }
 
@@ -145,6 +146,35 @@ void llm_state_tiered(struct llm_state *s, struct scheduler *sched, struct kvsto
     s->c.sched = sched;
     s->c.ks = sched ? ks : NULL;
     s->c.prompt_len = prompt_len;
+}
+
+int llm_state_slot_begin(struct llm_state *s, uint32_t b, uint32_t prompt_len)
+{
+    struct backend_common *c = &s->c;
+    ALISA_ASSERT(b < c->batch && prompt_len <= c->max_len);
+    if (!c->sched)
+        return 0;
+    struct sel_estimate est;
+    scheduler_present_estimate(c->sched, &est);
+    if (est.kind == SEL_ESTIMATE_PARTIAL)
+        return err_set(&c->err, ALISA_EINVAL, "InfiniGen's speculation (--%s) skews by one "
+                       "prompt for every sequence: not run on sequences with prompts of their "
+                       "own", est.knob);
+    if (!c->slot_prompt) {
+        if (!(c->slot_prompt = malloc(c->batch * sizeof *c->slot_prompt)))
+            return err_set(&c->err, ALISA_ENOMEM, "out of memory for %u slots", c->batch);
+        for (uint32_t i = 0; i < c->batch; i++)
+            c->slot_prompt[i] = c->prompt_len;
+    }
+    c->slot_prompt[b] = prompt_len;
+    for (uint32_t l = 0; l < c->m->c.n_layers; l++) {
+        uint32_t stream = b * c->m->c.n_layers + l;
+        int rc = scheduler_stream_reset(c->sched, stream, &c->err);
+        if (rc)
+            return rc;
+        kvstore_stream_reset(c->ks, stream);
+    }
+    return 0;
 }
 
 const struct alisa_err *llm_state_error(const struct llm_state *s) { return &s->c.err; }
@@ -199,9 +229,9 @@ const float *llm_forward_rows(struct llm_state *s, const uint32_t *tokens, const
                 "(rows at their own positions: the CPU backend)", s->ops->name);
         return NULL;
     }
-    if (c->sched) {
-        err_set(&s->c.err, ALISA_EINVAL, "rows at their own positions run on the dense cache "
-                "only (the tiered cache takes one prompt length for every sequence)");
+    if (c->sched && !c->slot_prompt) {
+        err_set(&s->c.err, ALISA_EINVAL, "rows at their own positions on the tiered cache need "
+                "each slot's prompt length (llm_state_slot_begin)");
         return NULL;
     }
     ALISA_ASSERT(R >= 1);
@@ -261,8 +291,9 @@ int backend_plan(struct backend_common *c, uint32_t b, uint32_t l, uint32_t pos,
 {
     uint32_t stream = b * c->m->c.n_layers + l;
     uint64_t t0 = backend_mono_ns();
-    if (pos < c->prompt_len)
-        scheduler_prefill(c->sched, stream, pos, NULL, c->prompt_len, plan);
+    const uint32_t prompt = backend_prompt(c, b);
+    if (pos < prompt)
+        scheduler_prefill(c->sched, stream, pos, NULL, prompt, plan);
     else if (scheduler_step(c->sched, stream, pos, present, plan)) {
         err_set(&c->err, ALISA_ENOMEM, "sequence %u layer %u position %u: out of memory in the "
                 "selection's state", b, l, pos);
@@ -280,12 +311,12 @@ int backend_plan(struct backend_common *c, uint32_t b, uint32_t l, uint32_t pos,
                 scheduler_stream_cpu_cap(c->sched, stream));
         return -1;
     }
-    if (plan->place.oom && pos < c->prompt_len) {
+    if (plan->place.oom && pos < prompt) {
         /* a prompt position's plan attends nothing: it holds the prompt so far */
         err_set(&c->err, ALISA_EINVAL, "sequence %u layer %u position %u: the device KV arena "
                 "(%u tokens a sequence and layer) cannot hold the prompt's first %u of %u "
                 "tokens (raise --gpu-kv-bytes, or give the placement a host tier)", b, l, pos,
-                scheduler_stream_gpu_cap(c->sched, stream), pos + 1, c->prompt_len);
+                scheduler_stream_gpu_cap(c->sched, stream), pos + 1, prompt);
         return -1;
     }
     if (plan->place.oom) {
@@ -318,8 +349,8 @@ double backend_observe(struct backend_common *c, uint32_t b, uint32_t l, uint32_
             dense[ids[a]] = fp16_to_float(fp16_from_float(w[a]));
         c->attn_computed++;
     }
-    if (pos < c->prompt_len)
-        scheduler_observe_prefill(c->sched, stream, pos, dense, c->prompt_len);
+    if (pos < backend_prompt(c, b))
+        scheduler_observe_prefill(c->sched, stream, pos, dense, backend_prompt(c, b));
     else
         scheduler_observe_dense(c->sched, stream, dense);
     double dt = (double)(backend_mono_ns() - t0);

@@ -33,6 +33,8 @@ struct backend_common {
     struct scheduler *sched; /* tiered mode when non-NULL (borrowed) */
     struct kvstore *ks;      /* borrowed, made by the backend's kvstore op */
     uint32_t prompt_len;
+    uint32_t *slot_prompt;   /* (batch) each slot's own prompt length once a slot began a
+                              * sequence (llm_state_slot_begin); NULL: prompt_len for all */
     struct alisa_err err;    /* of the last failed forward */
     FILE *timings;           /* JSON lines, borrowed; NULL: off */
     FILE *plan_log;          /* decision log (planlog.h), borrowed; NULL: off */
@@ -49,6 +51,12 @@ struct backend_common {
                               * call's one position, (batch, n_layers, n_heads, pos + 1);
                               * dense passes of a backend with attn_heads_out; NULL: off */
 };
+
+/* Sequence b's prompt length: its slot's own, else the state's. */
+static inline uint32_t backend_prompt(const struct backend_common *c, uint32_t b)
+{
+    return c->slot_prompt ? c->slot_prompt[b] : c->prompt_len;
+}
 
 /* What a shell asks of a backend instead of testing which one it is: the
  * fields and the calibration hooks below. */

@@ -419,7 +419,8 @@ static uint32_t tiered_gather(struct cpu_state *s, struct backend_common *cm,
     uint32_t stream = b * m->c.n_layers + l;
     struct scheduler_plan plan;
     const float *present = NULL;
-    if (pos < cm->prompt_len && est->kind == SEL_ESTIMATE_PARTIAL) {
+    const uint32_t prompt = backend_prompt(cm, b);
+    if (pos < prompt && est->kind == SEL_ESTIMATE_PARTIAL) {
         /* InfiniGen skews by the prompt's queries: kept for the first decode step */
         if (ig_alloc(s, cm, est->ratio))
             return 0;
@@ -428,7 +429,7 @@ static uint32_t tiered_gather(struct cpu_state *s, struct backend_common *cm,
             s->ig_ready[st] = 0; /* a new sequence in this slot */
         memcpy(s->ig_q + (st * s->ig_qlen + pos) * m->c.dim, q, m->c.dim * sizeof *q);
     }
-    if (pos >= cm->prompt_len && scheduler_stream_needs_present(cm->sched, stream)) {
+    if (pos >= prompt && scheduler_stream_needs_present(cm->sched, stream)) {
         if (cpu_present(s, cm, est, b, l, pos, q, qe, k, v, tl))
             return 0;
         present = s->present;
@@ -450,7 +451,7 @@ static uint32_t tiered_gather(struct cpu_state *s, struct backend_common *cm,
     float *cv = s->value_cache + (size_t)b * s->max_len * kv;
     s->K = ck;
     s->V = cv;
-    if (pos < cm->prompt_len) { /* prefill: the whole prompt so far, wherever it lies */
+    if (pos < prompt) { /* prefill: the whole prompt so far, wherever it lies */
         for (uint32_t t = 0; t <= pos; t++) {
             kvstore_fetch(cm->ks, m, stream, l, t, ck + (size_t)t * kv, cv + (size_t)t * kv);
             s->ids[t] = t;
@@ -550,11 +551,12 @@ static int tiered_attend(struct cpu_state *s, struct backend_common *cm,
             cpu_rope(q, d, hs, cs, sn);
             cpu_rope(kb, kv, hs, cs, sn);
         }
+        const uint32_t prompt = backend_prompt(cm, b);
         /* whether this stream selects (not one of the dense leading layers) */
         const int sel_layer = scheduler_stream_needs_present(cm->sched, b * c->n_layers + l);
         /* InfiniGen's speculated query (ig_speculate), rotated as q is */
         float *qe = q;
-        if (est.kind == SEL_ESTIMATE_PARTIAL && sel_layer && l > 0 && pos >= cm->prompt_len) {
+        if (est.kind == SEL_ESTIMATE_PARTIAL && sel_layer && l > 0 && pos >= prompt) {
             qe = s->ig_qs + (size_t)r * d;
             if (rope)
                 cpu_rope(qe, d, hs, cs, sn);
@@ -569,8 +571,7 @@ static int tiered_attend(struct cpu_state *s, struct backend_common *cm,
         /* output replaces the normed input */
         cpu_attend(q, s->K, s->V, n_att, kv, hs, group, H, s->att, s->max_len, s->w, act);
         const float *present =
-            pos >= cm->prompt_len && sel_layer && est.kind == SEL_ESTIMATE_EXACT ? s->present
-                                                                                 : NULL;
+            pos >= prompt && sel_layer && est.kind == SEL_ESTIMATE_EXACT ? s->present : NULL;
         if (row && present) {
             memcpy(row, present, n * sizeof *row);
         } else if (row) {
@@ -619,7 +620,7 @@ static const float *cpu_forward_rows(struct cpu_state *s, struct backend_common 
         scheduler_present_estimate(cm->sched, &est);
     int speculate = 0; /* InfiniGen's, in a call with a decode row */
     for (uint32_t r = 0; est.kind == SEL_ESTIMATE_PARTIAL && r < R && !speculate; r++)
-        speculate = pos_of[r] >= cm->prompt_len;
+        speculate = pos_of[r] >= backend_prompt(cm, slot[r]);
     /* OPT adds its learned position, row pos + 2 (modeling_opt.py's offset) */
     for (uint32_t r = 0; r < R; r++) {
         float *x = s->x + (size_t)r * d;

@@ -87,6 +87,16 @@ int llm_state_kvstore(struct llm_state *s, uint32_t n_streams, uint32_t max_len,
 void llm_state_tiered(struct llm_state *s, struct scheduler *sched, struct kvstore *ks,
                       uint32_t prompt_len);
 
+/* A new sequence in slot b of a tiered state (a serving shell's next
+ * request, or a preempted one started over): the slot's streams emptied in
+ * the scheduler and the arenas (scheduler_stream_reset,
+ * kvstore_stream_reset), its positions below prompt_len prefill from now
+ * on; once a slot began, rows at their own positions (llm_forward_rows)
+ * run on the tiered cache. Does nothing to a dense state. Returns 0, or an
+ * error code with llm_state_error set (InfiniGen's speculation, which
+ * skews by one prompt for all, is refused; out of memory). */
+int llm_state_slot_begin(struct llm_state *s, uint32_t b, uint32_t prompt_len);
+
 /* Runs tokens[b] at position pos for every sequence b (positions 0..pos-1
  * must have been run). Returns the logits, (batch, vocab), owned by s and
  * valid until the next call; NULL when the tiered cache cannot hold the step
@@ -104,7 +114,7 @@ const float *llm_forward(struct llm_state *s, const uint32_t *tokens, uint32_t p
  * logits for each request's last row only), or of every row ((R, vocab))
  * when head_rows is NULL; valid until the next call. NULL (llm_state_error
  * says why) on a backend that runs sequences in lockstep only (CUDA) or
- * with the tiered cache attached. A bad row (token, slot, position, order)
+ * with the tiered cache attached before any llm_state_slot_begin. A bad row (token, slot, position, order)
  * is a caller's bug: asserted. The CPU backend's lockstep call is this with
  * rows b * P + i. */
 const float *llm_forward_rows(struct llm_state *s, const uint32_t *tokens, const uint32_t *slot,

@@ -184,6 +184,20 @@ int kvstore_create_tiered(struct kvstore **out, const struct llm_config *c, uint
     return create(out, c, n_streams, max_len, dev_cap, host_cap, 0, ops, e);
 }
 
+void kvstore_stream_reset(struct kvstore *ks, uint32_t stream)
+{
+    struct arena *ar[2] = {&ks->dev[stream], &ks->host[stream]};
+    for (int i = 0; i < 2; i++) {
+        for (uint32_t j = 0; j < ar[i]->cap; j++)
+            ar[i]->free[j] = ar[i]->cap - 1 - j;
+        ar[i]->n_free = ar[i]->cap;
+    }
+    for (size_t t = (size_t)stream * ks->max_len; t < (size_t)(stream + 1) * ks->max_len; t++)
+        ks->dev_slot[t] = ks->host_slot[t] = -1;
+    if (ks->int8)
+        ks->n_closed[stream] = 0;
+}
+
 int32_t kvstore_dev_slot(const struct kvstore *ks, uint32_t stream, uint32_t t)
 {
     return ks->dev_slot[(size_t)stream * ks->max_len + t];

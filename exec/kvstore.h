@@ -85,6 +85,11 @@ int kvstore_create_tiered(struct kvstore **out, const struct llm_config *c, uint
                           uint32_t max_len, uint32_t dev_cap, uint32_t host_cap,
                           const struct kv_tier_ops *ops, struct alisa_err *e);
 
+/* Empties a stream for a new sequence (a serving slot's next request):
+ * every slot of its arenas free, no token placed, INT8 groups open again.
+ * Cannot fail. */
+void kvstore_stream_reset(struct kvstore *ks, uint32_t stream);
+
 /* The device slot of token t of a stream, -1 when it has no device copy.
  * Cannot fail. */
 int32_t kvstore_dev_slot(const struct kvstore *ks, uint32_t stream, uint32_t t);

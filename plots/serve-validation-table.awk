@@ -1,9 +1,11 @@
 # Markdown tables of `alisa db export --query serve-validate` rows (alisa
 # serve-run --predict: the executor serving a stream against the serving
 # simulator on the same stream; issue 46, item 4), one or more CSVs,
-# columns found by their header names. A point is in the second held-out
-# set when its sweep's name says "heldout2" (fixed after the first set had
-# been seen), in the first when it says "heldout", else in-sample.
+# columns found by their header names. A point is in the offloading
+# held-out set when its sweep's name says "offload" (streams under a
+# selection and an offloading placement), in the second held-out set when
+# it says "heldout2" (fixed after the first set had been seen), in the
+# first when it says "heldout", else in-sample.
 # 1. Per stream: the set, the stream (requests, rate, burstiness, lengths),
 #    the batching (running cap, token budget, chunked prefill, KV blocks),
 #    iterations and preemptions measured and predicted, the error of the
@@ -35,12 +37,14 @@ function spr(x) { return x == "" ? "" : sprintf(" [%.0f%%]", x) }
 function absv(x) { return x < 0 ? -x : x }
 f("status") != "ok" { next }
 {
-    set = f("sweep") ~ /heldout2/ ? "held out 2" : f("sweep") ~ /heldout/ ? "held out 1" : "in-sample"
+    set = f("sweep") ~ /offload/ ? "held out, offloading" : f("sweep") ~ /heldout2/ ? "held out 2" \
+        : f("sweep") ~ /heldout/ ? "held out 1" : "in-sample"
     model = f("model"); sub(/.*\//, "", model); sub(/\.(gguf|bin)$/, "", model)
     stream = f("requests") " x " (f("rate") == 0 ? "at once" : f("rate") "/s" (f("burstiness") != 1 ? " (Gamma " f("burstiness") ")" : "")) \
         ", " f("prompt_min") "-" f("prompt_max") " + " f("output_min") "-" f("output_max")
     batching = f("max_num_seqs") " running, " f("max_batched_tokens") " tokens" \
-        (f("chunked_prefill") == 0 ? ", no chunking" : "") ", " f("kv_blocks") " blocks"
+        (f("chunked_prefill") == 0 ? ", no chunking" : "") ", " f("kv_blocks") " blocks" \
+        (f("placement") != "" && f("placement") != "gpu-only" ? ", " f("selection") " / " f("placement") : "")
     printf "| %s | %s | %s | %s | %s (%s) | %s (%s) |", set, model, stream, batching,
         f("iterations"), f("predicted_iterations"), f("preemptions"), f("predicted_preemptions")
     for (m = 1; m <= nm; m++)

@@ -474,7 +474,9 @@ static const char q_serve_validate[] =
     R("tests.ttft.ks_d") " AS ttft_ks_d, " R("tests.ttft.ks_p") " AS ttft_ks_p, " R("tests.ttft.tost_p") " AS ttft_tost_p, "
     R("tests.tpot.ks_d") " AS tpot_ks_d, " R("tests.tpot.ks_p") " AS tpot_ks_p, " R("tests.tpot.tost_p") " AS tpot_tost_p, "
     R("tests.e2e.ks_d") " AS e2e_ks_d, " R("tests.e2e.ks_p") " AS e2e_ks_p, " R("tests.e2e.tost_p") " AS e2e_tost_p, "
-    "wall_s FROM runs WHERE json_extract(config, '$.command') = 'serve-run'";
+    "wall_s, " R("selection") " AS selection, " R("placement") " AS placement, "
+    R("kv_offloads") " AS kv_offloads, " R("kv_loads") " AS kv_loads "
+    "FROM runs WHERE json_extract(config, '$.command') = 'serve-run'";
 
 static const char q_runs[] =
     "SELECT sweep, point, config_hash, status, error, code_version, wall_s, created, config "

@@ -337,6 +337,31 @@ check $? "serve-run: a request no pool holds is refused by name"
 "$alisa" serve-run "${sv[@]}" --max-num-seqs 0 >/dev/null 2>"$tmp/err"
 [ $? -eq 2 ] && grep -q "max-num-seqs 0" "$tmp/err"
 check $? "serve-run: a bad option value is a usage error"
+# ... and under the scheduler core, each request's KV in its slot's arenas:
+# dense/gpu-only through the tiered cache writes the dense cache's tokens,
+# under a pool that preempts too (each request begins its slot again, its
+# prompt and what it had generated recomputed); H2O under LRU with a small
+# device arena offloads and completes
+"$alisa" serve-run "${sv[@]}" --requests 16 --rate 0 --max-num-seqs 4 \
+    --outputs "$tmp/o1.txt" >/dev/null 2>"$tmp/err" &&
+    "$alisa" serve-run "${sv[@]}" --requests 16 --rate 0 --max-num-seqs 4 --kv-bytes 200K \
+        --selection dense --placement gpu-only --json --outputs "$tmp/o2.txt" >"$tmp/sr.json" 2>>"$tmp/err" &&
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["preemptions"] > 0 and d["placement"] == "gpu-only"' "$tmp/sr.json" &&
+    cmp -s "$tmp/o1.txt" "$tmp/o2.txt" && [ "$(wc -l <"$tmp/o1.txt")" -eq 16 ]
+check $? "serve-run on the tiered cache, preempted, writes the dense cache's tokens"
+"$alisa" serve-run "${sv[@]}" --requests 16 --rate 0 --max-num-seqs 4 --selection h2o \
+    --placement lru --gpu-kv-bytes 120k --json --outputs "$tmp/o3.txt" >"$tmp/sr.json" 2>"$tmp/err" &&
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["kv_offloads"] > 0 and d["requests"] == 16 and d["selection"] == "h2o"' "$tmp/sr.json" &&
+    awk -v f="$tmp/o1.txt" 'BEGIN { while ((getline l < f) > 0) { split(l, a, " "); n[a[1]] = length(a) } }
+        { if (NF != n[$1]) bad = 1 } END { exit bad || NR != 16 }' "$tmp/o3.txt" &&
+    ! cmp -s "$tmp/o1.txt" "$tmp/o3.txt"
+check $? "serve-run under h2o / lru offloads, every request's tokens written, not the dense ones"
+"$alisa" serve-run "${sv[@]}" --requests 4 --selection infinigen --partial-ratio 0.2 >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "partial-ratio: InfiniGen's speculation" "$tmp/err"
+check $? "serve-run: InfiniGen's speculation (one prompt for all) refused"
+"$alisa" serve-run "${sv[@]}" --requests 4 --kv-int8 >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "FP32 KV only" "$tmp/err"
+check $? "serve-run: INT8 KV refused"
 fi
 if [ "$part" != 1 ]; then
 # calibration: a profile the catalog loads; bad backends and repeats refused

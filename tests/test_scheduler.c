@@ -469,6 +469,60 @@ static void test_quest_and_infinigen_attend_their_first_two_layers_densely(void 
  * token every step and needs a step's worth of staging slots (dense: every
  * token), the first none. The parameters are copied: the caller's array
  * may go at once. */
+/* A stream begun again (a serving slot's next request) decides as a fresh
+ * scheduler's stream: H2O under LRU with a small device tier over 40
+ * positions, then reset and run again: the same attended sets, moves and
+ * retirements at every step. An offline placement is refused. */
+static void test_a_reset_stream_decides_as_a_fresh_one(void **state)
+{
+    (void)state;
+    float row[41];
+    struct scheduler_config sc = {
+        .sel = &sel_h2o_ops, .sel_params = {.sparsity = 0.6}, .place = &place_lru_ops,
+        .place_params = {.gpu_bytes = 20, .cpu_bytes = 64, .kv_bytes = 1},
+        .n_streams = 1, .max_len = 64};
+    struct scheduler *s;
+    struct alisa_err e = {{0}};
+    assert_int_equal(scheduler_create(&s, &sc, NULL, &e), 0);
+    uint32_t first[41][41], n_first[41], moves[41];
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass)
+            assert_int_equal(scheduler_stream_reset(s, 0, &e), 0);
+        struct scheduler_plan plan;
+        for (uint32_t pos = 0; pos <= 40; pos++) {
+            for (uint32_t t = 0; t <= pos; t++) /* heavier on a few old tokens */
+                row[t] = (t % 7 == 1 ? 5.0f : 1.0f) / (float)(pos + 1);
+            if (pos < 16) {
+                assert_int_equal(scheduler_prefill(s, 0, pos, row, 16, &plan), 0);
+                scheduler_observe_prefill(s, 0, pos, row, 16);
+                continue;
+            }
+            assert_int_equal(scheduler_step(s, 0, pos, NULL, &plan), 0);
+            assert_false(plan.place.oom);
+            uint32_t m = plan.place.n_load + plan.place.n_offload + plan.n_retired;
+            if (!pass) {
+                n_first[pos] = plan.n_attended;
+                moves[pos] = m;
+                memcpy(first[pos], plan.attended, plan.n_attended * sizeof *plan.attended);
+            } else {
+                assert_int_equal(plan.n_attended, n_first[pos]);
+                assert_int_equal(m, moves[pos]);
+                assert_memory_equal(plan.attended, first[pos],
+                                    plan.n_attended * sizeof *plan.attended);
+            }
+            scheduler_observe_dense(s, 0, row);
+        }
+    }
+    scheduler_destroy(s);
+    struct kv_future fut = {0};
+    sc.place = &place_belady_ops;
+    sc.sel = &sel_dense_ops;
+    assert_int_equal(scheduler_create(&s, &sc, &fut, &e), 0);
+    assert_int_equal(scheduler_stream_reset(s, 0, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "offline bound"));
+    scheduler_destroy(s);
+}
+
 static void test_streams_take_their_own_placement_parameters(void **state)
 {
     (void)state;
@@ -578,6 +632,7 @@ int main(void)
         cmocka_unit_test(test_a_selection_that_lost_its_state_stops_the_step),
         cmocka_unit_test(test_quest_and_infinigen_attend_their_first_two_layers_densely),
         cmocka_unit_test(test_streams_take_their_own_placement_parameters),
+        cmocka_unit_test(test_a_reset_stream_decides_as_a_fresh_one),
         cmocka_unit_test(test_flexgen_split_puts_whole_sequences_on_each_tier),
         cmocka_unit_test(test_flexgen_by_whole_sequences_moves_whole_tokens_of_the_cpu_sequences),
         cmocka_unit_test(test_every_selection_and_placement_keeps_the_invariants),

@@ -33,7 +33,7 @@
 #include "workload.h"
 
 struct serve_run_opts {
-    const char *model, *tokenizer, *text, *requests, *per_request, *timeline;
+    const char *model, *tokenizer, *text, *requests, *per_request, *timeline, *outputs;
     const char *trace; /* --predict's */
     struct kv_opts kvo; /* --weights and --threads; --predict's --profile and --hardware */
     struct wl_params wl;
@@ -82,17 +82,20 @@ static const struct cli_opt serve_run_own[] = {
      "executor's own KV pool) on --profile, and report each metric's\n"
      "error and the latency distributions' KS and TOST tests", 0},
     {"profile", "FILE", CLI_STR, SR(kvo.profile), NULL, 0,
-     "--predict: calibrated hardware profile (alisa calibrate -o)", 0},
-    {"hardware", "NAME", CLI_STR, SR(kvo.hardware), NULL, 0,
-     "--predict: the profile's hardware to use (default its last)", 0},
+     "calibrated hardware profile (alisa calibrate -o): --predict's,\n"
+     "and a placement's prices of load against recompute (--hardware\n"
+     "picks its section; default its last)", 0},
+    {"outputs", "FILE", CLI_STR, SR(outputs), NULL, 0,
+     "each request's generated token ids, one line a request (id, then\n"
+     "the ids), from the last run", 0},
     {"trace", "FILE", CLI_STR, SR(trace), NULL, 0,
      "--predict: attention trace the simulated requests replay", 0},
     {"json", NULL, CLI_FLAG, SR(json), NULL, 0, "print JSON", 0},
     {0}};
 
 static const struct cli_group serve_run_groups[] = {
-    {serve_run_own, 0}, {cli_stream_opts, SR(wl)}, {exec_weights_table, SR(kvo)}};
-static const struct cli_command_opts serve_run_command = {serve_run_groups, 3, 0, 0};
+    {serve_run_own, 0}, {cli_stream_opts, SR(wl)}, KV_GROUPS(struct serve_run_opts, kvo)};
+static const struct cli_command_opts serve_run_command = {serve_run_groups, 5, 1, 0};
 #undef SR
 
 void cmd_serve_run_usage(FILE *out)
@@ -100,16 +103,20 @@ void cmd_serve_run_usage(FILE *out)
     fprintf(out,
             "usage: alisa serve-run --model M --text FILE [options]\n"
             "\n"
-            "Serves a stream of requests on the executor (CPU backend, every token's KV\n"
-            "kept): the stream alisa serve simulates from the same options and seed (or\n"
-            "the same CSV), batched by the same scheduler code (vLLM V1's rules: a token\n"
+            "Serves a stream of requests on the executor (CPU backend; every token's KV in\n"
+            "one dense cache, or under --selection and --placement each request's KV\n"
+            "placed token by token in its slot's device and host arenas by the scheduler\n"
+            "core, as alisa run places it): the stream alisa serve simulates from the same\n"
+            "options and seed (or the same CSV), batched by the same scheduler code\n"
+            "(vLLM V1's rules: a token\n"
             "budget, decodes first, prompts chunked, preemption by recomputation when the\n"
             "KV pool is full), each iteration one forward pass over every running\n"
             "request's rows; prompts from the text, outputs greedy. Requests arrive on\n"
             "the wall clock; reports each one's time to first token, time per output\n"
             "token and latency (mean, P50, P90, P99), throughput and goodput. With\n"
             "--predict, the serving simulator (alisa serve) runs the same stream with the\n"
-            "same batching on this run's KV pool and a calibrated profile, and each\n"
+            "same batching, selection and placement on this run's KV pool and arenas and a\n"
+            "calibrated profile, and each\n"
             "metric's error is reported with KS and TOST tests of the per-request latencies\n"
             "(experiments/serve-validate runs it over fixed held-out streams).\n"
             "\n");
@@ -117,7 +124,11 @@ void cmd_serve_run_usage(FILE *out)
     fprintf(out, "\nexamples (run as shown by tests/readme_test.sh):\n"
                  "  alisa serve-run --model stories260K --text "
                  "../shared/models/eval-text/tinystories_val_subset.txt --requests 12 --rate 200 "
-                 "--prompt-len 16:48 --output-len 8:24\n");
+                 "--prompt-len 16:48 --output-len 8:24\n"
+                 "  alisa serve-run --model stories260K --text "
+                 "../shared/models/eval-text/tinystories_val_subset.txt --requests 12 --rate 200 "
+                 "--prompt-len 16:48 --output-len 8:24 --max-num-seqs 4 --selection h2o "
+                 "--placement lru --gpu-kv-bytes 120k\n");
 }
 
 /* The executor's KV pool in blocks, and which slot of the state each
@@ -125,6 +136,11 @@ void cmd_serve_run_usage(FILE *out)
 struct pool_ctx {
     uint64_t blocks, used;
     uint32_t bt;
+    /* the tiered cache's slots begin a sequence when taken (NULL: dense) */
+    struct llm_state *st;
+    const struct batcher *batcher;
+    const uint32_t *plen;
+    int rc;              /* llm_state_slot_begin's failure, else 0 */
     uint64_t *held;      /* (n) blocks per request */
     uint32_t *slot;      /* (n) its slot, UINT32_MAX while it has none */
     uint32_t *free_slot; /* stack of free slots */
@@ -148,6 +164,11 @@ static void pool_take(void *user, uint32_t id, uint32_t last)
     if (c->slot[id] == UINT32_MAX) { /* running requests never outnumber the slots */
         ALISA_ASSERT(c->n_free > 0);
         c->slot[id] = c->free_slot[--c->n_free];
+        /* a request (again, after preemption: its prompt and what it had
+         * generated, recomputed as one prompt) begins in the slot */
+        if (c->st && !c->rc)
+            c->rc = llm_state_slot_begin(c->st, c->slot[id],
+                                         c->plen[id] + batcher_generated(c->batcher, id));
     }
     c->used += blocks_of(c, last) - c->held[id];
     c->held[id] = blocks_of(c, last);
@@ -183,11 +204,13 @@ struct exec_stream {
     double *scratch;
     struct pool_ctx pc;
     double block_bytes; /* a block's FP32 K and V over every layer */
+    struct tiered tr;   /* under --selection or --placement: the scheduler and arenas */
 };
 
 static void stream_free(struct exec_stream *x)
 {
     llm_state_free(x->st);
+    tiered_free(&x->tr);
     free(x->toks);
     free(x->plen);
     free(x->olen);
@@ -244,6 +267,12 @@ static int stream_setup(struct exec_stream *x, const struct loaded *l, const str
         x->pc.blocks = o->kv_bytes ? o->kv_bytes / (uint64_t)x->block_bytes
                                    : bpr * o->max_num_seqs;
         rc = exec_state_create(&x->st, &o->kvo, l->m, o->max_num_seqs, max_len, e);
+    }
+    if (!rc)
+        rc = kv_opts_attach(&x->tr, &o->kvo, l->m, x->st, o->max_num_seqs, max_len, max_len, e);
+    if (!rc && x->tr.sched) {
+        x->pc.st = x->st;
+        x->pc.plen = x->plen;
     }
     free(text);
     return rc;
@@ -304,6 +333,8 @@ static int stream_serve(struct exec_stream *x, FILE *tl, struct serve_result *r,
         x->pc.free_slot[x->pc.n_free++] = o->max_num_seqs - 1 - s;
     struct batcher_config bc = {o->max_num_seqs, o->max_batched_tokens, o->no_chunked_prefill};
     int rc = batcher_create(&bt, &bc, n, x->plen, x->olen, e);
+    x->pc.batcher = bt;
+    x->pc.rc = 0;
     const struct batcher_memory mem = {&x->pc, pool_fits, pool_take, pool_release};
     double t0 = cli_now_s(), running_sum = 0;
     uint32_t next = 0, done = 0;
@@ -319,6 +350,10 @@ static int stream_serve(struct exec_stream *x, FILE *tl, struct serve_result *r,
         if ((rc = batcher_plan(bt, &mem, x->items, &n_it, &preempted, &stuck)))
             break;
         r->preemptions += preempted;
+        if (x->pc.rc) {
+            rc = err_set(e, x->pc.rc, "%s", llm_state_error(x->st)->msg);
+            break;
+        }
         if (stuck != UINT32_MAX) {
             rc = err_set(e, ALISA_EINVAL, "request %u (%u + %u tokens) does not fit --kv-bytes "
                          "(%llu blocks of %u tokens) alone", stuck, x->plen[stuck],
@@ -440,9 +475,10 @@ static int serve_compare(const struct serve_result *runs, uint32_t n_runs, uint3
     return 0;
 }
 
-/* The simulator on the same stream: dense attention and gpu-only
- * placement (the executor's dense cache), FP32 KV, the same batching and
- * the executor's own pool, on the profile's hardware. */
+/* The simulator on the same stream: the run's selection and placement
+ * (dense and gpu-only for the executor's dense cache), FP32 KV, the same
+ * batching, the executor's own pool and its device arena's tokens per
+ * request and layer, on the profile's hardware. */
 static int serve_predict(const struct exec_stream *x, const struct llm_model *m,
                          struct serve_result *pred, char *hw_name, size_t hw_size,
                          struct alisa_err *e)
@@ -455,9 +491,15 @@ static int serve_predict(const struct exec_stream *x, const struct llm_model *m,
         return rc;
     struct model_shape shape;
     llm_model_shape(m, &shape);
+    const uint64_t token_bytes = (uint64_t)m->c.kv_dim * 2 * 4; /* FP32 K and V, one layer */
     struct serve_config cfg = {
-        .trace = o->trace, .model = &shape, .hw = hw, .sel = selection_find("dense"),
-        .sel_params = {.sparsity = SEL_SPARSITY_DEFAULT}, .place = placement_find("gpu-only"),
+        .trace = o->trace, .model = &shape, .hw = hw,
+        .sel = selection_find(o->kvo.selection ? o->kvo.selection : "dense"),
+        .sel_params = o->kvo.sel,
+        .place = placement_find(o->kvo.placement ? o->kvo.placement : "gpu-only"),
+        .cpu_mem_bytes = (double)o->kvo.cpu_bytes,
+        .gpu_tokens = (uint32_t)(o->kvo.gpu_bytes /
+                                 ((uint64_t)o->max_num_seqs * m->c.n_layers * token_bytes)),
         .precision = KV_FP32, .kv_pool_bytes = (double)x->pc.blocks * x->block_bytes,
         .max_num_seqs = o->max_num_seqs, .max_batched_tokens = o->max_batched_tokens,
         .no_chunked_prefill = o->no_chunked_prefill, .block_tokens = o->block_tokens,
@@ -511,7 +553,9 @@ fail:
 static void check_print(const struct serve_check *k, const char *hw, const struct serve_result *pred,
                         const struct serve_run_opts *o)
 {
-    printf("\npredicted on %s (alisa serve, dense, the executor's pool; trace %s):\n", hw, o->trace);
+    printf("\npredicted on %s (alisa serve, %s / %s, the executor's pool and arenas; trace %s):\n",
+           hw, o->kvo.selection ? o->kvo.selection : "dense",
+           o->kvo.placement ? o->kvo.placement : "gpu-only", o->trace);
     cli_serve_print_latencies(pred, o->slo_ttft, o->slo_tpot);
     printf("\nerror, predicted against measured (the repeats' spread in brackets):\n");
     printf("  makespan %+.1f%%%s, throughput %+.1f%%\n", k->err[M_MAKESPAN],
@@ -554,11 +598,21 @@ static int report(const struct exec_stream *x, const char *model, const struct s
                   const struct serve_result *pred)
 {
     const struct serve_run_opts *o = x->o;
+    /* the tiered cache's moves, a run's (every run serves the same stream) */
+    uint64_t moves[3] = {0, 0, 0};
+    if (x->tr.ks)
+        kvstore_counts(x->tr.ks, &moves[0], &moves[1], &moves[2]);
+    const char *sel = o->kvo.selection ? o->kvo.selection : "dense",
+               *place = o->kvo.placement ? o->kvo.placement : "gpu-only";
     if (!o->json) {
         printf("%s on the CPU executor, %u requests, %u at most running, %u tokens an "
                "iteration, %llu KV blocks of %u tokens%s\n", model, x->n, o->max_num_seqs,
                o->max_batched_tokens, (unsigned long long)x->pc.blocks, o->block_tokens,
                n_runs > 1 ? "; the median of the runs" : "");
+        if (x->tr.sched)
+            printf("KV           %s / %s in each slot's arenas: a run offloads %.0f tokens, "
+                   "loads %.0f, recomputes %.0f\n", sel, place, (double)moves[0] / n_runs,
+                   (double)moves[1] / n_runs, (double)moves[2] / n_runs);
         cli_serve_print_latencies(r, o->slo_ttft, o->slo_tpot);
         if (k)
             check_print(k, hw, pred, o);
@@ -579,6 +633,11 @@ static int report(const struct exec_stream *x, const char *model, const struct s
     json_object_set_new(root, "max_batched_tokens", json_integer(o->max_batched_tokens));
     json_object_set_new(root, "chunked_prefill", json_boolean(!o->no_chunked_prefill));
     json_object_set_new(root, "kv_blocks", json_integer((json_int_t)x->pc.blocks));
+    json_object_set_new(root, "selection", json_string(sel));
+    json_object_set_new(root, "placement", json_string(place));
+    json_object_set_new(root, "kv_offloads", json_real((double)moves[0] / n_runs));
+    json_object_set_new(root, "kv_loads", json_real((double)moves[1] / n_runs));
+    json_object_set_new(root, "kv_recomputes", json_real((double)moves[2] / n_runs));
     json_object_set_new(root, "repeat", json_integer(n_runs));
     json_object_set_new(root, "workload", cli_serve_workload_json(o->requests, &o->wl));
     if (check)
@@ -601,9 +660,21 @@ static int serve_run_check(struct serve_run_opts *o)
         return cli_usage_error(cmd_serve_run_usage, "--repeat %u: expected 1..31", o->repeat);
     if (o->predict && (!o->kvo.profile || !o->trace))
         return cli_usage_error(cmd_serve_run_usage, "--predict needs --profile and --trace");
-    if (!o->predict && (o->kvo.profile || o->trace || o->kvo.hardware))
-        return cli_usage_error(cmd_serve_run_usage, "--profile, --hardware and --trace are "
-                               "--predict's");
+    if (!o->predict && o->trace)
+        return cli_usage_error(cmd_serve_run_usage, "--trace is --predict's");
+    if (!o->predict && !o->kvo.placement && (o->kvo.profile || o->kvo.hardware))
+        return cli_usage_error(cmd_serve_run_usage, "--profile and --hardware are --predict's "
+                               "and a placement's");
+    if ((rc = kv_opts_check(&o->kvo)))
+        return rc;
+    if (o->kvo.int8 || o->kvo.pipeline || (o->kvo.backend && strcmp(o->kvo.backend, "cpu")))
+        return cli_usage_error(cmd_serve_run_usage, "--kv-int8, --backend and --cuda-pipeline: "
+                               "the CPU backend serves FP32 KV only");
+    struct sel_estimate est;
+    const struct selection_ops *sel = o->kvo.selection ? selection_find(o->kvo.selection) : NULL;
+    if (sel && (sel_estimate_of(sel, &o->kvo.sel, &est), est.kind == SEL_ESTIMATE_PARTIAL))
+        return cli_usage_error(cmd_serve_run_usage, "--%s: InfiniGen's speculation skews by one "
+                               "prompt for every sequence; not served", est.knob);
     return 0;
 }
 
@@ -623,6 +694,23 @@ static uint32_t stream_max_len(const struct workload *w, const struct serve_run_
                                   o->max_batched_tokens);
     }
     return max_len;
+}
+
+/* Each request's generated tokens (the last run's) into o->outputs: its id,
+ * then the ids, one line a request. */
+static int write_outputs(const struct exec_stream *x, struct alisa_err *e)
+{
+    char part[4200];
+    FILE *f = outfile_open(x->o->outputs, part, sizeof part, "outputs", e);
+    if (!f)
+        return ALISA_EIO;
+    for (uint32_t i = 0; i < x->n; i++) {
+        fprintf(f, "%u", i);
+        for (uint32_t g = 0; g < x->olen[i]; g++)
+            fprintf(f, " %u", x->toks[(size_t)i * x->max_len + x->plen[i] + g]);
+        fputc('\n', f);
+    }
+    return outfile_close(f, part, x->o->outputs, 0, e);
 }
 
 /* The runs, each timeline in memory; the median run's written to
@@ -659,6 +747,8 @@ static int serve_runs(struct exec_stream *x, struct serve_result *runs, uint32_t
     free(len);
     if (!rc && o->per_request)
         rc = cli_serve_write_per_request(o->per_request, &runs[*pick], e);
+    if (!rc && o->outputs)
+        rc = write_outputs(x, e);
     return rc;
 }
 
@@ -668,7 +758,8 @@ int cmd_serve_run(int argc, char **argv)
                                .max_batched_tokens = 256, .block_tokens = 16, .repeat = 1,
                                .kvo = {.sel = {.sparsity = SEL_SPARSITY_DEFAULT}}};
     struct alisa_err e = {{0}};
-    int rc = cli_opts_parse(argc, argv, &serve_run_command, &o, NULL, cmd_serve_run_usage, NULL);
+    int rc = cli_opts_parse(argc, argv, &serve_run_command, &o, &o.kvo.knobs, cmd_serve_run_usage,
+                            NULL);
     if (rc || (rc = serve_run_check(&o)))
         return rc;
     struct workload w;

@@ -212,6 +212,26 @@ int scheduler_step(struct scheduler *s, uint32_t stream, uint32_t pos, const flo
     return 0;
 }
 
+int scheduler_stream_reset(struct scheduler *s, uint32_t stream, struct alisa_err *e)
+{
+    if (s->cfg.place->offline)
+        return err_set(e, ALISA_EINVAL, "placement '%s' is an offline bound over one recorded "
+                       "future: a stream cannot start a new sequence", s->cfg.place->name);
+    struct scheduler_stream *st = &s->streams[stream];
+    st->ops->destroy(st->sel);
+    s->cfg.place->destroy(st->place);
+    kv_stream_deinit(&st->kv);
+    st->sel = st->place = NULL;
+    st->n_attended = st->produced = 0;
+    st->oom = 0;
+    int rc;
+    if ((rc = st->ops->create(&st->sel, &s->cfg.sel_params, s->cfg.max_len, e)) ||
+        (rc = kv_stream_init(&st->kv, &s->pp[stream], s->cfg.max_len, e)) ||
+        (rc = s->cfg.place->create(&st->place, &s->pp[stream], s->cfg.max_len, NULL, e)))
+        st->oom = 1; /* what is left is freed by scheduler_destroy */
+    return rc;
+}
+
 int scheduler_needs_present(const struct scheduler *s) { return s->cfg.sel->needs_present; }
 
 int scheduler_stream_needs_present(const struct scheduler *s, uint32_t stream)

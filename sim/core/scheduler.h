@@ -87,6 +87,13 @@ int scheduler_prefill(struct scheduler *s, uint32_t stream, uint32_t pos, const 
 int scheduler_step(struct scheduler *s, uint32_t stream, uint32_t pos, const float *present,
                    struct scheduler_plan *plan);
 
+/* Starts stream over for a new sequence (a serving shell's slot taken by
+ * the next request): its selection, placement and token places made anew,
+ * as scheduler_create made them, nothing produced. Refused for an offline
+ * placement (its future is one sequence's). On failure the stream is left
+ * out of memory (every later step says so) and e says why. */
+int scheduler_stream_reset(struct scheduler *s, uint32_t stream, struct alisa_err *e);
+
 /* 1 when the run's selection reads the current step's row (its ops'
  * needs_present): the shell computes or reads that row before each
  * scheduler_step and prices the step's loads after it. Cannot fail. */
