@@ -18,6 +18,18 @@ from collections import defaultdict
 # a block's FP32 K and V over every layer: 16 tokens x layers x kv_dim x 2 x 4
 MODELS = {"stories260K": ("stories260K", 16 * 5 * 32 * 8),
           "SmolLM2": ("SmolLM2-135M", 16 * 30 * 192 * 8)}
+LAYERS_KV = {"stories260K": (5, 32), "SmolLM2-135M": (30, 192)}
+
+
+def nbytes(s):
+    """A byte count as alisa's options read it (cli_parse_bytes' units)."""
+    units = {"": 1, "B": 1, "k": 1e3, "kB": 1e3, "K": 1e3, "KB": 1e3, "M": 1e6, "MB": 1e6,
+             "G": 1e9, "GB": 1e9, "Ki": 1024, "KiB": 1024, "Mi": 2**20, "MiB": 2**20,
+             "Gi": 2**30, "GiB": 2**30}
+    n = len(s.rstrip("kKMGBi"))
+    return float(s[:n]) * units[s[n:]]
+
+
 METRICS = [("makespan", lambda d: d["makespan_s"]), ("ttft_mean", lambda d: d["ttft_s"]["mean"]),
            ("tpot_mean", lambda d: d["tpot_s"]["mean"]), ("e2e_mean", lambda d: d["e2e_s"]["mean"]),
            ("e2e_p99", lambda d: d["e2e_s"]["p99"])]
@@ -34,13 +46,22 @@ def main():
         model, block = next(v for k, v in MODELS.items() if k in p["model"])
         args = [alisa, "serve", "--trace", p["trace"], "--model", model, "--profile", p["profile"],
                 "--hardware", r["predicted"]["hardware"], "--requests", p["requests"],
-                "--rate", p["rate"], "--burstiness", p["burstiness"], "--prompt-len",
+                "--rate", p["rate"], "--burstiness", p.get("burstiness", "1"), "--prompt-len",
                 p["prompt-len"], "--output-len", p["output-len"], "--seed", p["seed"],
                 "--max-num-seqs", p["max-num-seqs"], "--max-batched-tokens",
                 p["max-batched-tokens"], "--kv-pool", str(r["kv_blocks"] * block), "--kv-fp32",
                 "--json"]
         if p.get("no-chunked-prefill") == "true":
             args.append("--no-chunked-prefill")
+        if p.get("selection") or p.get("placement"):  # served on the tiered cache
+            args += ["--selection", p.get("selection", "dense"),
+                     "--placement", p.get("placement", "gpu-only")]
+            if p.get("sparsity"):
+                args += ["--sparsity", p["sparsity"]]
+            if p.get("gpu-kv-bytes"):  # the device arena's tokens per request and layer
+                layers, kv_dim = LAYERS_KV[model]
+                args += ["--gpu-tokens", str(int(nbytes(p["gpu-kv-bytes"]) //
+                                                 (int(p["max-num-seqs"]) * layers * kv_dim * 8)))]
         s = json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
         old = [100 * (f(r["predicted"]) - f(r)) / f(r) for _, f in METRICS]
         new = [100 * (f(s) - f(r)) / f(r) for _, f in METRICS]

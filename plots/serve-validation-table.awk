@@ -22,6 +22,7 @@
 BEGIN {
     FS = ","
     nm = split("makespan ttft_mean tpot_mean e2e_mean e2e_p99", mets, " ")
+    split("held out, offloading|held out 2|held out 1|in-sample", setname, "|")
     split("makespan,TTFT mean,TPOT mean,latency mean,latency P99", mname, ",")
     print "| set | model | stream | batching | iterations (pred.) | preemptions (pred.) | makespan | TTFT mean | TPOT mean | latency mean | latency P99 | latency KS p | latency TOST p |"
     print "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
@@ -74,10 +75,10 @@ END {
     print ""
     print "| model | set | streams | metric | mean abs. error | P90 | worst | median repeats' spread |"
     print "|---|---|---|---|---|---|---|---|"
-    for (pass = 1; pass <= 3; pass++)
+    for (pass = 1; pass <= 4; pass++)
         for (q = 1; q <= nk; q++) {
             k = keys[q]
-            if (kset[k] != (pass == 1 ? "held out 2" : pass == 2 ? "held out 1" : "in-sample")) continue
+            if (kset[k] != setname[pass]) continue
             cnt = n[k]
             for (m = 1; m <= nm; m++) {
                 s = 0
@@ -91,10 +92,10 @@ END {
     print ""
     print "| model | set | streams | latency distributions told apart (KS p < 0.05) | equivalent within +-10% (TOST p < 0.05) |"
     print "|---|---|---|---|---|"
-    for (pass = 1; pass <= 3; pass++)
+    for (pass = 1; pass <= 4; pass++)
         for (q = 1; q <= nk; q++) {
             k = keys[q]
-            if (kset[k] != (pass == 1 ? "held out 2" : pass == 2 ? "held out 1" : "in-sample")) continue
+            if (kset[k] != setname[pass]) continue
             printf "| %s | %s | %d | %d | %d |\n", kmodel[k], kset[k], n[k], told[k], equiv[k]
         }
 }

@@ -110,6 +110,7 @@ struct pos_stat {
     float attended;   /* decode: tokens attended */
     float resident;   /* tokens on the GPU tier after */
     float recomputed; /* tokens recomputed */
+    float retired;    /* decode: tokens the selection retired */
     float h2d, d2h;   /* bytes moved */
 };
 
@@ -148,6 +149,7 @@ struct serve {
     uint32_t *tl_of;            /* (Lm) trace layer of each model layer */
     double *mult;               /* (L) model layers reading each trace layer */
     int analytic;               /* dense on the GPU alone: no replay needed */
+    struct sched_prices sp;     /* the selection's scheduler prices (0 where unmeasured) */
     int gathers;                /* the selection attends a subset */
     float *row;                 /* (max_len) a synthetic row */
     uint32_t max_len;
@@ -250,6 +252,7 @@ static int replay_pass(struct serve *v, struct placement_run *p, struct schedule
             q->attended = pos < p->prompt ? 0 : (float)plan.n_attended;
             q->resident = (float)plan.census.gpu;
             q->recomputed = (float)plan.place.n_recompute;
+            q->retired = pos < p->prompt ? 0 : (float)plan.n_retired;
             q->h2d = (float)plan.place.bytes_h2d;
             q->d2h = (float)plan.place.bytes_d2h;
             cpu_layer[(size_t)pos * L + l] = (double)plan.cpu_bytes;
@@ -432,6 +435,7 @@ static int map_request(const struct serve *v, uint32_t i, uint32_t prompt, uint3
 
 struct layer_load {
     double attended, resident, recomputed, h2d, d2h, pairs, keys, copies_h2d, copies_d2h;
+    double retired, prompt_rows, prompt_context; /* the scheduler's and arenas' work */
 };
 
 /* Prices one iteration (serve.h: an alisa sim decode step's layers). */
@@ -444,6 +448,7 @@ static double price_iteration(struct serve *v, const struct batcher_item *it, ui
     const struct workload *w = v->w;
     memset(ll, 0, L * sizeof *ll);
     struct iteration_shape base = {0};
+    double decode_context = 0; /* summed over the decoding requests */
     for (uint32_t k = 0; k < n_it; k++) {
         const struct batcher_item *s = &it[k];
         const struct rq *q = &rq[s->id];
@@ -452,6 +457,7 @@ static double price_iteration(struct serve *v, const struct batcher_item *it, ui
         base.sampled += s->samples;
         int decode = s->n == 1 && s->first >= P;
         base.decodes += decode;
+        decode_context += decode ? s->first + 1.0 : 0;
         for (uint32_t l = 0; l < L; l++) {
             struct layer_load *x = &ll[l];
             double h2d = 0, d2h = 0;
@@ -467,6 +473,10 @@ static double price_iteration(struct serve *v, const struct batcher_item *it, ui
                     x->recomputed += ps->recomputed;
                     x->attended += ps->attended;
                     x->resident += ps->resident;
+                    x->retired += ps->retired;
+                } else {
+                    x->prompt_rows += 1;
+                    x->prompt_context += pos + 1.0;
                 }
             }
             if (!decode) { /* causal attention of the chunk over everything before it */
@@ -490,11 +500,25 @@ static double price_iteration(struct serve *v, const struct batcher_item *it, ui
         is.prefill_keys = x->keys;
         double C = cost_iteration_layer_ns(v->cfg->model, hw, &is, cfg->precision, v->gathers,
                                            l == v->Lm - 1);
+        double K = 0;
+        if (!v->analytic) {
+            /* the scheduler's own time and the arenas' bookkeeping where the
+             * profile prices them, as alisa sim prices a decode step's (the
+             * scheduler before the layer, the bookkeeping with its copies),
+             * a prompt row's bookkeeping as alisa sim's stepwise prefill */
+            const double d = base.decodes;
+            if (d > 0) {
+                C += cost_schedule_ns(&v->sp, d, decode_context / d, x->attended / d, x->retired);
+                K += cost_kvstore_ns(hw, d, decode_context / d);
+            }
+            if (x->prompt_rows > 0)
+                K += cost_kvstore_ns(hw, x->prompt_rows, x->prompt_context / x->prompt_rows);
+        }
         if (v->host_ns > C)
             C = v->host_ns;
         double R = cost_recompute_gpu_ns(cfg->model, hw, x->recomputed, cfg->precision);
         double relay = cfg->sw && cfg->sw->pageable_relay ? cost_pageable_relay_ns(hw, x->h2d) : 0;
-        double Ld = x->h2d > 0 ? cost_transfer_ns(hw, x->h2d, x->copies_h2d) + relay : 0;
+        double Ld = (x->h2d > 0 ? cost_transfer_ns(hw, x->h2d, x->copies_h2d) + relay : 0) + K;
         double O = x->d2h > 0 ? cost_transfer_ns(hw, x->d2h, x->copies_d2h) : 0;
         v->r->bytes_h2d += x->h2d;
         v->r->bytes_d2h += x->d2h;
@@ -686,6 +710,9 @@ static int serve_setup(struct serve *v, struct serve_state *s, struct alisa_err 
     v->analytic = !cfg->place->host_tier && !cfg->sel->budgeted;
     v->gathers = cfg->sel->gathers;
     v->host_ns = cost_layer_host_ns(cfg->sw, cfg->sel->name);
+    int rc = cost_schedule_prices(cfg->hw, cfg->sel->name, &v->sp, e);
+    if (rc)
+        return rc;
     s->bc = (struct batcher_config){
         .max_num_seqs = cfg->max_num_seqs ? cfg->max_num_seqs : SERVE_MAX_NUM_SEQS,
         .max_batched_tokens = cfg->max_batched_tokens ? cfg->max_batched_tokens
@@ -713,7 +740,6 @@ static int serve_setup(struct serve *v, struct serve_state *s, struct alisa_err 
         v->tl_of[l] = (uint32_t)((uint64_t)l * v->sh->t.L / v->Lm);
         v->mult[v->tl_of[l]] += 1;
     }
-    int rc;
     if (cfg->extend && !v->analytic && !v->sh->have_ext) {
         if ((rc = replay_extension_params(cfg->trace, &v->sh->ext, e)))
             return rc;

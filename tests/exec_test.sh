@@ -356,6 +356,10 @@ check $? "serve-run on the tiered cache, preempted, writes the dense cache's tok
         { if (NF != n[$1]) bad = 1 } END { exit bad || NR != 16 }' "$tmp/o3.txt" &&
     ! cmp -s "$tmp/o1.txt" "$tmp/o3.txt"
 check $? "serve-run under h2o / lru offloads, every request's tokens written, not the dense ones"
+"$alisa" serve-run "${sv[@]}" --requests 16 --rate 0 --max-num-seqs 4 --kv-bytes 200K --selection h2o \
+    --placement lru --gpu-kv-bytes 120k --json >"$tmp/sr.json" 2>"$tmp/err" &&
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["preemptions"] == 0 and d["kv_offloads"] > 0' "$tmp/sr.json"
+check $? "serve-run: under a host-tier placement the pool holds what the device arena can (the pool that preempts the dense cache does not)"
 "$alisa" serve-run "${sv[@]}" --requests 4 --selection infinigen --partial-ratio 0.2 >/dev/null 2>"$tmp/err"
 [ $? -eq 2 ] && grep -q "partial-ratio: InfiniGen's speculation" "$tmp/err"
 check $? "serve-run: InfiniGen's speculation (one prompt for all) refused"

@@ -141,15 +141,24 @@ struct pool_ctx {
     const struct batcher *batcher;
     const uint32_t *plen;
     int rc;              /* llm_state_slot_begin's failure, else 0 */
+    uint32_t cap_tokens; /* a host-tier placement's device arena, tokens a slot and layer;
+                            0: every token is charged */
     uint64_t *held;      /* (n) blocks per request */
     uint32_t *slot;      /* (n) its slot, UINT32_MAX while it has none */
     uint32_t *free_slot; /* stack of free slots */
     uint32_t n_free;
 };
 
+/* The blocks a request holds through position last: every token's, or
+ * under a placement with a host tier only what its slot's device arena
+ * can hold (the pool is device memory; the rest lies on the host), as the
+ * serving simulator charges a request's GPU-resident tokens. */
 static uint64_t blocks_of(const struct pool_ctx *c, uint32_t last)
 {
-    return ((uint64_t)last + 1 + c->bt - 1) / c->bt;
+    uint64_t tokens = (uint64_t)last + 1;
+    if (c->cap_tokens && tokens > c->cap_tokens)
+        tokens = c->cap_tokens;
+    return (tokens + c->bt - 1) / c->bt;
 }
 
 static int pool_fits(void *user, uint32_t id, uint32_t last)
@@ -273,6 +282,11 @@ static int stream_setup(struct exec_stream *x, const struct loaded *l, const str
     if (!rc && x->tr.sched) {
         x->pc.st = x->st;
         x->pc.plen = x->plen;
+        const struct placement_ops *pl = o->kvo.placement ? placement_find(o->kvo.placement) : NULL;
+        if (pl && pl->host_tier && o->kvo.gpu_bytes)
+            x->pc.cap_tokens = (uint32_t)(o->kvo.gpu_bytes /
+                                          ((uint64_t)o->max_num_seqs * x->c->n_layers *
+                                           x->c->kv_dim * 2 * 4));
     }
     free(text);
     return rc;
