@@ -500,7 +500,7 @@ static double price_iteration(struct serve *v, const struct batcher_item *it, ui
         is.prefill_keys = x->keys;
         double C = cost_iteration_layer_ns(v->cfg->model, hw, &is, cfg->precision, v->gathers,
                                            l == v->Lm - 1);
-        double K = 0;
+        double K = 0, S = 0;
         if (!v->analytic) {
             /* the scheduler's own time and the arenas' bookkeeping where the
              * profile prices them, as alisa sim prices a decode step's (the
@@ -508,7 +508,7 @@ static double price_iteration(struct serve *v, const struct batcher_item *it, ui
              * a prompt row's bookkeeping as alisa sim's stepwise prefill */
             const double d = base.decodes;
             if (d > 0) {
-                C += cost_schedule_ns(&v->sp, d, decode_context / d, x->attended / d, x->retired);
+                S = cost_schedule_ns(&v->sp, d, decode_context / d, x->attended / d, x->retired);
                 K += cost_kvstore_ns(hw, d, decode_context / d);
             }
             if (x->prompt_rows > 0)
@@ -516,6 +516,7 @@ static double price_iteration(struct serve *v, const struct batcher_item *it, ui
         }
         if (v->host_ns > C)
             C = v->host_ns;
+        C += S; /* after the launches' floor, as alisa sim's T_COMPUTE */
         double R = cost_recompute_gpu_ns(cfg->model, hw, x->recomputed, cfg->precision);
         double relay = cfg->sw && cfg->sw->pageable_relay ? cost_pageable_relay_ns(hw, x->h2d) : 0;
         double Ld = (x->h2d > 0 ? cost_transfer_ns(hw, x->h2d, x->copies_h2d) + relay : 0) + K;
@@ -710,7 +711,7 @@ static int serve_setup(struct serve *v, struct serve_state *s, struct alisa_err 
     v->analytic = !cfg->place->host_tier && !cfg->sel->budgeted;
     v->gathers = cfg->sel->gathers;
     v->host_ns = cost_layer_host_ns(cfg->sw, cfg->sel->name);
-    int rc = cost_schedule_prices(cfg->hw, cfg->sel->name, &v->sp, e);
+    int rc = v->analytic ? 0 : cost_schedule_prices(cfg->hw, cfg->sel->name, &v->sp, e);
     if (rc)
         return rc;
     s->bc = (struct batcher_config){

@@ -597,6 +597,21 @@ static double eager_reserve(const struct run *u, uint32_t G)
     return on_gpu * cost_prefill_peak_act_bytes(u->m, G * u->cfg->prompt_len, G);
 }
 
+/* The estimate's own state on the GPU (InfiniGen's partial key cache and
+ * query weights, Quest's page bounds) in every selecting layer at the
+ * longest context, into r->estimate_gpu_bytes: out of the KV's room, and
+ * of the memory FlexGen's LP plans with. Cannot fail. */
+static void run_estimate_state(struct run *u)
+{
+    const struct sim_config *cfg = u->cfg;
+    double per_token, fixed, layers = 0;
+    cost_estimate_state_bytes(u->m, &u->est, &per_token, &fixed);
+    for (uint32_t l = 0; l < u->Lm; l++)
+        layers += selecting_layer(u, l);
+    u->r->estimate_gpu_bytes =
+        layers * (fixed + per_token * u->B * ((double)cfg->prompt_len + cfg->gen_len));
+}
+
 /* FlexGen's shares, where the system or the user sets them: its LP's
  * (flexgen_policy.h) over this workload and these memories, its default, or
  * the given ones. Cannot fail but for GLPK. */
@@ -614,7 +629,8 @@ static int run_flexgen_policy(struct run *u, struct alisa_err *e)
         uint32_t G = cfg->flexgen_gpu_batch ? cfg->flexgen_gpu_batch : u->B;
         struct flexgen_workload w = {u->m, cfg->hw, u->B, cfg->prompt_len, u->N, cfg->precision,
                                      cfg->system->cpu_attention,
-                                     cfg->gpu_mem_bytes - eager_reserve(u, G),
+                                     cfg->gpu_mem_bytes - eager_reserve(u, G) -
+                                         u->r->estimate_gpu_bytes,
                                      cfg->cpu_mem_bytes};
         int feasible;
         int rc = flexgen_policy_lp(&w, &p, &feasible, &u->r->flexgen_lp_layer_ns, e);
@@ -657,26 +673,18 @@ static void run_capacities(struct run *u)
                     cost_prefill_peak_act_bytes(u->m, tokens, cfg->system->profile_seqs);
     }
     u->cpu_kv = cfg->cpu_mem_bytes - weights * u->w_cpu;
-    /* the estimate's own state (InfiniGen's partial key cache and query
-     * weights, Quest's page bounds) in every selecting layer, at the
-     * longest context */
-    double per_token, fixed, layers = 0;
-    cost_estimate_state_bytes(u->m, &u->est, &per_token, &fixed);
-    for (uint32_t l = 0; l < u->Lm; l++)
-        layers += selecting_layer(u, l);
-    u->r->estimate_gpu_bytes =
-        layers * (fixed + per_token * u->B * ((double)cfg->prompt_len + cfg->gen_len));
-    u->gpu_kv -= u->r->estimate_gpu_bytes;
+    u->gpu_kv -= u->r->estimate_gpu_bytes; /* run_estimate_state */
     if (cfg->gpu_kv_bytes > 0)
         u->gpu_kv = cfg->gpu_kv_bytes;
     if (u->gpu_kv <= 0 || u->cpu_kv < 0) {
         u->r->oom = 1;
         if (u->gpu_kv <= 0)
             snprintf(u->r->oom_reason, sizeof u->r->oom_reason,
-                     "the weights (%.1f GB) and the runtime's activations (%.1f GB) leave no "
-                     "room for KV in %.1f GB of GPU memory", weights * (1 - u->w_cpu) / 1e9,
+                     "the weights (%.1f GB), the runtime's activations (%.1f GB) and the "
+                     "selection's estimate (%.1f GB) leave no room for KV in %.1f GB of GPU "
+                     "memory", weights * (1 - u->w_cpu) / 1e9,
                      (cfg->system->gpu_mem_utilization > 0 ? 0 : eager_reserve(u, u->B / u->ngb)) /
-                         1e9, cfg->gpu_mem_bytes / 1e9);
+                         1e9, u->r->estimate_gpu_bytes / 1e9, cfg->gpu_mem_bytes / 1e9);
         else
             snprintf(u->r->oom_reason, sizeof u->r->oom_reason,
                      "the weights (%.1f GB) leave no room for KV in %.1f GB of host memory",
@@ -713,7 +721,8 @@ static int run_search(struct run *u, struct alisa_err *e)
                                  .precision = cfg->precision, .hw = cfg->hw,
                                  .gpu_fraction = -1, .shape = &u->ks,
                                  .positions = cfg->prompt_len + u->N,
-                                 .extend = u->extend ? &u->ext : NULL};
+                                 .extend = u->extend ? &u->ext : NULL,
+                                 .every_layer_selects = u->dense_m > 0};
     const struct selstats_params sp = {.alpha = 0.5, .sinks = 4};
     struct selstats *st;
     uint32_t layers;
@@ -1282,6 +1291,7 @@ static int sim_run_one(const struct sim_config *cfg, struct sim_result *r, FILE 
     u.dense_m = cfg->sel->dense_layers ? cfg->sel->dense_layers(&u.selp) : 0;
     if (u.dense_m > u.Lm)
         u.dense_m = u.Lm;
+    run_estimate_state(&u);
     if ((rc = run_flexgen_policy(&u, e)))
         return rc;
     if (cfg->precision == KV_INT4 && r->policy.cache_gpu != 0)

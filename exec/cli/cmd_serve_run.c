@@ -689,6 +689,9 @@ static int serve_run_check(struct serve_run_opts *o)
     if (sel && (sel_estimate_of(sel, &o->kvo.sel, &est), est.kind == SEL_ESTIMATE_PARTIAL))
         return cli_usage_error(cmd_serve_run_usage, "--%s: InfiniGen's speculation skews by one "
                                "prompt for every sequence; not served", est.knob);
+    if (sel && o->predict && est.kind != SEL_ESTIMATE_EXACT)
+        return cli_usage_error(cmd_serve_run_usage, "--%s with --predict: the serving simulator "
+                               "replays the exact row and prices no estimate", est.knob);
     return 0;
 }
 

@@ -218,8 +218,10 @@ int scheduler_stream_reset(struct scheduler *s, uint32_t stream, struct alisa_er
         return err_set(e, ALISA_EINVAL, "placement '%s' is an offline bound over one recorded "
                        "future: a stream cannot start a new sequence", s->cfg.place->name);
     struct scheduler_stream *st = &s->streams[stream];
-    st->ops->destroy(st->sel);
-    s->cfg.place->destroy(st->place);
+    if (st->sel)
+        st->ops->destroy(st->sel);
+    if (st->place)
+        s->cfg.place->destroy(st->place);
     kv_stream_deinit(&st->kv);
     st->sel = st->place = NULL;
     st->n_attended = st->produced = 0;

@@ -135,7 +135,7 @@ void cost_layer_hbm_bytes(const struct model_shape *m, const struct hw_profile *
  * nothing (the upper bound a trace gives). Bytes, counted from each
  * method's code (costmodel.c names the lines):
  * *weights the partial query weights it reads (InfiniGen: R of Wq's
- * columns); *kv what it reads and writes per resident token (InfiniGen:
+ * rows, its output channels); *kv what it reads and writes per resident token (InfiniGen:
  * the partial key cache read by the scoring bmm and copied whole by the
  * step's torch.cat, and the scores' passes; Quest: each page's min and max
  * keys and its per-head score). Cannot fail. */
