@@ -157,20 +157,22 @@ static int spec_handler(void *user, const char *section, const char *name, const
         snprintf(c->msg, sizeof c->msg, "[%s]: a parameter with an empty name", section);
         return 0;
     }
-    if (strlen(name) >= sizeof s->fixed[0].key || strcmp(name, "json") == 0 ||
-        strcmp(name, "help") == 0 || name[0] == ',' || name[strlen(name) - 1] == ',') {
-        snprintf(c->msg, sizeof c->msg, "parameter '%s' is not allowed", name);
-        return 0;
-    }
     /* an indented line under a [vary] key continues its list (inih hands it
-     * over under the same name, cut to its 49-character name buffer): the
-     * values append */
+     * over under the same name, cut to its 49-character name buffer, which
+     * may end on a comma): the values append */
     uint32_t first = 0;
     struct sweep_param *p = NULL;
     const char *last = s->n_vary ? s->vary[s->n_vary - 1].key : "";
-    if (vary && s->n_vary && (strcmp(last, name) == 0 ||
-                              (strlen(name) == INIH_NAME_CUT && strlen(last) > INIH_NAME_CUT &&
-                               strncmp(last, name, INIH_NAME_CUT) == 0))) {
+    int cont = vary && s->n_vary &&
+               (strcmp(last, name) == 0 ||
+                (strlen(name) == INIH_NAME_CUT && strlen(last) > INIH_NAME_CUT &&
+                 strncmp(last, name, INIH_NAME_CUT) == 0));
+    if (!cont && (strlen(name) >= sizeof s->fixed[0].key || strcmp(name, "json") == 0 ||
+                  strcmp(name, "help") == 0 || name[0] == ',' || name[strlen(name) - 1] == ',')) {
+        snprintf(c->msg, sizeof c->msg, "parameter '%s' is not allowed", name);
+        return 0;
+    }
+    if (cont) {
         p = &s->vary[s->n_vary - 1];
         first = p->n_values;
     } else if (find_param(s->fixed, s->n_fixed, name) || find_param(s->vary, s->n_vary, name)) {

@@ -114,6 +114,18 @@ static void test_sweep_vary_lists_continue_on_indented_lines(void **state)
     assert_non_null(strstr(p.config, "\"prompt-len\":\"256\""));
     sweep_point_free(&p);
     sweep_spec_free(&s);
+    /* ... and one whose cut ends on a comma (49 characters: "...max-num-seqs,") */
+    text = "[sweep]\nname = c\ncommand = serve-run\n[vary]\n"
+           "requests,rate,prompt-len,output-len,max-num-seqs,seed = 8,0,16,8,4,1\n"
+           "    12,0,16,8,4,2\n";
+    tu_write(path, (const uint8_t *)text, strlen(text));
+    if (sweep_spec_load(&s, path, &e))
+        fail_msg("%s", e.msg);
+    assert_int_equal(s.n_points, 2);
+    assert_int_equal(sweep_point_make(&s, 1, &p, &e), 0);
+    assert_non_null(strstr(p.config, "\"requests\":\"12\""));
+    sweep_point_free(&p);
+    sweep_spec_free(&s);
     /* a repeated key that does not follow itself is still an error */
     text = "[sweep]\nname = c\ncommand = sim\n[vary]\nbatch = 1\nsparsity = 0.5\nbatch = 2\n";
     tu_write(path, (const uint8_t *)text, strlen(text));
