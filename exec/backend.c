@@ -349,8 +349,9 @@ double backend_observe(struct backend_common *c, uint32_t b, uint32_t l, uint32_
             dense[ids[a]] = fp16_to_float(fp16_from_float(w[a]));
         c->attn_computed++;
     }
-    if (pos < backend_prompt(c, b))
-        scheduler_observe_prefill(c->sched, stream, pos, dense, backend_prompt(c, b));
+    const uint32_t prompt = backend_prompt(c, b);
+    if (pos < prompt)
+        scheduler_observe_prefill(c->sched, stream, pos, dense, prompt);
     else
         scheduler_observe_dense(c->sched, stream, dense);
     double dt = (double)(backend_mono_ns() - t0);

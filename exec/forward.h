@@ -114,9 +114,9 @@ const float *llm_forward(struct llm_state *s, const uint32_t *tokens, uint32_t p
  * logits for each request's last row only), or of every row ((R, vocab))
  * when head_rows is NULL; valid until the next call. NULL (llm_state_error
  * says why) on a backend that runs sequences in lockstep only (CUDA) or
- * with the tiered cache attached before any llm_state_slot_begin. A bad row (token, slot, position, order)
- * is a caller's bug: asserted. The CPU backend's lockstep call is this with
- * rows b * P + i. */
+ * with the tiered cache attached before any llm_state_slot_begin. A bad row
+ * (token, slot, position, order) is a caller's bug: asserted. The CPU
+ * backend's lockstep call is this with rows b * P + i. */
 const float *llm_forward_rows(struct llm_state *s, const uint32_t *tokens, const uint32_t *slot,
                               const uint32_t *pos, uint32_t R, const uint32_t *head_rows,
                               uint32_t n_head);

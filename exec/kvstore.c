@@ -50,6 +50,14 @@ static uint64_t mono_ns(void)
     return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
+/* Every slot of a free, slot 0 on top of the stack. */
+static void arena_free_all(struct arena *a)
+{
+    for (uint32_t i = 0; i < a->cap; i++)
+        a->free[i] = a->cap - 1 - i;
+    a->n_free = a->cap;
+}
+
 /* bytes: 0 for a device arena behind ops (slots only); ops: pinned host
  * memory from the tier, else malloc */
 static int arena_init(struct arena *a, uint32_t cap, size_t row, int bytes,
@@ -70,9 +78,7 @@ static int arena_init(struct arena *a, uint32_t cap, size_t row, int bytes,
         memset(a->k, 0, (size_t)cap * row);
         memset(a->v, 0, (size_t)cap * row);
     }
-    for (uint32_t i = 0; i < cap; i++)
-        a->free[i] = cap - 1 - i;
-    a->n_free = cap;
+    arena_free_all(a);
     return 0;
 }
 
@@ -186,12 +192,8 @@ int kvstore_create_tiered(struct kvstore **out, const struct llm_config *c, uint
 
 void kvstore_stream_reset(struct kvstore *ks, uint32_t stream)
 {
-    struct arena *ar[2] = {&ks->dev[stream], &ks->host[stream]};
-    for (int i = 0; i < 2; i++) {
-        for (uint32_t j = 0; j < ar[i]->cap; j++)
-            ar[i]->free[j] = ar[i]->cap - 1 - j;
-        ar[i]->n_free = ar[i]->cap;
-    }
+    arena_free_all(&ks->dev[stream]);
+    arena_free_all(&ks->host[stream]);
     for (size_t t = (size_t)stream * ks->max_len; t < (size_t)(stream + 1) * ks->max_len; t++)
         ks->dev_slot[t] = ks->host_slot[t] = -1;
     if (ks->int8)

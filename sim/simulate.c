@@ -805,7 +805,8 @@ static int run_map_streams(struct run *u, struct alisa_err *e)
             (l < u->dense_m ? u->mult_d : u->mult)[s * Lt + u->tl_of[l]] += u->slots_of[s];
     for (uint32_t s = 0; s < S; s++)
         for (uint32_t t = 0; t < Lt; t++)
-            u->r->trace_streams += u->mult[s * Lt + t] > 0 || (u->dense_m && u->mult_d[s * Lt + t] > 0);
+            u->r->trace_streams +=
+                u->mult[s * Lt + t] > 0 || (u->dense_m && u->mult_d[s * Lt + t] > 0);
     return 0;
 }
 
@@ -1011,10 +1012,11 @@ static int run_price(struct run *u, struct alisa_err *e)
         return err_set(e, ALISA_ENOMEM, "out of memory for %u tasks", g->n);
     double prefill_d2h = 0;
     for (uint32_t s = 0; s < S; s++)
-        for (uint32_t t = 0; t < Lt; t++)
-            prefill_d2h += u->mult[s * Lt + t] * u->c.prefill_d2h[(size_t)t * S + s] +
-                           (u->dense_m ? u->mult_d[s * Lt + t] * u->cd.prefill_d2h[(size_t)t * S + s]
-                                       : 0);
+        for (uint32_t t = 0; t < Lt; t++) {
+            const size_t i = (size_t)t * S + s;
+            double dense = u->dense_m ? u->mult_d[s * Lt + t] * u->cd.prefill_d2h[i] : 0;
+            prefill_d2h += u->mult[s * Lt + t] * u->c.prefill_d2h[i] + dense;
+        }
     double prefill_ns = 0;
     if (cfg->prefill_stepwise) /* position p attends p + 1 tokens, dense */
         for (uint32_t p = 0; p < cfg->prompt_len; p++)
@@ -1137,6 +1139,14 @@ static void run_free(struct run *u)
     free(u->slots_of);
 }
 
+/* Whether hw's attention was measured on the executor (its tables, or a
+ * price per token), whose calibration prices neither INT4 KV nor a
+ * selection's estimate. */
+static int measured_on_executor(const struct hw_profile *hw)
+{
+    return hw->attn_by_kv.n || hw->attn_sparse_by_kv.n || hw->attn_ns_per_token > 0;
+}
+
 /* A selection's estimate (--partial-ratio, --bounds): priced as its own
  * runtime computes it, while the replay selects from the trace's exact row
  * (a trace holds no keys; the estimate's upper bound), so the knob is
@@ -1145,7 +1155,7 @@ static int estimate_check(struct run *u, struct alisa_err *e)
 {
     const struct sim_config *cfg = u->cfg;
     const struct hw_profile *hw = cfg->hw;
-    if (hw->attn_by_kv.n || hw->attn_sparse_by_kv.n || hw->attn_ns_per_token > 0)
+    if (measured_on_executor(hw))
         return err_set(e, ALISA_EINVAL, "selection %s --%s on profile %s: its attention is "
                        "measured on the executor, whose estimate calibration does not price; "
                        "run the executor itself (alisa run, validate)", cfg->sel->name,
@@ -1245,7 +1255,7 @@ static int int4_check(const struct sim_config *cfg, struct alisa_err *e)
 {
     const struct hw_profile *hw = cfg->hw;
     const struct model_shape *m = cfg->model;
-    if (hw->attn_by_kv.n || hw->attn_sparse_by_kv.n || hw->attn_ns_per_token > 0)
+    if (measured_on_executor(hw))
         return err_set(e, ALISA_EINVAL, "INT4 KV on profile %s: its attention is measured on the "
                        "executor, which stores no INT4 (a datasheet profile prices FlexGen's "
                        "decompression)", hw->name);

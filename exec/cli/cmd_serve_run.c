@@ -214,6 +214,10 @@ struct exec_stream {
     struct pool_ctx pc;
     double block_bytes; /* a block's FP32 K and V over every layer */
     struct tiered tr;   /* under --selection or --placement: the scheduler and arenas */
+    uint32_t arena_tokens; /* --gpu-kv-bytes's share of a slot and layer, FP32 tokens;
+                              0 without it */
+    const char *sel, *place; /* the selection and placement served (dense, gpu-only: the
+                                dense cache) */
 };
 
 static void stream_free(struct exec_stream *x)
@@ -279,14 +283,15 @@ static int stream_setup(struct exec_stream *x, const struct loaded *l, const str
     }
     if (!rc)
         rc = kv_opts_attach(&x->tr, &o->kvo, l->m, x->st, o->max_num_seqs, max_len, max_len, e);
+    x->sel = o->kvo.selection ? o->kvo.selection : "dense";
+    x->place = o->kvo.placement ? o->kvo.placement : "gpu-only";
     if (!rc && x->tr.sched) {
         x->pc.st = x->st;
         x->pc.plen = x->plen;
-        const struct placement_ops *pl = o->kvo.placement ? placement_find(o->kvo.placement) : NULL;
-        if (pl && pl->host_tier && o->kvo.gpu_bytes)
-            x->pc.cap_tokens = (uint32_t)(o->kvo.gpu_bytes /
-                                          ((uint64_t)o->max_num_seqs * x->c->n_layers *
-                                           x->c->kv_dim * 2 * 4));
+        x->arena_tokens = (uint32_t)(o->kvo.gpu_bytes / ((uint64_t)o->max_num_seqs *
+                                                         x->c->n_layers * x->c->kv_dim * 2 * 4));
+        if (placement_find(x->place)->host_tier)
+            x->pc.cap_tokens = x->arena_tokens;
     }
     free(text);
     return rc;
@@ -505,15 +510,10 @@ static int serve_predict(const struct exec_stream *x, const struct llm_model *m,
         return rc;
     struct model_shape shape;
     llm_model_shape(m, &shape);
-    const uint64_t token_bytes = (uint64_t)m->c.kv_dim * 2 * 4; /* FP32 K and V, one layer */
     struct serve_config cfg = {
-        .trace = o->trace, .model = &shape, .hw = hw,
-        .sel = selection_find(o->kvo.selection ? o->kvo.selection : "dense"),
-        .sel_params = o->kvo.sel,
-        .place = placement_find(o->kvo.placement ? o->kvo.placement : "gpu-only"),
-        .cpu_mem_bytes = (double)o->kvo.cpu_bytes,
-        .gpu_tokens = (uint32_t)(o->kvo.gpu_bytes /
-                                 ((uint64_t)o->max_num_seqs * m->c.n_layers * token_bytes)),
+        .trace = o->trace, .model = &shape, .hw = hw, .sel = selection_find(x->sel),
+        .sel_params = o->kvo.sel, .place = placement_find(x->place),
+        .cpu_mem_bytes = (double)o->kvo.cpu_bytes, .gpu_tokens = x->arena_tokens,
         .precision = KV_FP32, .kv_pool_bytes = (double)x->pc.blocks * x->block_bytes,
         .max_num_seqs = o->max_num_seqs, .max_batched_tokens = o->max_batched_tokens,
         .no_chunked_prefill = o->no_chunked_prefill, .block_tokens = o->block_tokens,
@@ -565,11 +565,11 @@ fail:
 }
 
 static void check_print(const struct serve_check *k, const char *hw, const struct serve_result *pred,
-                        const struct serve_run_opts *o)
+                        const struct exec_stream *x)
 {
+    const struct serve_run_opts *o = x->o;
     printf("\npredicted on %s (alisa serve, %s / %s, the executor's pool and arenas; trace %s):\n",
-           hw, o->kvo.selection ? o->kvo.selection : "dense",
-           o->kvo.placement ? o->kvo.placement : "gpu-only", o->trace);
+           hw, x->sel, x->place, o->trace);
     cli_serve_print_latencies(pred, o->slo_ttft, o->slo_tpot);
     printf("\nerror, predicted against measured (the repeats' spread in brackets):\n");
     printf("  makespan %+.1f%%%s, throughput %+.1f%%\n", k->err[M_MAKESPAN],
@@ -616,8 +616,6 @@ static int report(const struct exec_stream *x, const char *model, const struct s
     uint64_t moves[3] = {0, 0, 0};
     if (x->tr.ks)
         kvstore_counts(x->tr.ks, &moves[0], &moves[1], &moves[2]);
-    const char *sel = o->kvo.selection ? o->kvo.selection : "dense",
-               *place = o->kvo.placement ? o->kvo.placement : "gpu-only";
     if (!o->json) {
         printf("%s on the CPU executor, %u requests, %u at most running, %u tokens an "
                "iteration, %llu KV blocks of %u tokens%s\n", model, x->n, o->max_num_seqs,
@@ -625,11 +623,11 @@ static int report(const struct exec_stream *x, const char *model, const struct s
                n_runs > 1 ? "; the median of the runs" : "");
         if (x->tr.sched)
             printf("KV           %s / %s in each slot's arenas: a run offloads %.0f tokens, "
-                   "loads %.0f, recomputes %.0f\n", sel, place, (double)moves[0] / n_runs,
+                   "loads %.0f, recomputes %.0f\n", x->sel, x->place, (double)moves[0] / n_runs,
                    (double)moves[1] / n_runs, (double)moves[2] / n_runs);
         cli_serve_print_latencies(r, o->slo_ttft, o->slo_tpot);
         if (k)
-            check_print(k, hw, pred, o);
+            check_print(k, hw, pred, x);
         return 0;
     }
     json_t *root = cli_serve_latencies_json(r);
@@ -647,8 +645,8 @@ static int report(const struct exec_stream *x, const char *model, const struct s
     json_object_set_new(root, "max_batched_tokens", json_integer(o->max_batched_tokens));
     json_object_set_new(root, "chunked_prefill", json_boolean(!o->no_chunked_prefill));
     json_object_set_new(root, "kv_blocks", json_integer((json_int_t)x->pc.blocks));
-    json_object_set_new(root, "selection", json_string(sel));
-    json_object_set_new(root, "placement", json_string(place));
+    json_object_set_new(root, "selection", json_string(x->sel));
+    json_object_set_new(root, "placement", json_string(x->place));
     json_object_set_new(root, "kv_offloads", json_real((double)moves[0] / n_runs));
     json_object_set_new(root, "kv_loads", json_real((double)moves[1] / n_runs));
     json_object_set_new(root, "kv_recomputes", json_real((double)moves[2] / n_runs));

@@ -31,18 +31,38 @@ struct scheduler {
     float *w;                     /* (max_len) renormalised weights */
 };
 
+/* A stream's selection, placement and token places made (st->ops chosen),
+ * for scheduler_create and scheduler_stream_reset alike. */
+static int stream_make(struct scheduler *s, uint32_t i, const struct kv_future *future,
+                       struct alisa_err *e)
+{
+    struct scheduler_stream *st = &s->streams[i];
+    int rc = st->ops->create(&st->sel, &s->cfg.sel_params, s->cfg.max_len, e);
+    if (!rc)
+        rc = kv_stream_init(&st->kv, &s->pp[i], s->cfg.max_len, e);
+    if (!rc)
+        rc = s->cfg.place->create(&st->place, &s->pp[i], s->cfg.max_len, future, e);
+    return rc;
+}
+
+/* What stream_make made freed; accepts a stream it made in part. */
+static void stream_unmake(struct scheduler *s, struct scheduler_stream *st)
+{
+    if (st->sel)
+        st->ops->destroy(st->sel);
+    if (st->place)
+        s->cfg.place->destroy(st->place);
+    kv_stream_deinit(&st->kv);
+    st->sel = st->place = NULL;
+}
+
 void scheduler_destroy(struct scheduler *s)
 {
     if (!s)
         return;
     for (uint32_t i = 0; s->streams && i < s->cfg.n_streams; i++) {
-        struct scheduler_stream *st = &s->streams[i];
-        if (st->sel)
-            st->ops->destroy(st->sel);
-        if (st->place)
-            s->cfg.place->destroy(st->place);
-        kv_stream_deinit(&st->kv);
-        free(st->attended);
+        stream_unmake(s, &s->streams[i]);
+        free(s->streams[i].attended);
     }
     free(s->streams);
     free(s->pp);
@@ -104,10 +124,7 @@ int scheduler_create(struct scheduler **out, const struct scheduler_config *cfg,
     for (uint32_t i = 0; i < cfg->n_streams; i++) {
         struct scheduler_stream *st = &s->streams[i];
         st->ops = dense && i % cfg->layers < dense ? &sel_dense_ops : cfg->sel;
-        if ((rc = st->ops->create(&st->sel, &cfg->sel_params, cfg->max_len, e)) ||
-            (rc = kv_stream_init(&st->kv, &s->pp[i], cfg->max_len, e)) ||
-            (rc = cfg->place->create(&st->place, &s->pp[i], cfg->max_len,
-                                     futures ? &futures[i] : NULL, e))) {
+        if ((rc = stream_make(s, i, futures ? &futures[i] : NULL, e))) {
             scheduler_destroy(s);
             return rc;
         }
@@ -218,19 +235,10 @@ int scheduler_stream_reset(struct scheduler *s, uint32_t stream, struct alisa_er
         return err_set(e, ALISA_EINVAL, "placement '%s' is an offline bound over one recorded "
                        "future: a stream cannot start a new sequence", s->cfg.place->name);
     struct scheduler_stream *st = &s->streams[stream];
-    if (st->sel)
-        st->ops->destroy(st->sel);
-    if (st->place)
-        s->cfg.place->destroy(st->place);
-    kv_stream_deinit(&st->kv);
-    st->sel = st->place = NULL;
+    stream_unmake(s, st);
     st->n_attended = st->produced = 0;
-    st->oom = 0;
-    int rc;
-    if ((rc = st->ops->create(&st->sel, &s->cfg.sel_params, s->cfg.max_len, e)) ||
-        (rc = kv_stream_init(&st->kv, &s->pp[stream], s->cfg.max_len, e)) ||
-        (rc = s->cfg.place->create(&st->place, &s->pp[stream], s->cfg.max_len, NULL, e)))
-        st->oom = 1; /* what is left is freed by scheduler_destroy */
+    int rc = stream_make(s, stream, NULL, e);
+    st->oom = rc != 0; /* what is left is freed by scheduler_destroy */
     return rc;
 }
 

@@ -79,11 +79,12 @@ int scheduler_prefill(struct scheduler *s, uint32_t stream, uint32_t pos, const 
 
 /* Decode step of the query at pos (tokens before pos must be produced):
  * selects, retires, places. present: the query's attention row over tokens
- * 0..pos (pos + 1 weights), required (non-NULL) when the stream's selection needs
- * it (scheduler_stream_needs_present), else ignored. Once a stream ran out of memory every later call
- * returns oom again and changes nothing. Returns 0, or ALISA_ENOMEM (plan
- * not made) when the selection's own state is incomplete because an
- * allocation in its observe failed: the shell stops with an error. */
+ * 0..pos (pos + 1 weights), required (non-NULL) when the stream's selection
+ * needs it (scheduler_stream_needs_present), else ignored. Once a stream ran
+ * out of memory every later call returns oom again and changes nothing.
+ * Returns 0, or ALISA_ENOMEM (plan not made) when the selection's own state
+ * is incomplete because an allocation in its observe failed: the shell
+ * stops with an error. */
 int scheduler_step(struct scheduler *s, uint32_t stream, uint32_t pos, const float *present,
                    struct scheduler_plan *plan);
 

@@ -284,15 +284,18 @@ void cost_layer_hbm_bytes(const struct model_shape *m, const struct hw_profile *
 void cost_estimate_bytes(const struct model_shape *m, const struct sel_estimate *est,
                          double resident_total, double *weights, double *kv)
 {
-    struct kv_shape k = kv_shape_of(m, KV_FP16);
-    *weights = *kv = 0;
+    /* what it keeps (cost_estimate_state_bytes) is what it reads: p_w_q
+     * once; InfiniGen's partial keys three times (the bmm, torch.cat's read
+     * and write), Quest's bounds once; then the scores */
+    double per_token, scores = 0;
+    cost_estimate_state_bytes(m, est, &per_token, weights);
     if (est->kind == SEL_ESTIMATE_PARTIAL) {
-        *weights = est->ratio * m->hidden * (double)m->hidden * 2.0;
-        *kv = resident_total * (3.0 * est->ratio * k.kv_dim * 2.0 +
-                                IG_SCORE_PASSES * 2.0 * m->n_heads);
+        per_token *= 3.0;
+        scores = IG_SCORE_PASSES * 2.0 * m->n_heads;
     } else if (est->kind == SEL_ESTIMATE_PAGE_BOUNDS && est->page > 0) {
-        *kv = resident_total / est->page * (2.0 * k.kv_dim * 2.0 + 2.0 * 2.0 * m->n_heads);
+        scores = 2.0 * 2.0 * m->n_heads / est->page;
     }
+    *kv = resident_total * (per_token + scores);
 }
 
 double cost_estimate_ns(const struct model_shape *m, const struct hw_profile *hw,
@@ -323,8 +326,9 @@ double cost_estimate_gather_ns(const struct hw_profile *hw, const struct sel_est
                                double bytes)
 {
     /* select_kv: F.embedding over the CPU's K and V into the pinned
-     * prefetch_kv buffer, on the host, before the copy is issued */
-    return est->kind == SEL_ESTIMATE_PARTIAL && bytes > 0 ? 2.0 * bytes / hw->host_mem_gbps : 0;
+     * prefetch_kv buffer, on the host, before the copy is issued: each byte
+     * read and written once, as the pageable relay's */
+    return est->kind == SEL_ESTIMATE_PARTIAL ? cost_pageable_relay_ns(hw, bytes) : 0;
 }
 
 double cost_iteration_layer_ns(const struct model_shape *m, const struct hw_profile *hw,
