@@ -5,7 +5,9 @@
 # held-out set when its sweep's name says "offload" (streams under a
 # selection and an offloading placement), in the second held-out set when
 # it says "heldout2" (fixed after the first set had been seen), in the
-# first when it says "heldout", else in-sample.
+# third when it says "heldout3" (dense-cache streams fixed before the dense
+# serving path was calibrated), in the first when it says "heldout", else
+# in-sample.
 # 1. Per stream: the set, the stream (requests, rate, burstiness, lengths),
 #    the batching (running cap, token budget, chunked prefill, KV blocks),
 #    iterations and preemptions measured and predicted, the error of the
@@ -22,7 +24,7 @@
 BEGIN {
     FS = ","
     nm = split("makespan ttft_mean tpot_mean e2e_mean e2e_p99", mets, " ")
-    split("held out, offloading|held out 2|held out 1|in-sample", setname, "|")
+    split("held out, offloading|held out 3|held out 2|held out 1|in-sample", setname, "|")
     split("makespan,TTFT mean,TPOT mean,latency mean,latency P99", mname, ",")
     print "| set | model | stream | batching | iterations (pred.) | preemptions (pred.) | makespan | TTFT mean | TPOT mean | latency mean | latency P99 | latency KS p | latency TOST p |"
     print "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
@@ -38,7 +40,8 @@ function spr(x) { return x == "" ? "" : sprintf(" [%.0f%%]", x) }
 function absv(x) { return x < 0 ? -x : x }
 f("status") != "ok" { next }
 {
-    set = f("sweep") ~ /offload/ ? "held out, offloading" : f("sweep") ~ /heldout2/ ? "held out 2" \
+    set = f("sweep") ~ /offload/ ? "held out, offloading" : f("sweep") ~ /heldout3/ ? "held out 3" \
+        : f("sweep") ~ /heldout2/ ? "held out 2" \
         : f("sweep") ~ /heldout/ ? "held out 1" : "in-sample"
     model = f("model"); sub(/.*\//, "", model); sub(/\.(gguf|bin)$/, "", model)
     stream = f("requests") " x " (f("rate") == 0 ? "at once" : f("rate") "/s" (f("burstiness") != 1 ? " (Gamma " f("burstiness") ")" : "")) \
@@ -75,7 +78,7 @@ END {
     print ""
     print "| model | set | streams | metric | mean abs. error | P90 | worst | median repeats' spread |"
     print "|---|---|---|---|---|---|---|---|"
-    for (pass = 1; pass <= 4; pass++)
+    for (pass = 1; pass <= 5; pass++)
         for (q = 1; q <= nk; q++) {
             k = keys[q]
             if (kset[k] != setname[pass]) continue
@@ -92,7 +95,7 @@ END {
     print ""
     print "| model | set | streams | latency distributions told apart (KS p < 0.05) | equivalent within +-10% (TOST p < 0.05) |"
     print "|---|---|---|---|---|"
-    for (pass = 1; pass <= 4; pass++)
+    for (pass = 1; pass <= 5; pass++)
         for (q = 1; q <= nk; q++) {
             k = keys[q]
             if (kset[k] != setname[pass]) continue
