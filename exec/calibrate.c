@@ -54,13 +54,7 @@ static const char *const names[CALIB_N] = {
     [CALIB_ATTN_SPARSE_FIRST + 3] = "attn_sparse_b16_ns_t",
     [CALIB_ATTN_SPARSE_FIRST + 4] = "attn_sparse_b32_ns_t",
     [CALIB_ATTN_SPARSE_FIRST + 5] = "attn_sparse_b64_ns_t", [CALIB_ATTN_NS_LAYER] = "attn_layer_ns",
-    [CALIB_KV_NS_PER_STREAM] = "kv_ns_per_stream",
-    [CALIB_ATTN_CACHE_FIRST] = "attn_cache_b1_ratio",
-    [CALIB_ATTN_CACHE_FIRST + 1] = "attn_cache_b4_ratio",
-    [CALIB_ATTN_CACHE_FIRST + 2] = "attn_cache_b8_ratio",
-    [CALIB_ATTN_CACHE_FIRST + 3] = "attn_cache_b16_ratio",
-    [CALIB_ATTN_CACHE_FIRST + 4] = "attn_cache_b32_ratio",
-    [CALIB_ATTN_CACHE_FIRST + 5] = "attn_cache_b64_ratio"};
+    [CALIB_KV_NS_PER_STREAM] = "kv_ns_per_stream"};
 _Static_assert(CALIB_ATTN_N == 6, "a name for every attention batch");
 
 
@@ -319,7 +313,6 @@ static int executor_run(const struct llm_model *m, const struct calib_text *tx,
                                                             : run->sparsity > 0 ? run->sparsity
                                                                                 : 0.8}};
     ALISA_ASSERT(req.sel && P >= 1 && P < N && N <= c->seq_len);
-    ALISA_ASSERT(!run->dense_cache || strcmp(sel, "dense") == 0);
     struct llm_state *st = NULL;
     struct tiered tr = {0};
     char *buf = NULL;
@@ -328,7 +321,7 @@ static int executor_run(const struct llm_model *m, const struct calib_text *tx,
     uint32_t *tok = malloc((size_t)B * P * sizeof *tok);
     int rc = tok ? llm_state_create_on(&st, kind, m, B, N, e)
                  : err_set(e, ALISA_ENOMEM, "out of memory");
-    if (!rc && !run->dense_cache)
+    if (!rc)
         rc = tiered_attach(&tr, &req, m, st, B, N, P, e);
     if (!rc && !(f = open_memstream(&buf, &len)))
         rc = err_set(e, ALISA_ENOMEM, "out of memory for timings");
@@ -584,53 +577,35 @@ double calib_attn_kv_bytes(const struct llm_config *c, uint32_t B)
  * what they read) of ATTN_STEPS decode steps after an attn_prompt() prompt
  * (repeated for INSITU_MIN_NS), each step's attention less `layer` per
  * layer and `fixed` per sequence and layer, over the tokens it attended; the
- * median. cache (when not NULL; sel dense): each run followed by the same
- * run on the executor's dense cache (calib_run.dense_cache), the two taken
- * in turn so that both see the machine alike; the median step's attention
- * there over the median tiered step's (0 where not run). */
+ * median. */
 static int bench_attention_batches(const struct llm_model *m, const struct calib_text *tx,
                                    enum llm_backend kind, const char *sel, double layer,
-                                   double fixed, double out[CALIB_ATTN_N],
-                                   double cache[CALIB_ATTN_N], struct alisa_err *e)
+                                   double fixed, double out[CALIB_ATTN_N], struct alisa_err *e)
 {
     const struct llm_config *c = &m->c;
     const uint32_t P = attn_prompt(c), L = c->n_layers;
     struct calib_step steps[ATTN_STEPS];
-    double per[ATTN_STEPS * INSITU_MAX_RUNS], tiered[ATTN_STEPS * INSITU_MAX_RUNS],
-        on_cache[ATTN_STEPS * INSITU_MAX_RUNS];
-    ALISA_ASSERT(!cache || strcmp(sel, "dense") == 0);
+    double per[ATTN_STEPS * INSITU_MAX_RUNS];
     for (int i = 0; i < CALIB_ATTN_N; i++) {
         uint32_t B = calib_attn_batch[i];
         out[i] = 0;
-        if (cache)
-            cache[i] = 0;
         if (calib_attn_kv_bytes(c, B) > CALIB_ATTN_MAX_KV)
             continue;
-        const struct calib_run run = {.sel = sel, .B = B, .P = P, .N = P + ATTN_STEPS},
-                               dense_cache = {.sel = sel, .B = B, .P = P, .N = P + ATTN_STEPS,
-                                              .dense_cache = 1};
-        size_t n = 0, all = 0, all_cache = 0;
+        size_t n = 0, all = 0;
         double t0 = now_ns();
         for (int r = 0; r < INSITU_MAX_RUNS && (r == 0 || now_ns() - t0 < INSITU_MIN_NS); r++) {
-            int rc = insitu_run_as(m, tx, kind, &run, steps, &n, e);
+            int rc = insitu_run(m, tx, kind, sel, 0, B, P, P + ATTN_STEPS, steps, &n, e);
             if (rc)
                 return rc;
             for (size_t k = 0; k < n; k++) {
                 if (!(steps[k].attended > 0))
                     return err_set(e, ALISA_EINVAL, "calibration: a %s step at position %.0f "
                                    "attended no tokens", sel, steps[k].pos);
-                tiered[all] = steps[k].cat[CALIB_CAT_ATTN];
                 per[all++] = (steps[k].cat[CALIB_CAT_ATTN] - L * (layer + B * fixed)) /
                              steps[k].attended;
             }
-            if (cache && (rc = insitu_run_as(m, tx, kind, &dense_cache, steps, &n, e)))
-                return rc;
-            for (size_t k = 0; cache && k < n; k++)
-                on_cache[all_cache++] = steps[k].cat[CALIB_CAT_ATTN];
         }
         out[i] = fit_median(per, all);
-        if (cache)
-            cache[i] = fit_median(on_cache, all_cache) / fit_median(tiered, all);
     }
     return 0;
 }
@@ -810,11 +785,11 @@ int calib_measure(const struct llm_model *m, const struct calib_text *tx, enum l
     stage(8, "attention by batch");
     if ((rc = bench_attention_batches(m, tx, kind, "dense", out[CALIB_ATTN_NS_LAYER],
                                       out[CALIB_ATTN_NS_FIXED], &out[CALIB_ATTN_BATCH_FIRST],
-                                      &out[CALIB_ATTN_CACHE_FIRST], e)) ||
+                                      e)) ||
         (stage(9, "sparse attention by batch"),
          rc = bench_attention_batches(m, tx, kind, "swa", out[CALIB_ATTN_NS_LAYER],
                                       out[CALIB_ATTN_NS_FIXED], &out[CALIB_ATTN_SPARSE_FIRST],
-                                      NULL, e)))
+                                      e)))
         return rc;
     stage(10, "weight probe");
     out[CALIB_WEIGHT_PROBE_GBPS] = calib_weight_rate(m, kind, 0.5);

@@ -54,12 +54,6 @@
  *   (every token resident, a fifth read scattered), each step's attention
  *   less the fixed costs (a + B x b per layer), per token it attended: the two tables the cost
  *   model keys by the KV a dense step reads and the KV a sparse one holds.
- *   Each dense run is followed by the same run on the executor's dense
- *   cache (no scheduler, no gather: how serve-run serves without a
- *   selection, each step's rows attended across the threads): its median
- *   step's attention over the tiered runs' median, by batch (issue 46: the
- *   serving simulator priced those iterations by the tiered path's table,
- *   measured one row at a time).
  * - Recomputation of one token's K and V (two GEMVs and RoPE), ns, as the
  *   executor runs it: a layer's tokens in a row, its weights hot (CUDA: the
  *   K and V GEMM of 16 tokens at once, per token).
@@ -102,8 +96,7 @@
  * against a profile's 21.4). */
 #define CALIB_QUIET_SPREAD 0.10
 
-/* Batches the attention tables (and the dense cache's ratios) are measured
- * at (calib_attn_batch). */
+/* Batches the attention tables are measured at (calib_attn_batch). */
 #define CALIB_ATTN_N 6
 
 /* Row counts the weight kernels are timed at alone: every one from 1 to
@@ -181,13 +174,6 @@ enum calib_figure {
     CALIB_KGEMM_LAST = CALIB_KGEMM_FIRST + CALIB_KGEMM_ROWS - 1,
     CALIB_KHEAD_FIRST,       /* ... the output head's, ns per head weight byte */
     CALIB_KHEAD_LAST = CALIB_KHEAD_FIRST + CALIB_KGEMM_ROWS - 1,
-    CALIB_ATTN_CACHE_FIRST,  /* the executor's dense cache (no scheduler: serving's path,
-                                every row of a step attended across the threads) against
-                                the tiered path: the median decode step's attention of
-                                the CALIB_ATTN_BATCH_FIRST + i runs, each followed by the
-                                same run on the dense cache, there over the tiered path's
-                                (0: not run) */
-    CALIB_ATTN_CACHE_LAST = CALIB_ATTN_CACHE_FIRST + CALIB_ATTN_N - 1,
     CALIB_N
 };
 
@@ -270,7 +256,6 @@ struct calib_run {
     const char *sel;
     uint32_t budget, B, P, N;
     double sparsity; /* without a budget: the KV sparsity (0: 80%) */
-    int dense_cache; /* 1: on the executor's dense cache, no scheduler (sel is "dense") */
 };
 
 /* Where the in-situ runs' steps come from: by default the executor's own

@@ -4,9 +4,7 @@ database from experiments/serve-validate) with another alisa binary: the
 simulator's prediction does not depend on the measurement, so two cost
 models can be compared on the same measured runs (issue 46, item 4).
 `alisa serve` runs each stored stream (same requests, seed, batching, the
-executor's KV pool in blocks, FP32 KV, the stored profile and hardware;
-`--dense-cache` for a stream served without a selection or placement, where
-the binary has it).
+executor's KV pool in blocks, FP32 KV, the stored profile and hardware).
 Prints, per row, each metric's error with the stored prediction and with
 this binary's, then per sweep the mean absolute errors of both.
 Usage: serve-repredict.py ALISA_BINARY RESULTS_DB
@@ -43,10 +41,6 @@ def main():
         "SELECT sweep, point, config, result FROM runs WHERE status = 'ok' "
         "AND json_extract(config, '$.command') = 'serve-run' ORDER BY sweep, point").fetchall()
     mae = defaultdict(lambda: [[0.0] * len(METRICS), [0.0] * len(METRICS), 0])
-    # a binary that prices the executor's dense cache apart is told which
-    # streams it served (older binaries priced them as the tiered path)
-    dense_cache = "--dense-cache" in subprocess.run([alisa, "serve", "--help"],
-                                                   capture_output=True, text=True).stdout
     for sweep, point, cfg, res in rows:
         p, r = json.loads(cfg)["params"], json.loads(res)
         model, block = next(v for k, v in MODELS.items() if k in p["model"])
@@ -59,8 +53,6 @@ def main():
                 "--json"]
         if p.get("no-chunked-prefill") == "true":
             args.append("--no-chunked-prefill")
-        if not (p.get("selection") or p.get("placement")) and dense_cache:
-            args.append("--dense-cache")  # served on the executor's dense cache
         if p.get("selection") or p.get("placement"):  # served on the tiered cache
             args += ["--selection", p.get("selection", "dense"),
                      "--placement", p.get("placement", "gpu-only")]

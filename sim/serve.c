@@ -498,7 +498,6 @@ static double price_iteration(struct serve *v, const struct batcher_item *it, ui
         is.resident = x->resident;
         is.prefill_pairs = x->pairs;
         is.prefill_keys = x->keys;
-        is.dense_cache = cfg->dense_cache;
         double C = cost_iteration_layer_ns(v->cfg->model, hw, &is, cfg->precision, v->gathers,
                                            l == v->Lm - 1);
         double K = 0, S = 0;
@@ -710,11 +709,6 @@ static int serve_setup(struct serve *v, struct serve_state *s, struct alisa_err 
     v->Lm = cfg->model->n_layers;
     v->bt = cfg->block_tokens ? cfg->block_tokens : SERVE_BLOCK_TOKENS;
     v->analytic = !cfg->place->host_tier && !cfg->sel->budgeted;
-    if (cfg->dense_cache &&
-        (strcmp(cfg->sel->name, "dense") != 0 || strcmp(cfg->place->name, "gpu-only") != 0))
-        return err_set(e, ALISA_EINVAL, "the executor's dense cache holds every token on the "
-                       "device: it takes selection dense and placement gpu-only, not %s and %s",
-                       cfg->sel->name, cfg->place->name);
     v->gathers = cfg->sel->gathers;
     v->host_ns = cost_layer_host_ns(cfg->sw, cfg->sel->name);
     int rc = v->analytic ? 0 : cost_schedule_prices(cfg->hw, cfg->sel->name, &v->sp, e);

@@ -98,10 +98,6 @@ struct serve_config {
                                           layer (0: the pool's share over max_num_seqs) */
     int no_prefetch;                   /* a layer's loads wait for the previous layer */
     int extend;                        /* requests past the trace continue synthetically */
-    int dense_cache;                   /* 1: priced as the executor's dense cache serves
-                                          (alisa serve-run without a selection or
-                                          placement): attention at the profile's
-                                          attn_cache_ratio; needs dense and gpu-only */
     double slo_ttft_s, slo_tpot_s;     /* objectives for goodput (0: none) */
 };
 

@@ -400,9 +400,6 @@ expect 1 "serve: requests past the trace" "$alisa" serve "${sv[@]}" --output-len
 grep_out "pass --extend" "... says how to continue"
 expect 1 "serve: out of memory" "$alisa" serve "${sv[@]}" --gpu-mem 27G
 grep_out "out of memory" "... says so"
-expect 1 "serve --dense-cache under an offloading policy" "$alisa" serve "${sv[@]}" --dense-cache \
-    --selection swa --placement lru
-grep_out "dense cache holds every token on the device: it takes selection dense and placement gpu-only, not swa and lru" "... names what it takes"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -47,13 +47,6 @@ static double attended_at(const struct calib_run *run, double p)
     return ceil((1 - (run->sparsity > 0 ? run->sparsity : 0.8)) * (p + 1));
 }
 
-/* What the fake's dense cache takes of the tiered path's attention time at
- * B sequences (calib_run.dense_cache). */
-static double cache_factor(double B)
-{
-    return 0.5 + 1.0 / (B + 1);
-}
-
 static int fake_run(void *ctx, const struct llm_model *m, const struct calib_run *run,
                     struct calib_step *steps, size_t *n, struct alisa_err *e)
 {
@@ -77,9 +70,8 @@ static int fake_run(void *ctx, const struct llm_model *m, const struct calib_run
         s->retired = dense ? 0 : L * B * (p == run->P ? run->P - attended_at(run, p - 1) : 1);
         s->cat[CALIB_CAT_GEMM] = lb * (k->wg0 + k->wg1 * B);
         s->head = hb * (k->hg0 + k->hg1 * B);
-        s->cat[CALIB_CAT_ATTN] = (L * (k->attn_layer + B * k->attn_seq) +
-                                  (swa ? k->attn_sparse_tok : k->attn_tok) * s->attended) *
-                                 (run->dense_cache ? cache_factor(B) : 1);
+        s->cat[CALIB_CAT_ATTN] = L * (k->attn_layer + B * k->attn_seq) +
+                                 (swa ? k->attn_sparse_tok : k->attn_tok) * s->attended;
         s->cat[CALIB_CAT_SCHED] = L * (k->sl[i] + B * (k->ss[i] + (p + 1) * k->st[i])) +
                                   k->sr[i] * s->retired + k->sa[i] * s->attended;
         s->cat[CALIB_CAT_MOVE] = L * (k->kl + B * (k->ks + (p + 1) * k->kt));
@@ -144,8 +136,6 @@ static void test_calibrate_recovers_a_known_workload(void **state)
              ran ? k.attn_tok : 0);
         near(calib_name(CALIB_ATTN_SPARSE_FIRST + i), f[CALIB_ATTN_SPARSE_FIRST + i],
              ran ? k.attn_sparse_tok : 0);
-        near(calib_name(CALIB_ATTN_CACHE_FIRST + i), f[CALIB_ATTN_CACHE_FIRST + i],
-             ran ? cache_factor(calib_attn_batch[i]) : 0);
     }
     for (int i = 0; i < SELECTION_N; i++) {
         near(calib_name(CALIB_SCHED_LAYER_FIRST + i), f[CALIB_SCHED_LAYER_FIRST + i], k.sl[i]);
@@ -278,14 +268,6 @@ static void test_calibrate_figures_are_finite_and_plausible(void **state)
         sparse_pos |= f[CALIB_ATTN_SPARSE_FIRST + i] > 0;
     }
     assert_true(dense_pos && sparse_pos);
-    /* the dense cache against the tiered path: a ratio of two times of the
-     * same steps wherever the batch ran (batch 1 always does), not 0 and
-     * within two orders of magnitude either way */
-    for (int i = 0; i < CALIB_ATTN_N; i++)
-        if ((f[CALIB_ATTN_BATCH_FIRST + i] != 0 || i == 0) &&
-            !(f[CALIB_ATTN_CACHE_FIRST + i] > 0.01 && f[CALIB_ATTN_CACHE_FIRST + i] < 100))
-            fail_msg("batch %u: the dense cache's ratio %g", calib_attn_batch[i],
-                     f[CALIB_ATTN_CACHE_FIRST + i]);
     /* the arenas' three terms: none negative (the fit leaves a term out at
      * 0 when the runs show none of it), not all 0 (the bookkeeping takes
      * time) */

@@ -271,8 +271,7 @@ static void test_catalog_executor_profile_keys_parse_and_bad_tables_fail(void **
              "sched_ns_per_layer = swa:900\n"
              "attn_ns_per_token_by_kv = 166:183 10600:218\nweight_probe_gbps = 23.5\n"
              "sched_ns_per_stream = h2o:2100 swa:0\nsched_ns_per_retired = h2o:170\n"
-             "attn_sparse_ns_per_token_by_kv = 166:171 2650:220 10600:250\n"
-             "attn_cache_ratio_by_rows = 1:1.37 16:0.96 64:0.93\n",
+             "attn_sparse_ns_per_token_by_kv = 166:171 2650:220 10600:250\n",
              base);
     tu_write(path, (const uint8_t *)text, strlen(text));
     struct catalog c = {0};
@@ -305,8 +304,6 @@ static void test_catalog_executor_profile_keys_parse_and_bad_tables_fail(void **
     assert_true(h->sched_retired_ns.value[0] == 170);
     assert_int_equal(h->attn_sparse_by_kv.n, 3);
     assert_true(h->attn_sparse_by_kv.rows[1] == 2650 && h->attn_sparse_by_kv.ns_per_byte[2] == 250);
-    assert_int_equal(h->attn_cache_ratio.n, 3);
-    assert_true(h->attn_cache_ratio.rows[1] == 16 && h->attn_cache_ratio.ns_per_byte[2] == 0.93);
     catalog_deinit(&c);
 
     const char *bad[][2] = {

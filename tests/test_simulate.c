@@ -696,24 +696,6 @@ static void test_iteration_prices_prompt_chunks_as_the_executor_attends(void **s
     double per = 10 + 20 * log2(2.125) / 2;
     assert_true(fabs(cost_iteration_layer_ns(&tu_toy, &hw, &it, KV_FP16, 0, 0) -
                      (128 + 2056 * per + 16 * 5 + 7)) < 1e-9);
-    /* on the executor's dense cache the attention (the chunk's and the
-     * layer's fixed part, not the 128 ns of weights) takes the ratio at the
-     * iteration's 16 rows: between the points at 4 and 64 rows, linear in
-     * log2 rows (half way: 0.9 + (0.5 - 0.9) / 2 = 0.7) */
-    hw.attn_cache_ratio = (struct gemm_table){2, {4, 64}, {0.9, 0.5}};
-    it.dense_cache = 1;
-    assert_true(fabs(cost_iteration_layer_ns(&tu_toy, &hw, &it, KV_FP16, 0, 0) -
-                     (128 + 0.7 * (2056 * per + 16 * 5 + 7))) < 1e-9);
-    /* past its last point, that point's ratio (the weights' table has one
-     * point: the same 128 ns at any rows); without the cache, none */
-    it.rows = 100;
-    assert_true(fabs(cost_iteration_layer_ns(&tu_toy, &hw, &it, KV_FP16, 0, 0) -
-                     (128 + 0.5 * (2056 * per + 100 * 5 + 7))) < 1e-6);
-    it.dense_cache = 0;
-    assert_true(fabs(cost_iteration_layer_ns(&tu_toy, &hw, &it, KV_FP16, 0, 0) -
-                     (128 + 2056 * per + 100 * 5 + 7)) < 1e-6);
-    it.rows = 16;
-    hw.attn_cache_ratio.n = 0;
     /* the single measured figure without a table */
     hw.attn_by_kv.n = 0;
     hw.attn_ns_per_token = 3;

@@ -146,20 +146,6 @@ static void attn_table(FILE *f, const char *key, const struct llm_config *c,
         fprintf(f, "\n");
 }
 
-/* "attn_cache_ratio_by_rows = ROWS:RATIO ..." from the dense cache's
- * figures by batch (the rows each step attended); nothing when none ran. */
-static void cache_table(FILE *f, const struct stat4 *st)
-{
-    int points = 0;
-    for (int i = 0; i < CALIB_ATTN_N; i++)
-        if (st[i].min > 0) {
-            if (points++ == 0)
-                fprintf(f, "attn_cache_ratio_by_rows =");
-            fprintf(f, " %u:%.4g", calib_attn_batch[i], st[i].mean);
-        }
-    if (points)
-        fprintf(f, "\n");
-}
 
 static int kernel_figure(int f)
 {
@@ -280,8 +266,7 @@ static void profile_write(FILE *f, const struct calibrate_opts *o, const char *h
                "; kv_ns_per_token, kv_ns_per_stream, kv_ns_per_layer and\n"
                "; weight_probe_gbps (what alisa validate sets its own samples beside)\n"
                "; attn_ns_per_token_by_kv (KiB read by the run: attn_b*_ns_t) and\n"
-               "; attn_sparse_ns_per_token_by_kv (KiB resident: attn_sparse_b*_ns_t) and\n"
-               "; attn_cache_ratio_by_rows (rows a step attends: attn_cache_b*_ratio)\n"
+               "; attn_sparse_ns_per_token_by_kv (KiB resident: attn_sparse_b*_ns_t)\n"
                "; as measured.\n");
     fprintf(f, "[%s]\ngpu = %s executor: %s\ngpu_mem_gib = %.1f\nhbm_gbps = %.4g\n"
                "fp16_tflops = %.4g\nhost_dram_gib = %.1f\nlink_gbps = %.4g\n"
@@ -324,7 +309,6 @@ static void profile_write(FILE *f, const struct calibrate_opts *o, const char *h
             st[CALIB_ATTN_NS_LAYER].mean);
     attn_table(f, "attn_ns_per_token_by_kv", c, st + CALIB_ATTN_BATCH_FIRST);
     attn_table(f, "attn_sparse_ns_per_token_by_kv", c, st + CALIB_ATTN_SPARSE_FIRST);
-    cache_table(f, st + CALIB_ATTN_CACHE_FIRST);
     kernel_table(f, "weight_kernel_ns_per_byte", st + CALIB_KGEMM_FIRST);
     kernel_table(f, "head_kernel_ns_per_byte", st + CALIB_KHEAD_FIRST);
 }

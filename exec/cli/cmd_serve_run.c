@@ -517,7 +517,7 @@ static int serve_predict(const struct exec_stream *x, const struct llm_model *m,
         .precision = KV_FP32, .kv_pool_bytes = (double)x->pc.blocks * x->block_bytes,
         .max_num_seqs = o->max_num_seqs, .max_batched_tokens = o->max_batched_tokens,
         .no_chunked_prefill = o->no_chunked_prefill, .block_tokens = o->block_tokens,
-        .slo_ttft_s = o->slo_ttft, .slo_tpot_s = o->slo_tpot, .dense_cache = !x->tr.sched};
+        .slo_ttft_s = o->slo_ttft, .slo_tpot_s = o->slo_tpot};
     ALISA_ASSERT(cfg.sel && cfg.place);
     if (!(rc = serve_run(&cfg, x->w, pred, NULL, e)) && pred->oom)
         rc = err_set(e, ALISA_EINVAL, "the simulator ran out of memory where the executor did "

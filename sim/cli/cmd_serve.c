@@ -99,11 +99,6 @@ static const struct cli_opt serve_run_opts[] = {
     {"extend", NULL, CLI_FLAG, SO(cfg.extend), NULL, 0,
      "continue trace sequences shorter than a request with synthetic\n"
      "rows (alisa sim --extend's model)", 0},
-    {"dense-cache", NULL, CLI_FLAG, SO(cfg.dense_cache), NULL, 0,
-     "price attention as the executor's dense cache serves (alisa\n"
-     "serve-run without --selection or --placement: a step's rows\n"
-     "attended across the threads), by the --profile's measured\n"
-     "attn_cache_ratio_by_rows; selection dense, placement gpu-only", 0},
     {"software", "NAME", CLI_STR, SO(software), NULL, 0,
      "host costs priced (alisa catalog software; default none)", 0},
     {"slo-ttft", "S", CLI_DOUBLE, SO(cfg.slo_ttft_s), NULL, 0,

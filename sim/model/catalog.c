@@ -93,7 +93,6 @@ static const struct field hw_fields[] = {
     HFO("attn_ns_per_layer", FIELD_DOUBLE, attn_ns_per_layer),
     HFO("attn_ns_per_token_by_kv", FIELD_GEMM_TABLE, attn_by_kv),
     HFO("attn_sparse_ns_per_token_by_kv", FIELD_GEMM_TABLE, attn_sparse_by_kv),
-    HFO("attn_cache_ratio_by_rows", FIELD_GEMM_TABLE, attn_cache_ratio),
     HFO("recompute_ns", FIELD_DOUBLE, recompute_ns),
     HFO("weight_gemm_ns_per_byte", FIELD_GEMM_TABLE, weight_gemm),
     HFO("head_gemm_ns_per_byte", FIELD_GEMM_TABLE, head_gemm),

@@ -92,12 +92,6 @@ struct hw_profile {
                                             same for a sparse step (a subset of the resident
                                             tokens attended, read scattered) by the KV KiB
                                             resident; n 0: as attn_by_kv */
-    struct gemm_table attn_cache_ratio; /* attn_cache_ratio_by_rows = ROWS:RATIO ...: the
-                                           executor's dense cache (serving without a
-                                           scheduler, a step's rows attended across the
-                                           threads) against the tiered path the tables
-                                           above price, by the rows a step attends; n 0:
-                                           as the tiered path */
     struct gemm_table weight_gemm; /* weight_gemm_ns_per_byte = ROWS:NS ...: the layers'
                                       weight GEMMs; n 0: roofline */
     struct gemm_table head_gemm;   /* head_gemm_ns_per_byte: the output head's (its own

@@ -169,11 +169,9 @@ static double head_ns(const struct hw_profile *hw, const struct model_shape *m, 
                            : gemm_ns(hw, params, tokens);
 }
 
-/* An attention table's value at x (the KV KiB a step reads, for the
- * per-token tables; the rows a step attends, for the dense cache's ratio):
- * linear in log2(x) between points (the caches between them fill
- * gradually; threads take rows in turn), the end points' values beyond
- * them. */
+/* Attention per attended token from the profile's table by the KV KiB the
+ * step reads: linear in log2(KiB) between points (the caches between them
+ * fill gradually), the end points' values beyond them. */
 static double attn_table_ns(const struct gemm_table *t, double kib)
 {
     if (t->n == 1 || kib <= t->rows[0])
@@ -338,12 +336,14 @@ double cost_iteration_layer_ns(const struct model_shape *m, const struct hw_prof
                                int sparse, int with_head)
 {
     struct kv_shape k = kv_shape_of(m, precision);
-    double t = gemm_ns(hw, layer_params(m, &k), it->rows), a = 0;
+    double t = gemm_ns(hw, layer_params(m, &k), it->rows);
     if (with_head && it->sampled > 0)
         t += head_ns(hw, m, it->sampled);
     if (it->decodes > 0)
-        a += decode_attention_ns(m, hw, &k, it->decodes, it->attended, it->resident, sparse);
-    if (it->prefill_pairs > 0 && (hw->attn_by_kv.n || hw->attn_ns_per_token > 0)) {
+        t += decode_attention_ns(m, hw, &k, it->decodes, it->attended, it->resident, sparse);
+    if (!(it->prefill_pairs > 0))
+        return t;
+    if (hw->attn_by_kv.n || hw->attn_ns_per_token > 0) {
         /* a profile measured on the executor: it attends a prompt row's keys
          * as a decode row's (backend_cpu.c, cpu_forward_rows: one attention
          * call a row), so each pair costs what a dense decode step's attended
@@ -352,19 +352,12 @@ double cost_iteration_layer_ns(const struct model_shape *m, const struct hw_prof
          * the executor's prefill (prefill_stepwise: one step a position) */
         uint32_t prompt_rows = it->rows > it->decodes ? it->rows - it->decodes : 0;
         double per = measured_attn_ns(m, hw, &k, &hw->attn_by_kv, it->prefill_keys);
-        a += it->prefill_pairs * per + prompt_rows * hw->attn_ns_fixed +
-             (it->decodes > 0 ? 0 : hw->attn_ns_per_layer);
-    } else if (it->prefill_pairs > 0) {
-        /* the prompt chunks' causal attention: QK^T and AV over each query's
-         * keys, as cost_prefill_ns prices a prompt's */
-        a += 2.0 * 2.0 * it->prefill_pairs * m->hidden / peak_flops_per_ns(hw);
+        return t + it->prefill_pairs * per + prompt_rows * hw->attn_ns_fixed +
+               (it->decodes > 0 ? 0 : hw->attn_ns_per_layer);
     }
-    /* the dense cache: every row of the iteration attended across the
-     * threads, without the tiered path's gather (backend_cpu.c,
-     * dense_attend), at the ratio calibrate measured by rows */
-    if (it->dense_cache && hw->attn_cache_ratio.n)
-        a *= attn_table_ns(&hw->attn_cache_ratio, it->rows);
-    return t + a;
+    /* the prompt chunks' causal attention: QK^T and AV over each query's
+     * keys, as cost_prefill_ns prices a prompt's */
+    return t + 2.0 * 2.0 * it->prefill_pairs * m->hidden / peak_flops_per_ns(hw);
 }
 
 double cost_step_compute_ns(const struct model_shape *m, const struct hw_profile *hw,

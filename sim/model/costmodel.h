@@ -174,7 +174,6 @@ double cost_estimate_gather_ns(const struct hw_profile *hw, const struct sel_est
 struct iteration_shape {
     uint32_t rows, decodes, sampled;
     double attended, resident, prefill_pairs, prefill_keys;
-    int dense_cache; /* 1: the executor's dense cache attends the rows (no scheduler) */
 };
 
 /* The iteration's layer priced as cost_layer_compute_ns prices a decode
@@ -184,9 +183,7 @@ struct iteration_shape {
  * price by the KV the chunks read (prefill_keys: a chunk's rows read the
  * same keys) and each prompt row at the per-row fixed price (the executor
  * attends a prompt row as a decode row); else the pairs' FLOPs at peak.
- * With dense_cache, the attention (decode and prompt rows) at the profile's
- * attn_cache_ratio by the iteration's rows (linear in log2 rows between its
- * points, its end points' beyond them; none: 1). ns. Cannot fail. */
+ * ns. Cannot fail. */
 double cost_iteration_layer_ns(const struct model_shape *m, const struct hw_profile *hw,
                                const struct iteration_shape *it, enum kv_precision precision,
                                int sparse, int with_head);
