@@ -114,6 +114,32 @@ done
 echo "{\"system\": \"stand-in\", \"model\": \"$model\", \"batch\": $batch, \"decode_tok_s\": $((batch * 10)), \"device\": \"none\", \"driver\": \"none\"}"
 PEER
 chmod +x "$tmp/peer.sh"
+# How alisa's idle threads wait (sim/cli/main.c): passively by default,
+# spinning under ALISA_WAIT=spin (OMP_WAIT_POLICY=ACTIVE in alisa's own
+# environment after its restart), a bad value refused before any work; a
+# peer started by the sweep sees neither (the user's environment). The peer
+# reads its parent's environment (alisa's) from /proc.
+cat >"$tmp/envpeer.sh" <<'PEER'
+#!/bin/sh
+{ tr '\0' '\n' <"/proc/$PPID/environ" | grep '^OMP_WAIT_POLICY=' || echo none
+  echo "own=${OMP_WAIT_POLICY-unset}"; } >"$(dirname "$0")/env.$1.txt"
+echo '{"system": "env", "device": "none", "driver": "none", "decode_tok_s": 1}'
+PEER
+chmod +x "$tmp/envpeer.sh"
+printf '[sweep]\nname = env\ncommand = exec\nprogram = envpeer.sh\n[vary]\nbatch = 1\n' >"$tmp/env.sweep"
+for w in passive spin; do
+    rm -f "$tmp/env.db"
+    env -u OMP_WAIT_POLICY -u ALISA_WAIT_SET ALISA_WAIT=$w "$alisa" sweep "$tmp/env.sweep" \
+        --db "$tmp/env.db" >/dev/null 2>&1
+    want=PASSIVE
+    [ $w = spin ] && want=ACTIVE
+    [ "$(cat "$tmp/env.--batch.txt" 2>/dev/null)" = "$(printf 'OMP_WAIT_POLICY=%s\nown=unset' $want)" ]
+    check $? "ALISA_WAIT=$w: alisa runs with OMP_WAIT_POLICY=$want, its peer without ($(cat "$tmp/env.--batch.txt" 2>/dev/null | tr '\n' ' '))"
+done
+ALISA_WAIT=fast "$alisa" version >/dev/null 2>"$tmp/env.err"
+[ $? -eq 2 ] && grep -q "ALISA_WAIT: 'fast': expected passive (the default) or spin" "$tmp/env.err"
+check $? "a bad ALISA_WAIT is refused with one line"
+
 cat >"$tmp/p.sweep" <<SPEC
 [sweep]
 name = peers

@@ -215,7 +215,8 @@ const struct cli_opt exec_weights_table[] = {
     {"threads", "N", CLI_FN, KO(threads), read_threads, 0,
      "CPU threads of the forward pass (default: ALISA_THREADS, else\n"
      "OMP_NUM_THREADS, else the CPUs this process may use, at most one\n"
-     "per 8M parameters of the model; idle threads wait passively)", 0},
+     "per 8M parameters of the model; idle threads wait passively, or\n"
+     "spin with ALISA_WAIT=spin: faster on a machine of one's own)", 0},
     {0}};
 #undef KO
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Issue 41: the executor's thread count on a shared machine. Decode tok/s of
-# stories260K (200 tokens) and SmolLM2-135M (32 tokens), and `alisa eval` of
-# stories260K, under the automatic thread count, --threads 1 and --threads
-# N (every CPU), and every CPU spinning as before issue 41 (the peer of
-# the same run), each on a quiet machine and beside BUSY (2) busy loops;
+# stories260K (200 tokens) and SmolLM2-135M (32 tokens, batch 1 and 8), and
+# `alisa eval` of stories260K, under the automatic thread count, --threads 1
+# and --threads N (every CPU), every CPU spinning as before issue 41 (the
+# peer of the same run), and the automatic count with ALISA_WAIT=spin
+# (OMP_WAIT_POLICY=ACTIVE), each on a quiet machine and beside BUSY (2) busy loops;
 # the median of REPS (3) runs. Prints a Markdown table; a benchmark, not a
 # test. Run from the repository root after `make build` (and make models).
 set -uo pipefail
@@ -24,28 +25,32 @@ echo "$(date -u +%FT%TZ), $(git rev-parse --short HEAD), $ncpu CPUs, $(uptime | 
 echo
 echo "| run | threads | quiet tok/s | beside $busy busy loops tok/s |"
 echo "|---|---|---|---|"
-for what in stories smollm2 eval; do
+for what in stories smollm2 smollm2-b8 eval; do
     case $what in
         stories) cmd=("$alisa" run --model stories260K --prompt "Once upon a time" -n 200) ;;
         smollm2) [ -f "$smol" ] || continue
                  cmd=("$alisa" run --model "$smol" --prompt "Once upon a time" -n 32) ;;
+        smollm2-b8) [ -f "$smol" ] || continue
+                 cmd=("$alisa" run --model "$smol" --prompt "Once upon a time" -n 32 --batch 8) ;;
         eval) cmd=("$alisa" eval --model stories260K --text "$text" --ctx 256 --max-tokens 4096) ;;
     esac
     # "spinning": every CPU with the libraries' spinning waits, the default
     # before issue 41 (ALISA_WAIT_SET= turns off the passive-waiting restart)
-    for t in auto 1 "$ncpu" spinning; do
+    for t in auto 1 "$ncpu" spinning spin; do
         opt=()
         case $t in
             auto) ;;
             spinning) opt=(--threads "$ncpu") ;;
+            spin) ;;
             *) opt=(--threads "$t") ;;
         esac
+        [ "$t" = spin ] && export ALISA_WAIT=spin || unset ALISA_WAIT
         [ "$t" = spinning ] && export ALISA_WAIT_SET= || unset ALISA_WAIT_SET
         q=$(for _ in $(seq 1 "$reps"); do rate "${cmd[@]}" "${opt[@]}"; done | median)
         start_busy
         b=$(for _ in $(seq 1 "$reps"); do rate "${cmd[@]}" "${opt[@]}"; done | median)
         stop_busy
         echo "| $what | $t | $q | $b |"
-        unset ALISA_WAIT_SET
+        unset ALISA_WAIT_SET ALISA_WAIT
     done
 done

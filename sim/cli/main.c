@@ -135,26 +135,42 @@ int cli_run_command(int argc, char **argv)
  * OPENBLAS_THREAD_TIMEOUT=4 (the shortest spin OpenBLAS allows) where the
  * user has not, and runs itself again once to have them read;
  * ALISA_WAIT_SET names what it set, so a peer's benchmark started by a
- * sweep gets the environment the user gave (sim/cli/cmd_sweep.c). */
-static void wait_passively(char **argv)
+ * sweep gets the environment the user gave (sim/cli/cmd_sweep.c).
+ * ALISA_WAIT=spin asks for the other trade on a machine of one's own:
+ * OMP_WAIT_POLICY=ACTIVE, whose threads meet at each parallel region
+ * without a sleeping thread's wake-up (on this project's 2-CPU VM, quiet:
+ * SmolLM2 decodes 2.2x as fast at batch 1, 2.8x at batch 8; beside two busy
+ * loops it collapses: experiments/cpu-speed.md). Returns 0, or 2 after one
+ * line naming a bad ALISA_WAIT. */
+static int wait_policy(char **argv)
 {
-    static const char *const vars[][2] = {{"OMP_WAIT_POLICY", "PASSIVE"},
-                                          {"OPENBLAS_THREAD_TIMEOUT", "4"}};
+    static const char *const passive[][2] = {{"OMP_WAIT_POLICY", "PASSIVE"},
+                                             {"OPENBLAS_THREAD_TIMEOUT", "4"}};
+    static const char *const spin[][2] = {{"OMP_WAIT_POLICY", "ACTIVE"}};
+    const char *w = getenv("ALISA_WAIT");
+    int spinning = w && strcmp(w, "spin") == 0;
+    if (w && *w && !spinning && strcmp(w, "passive") != 0) {
+        fprintf(stderr, "alisa: error: ALISA_WAIT: '%s': expected passive (the default) or "
+                        "spin\n", w);
+        return 2;
+    }
     if (getenv("ALISA_WAIT_SET"))
-        return; /* the second start, or a user who asked for none */
+        return 0; /* the second start, or a user who asked for none */
+    const char *const(*vars)[2] = spinning ? spin : passive;
+    size_t n = spinning ? sizeof spin / sizeof spin[0] : sizeof passive / sizeof passive[0];
     char set[128] = "";
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+    for (size_t i = 0; i < n; i++)
         if (!getenv(vars[i][0]) && setenv(vars[i][0], vars[i][1], 1) == 0)
             snprintf(set + strlen(set), sizeof set - strlen(set), "%s%s", set[0] ? " " : "",
                      vars[i][0]);
     if (!set[0] || setenv("ALISA_WAIT_SET", set, 1) != 0)
-        return;
+        return 0;
     execv("/proc/self/exe", argv);
-    /* no exec: run on with the libraries' defaults */
+    return 0; /* no exec: run on with the libraries' defaults */
 }
 
 int main(int argc, char **argv)
 {
-    wait_passively(argv);
-    return cli_run_command(argc - 1, argv + 1);
+    int rc = wait_policy(argv);
+    return rc ? rc : cli_run_command(argc - 1, argv + 1);
 }
