@@ -122,7 +122,7 @@ chmod +x "$tmp/peer.sh"
 cat >"$tmp/envpeer.sh" <<'PEER'
 #!/bin/sh
 { tr '\0' '\n' <"/proc/$PPID/environ" | grep '^OMP_WAIT_POLICY=' || echo none
-  echo "own=${OMP_WAIT_POLICY-unset}"; } >"$(dirname "$0")/env.$1.txt"
+  echo "own=${OMP_WAIT_POLICY-unset}"; } >"$(dirname "$0")/env.txt"
 echo '{"system": "env", "device": "none", "driver": "none", "decode_tok_s": 1}'
 PEER
 chmod +x "$tmp/envpeer.sh"
@@ -133,8 +133,8 @@ for w in passive spin; do
         --db "$tmp/env.db" >/dev/null 2>&1
     want=PASSIVE
     [ $w = spin ] && want=ACTIVE
-    [ "$(cat "$tmp/env.--batch.txt" 2>/dev/null)" = "$(printf 'OMP_WAIT_POLICY=%s\nown=unset' $want)" ]
-    check $? "ALISA_WAIT=$w: alisa runs with OMP_WAIT_POLICY=$want, its peer without ($(cat "$tmp/env.--batch.txt" 2>/dev/null | tr '\n' ' '))"
+    [ "$(cat "$tmp/env.txt" 2>/dev/null)" = "$(printf 'OMP_WAIT_POLICY=%s\nown=unset' $want)" ]
+    check $? "ALISA_WAIT=$w: alisa runs with OMP_WAIT_POLICY=$want, its peer without ($(cat "$tmp/env.txt" 2>/dev/null | tr '\n' ' '))"
 done
 ALISA_WAIT=fast "$alisa" version >/dev/null 2>"$tmp/env.err"
 [ $? -eq 2 ] && grep -q "ALISA_WAIT: 'fast': expected passive (the default) or spin" "$tmp/env.err"

@@ -139,14 +139,15 @@ int cli_run_command(int argc, char **argv)
  * ALISA_WAIT=spin asks for the other trade on a machine of one's own:
  * OMP_WAIT_POLICY=ACTIVE, whose threads meet at each parallel region
  * without a sleeping thread's wake-up (on this project's 2-CPU VM, quiet:
- * SmolLM2 decodes 2.2x as fast at batch 1, 2.8x at batch 8; beside two busy
+ * SmolLM2 decodes 2.6x as fast at batch 1, 2.8x at batch 8; beside two busy
  * loops it collapses: experiments/cpu-speed.md). Returns 0, or 2 after one
  * line naming a bad ALISA_WAIT. */
 static int wait_policy(char **argv)
 {
     static const char *const passive[][2] = {{"OMP_WAIT_POLICY", "PASSIVE"},
-                                             {"OPENBLAS_THREAD_TIMEOUT", "4"}};
-    static const char *const spin[][2] = {{"OMP_WAIT_POLICY", "ACTIVE"}};
+                                             {"OPENBLAS_THREAD_TIMEOUT", "4"},
+                                             {NULL, NULL}};
+    static const char *const spin[][2] = {{"OMP_WAIT_POLICY", "ACTIVE"}, {NULL, NULL}};
     const char *w = getenv("ALISA_WAIT");
     int spinning = w && strcmp(w, "spin") == 0;
     if (w && *w && !spinning && strcmp(w, "passive") != 0) {
@@ -157,9 +158,8 @@ static int wait_policy(char **argv)
     if (getenv("ALISA_WAIT_SET"))
         return 0; /* the second start, or a user who asked for none */
     const char *const(*vars)[2] = spinning ? spin : passive;
-    size_t n = spinning ? sizeof spin / sizeof spin[0] : sizeof passive / sizeof passive[0];
     char set[128] = "";
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; vars[i][0]; i++)
         if (!getenv(vars[i][0]) && setenv(vars[i][0], vars[i][1], 1) == 0)
             snprintf(set + strlen(set), sizeof set - strlen(set), "%s%s", set[0] ? " " : "",
                      vars[i][0]);
