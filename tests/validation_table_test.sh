@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # plots/validation-table.awk on a hand-made export: columns found by name
 # (here in another order than --query validate writes them), failed points
-# left out, held-out points (sweep name with "heldout") summarised apart and
+# left out, held-out points (sweep name with "heldout"; "heldout2": set 2)
+# summarised apart and
 # first, per-phase rows, the repeats' spread averaged where present. The
 # expected figures are worked out by hand from the rows below.
 set -u
@@ -14,6 +15,7 @@ ok,validation-x,m.gguf,4,128,10,swa,0.8,alisa,3,-1,0.02,0.019,-5,5,3,
 ok,validation-heldout-x,m.gguf,2,64,10,dense,0.8,gpu-only,-1,-1,0.01,0.009,-10,12,3,4
 failed,validation-heldout-x,m.gguf,2,64,10,dense,0.8,gpu-only,-1,-1,1,1,90,90,3,50
 ok,validation-heldout-x,m.gguf,6,256,10,swa,0.5,alisa,2,5,0.03,0.036,20,18,3,6
+ok,validation-heldout2-x,m.gguf,5,96,10,h2o,0.7,lru,2,-1,0.01,0.0108,8,9,3,2
 CSV
 out=$(awk -f "$here/../plots/validation-table.awk" "$tmp/a.csv") || exit 1
 fail=0
@@ -23,6 +25,9 @@ want "| held out | m | 6 x 256 | swa 0.5 / alisa | III | 3 | 3.000 | 3.600 | +20
 want "| in-sample | m | 4 x 128 | swa 0.8 / alisa | II | 3 | 2.000 | 1.900 | -5.0% | 5.0% | - |"
 want "| m | held out | 2 | 15.0% | 20.0% | 15.0% | 18.0% | 5.0% |"
 want "| m | in-sample | 1 | 5.0% | 5.0% | 5.0% | 5.0% | - |"
+# held-out set 2 (sweep name with "heldout2") is its own set, held out too
+want "| held out 2 | m | 5 x 96 | h2o 0.7 / lru | II | 3 | 1.000 | 1.080 | +8.0% | 9.0% | 2.0% |"
+want "| m | held out 2 | 1 | 8.0% | 8.0% | 9.0% | 9.0% | 2.0% |"
 want "| m | held out | I | 1 | 10.0% | 10.0% | 12.0% |"
 want "| m | held out | III | 1 | 20.0% | 20.0% | 18.0% |"
 want "| m | in-sample | II | 1 | 5.0% | 5.0% | 5.0% |"
@@ -30,6 +35,8 @@ grep -qF "90.0%" <<<"$out" && { echo "FAIL: the failed point was counted"; fail=
 # held out first in the summary, whatever the rows' order
 [ "$(grep -n "| m | held out | 2 |" <<<"$out" | cut -d: -f1)" -lt \
   "$(grep -n "| m | in-sample | 1 |" <<<"$out" | cut -d: -f1)" ] || { echo "FAIL: order"; fail=1; }
+[ "$(grep -n "| m | held out 2 | 1 |" <<<"$out" | cut -d: -f1)" -lt \
+  "$(grep -n "| m | in-sample | 1 |" <<<"$out" | cut -d: -f1)" ] || { echo "FAIL: set 2's order"; fail=1; }
 # the whole run (issue 49), from an export with the prefill columns:
 # prefill errors -50% and 0%, end to end (0.005 + 0.009 - 0.02) / 0.02 = -30%
 # and (0.03 + 0.036 - 0.06) / 0.06 = +10%
