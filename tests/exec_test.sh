@@ -419,8 +419,8 @@ check $? "calibrate --repeat 1 refused"
 "$alisa" validate --model stories260K --text "$text/tinystories_val_subset.txt" \
     --profile "$tmp/cat/hardware.ini" --prompt-len 32 --gen-len 16 --batch 2 --selection swa \
     --placement alisa-cache --gpu-kv-bytes 50KB --cpu-kv-bytes 25KB --steps "$tmp/steps.csv" --json \
-    --repeat 3 --timings "$tmp/tim.jsonl" >"$tmp/val.json" 2>/dev/null &&
-    [ "$(wc -l <"$tmp/tim.jsonl")" -eq $((3 * (32 + 16))) ] &&
+    --repeat 3 --timings "$tmp/tim.jsonl" --trace "$tmp/val.trace" >"$tmp/val.json" 2>/dev/null &&
+    [ "$(wc -l <"$tmp/tim.jsonl")" -eq $((3 * (32 + 16 + 1))) ] &&
     python3 -c "
 import csv, json, sys
 d = json.load(open(sys.argv[1]))
@@ -446,9 +446,10 @@ ok = ok and d['repeat'] == 3 and d['weight_rate_samples'] >= 6 and all(
     d['weight_rate_min_gbps'] <= float(r['machine_rate_gbps']) <= d['weight_rate_max_gbps']
     for r in rows)
 # the noise floor from the timings file: the 3 runs' decode totals (positions
-# 32-47, 48 lines a run), (max - min) / median
+# 32-47, 48 lines a run, then its machine line), (max - min) / median
 tim = [json.loads(l) for l in open(sys.argv[3])]
-tot = sorted(sum(t['total_us'] for t in tim[48 * k:48 * (k + 1)] if t['pos'] >= 32)
+ok = ok and all('machine' in tim[49 * k + 48] for k in range(3))
+tot = sorted(sum(t['total_us'] for t in tim[49 * k:49 * k + 48] if t['pos'] >= 32)
              for k in range(3))
 ok = ok and abs(d['repeat_spread_pct'] - 100 * (tot[2] - tot[0]) / tot[1]) < 1e-3
 # the step tests read the per-step file's two columns: KS D is the largest
@@ -460,6 +461,41 @@ ok = ok and abs(d['step_ks_d'] - D) < 1e-6 and 0 <= d['step_ks_p'] <= 1 and 0 <=
 sys.exit(not ok)
 " "$tmp/val.json" "$tmp/steps.csv" "$tmp/tim.jsonl"
 check $? "validate: phases II and III reached, totals and categories add up to the per-step file, the repeats' spread from the timings, the KS statistic from the step times"
+# the same runs predicted again from the kept timings and trace: nothing of
+# the comparison differs (the model and profile are the same), no executor
+va=(--model stories260K --text "$text/tinystories_val_subset.txt" --profile "$tmp/cat/hardware.ini"
+    --prompt-len 32 --gen-len 16 --batch 2 --selection swa --placement alisa-cache
+    --gpu-kv-bytes 50KB --cpu-kv-bytes 25KB --json)
+"$alisa" validate "${va[@]}" --measured "$tmp/tim.jsonl" --trace "$tmp/val.trace" \
+    >"$tmp/val2.json" 2>"$tmp/err" &&
+    ! grep -q "executor, run" "$tmp/err" &&
+    python3 -c "
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+sys.exit(a != b)" "$tmp/val.json" "$tmp/val2.json"
+check $? "validate --measured: the kept runs predicted again give the same comparison"
+"$alisa" validate "${va[@]}" --measured "$tmp/tim.jsonl" --trace "$tmp/val.trace" --repeat 5 \
+    >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "tim.jsonl: 3 runs, --repeat says 5" "$tmp/err"
+check $? "validate --measured: a --repeat the file does not hold refused"
+"$alisa" validate "${va[@]}" --measured "$tmp/tim.jsonl" >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "needs --trace" "$tmp/err"
+check $? "validate --measured without --trace refused"
+head -n 130 "$tmp/tim.jsonl" >"$tmp/tim-cut.jsonl"
+"$alisa" validate "${va[@]}" --measured "$tmp/tim-cut.jsonl" --trace "$tmp/val.trace" \
+    >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "tim-cut.jsonl: line 130: run 3 has no machine line" "$tmp/err"
+check $? "validate --measured: a cut file named, its open run too"
+sed '49s/"rate": \[[0-9.e+-]*/"rate": [-1/' "$tmp/tim.jsonl" >"$tmp/tim-bad.jsonl"
+"$alisa" validate "${va[@]}" --measured "$tmp/tim-bad.jsonl" --trace "$tmp/val.trace" \
+    >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "tim-bad.jsonl: line 49: field machine: sample 0" "$tmp/err"
+check $? "validate --measured: a bad machine sample named by file, line and field"
+sed '40d' "$tmp/tim.jsonl" >"$tmp/tim-short.jsonl"
+"$alisa" validate "${va[@]}" --measured "$tmp/tim-short.jsonl" --trace "$tmp/val.trace" \
+    >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "tim-short.jsonl: run 1: timings: 15 decode steps recorded, 16 expected" "$tmp/err"
+check $? "validate --measured: a run missing a step named by file and run"
 "$alisa" validate --model stories260K --text "$text/tinystories_val_subset.txt" \
     --profile "$tmp/cat/hardware.ini" --prompt-len 32 --gen-len 16 --repeat 0 2>"$tmp/err"
 [ $? -eq 2 ] && grep -q "repeat 0: between 1 and 31" "$tmp/err"

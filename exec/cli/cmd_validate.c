@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "infile.h"
 #include "outfile.h"
 #include "calibrate.h"
 #include "catalog.h"
@@ -27,7 +28,7 @@
 #include "stattest.h"
 
 struct validate_opts {
-    const char *model, *tokenizer, *text, *trace, *steps, *timings;
+    const char *model, *tokenizer, *text, *trace, *steps, *timings, *measured;
     struct kv_opts kvo;
     uint32_t P, G, batch, offset, repeat;
     int json;
@@ -63,7 +64,13 @@ static const struct cli_opt validate_own_opts[] = {
     {"timings", "FILE", CLI_STR, VO(timings), NULL, 0,
      "the executor's own timing lines (as alisa run --timings\n"
      "writes them: per forward call, per layer and category),\n"
-     "run after run", 0},
+     "run after run, each run closed by a line of the machine's\n"
+     "weight-rate samples then and the runs' CPU share", 0},
+    {"measured", "FILE", CLI_STR, VO(measured), NULL, 0,
+     "re-predict: take the runs from FILE, written by an earlier\n"
+     "--timings with the same options, instead of running the\n"
+     "executor; --trace names the trace that run kept. The\n"
+     "measurement stays, the prediction is the current model's", 0},
     {"json", NULL, CLI_FLAG, VO(json), NULL, 0,
      "print the comparison as JSON", 0},
     {0}};
@@ -105,6 +112,11 @@ void cmd_validate_usage(FILE *out)
             "samples) gives the normalised error: the cost model's error with the\n"
             "machine's drift since calibration taken out. The plain error is the\n"
             "prediction as a user gets it; both are printed.\n"
+            "\n"
+            "A measurement can be predicted again: --timings FILE --trace X keep a run's\n"
+            "timings, machine samples and trace; --measured FILE --trace X with the\n"
+            "same options later compares them with what the model predicts then, so a\n"
+            "change to the cost model is judged on the same runs (no executor runs).\n"
             "\n"
             );
     cli_opts_help(out, &validate_command, 21);
@@ -420,18 +432,117 @@ static int write_steps(const char *path, const struct step_times *st, uint32_t P
     return outfile_close(f, part, path, 0, e);
 }
 
-/* The executor's timing lines as they were captured, run after run, written
- * whole or not at all (through PATH.part). */
+/* The executor's timing lines as they were captured, run after run, each
+ * run closed by its machine line ({"machine": {"at": [...], "rate": [...]},
+ * "cpu_share": x}: what read_measured reads back), written whole or not at
+ * all (through PATH.part). */
 static int write_timings(const char *path, const struct exec_run *ex, uint32_t repeat,
-                         struct alisa_err *e)
+                         double cpu_share, struct alisa_err *e)
 {
     char part[1100];
     FILE *f = outfile_open(path, part, sizeof part, "timings file", e);
     if (!f)
         return ALISA_EIO;
-    for (uint32_t k = 0; k < repeat; k++)
+    for (uint32_t k = 0; k < repeat; k++) {
         fwrite(ex[k].buf, 1, ex[k].len, f);
+        fputs("{\"machine\": {\"at\": [", f);
+        for (uint32_t i = 0; i < ex[k].mc.n; i++)
+            fprintf(f, "%s%.17g", i ? ", " : "", ex[k].mc.at[i]);
+        fputs("], \"rate\": [", f);
+        for (uint32_t i = 0; i < ex[k].mc.n; i++)
+            fprintf(f, "%s%.17g", i ? ", " : "", ex[k].mc.rate[i]);
+        fprintf(f, "]}, \"cpu_share\": %.17g}\n", cpu_share);
+    }
     return outfile_close(f, part, path, 0, e);
+}
+
+/* One machine line of a --measured file into mc (its samples, at most
+ * SAMPLES_MAX, each at a finite step with a positive rate) and
+ * *cpu_share. Returns 0, or an error naming path and line. */
+static int read_machine_line(json_t *j, const char *path, uint32_t lineno, struct machine *mc,
+                             double *cpu_share, struct alisa_err *e)
+{
+    json_t *mj = json_object_get(j, "machine"), *at = json_object_get(mj, "at"),
+           *rate = json_object_get(mj, "rate"), *share = json_object_get(j, "cpu_share");
+    if (!json_is_array(at) || !json_is_array(rate) || json_array_size(at) != json_array_size(rate))
+        return err_set(e, ALISA_EINVAL, "%s: line %u: field machine: expected \"at\" and "
+                       "\"rate\" arrays of one length", path, lineno);
+    if (json_array_size(at) > SAMPLES_MAX)
+        return err_set(e, ALISA_EINVAL, "%s: line %u: field machine: %zu samples, at most %d",
+                       path, lineno, json_array_size(at), SAMPLES_MAX);
+    mc->n = 0;
+    for (size_t i = 0; i < json_array_size(at); i++) {
+        double a = json_number_value(json_array_get(at, i)),
+               r = json_number_value(json_array_get(rate, i));
+        if (!json_is_number(json_array_get(at, i)) || !json_is_number(json_array_get(rate, i)) ||
+            !isfinite(a) || !(r > 0) || !isfinite(r))
+            return err_set(e, ALISA_EINVAL, "%s: line %u: field machine: sample %zu is not a step "
+                           "and a positive rate", path, lineno, i);
+        mc->at[mc->n] = a;
+        mc->rate[mc->n++] = r;
+    }
+    double c = json_number_value(share);
+    if (!json_is_number(share) || !(c >= 0) || !isfinite(c))
+        return err_set(e, ALISA_EINVAL, "%s: line %u: field cpu_share: expected a number >= 0",
+                       path, lineno);
+    *cpu_share = c;
+    return 0;
+}
+
+/* The runs of a --timings file (write_timings) into ex[0 .. *repeat): each
+ * run's timing lines as one buffer (parse_timings reads it) and its machine
+ * samples; *cpu_share from the last machine line. Returns 0, or an error
+ * naming the file and line (a run not closed by its machine line, more
+ * than VALIDATE_REPEAT_MAX runs, a line that is not JSON). */
+static int read_measured(const char *path, struct exec_run *ex, uint32_t *repeat,
+                         double *cpu_share, struct alisa_err *e)
+{
+    FILE *f = infile_fopen(path, "measured timings", e);
+    if (!f)
+        return ALISA_EIO;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    uint32_t lineno = 0, k = 0;
+    FILE *run = NULL;
+    int rc = 0;
+    while (!rc && (len = getline(&line, &cap, f)) > 0) {
+        lineno++;
+        json_error_t je;
+        json_t *j = json_loadb(line, (size_t)len, 0, &je);
+        if (!j) {
+            rc = err_set(e, ALISA_EINVAL, "%s: line %u: not JSON (%s)", path, lineno, je.text);
+            break;
+        }
+        if (k == VALIDATE_REPEAT_MAX)
+            rc = err_set(e, ALISA_EINVAL, "%s: line %u: more than %d runs", path, lineno,
+                         VALIDATE_REPEAT_MAX);
+        else if (!run && !(run = open_memstream(&ex[k].buf, &ex[k].len)))
+            rc = err_set(e, ALISA_ENOMEM, "out of memory for %s", path);
+        else if (json_object_get(j, "machine")) {
+            fclose(run);
+            run = NULL;
+            rc = read_machine_line(j, path, lineno, &ex[k].mc, cpu_share, e);
+            k++;
+        } else {
+            fwrite(line, 1, (size_t)len, run);
+        }
+        json_decref(j);
+    }
+    if (run) {
+        fclose(run);
+        if (!rc)
+            rc = err_set(e, ALISA_EINVAL, "%s: line %u: run %u has no machine line (a file "
+                         "alisa validate --timings wrote, whole?)", path, lineno, k + 1);
+    }
+    if (!rc && ferror(f))
+        rc = err_set(e, ALISA_EIO, "%s: cannot read", path);
+    if (!rc && k == 0)
+        rc = err_set(e, ALISA_EINVAL, "%s: no run in it", path);
+    free(line);
+    fclose(f);
+    *repeat = k;
+    return rc;
 }
 
 static void print_row(const char *what, double meas, double pred)
@@ -445,11 +556,13 @@ static void print_row(const char *what, double meas, double pred)
 
 /* What the command line asks for. */
 
+#define REPEAT_UNSET UINT32_MAX /* no --repeat given */
+
 /* Parses argv into o. Returns 0, or an exit code (usage printed). */
 static int validate_parse(int argc, char **argv, struct validate_opts *o)
 {
     *o = (struct validate_opts){.kvo = {.sel = {.sparsity = SEL_SPARSITY_DEFAULT}}, .batch = 1,
-                                .repeat = 1};
+                                .repeat = REPEAT_UNSET};
     int req = cli_opts_parse(argc, argv, &validate_command, o, &o->kvo.knobs, cmd_validate_usage,
                              NULL);
     if (req || (req = kv_opts_check(&o->kvo)))
@@ -459,15 +572,61 @@ static int validate_parse(int argc, char **argv, struct validate_opts *o)
                                o->P ? "--gen-len" : "--prompt-len");
     if (!o->batch)
         return cli_usage_error(cmd_validate_usage, "--batch 0: at least 1 sequence");
-    if (o->repeat < 1 || o->repeat > VALIDATE_REPEAT_MAX)
+    if (o->repeat != REPEAT_UNSET && (o->repeat < 1 || o->repeat > VALIDATE_REPEAT_MAX))
         return cli_usage_error(cmd_validate_usage, "--repeat %u: between 1 and %d runs",
                                o->repeat, VALIDATE_REPEAT_MAX);
+    if (o->measured && !o->trace)
+        return cli_usage_error(cmd_validate_usage, "--measured %s: needs --trace, the trace "
+                               "that run kept", o->measured);
+    if (o->measured && o->timings)
+        return cli_usage_error(cmd_validate_usage, "--measured and --timings: the runs are "
+                               "read, not taken");
+    if (!o->measured && o->repeat == REPEAT_UNSET) /* --measured: as many as the file holds */
+        o->repeat = 1;
     /* always under the scheduler, as the simulator runs */
     if (!o->kvo.selection)
         o->kvo.selection = "dense";
     if (!o->kvo.placement)
         o->kvo.placement = "gpu-only";
     return 0;
+}
+
+/* A run's machine samples into v's range, first and last rate. */
+static void machine_stats(const struct machine *mc, struct validation *v)
+{
+    for (uint32_t i = 0; i < mc->n; i++) {
+        double q = mc->rate[i];
+        v->rate_min = v->rate_samples == 0 || q < v->rate_min ? q : v->rate_min;
+        v->rate_max = q > v->rate_max ? q : v->rate_max;
+        v->rate_before = v->rate_samples++ == 0 ? q : v->rate_before;
+        v->rate_after = q;
+    }
+}
+
+/* The runs of an earlier --timings file (o->measured) in place of the
+ * executor's: each run's timings into runs, its machine samples into v. */
+static int validate_reread(struct validate_opts *o, struct exec_run *ex, struct step_times **runs,
+                           struct validation *v, struct alisa_err *e)
+{
+    uint32_t k;
+    int rc = read_measured(o->measured, ex, &k, &v->cpu_share, e);
+    if (!rc && o->repeat != REPEAT_UNSET && o->repeat != k)
+        rc = err_set(e, ALISA_EINVAL, "%s: %u runs, --repeat says %u", o->measured, k, o->repeat);
+    if (rc)
+        return rc;
+    o->repeat = v->repeat = k;
+    if (!(*runs = calloc((size_t)k * o->G, sizeof **runs)))
+        return err_set(e, ALISA_ENOMEM, "out of memory for timings");
+    for (uint32_t r = 0; r < k && !rc; r++) {
+        rc = parse_timings(ex[r].buf, o->P, o->G, *runs + (size_t)r * o->G, &ex[r].prefill_s, e);
+        if (rc) { /* parse_timings names the line, this names the file and run */
+            char inner[sizeof e->msg];
+            memcpy(inner, e->msg, sizeof inner);
+            rc = err_set(e, rc, "%s: run %u: %s", o->measured, r + 1, inner);
+        }
+        machine_stats(&ex[r].mc, v);
+    }
+    return rc;
 }
 
 /* The executor measured o->repeat times on the model's backend: each run's
@@ -510,13 +669,7 @@ static int validate_measure(const struct validate_opts *o, struct loaded *l,
         fclose(tf);
         if (!rc)
             rc = parse_timings(x->buf, o->P, o->G, runs + (size_t)k * o->G, &x->prefill_s, e);
-        for (uint32_t i = 0; i < x->mc.n; i++) {
-            double q = x->mc.rate[i];
-            v->rate_min = v->rate_samples == 0 || q < v->rate_min ? q : v->rate_min;
-            v->rate_max = q > v->rate_max ? q : v->rate_max;
-            v->rate_before = v->rate_samples++ == 0 ? q : v->rate_before;
-            v->rate_after = q;
-        }
+        machine_stats(&x->mc, v);
     }
     if (kind == LLM_BACKEND_CPU && wall > 0)
         v->cpu_share = cpu / (wall * cpu_threads());
@@ -735,10 +888,12 @@ int cmd_validate(int argc, char **argv)
             close(fd);
         o.trace = tmp;
     }
-    struct exec_run *ex = rc ? NULL : calloc(o.repeat, sizeof *ex);
-    struct step_times *runs = rc ? NULL : calloc((size_t)o.repeat * o.G, sizeof *runs);
+    /* every run's slot, so that a --measured file's runs need no count first */
+    struct exec_run *ex = rc ? NULL : calloc(VALIDATE_REPEAT_MAX, sizeof *ex);
+    struct step_times *runs =
+        rc || o.measured ? NULL : calloc((size_t)o.repeat * o.G, sizeof *runs);
     struct step_times *st = rc ? NULL : calloc(o.G, sizeof *st);
-    if (!rc && (!ex || !runs || !st))
+    if (!rc && (!ex || (!runs && !o.measured) || !st))
         rc = err_set(&e, ALISA_ENOMEM, "out of memory for timings");
     struct validation v = {.repeat = o.repeat};
     v.rate_profile = hw->weight_probe_gbps > 0 ? hw->weight_probe_gbps
@@ -746,7 +901,9 @@ int cmd_validate(int argc, char **argv)
     char *sbuf = NULL;
     struct sim_result r;
     uint64_t gpu_kv = 0;
-    if (!rc)
+    if (!rc && o.measured)
+        rc = validate_reread(&o, ex, &runs, &v, &e);
+    else if (!rc)
         rc = validate_measure(&o, &l, kind, ex, runs, &v, &e);
     if (!rc)
         rc = validate_predict(&o, l.m, kind, hw, &r, &sbuf, &gpu_kv, &e);
@@ -764,13 +921,13 @@ int cmd_validate(int argc, char **argv)
     if (!rc && o.steps)
         rc = write_steps(o.steps, st, o.P, o.G, &e);
     if (!rc && o.timings)
-        rc = write_timings(o.timings, ex, o.repeat, &e);
+        rc = write_timings(o.timings, ex, o.repeat, v.cpu_share, &e);
     if (!rc && o.json)
         validate_report_json(&o, l.m->name, hw, &v, &r, gpu_kv);
     else if (!rc)
         validate_report_text(&o, l.m->name, hw, &v, &r);
     free(st);
-    for (uint32_t k = 0; ex && k < o.repeat; k++)
+    for (uint32_t k = 0; ex && k < VALIDATE_REPEAT_MAX; k++)
         free(ex[k].buf);
     free(ex);
     free(runs);
