@@ -153,11 +153,22 @@ struct stream_step {
     double cpu_attend; /* KV bytes attended on the CPU */
 };
 
+/* One trace stream's prefill, summed over its prompt positions. */
+struct prefill_stream {
+    double d2h;     /* bytes the placement offloaded */
+    double host;    /* tokens on the host only after each position: the
+                     * executor's stepwise prefill reads every earlier token
+                     * where it lies (backend_cpu.c, tiered_gather's prefill
+                     * branch, kvstore_fetch), so it loads these */
+    double dropped; /* tokens dropped after each position: kvstore_fetch
+                     * recomputes these from their kept inputs */
+};
+
 struct collect {
     uint32_t n_seqs, trace_layers, prompt_len, gen_len;
     const double *mult;          /* (n_seqs * trace_layers) model streams per trace stream */
     struct stream_step *steps;   /* (gen_len, trace_layers, n_seqs) */
-    double *prefill_d2h;         /* (trace_layers * n_seqs) bytes, per stream */
+    struct prefill_stream *prefill; /* (trace_layers * n_seqs) */
     double *gpu_at, *cpu_at;     /* (gen_len) weighted KV bytes after each step */
 };
 
@@ -170,7 +181,9 @@ static void collect_plan(void *user, const struct scheduler_plan *p, uint32_t se
         return;
     size_t stream = (size_t)layer * c->n_seqs + seq;
     if (p->prefill) {
-        c->prefill_d2h[stream] += (double)p->place.bytes_d2h;
+        c->prefill[stream].d2h += (double)p->place.bytes_d2h;
+        c->prefill[stream].host += p->census.cpu;
+        c->prefill[stream].dropped += p->census.dropped;
         return;
     }
     uint32_t j = p->pos - c->prompt_len;
@@ -777,7 +790,7 @@ static int run_map_streams(struct run *u, struct alisa_err *e)
     u->mult = calloc((size_t)S * Lt, sizeof *u->mult);
     u->c = (struct collect){S, Lt, u->cfg->prompt_len, N, u->mult, NULL, NULL, NULL, NULL};
     u->c.steps = calloc((size_t)N * Lt * S, sizeof *u->c.steps);
-    u->c.prefill_d2h = calloc((size_t)Lt * S, sizeof *u->c.prefill_d2h);
+    u->c.prefill = calloc((size_t)Lt * S, sizeof *u->c.prefill);
     u->c.gpu_at = calloc(N, sizeof *u->c.gpu_at);
     u->c.cpu_at = calloc(N, sizeof *u->c.cpu_at);
     if (u->dense_m) {
@@ -785,14 +798,14 @@ static int run_map_streams(struct run *u, struct alisa_err *e)
         u->cd = u->c;
         u->cd.mult = u->mult_d;
         u->cd.steps = calloc((size_t)N * Lt * S, sizeof *u->cd.steps);
-        u->cd.prefill_d2h = calloc((size_t)Lt * S, sizeof *u->cd.prefill_d2h);
-        if (!u->mult_d || !u->cd.steps || !u->cd.prefill_d2h)
+        u->cd.prefill = calloc((size_t)Lt * S, sizeof *u->cd.prefill);
+        if (!u->mult_d || !u->cd.steps || !u->cd.prefill)
             return err_set(e, ALISA_ENOMEM, "out of memory for the dense layers' %u steps x %u "
                            "layers x %u sequences", N, Lt, S);
     }
     u->tl_of = malloc(u->Lm * sizeof *u->tl_of);
     u->slots_of = calloc(S, sizeof *u->slots_of);
-    if (!u->mult || !u->c.steps || !u->c.prefill_d2h || !u->c.gpu_at || !u->c.cpu_at ||
+    if (!u->mult || !u->c.steps || !u->c.prefill || !u->c.gpu_at || !u->c.cpu_at ||
         !u->tl_of || !u->slots_of)
         return err_set(e, ALISA_ENOMEM, "out of memory for %u steps x %u layers x %u sequences",
                        N, Lt, S);
@@ -1010,20 +1023,33 @@ static int run_price(struct run *u, struct alisa_err *e)
     if (!g->t || !g->queue[RES_GPU] || !g->queue[RES_H2D] || !g->queue[RES_D2H] ||
         !g->queue[RES_CPU] || !u->sched || evq_create(&g->q, e))
         return err_set(e, ALISA_ENOMEM, "out of memory for %u tasks", g->n);
-    double prefill_d2h = 0;
+    struct prefill_stream pf = {0}; /* over the model's streams */
     for (uint32_t s = 0; s < S; s++)
         for (uint32_t t = 0; t < Lt; t++) {
             const size_t i = (size_t)t * S + s;
-            double dense = u->dense_m ? u->mult_d[s * Lt + t] * u->cd.prefill_d2h[i] : 0;
-            prefill_d2h += u->mult[s * Lt + t] * u->c.prefill_d2h[i] + dense;
+            const double m = u->mult[s * Lt + t], md = u->dense_m ? u->mult_d[s * Lt + t] : 0;
+            const struct prefill_stream *a = &u->c.prefill[i],
+                                        *b = u->dense_m ? &u->cd.prefill[i] : a;
+            pf.d2h += m * a->d2h + md * b->d2h;
+            pf.host += m * a->host + md * b->host;
+            pf.dropped += m * a->dropped + md * b->dropped;
         }
+    const double prefill_d2h = pf.d2h;
     double prefill_ns = 0;
-    if (cfg->prefill_stepwise) /* position p attends p + 1 tokens, dense */
+    if (cfg->prefill_stepwise) { /* position p attends p + 1 tokens, dense */
         for (uint32_t p = 0; p < cfg->prompt_len; p++)
             prefill_ns += cost_step_compute_ns(u->m, cfg->hw, u->B, p + 1.0, p + 1.0,
                                                cfg->precision, 0) +
                           u->Lm * cost_kvstore_ns(cfg->hw, u->B, p + 1.0);
-    else
+        /* and reads what the placement moved off the device by then: a
+         * host token is a load (K and V a copy each on a serial profile, as
+         * a decode step's moves are priced), a dropped one a recomputation */
+        const double host_bytes = pf.host * (double)cost_kv_bytes(&u->ks);
+        const double copies = cfg->hw->serial && !cfg->hw->batched_copies ? 2 * pf.host
+                                                                           : pf.host > 0;
+        prefill_ns += cost_transfer_ns(cfg->hw, host_bytes, copies) +
+                      cost_recompute_gpu_ns(u->m, cfg->hw, pf.dropped, cfg->precision);
+    } else
         prefill_ns = cost_prefill_ns(u->m, cfg->hw, u->B, cfg->prompt_len);
     g->t[T_PREFILL] = (struct task){.res = RES_GPU, .dur_ns = ns_of(prefill_ns)};
     if (u->w_cpu > 0) /* the weights' CPU share crosses the link once for prefill */
@@ -1128,13 +1154,13 @@ static void run_free(struct run *u)
     engine_free(&u->g);
     free(u->mult);
     free(u->c.steps);
-    free(u->c.prefill_d2h);
+    free(u->c.prefill);
     free(u->c.gpu_at);
     free(u->c.cpu_at);
     replay_totals_free(&u->tot_d);
     free(u->mult_d);
     free(u->cd.steps);
-    free(u->cd.prefill_d2h);
+    free(u->cd.prefill);
     free(u->tl_of);
     free(u->slots_of);
 }

@@ -813,6 +813,50 @@ static void test_loads_overlap_the_previous_layers_compute(void **state)
     free(dir);
 }
 
+/* The executor's stepwise prefill (validate's prediction) reads every earlier
+ * token where it lies: with a device arena of 4 of the 8 prompt tokens under
+ * fifo, positions 4..7 find 1, 2, 3, 4 tokens on the host, 10 loads of 16
+ * bytes (toy FP16 KV, one layer) at 1 byte/ns plus one copy's 1 ns latency
+ * (tu_unit_hw, not serial) over the same run with room for all. With no
+ * host tier either, those 10 tokens are dropped and recomputed instead
+ * (recompute_ns a token). The one-shot prefill prices neither. */
+static void test_stepwise_prefill_loads_and_recomputes_what_was_moved(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "t.trace");
+    write_toy_gen(path, 1, 8, 2);
+    struct alisa_err e = {{0}};
+    struct hw_profile hw = tu_unit_hw;
+    hw.recompute_ns = 7;
+    struct sim_config c = toy_config(path, "executor", 2);
+    c.hw = &hw;
+    c.prompt_len = 8;
+    c.place = &place_fifo_ops;
+    c.sel = &sel_swa_ops; /* decode attends 2 tokens: they fit */
+    c.sel_params.budget_tokens = 2;
+    c.prefill_stepwise = 1;
+    struct sim_result all, part, none, once;
+    assert_int_equal(sim_run(&c, &all, NULL, &e), 0);
+    c.gpu_kv_bytes = 4 * 16;
+    assert_int_equal(sim_run(&c, &part, NULL, &e), 0);
+    assert_false(all.oom || part.oom);
+    assert_true(fabs(part.prefill_s - all.prefill_s - (10 * 16 + 1) * 1e-9) < 1e-15);
+    c.cpu_mem_bytes = 1; /* no token fits: dropped */
+    assert_int_equal(sim_run(&c, &none, NULL, &e), 0);
+    assert_false(none.oom);
+    assert_true(fabs(none.prefill_s - all.prefill_s - 10 * 7 * 1e-9) < 1e-15);
+    c.prefill_stepwise = 0;
+    c.cpu_mem_bytes = 0;
+    c.gpu_kv_bytes = 0;
+    assert_int_equal(sim_run(&c, &once, NULL, &e), 0);
+    c.gpu_kv_bytes = 4 * 16;
+    assert_int_equal(sim_run(&c, &part, NULL, &e), 0);
+    assert_true(fabs(part.prefill_s - once.prefill_s) < 1e-15);
+    tu_rmdir(dir);
+    free(dir);
+}
+
 /* sim_optimum runs the same workload under belady and oracle-cost: each
  * bound's figures are its own run's (here Belady's moves no more over the
  * link than LRU's), and nothing is run for a placement that is no online
@@ -1304,6 +1348,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dense_gpu_time_is_prefill_plus_each_steps_compute),
+        cmocka_unit_test(test_stepwise_prefill_loads_and_recomputes_what_was_moved),
         cmocka_unit_test(test_accelerate_loads_every_step_with_exact_transfer_times),
         cmocka_unit_test(test_flexgen_attends_its_cpu_share_on_the_cpu),
         cmocka_unit_test(test_int4_kv_is_priced_where_flexgen_runs_it),
