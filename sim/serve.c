@@ -112,6 +112,7 @@ struct pos_stat {
     float recomputed; /* tokens recomputed */
     float retired;    /* decode: tokens the selection retired */
     float h2d, d2h;   /* bytes moved */
+    float host, dropped; /* tokens on the host only, and dropped, after it */
 };
 
 struct placement_run {
@@ -151,6 +152,8 @@ struct serve {
     int analytic;               /* dense on the GPU alone: no replay needed */
     struct sched_prices sp;     /* the selection's scheduler prices (0 where unmeasured) */
     int gathers;                /* the selection attends a subset */
+    int executor;               /* the profile was measured on the executor (its prompt rows
+                                   fetch earlier tokens one by one) */
     float *row;                 /* (max_len) a synthetic row */
     uint32_t max_len;
     double host_ns;
@@ -255,6 +258,8 @@ static int replay_pass(struct serve *v, struct placement_run *p, struct schedule
             q->retired = pos < p->prompt ? 0 : (float)plan.n_retired;
             q->h2d = (float)plan.place.bytes_h2d;
             q->d2h = (float)plan.place.bytes_d2h;
+            q->host = (float)plan.census.cpu;
+            q->dropped = (float)plan.census.dropped;
             cpu_layer[(size_t)pos * L + l] = (double)plan.cpu_bytes;
         }
     }
@@ -436,6 +441,7 @@ static int map_request(const struct serve *v, uint32_t i, uint32_t prompt, uint3
 struct layer_load {
     double attended, resident, recomputed, h2d, d2h, pairs, keys, copies_h2d, copies_d2h;
     double retired, prompt_rows, prompt_context; /* the scheduler's and arenas' work */
+    double prompt_host, prompt_dropped; /* what prompt rows read off the device */
 };
 
 /* Prices one iteration (serve.h: an alisa sim decode step's layers). */
@@ -477,6 +483,8 @@ static double price_iteration(struct serve *v, const struct batcher_item *it, ui
                 } else {
                     x->prompt_rows += 1;
                     x->prompt_context += pos + 1.0;
+                    x->prompt_host += ps->host;
+                    x->prompt_dropped += ps->dropped;
                 }
             }
             if (!decode) { /* causal attention of the chunk over everything before it */
@@ -513,6 +521,11 @@ static double price_iteration(struct serve *v, const struct batcher_item *it, ui
             }
             if (x->prompt_rows > 0)
                 K += cost_kvstore_ns(hw, x->prompt_rows, x->prompt_context / x->prompt_rows);
+            /* the executor's prompt rows read every earlier token where it
+             * lies, as alisa sim's stepwise prefill prices them */
+            if (v->executor && x->prompt_rows > 0)
+                C += cost_prompt_fetch_ns(cfg->model, hw, x->prompt_host, x->prompt_dropped,
+                                          cfg->precision);
         }
         if (v->host_ns > C)
             C = v->host_ns;
@@ -710,6 +723,7 @@ static int serve_setup(struct serve *v, struct serve_state *s, struct alisa_err 
     v->bt = cfg->block_tokens ? cfg->block_tokens : SERVE_BLOCK_TOKENS;
     v->analytic = !cfg->place->host_tier && !cfg->sel->budgeted;
     v->gathers = cfg->sel->gathers;
+    v->executor = cost_executor_profile(cfg->hw);
     v->host_ns = cost_layer_host_ns(cfg->sw, cfg->sel->name);
     int rc = v->analytic ? 0 : cost_schedule_prices(cfg->hw, cfg->sel->name, &v->sp, e);
     if (rc)

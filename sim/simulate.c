@@ -1041,14 +1041,8 @@ static int run_price(struct run *u, struct alisa_err *e)
             prefill_ns += cost_step_compute_ns(u->m, cfg->hw, u->B, p + 1.0, p + 1.0,
                                                cfg->precision, 0) +
                           u->Lm * cost_kvstore_ns(cfg->hw, u->B, p + 1.0);
-        /* and reads what the placement moved off the device by then: a
-         * host token is a load (K and V a copy each on a serial profile, as
-         * a decode step's moves are priced), a dropped one a recomputation */
-        const double host_bytes = pf.host * (double)cost_kv_bytes(&u->ks);
-        const double copies = cfg->hw->serial && !cfg->hw->batched_copies ? 2 * pf.host
-                                                                           : pf.host > 0;
-        prefill_ns += cost_transfer_ns(cfg->hw, host_bytes, copies) +
-                      cost_recompute_gpu_ns(u->m, cfg->hw, pf.dropped, cfg->precision);
+        /* and reads what the placement moved off the device by then */
+        prefill_ns += cost_prompt_fetch_ns(u->m, cfg->hw, pf.host, pf.dropped, cfg->precision);
     } else
         prefill_ns = cost_prefill_ns(u->m, cfg->hw, u->B, cfg->prompt_len);
     g->t[T_PREFILL] = (struct task){.res = RES_GPU, .dur_ns = ns_of(prefill_ns)};
@@ -1165,14 +1159,6 @@ static void run_free(struct run *u)
     free(u->slots_of);
 }
 
-/* Whether hw's attention was measured on the executor (its tables, or a
- * price per token), whose calibration prices neither INT4 KV nor a
- * selection's estimate. */
-static int measured_on_executor(const struct hw_profile *hw)
-{
-    return hw->attn_by_kv.n || hw->attn_sparse_by_kv.n || hw->attn_ns_per_token > 0;
-}
-
 /* A selection's estimate (--partial-ratio, --bounds): priced as its own
  * runtime computes it, while the replay selects from the trace's exact row
  * (a trace holds no keys; the estimate's upper bound), so the knob is
@@ -1181,7 +1167,7 @@ static int estimate_check(struct run *u, struct alisa_err *e)
 {
     const struct sim_config *cfg = u->cfg;
     const struct hw_profile *hw = cfg->hw;
-    if (measured_on_executor(hw))
+    if (cost_executor_profile(hw))
         return err_set(e, ALISA_EINVAL, "selection %s --%s on profile %s: its attention is "
                        "measured on the executor, whose estimate calibration does not price; "
                        "run the executor itself (alisa run, validate)", cfg->sel->name,
@@ -1281,7 +1267,7 @@ static int int4_check(const struct sim_config *cfg, struct alisa_err *e)
 {
     const struct hw_profile *hw = cfg->hw;
     const struct model_shape *m = cfg->model;
-    if (measured_on_executor(hw))
+    if (cost_executor_profile(hw))
         return err_set(e, ALISA_EINVAL, "INT4 KV on profile %s: its attention is measured on the "
                        "executor, which stores no INT4 (a datasheet profile prices FlexGen's "
                        "decompression)", hw->name);

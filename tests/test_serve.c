@@ -296,6 +296,41 @@ static void test_hot_buffer_moves_what_the_replay_moves(void **state)
     free(dir);
 }
 
+/* A profile measured on the executor (its attention priced per token): the
+ * executor's prompt rows read every earlier token where it lies (alisa sim's
+ * stepwise prefill prices it alike). One request of prompt 8 with 4 device
+ * tokens under fifo: positions 4..7 find 1, 2, 3, 4 tokens on the host, 10
+ * loads of 16 bytes at 1 byte/ns and one copy's 1 ns; the 4 tokens the
+ * prompt offloads cost 64 + 1 ns after it. Its first token comes that much
+ * later than with room for the whole prompt. */
+static void test_executor_prompt_rows_read_what_was_offloaded(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *trace = tu_path(dir, "g.trace");
+    write_gen(trace, 1);
+    struct hw_profile hw = tu_unit_hw;
+    hw.attn_ns_per_token = 1; /* as alisa calibrate writes it */
+    struct serve_config cfg = dense_cfg(trace);
+    cfg.hw = &hw;
+    cfg.sel = selection_find("swa");
+    cfg.sel_params.budget_tokens = 2;
+    cfg.place = placement_find("fifo");
+    cfg.gpu_tokens = 8;
+    struct workload w = stream(1, NULL, 8, 2);
+    struct serve_result all, part;
+    serve_ok(&cfg, &w, &all);
+    cfg.gpu_tokens = 4;
+    serve_ok(&cfg, &w, &part);
+    near_ns("first token, 4 device tokens over 8", part.req[0].ttft_s - all.req[0].ttft_s,
+            10 * 16 + 1 + 4 * 16 + 1);
+    serve_result_free(&all);
+    serve_result_free(&part);
+    workload_free(&w);
+    tu_rmdir(dir);
+    free(dir);
+}
+
 /* Requests longer than the trace: refused by name, or continued with
  * synthetic rows under extend; each run twice gives the same result. */
 static void test_long_requests_extend_and_runs_repeat(void **state)
@@ -489,6 +524,7 @@ int main(void)
         cmocka_unit_test(test_chunked_prefill_cuts_the_prompt_to_the_budget),
         cmocka_unit_test(test_the_latest_request_is_preempted_and_recomputed),
         cmocka_unit_test(test_hot_buffer_moves_what_the_replay_moves),
+        cmocka_unit_test(test_executor_prompt_rows_read_what_was_offloaded),
         cmocka_unit_test(test_long_requests_extend_and_runs_repeat),
         cmocka_unit_test(test_goodput_counts_requests_within_the_objectives),
         cmocka_unit_test(test_rate_search_finds_the_highest_attaining_rate),

@@ -395,6 +395,20 @@ double cost_recompute_gpu_ns(const struct model_shape *m, const struct hw_profil
     return gemm_ns(hw, 2.0 * k.hidden * k.kv_dim, tokens);
 }
 
+int cost_executor_profile(const struct hw_profile *hw)
+{
+    return hw->attn_by_kv.n || hw->attn_sparse_by_kv.n || hw->attn_ns_per_token > 0;
+}
+
+double cost_prompt_fetch_ns(const struct model_shape *m, const struct hw_profile *hw, double host,
+                            double dropped, enum kv_precision precision)
+{
+    struct kv_shape k = kv_shape_of(m, precision);
+    const double copies = hw->serial && !hw->batched_copies ? 2 * host : host > 0;
+    return cost_transfer_ns(hw, host * (double)cost_kv_bytes(&k), copies) +
+           cost_recompute_gpu_ns(m, hw, dropped, precision);
+}
+
 double cost_prefill_peak_act_bytes(const struct model_shape *m, uint32_t tokens, uint32_t seqs)
 {
     double h = m->hidden, kv = kv_shape_of(m, KV_FP16).kv_dim;

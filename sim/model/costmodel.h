@@ -213,6 +213,20 @@ double cost_prefill_ns(const struct model_shape *m, const struct hw_profile *hw,
  * GEMM here (the profile's measured table, or a roofline that reads the two
  * matrices once whatever the token count: a step recomputing a few tokens
  * pays for the weights it reads). 0 for no tokens. ns. */
+/* Whether hw's attention was measured on the executor (its tables, or a
+ * price per token): a profile alisa calibrate wrote, whose calibration
+ * prices neither INT4 KV nor a selection's estimate. */
+int cost_executor_profile(const struct hw_profile *hw);
+
+/* What the executor's prompt rows read off the device (issue 49): a prompt
+ * position fetches every earlier token where it lies (backend_cpu.c,
+ * tiered_gather's prefill branch; kvstore_fetch), `host` tokens loaded from
+ * the host arena (K and V a copy each on a serial profile, as a decode
+ * step's moves are priced) and `dropped` ones recomputed from their kept
+ * inputs; counts summed over positions and streams. ns. */
+double cost_prompt_fetch_ns(const struct model_shape *m, const struct hw_profile *hw, double host,
+                            double dropped, enum kv_precision precision);
+
 double cost_recompute_gpu_ns(const struct model_shape *m, const struct hw_profile *hw,
                              double tokens, enum kv_precision precision);
 
