@@ -206,13 +206,6 @@ double cost_gemm_ns_per_byte(const struct gemm_table *t, const struct gemm_table
 double cost_prefill_ns(const struct model_shape *m, const struct hw_profile *hw, uint32_t batch,
                        uint32_t prompt_len);
 
-/* The GPU part of recomputing `tokens` tokens' K and V in one layer (their
- * inputs' transfer is priced with the layer's loads): the executor's
- * measured price per token where the profile has one (recompute_ns), else
- * one GEMM of the tokens' layer inputs by W_k and W_v priced as every weight
- * GEMM here (the profile's measured table, or a roofline that reads the two
- * matrices once whatever the token count: a step recomputing a few tokens
- * pays for the weights it reads). 0 for no tokens. ns. */
 /* Whether hw's attention was measured on the executor (its tables, or a
  * price per token): a profile alisa calibrate wrote, whose calibration
  * prices neither INT4 KV nor a selection's estimate. */
@@ -227,6 +220,13 @@ int cost_executor_profile(const struct hw_profile *hw);
 double cost_prompt_fetch_ns(const struct model_shape *m, const struct hw_profile *hw, double host,
                             double dropped, enum kv_precision precision);
 
+/* The GPU part of recomputing `tokens` tokens' K and V in one layer (their
+ * inputs' transfer is priced with the layer's loads): the executor's
+ * measured price per token where the profile has one (recompute_ns), else
+ * one GEMM of the tokens' layer inputs by W_k and W_v priced as every weight
+ * GEMM here (the profile's measured table, or a roofline that reads the two
+ * matrices once whatever the token count: a step recomputing a few tokens
+ * pays for the weights it reads). 0 for no tokens. ns. */
 double cost_recompute_gpu_ns(const struct model_shape *m, const struct hw_profile *hw,
                              double tokens, enum kv_precision precision);
 
