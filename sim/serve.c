@@ -120,6 +120,8 @@ struct placement_run {
     uint32_t refs;              /* unfinished requests using it */
     uint64_t released;          /* when its last request finished (a count) */
     struct pos_stat *st;        /* (len, L) */
+    struct pos_stat *st_d;      /* (len, L) the same positions under the dense selection: the
+                                   selection's dense leading model layers (dense_m > 0), or NULL */
     double *gpu_at, *cpu_at;    /* (len) the request's bytes on each tier after the position,
                                    every model layer, the GPU's in whole blocks */
     double gpu_peak, cpu_peak;  /* their largest: more than a pool holds, it can never run */
@@ -148,7 +150,12 @@ struct serve {
     double kvb;                 /* a token's KV bytes in one layer */
     uint32_t Lm, bt;
     uint32_t *tl_of;            /* (Lm) trace layer of each model layer */
-    double *mult;               /* (L) model layers reading each trace layer */
+    double *mult;               /* (L) model layers reading each trace layer (its selecting
+                                   ones when dense_m > 0) */
+    uint32_t dense_m;           /* the selection's dense leading model layers (Quest's and
+                                   InfiniGen's first two), replayed apart with the dense
+                                   selection, as alisa sim replays them */
+    double *mult_d;             /* (L) dense leading model layers reading each trace layer */
     int analytic;               /* dense on the GPU alone: no replay needed */
     struct sched_prices sp;     /* the selection's scheduler prices (0 where unmeasured) */
     int gathers;                /* the selection attends a subset */
@@ -164,6 +171,7 @@ static void run_free(struct placement_run *p)
     if (!p)
         return;
     free(p->st);
+    free(p->st_d);
     free(p->gpu_at);
     free(p->cpu_at);
     free(p);
@@ -171,7 +179,7 @@ static void run_free(struct placement_run *p)
 
 static double run_bytes(const struct serve *v, const struct placement_run *p)
 {
-    return (double)p->len * (v->sh->t.L * sizeof *p->st + 2 * sizeof(double));
+    return (double)p->len * ((p->st_d ? 2 : 1) * v->sh->t.L * sizeof *p->st + 2 * sizeof(double));
 }
 
 /* The GPU bytes of `tokens` tokens of one layer held in whole blocks. */
@@ -180,13 +188,23 @@ static double gpu_block_bytes(const struct serve *v, double tokens)
     return ceil(tokens / v->bt) * v->bt * v->kvb;
 }
 
-static void run_totals(struct serve *v, struct placement_run *p, const double *cpu_layer)
+/* p's footprint after each position, every model layer: its selecting
+ * layers' from p->st and cpu_layer, its dense leading layers' from p->st_d
+ * and cpu_layer_d (cpu_layer NULL: no host bytes). */
+static void run_totals(struct serve *v, struct placement_run *p, const double *cpu_layer,
+                       const double *cpu_layer_d)
 {
+    const uint32_t L = v->sh->t.L;
     for (uint32_t pos = 0; pos < p->len; pos++) {
         double g = 0, c = 0;
-        for (uint32_t l = 0; l < v->sh->t.L; l++) {
-            g += v->mult[l] * gpu_block_bytes(v, p->st[(size_t)pos * v->sh->t.L + l].resident);
-            c += v->mult[l] * (cpu_layer ? cpu_layer[(size_t)pos * v->sh->t.L + l] : 0);
+        for (uint32_t l = 0; l < L; l++) {
+            const size_t i = (size_t)pos * L + l;
+            g += v->mult[l] * gpu_block_bytes(v, p->st[i].resident);
+            c += v->mult[l] * (cpu_layer ? cpu_layer[i] : 0);
+            if (p->st_d) {
+                g += v->mult_d[l] * gpu_block_bytes(v, p->st_d[i].resident);
+                c += v->mult_d[l] * (cpu_layer_d ? cpu_layer_d[i] : 0);
+            }
         }
         p->gpu_at[pos] = g;
         p->cpu_at[pos] = c;
@@ -204,12 +222,13 @@ static const float *trace_row(const struct serve *v, uint32_t s, uint32_t pos)
 
 /* One pass of p's positions through sch: prompt rows feed prefill, later
  * ones decode steps. With rec (the future pass of an offline placement) the
- * decode plans are recorded; else their effects fill p->st and cpu_layer.
+ * decode plans are recorded; else their effects fill st (len, L) and
+ * cpu_layer.
  * The synthetic rows past the trace come from fresh streams of the same
  * seeds, so both passes see the same rows. */
 static int replay_pass(struct serve *v, struct placement_run *p, struct scheduler *sch,
-                       struct kv_futures *rec, double *cpu_layer, uint32_t gpu_tokens,
-                       struct alisa_err *e)
+                       struct kv_futures *rec, struct pos_stat *st, double *cpu_layer,
+                       uint32_t gpu_tokens, struct alisa_err *e)
 {
     const uint32_t L = v->sh->t.L, s = p->seq, tlen = v->sh->t.len[s];
     int rc = 0;
@@ -251,7 +270,7 @@ static int replay_pass(struct serve *v, struct placement_run *p, struct schedule
                     rc = err_set(e, ALISA_ENOMEM, "out of memory recording the future selection");
                 continue;
             }
-            struct pos_stat *q = &p->st[(size_t)pos * L + l];
+            struct pos_stat *q = &st[(size_t)pos * L + l];
             q->attended = pos < p->prompt ? 0 : (float)plan.n_attended;
             q->resident = (float)plan.census.gpu;
             q->recomputed = (float)plan.place.n_recompute;
@@ -269,18 +288,20 @@ static int replay_pass(struct serve *v, struct placement_run *p, struct schedule
     return rc;
 }
 
-/* A request's placement: p's positions through the scheduler core with its
- * tiers; an offline bound (belady, oracle-cost) first gets the request's
- * own future from a pass of the selection alone (its future is the
- * trace's: known to the simulator, not to any real system). */
-static int replay_run(struct serve *v, struct placement_run *p, uint32_t gpu_tokens,
-                      struct alisa_err *e)
+/* One replay of p's positions through the scheduler core with its tiers,
+ * under selection sel (layers: scheduler_config.layers, 0 when every trace
+ * layer selects), into st and cpu_layer (len, L); an offline bound
+ * (belady, oracle-cost) first gets the request's own future from a pass of
+ * the selection alone (its future is the trace's: known to the simulator,
+ * not to any real system). */
+static int replay_one(struct serve *v, struct placement_run *p, const struct selection_ops *sel,
+                      const struct sel_params *selp, uint32_t layers, struct pos_stat *st,
+                      double *cpu_layer, uint32_t gpu_tokens, struct alisa_err *e)
 {
     const struct serve_config *cfg = v->cfg;
     const uint32_t L = v->sh->t.L;
-    struct scheduler_config sc = {.sel = cfg->sel, .sel_params = cfg->sel_params,
-                                  .place = cfg->place, .n_streams = L, .layers = L,
-                                  .max_len = p->len};
+    struct scheduler_config sc = {.sel = sel, .sel_params = *selp, .place = cfg->place,
+                                  .n_streams = L, .layers = layers, .max_len = p->len};
     struct tier_storage store = {v->ks, 0};
     /* an offloading placement's hot buffer, or the whole request */
     uint64_t gpu = (uint64_t)(cfg->place->host_tier ? gpu_tokens : p->len) * (uint64_t)v->kvb +
@@ -299,21 +320,49 @@ static int replay_run(struct serve *v, struct placement_run *p, uint32_t gpu_tok
         sc1.place = &place_gpu_only_ops;
         sc1.place_params.gpu_bytes = (uint64_t)p->len * sc.place_params.kv_bytes;
         if (!(rc = kv_futures_create(&fs, L, e)) && !(rc = scheduler_create(&sch, &sc1, NULL, e)))
-            rc = replay_pass(v, p, sch, fs, NULL, gpu_tokens, e);
+            rc = replay_pass(v, p, sch, fs, NULL, NULL, gpu_tokens, e);
         scheduler_destroy(sch);
         sch = NULL;
         if (!rc && !(fut = kv_futures_build(fs, p->len, e)))
             rc = ALISA_ENOMEM;
     }
-    double *cpu_layer = NULL;
-    if (!rc && !(rc = scheduler_create(&sch, &sc, fut, e)) &&
-        !(cpu_layer = calloc((size_t)p->len * L, sizeof *cpu_layer)))
-        rc = err_set(e, ALISA_ENOMEM, "out of memory for a %u-token replay", p->len);
-    if (!rc && !(rc = replay_pass(v, p, sch, NULL, cpu_layer, gpu_tokens, e)))
-        run_totals(v, p, cpu_layer);
-    free(cpu_layer);
+    if (!rc && !(rc = scheduler_create(&sch, &sc, fut, e)))
+        rc = replay_pass(v, p, sch, NULL, st, cpu_layer, gpu_tokens, e);
     scheduler_destroy(sch);
     kv_futures_free(fs);
+    return rc;
+}
+
+/* A request's placement: its selecting layers replayed under the
+ * selection, and when the selection attends its leading model layers
+ * densely (dense_m > 0) those replayed again under the dense selection
+ * with the same placement and tiers, as alisa sim replays them (the
+ * trace's layers stand for model layers of either kind). */
+static int replay_run(struct serve *v, struct placement_run *p, uint32_t gpu_tokens,
+                      struct alisa_err *e)
+{
+    const struct serve_config *cfg = v->cfg;
+    const uint32_t L = v->sh->t.L;
+    const size_t n = (size_t)p->len * L;
+    double *cpu_layer = calloc(n, sizeof *cpu_layer), *cpu_layer_d = NULL;
+    if (v->dense_m) {
+        cpu_layer_d = calloc(n, sizeof *cpu_layer_d);
+        p->st_d = calloc(n, sizeof *p->st_d);
+    }
+    int rc = 0;
+    if (!cpu_layer || (v->dense_m && (!cpu_layer_d || !p->st_d)))
+        rc = err_set(e, ALISA_ENOMEM, "out of memory for a %u-token replay", p->len);
+    /* with dense leading layers apart, every trace layer selects */
+    if (!rc)
+        rc = replay_one(v, p, cfg->sel, &cfg->sel_params, v->dense_m ? 0 : L, p->st, cpu_layer,
+                        gpu_tokens, e);
+    const struct sel_params none = {0};
+    if (!rc && v->dense_m)
+        rc = replay_one(v, p, &sel_dense_ops, &none, 0, p->st_d, cpu_layer_d, gpu_tokens, e);
+    if (!rc)
+        run_totals(v, p, cpu_layer, cpu_layer_d);
+    free(cpu_layer);
+    free(cpu_layer_d);
     return rc;
 }
 
@@ -345,7 +394,7 @@ static int run_get(struct serve *v, uint32_t s, uint32_t P, uint32_t len, uint32
             for (uint32_t l = 0; l < v->sh->t.L; l++)
                 p->st[(size_t)pos * v->sh->t.L + l] = (struct pos_stat){
                     .attended = pos < P ? 0 : (float)(pos + 1), .resident = (float)(pos + 1)};
-        run_totals(v, p, NULL);
+        run_totals(v, p, NULL, NULL);
     } else {
         rc = replay_run(v, p, gpu_tokens, e);
         v->r->replays++;
@@ -444,7 +493,45 @@ struct layer_load {
     double prompt_host, prompt_dropped; /* what prompt rows read off the device */
 };
 
-/* Prices one iteration (serve.h: an alisa sim decode step's layers). */
+/* Adds what item s of request q did in trace layer l (its replay's st)
+ * to x. */
+static void load_add(struct layer_load *x, const struct pos_stat *st, uint32_t L, uint32_t l,
+                     const struct batcher_item *s, int decode)
+{
+    double h2d = 0, d2h = 0;
+    /* a decode step moves what its replay moved; a prompt chunk (the
+     * prompt, or a preempted request's tokens computed again) computes
+     * every token, loading nothing, and offloads what its replay had
+     * offloaded by then */
+    for (uint32_t pos = s->first; pos < s->first + s->n; pos++) {
+        const struct pos_stat *ps = &st[(size_t)pos * L + l];
+        d2h += ps->d2h;
+        if (decode) {
+            h2d += ps->h2d;
+            x->recomputed += ps->recomputed;
+            x->attended += ps->attended;
+            x->resident += ps->resident;
+            x->retired += ps->retired;
+        } else {
+            x->prompt_rows += 1;
+            x->prompt_context += pos + 1.0;
+            x->prompt_host += ps->host;
+            x->prompt_dropped += ps->dropped;
+        }
+    }
+    if (!decode) { /* causal attention of the chunk over everything before it */
+        x->pairs += (double)s->n * s->first + (double)s->n * (s->n + 1) / 2;
+        x->keys += (double)s->first + s->n;
+    }
+    x->h2d += h2d;
+    x->d2h += d2h;
+    x->copies_h2d += h2d > 0; /* one packed copy per request and direction */
+    x->copies_d2h += d2h > 0;
+}
+
+/* Prices one iteration (serve.h: an alisa sim decode step's layers); ll
+ * holds a layer_load per trace layer, and with dense_m > 0 one more per
+ * trace layer for the dense leading layers. */
 static double price_iteration(struct serve *v, const struct batcher_item *it, uint32_t n_it,
                               const struct rq *rq, struct layer_load *ll, double *compute_ns,
                               double *transfer_ns)
@@ -452,7 +539,7 @@ static double price_iteration(struct serve *v, const struct batcher_item *it, ui
     const struct serve_config *cfg = v->cfg;
     const uint32_t L = v->sh->t.L;
     const struct workload *w = v->w;
-    memset(ll, 0, L * sizeof *ll);
+    memset(ll, 0, (v->dense_m ? 2 : 1) * L * sizeof *ll);
     struct iteration_shape base = {0};
     double decode_context = 0; /* summed over the decoding requests */
     for (uint32_t k = 0; k < n_it; k++) {
@@ -465,49 +552,23 @@ static double price_iteration(struct serve *v, const struct batcher_item *it, ui
         base.decodes += decode;
         decode_context += decode ? s->first + 1.0 : 0;
         for (uint32_t l = 0; l < L; l++) {
-            struct layer_load *x = &ll[l];
-            double h2d = 0, d2h = 0;
-            /* a decode step moves what its replay moved; a prompt chunk (the
-             * prompt, or a preempted request's tokens computed again)
-             * computes every token, loading nothing, and offloads what its
-             * replay had offloaded by then */
-            for (uint32_t pos = s->first; pos < s->first + s->n; pos++) {
-                const struct pos_stat *ps = &q->run->st[(size_t)pos * L + l];
-                d2h += ps->d2h;
-                if (decode) {
-                    h2d += ps->h2d;
-                    x->recomputed += ps->recomputed;
-                    x->attended += ps->attended;
-                    x->resident += ps->resident;
-                    x->retired += ps->retired;
-                } else {
-                    x->prompt_rows += 1;
-                    x->prompt_context += pos + 1.0;
-                    x->prompt_host += ps->host;
-                    x->prompt_dropped += ps->dropped;
-                }
-            }
-            if (!decode) { /* causal attention of the chunk over everything before it */
-                x->pairs += (double)s->n * s->first + (double)s->n * (s->n + 1) / 2;
-                x->keys += (double)s->first + s->n;
-            }
-            x->h2d += h2d;
-            x->d2h += d2h;
-            x->copies_h2d += h2d > 0; /* one packed copy per request and direction */
-            x->copies_d2h += d2h > 0;
+            load_add(&ll[l], q->run->st, L, l, s, decode);
+            if (v->dense_m)
+                load_add(&ll[L + l], q->run->st_d, L, l, s, decode);
         }
     }
     const struct hw_profile *hw = cfg->hw;
     double le = 0, ce = 0, ce_prev = 0, oe = 0, busy = 0, link = 0;
     for (uint32_t l = 0; l < v->Lm; l++) {
-        const struct layer_load *x = &ll[v->tl_of[l]];
+        const struct layer_load *x = &ll[(l < v->dense_m ? L : 0) + v->tl_of[l]];
         struct iteration_shape is = base;
         is.attended = x->attended;
         is.resident = x->resident;
         is.prefill_pairs = x->pairs;
         is.prefill_keys = x->keys;
-        double C = cost_iteration_layer_ns(v->cfg->model, hw, &is, cfg->precision, v->gathers,
-                                           l == v->Lm - 1);
+        /* a selection's dense leading layers attend whole, gathering nothing */
+        double C = cost_iteration_layer_ns(v->cfg->model, hw, &is, cfg->precision,
+                                           v->gathers && l >= v->dense_m, l == v->Lm - 1);
         double K = 0, S = 0;
         if (!v->analytic) {
             /* the scheduler's own time and the arenas' bookkeeping where the
@@ -686,7 +747,7 @@ struct serve_state {
     struct rq *rq;                /* (n) */
     uint32_t *plen, *olen;        /* (n) */
     struct batcher_item *items;   /* (max_num_seqs) */
-    struct layer_load *ll;        /* (trace layers) */
+    struct layer_load *ll;        /* (trace layers, twice with dense_m > 0) */
     double *x;                    /* (n) serve_metrics' scratch */
     struct batcher *bt;
     struct pool pl;
@@ -707,6 +768,7 @@ static void serve_state_free(struct serve *v, struct serve_state *s)
     free(s->x);
     free(v->tl_of);
     free(v->mult);
+    free(v->mult_d);
     free(v->row);
 }
 
@@ -739,9 +801,14 @@ static int serve_setup(struct serve *v, struct serve_state *s, struct alisa_err 
     s->plen = malloc((n ? n : 1) * sizeof *s->plen);
     s->olen = malloc((n ? n : 1) * sizeof *s->olen);
     s->items = malloc((size_t)s->bc.max_num_seqs * sizeof *s->items);
+    if (!v->analytic && cfg->sel->dense_layers) {
+        v->dense_m = cfg->sel->dense_layers(&cfg->sel_params);
+        v->dense_m = v->dense_m < v->Lm ? v->dense_m : v->Lm;
+    }
     v->tl_of = malloc(v->Lm * sizeof *v->tl_of);
     v->mult = calloc(v->sh->t.L, sizeof *v->mult);
-    s->ll = malloc(v->sh->t.L * sizeof *s->ll);
+    v->mult_d = calloc(v->sh->t.L, sizeof *v->mult_d);
+    s->ll = malloc((v->dense_m ? 2 : 1) * v->sh->t.L * sizeof *s->ll);
     for (uint32_t i = 0; i < n; i++) {
         uint32_t need = w->req[i].prompt_len + w->req[i].output_len - 1;
         v->max_len = need > v->max_len ? need : v->max_len;
@@ -749,11 +816,11 @@ static int serve_setup(struct serve *v, struct serve_state *s, struct alisa_err 
     v->row = malloc((size_t)(v->max_len + 1) * sizeof *v->row);
     s->x = malloc((n ? n : 1) * sizeof *s->x);
     if (!v->r->req || !s->rq || !s->plen || !s->olen || !s->items || !v->tl_of || !v->mult ||
-        !s->ll || !v->row || !s->x)
+        !v->mult_d || !s->ll || !v->row || !s->x)
         return err_set(e, ALISA_ENOMEM, "out of memory for %u requests", n);
     for (uint32_t l = 0; l < v->Lm; l++) {
         v->tl_of[l] = (uint32_t)((uint64_t)l * v->sh->t.L / v->Lm);
-        v->mult[v->tl_of[l]] += 1;
+        (l < v->dense_m ? v->mult_d : v->mult)[v->tl_of[l]] += 1;
     }
     if (cfg->extend && !v->analytic && !v->sh->have_ext) {
         if ((rc = replay_extension_params(cfg->trace, &v->sh->ext, e)))

@@ -26,7 +26,11 @@
  * each position gives the request's footprint on each tier, the GPU's
  * rounded up to whole blocks per layer. A request's placement is a replay
  * of its trace sequence: it does not depend on the other requests, so it is
- * computed once per (sequence, prompt and output length) and shared. A preempted
+ * computed once per (sequence, prompt and output length) and shared. A
+ * selection whose method attends its leading model layers densely (Quest's
+ * and InfiniGen's first two, selection_ops.dense_layers) has those layers'
+ * streams replayed again under the dense selection with the same placement,
+ * as alisa sim does, whatever the trace's layer count. A preempted
  * request is recomputed as a prompt of its prompt and generated tokens, and
  * its KV is taken to return to the places its replay had given it.
  *

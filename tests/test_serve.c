@@ -516,6 +516,50 @@ static void test_a_requests_placement_does_not_depend_on_others(void **state)
     free(dir);
 }
 
+/* Quest attends its first two model layers densely (selection_ops.
+ * dense_layers), whatever layer count the trace has: on a one-layer trace
+ * read by four model layers, two layers price as the dense selection does
+ * and two as Quest in every layer does. One processor (serial) makes a
+ * request's time the sum of its layers', so Quest's time is the mean of the
+ * other two's. Before, the trace's first two layers were dense: here all
+ * four model layers, attending every token and still priced as gathers. */
+static void test_dense_leading_layers_are_model_layers(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *trace = tu_path(dir, "g.trace");
+    write_gen(trace, 1);
+    struct hw_profile hw = tu_unit_hw;
+    hw.serial = 1;
+    struct model_shape toy4 = tu_toy;
+    toy4.n_layers = 4;
+    struct serve_config cfg = dense_cfg(trace);
+    cfg.hw = &hw;
+    cfg.model = &toy4;
+    struct workload w = stream(1, NULL, 8, 17);
+    struct serve_result r;
+    serve_ok(&cfg, &w, &r);
+    const double dense = r.makespan_s;
+    serve_result_free(&r);
+    cfg.sel = selection_find("quest");
+    cfg.sel_params.sparsity = 0.5;
+    cfg.sel_params.knob[0] = 1; /* one-token pages */
+    cfg.sel_params.knob[2] = 1; /* --every-layer 1 */
+    serve_ok(&cfg, &w, &r);
+    const double every = r.makespan_s;
+    serve_result_free(&r);
+    cfg.sel_params.knob[2] = 0; /* its first two layers dense */
+    serve_ok(&cfg, &w, &r);
+    print_message("dense %.9g s, quest in every layer %.9g s, quest %.9g s\n", dense, every,
+                  r.makespan_s);
+    assert_true(every != dense); /* Quest gathers what it attends: the two differ */
+    assert_true(fabs(r.makespan_s - (dense + every) / 2) <= 1e-12 * dense);
+    serve_result_free(&r);
+    workload_free(&w);
+    tu_rmdir(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -531,6 +575,7 @@ int main(void)
         cmocka_unit_test(test_a_request_that_can_never_fit_is_reported),
         cmocka_unit_test(test_rows_must_cover_the_decode),
         cmocka_unit_test(test_a_requests_placement_does_not_depend_on_others),
+        cmocka_unit_test(test_dense_leading_layers_are_model_layers),
     };
     return tu_result(cmocka_run_group_tests(tests, NULL, NULL));
 }
