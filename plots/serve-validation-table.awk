@@ -6,7 +6,9 @@
 # selection and an offloading placement), in the second held-out set when
 # it says "heldout2" (fixed after the first set had been seen), in the
 # third when it says "heldout3" (dense-cache streams fixed before the dense
-# serving path was calibrated), in the first when it says "heldout", else
+# serving path was calibrated), in the fourth when it says "heldout4"
+# (dense-cache streams fixed before the served iterations' missing cost was
+# looked for), in the first when it says "heldout", else
 # in-sample.
 # 1. Per stream: the set, the stream (requests, rate, burstiness, lengths),
 #    the batching (running cap, token budget, chunked prefill, KV blocks),
@@ -17,14 +19,17 @@
 #    +-10%).
 # 2. Per model and set, held out first, for makespan, TTFT, TPOT and
 #    latency means and the P99 latency: the mean absolute error, P90
-#    (nearest rank) and the worst, beside the median repeats' spread; how
+#    (nearest rank) and the worst, beside the median repeats' spread and
+#    the mean absolute normalised error (serve-run's prediction scaled by
+#    the profile's weight rate over the machine's during the run; "not
+#    sampled" for rows from before serve-run sampled it); how
 #    many streams' latency distributions a two-sample KS test tells apart
 #    (p < 0.05) and how many a TOST shows equivalent within +-10% (p < 0.05).
 # Usage: awk -f plots/serve-validation-table.awk a.csv [b.csv ...]
 BEGIN {
     FS = ","
     nm = split("makespan ttft_mean tpot_mean e2e_mean e2e_p99", mets, " ")
-    split("held out, offloading|held out 3|held out 2|held out 1|in-sample", setname, "|")
+    split("held out 4|held out, offloading|held out 3|held out 2|held out 1|in-sample", setname, "|")
     split("makespan,TTFT mean,TPOT mean,latency mean,latency P99", mname, ",")
     print "| set | model | stream | batching | iterations (pred.) | preemptions (pred.) | makespan | TTFT mean | TPOT mean | latency mean | latency P99 | latency KS p | latency TOST p |"
     print "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
@@ -40,7 +45,8 @@ function spr(x) { return x == "" ? "" : sprintf(" [%.0f%%]", x) }
 function absv(x) { return x < 0 ? -x : x }
 f("status") != "ok" { next }
 {
-    set = f("sweep") ~ /offload/ ? "held out, offloading" : f("sweep") ~ /heldout3/ ? "held out 3" \
+    set = f("sweep") ~ /offload/ ? "held out, offloading" : f("sweep") ~ /heldout4/ ? "held out 4" \
+        : f("sweep") ~ /heldout3/ ? "held out 3" \
         : f("sweep") ~ /heldout2/ ? "held out 2" \
         : f("sweep") ~ /heldout/ ? "held out 1" : "in-sample"
     model = f("model"); sub(/.*\//, "", model); sub(/\.(gguf|bin)$/, "", model)
@@ -60,6 +66,8 @@ f("status") != "ok" { next }
     for (m = 1; m <= nm; m++) {
         err[k, m, i] = absv(f(mets[m] "_error_pct"))
         sp[k, m, i] = f(mets[m] "_spread_pct")
+        v = f("normalised_" mets[m] "_error_pct")
+        if (v != "") { nerr[k, m] += absv(v); nn[k, m]++ }
     }
     told[k] += f("e2e_ks_p") < 0.05
     equiv[k] += f("e2e_tost_p") != "" && f("e2e_tost_p") < 0.05
@@ -76,9 +84,9 @@ function ranked(a, k, m, cnt, r,    i, j, t, v) {
 }
 END {
     print ""
-    print "| model | set | streams | metric | mean abs. error | P90 | worst | median repeats' spread |"
-    print "|---|---|---|---|---|---|---|---|"
-    for (pass = 1; pass <= 5; pass++)
+    print "| model | set | streams | metric | mean abs. error | P90 | worst | median repeats' spread | normalised mean abs. error |"
+    print "|---|---|---|---|---|---|---|---|---|"
+    for (pass = 1; pass <= 6; pass++)
         for (q = 1; q <= nk; q++) {
             k = keys[q]
             if (kset[k] != setname[pass]) continue
@@ -87,15 +95,16 @@ END {
                 s = 0
                 for (i = 1; i <= cnt; i++) s += err[k, m, i]
                 p90 = int(0.9 * cnt); if (p90 < 0.9 * cnt) p90++
-                printf "| %s | %s | %d | %s | %.1f%% | %.1f%% | %.1f%% | %s |\n", kmodel[k], kset[k],
+                printf "| %s | %s | %d | %s | %.1f%% | %.1f%% | %.1f%% | %s | %s |\n", kmodel[k], kset[k],
                     cnt, mname[m], s / cnt, ranked(err, k, m, cnt, p90), ranked(err, k, m, cnt, cnt),
-                    sp[k, m, 1] == "" ? "one run" : sprintf("%.0f%%", ranked(sp, k, m, cnt, int((cnt + 1) / 2)))
+                    sp[k, m, 1] == "" ? "one run" : sprintf("%.0f%%", ranked(sp, k, m, cnt, int((cnt + 1) / 2))),
+                    nn[k, m] == cnt ? sprintf("%.1f%%", nerr[k, m] / cnt) : "not sampled"
             }
         }
     print ""
     print "| model | set | streams | latency distributions told apart (KS p < 0.05) | equivalent within +-10% (TOST p < 0.05) |"
     print "|---|---|---|---|---|"
-    for (pass = 1; pass <= 5; pass++)
+    for (pass = 1; pass <= 6; pass++)
         for (q = 1; q <= nk; q++) {
             k = keys[q]
             if (kset[k] != setname[pass]) continue
