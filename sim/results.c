@@ -475,7 +475,13 @@ static const char q_serve_validate[] =
     R("tests.tpot.ks_d") " AS tpot_ks_d, " R("tests.tpot.ks_p") " AS tpot_ks_p, " R("tests.tpot.tost_p") " AS tpot_tost_p, "
     R("tests.e2e.ks_d") " AS e2e_ks_d, " R("tests.e2e.ks_p") " AS e2e_ks_p, " R("tests.e2e.tost_p") " AS e2e_tost_p, "
     "wall_s, " R("selection") " AS selection, " R("placement") " AS placement, "
-    R("kv_offloads") " AS kv_offloads, " R("kv_loads") " AS kv_loads "
+    R("kv_offloads") " AS kv_offloads, " R("kv_loads") " AS kv_loads, "
+    R("machine.rate_profile_gbps") " AS rate_profile_gbps, " R("machine.rate_gbps")
+    " AS machine_rate_gbps, " R("normalised_error_pct.makespan") " AS normalised_makespan_error_pct, "
+    R("normalised_error_pct.ttft_mean") " AS normalised_ttft_mean_error_pct, "
+    R("normalised_error_pct.tpot_mean") " AS normalised_tpot_mean_error_pct, "
+    R("normalised_error_pct.e2e_mean") " AS normalised_e2e_mean_error_pct, "
+    R("normalised_error_pct.e2e_p99") " AS normalised_e2e_p99_error_pct "
     "FROM runs WHERE json_extract(config, '$.command') = 'serve-run'";
 
 static const char q_runs[] =

@@ -521,7 +521,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 "$alisa" serve-run --model stories260K --text "$text/tinystories_val_subset.txt" \
     --requests-csv "$tmp/sreq.csv" --max-num-seqs 8 --kv-bytes 307200 --repeat 3 --predict \
     --profile "$tmp/cat/hardware.ini" --trace "$root/traces/stories260K-tinystories.trace" \
-    --per-request "$tmp/spr.csv" --json >"$tmp/sp.json" 2>"$tmp/err" &&
+    --per-request "$tmp/spr.csv" --timeline "$tmp/smt.csv" --predicted-timeline "$tmp/spt.csv" \
+    --json >"$tmp/sp.json" 2>"$tmp/err" &&
 "$alisa" serve --trace "$root/traces/stories260K-tinystories.trace" --model stories260K \
     --profile "$tmp/cat/hardware.ini" --hardware cpu-test --requests-csv "$tmp/sreq.csv" \
     --max-num-seqs 8 --max-batched-tokens 256 --kv-pool 307200 --kv-fp32 \
@@ -546,8 +547,23 @@ q = [float(r['e2e_s']) for r in csv.DictReader(open(sys.argv[4]))]
 D = max(abs(sum(x <= v for x in m) / len(m) - sum(x <= v for x in q) / len(q)) for v in m + q)
 ok = ok and len(m) == len(q) == 24 and abs(d['tests']['e2e']['ks_d'] - D) < 1e-6
 ok = ok and all(0 <= d['tests'][k][t] <= 1 for k in ('ttft', 'tpot', 'e2e') for t in ('ks_p', 'tost_p'))
-sys.exit(not ok)" "$tmp/sp.json" "$tmp/ss.json" "$tmp/spr.csv" "$tmp/spp.csv"
-check $? "serve-run --predict: the same iterations and preemptions as the executor, alisa serve's figures, errors and the latency KS statistic from the per-request files: $(tail -1 "$tmp/err")"
+# the two timelines plan the same iterations row by row; the simulator's
+# last iteration ends at its makespan (every request arrives at 0)
+mt, pt = list(csv.DictReader(open(sys.argv[5]))), list(csv.DictReader(open(sys.argv[6])))
+same = ('iteration', 'running', 'waiting', 'tokens', 'prefill_tokens', 'preemptions', 'gpu_kv_bytes')
+ok = ok and len(mt) == len(pt) == d['iterations'] and all(
+    a[c] == b[c] for a, b in zip(mt, pt) for c in same)
+ok = ok and abs(float(pt[-1]['end_s']) - p['makespan_s']) < 1e-6 * p['makespan_s']
+# normalised: the prediction's times x profile rate / machine rate
+mc = d['machine']
+ok = ok and mc['rate_profile_gbps'] > 0
+if mc['rate_gbps'] is not None:
+    f = mc['rate_profile_gbps'] / mc['rate_gbps']
+    n = d['normalised_error_pct']
+    ok = ok and abs(n['makespan'] - 100 * (p['makespan_s'] * f - d['makespan_s']) / d['makespan_s']) < 1e-3
+    ok = ok and abs(n['throughput'] - 100 * (p['throughput_tok_s'] / f - d['throughput_tok_s']) / d['throughput_tok_s']) < 1e-3
+sys.exit(not ok)" "$tmp/sp.json" "$tmp/ss.json" "$tmp/spr.csv" "$tmp/spp.csv" "$tmp/smt.csv" "$tmp/spt.csv"
+check $? "serve-run --predict: the same iterations and preemptions as the executor (the two timelines row by row), alisa serve's figures, errors, the normalised errors and the latency KS statistic from the per-request files: $(tail -1 "$tmp/err")"
 "$alisa" serve-run --model stories260K --text "$text/tinystories_val_subset.txt" --requests 4 \
     --predict --trace "$root/traces/stories260K-tinystories.trace" 2>"$tmp/err"
 [ $? -eq 2 ] && grep -q "predict needs --profile and --trace" "$tmp/err"

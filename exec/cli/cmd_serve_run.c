@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "batcher.h"
+#include "calibrate.h"
 #include "cli.h"
 #include "cli_exec.h"
 #include "cli_opts.h"
@@ -34,7 +35,7 @@
 
 struct serve_run_opts {
     const char *model, *tokenizer, *text, *requests, *per_request, *timeline, *outputs;
-    const char *trace; /* --predict's */
+    const char *trace, *pred_timeline; /* --predict's */
     struct kv_opts kvo; /* --weights and --threads; --predict's --profile and --hardware */
     struct wl_params wl;
     uint32_t max_num_seqs, max_batched_tokens, block_tokens, repeat;
@@ -90,6 +91,10 @@ static const struct cli_opt serve_run_own[] = {
      "the ids), from the last run", 0},
     {"trace", "FILE", CLI_STR, SR(trace), NULL, 0,
      "--predict: attention trace the simulated requests replay", 0},
+    {"predicted-timeline", "FILE", CLI_STR, SR(pred_timeline), NULL, 0,
+     "--predict: the simulator's per-iteration CSV (--timeline's\n"
+     "columns): with arrivals at once it plans the same iterations,\n"
+     "so the two compare row by row", 0},
     {"json", NULL, CLI_FLAG, SR(json), NULL, 0, "print JSON", 0},
     {0}};
 
@@ -118,7 +123,11 @@ void cmd_serve_run_usage(FILE *out)
             "same batching, selection and placement on this run's KV pool and arenas and a\n"
             "calibrated profile, and each\n"
             "metric's error is reported with KS and TOST tests of the per-request latencies\n"
-            "(experiments/serve-validate runs it over fixed held-out streams).\n"
+            "(experiments/serve-validate runs it over fixed held-out streams). The machine's\n"
+            "weight rate is sampled before and after each run (alisa validate's probe, 0.5\n"
+            "s), and each error is also given normalised: the prediction scaled by the\n"
+            "profile's rate over the machine's during the reported run, the machine's\n"
+            "drift since calibration taken out.\n"
             "\n");
     cli_opts_help(out, &serve_run_command, 24);
     fprintf(out, "\nexamples (run as shown by tests/readme_test.sh):\n"
@@ -218,10 +227,14 @@ struct exec_stream {
                               0 without it */
     const char *sel, *place; /* the selection and placement served (dense, gpu-only: the
                                 dense cache) */
+    const struct llm_model *m;
+    double *rate; /* (repeat + 1) with --predict: the machine's weight rate before run 0
+                     and after each run (calib_weight_rate, GB/s; 0 where it failed) */
 };
 
 static void stream_free(struct exec_stream *x)
 {
+    free(x->rate);
     llm_state_free(x->st);
     tiered_free(&x->tr);
     free(x->toks);
@@ -244,7 +257,7 @@ static int stream_setup(struct exec_stream *x, const struct loaded *l, const str
 {
     const uint32_t n = w->n;
     *x = (struct exec_stream){.o = o, .w = w, .c = &l->m->c, .n = n, .max_len = max_len,
-                              .pc = {.bt = o->block_tokens}};
+                              .pc = {.bt = o->block_tokens}, .m = l->m};
     uint32_t *text = NULL, n_blocks = 0;
     size_t n_text = 0;
     int rc = text_tokens(l->t, o->text, 0, (size_t)n * 97 + max_len + 1, &text, &n_text,
@@ -390,17 +403,16 @@ static int stream_serve(struct exec_stream *x, FILE *tl, struct serve_result *r,
         }
         stream_sample(x, bt, n_it, lg);
         now = cli_now_s() - t0;
-        if (tl) {
-            uint32_t pre_tok = 0;
-            for (uint32_t k = 0; k < n_it; k++)
-                pre_tok += x->items[k].first < x->plen[x->items[k].id] ? x->items[k].n : 0;
-            fprintf(tl, "%u,%.9f,%.9f,%u,%u,%u,%u,%u,%.0f,0\n", r->iterations, start, now,
-                    batcher_running(bt), batcher_waiting(bt), R, pre_tok, preempted,
-                    (double)x->pc.used * x->block_bytes);
-        }
+        uint32_t pre_tok = 0;
+        for (uint32_t k = 0; tl && k < n_it; k++)
+            pre_tok += x->items[k].first < x->plen[x->items[k].id] ? x->items[k].n : 0;
         r->iterations++;
         running_sum += batcher_running(bt);
         batcher_done(bt, &mem, x->items, n_it);
+        if (tl) /* after the iteration, as the simulator's rows (serve.c) */
+            fprintf(tl, "%u,%.9f,%.9f,%u,%u,%u,%u,%u,%.0f,0\n", r->iterations - 1, start, now,
+                    batcher_running(bt), batcher_waiting(bt), R, pre_tok, preempted,
+                    (double)x->pc.used * x->block_bytes);
         for (uint32_t k = 0; k < n_it; k++) {
             if (x->items[k].first_token)
                 r->req[x->items[k].id].first_token_s = now;
@@ -447,10 +459,16 @@ static double rel_pct(double pred, double meas)
 
 /* The comparison: each metric's error, the repeats' spread, and per
  * latency the two-sample KS test and TOST at +-10% of the per-request
- * values (measured run's against the simulator's). */
+ * values (measured run's against the simulator's); and, as alisa validate
+ * normalises a decode, each error with the machine's drift since
+ * calibration taken out: the prediction's times scaled by the profile's
+ * weight rate over the machine's during the reported run (the mean of the
+ * samples before and after it), its throughput by the inverse. */
 struct serve_check {
     double meas[M_N], pred[M_N], err[M_N], spread[M_N]; /* spread: -1 with one run */
     double ks_d[3], ks_p[3], tost_p[3];                   /* ttft, tpot, e2e */
+    double rate_profile, rate_run; /* GB/s; rate_run 0: not sampled (no normalised error) */
+    double norm_err[M_N];
 };
 #define SERVE_TOST_MARGIN 0.10
 
@@ -471,9 +489,12 @@ static int serve_compare(const struct serve_result *runs, uint32_t n_runs, uint3
             hi[m] = v[m] > hi[m] ? v[m] : hi[m];
         }
     }
+    const double scale = k->rate_run > 0 ? k->rate_profile / k->rate_run : 0;
     for (int m = 0; m < M_N; m++) {
         k->err[m] = rel_pct(k->pred[m], k->meas[m]);
         k->spread[m] = n_runs < 2 ? -1 : k->meas[m] != 0 ? 100.0 * (hi[m] - lo[m]) / k->meas[m] : 0;
+        double pn = m == M_THROUGHPUT ? k->pred[m] / scale : k->pred[m] * scale;
+        k->norm_err[m] = scale > 0 ? rel_pct(pn, k->meas[m]) : 0;
     }
     const uint32_t n = pred->n;
     double *a = scratch, *b = scratch + n;
@@ -500,7 +521,7 @@ static int serve_compare(const struct serve_result *runs, uint32_t n_runs, uint3
  * request and layer, on the profile's hardware. */
 static int serve_predict(const struct exec_stream *x, const struct llm_model *m,
                          struct serve_result *pred, char *hw_name, size_t hw_size,
-                         struct alisa_err *e)
+                         double *rate_profile, struct alisa_err *e)
 {
     const struct serve_run_opts *o = x->o;
     struct catalog cat;
@@ -519,11 +540,24 @@ static int serve_predict(const struct exec_stream *x, const struct llm_model *m,
         .no_chunked_prefill = o->no_chunked_prefill, .block_tokens = o->block_tokens,
         .slo_ttft_s = o->slo_ttft, .slo_tpot_s = o->slo_tpot};
     ALISA_ASSERT(cfg.sel && cfg.place);
-    if (!(rc = serve_run(&cfg, x->w, pred, NULL, e)) && pred->oom)
+    char part[4200];
+    FILE *tl = NULL;
+    if (o->pred_timeline &&
+        !(tl = outfile_open(o->pred_timeline, part, sizeof part, "predicted timeline", e))) {
+        catalog_deinit(&cat);
+        return ALISA_EIO;
+    }
+    rc = serve_run(&cfg, x->w, pred, tl, e);
+    if (tl) /* kept only when the run succeeded */
+        rc = outfile_close(tl, part, o->pred_timeline, rc, e);
+    if (!rc && pred->oom)
         rc = err_set(e, ALISA_EINVAL, "the simulator ran out of memory where the executor did "
                      "not: %s", pred->oom_reason);
     if (!rc)
         snprintf(hw_name, hw_size, "%s", hw->name);
+    /* the machine's speed at calibration (alisa validate's rule) */
+    *rate_profile = hw->weight_probe_gbps > 0 ? hw->weight_probe_gbps
+                                              : calib_profile_weight_rate(m, hw);
     catalog_deinit(&cat);
     return rc;
 }
@@ -553,6 +587,17 @@ static json_t *check_json(const struct serve_check *k, const char *profile, cons
     json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:f}", "predicted", p, "error_pct", err,
                           "repeat_spread_pct", spread, "tests", tests, "tost_margin",
                           SERVE_TOST_MARGIN);
+    if (o && k->rate_run > 0) {
+        json_t *norm = json_object();
+        for (int m = 0; norm && m < M_N; m++)
+            json_object_set_new(norm, metric_name[m], json_real(k->norm_err[m]));
+        json_object_set_new(o, "normalised_error_pct", norm ? norm : json_null());
+    }
+    if (o)
+        json_object_set_new(o, "machine", json_pack("{s:f, s:o}", "rate_profile_gbps",
+                                                     k->rate_profile, "rate_gbps",
+                                                     k->rate_run > 0 ? json_real(k->rate_run)
+                                                                     : json_null()));
     if (o)
         return o;
     return NULL; /* json_pack stole the references */
@@ -590,6 +635,12 @@ static void check_print(const struct serve_check *k, const char *hw, const struc
     for (int s = 0; s < 3; s++)
         printf("%s KS D %.3f p %.3g, TOST +-%.0f%% p %.3g%s", lat[s], k->ks_d[s], k->ks_p[s],
                100 * SERVE_TOST_MARGIN, k->tost_p[s], s < 2 ? "; " : "\n");
+    if (k->rate_run > 0)
+        printf("  normalised (the prediction x the profile's weight rate %.3g GB/s / the "
+               "machine's %.3g GB/s during the run): makespan %+.1f%%, TTFT mean %+.1f%%, TPOT "
+               "mean %+.1f%%, latency mean %+.1f%%\n", k->rate_profile, k->rate_run,
+               k->norm_err[M_MAKESPAN], k->norm_err[M_TTFT], k->norm_err[M_TPOT],
+               k->norm_err[M_E2E]);
 }
 
 /* The run with the median makespan (the lower of the middle two). */
@@ -672,8 +723,9 @@ static int serve_run_check(struct serve_run_opts *o)
         return cli_usage_error(cmd_serve_run_usage, "--repeat %u: expected 1..31", o->repeat);
     if (o->predict && (!o->kvo.profile || !o->trace))
         return cli_usage_error(cmd_serve_run_usage, "--predict needs --profile and --trace");
-    if (!o->predict && o->trace)
-        return cli_usage_error(cmd_serve_run_usage, "--trace is --predict's");
+    if (!o->predict && (o->trace || o->pred_timeline))
+        return cli_usage_error(cmd_serve_run_usage, "--trace and --predicted-timeline are "
+                               "--predict's");
     if (!o->predict && !o->kvo.placement && (o->kvo.profile || o->kvo.hardware))
         return cli_usage_error(cmd_serve_run_usage, "--profile and --hardware are --predict's "
                                "and a placement's");
@@ -728,8 +780,16 @@ static int write_outputs(const struct exec_stream *x, struct alisa_err *e)
     return outfile_close(f, part, x->o->outputs, 0, e);
 }
 
+/* The machine's weight rate now (alisa validate's probe, 0.5 s), GB/s; 0
+ * when it failed. */
+static double machine_rate(const struct exec_stream *x)
+{
+    double r = calib_weight_rate(x->m, LLM_BACKEND_CPU, 0.5);
+    return isfinite(r) && r > 0 ? r : 0;
+}
+
 /* The runs, each timeline in memory; the median run's written to
- * o->timeline. */
+ * o->timeline; with --predict the machine's rate sampled around each. */
 static int serve_runs(struct exec_stream *x, struct serve_result *runs, uint32_t *pick,
                       struct alisa_err *e)
 {
@@ -737,6 +797,8 @@ static int serve_runs(struct exec_stream *x, struct serve_result *runs, uint32_t
     char **buf = calloc(o->repeat, sizeof *buf);
     size_t *len = calloc(o->repeat, sizeof *len);
     int rc = !buf || !len ? err_set(e, ALISA_ENOMEM, "out of memory for %u timelines", o->repeat) : 0;
+    if (!rc && x->rate)
+        x->rate[0] = machine_rate(x);
     for (uint32_t i = 0; !rc && i < o->repeat; i++) {
         FILE *tl = o->timeline ? open_memstream(&buf[i], &len[i]) : NULL;
         if (o->timeline && !tl)
@@ -745,6 +807,8 @@ static int serve_runs(struct exec_stream *x, struct serve_result *runs, uint32_t
             rc = stream_serve(x, tl, &runs[i], e);
         if (tl)
             fclose(tl);
+        if (!rc && x->rate)
+            x->rate[i + 1] = machine_rate(x);
     }
     *pick = rc ? 0 : median_run(runs, o->repeat);
     char part[4200];
@@ -801,11 +865,17 @@ int cmd_serve_run(int argc, char **argv)
         rc = err_set(&e, ALISA_ENOMEM, "out of memory for %u runs", o.repeat);
     /* the prediction first: a bad profile or a short trace is said before
      * the executor's minutes */
+    memset(&k, 0, sizeof k);
     if (!rc && o.predict)
-        rc = serve_predict(&x, l.m, &pred, hw, sizeof hw, &e);
+        rc = serve_predict(&x, l.m, &pred, hw, sizeof hw, &k.rate_profile, &e);
+    if (!rc && o.predict && !(x.rate = calloc(o.repeat + 1, sizeof *x.rate)))
+        rc = err_set(&e, ALISA_ENOMEM, "out of memory for %u machine samples", o.repeat + 1);
     if (!rc)
         rc = serve_runs(&x, runs, &pick, &e);
     if (!rc && o.predict) {
+        /* the reported run's rate: the mean of the samples either side */
+        const double *r = x.rate + pick;
+        k.rate_run = r[0] > 0 && r[1] > 0 ? 0.5 * (r[0] + r[1]) : 0;
         double *scratch = malloc(2 * (size_t)w.n * sizeof *scratch);
         rc = scratch ? serve_compare(runs, o.repeat, pick, &pred, &k, scratch, &e)
                      : err_set(&e, ALISA_ENOMEM, "out of memory for the tests");
