@@ -177,9 +177,16 @@ fi
 if [ -f "$src/models-cache/SmolLM2-135M-Instruct.Q4_1.gguf" ]; then
     run "$alisa" model info "$src/models-cache/SmolLM2-135M-Instruct.Q4_1.gguf"
     [ "$code" -eq 0 ] && grep -q "by type: F32 61 Q4_1 210 Q8_0 1$" out && ok || bad "model info names the tensor types"
+    # declared options (issue 40 item 4): --tensors before or after the file
+    run "$alisa" model info --tensors "$src/models-cache/SmolLM2-135M-Instruct.Q4_1.gguf"
+    [ "$code" -eq 0 ] && grep -q "^  token_embd.weight  *Q8_0 " out && ok || bad "model info --tensors FILE lists each tensor"
+    run "$alisa" model info "$src/models-cache/SmolLM2-135M-Instruct.Q4_1.gguf" --tensorz
+    usage "unrecognized option '--tensorz'" "model info names an unknown option"
 else
-    skipped=$((skipped + 1))
+    skipped=$((skipped + 3))
 fi
+run "$alisa" model info a.gguf b.gguf
+usage "expected: info FILE [--tensors]" "model info takes one file"
 
 # --- progress: on a terminal (forced here), never when piped ---
 run env ALISA_PROGRESS=1 "$alisa" trace gen --model OPT-6.7B --layers 4 --seqs 2 --prompt-len 32 \

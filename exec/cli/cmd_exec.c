@@ -6,6 +6,7 @@
 #include <gsl/gsl_rng.h>
 #include <jansson.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -15,6 +16,7 @@
 #include "cli.h"
 #include "attn_trace.h"
 #include "cli_exec.h"
+#include "cli_opts.h"
 #include "progress.h"
 #include "cmds.h"
 #include "costmodel.h"
@@ -814,14 +816,27 @@ int cmd_record(int argc, char **argv)
 
 /* ---- alisa model ---- */
 
+struct model_opts {
+    int tensors;
+};
+static const struct cli_opt model_info_own[] = {
+    {"tensors", NULL, CLI_FLAG, offsetof(struct model_opts, tensors), NULL, 0,
+     "each tensor's name, type and shape too", 0},
+    {0}};
+static const struct cli_group model_info_groups[] = {{model_info_own, 0}};
+static const struct cli_command_opts model_info_command = {model_info_groups, 1, 0, 1};
+
 void cmd_model_usage(FILE *out)
 {
     fprintf(out,
             "usage: alisa model info FILE [--tensors]\n"
             "\n"
             "Prints a GGUF file's version, architecture hyper-parameters, tokenizer and\n"
-            "tensor summary (tensors counted by ggml type; each tensor with --tensors),\n"
-            "after checking that every tensor's data lies inside the file.\n"
+            "tensor summary (tensors counted by ggml type), after checking that every\n"
+            "tensor's data lies inside the file.\n"
+            "\n");
+    cli_opts_help(out, &model_info_command, 20);
+    fprintf(out,
             "\n"
             "examples (run as shown by tests/readme_test.sh, after scripts/get-models):\n"
             "  alisa model info models-cache/SmolLM2-135M-Instruct.Q4_1.gguf\n");
@@ -829,23 +844,31 @@ void cmd_model_usage(FILE *out)
 
 int cmd_model(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            cmd_model_usage(stdout);
-            return 0;
-        }
-    int tensors = argc == 4 && strcmp(argv[3], "--tensors") == 0;
-    if ((argc != 3 && !tensors) || strcmp(argv[1], "info") != 0)
+    if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        cmd_model_usage(stdout);
+        return 0;
+    }
+    if (argc < 2 || strcmp(argv[1], "info") != 0)
         return cli_usage_error(cmd_model_usage, "expected: info FILE [--tensors]");
+    struct model_opts o = {0};
+    int first;
+    int rc = cli_opts_parse(argc - 1, argv + 1, &model_info_command, &o, NULL, cmd_model_usage,
+                            &first);
+    if (rc)
+        return rc == CLI_HELP_SHOWN ? 0 : rc;
+    if (argc - 1 - first != 1)
+        return cli_usage_error(cmd_model_usage, "expected: info FILE [--tensors]");
+    const char *path = argv[1 + first];
+    const int tensors = o.tensors;
     struct gguf *g;
     struct alisa_err e = {{0}};
-    if (gguf_open(&g, argv[2], &e))
+    if (gguf_open(&g, path, &e))
         return cli_fail(&e);
     char arch[64] = "?", name[128] = "?", tok[64] = "?";
     gguf_get_str(g, "general.architecture", arch, sizeof arch, &e);
     gguf_get_str(g, "general.name", name, sizeof name, &e);
     gguf_get_str(g, "tokenizer.ggml.model", tok, sizeof tok, &e);
-    printf("file:         %s\nname:         %s\narchitecture: %s\n", argv[2], name, arch);
+    printf("file:         %s\nname:         %s\narchitecture: %s\n", path, name, arch);
     static const char *keys[] = {"context_length", "embedding_length", "block_count",
                                  "feed_forward_length", "attention.head_count",
                                  "attention.head_count_kv", "rope.freq_base",

@@ -26,8 +26,72 @@
 #include "trace_params.h"
 #include "tracefit.h"
 
+/* trace gen's options: its own, then the generator's table (trace_params.h),
+ * whose values are applied after the model's shape and the --params file,
+ * so --layers and every option typed wins. */
+struct gen_opts {
+    const char *model, *out, *dir, *params;
+    int per_head;
+    int scale; /* --scale-rule: 1 paper (default), 0 none */
+    const char *table[TRACE_GEN_N_OPTS];
+};
+
+static int read_scale_rule(void *field, const char *opt, const char *arg, struct alisa_err *e)
+{
+    if (strcmp(arg, "paper") && strcmp(arg, "none"))
+        return err_set(e, ALISA_EINVAL, "%s %s: expected paper or none", opt, arg);
+    *(int *)field = !strcmp(arg, "paper");
+    return 0;
+}
+
+#define GEN(f) offsetof(struct gen_opts, f)
+static const struct cli_opt gen_own[] = {
+    {"model", "NAME", CLI_STR, GEN(model), NULL, 1,
+     "model shape from the catalog (layers, heads, hidden, vocab)", 0},
+    {"output", "FILE", CLI_STR, GEN(out), NULL, 1,
+     "trace to write (written to FILE.part, renamed when complete)", 'o'},
+    {0}};
+static const struct cli_opt gen_more[] = {
+    {"per-head", NULL, CLI_FLAG, GEN(per_head), NULL, 0,
+     "also store per-head rows (heads draw their own noise and\n"
+     "target; the head-mean row is then less sparse)", 0},
+    {"params", "FILE", CLI_STR, GEN(params), NULL, 0,
+     "the parameters `alisa trace fit` wrote (INI, section\n"
+     "[generator], keys as these options' names, and\n"
+     "sparsity-profile: the target by depth, knots spaced\n"
+     "evenly from the first layer to the last); options typed\n"
+     "here win", 0},
+    {"scale-rule", "R", CLI_FN, GEN(scale), read_scale_rule, 0,
+     "paper (default): a --params profile fitted on a smaller\n"
+     "model is made sparser for a larger one by the paper's\n"
+     "trend (Fig. 3: OPT-30B about 3x less dense than\n"
+     "OPT-6.7B; density x (P / P_fit)^-0.73 with P the\n"
+     "parameters 12 L h^2 + V h, both floored at 6.7e9, where\n"
+     "the trend was measured); none: the profile as fitted", 0},
+    {"catalog", "DIR", CLI_STR, GEN(dir), NULL, 0,
+     "catalog directory (default $ALISA_CATALOG or sim/model/catalog)", 0},
+    {0}};
+/* the generator's table as declared options (gen_table_init), each value
+ * kept as typed */
+static struct cli_opt gen_table[TRACE_GEN_N_OPTS + 1];
+static const struct cli_group gen_groups[] = {
+    {gen_own, 0}, {gen_table, GEN(table)}, {gen_more, 0}};
+static const struct cli_command_opts gen_command = {gen_groups, 3, 0, 0};
+#undef GEN
+
+static void gen_table_init(void)
+{
+    for (size_t i = 0; i < TRACE_GEN_N_OPTS; i++) {
+        const struct trace_gen_opt *g = &trace_gen_opts[i];
+        int whole = g->kind == TRACE_OPT_U32 || g->kind == TRACE_OPT_U64;
+        gen_table[i] = (struct cli_opt){g->name, whole ? "N" : "X", CLI_STR,
+                                        i * sizeof(const char *), NULL, 0, g->help, 0};
+    }
+}
+
 static void trace_gen_usage(FILE *out)
 {
+    gen_table_init();
     fprintf(out,
             "usage: alisa trace gen --model NAME -o FILE [options]\n"
             "\n"
@@ -39,27 +103,9 @@ static void trace_gen_usage(FILE *out)
             "        + noise*N(0,1),   weights = softmax(beta*z)\n"
             "with g_t the log of a Pareto(hh_alpha) draw doing a random walk, and beta\n"
             "solved per row so the row meets its sparsity target.\n"
-            "\n"
-            "  --model NAME      model shape from the catalog (layers, heads, hidden, vocab)\n"
-            "  -o, --output FILE trace to write (written to FILE.part, renamed when complete)\n");
-    for (size_t i = 0; i < TRACE_GEN_N_OPTS; i++)
-        fprintf(out, "  --%-16s %s\n", trace_gen_opts[i].name, trace_gen_opts[i].help);
+            "\n");
+    cli_opts_help(out, &gen_command, 24);
     fprintf(out,
-            "  --per-head        also store per-head rows (heads draw their own noise and\n"
-            "                    target; the head-mean row is then less sparse)\n"
-            "  --params FILE     the parameters `alisa trace fit` wrote (INI, section\n"
-            "                    [generator], keys as these options' names, and\n"
-            "                    sparsity-profile: the target by depth, knots spaced\n"
-            "                    evenly from the first layer to the last); options typed\n"
-            "                    here win\n"
-            "  --scale-rule R    paper (default): a --params profile fitted on a smaller\n"
-            "                    model is made sparser for a larger one by the paper's\n"
-            "                    trend (Fig. 3: OPT-30B about 3x less dense than\n"
-            "                    OPT-6.7B; density x (P / P_fit)^-0.73 with P the\n"
-            "                    parameters 12 L h^2 + V h, both floored at 6.7e9, where\n"
-            "                    the trend was measured); none: the profile as fitted\n"
-            "  --catalog DIR     catalog directory (default $ALISA_CATALOG or sim/model/catalog)\n"
-            "  -h, --help        this text\n"
             "\n"
             "examples (run as shown by tests/readme_test.sh):\n"
             "  alisa trace gen --model OPT-6.7B --layers 4 --seqs 2 --prompt-len 64 "
@@ -409,56 +455,17 @@ static void scale_profile(struct trace_gen_params *p, const char *params, double
 
 static int trace_gen_cmd(int argc, char **argv)
 {
-    enum { OPT_MODEL = 1000, OPT_PER_HEAD, OPT_CATALOG, OPT_PARAMS, OPT_SCALE, OPT_TABLE };
-    struct option opts[TRACE_GEN_N_OPTS + 8];
-    for (size_t i = 0; i < TRACE_GEN_N_OPTS; i++)
-        opts[i] = (struct option){trace_gen_opts[i].name, required_argument, 0, OPT_TABLE + (int)i};
-    opts[TRACE_GEN_N_OPTS] = (struct option){"model", required_argument, 0, OPT_MODEL};
-    opts[TRACE_GEN_N_OPTS + 1] = (struct option){"per-head", no_argument, 0, OPT_PER_HEAD};
-    opts[TRACE_GEN_N_OPTS + 2] = (struct option){"catalog", required_argument, 0, OPT_CATALOG};
-    opts[TRACE_GEN_N_OPTS + 3] = (struct option){"output", required_argument, 0, 'o'};
-    opts[TRACE_GEN_N_OPTS + 4] = (struct option){"help", no_argument, 0, 'h'};
-    opts[TRACE_GEN_N_OPTS + 5] = (struct option){"params", required_argument, 0, OPT_PARAMS};
-    opts[TRACE_GEN_N_OPTS + 6] = (struct option){"scale-rule", required_argument, 0, OPT_SCALE};
-    opts[TRACE_GEN_N_OPTS + 7] = (struct option){0, 0, 0, 0};
-    cli_list_options(opts);
-
+    gen_table_init();
+    struct gen_opts o = {.dir = catalog_default_dir(), .scale = 1};
+    int rc = cli_opts_parse(argc, argv, &gen_command, &o, NULL, trace_gen_usage, NULL);
+    if (rc)
+        return rc == CLI_HELP_SHOWN ? 0 : rc;
     struct trace_gen_params p;
     trace_gen_defaults(&p);
-    const char *model = NULL, *out = NULL, *dir = catalog_default_dir(), *params = NULL;
-    int scale = 1;
-    /* Table options are applied after the model's shape and the parameters
-     * file, so --layers and every option typed wins. */
-    const char *table_vals[TRACE_GEN_N_OPTS] = {0};
+    p.per_head = o.per_head;
+    const char *model = o.model, *out = o.out, *dir = o.dir, *params = o.params;
+    const int scale = o.scale;
     struct alisa_err e = {{0}};
-    cli_reset_getopt();
-    int ch;
-    while ((ch = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
-        if (ch >= OPT_TABLE && ch < OPT_TABLE + (int)TRACE_GEN_N_OPTS) {
-            table_vals[ch - OPT_TABLE] = optarg;
-            continue;
-        }
-        switch (ch) {
-        case OPT_MODEL: model = optarg; break;
-        case OPT_PER_HEAD: p.per_head = 1; break;
-        case OPT_CATALOG: dir = optarg; break;
-        case OPT_PARAMS: params = optarg; break;
-        case OPT_SCALE:
-            if (strcmp(optarg, "paper") && strcmp(optarg, "none"))
-                return cli_usage_error(trace_gen_usage, "--scale-rule %s: expected paper or none",
-                                       optarg);
-            scale = !strcmp(optarg, "paper");
-            break;
-        case 'o': out = optarg; break;
-        default: return cli_option_end(ch, argv[optind - 1], trace_gen_usage);
-        }
-    }
-    if (optind < argc)
-        return cli_usage_error(trace_gen_usage, "unexpected argument '%s'", argv[optind]);
-    if (!model)
-        return cli_usage_error(trace_gen_usage, "--model is required (see alisa catalog models)");
-    if (!out)
-        return cli_usage_error(trace_gen_usage, "-o FILE is required");
 
     struct catalog c;
     if (catalog_load(&c, dir, catalog_models_dir(), &e))
@@ -486,11 +493,11 @@ static int trace_gen_cmd(int argc, char **argv)
     if (params && trace_params_read(params, &p, &fitted_params, &e))
         return cli_fail(&e);
     for (size_t i = 0; i < TRACE_GEN_N_OPTS; i++) {
-        if (!table_vals[i])
+        if (!o.table[i])
             continue;
         char opt[40];
         snprintf(opt, sizeof opt, "--%s", trace_gen_opts[i].name);
-        if (trace_gen_opt_set(&p, i, opt, table_vals[i], &e))
+        if (trace_gen_opt_set(&p, i, opt, o.table[i], &e))
             return cli_usage_error(trace_gen_usage, "%s", e.msg);
         if (trace_gen_opts[i].line)
             p.n_profile = 0; /* a typed line replaces the file's profile */
@@ -518,7 +525,7 @@ static int trace_gen_cmd(int argc, char **argv)
     progress_start(&pg, "trace gen", "positions", 0, 0);
     p.progress = gen_progress;
     p.progress_ctx = &pg;
-    int rc = trace_gen_write(&p, out, &e);
+    rc = trace_gen_write(&p, out, &e);
     progress_end(&pg);
     if (rc)
         return cli_fail(&e);
