@@ -532,11 +532,19 @@ int results_export(const char *db, const char *query, const char *sweep, FILE *o
     int rc = results_open_readonly(&r, db, e);
     if (rc)
         return rc;
-    char sql[4096];
-    snprintf(sql, sizeof sql, "%s%s ORDER BY sweep, point", base,
-             sweep ? " AND sweep = ?" : "");
+    /* sized by the query (serve-validate's is past 4 KiB) */
+    const char *tail = sweep ? " AND sweep = ? ORDER BY sweep, point" : " ORDER BY sweep, point";
+    char *sql = malloc(strlen(base) + strlen(tail) + 1);
+    if (!sql) {
+        results_close(r);
+        return err_set(e, ALISA_ENOMEM, "%s: out of memory for the export query", db);
+    }
+    strcpy(sql, base);
+    strcat(sql, tail);
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(r->db, sql, -1, &st, NULL) != SQLITE_OK) {
+    int prepared = sqlite3_prepare_v2(r->db, sql, -1, &st, NULL) == SQLITE_OK;
+    free(sql);
+    if (!prepared) {
         rc = db_fail(e, db, r->db, "export query failed");
         results_close(r);
         return rc;
