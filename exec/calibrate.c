@@ -38,14 +38,10 @@ static const char *const names[CALIB_N] = {
     [CALIB_STREAM_GFLOPS] = "stream_gflops", [CALIB_WGEMM_R1] = "wgemm_r1_ns_b",
     [CALIB_WGEMM_R2] = "wgemm_r2_ns_b", [CALIB_WGEMM_R4] = "wgemm_r4_ns_b",
     [CALIB_WGEMM_R8] = "wgemm_r8_ns_b", [CALIB_WGEMM_R16] = "wgemm_r16_ns_b",
-    [CALIB_WGEMM_R32] = "wgemm_r32_ns_b", [CALIB_WGEMM_R64] = "wgemm_r64_ns_b",
-    [CALIB_WGEMM_R128] = "wgemm_r128_ns_b", [CALIB_WGEMM_R256] = "wgemm_r256_ns_b",
-    [CALIB_HEAD_R1] = "head_r1_ns_b",
+    [CALIB_WGEMM_R32] = "wgemm_r32_ns_b", [CALIB_HEAD_R1] = "head_r1_ns_b",
     [CALIB_HEAD_R2] = "head_r2_ns_b", [CALIB_HEAD_R4] = "head_r4_ns_b",
     [CALIB_HEAD_R8] = "head_r8_ns_b", [CALIB_HEAD_R16] = "head_r16_ns_b",
-    [CALIB_HEAD_R32] = "head_r32_ns_b", [CALIB_HEAD_R64] = "head_r64_ns_b",
-    [CALIB_HEAD_R128] = "head_r128_ns_b", [CALIB_HEAD_R256] = "head_r256_ns_b",
-    [CALIB_ATTN_NS_PER_TOKEN] = "attn_ns_per_token",
+    [CALIB_HEAD_R32] = "head_r32_ns_b", [CALIB_ATTN_NS_PER_TOKEN] = "attn_ns_per_token",
     [CALIB_ATTN_NS_FIXED] = "attn_ns_fixed", [CALIB_RECOMPUTE_NS] = "recompute_ns",
     [CALIB_KV_NS_PER_TOKEN] = "kv_ns_per_token", [CALIB_KV_NS_PER_LAYER] = "kv_ns_per_layer",
     [CALIB_WEIGHT_PROBE_GBPS] = "weight_probe_gbps",
@@ -62,10 +58,7 @@ static const char *const names[CALIB_N] = {
 _Static_assert(CALIB_ATTN_N == 6, "a name for every attention batch");
 
 
-const int calib_wgemm_rows[CALIB_WGEMM_N] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
-_Static_assert(CALIB_WGEMM_R256 - CALIB_WGEMM_R1 + 1 == CALIB_WGEMM_N &&
-                   CALIB_HEAD_R256 - CALIB_HEAD_R1 + 1 == CALIB_WGEMM_N,
-               "a figure for every in-situ row count");
+const int calib_wgemm_rows[6] = {1, 2, 4, 8, 16, 32};
 
 const uint32_t calib_sched_batch[CALIB_SCHED_RUNS] = {1, 16, 4, 4};
 
@@ -169,7 +162,7 @@ static int bench_kernels(const struct llm_model *m, enum llm_backend kind,
 int calib_unquiet_wgemm(const double spread[CALIB_N])
 {
     int worst = CALIB_WGEMM_R1;
-    for (int f = CALIB_WGEMM_R1; f <= CALIB_WGEMM_R256; f++)
+    for (int f = CALIB_WGEMM_R1; f <= CALIB_WGEMM_R32; f++)
         worst = spread[f] > spread[worst] ? f : worst;
     return spread[worst] > CALIB_QUIET_SPREAD ? worst : -1;
 }
@@ -438,27 +431,24 @@ void calib_weight_bytes(const struct llm_model *m, enum llm_backend kind, double
     *layers = model_weight_params(c) * wb - *head;
 }
 
-/* The weight GEMMs in situ (calibrate.h): for each row count R, R
- * sequences after a 4-token prompt, 12 decode steps; the median step's
+/* The decode's weight GEMMs in situ (calibrate.h): for each row count R,
+ * R sequences after a 4-token prompt, 12 decode steps; the median step's
  * layer GEMM time (with the element-wise work between the GEMMs, as the
  * executor counts it) per layer weight byte, and the head's per head byte.
- * Then the fit of the whole pass's time per byte against a decode's rows
- * (the first CALIB_WGEMM_DECODE_N). */
+ * Then the fit of the whole pass's time per byte against rows. */
 static int bench_stream(const struct llm_model *m, const struct calib_text *tx,
                         enum llm_backend kind, double *gbps,
                         double *gflops,
-                        double layers_ns_per_byte[CALIB_WGEMM_N],
-                        double head_ns_per_byte[CALIB_WGEMM_N],
+                        double layers_ns_per_byte[6], double head_ns_per_byte[6],
                         struct alisa_err *e)
 {
     const int *rows = calib_wgemm_rows;
     const uint32_t P = 4, G = 12;
     struct calib_step steps[12];
-    double lb, hb, xs[CALIB_WGEMM_N], ys[CALIB_WGEMM_N], tl[12 * INSITU_MAX_RUNS],
-        th[12 * INSITU_MAX_RUNS],
+    double lb, hb, xs[6], ys[6], tl[12 * INSITU_MAX_RUNS], th[12 * INSITU_MAX_RUNS],
         tt[12 * INSITU_MAX_RUNS];
     calib_weight_bytes(m, kind, &lb, &hb);
-    for (int i = 0; i < CALIB_WGEMM_N; i++) {
+    for (int i = 0; i < 6; i++) {
         size_t n = 0, all = 0;
         double t0 = now_ns();
         for (int r = 0; r < INSITU_MAX_RUNS && (r == 0 || now_ns() - t0 < INSITU_MIN_NS); r++) {
@@ -477,7 +467,7 @@ static int bench_stream(const struct llm_model *m, const struct calib_text *tx,
         ys[i] = fit_median(tt, all) / (lb + hb);
     }
     double c0, c1, cov00, cov01, cov11, sumsq;
-    gsl_fit_linear(xs, 1, ys, 1, CALIB_WGEMM_DECODE_N, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
+    gsl_fit_linear(xs, 1, ys, 1, 6, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
     *gbps = c0 > 0 ? 1.0 / c0 : 0; /* 0: no memory term showed (weights in cache) */
     *gflops = c1 > 0 ? 1.0 / (2.0 * c1) : 0; /* 0: the arithmetic did not show */
     return 0;

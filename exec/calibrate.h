@@ -10,17 +10,15 @@
  *   of 1, 8, 32 and 256) through OpenBLAS, each matrix hot in cache (CUDA:
  *   cuBLAS, FP16 inputs, device_bench_gemm): the best rate, and one row's
  *   weight bytes over time (both reported).
- * - The weight GEMMs in situ: the executor's own forward pass decoding R
- *   sequences (R = 1, 2, 4, 8, 16 and 32, a decode's batches, and 64, 128
- *   and 256, a serving iteration's or a prefill's prompt chunks, which the
- *   cost model priced from the line past 32 rows before) of synthetic tokens,
+ * - The decode's weight GEMMs in situ: the executor's own forward pass
+ *   decoding R sequences (R = 1, 2, 4, 8, 16 and 32) of synthetic tokens,
  *   12 steps after a 4-token prompt, its timings read back: the median
  *   step's layer GEMM time (with the element-wise work between the GEMMs,
  *   as the executor counts it) per layer weight byte, and the output head's
  *   (a shape of its own) per head byte (the profile's
  *   weight_gemm_ns_per_byte and head_gemm_ns_per_byte tables; the cost model
- *   interpolates them), and a fit (GSL) over R up to 32 of the whole pass's
- *   time / weight bytes = 1 / bandwidth + rows / (2 x FLOP rate), reported and written as
+ *   interpolates them), and a fit (GSL) of the whole pass's time / weight
+ *   bytes = 1 / bandwidth + rows / (2 x FLOP rate), reported and written as
  *   hbm_gbps and fp16_tflops (when the fit shows no memory term or no
  *   arithmetic term, as with weights that stay in cache: the one-row rate,
  *   the best in-cache GEMM rate). In situ, because the same GEMMs timed
@@ -115,23 +113,17 @@ enum calib_figure {
     CALIB_STREAM_GBPS,       /* weight GEMMs over the model, memory term (fit), GB/s */
     CALIB_STREAM_GFLOPS,     /* weight GEMMs over the model, arithmetic term (fit), GFLOP/s */
     CALIB_WGEMM_R1,          /* weight GEMMs over the model, ns per weight byte, 1 row; */
-    CALIB_WGEMM_R2,          /* ... 2, 4, 8, 16 and 32 rows (calib_wgemm_rows), */
+    CALIB_WGEMM_R2,          /* ... 2, 4, 8, 16 and 32 rows (calib_wgemm_rows) */
     CALIB_WGEMM_R4,
     CALIB_WGEMM_R8,
     CALIB_WGEMM_R16,
     CALIB_WGEMM_R32,
-    CALIB_WGEMM_R64,         /* ... and 64, 128 and 256: a serving iteration's or a */
-    CALIB_WGEMM_R128,        /*     prefill's prompt chunks, priced from the line past */
-    CALIB_WGEMM_R256,        /*     32 rows before (issue 46) */
     CALIB_HEAD_R1,           /* the output head alone, ns per weight byte, 1 row; */
-    CALIB_HEAD_R2,           /* ... 2, 4, 8, 16, 32, 64, 128 and 256 rows */
+    CALIB_HEAD_R2,           /* ... 2, 4, 8, 16 and 32 rows */
     CALIB_HEAD_R4,
     CALIB_HEAD_R8,
     CALIB_HEAD_R16,
     CALIB_HEAD_R32,
-    CALIB_HEAD_R64,
-    CALIB_HEAD_R128,
-    CALIB_HEAD_R256,
     CALIB_ATTN_NS_PER_TOKEN, /* attention, per layer, per attended token, ns */
     CALIB_ATTN_NS_FIXED,     /* attention, per layer and sequence, fixed, ns (beside
                                 CALIB_ATTN_NS_LAYER) */
@@ -211,15 +203,8 @@ extern const uint32_t calib_attn_batch[CALIB_ATTN_N];
  * what the profile's attention tables are keyed by. Cannot fail. */
 double calib_attn_kv_bytes(const struct llm_config *c, uint32_t B);
 
-/* The in-situ weight GEMM figures: CALIB_WGEMM_N row counts, the first
- * CALIB_WGEMM_DECODE_N of them (1 to 32) a decode step's batches, which the
- * memory and arithmetic fit (CALIB_STREAM_*) and the kernel's
- * leave-one-out (below) read. */
-#define CALIB_WGEMM_N 9
-#define CALIB_WGEMM_DECODE_N 6
-
-/* Rows of CALIB_WGEMM_R1 + i (and CALIB_HEAD_R1 + i). */
-extern const int calib_wgemm_rows[CALIB_WGEMM_N];
+/* Rows of CALIB_WGEMM_R1 + i. */
+extern const int calib_wgemm_rows[6];
 
 /* The kernel's shape between the in-situ rows, checked by leave-one-out
  * over them: for each in-situ row but the first and last (2, 4, 8 and 16),
@@ -236,7 +221,7 @@ int calib_kernel_loo(const double insitu[6], const double *kernel, double line_p
 
 /* Name of a figure, as in the JSON output ("gemm_gflops", ...). */
 const char *calib_name(enum calib_figure f);
-/* Of the in-situ weight GEMM figures (CALIB_WGEMM_R1 to R256), the
+/* Of the decode's in-situ weight GEMM figures (CALIB_WGEMM_R1 to R32), the
  * one whose repeats lie furthest apart when that spread ((max - min) /
  * mean, spread[f]) passes CALIB_QUIET_SPREAD, else -1: a profile priced
  * from runs that disagree (calibrate warns). Cannot fail. */

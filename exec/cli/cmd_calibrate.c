@@ -69,11 +69,10 @@ void cmd_calibrate_usage(FILE *out)
             "PROFILE.part, renamed when complete). Each benchmark runs --repeat times; the\n"
             "mean, minimum, maximum and spread ((max - min) / mean) of every figure are\n"
             "printed. Profile keys and what measures them:\n"
-            "  weight_gemm_ns_per_byte, head_gemm_ns_per_byte  the weight GEMMs in the\n"
-            "      executor's own timings (1 to 256 sequences of --text tokens; layers,\n"
-            "      with their element-wise work, and output head apart), ns per weight\n"
-            "      byte at 1, 2, 4, 8, 16 and 32 rows (a decode's batches) and 64, 128\n"
-            "      and 256 (prompt chunks); the cost model interpolates\n"
+            "  weight_gemm_ns_per_byte, head_gemm_ns_per_byte  the decode's weight GEMMs\n"
+            "      in the executor's own timings (1 to 32 sequences of --text tokens;\n"
+            "      layers, with their element-wise work, and output head apart), ns per\n"
+            "      weight byte at 1, 2, 4, 8, 16 and 32 rows; the cost model interpolates\n"
             "  weight_kernel_ns_per_byte, head_kernel_ns_per_byte  the same GEMMs alone\n"
             "      (the backend's kernels on the model's matrices, CPU only so far) at\n"
             "      every row count 1 to 32: their shape between those rows, added to the\n"
@@ -282,7 +281,7 @@ static void profile_write(FILE *f, const struct calibrate_opts *o, const char *h
             st[CALIB_MEM_GBPS].mean, be->batched_copies, wbytes,
             st[CALIB_ATTN_NS_PER_TOKEN].mean,
             st[CALIB_ATTN_NS_FIXED].mean, st[CALIB_RECOMPUTE_NS].mean);
-    for (int i = 0; i < CALIB_WGEMM_N; i++)
+    for (int i = 0; i < 6; i++)
         fprintf(f, " %d:%.5g", calib_wgemm_rows[i], st[CALIB_WGEMM_R1 + i].mean);
     const struct {
         const char *key;
@@ -300,7 +299,7 @@ static void profile_write(FILE *f, const struct calibrate_opts *o, const char *h
                 fprintf(f, " %s:%.4g", selection_policies[i]->name, st[sched[k].first + i].mean);
     }
     fprintf(f, "\nhead_gemm_ns_per_byte =");
-    for (int i = 0; i < CALIB_WGEMM_N; i++)
+    for (int i = 0; i < 6; i++)
         fprintf(f, " %d:%.5g", calib_wgemm_rows[i], st[CALIB_HEAD_R1 + i].mean);
     fprintf(f, "\nkv_ns_per_token = %.4g\nkv_ns_per_stream = %.4g\nkv_ns_per_layer = %.4g\n"
                "weight_probe_gbps = %.4g\nweight_probe_spread = %.4g\nattn_ns_per_layer = %.4g\n",
