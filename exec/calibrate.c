@@ -213,6 +213,8 @@ static double model_weight_params(const struct llm_config *c)
 
 double calib_profile_weight_rate(const struct llm_model *m, const struct hw_profile *hw)
 {
+    if (hw->weight_probe_gbps > 0)
+        return hw->weight_probe_gbps;
     const struct llm_config *c = &m->c;
     double wb = hw->weight_bytes > 0 ? hw->weight_bytes : 4.0; /* the profile's bytes a weight */
     double head_b = (double)c->vocab * c->dim * wb;
@@ -486,7 +488,8 @@ double calib_weight_rate(const struct llm_model *m, enum llm_backend kind, doubl
             t[all++] = steps[k].cat[CALIB_CAT_GEMM] + steps[k].head;
     }
     calib_weight_bytes(m, kind, &lb, &hb);
-    return (lb + hb) / fit_median(t, all);
+    double med = fit_median(t, all);
+    return med > 0 ? (lb + hb) / med : NAN;
 }
 
 /* Attention per attended token: the slope of a dense run's per-layer time

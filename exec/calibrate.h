@@ -304,13 +304,16 @@ int calib_measure(const struct llm_model *m, const struct calib_text *tx, enum l
  * steps, as bench_stream times them, repeated until min_s seconds have
  * passed; the median step) on backend kind: weight bytes / time, GB/s. The machine's state
  * now, to set beside a profile measured earlier; alisa validate samples it
- * before, during and after its run. Returns NAN when the run fails. */
+ * before, during and after its run. Returns NAN when the run fails (never
+ * zero, negative or infinite otherwise). */
 double calib_weight_rate(const struct llm_model *m, enum llm_backend kind, double min_s);
 
-/* The rate calib_weight_rate would give on the machine profile hw
- * describes: the pass's layers and head at the profile's one-row costs
- * (its tables; the roofline's time per byte where it has none), GB/s.
- * Cannot fail. */
+/* The rate calib_weight_rate gave, or would give, on the machine profile hw
+ * describes, GB/s: its weight_probe_gbps (the same probe, at calibration)
+ * where it has one; else the pass's layers and head at the profile's
+ * one-row costs (its tables; the roofline's time per byte where it has
+ * none). What alisa validate and serve-run set the machine's samples
+ * beside. Cannot fail. */
 double calib_profile_weight_rate(const struct llm_model *m, const struct hw_profile *hw);
 
 #endif

@@ -519,8 +519,8 @@ static int serve_compare(const struct serve_result *runs, uint32_t n_runs, uint3
  * (dense and gpu-only for the executor's dense cache), FP32 KV, the same
  * batching, the executor's own pool and its device arena's tokens per
  * request and layer, on the profile's hardware. */
-static int serve_predict(const struct exec_stream *x, const struct llm_model *m,
-                         struct serve_result *pred, char *hw_name, size_t hw_size,
+static int serve_predict(const struct exec_stream *x, struct serve_result *pred,
+                         char *hw_name, size_t hw_size,
                          double *rate_profile, struct alisa_err *e)
 {
     const struct serve_run_opts *o = x->o;
@@ -530,7 +530,7 @@ static int serve_predict(const struct exec_stream *x, const struct llm_model *m,
     if (rc)
         return rc;
     struct model_shape shape;
-    llm_model_shape(m, &shape);
+    llm_model_shape(x->m, &shape);
     struct serve_config cfg = {
         .trace = o->trace, .model = &shape, .hw = hw, .sel = selection_find(x->sel),
         .sel_params = o->kvo.sel, .place = placement_find(x->place),
@@ -556,8 +556,7 @@ static int serve_predict(const struct exec_stream *x, const struct llm_model *m,
     if (!rc)
         snprintf(hw_name, hw_size, "%s", hw->name);
     /* the machine's speed at calibration (alisa validate's rule) */
-    *rate_profile = hw->weight_probe_gbps > 0 ? hw->weight_probe_gbps
-                                              : calib_profile_weight_rate(m, hw);
+    *rate_profile = calib_profile_weight_rate(x->m, hw);
     catalog_deinit(&cat);
     return rc;
 }
@@ -785,7 +784,7 @@ static int write_outputs(const struct exec_stream *x, struct alisa_err *e)
 static double machine_rate(const struct exec_stream *x)
 {
     double r = calib_weight_rate(x->m, LLM_BACKEND_CPU, 0.5);
-    return isfinite(r) && r > 0 ? r : 0;
+    return r > 0 ? r : 0; /* NAN: failed */
 }
 
 /* The runs, each timeline in memory; the median run's written to
@@ -867,7 +866,7 @@ int cmd_serve_run(int argc, char **argv)
      * the executor's minutes */
     memset(&k, 0, sizeof k);
     if (!rc && o.predict)
-        rc = serve_predict(&x, l.m, &pred, hw, sizeof hw, &k.rate_profile, &e);
+        rc = serve_predict(&x, &pred, hw, sizeof hw, &k.rate_profile, &e);
     if (!rc && o.predict && !(x.rate = calloc(o.repeat + 1, sizeof *x.rate)))
         rc = err_set(&e, ALISA_ENOMEM, "out of memory for %u machine samples", o.repeat + 1);
     if (!rc)

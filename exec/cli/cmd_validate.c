@@ -190,7 +190,7 @@ struct machine {
 static void machine_sample(struct machine *mc, double at, double min_s)
 {
     double r = calib_weight_rate(mc->m, mc->kind, min_s);
-    if (mc->n < SAMPLES_MAX && isfinite(r) && r > 0) {
+    if (mc->n < SAMPLES_MAX && r > 0) { /* NAN: failed */
         mc->at[mc->n] = at;
         mc->rate[mc->n++] = r;
     }
@@ -896,8 +896,7 @@ int cmd_validate(int argc, char **argv)
     if (!rc && (!ex || (!runs && !o.measured) || !st))
         rc = err_set(&e, ALISA_ENOMEM, "out of memory for timings");
     struct validation v = {.repeat = o.repeat};
-    v.rate_profile = hw->weight_probe_gbps > 0 ? hw->weight_probe_gbps
-                                               : calib_profile_weight_rate(l.m, hw);
+    v.rate_profile = calib_profile_weight_rate(l.m, hw);
     char *sbuf = NULL;
     struct sim_result r;
     uint64_t gpu_kv = 0;
