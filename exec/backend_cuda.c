@@ -967,6 +967,40 @@ static double elapsed_ns(cudaEvent_t a, cudaEvent_t b)
     return cudaEventElapsedTime(&ms, a, b) == cudaSuccess ? (double)ms * 1e6 : 0.0;
 }
 
+/* enqueue's observing: waits for layer l's head-mean attention rows at
+ * step pos0 and gives them to the scheduler and to `rows` (enqueue's
+ * contract). Returns 0 or a negative status (e set). */
+static int observe_layer(struct cuda_state *s, struct backend_common *cm, uint32_t l,
+                         uint32_t pos0, uint32_t *ids, float *rows, double *tl,
+                         struct alisa_err *e)
+{
+    const struct llm_config *c = &s->m->c;
+    const uint32_t B = s->batch, L = s->max_len;
+    if (CU(e, kern_head_mean(s->wmean, s->scores, s->d_count, B, c->n_heads, L, s->compute)) ||
+        CU(e, cudaMemcpyAsync(s->h_wmean, s->wmean, (size_t)B * L * sizeof(float),
+                              cudaMemcpyDeviceToHost, s->compute)) ||
+        finish(s, e))
+        return ALISA_EIO;
+    for (uint32_t b = 0; b < B; b++) {
+        uint32_t pos = pos0, n = pos + 1, n_att = s->h_count[b];
+        const uint32_t *id = ids + (size_t)b * L;
+        const float *w = s->h_wmean + (size_t)b * L;
+        if (!cm->sched) {
+            for (uint32_t t = 0; t < n; t++)
+                ids[(size_t)b * L + t] = t;
+        }
+        if (rows) {
+            float *row = rows + ((size_t)b * c->n_layers + l) * n;
+            memset(row, 0, n * sizeof *row);
+            for (uint32_t a = 0; a < n_att; a++)
+                row[id[a]] = w[a];
+        }
+        if (cm->sched)
+            backend_observe(cm, b, l, pos, id, w, n_att, NULL, s->h_dense, tl);
+    }
+    return 0;
+}
+
 /* Enqueues one call's forward pass on the compute stream (rows b * P + i:
  * sequence b at position pos0 + i, their host lists filled), from the
  * lists' upload to the logits' copy down; in tiered mode each layer plans
@@ -1050,30 +1084,8 @@ static int enqueue(struct cuda_state *s, struct backend_common *cm, uint32_t P, 
                                             (size_t)B * L * sizeof(float),
                                             cudaMemcpyDeviceToHost, cs))))
             return ALISA_EIO;
-        if (observe) {
-            if (CU(e, kern_head_mean(s->wmean, s->scores, s->d_count, B, H, L, cs)) ||
-                CU(e, cudaMemcpyAsync(s->h_wmean, s->wmean, (size_t)B * L * sizeof(float),
-                                      cudaMemcpyDeviceToHost, cs)) ||
-                finish(s, e))
-                return ALISA_EIO;
-            for (uint32_t b = 0; b < B; b++) {
-                uint32_t pos = pos0, n = pos + 1, n_att = s->h_count[b];
-                const uint32_t *id = ids + (size_t)b * L;
-                const float *w = s->h_wmean + (size_t)b * L;
-                if (!cm->sched) {
-                    for (uint32_t t = 0; t < n; t++)
-                        ids[(size_t)b * L + t] = t;
-                }
-                if (rows) {
-                    float *row = rows + ((size_t)b * c->n_layers + l) * n;
-                    memset(row, 0, n * sizeof *row);
-                    for (uint32_t a = 0; a < n_att; a++)
-                        row[id[a]] = w[a];
-                }
-                if (cm->sched)
-                    backend_observe(cm, b, l, pos, id, w, n_att, NULL, s->h_dense, tl);
-            }
-        }
+        if (observe && observe_layer(s, cm, l, pos0, ids, rows, tl, e))
+            return ALISA_EIO;
         if (gemm(s, s->xb2, s->xb, s->wo + (size_t)l * d * d, R, d, d, e) ||
             (opt && CU(e, kern_bias(s->xb2, s->bo + (size_t)l * d, R, d, 0, cs))) ||
             CU(e, kern_add(s->x, s->xb2, (size_t)R * d, cs)) || norm(s, s->xb, s->x, l, 1, R, e) ||

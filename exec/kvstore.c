@@ -358,6 +358,38 @@ static void int8_add(struct kvstore *ks, uint32_t s, uint32_t t, const float *k,
     }
 }
 
+/* kvstore_apply's recomputations of stream s at layer and step pos into
+ * free device slots (or the slot a visiting token still holds). */
+static int apply_recomputes(struct kvstore *ks, const struct place_result *r, uint32_t s,
+                            const struct llm_model *m, uint32_t layer, uint32_t pos,
+                            struct alisa_err *e)
+{
+    size_t row = ks->row;
+    struct arena *dev = &ks->dev[s];
+    int32_t *ds = ks->dev_slot + (size_t)s * ks->max_len;
+    for (uint32_t i = 0; i < r->n_recompute; i++) {
+        uint32_t t = r->recompute[i];
+        int slot = ds[t] >= 0 ? ds[t] : take(dev);
+        if (slot < 0)
+            return err_set(e, ALISA_EINVAL, "stream %u step %u: no device slot to recompute %u", s,
+                           pos, t);
+        if (ks->ops) {
+            ks->ops->recompute(ks->ops->ctx, s, layer, t, (uint32_t)slot);
+            ds[t] = slot;
+            ks->recomputes++;
+            continue;
+        }
+        uint64_t t0 = mono_ns();
+        float *rk = ks->scratch, *rv = ks->scratch + ks->kv_dim;
+        kvstore_recompute(m, layer, ks->act + ((size_t)s * ks->max_len + t) * ks->dim, t, rk, rv);
+        store(ks, s, t, dev->k + (size_t)slot * row, dev->v + (size_t)slot * row, rk, rv);
+        ks->recompute_ns += mono_ns() - t0;
+        ds[t] = slot;
+        ks->recomputes++;
+    }
+    return 0;
+}
+
 int kvstore_apply(struct kvstore *ks, const struct scheduler_plan *plan, const uint8_t *flags,
                   const struct llm_model *m, uint32_t layer, uint32_t pos, const float *k,
                   const float *v, const float *act, struct alisa_err *e)
@@ -418,26 +450,9 @@ int kvstore_apply(struct kvstore *ks, const struct scheduler_plan *plan, const u
         ds[t] = slot;
         ks->loads++;
     }
-    for (uint32_t i = 0; i < r->n_recompute; i++) {
-        uint32_t t = r->recompute[i];
-        int slot = ds[t] >= 0 ? ds[t] : take(dev);
-        if (slot < 0)
-            return err_set(e, ALISA_EINVAL, "stream %u step %u: no device slot to recompute %u", s,
-                           pos, t);
-        if (ks->ops) {
-            ks->ops->recompute(ks->ops->ctx, s, layer, t, (uint32_t)slot);
-            ds[t] = slot;
-            ks->recomputes++;
-            continue;
-        }
-        uint64_t t0 = mono_ns();
-        float *rk = ks->scratch, *rv = ks->scratch + ks->kv_dim;
-        kvstore_recompute(m, layer, ks->act + ((size_t)s * ks->max_len + t) * ks->dim, t, rk, rv);
-        store(ks, s, t, dev->k + (size_t)slot * row, dev->v + (size_t)slot * row, rk, rv);
-        ks->recompute_ns += mono_ns() - t0;
-        ds[t] = slot;
-        ks->recomputes++;
-    }
+    int rc = apply_recomputes(ks, r, s, m, layer, pos, e);
+    if (rc)
+        return rc;
     for (uint32_t i = 0; i < r->n_load; i++) { /* loaded, then deleted */
         uint32_t t = r->load[i];
         if (hs[t] >= 0 && !(flags[t] & KV_CPU)) {

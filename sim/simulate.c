@@ -419,119 +419,150 @@ static double vllm_step_ns(const struct sim_config *cfg, uint32_t n_run, double 
     return step + waited;
 }
 
+/* vLLM's block manager at sequence granularity: the blocks in use of
+ * total, per sequence its tokens with KV, the running and the waiting;
+ * run_vllm's state. */
+struct vllm {
+    uint64_t used, total;
+    uint32_t bt, n_run, n_wait;
+    uint32_t *len;     /* tokens with KV, per sequence */
+    uint32_t *order;   /* running, in admission order */
+    uint32_t *waiting; /* preempted, oldest first */
+};
+
+static uint64_t vllm_blocks(const struct vllm *v, uint32_t tokens)
+{
+    return ((uint64_t)tokens + v->bt - 1) / v->bt;
+}
+
+static void vllm_admit(struct vllm *v, uint32_t i)
+{
+    v->used += vllm_blocks(v, v->len[i]);
+    v->order[v->n_run++] = i;
+}
+
+/* Re-admits the waiting sequences that fit with one block to grow, oldest
+ * first, each prefilled alone (a preempted one's KV recomputed); ns. */
+static double vllm_readmit(const struct sim_config *cfg, struct vllm *v, struct sim_result *r)
+{
+    double t = 0;
+    while (v->n_wait && v->used + vllm_blocks(v, v->len[v->waiting[0]] + 1) <= v->total) {
+        uint32_t i = v->waiting[0];
+        memmove(v->waiting, v->waiting + 1, (--v->n_wait) * sizeof *v->waiting);
+        vllm_admit(v, i);
+        double pf = cost_prefill_ns(cfg->model, cfg->hw, 1, v->len[i]);
+        t += pf;
+        if (v->len[i] > cfg->prompt_len) { /* preempted earlier: its KV is recomputed */
+            r->recomputed_tokens += v->len[i];
+            r->recompute_s += pf * 1e-9;
+        } else { /* first admission of a prompt that did not fit at the start */
+            r->prefill_s += pf * 1e-9;
+        }
+    }
+    return t;
+}
+
+/* Each running sequence writes one token; crossing into a new block needs
+ * a free one, else the most recently admitted is preempted. */
+static void vllm_grow(struct vllm *v, struct sim_result *r)
+{
+    for (uint32_t k = 0; k < v->n_run;) {
+        uint32_t i = v->order[k];
+        uint64_t more = vllm_blocks(v, v->len[i] + 1) - vllm_blocks(v, v->len[i]);
+        if (more == 0 || v->used < v->total) {
+            v->used += more;
+            k++;
+            continue;
+        }
+        uint32_t o = v->order[--v->n_run]; /* preempt the latest admitted */
+        v->used -= vllm_blocks(v, v->len[o]);
+        v->waiting[v->n_wait++] = o;
+        r->preemptions++;
+        /* o == i: k now indexes past the end */
+    }
+}
+
+/* One token for every running sequence; the finished free their blocks.
+ * Returns how many finished. */
+static uint32_t vllm_advance(const struct sim_config *cfg, struct vllm *v)
+{
+    uint32_t done = 0;
+    for (uint32_t k = 0; k < v->n_run;) {
+        uint32_t i = v->order[k];
+        if (++v->len[i] - cfg->prompt_len == cfg->gen_len) {
+            v->used -= vllm_blocks(v, v->len[i]);
+            done++;
+            memmove(v->order + k, v->order + k + 1, (--v->n_run - k) * sizeof *v->order);
+        } else {
+            k++;
+        }
+    }
+    return done;
+}
+
 /* vLLM's block manager and scheduler at sequence granularity (simulate.h). */
 static int run_vllm(const struct sim_config *cfg, double gpu_kv, struct sim_result *r,
                     FILE *timeline, struct alisa_err *e)
 {
     const struct model_shape *m = cfg->model;
     const uint32_t B = cfg->batch, N = cfg->gen_len, P = cfg->prompt_len;
-    const uint32_t bt = cfg->system->block_tokens;
     struct kv_shape ks = kv_shape_of(m, cfg->precision);
-    double block_bytes = (double)bt * m->n_layers * (double)cost_kv_bytes(&ks);
-    uint64_t total_blocks = (uint64_t)(gpu_kv / block_bytes);
-    uint32_t *len = malloc(B * sizeof *len);       /* tokens with KV, per sequence */
-    uint8_t *state = calloc(B, 1);                 /* 0 waiting, 1 running, 2 done */
-    uint32_t *order = malloc(B * sizeof *order);   /* running, in admission order */
-    uint32_t *waiting = malloc(B * sizeof *waiting); /* preempted, oldest first */
-    if (!len || !state || !order || !waiting) {
-        free(len);
-        free(state);
-        free(order);
-        free(waiting);
-        return err_set(e, ALISA_ENOMEM, "out of memory for %u sequences", B);
+    struct vllm v = {.bt = cfg->system->block_tokens};
+    double block_bytes = (double)v.bt * m->n_layers * (double)cost_kv_bytes(&ks);
+    v.total = (uint64_t)(gpu_kv / block_bytes);
+    v.len = malloc(B * sizeof *v.len);
+    v.order = malloc(B * sizeof *v.order);
+    v.waiting = malloc(B * sizeof *v.waiting);
+    int rc = 0;
+    if (!v.len || !v.order || !v.waiting) {
+        rc = err_set(e, ALISA_ENOMEM, "out of memory for %u sequences", B);
+        goto out;
     }
-#define BLOCKS(n) (((uint64_t)(n) + bt - 1) / bt)
-    uint64_t used = 0;
-    uint32_t n_run = 0, n_wait = 0, done = 0;
+    uint32_t done = 0;
     double t = 0;
     /* Initial admission: prefill as many prompts as fit, in slot order. */
     for (uint32_t i = 0; i < B; i++) {
-        len[i] = P;
-        if (used + BLOCKS(P + 1) <= total_blocks) {
-            used += BLOCKS(P);
-            state[i] = 1;
-            order[n_run++] = i;
-        } else {
-            waiting[n_wait++] = i;
-        }
+        v.len[i] = P;
+        if (v.used + vllm_blocks(&v, P + 1) <= v.total)
+            vllm_admit(&v, i);
+        else
+            v.waiting[v.n_wait++] = i;
     }
-    if (n_run == 0) {
+    if (v.n_run == 0) {
         r->oom = 1;
         snprintf(r->oom_reason, sizeof r->oom_reason,
                  "the GPU KV space (%.2f GB, %llu blocks) cannot hold one prompt", gpu_kv / 1e9,
-                 (unsigned long long)total_blocks);
+                 (unsigned long long)v.total);
         goto out;
     }
-    t += cost_prefill_ns(m, cfg->hw, n_run, P);
+    t += cost_prefill_ns(m, cfg->hw, v.n_run, P);
     r->prefill_s = t * 1e-9;
     if (timeline)
         fprintf(timeline, "step,end_ms,running,waiting,preemptions,gpu_kv_bytes\n");
     double batch_sum = 0;
     while (done < B) {
-        /* Re-admit waiting sequences that fit (with one block to grow). */
-        while (n_wait && used + BLOCKS(len[waiting[0]] + 1) <= total_blocks) {
-            uint32_t i = waiting[0];
-            memmove(waiting, waiting + 1, (--n_wait) * sizeof *waiting);
-            used += BLOCKS(len[i]);
-            state[i] = 1;
-            order[n_run++] = i;
-            double pf = cost_prefill_ns(m, cfg->hw, 1, len[i]);
-            t += pf;
-            if (len[i] > P) { /* preempted earlier: its KV is recomputed */
-                r->recomputed_tokens += len[i];
-                r->recompute_s += pf * 1e-9;
-            } else { /* first admission of a prompt that did not fit at the start */
-                r->prefill_s += pf * 1e-9;
-            }
-        }
-        if (n_run == 0) {
+        t += vllm_readmit(cfg, &v, r);
+        if (v.n_run == 0) {
             r->oom = 1;
             snprintf(r->oom_reason, sizeof r->oom_reason,
                      "the GPU KV space (%.2f GB) cannot hold one sequence of %u tokens",
-                     gpu_kv / 1e9, len[waiting[0]] + 1);
+                     gpu_kv / 1e9, v.len[v.waiting[0]] + 1);
             goto out;
         }
-        /* Each running sequence writes one token; crossing into a new block
-         * needs a free one, else the most recently admitted goes. */
-        for (uint32_t k = 0; k < n_run;) {
-            uint32_t i = order[k];
-            if (BLOCKS(len[i] + 1) == BLOCKS(len[i]) || used < total_blocks) {
-                used += BLOCKS(len[i] + 1) - BLOCKS(len[i]);
-                k++;
-                continue;
-            }
-            uint32_t v = order[--n_run]; /* preempt the latest admitted */
-            used -= BLOCKS(len[v]);
-            state[v] = 0;
-            waiting[n_wait++] = v;
-            r->preemptions++;
-            if (v == i)
-                continue; /* it was this one: k now indexes past the end */
-        }
+        vllm_grow(&v, r);
         double attended = 0;
-        for (uint32_t k = 0; k < n_run; k++)
-            attended += len[order[k]] + 1;
-        t += vllm_step_ns(cfg, n_run, attended, r);
-        batch_sum += n_run;
+        for (uint32_t k = 0; k < v.n_run; k++)
+            attended += v.len[v.order[k]] + 1;
+        t += vllm_step_ns(cfg, v.n_run, attended, r);
+        batch_sum += v.n_run;
         r->decode_steps++;
-        for (uint32_t k = 0; k < n_run;) {
-            uint32_t i = order[k];
-            len[i]++;
-            if (len[i] - P == N) { /* finished: free its blocks */
-                used -= BLOCKS(len[i]);
-                state[i] = 2;
-                done++;
-                memmove(order + k, order + k + 1, (--n_run - k) * sizeof *order);
-            } else {
-                k++;
-            }
-        }
-        double kv_now = (double)used * block_bytes;
+        done += vllm_advance(cfg, &v);
+        double kv_now = (double)v.used * block_bytes;
         if (kv_now > r->peak_gpu_kv_bytes)
             r->peak_gpu_kv_bytes = kv_now;
         if (timeline)
-            fprintf(timeline, "%u,%.6f,%u,%u,%u,%.0f\n", r->decode_steps - 1, t * 1e-6, n_run,
-                    n_wait, r->preemptions, kv_now);
+            fprintf(timeline, "%u,%.6f,%u,%u,%u,%.0f\n", r->decode_steps - 1, t * 1e-6, v.n_run,
+                    v.n_wait, r->preemptions, kv_now);
     }
     r->total_s = t * 1e-9;
     r->throughput_tok_s = (double)B * N / r->total_s;
@@ -539,12 +570,10 @@ static int run_vllm(const struct sim_config *cfg, double gpu_kv, struct sim_resu
     r->gpu_hit_rate = 1.0;
     r->recall_mean = r->recall_min = 1.0;
 out:
-#undef BLOCKS
-    free(len);
-    free(state);
-    free(order);
-    free(waiting);
-    return 0;
+    free(v.len);
+    free(v.order);
+    free(v.waiting);
+    return rc;
 }
 
 /* One run of the trace-driven simulation, step by step: the state sim_run's
