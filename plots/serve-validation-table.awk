@@ -9,7 +9,9 @@
 # serving path was calibrated), in the fourth when it says "heldout4"
 # (dense-cache streams fixed before the served iterations' missing cost was
 # looked for), in the fifth when it says "heldout5" (fixed before the
-# prompt chunks were looked at), in the first when it says "heldout", else
+# prompt chunks were looked at), in the sixth when it says "heldout6"
+# (fixed before the prompt chunks' GEMM was measured), in the first when
+# it says "heldout", else
 # in-sample.
 # 1. Per stream: the set, the stream (requests, rate, burstiness, lengths),
 #    the batching (running cap, token budget, chunked prefill, KV blocks),
@@ -30,7 +32,7 @@
 BEGIN {
     FS = ","
     nm = split("makespan ttft_mean tpot_mean e2e_mean e2e_p99", mets, " ")
-    split("held out 5|held out 4|held out, offloading|held out 3|held out 2|held out 1|in-sample", setname, "|")
+    split("held out 6|held out 5|held out 4|held out, offloading|held out 3|held out 2|held out 1|in-sample", setname, "|")
     split("makespan,TTFT mean,TPOT mean,latency mean,latency P99", mname, ",")
     print "| set | model | stream | batching | iterations (pred.) | preemptions (pred.) | makespan | TTFT mean | TPOT mean | latency mean | latency P99 | latency KS p | latency TOST p |"
     print "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
@@ -46,7 +48,8 @@ function spr(x) { return x == "" ? "" : sprintf(" [%.0f%%]", x) }
 function absv(x) { return x < 0 ? -x : x }
 f("status") != "ok" { next }
 {
-    set = f("sweep") ~ /offload/ ? "held out, offloading" : f("sweep") ~ /heldout5/ ? "held out 5" \
+    set = f("sweep") ~ /offload/ ? "held out, offloading" : f("sweep") ~ /heldout6/ ? "held out 6" \
+        : f("sweep") ~ /heldout5/ ? "held out 5" \
         : f("sweep") ~ /heldout4/ ? "held out 4" \
         : f("sweep") ~ /heldout3/ ? "held out 3" \
         : f("sweep") ~ /heldout2/ ? "held out 2" \
@@ -88,7 +91,7 @@ END {
     print ""
     print "| model | set | streams | metric | mean abs. error | P90 | worst | median repeats' spread | normalised mean abs. error |"
     print "|---|---|---|---|---|---|---|---|---|"
-    for (pass = 1; pass <= 7; pass++)
+    for (pass = 1; pass <= 8; pass++)
         for (q = 1; q <= nk; q++) {
             k = keys[q]
             if (kset[k] != setname[pass]) continue
@@ -106,7 +109,7 @@ END {
     print ""
     print "| model | set | streams | latency distributions told apart (KS p < 0.05) | equivalent within +-10% (TOST p < 0.05) |"
     print "|---|---|---|---|---|"
-    for (pass = 1; pass <= 7; pass++)
+    for (pass = 1; pass <= 8; pass++)
         for (q = 1; q <= nk; q++) {
             k = keys[q]
             if (kset[k] != setname[pass]) continue
