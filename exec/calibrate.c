@@ -54,7 +54,10 @@ static const char *const names[CALIB_N] = {
     [CALIB_ATTN_SPARSE_FIRST + 3] = "attn_sparse_b16_ns_t",
     [CALIB_ATTN_SPARSE_FIRST + 4] = "attn_sparse_b32_ns_t",
     [CALIB_ATTN_SPARSE_FIRST + 5] = "attn_sparse_b64_ns_t", [CALIB_ATTN_NS_LAYER] = "attn_layer_ns",
-    [CALIB_KV_NS_PER_STREAM] = "kv_ns_per_stream"};
+    [CALIB_KV_NS_PER_STREAM] = "kv_ns_per_stream",
+    [CALIB_DENSE_ATTN_LAYER] = "dense_attn_layer_ns", [CALIB_DENSE_ATTN_ROW] = "dense_attn_row_ns",
+    [CALIB_DENSE_ATTN_PROMPT_PAIR] = "dense_attn_prompt_pair_ns",
+    [CALIB_DENSE_ATTN_DECODE_PAIR] = "dense_attn_decode_token_ns"};
 _Static_assert(CALIB_ATTN_N == 6, "a name for every attention batch");
 
 
@@ -67,6 +70,12 @@ const uint32_t calib_sched_prompt[CALIB_SCHED_RUNS] = {48, 48, 144, 144};
 const double calib_sched_sparsity[CALIB_SCHED_RUNS] = {0.8, 0.8, 0.8, CALIB_SCHED_SPARSITY_LOW};
 
 const uint32_t calib_attn_batch[CALIB_ATTN_N] = {1, 4, 8, 16, 32, 64};
+
+const uint32_t calib_dense_prompt[CALIB_DENSE_PROMPTS] = {16, 64, 128, 256, 384};
+
+const uint32_t calib_dense_batch[CALIB_DENSE_DECODES] = {4, 16, 4};
+
+const uint32_t calib_dense_context[CALIB_DENSE_DECODES] = {64, 64, 256};
 
 const char *calib_name(enum calib_figure f)
 {
@@ -88,6 +97,13 @@ const char *calib_name(enum calib_figure f)
             return sched[r][i];
         }
     }
+    /* the prompt runs' GEMMs, named by their rows */
+    static char pgemm[CALIB_DENSE_PROMPTS][sizeof "pgemm_r9999_ns_b"];
+    int pi = (int)f - CALIB_PGEMM_FIRST;
+    if (pi >= 0 && pi < CALIB_DENSE_PROMPTS) {
+        snprintf(pgemm[pi], sizeof pgemm[pi], "pgemm_r%u_ns_b", calib_dense_prompt[pi]);
+        return pgemm[pi];
+    }
     /* one figure per row count in two ranges */
     static char kern[2][CALIB_KGEMM_ROWS][sizeof "khead_r99_ns_b"];
     for (int r = 0; r < 2; r++) {
@@ -102,6 +118,8 @@ const char *calib_name(enum calib_figure f)
     return names[f];
 }
 _Static_assert(CALIB_KGEMM_ROWS <= 99, "kernel figures' names");
+_Static_assert(CALIB_PGEMM_LAST - CALIB_PGEMM_FIRST + 1 == CALIB_DENSE_PROMPTS,
+               "a figure per prompt run");
 
 int calib_kernel_loo(const double insitu[6], const double *kernel, double line_pct[4],
                      double kernel_pct[4], double *line_mean, double *kernel_mean)
@@ -323,7 +341,7 @@ static int executor_run(const struct llm_model *m, const struct calib_text *tx,
     uint32_t *tok = malloc((size_t)B * P * sizeof *tok);
     int rc = tok ? llm_state_create_on(&st, kind, m, B, N, e)
                  : err_set(e, ALISA_ENOMEM, "out of memory");
-    if (!rc)
+    if (!rc && !run->dense_cache)
         rc = tiered_attach(&tr, &req, m, st, B, N, P, e);
     if (!rc && !(f = open_memstream(&buf, &len)))
         rc = err_set(e, ALISA_ENOMEM, "out of memory for timings");
@@ -351,12 +369,16 @@ static int executor_run(const struct llm_model *m, const struct calib_text *tx,
     tiered_free(&tr);
     free(tok);
     *n = 0;
-    for (char *line = buf; !rc && line && *line && *n < N - P;) {
+    /* by position: the prompt chunk's line is pos 0, the decode steps' P
+     * on (a run without a scheduler knows no prompt: its "phase" says
+     * decode throughout) */
+    for (char *line = buf; !rc && line && *line && *n < (run->prompt ? 1 : N - P);) {
         char *nl = strchr(line, '\n');
         json_t *j = json_loadb(line, nl ? (size_t)(nl - line) : strlen(line), 0, NULL);
         json_t *layers = j ? json_object_get(j, "layers") : NULL;
-        const char *phase = j ? json_string_value(json_object_get(j, "phase")) : NULL;
-        if (layers && phase && strcmp(phase, "decode") == 0) {
+        json_t *at = j ? json_object_get(j, "pos") : NULL;
+        json_int_t pos = json_is_integer(at) ? json_integer_value(at) : -1;
+        if (layers && pos >= 0 && (run->prompt ? pos == 0 : pos >= (json_int_t)P)) {
             struct calib_step *s = &steps[(*n)++];
             memset(s, 0, sizeof *s);
             s->pos = (double)json_integer_value(json_object_get(j, "pos"));
@@ -410,7 +432,8 @@ static int insitu_run_as(const struct llm_model *m, const struct calib_text *tx,
     int rc = source_fn ? source_fn(source_ctx, m, run, steps, n, e)
                        : executor_run(m, tx, kind, run, steps, n, e);
     if (!rc && *n == 0)
-        rc = err_set(e, ALISA_EINVAL, "calibration: no decode timings from the executor");
+        rc = err_set(e, ALISA_EINVAL, "calibration: no %s timings from the executor",
+                     run->prompt ? "prompt" : "decode");
     return rc;
 }
 
@@ -561,6 +584,73 @@ static int bench_attention(const struct llm_model *m, const struct calib_text *t
 }
 
 #define ATTN_STEPS 8
+
+/* One dense-cache point (calibrate.h): the run repeated, its steps' median
+ * attention per layer into *t and median layer GEMM time into *gemm. */
+static int dense_point(const struct llm_model *m, const struct calib_text *tx,
+                       enum llm_backend kind, const struct calib_run *run, double *t,
+                       double *gemm, struct alisa_err *e)
+{
+    struct calib_step steps[ATTN_STEPS];
+    double per[ATTN_STEPS * INSITU_MAX_RUNS], g[ATTN_STEPS * INSITU_MAX_RUNS], t0 = now_ns();
+    size_t all = 0, n = 0;
+    for (int r = 0; r < INSITU_MAX_RUNS && (r == 0 || now_ns() - t0 < INSITU_MIN_NS); r++) {
+        int rc = insitu_run_as(m, tx, kind, run, steps, &n, e);
+        if (rc)
+            return rc;
+        for (size_t i = 0; i < n; i++, all++) {
+            per[all] = steps[i].cat[CALIB_CAT_ATTN] / m->c.n_layers;
+            g[all] = steps[i].cat[CALIB_CAT_GEMM];
+        }
+    }
+    *t = fit_median(per, all);
+    *gemm = fit_median(g, all);
+    return 0;
+}
+
+/* The dense cache's attention terms (calibrate.h, CALIB_DENSE_ATTN_*) into
+ * x: layer, row, prompt pair, decode token; the prompt runs' layer GEMMs
+ * per weight byte into pgemm (CALIB_PGEMM_*, 0 where not run). */
+static int bench_dense_attention(const struct llm_model *m, const struct calib_text *tx,
+                                 enum llm_backend kind, double x[4],
+                                 double pgemm[CALIB_DENSE_PROMPTS], struct alisa_err *e)
+{
+    double lb, hb, gemm;
+    calib_weight_bytes(m, kind, &lb, &hb);
+    const uint32_t S = m->c.seq_len;
+    double R[CALIB_DENSE_PROMPTS + CALIB_DENSE_DECODES], pp[CALIB_DENSE_PROMPTS + CALIB_DENSE_DECODES],
+        dp[CALIB_DENSE_PROMPTS + CALIB_DENSE_DECODES], t[CALIB_DENSE_PROMPTS + CALIB_DENSE_DECODES];
+    size_t np = 0;
+    int rc = 0;
+    for (int i = 0; !rc && i < CALIB_DENSE_PROMPTS; i++) {
+        const uint32_t P = calib_dense_prompt[i];
+        pgemm[i] = 0;
+        if (P + 1 > S)
+            continue;
+        const struct calib_run run = {.sel = "dense", .B = 1, .P = P, .N = P + 1,
+                                      .dense_cache = 1, .prompt = 1};
+        R[np] = P;
+        pp[np] = (double)P * (P + 1) / 2;
+        dp[np] = 0;
+        rc = dense_point(m, tx, kind, &run, &t[np++], &gemm, e);
+        pgemm[i] = gemm / lb;
+    }
+    for (int i = 0; !rc && i < CALIB_DENSE_DECODES; i++) {
+        const uint32_t B = calib_dense_batch[i], P = calib_dense_context[i];
+        if (P + ATTN_STEPS > S)
+            continue;
+        const struct calib_run run = {.sel = "dense", .B = B, .P = P, .N = P + ATTN_STEPS,
+                                      .dense_cache = 1};
+        R[np] = B;
+        pp[np] = 0;
+        dp[np] = B * (P + (ATTN_STEPS + 1) / 2.0); /* the steps' mean context */
+        rc = dense_point(m, tx, kind, &run, &t[np++], &gemm, e);
+    }
+    x[0] = x[1] = x[2] = x[3] = 0;
+    if (!rc && np >= 4)
+        fit_dense_attn_terms(np, R, pp, dp, t, x);
+    return rc;
+}
 
 /* The prompt of the batch runs: CALIB_ATTN_PROMPT, or half a short context. */
 static uint32_t attn_prompt(const struct llm_config *c)
@@ -794,7 +884,13 @@ int calib_measure(const struct llm_model *m, const struct calib_text *tx, enum l
                                       out[CALIB_ATTN_NS_FIXED], &out[CALIB_ATTN_SPARSE_FIRST],
                                       e)))
         return rc;
-    stage(10, "weight probe");
+    stage(10, "dense-cache attention");
+    double dense[4];
+    if ((rc = bench_dense_attention(m, tx, kind, dense, &out[CALIB_PGEMM_FIRST], e)))
+        return rc;
+    for (int i = 0; i < 4; i++)
+        out[CALIB_DENSE_ATTN_LAYER + i] = dense[i];
+    stage(11, "weight probe");
     out[CALIB_WEIGHT_PROBE_GBPS] = calib_weight_rate(m, kind, 0.5);
     if (isnan(out[CALIB_WEIGHT_PROBE_GBPS]))
         return err_set(e, ALISA_ENOMEM, "out of memory for the weight-rate probe");

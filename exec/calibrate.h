@@ -174,6 +174,19 @@ enum calib_figure {
     CALIB_KGEMM_LAST = CALIB_KGEMM_FIRST + CALIB_KGEMM_ROWS - 1,
     CALIB_KHEAD_FIRST,       /* ... the output head's, ns per head weight byte */
     CALIB_KHEAD_LAST = CALIB_KHEAD_FIRST + CALIB_KGEMM_ROWS - 1,
+    CALIB_DENSE_ATTN_LAYER,  /* the dense cache's attention (no scheduler: backend_cpu.c
+                                dense_attend, rows across the threads), per layer and
+                                call, fixed, ns; */
+    CALIB_DENSE_ATTN_ROW,    /* ... per row, ns; */
+    CALIB_DENSE_ATTN_PROMPT_PAIR, /* ... per query-key pair of a prompt chunk's rows (one
+                                     sequence's rows sharing its keys), ns; */
+    CALIB_DENSE_ATTN_DECODE_PAIR, /* ... per attended token of a decode row, ns
+                                     (calib_dense_prompt and the rest below) */
+    CALIB_PGEMM_FIRST,       /* the layers' weight GEMMs in the dense prompt runs (one
+                                sequence's prompt as one chunk of calib_dense_prompt[i] rows:
+                                what serving's prompt chunks run), ns per layer weight byte
+                                (0: not run, past the context) */
+    CALIB_PGEMM_LAST = CALIB_PGEMM_FIRST + 4,
     CALIB_N
 };
 
@@ -202,6 +215,22 @@ extern const uint32_t calib_attn_batch[CALIB_ATTN_N];
  * layer, FP32 K and V, at their mean context; what a dense step reads):
  * what the profile's attention tables are keyed by. Cannot fail. */
 double calib_attn_kv_bytes(const struct llm_config *c, uint32_t B);
+
+/* The dense cache's attention runs (CALIB_DENSE_ATTN_*; issue 46: the
+ * profile's other attention figures are the scheduler's path, which
+ * gathers and runs its rows on one thread, and priced the dense cache's
+ * serving iterations up to 1.6x too slow): one sequence's prompt as one
+ * chunk of calib_dense_prompt[i] rows from position 0 (those that fit the
+ * context), and calib_dense_batch[j] sequences decoding 8 steps after
+ * calib_dense_context[j] tokens; each run's median step per layer, then
+ * layer + rows x row + prompt pairs x prompt_pair + attended x decode_pair
+ * by non-negative least squares (fit_dense_attn_terms). No point runs one
+ * row: the executor attends a single row on one thread. */
+#define CALIB_DENSE_PROMPTS 5 /* = CALIB_PGEMM_LAST - CALIB_PGEMM_FIRST + 1 */
+#define CALIB_DENSE_DECODES 3
+extern const uint32_t calib_dense_prompt[CALIB_DENSE_PROMPTS];
+extern const uint32_t calib_dense_batch[CALIB_DENSE_DECODES];
+extern const uint32_t calib_dense_context[CALIB_DENSE_DECODES];
 
 /* Rows of CALIB_WGEMM_R1 + i. */
 extern const int calib_wgemm_rows[6];
@@ -251,11 +280,15 @@ struct calib_step {
 
 /* What one in-situ run is: selection sel (budget tokens when non-zero, else
  * `sparsity`, 80% when 0), B sequences, a P-token prompt as one chunk, decode steps
- * at positions P .. N - 1, gpu-only placement with room for every token. */
+ * at positions P .. N - 1, gpu-only placement with room for every token.
+ * With dense_cache: no scheduler, the executor's dense cache (sel
+ * "dense"). With prompt: the run's one step is its prompt chunk (pos 0,
+ * the B x P rows' timings), not its decode steps. */
 struct calib_run {
     const char *sel;
     uint32_t budget, B, P, N;
     double sparsity; /* without a budget: the KV sparsity (0: 80%) */
+    int dense_cache, prompt;
 };
 
 /* Where the in-situ runs' steps come from: by default the executor's own
@@ -279,7 +312,7 @@ void calib_fit_copy(const double *bytes, const double *ns, size_t n, double *gbp
 /* Reports calib_measure's progress: fn(ctx, i, what) as it starts stage i
  * of CALIB_STAGES (the GEMMs, memory, copies, ...), and once more with i =
  * CALIB_STAGES when it ends. NULL: none. For a progress display. */
-#define CALIB_STAGES 11
+#define CALIB_STAGES 12
 void calib_set_progress(void (*fn)(void *ctx, int stage, const char *what), void *ctx);
 
 /* Bytes of the decode's layer weights and of its head as backend kind

@@ -102,6 +102,21 @@ void fit_three_terms(const double B[3], const double c[3], const double t[3], do
     *a = x[0], *s = x[1], *b = x[2];
 }
 
+/* fit_nonneg over the columns {1, x1, x2, x3} of n points (at most
+ * FIT_SCHED_MAX), the subsets tried in `order` (15 of them). */
+static void fit_ones_and_three(size_t n, const double *x1, const double *x2, const double *x3,
+                               const double *t, const unsigned order[15], double x[4])
+{
+    double X[FIT_SCHED_MAX * 4];
+    n = n < FIT_SCHED_MAX ? n : FIT_SCHED_MAX;
+    for (size_t i = 0; i < n; i++) {
+        const double row[4] = {1, x1[i], x2[i], x3[i]};
+        for (int j = 0; j < 4; j++)
+            X[i * 4 + j] = row[j];
+    }
+    fit_nonneg(n, X, t, order, 15, x);
+}
+
 void fit_sched_terms(size_t n, const double *B, const double *c, const double *k,
                      const double *t, double x[4])
 {
@@ -109,14 +124,22 @@ void fit_sched_terms(size_t n, const double *B, const double *c, const double *k
      * kept before the per-attended one where the runs cannot tell them
      * apart (a selection that attends its whole context) */
     static const unsigned order[15] = {15, 7, 13, 14, 11, 5, 6, 3, 12, 9, 10, 4, 2, 1, 8};
-    double X[FIT_SCHED_MAX * 4];
+    double bc[FIT_SCHED_MAX], bk[FIT_SCHED_MAX];
     n = n < FIT_SCHED_MAX ? n : FIT_SCHED_MAX;
     for (size_t i = 0; i < n; i++) {
-        const double row[4] = {1, B[i], B[i] * c[i], B[i] * k[i]};
-        for (int j = 0; j < 4; j++)
-            X[i * 4 + j] = row[j];
+        bc[i] = B[i] * c[i];
+        bk[i] = B[i] * k[i];
     }
-    fit_nonneg(n, X, t, order, 15, x);
+    fit_ones_and_three(n, B, bc, bk, t, order, x);
+}
+
+void fit_dense_attn_terms(size_t n, const double *R, const double *pp, const double *dp,
+                          const double *t, double x[4])
+{
+    /* every term first, then the subsets by size, a row's and a pair's
+     * before the fixed part */
+    static const unsigned order[15] = {15, 14, 13, 11, 7, 6, 12, 10, 5, 9, 3, 2, 4, 8, 1};
+    fit_ones_and_three(n, R, pp, dp, t, order, x);
 }
 
 double fit_median(double *x, size_t n)

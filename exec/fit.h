@@ -38,6 +38,14 @@ void fit_three_terms(const double B[3], const double c[3], const double t[3], do
 void fit_sched_terms(size_t n, const double *B, const double *c, const double *k,
                      const double *t, double x[4]);
 
+/* The dense cache's attention terms through n points (at most
+ * FIT_SCHED_MAX): t = a + R r + pp p + dp d, with a per layer, r per row,
+ * p per prompt pair, d per decode row's attended token (x = {a, r, p, d}),
+ * each >= 0, by non-negative least squares as fit_three_terms. Cannot fail
+ * (all 0 if nothing fits). */
+void fit_dense_attn_terms(size_t n, const double *R, const double *pp, const double *dp,
+                          const double *t, double x[4]);
+
 /* The median of x (n > 0), sorting x in place (GSL). Cannot fail. */
 double fit_median(double *x, size_t n);
 

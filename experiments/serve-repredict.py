@@ -7,7 +7,11 @@ models can be compared on the same measured runs (issue 46, item 4).
 executor's KV pool in blocks, FP32 KV, the stored profile and hardware).
 Prints, per row, each metric's error with the stored prediction and with
 this binary's, then per sweep the mean absolute errors of both.
-Usage: serve-repredict.py ALISA_BINARY RESULTS_DB
+A stream the executor served on its dense cache (no --selection) is
+predicted as such (alisa serve --dense-cache); --no-dense-cache predicts it
+as the scheduler's path instead (the pricing before the profile measured
+the dense cache).
+Usage: serve-repredict.py ALISA_BINARY RESULTS_DB [--no-dense-cache]
 (run from the repository root; the stored paths must still exist)."""
 import json
 import sqlite3
@@ -37,6 +41,7 @@ METRICS = [("makespan", lambda d: d["makespan_s"]), ("ttft_mean", lambda d: d["t
 
 def main():
     alisa, db = sys.argv[1], sys.argv[2]
+    dense_cache = "--no-dense-cache" not in sys.argv[3:]
     rows = sqlite3.connect(db).execute(
         "SELECT sweep, point, config, result FROM runs WHERE status = 'ok' "
         "AND json_extract(config, '$.command') = 'serve-run' ORDER BY sweep, point").fetchall()
@@ -62,6 +67,8 @@ def main():
                 layers, kv_dim = LAYERS_KV[model]
                 args += ["--gpu-tokens", str(int(nbytes(p["gpu-kv-bytes"]) //
                                                  (int(p["max-num-seqs"]) * layers * kv_dim * 8)))]
+        elif dense_cache:  # served on the dense cache
+            args.append("--dense-cache")
         s = json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
         old = [100 * (f(r["predicted"]) - f(r)) / f(r) for _, f in METRICS]
         new = [100 * (f(s) - f(r)) / f(r) for _, f in METRICS]

@@ -97,6 +97,9 @@ struct serve_config {
     uint32_t max_num_seqs;             /* running requests at most (0: the default) */
     uint32_t max_batched_tokens;       /* token rows per iteration (0: the default) */
     int no_chunked_prefill;            /* 1: a prompt runs whole in one iteration */
+    int dense_cache;                   /* 1: the executor's dense cache serves it (no
+                                          scheduler; dense and gpu-only only): priced from
+                                          the profile's dense_attn_* figures where it has them */
     uint32_t block_tokens;             /* 0: the default */
     uint32_t gpu_tokens;               /* offloading placements: GPU tokens per request and
                                           layer (0: the pool's share over max_num_seqs) */

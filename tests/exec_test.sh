@@ -512,7 +512,7 @@ check $? "validate --kv-int8 runs (the executor and the replay derive INT8 tiers
 # simulates it on the executor's own pool: at once, under a pool small
 # enough to preempt, the batcher plans the same iterations and preemptions
 # in both; the prediction is alisa serve's on the same CSV, pool and FP32
-# KV; each error is (predicted - measured) / measured; the latency KS
+# KV, priced as the dense cache it was served on (--dense-cache); each error is (predicted - measured) / measured; the latency KS
 # statistic is the largest gap between the two per-request CSVs' CDFs
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$alisa" serve --trace "$root/traces/stories260K-tinystories.trace" --model stories260K \
@@ -525,7 +525,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
     --json >"$tmp/sp.json" 2>"$tmp/err" &&
 "$alisa" serve --trace "$root/traces/stories260K-tinystories.trace" --model stories260K \
     --profile "$tmp/cat/hardware.ini" --hardware cpu-test --requests-csv "$tmp/sreq.csv" \
-    --max-num-seqs 8 --max-batched-tokens 256 --kv-pool 307200 --kv-fp32 \
+    --max-num-seqs 8 --max-batched-tokens 256 --kv-pool 307200 --kv-fp32 --dense-cache \
     --per-request "$tmp/spp.csv" --json >"$tmp/ss.json" 2>>"$tmp/err" &&
 python3 -c "
 import csv, json, sys

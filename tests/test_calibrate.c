@@ -34,6 +34,7 @@ struct known {
     double sl[SELECTION_N], ss[SELECTION_N], st[SELECTION_N], sr[SELECTION_N],
         sa[SELECTION_N];
     double kl, ks, kt;
+    double dl, dr, dpp, ddp; /* the dense cache: per layer, row, prompt pair, decode token */
 };
 
 /* The tokens a sequence attends at position p: all of them (dense), the
@@ -60,6 +61,15 @@ static int fake_run(void *ctx, const struct llm_model *m, const struct calib_run
     double lb, hb;
     calib_weight_bytes(m, LLM_BACKEND_CPU, &lb, &hb);
     int dense = i == 0, swa = strcmp(run->sel, "swa") == 0;
+    if (run->prompt) { /* the prompt chunk's one step: P rows attending 1..P keys */
+        assert_true(run->dense_cache && run->B == 1);
+        struct calib_step *s = &steps[(*n)++];
+        memset(s, 0, sizeof *s);
+        s->cat[CALIB_CAT_ATTN] = L * (k->dl + run->P * k->dr +
+                                      (double)run->P * (run->P + 1) / 2 * k->dpp);
+        s->cat[CALIB_CAT_GEMM] = lb * (k->wg0 + k->wg1 * run->P);
+        return 0;
+    }
     for (uint32_t p = run->P; p < run->N; p++) {
         struct calib_step *s = &steps[(*n)++];
         memset(s, 0, sizeof *s);
@@ -75,6 +85,8 @@ static int fake_run(void *ctx, const struct llm_model *m, const struct calib_run
         s->cat[CALIB_CAT_SCHED] = L * (k->sl[i] + B * (k->ss[i] + (p + 1) * k->st[i])) +
                                   k->sr[i] * s->retired + k->sa[i] * s->attended;
         s->cat[CALIB_CAT_MOVE] = L * (k->kl + B * (k->ks + (p + 1) * k->kt));
+        if (run->dense_cache) /* no scheduler, no arenas */
+            s->cat[CALIB_CAT_ATTN] = L * (k->dl + B * (k->dr + (p + 1) * k->ddp));
     }
     return 0;
 }
@@ -98,7 +110,8 @@ static void test_calibrate_recovers_a_known_workload(void **state)
     struct llm_model *m = tu_model_or_skip(tu_stories260k(), LLM_WEIGHTS_NATIVE);
     struct known k = {.wg0 = 0.08, .wg1 = 0.004, .hg0 = 0.11, .hg1 = 0.006,
                       .attn_layer = 900, .attn_seq = 150, .attn_tok = 2.5,
-                      .attn_sparse_tok = 7.25, .kl = 300, .ks = 1700, .kt = 3.5};
+                      .attn_sparse_tok = 7.25, .kl = 300, .ks = 1700, .kt = 3.5,
+                      .dl = 4000, .dr = 800, .dpp = 1.75, .ddp = 2.25};
     for (int i = 0; i < SELECTION_N; i++) {
         k.sl[i] = 100 + 10 * i;
         k.ss[i] = 400 + 50 * i;
@@ -149,6 +162,17 @@ static void test_calibrate_recovers_a_known_workload(void **state)
     near("kv_ns_per_layer", f[CALIB_KV_NS_PER_LAYER], k.kl);
     near("kv_ns_per_stream", f[CALIB_KV_NS_PER_STREAM], k.ks);
     near("kv_ns_per_token", f[CALIB_KV_NS_PER_TOKEN], k.kt);
+    /* the dense cache's four terms from its prompt chunks and decodes */
+    near("dense_attn_layer_ns", f[CALIB_DENSE_ATTN_LAYER], k.dl);
+    near("dense_attn_row_ns", f[CALIB_DENSE_ATTN_ROW], k.dr);
+    near("dense_attn_prompt_pair_ns", f[CALIB_DENSE_ATTN_PROMPT_PAIR], k.dpp);
+    near("dense_attn_decode_token_ns", f[CALIB_DENSE_ATTN_DECODE_PAIR], k.ddp);
+    /* the prompt chunks' GEMMs per layer weight byte, by their rows */
+    for (int i = 0; i < CALIB_DENSE_PROMPTS; i++)
+        near(calib_name(CALIB_PGEMM_FIRST + i), f[CALIB_PGEMM_FIRST + i],
+             calib_dense_prompt[i] + 1 > m->c.seq_len
+                 ? 0
+                 : k.wg0 + k.wg1 * calib_dense_prompt[i]);
     llm_free(m);
 }
 
@@ -284,6 +308,18 @@ static void test_calibrate_figures_are_finite_and_plausible(void **state)
     assert_true(f[CALIB_KV_NS_PER_LAYER] >= 0 && f[CALIB_KV_NS_PER_LAYER] < 1e6);
     assert_true(f[CALIB_KV_NS_PER_STREAM] >= 0 && f[CALIB_KV_NS_PER_STREAM] < 1e6);
     assert_true(f[CALIB_KV_NS_PER_TOKEN] + f[CALIB_KV_NS_PER_STREAM] + f[CALIB_KV_NS_PER_LAYER] > 0);
+    /* the dense cache's four terms: none negative, not all 0 (its
+     * attention takes time) */
+    double dense = 0;
+    for (int i = CALIB_DENSE_ATTN_LAYER; i <= CALIB_DENSE_ATTN_DECODE_PAIR; i++) {
+        if (!(f[i] >= 0 && f[i] < 1e7))
+            fail_msg("%s = %g ns", calib_name(i), f[i]);
+        dense += f[i];
+    }
+    assert_true(dense > 0);
+    for (int i = CALIB_PGEMM_FIRST; i <= CALIB_PGEMM_LAST; i++) /* stories260K: all run */
+        if (!(f[i] > 1e-4 && f[i] < 1e3))
+            fail_msg("%s = %g ns per byte", calib_name(i), f[i]);
     llm_free(m);
 }
 

@@ -88,6 +88,44 @@ static void test_one_request_is_its_prefill_then_its_decodes(void **state)
     free(dir);
 }
 
+/* On the executor's dense cache, a profile that measured it prices each
+ * iteration's attention from its figures (per layer 100, row 10, prompt
+ * pair 1, decode token 2) instead: the prefill 512 + 80 + 100 + 2 x 10 +
+ * 3 = 715 ns, the decodes 256 + 80 + 100 + 10 + 3 x 2 = 452 and 454. The
+ * same flag on a budgeted selection is refused. */
+static void test_dense_cache_prices_from_its_own_figures(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *trace = tu_path(dir, "t.trace");
+    tu_write_toy_trace(trace, 2, 2, uniform);
+    struct hw_profile hw = tu_unit_hw;
+    hw.dense_attn_ns_per_layer = 100;
+    hw.dense_attn_ns_per_row = 10;
+    hw.dense_attn_ns_per_prompt_pair = 1;
+    hw.dense_attn_ns_per_decode_token = 2;
+    struct serve_config cfg = dense_cfg(trace);
+    cfg.hw = &hw;
+    struct workload w = stream(1, (double[]){0.5}, 2, 3);
+    struct serve_result r;
+    serve_ok(&cfg, &w, &r); /* without the flag: as before */
+    near_ns("e2e, scheduler path", r.req[0].e2e_s, 640 + 384 + 400);
+    serve_result_free(&r);
+    cfg.dense_cache = 1;
+    serve_ok(&cfg, &w, &r);
+    near_ns("ttft", r.req[0].ttft_s, 715);
+    near_ns("e2e", r.req[0].e2e_s, 715 + 452 + 454);
+    serve_result_free(&r);
+    cfg.sel = selection_find("h2o");
+    cfg.sel_params.budget_tokens = 2;
+    struct alisa_err e = {{0}};
+    assert_int_not_equal(serve_run(&cfg, &w, &r, NULL, &e), 0);
+    assert_non_null(strstr(e.msg, "not selection h2o"));
+    workload_free(&w);
+    tu_rmdir(dir);
+    free(dir);
+}
+
 /* Two at once: one iteration prefills both (4 rows: 1024, head 2 x 80,
  * pairs 3 + 3: 96) = 1280 ns, then both decode together: 512 + 160 +
  * (3 + 3) 16 = 768, then 512 + 160 + (4 + 4) 16 = 800. A third arriving
@@ -564,6 +602,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_request_is_its_prefill_then_its_decodes),
+        cmocka_unit_test(test_dense_cache_prices_from_its_own_figures),
         cmocka_unit_test(test_requests_batch_together_and_an_idle_server_waits),
         cmocka_unit_test(test_chunked_prefill_cuts_the_prompt_to_the_budget),
         cmocka_unit_test(test_the_latest_request_is_preempted_and_recomputed),

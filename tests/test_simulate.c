@@ -707,6 +707,37 @@ static void test_iteration_prices_prompt_chunks_as_the_executor_attends(void **s
                      (128 + 4.0 * 2056 * tu_toy.hidden / (hw.fp16_tflops * 1e3))) < 1e-9);
 }
 
+/* On the executor's dense cache (no scheduler) a profile that measured it
+ * prices the iteration's attention from its four figures alone: per layer,
+ * per row (decode and prompt alike), per prompt pair, per decode row's
+ * attended token; the scheduler path's figures do not enter. Without the
+ * figures the dense cache is priced as before. By hand on toy. */
+static void test_dense_cache_iteration_is_its_four_figures(void **state)
+{
+    (void)state;
+    struct hw_profile hw = tu_unit_hw;
+    hw.weight_gemm = (struct gemm_table){1, {1}, {0.5}}; /* 128 ns, as above */
+    hw.attn_ns_fixed = 5;
+    hw.attn_ns_per_layer = 7;
+    hw.attn_by_kv = (struct gemm_table){2, {1, 4}, {10, 30}};
+    struct iteration_shape it = {.rows = 10, .decodes = 2, .sampled = 2, .attended = 64,
+                                 .resident = 64, .prefill_pairs = 2020, .prefill_keys = 256,
+                                 .dense_cache = 1};
+    double scheduler_path = cost_iteration_layer_ns(&tu_toy, &hw, &it, KV_FP16, 0, 0);
+    assert_false(cost_dense_cache_measured(&hw));
+    it.dense_cache = 0;
+    assert_true(cost_iteration_layer_ns(&tu_toy, &hw, &it, KV_FP16, 0, 0) == scheduler_path);
+    hw.dense_attn_ns_per_layer = 900;
+    hw.dense_attn_ns_per_row = 40;
+    hw.dense_attn_ns_per_prompt_pair = 1.5;
+    hw.dense_attn_ns_per_decode_token = 2.5;
+    assert_true(cost_dense_cache_measured(&hw));
+    assert_true(cost_iteration_layer_ns(&tu_toy, &hw, &it, KV_FP16, 0, 0) == scheduler_path);
+    it.dense_cache = 1;
+    assert_true(fabs(cost_iteration_layer_ns(&tu_toy, &hw, &it, KV_FP16, 0, 0) -
+                     (128 + 900 + 10 * 40 + 2020 * 1.5 + 64 * 2.5)) < 1e-9);
+}
+
 /* Between two measured rows the kernel's own shape is added to the line
  * (issue 49): worked by hand on a table of rows 1, 4, 8 and a kernel timed
  * at rows 1 to 8. */
@@ -1373,6 +1404,7 @@ int main(void)
         cmocka_unit_test(test_simulated_search_is_never_slower_than_greedy_or_grid),
         cmocka_unit_test(test_flexgen_shares_stream_weights_and_split_the_kv),
         cmocka_unit_test(test_iteration_prices_prompt_chunks_as_the_executor_attends),
+        cmocka_unit_test(test_dense_cache_iteration_is_its_four_figures),
         cmocka_unit_test(test_host_launches_floor_each_layer),
         cmocka_unit_test(test_pageable_relay_stages_each_load_before_its_copy),
         cmocka_unit_test(test_every_systems_software_is_in_the_catalog),

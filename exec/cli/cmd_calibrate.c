@@ -107,6 +107,13 @@ void cmd_calibrate_usage(FILE *out)
             "      replaces attn_ns_per_token (one sequence, in cache) in the cost model\n"
             "  attn_sparse_ns_per_token_by_kv  the same with SWA at 80%% sparsity (every\n"
             "      token resident, a fifth attended), by the KV resident\n"
+            "  dense_attn_ns_per_layer, _per_row, _per_prompt_pair, _per_decode_token\n"
+            "      the dense cache's attention (no scheduler: what alisa serve-run runs\n"
+            "      with no selection, its rows across the threads, no gather): one\n"
+            "      sequence's prompt of 16, 64, 128, 256 and 384 tokens as one chunk, 4\n"
+            "      and 16 sequences decoding 8 steps after 64 tokens and 4 after 256;\n"
+            "      the four terms by non-negative least squares; the prompt chunks'\n"
+            "      layer GEMMs (pgemm_r*_ns_b) extend weight_gemm_ns_per_byte past 32 rows\n"
             "  weight_probe_gbps  the one-row weight pass alisa validate samples the\n"
             "      machine with (runs of 1 prompt token and 2 decode steps, 0.5 s)\n"
             "  batched_copies   0: the CPU executor copies K and V token by token; 1: the\n"
@@ -121,7 +128,7 @@ void cmd_calibrate_usage(FILE *out)
     cli_opts_help(out, &calibrate_command, 19);
     fprintf(out,
             "\n"
-            "examples (run as shown by tests/readme_test.sh; about 45 s on 2 cores):\n"
+            "examples (run as shown by tests/readme_test.sh; about a minute on 2 cores):\n"
             "  alisa calibrate --model stories260K --repeat 2 -o profile.ini\n");
 }
 
@@ -255,7 +262,8 @@ static void profile_write(FILE *f, const struct calibrate_opts *o, const char *h
                "; attn_ns_per_token, attn_ns_fixed, attn_ns_per_layer (attn_layer_ns),\n"
                "; recompute_ns as measured;\n"
                "; weight_gemm_ns_per_byte, head_gemm_ns_per_byte = the wgemm_r*_ns_b and\n"
-               "; head_r*_ns_b figures by row count (the cost model prices the layers'\n"
+               "; head_r*_ns_b figures by row count, the first past 32 rows the\n"
+               "; pgemm_r*_ns_b figures (prompt chunks) (the cost model prices the layers'\n"
                "; weight GEMMs and the output head from these tables);\n"
                "; weight_kernel_ns_per_byte, head_kernel_ns_per_byte = the kgemm_r*_ns_b and\n"
                "; khead_r*_ns_b figures (their shape between those rows); sched_ns_per_token =\n"
@@ -267,7 +275,9 @@ static void profile_write(FILE *f, const struct calibrate_opts *o, const char *h
                "; weight_probe_gbps (what alisa validate sets its own samples beside)\n"
                "; attn_ns_per_token_by_kv (KiB read by the run: attn_b*_ns_t) and\n"
                "; attn_sparse_ns_per_token_by_kv (KiB resident: attn_sparse_b*_ns_t)\n"
-               "; as measured.\n");
+               "; as measured; dense_attn_ns_per_layer, _per_row, _per_prompt_pair and\n"
+               "; _per_decode_token = the dense_attn_* figures (the dense cache's\n"
+               "; attention, which serving without a scheduler runs).\n");
     fprintf(f, "[%s]\ngpu = %s executor: %s\ngpu_mem_gib = %.1f\nhbm_gbps = %.4g\n"
                "fp16_tflops = %.4g\nhost_dram_gib = %.1f\nlink_gbps = %.4g\n"
                "link_latency_us = %.4g\nhost_mem_gbps = %.4g\ngemm_efficiency = 1\n"
@@ -283,6 +293,11 @@ static void profile_write(FILE *f, const struct calibrate_opts *o, const char *h
             st[CALIB_ATTN_NS_FIXED].mean, st[CALIB_RECOMPUTE_NS].mean);
     for (int i = 0; i < 6; i++)
         fprintf(f, " %d:%.5g", calib_wgemm_rows[i], st[CALIB_WGEMM_R1 + i].mean);
+    /* past the decode runs' rows, the prompt chunks' (what serving's
+     * iterations of that many rows run) */
+    for (int i = 0; i < CALIB_DENSE_PROMPTS; i++)
+        if ((int)calib_dense_prompt[i] > calib_wgemm_rows[5] && st[CALIB_PGEMM_FIRST + i].mean > 0)
+            fprintf(f, " %u:%.5g", calib_dense_prompt[i], st[CALIB_PGEMM_FIRST + i].mean);
     const struct {
         const char *key;
         int first;
@@ -307,6 +322,10 @@ static void profile_write(FILE *f, const struct calibrate_opts *o, const char *h
             st[CALIB_KV_NS_PER_LAYER].mean,
             st[CALIB_WEIGHT_PROBE_GBPS].mean, st[CALIB_WEIGHT_PROBE_GBPS].spread,
             st[CALIB_ATTN_NS_LAYER].mean);
+    fprintf(f, "dense_attn_ns_per_layer = %.4g\ndense_attn_ns_per_row = %.4g\n"
+               "dense_attn_ns_per_prompt_pair = %.4g\ndense_attn_ns_per_decode_token = %.4g\n",
+            st[CALIB_DENSE_ATTN_LAYER].mean, st[CALIB_DENSE_ATTN_ROW].mean,
+            st[CALIB_DENSE_ATTN_PROMPT_PAIR].mean, st[CALIB_DENSE_ATTN_DECODE_PAIR].mean);
     attn_table(f, "attn_ns_per_token_by_kv", c, st + CALIB_ATTN_BATCH_FIRST);
     attn_table(f, "attn_sparse_ns_per_token_by_kv", c, st + CALIB_ATTN_SPARSE_FIRST);
     kernel_table(f, "weight_kernel_ns_per_byte", st + CALIB_KGEMM_FIRST);

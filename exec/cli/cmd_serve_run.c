@@ -538,6 +538,7 @@ static int serve_predict(const struct exec_stream *x, struct serve_result *pred,
         .precision = KV_FP32, .kv_pool_bytes = (double)x->pc.blocks * x->block_bytes,
         .max_num_seqs = o->max_num_seqs, .max_batched_tokens = o->max_batched_tokens,
         .no_chunked_prefill = o->no_chunked_prefill, .block_tokens = o->block_tokens,
+        .dense_cache = !x->tr.sched,
         .slo_ttft_s = o->slo_ttft, .slo_tpot_s = o->slo_tpot};
     ALISA_ASSERT(cfg.sel && cfg.place);
     char part[4200];

@@ -90,6 +90,11 @@ static const struct cli_opt serve_run_opts[] = {
      "a prompt runs whole in one iteration (default: cut to the budget)", 0},
     {"block-tokens", "N", CLI_U32, SO(cfg.block_tokens), NULL, 0,
      "tokens per KV block (default 16)", 0},
+    {"dense-cache", NULL, CLI_FLAG, SO(cfg.dense_cache), NULL, 0,
+     "the CPU executor's dense cache serves (alisa serve-run without\n"
+     "--selection): attention priced from the profile's dense_attn_*\n"
+     "figures, no scheduler (a selection that attends every token on\n"
+     "the device only)", 0},
     {"gpu-tokens", "N", CLI_U32, SO(cfg.gpu_tokens), NULL, 0,
      "offloading placements: GPU tokens per request and layer (the\n"
      "hot buffer; default the KV pool's share over --max-num-seqs)", 0},

@@ -108,6 +108,10 @@ static const struct field hw_fields[] = {
     HFO("kv_ns_per_layer", FIELD_DOUBLE, kv_ns_per_layer),
     HFO("weight_probe_gbps", FIELD_DOUBLE, weight_probe_gbps),
     HFO("weight_probe_spread", FIELD_DOUBLE, weight_probe_spread),
+    HFO("dense_attn_ns_per_layer", FIELD_DOUBLE, dense_attn_ns_per_layer),
+    HFO("dense_attn_ns_per_row", FIELD_DOUBLE, dense_attn_ns_per_row),
+    HFO("dense_attn_ns_per_prompt_pair", FIELD_DOUBLE, dense_attn_ns_per_prompt_pair),
+    HFO("dense_attn_ns_per_decode_token", FIELD_DOUBLE, dense_attn_ns_per_decode_token),
 };
 #define SF(key, type, member, req) \
     {key, type, offsetof(struct sw_profile, member), sizeof(((struct sw_profile *)0)->member), req}
@@ -161,6 +165,8 @@ static const struct bound {
     {"kv_ns_per_token", 0, 1e9},    {"kv_ns_per_stream", 0, 1e12},
     {"kv_ns_per_layer", 0, 1e12},   {"weight_probe_gbps", 0, 1e6},   {"weight_probe_spread", 0, 10},
     {"op_host_us", 0, 1e6},
+    {"dense_attn_ns_per_layer", 0, 1e12}, {"dense_attn_ns_per_row", 0, 1e12},
+    {"dense_attn_ns_per_prompt_pair", 0, 1e9}, {"dense_attn_ns_per_decode_token", 0, 1e9},
     /* model shapes (issue 48: a catalog's layers = 4e9 grew without end):
      * wider than any published model (Llama 3.1 405B: 126 layers, hidden
      * 16384, ffn 53248; Gemma: vocabulary 256k; contexts of 1M), so every

@@ -126,6 +126,15 @@ struct hw_profile {
                                  validate then derives it from the weight tables) */
     double weight_probe_spread; /* its spread over the calibration's runs, (max - min) / mean:
                                    the profile's noise (0: not recorded) */
+    /* the executor's dense cache (no scheduler: backend_cpu.c dense_attend,
+     * rows across the threads, no gather), which the attn_* figures above
+     * (the scheduler's path) do not describe: attention per layer and call =
+     * dense_attn_ns_per_layer + rows x dense_attn_ns_per_row + prompt pairs x
+     * dense_attn_ns_per_prompt_pair + decode rows' attended tokens x
+     * dense_attn_ns_per_decode_token, ns (all 0: not measured; the dense
+     * cache is then priced as the scheduler's path) */
+    double dense_attn_ns_per_layer, dense_attn_ns_per_row, dense_attn_ns_per_prompt_pair,
+        dense_attn_ns_per_decode_token;
 };
 
 /* The host-side costs of the software a system runs on (software.ini): what

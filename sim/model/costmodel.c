@@ -331,6 +331,13 @@ double cost_estimate_gather_ns(const struct hw_profile *hw, const struct sel_est
     return est->kind == SEL_ESTIMATE_PARTIAL ? cost_pageable_relay_ns(hw, bytes) : 0;
 }
 
+int cost_dense_cache_measured(const struct hw_profile *hw)
+{
+    return hw->dense_attn_ns_per_layer + hw->dense_attn_ns_per_row +
+               hw->dense_attn_ns_per_prompt_pair + hw->dense_attn_ns_per_decode_token >
+           0;
+}
+
 double cost_iteration_layer_ns(const struct model_shape *m, const struct hw_profile *hw,
                                const struct iteration_shape *it, enum kv_precision precision,
                                int sparse, int with_head)
@@ -339,6 +346,12 @@ double cost_iteration_layer_ns(const struct model_shape *m, const struct hw_prof
     double t = gemm_ns(hw, layer_params(m, &k), it->rows);
     if (with_head && it->sampled > 0)
         t += head_ns(hw, m, it->sampled);
+    if (it->dense_cache && cost_dense_cache_measured(hw))
+        /* every row attends its sequence's keys in place, the rows across
+         * the threads (backend_cpu.c dense_attend), as calibration measured */
+        return t + hw->dense_attn_ns_per_layer + it->rows * hw->dense_attn_ns_per_row +
+               it->prefill_pairs * hw->dense_attn_ns_per_prompt_pair +
+               it->attended * hw->dense_attn_ns_per_decode_token;
     if (it->decodes > 0)
         t += decode_attention_ns(m, hw, &k, it->decodes, it->attended, it->resident, sparse);
     if (!(it->prefill_pairs > 0))

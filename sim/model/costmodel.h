@@ -174,6 +174,7 @@ double cost_estimate_gather_ns(const struct hw_profile *hw, const struct sel_est
 struct iteration_shape {
     uint32_t rows, decodes, sampled;
     double attended, resident, prefill_pairs, prefill_keys;
+    int dense_cache; /* the executor's dense cache runs it (no scheduler) */
 };
 
 /* The iteration's layer priced as cost_layer_compute_ns prices a decode
@@ -183,7 +184,15 @@ struct iteration_shape {
  * price by the KV the chunks read (prefill_keys: a chunk's rows read the
  * same keys) and each prompt row at the per-row fixed price (the executor
  * attends a prompt row as a decode row); else the pairs' FLOPs at peak.
- * ns. Cannot fail. */
+ * With dense_cache, on a profile that measured the dense cache
+ * (dense_attn_ns_per_*: catalog.h), the whole iteration's attention is
+ * that: per layer, per row, per prompt pair and per decode row's attended
+ * token. ns. Cannot fail. */
+/* Whether hw measured the executor's dense cache (dense_attn_ns_per_*):
+ * then a dense-cache iteration is priced from those figures, with no
+ * scheduler or arena bookkeeping (it has neither). */
+int cost_dense_cache_measured(const struct hw_profile *hw);
+
 double cost_iteration_layer_ns(const struct model_shape *m, const struct hw_profile *hw,
                                const struct iteration_shape *it, enum kv_precision precision,
                                int sparse, int with_head);
