@@ -11,9 +11,12 @@ A stream the executor served on its dense cache (no --selection) is
 predicted as such (alisa serve --dense-cache); --no-dense-cache predicts it
 as the scheduler's path instead (the pricing before the profile measured
 the dense cache).
-Usage: serve-repredict.py ALISA_BINARY RESULTS_DB [--no-dense-cache]
+--profiles DIR predicts from DIR's profile of the same file name instead
+of the stored one (a variant of it: a term taken out, say).
+Usage: serve-repredict.py ALISA_BINARY RESULTS_DB [--no-dense-cache] [--profiles DIR]
 (run from the repository root; the stored paths must still exist)."""
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -42,6 +45,7 @@ METRICS = [("makespan", lambda d: d["makespan_s"]), ("ttft_mean", lambda d: d["t
 def main():
     alisa, db = sys.argv[1], sys.argv[2]
     dense_cache = "--no-dense-cache" not in sys.argv[3:]
+    profiles = sys.argv[sys.argv.index("--profiles") + 1] if "--profiles" in sys.argv else None
     rows = sqlite3.connect(db).execute(
         "SELECT sweep, point, config, result FROM runs WHERE status = 'ok' "
         "AND json_extract(config, '$.command') = 'serve-run' ORDER BY sweep, point").fetchall()
@@ -49,7 +53,8 @@ def main():
     for sweep, point, cfg, res in rows:
         p, r = json.loads(cfg)["params"], json.loads(res)
         model, block = next(v for k, v in MODELS.items() if k in p["model"])
-        args = [alisa, "serve", "--trace", p["trace"], "--model", model, "--profile", p["profile"],
+        profile = os.path.join(profiles, os.path.basename(p["profile"])) if profiles else p["profile"]
+        args = [alisa, "serve", "--trace", p["trace"], "--model", model, "--profile", profile,
                 "--hardware", r["predicted"]["hardware"], "--requests", p["requests"],
                 "--rate", p["rate"], "--burstiness", p.get("burstiness", "1"), "--prompt-len",
                 p["prompt-len"], "--output-len", p["output-len"], "--seed", p["seed"],
