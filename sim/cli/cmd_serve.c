@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "cli_opts.h"
 #include "cmds.h"
+#include "costmodel.h"
 #include "outfile.h"
 #include "serve.h"
 
@@ -383,6 +384,10 @@ int cmd_serve(int argc, char **argv)
         rc = catalog_hw_not_found(&c, "--hardware", o.hw, &e);
     else
         rc = cli_software(&c, o.software ? o.software : "none", NULL, &cfg->sw, &e);
+    if (!rc && cfg->dense_cache && !cost_dense_cache_measured(cfg->hw))
+        fprintf(stderr, "alisa serve: note: --dense-cache: hardware %s has no dense_attn_* "
+                "figures (alisa calibrate writes them): priced as the scheduler's path\n",
+                cfg->hw->name);
     if (!rc && o.dump)
         rc = workload_write_csv(o.dump, &w, &e);
     FILE *tl = NULL;
