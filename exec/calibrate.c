@@ -632,8 +632,8 @@ static int bench_dense_attention(const struct llm_model *m, const struct calib_t
         R[np] = P;
         pp[np] = (double)P * (P + 1) / 2;
         dp[np] = 0;
-        rc = dense_point(m, tx, kind, &run, &t[np++], &gemm, e);
-        pgemm[i] = gemm / lb;
+        if (!(rc = dense_point(m, tx, kind, &run, &t[np++], &gemm, e)))
+            pgemm[i] = gemm / lb;
     }
     for (int i = 0; !rc && i < CALIB_DENSE_DECODES; i++) {
         const uint32_t B = calib_dense_batch[i], P = calib_dense_context[i];

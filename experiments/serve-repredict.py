@@ -45,7 +45,12 @@ METRICS = [("makespan", lambda d: d["makespan_s"]), ("ttft_mean", lambda d: d["t
 def main():
     alisa, db = sys.argv[1], sys.argv[2]
     dense_cache = "--no-dense-cache" not in sys.argv[3:]
-    profiles = sys.argv[sys.argv.index("--profiles") + 1] if "--profiles" in sys.argv else None
+    profiles = None
+    if "--profiles" in sys.argv:
+        at = sys.argv.index("--profiles")
+        if at + 1 >= len(sys.argv):
+            sys.exit("serve-repredict.py: --profiles needs a directory")
+        profiles = sys.argv[at + 1]
     rows = sqlite3.connect(db).execute(
         "SELECT sweep, point, config, result FROM runs WHERE status = 'ok' "
         "AND json_extract(config, '$.command') = 'serve-run' ORDER BY sweep, point").fetchall()

@@ -212,13 +212,13 @@ grep -qE "libcudart|libcublas" ld.txt && { code=-; bad "alisa help maps the CUDA
 LD_DEBUG=libs "$alisa" sim "${sim_args[@]}" --batch 8 >/dev/null 2>ld.txt
 grep -qE "libcudart|libcublas" ld.txt && { code=-; bad "alisa sim maps the CUDA libraries"; } || ok
 # alisa serve --dense-cache on a profile that never measured the dense
-# cache says so (priced as the scheduler's path) and still runs; with a
-# budgeted selection it is refused
-run "$alisa" serve --trace "$trace" --model stories260K --hardware V100-32GB --requests 4 \
+# cache (a catalog shape, no weights needed) says so (priced as the
+# scheduler's path) and still runs; with a budgeted selection it is refused
+run "$alisa" serve --trace "$synth" --model OPT-30B --hardware H100-80GB --requests 4 \
     --rate 0 --prompt-len 16 --output-len 4 --dense-cache
-[ "$code" -eq 0 ] && grep -q "V100-32GB has no dense_attn_\* figures" err && ok ||
+[ "$code" -eq 0 ] && grep -q "H100-80GB has no dense_attn_\* figures" err && ok ||
     bad "serve --dense-cache on a datasheet profile says it has no dense figures"
-run "$alisa" serve --trace "$trace" --model stories260K --hardware V100-32GB --requests 4 \
+run "$alisa" serve --trace "$synth" --model OPT-30B --hardware H100-80GB --requests 4 \
     --rate 0 --prompt-len 16 --output-len 4 --dense-cache --selection h2o --sparsity 0.5
 [ "$code" -ne 0 ] && grep -q "not selection h2o" err && ok ||
     bad "serve --dense-cache with a budgeted selection is refused"

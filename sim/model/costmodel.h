@@ -163,6 +163,11 @@ void cost_estimate_state_bytes(const struct model_shape *m, const struct sel_est
 double cost_estimate_gather_ns(const struct hw_profile *hw, const struct sel_estimate *est,
                                double bytes);
 
+/* Whether hw measured the executor's dense cache (dense_attn_ns_per_*):
+ * then a dense-cache iteration is priced from those figures, with no
+ * scheduler or arena bookkeeping (it has neither). */
+int cost_dense_cache_measured(const struct hw_profile *hw);
+
 /* One serving iteration (issue 46) in one layer: `rows` token rows through
  * the weight GEMMs (one per decoding request plus every prompt token of the
  * chunks scheduled), the decoding requests' attention (`decodes` requests
@@ -188,11 +193,6 @@ struct iteration_shape {
  * (dense_attn_ns_per_*: catalog.h), the whole iteration's attention is
  * that: per layer, per row, per prompt pair and per decode row's attended
  * token. ns. Cannot fail. */
-/* Whether hw measured the executor's dense cache (dense_attn_ns_per_*):
- * then a dense-cache iteration is priced from those figures, with no
- * scheduler or arena bookkeeping (it has neither). */
-int cost_dense_cache_measured(const struct hw_profile *hw);
-
 double cost_iteration_layer_ns(const struct model_shape *m, const struct hw_profile *hw,
                                const struct iteration_shape *it, enum kv_precision precision,
                                int sparse, int with_head);
