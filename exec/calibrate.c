@@ -381,7 +381,7 @@ static int executor_run(const struct llm_model *m, const struct calib_text *tx,
         if (layers && pos >= 0 && (run->prompt ? pos == 0 : pos >= (json_int_t)P)) {
             struct calib_step *s = &steps[(*n)++];
             memset(s, 0, sizeof *s);
-            s->pos = (double)json_integer_value(json_object_get(j, "pos"));
+            s->pos = (double)pos;
             s->head = json_number_value(json_object_get(j, "head_us")) * 1e3;
             for (size_t l = 0; l < json_array_size(layers); l++) {
                 json_t *x = json_array_get(layers, l);
@@ -885,11 +885,9 @@ int calib_measure(const struct llm_model *m, const struct calib_text *tx, enum l
                                       e)))
         return rc;
     stage(10, "dense-cache attention");
-    double dense[4];
-    if ((rc = bench_dense_attention(m, tx, kind, dense, &out[CALIB_PGEMM_FIRST], e)))
+    if ((rc = bench_dense_attention(m, tx, kind, &out[CALIB_DENSE_ATTN_LAYER],
+                                    &out[CALIB_PGEMM_FIRST], e)))
         return rc;
-    for (int i = 0; i < 4; i++)
-        out[CALIB_DENSE_ATTN_LAYER + i] = dense[i];
     stage(11, "weight probe");
     out[CALIB_WEIGHT_PROBE_GBPS] = calib_weight_rate(m, kind, 0.5);
     if (isnan(out[CALIB_WEIGHT_PROBE_GBPS]))

@@ -174,7 +174,8 @@ enum calib_figure {
     CALIB_KGEMM_LAST = CALIB_KGEMM_FIRST + CALIB_KGEMM_ROWS - 1,
     CALIB_KHEAD_FIRST,       /* ... the output head's, ns per head weight byte */
     CALIB_KHEAD_LAST = CALIB_KHEAD_FIRST + CALIB_KGEMM_ROWS - 1,
-    CALIB_DENSE_ATTN_LAYER,  /* the dense cache's attention (no scheduler: backend_cpu.c
+    CALIB_DENSE_ATTN_LAYER,  /* (these four in this order: bench_dense_attention's)
+                                the dense cache's attention (no scheduler: backend_cpu.c
                                 dense_attend, rows across the threads), per layer and
                                 call, fixed, ns; */
     CALIB_DENSE_ATTN_ROW,    /* ... per row, ns; */

@@ -48,12 +48,10 @@ function spr(x) { return x == "" ? "" : sprintf(" [%.0f%%]", x) }
 function absv(x) { return x < 0 ? -x : x }
 f("status") != "ok" { next }
 {
-    set = f("sweep") ~ /offload/ ? "held out, offloading" : f("sweep") ~ /heldout6/ ? "held out 6" \
-        : f("sweep") ~ /heldout5/ ? "held out 5" \
-        : f("sweep") ~ /heldout4/ ? "held out 4" \
-        : f("sweep") ~ /heldout3/ ? "held out 3" \
-        : f("sweep") ~ /heldout2/ ? "held out 2" \
-        : f("sweep") ~ /heldout/ ? "held out 1" : "in-sample"
+    # "heldoutN" names set N, a bare "heldout" the first
+    set = f("sweep") ~ /offload/ ? "held out, offloading" \
+        : match(f("sweep"), /heldout[0-9]*/) ? "held out " (RLENGTH > 7 ? substr(f("sweep"), RSTART + 7, RLENGTH - 7) : 1) \
+        : "in-sample"
     model = f("model"); sub(/.*\//, "", model); sub(/\.(gguf|bin)$/, "", model)
     stream = f("requests") " x " (f("rate") == 0 ? "at once" : f("rate") "/s" (f("burstiness") != 1 ? " (Gamma " f("burstiness") ")" : "")) \
         ", " f("prompt_min") "-" f("prompt_max") " + " f("output_min") "-" f("output_max")

@@ -159,7 +159,6 @@ struct serve {
     int analytic;               /* dense on the GPU alone: no replay needed */
     struct sched_prices sp;     /* the selection's scheduler prices (0 where unmeasured) */
     int gathers;                /* the selection attends a subset */
-    int dense_cache;            /* priced as the executor's dense cache (cfg's, measured) */
     int executor;               /* the profile was measured on the executor (its prompt rows
                                    fetch earlier tokens one by one) */
     float *row;                 /* (max_len) a synthetic row */
@@ -567,7 +566,7 @@ static double price_iteration(struct serve *v, const struct batcher_item *it, ui
         is.resident = x->resident;
         is.prefill_pairs = x->pairs;
         is.prefill_keys = x->keys;
-        is.dense_cache = v->dense_cache;
+        is.dense_cache = cfg->dense_cache; /* priced so where hw measured it */
         /* a selection's dense leading layers attend whole, gathering nothing */
         double C = cost_iteration_layer_ns(v->cfg->model, hw, &is, cfg->precision,
                                            v->gathers && l >= v->dense_m, l == v->Lm - 1);
@@ -793,7 +792,6 @@ static int serve_setup(struct serve *v, struct serve_state *s, struct alisa_err 
                        cfg->place->name);
     /* (analytic then: no scheduler or arenas are priced, as the dense
      * cache has none) */
-    v->dense_cache = cfg->dense_cache && cost_dense_cache_measured(cfg->hw);
     v->executor = cost_executor_profile(cfg->hw);
     v->host_ns = cost_layer_host_ns(cfg->sw, cfg->sel->name);
     int rc = v->analytic ? 0 : cost_schedule_prices(cfg->hw, cfg->sel->name, &v->sp, e);
