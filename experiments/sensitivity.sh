@@ -33,8 +33,8 @@ row() {
 H="--hardware H100-80GB"
 # a copy of the catalog with every runtime's host time per launch at 35 us
 # (gpt-fast's eager figure; software.ini's 10 us is a stated estimate)
-slow=$(mktemp -d) fgh=$(mktemp -d)
-trap 'rm -rf "$slow" "$fgh"' EXIT
+slow=$(mktemp -d)
+trap 'rm -rf "$slow"' EXIT
 cp sim/model/catalog/*.ini "$slow/"
 sed -i 's/^op_host_us = 10$/op_host_us = 35/' "$slow/software.ini"
 # h100_variant NAME KEY=VALUE...: the catalog's H100-80GB section as
@@ -57,16 +57,14 @@ h100_variant link31 link_gbps=31.5
 # pinned copies, 51.2 GB/s) instead of the paper's 20
 h100_variant measured hbm_efficiency=0.48
 h100_variant measured-link hbm_efficiency=0.48 link_gbps=51.2
-# FlexGen's host time per operation as real FlexGen measured it on the H100's
-# host (software.ini's [flexgen-h100], 57.5 us) for FlexGen and for ALISA,
-# which runs on FlexGen's layer (software.ini's alisa entry)
-cp sim/model/catalog/*.ini "$fgh/"
-awk '/^\[/ { sec = $0 } sec ~ /^\[(flexgen|alisa|alisa-pinned)\]$/ && /^op_host_us = / { $0 = "op_host_us = 57.5" } { print }' \
-    sim/model/catalog/software.ini >"$fgh/software.ini"
 # every H100 figure the evening window of 2026-11-27 measured or fitted:
 # HBM at 0.48, prompt GEMMs at 0.524, the host's triad 81.9 GB/s, pinned
-# copies 54.31 GB/s (experiments/measured/h100-host-2026-11-27b.ini)
-mp="--profile experiments/measured/h100-host-2026-11-27b.ini --hardware H100-80GB-host-b-gemm"
+# copies 54.31 GB/s (the catalog's H100-80GB-h100), and with the rule h100
+# (alisa sim --rule h100) also FlexGen's host time per operation as real
+# FlexGen measured it there (software.ini's flexgen-h100, 57.5 us) for
+# FlexGen and for ALISA, which runs on FlexGen's layer (alisa-h100)
+mp="--hardware H100-80GB-h100"
+rule="--hardware H100-80GB --rule h100"
 # vLLM's 0.9 cap undone: 80 GiB / 0.9 of memory, so 0.9 of it is the whole GPU
 vmem=$(awk 'BEGIN { printf "%.0f", 80 * 1024 ^ 3 / 0.9 }')
 echo "| choice (one changed per row) | ALISA tok/s | FlexGen tok/s | vLLM tok/s | ALISA / FlexGen | ALISA / vLLM |"
@@ -106,7 +104,7 @@ row "efficiency: HBM 0.48 and the link at our H100 host's pinned 51.2 GB/s" \
 row "efficiency: every H100 figure measured (HBM 0.48, GEMMs 0.524, host 81.9 GB/s, link 54.31 GB/s)" \
     "$mp --system alisa|$mp --system flexgen|$mp --system vllm"
 row "... and FlexGen's measured 57.5 us an operation, for FlexGen and ALISA" \
-    "$mp --system alisa --catalog $fgh|$mp --system flexgen --catalog $fgh|$mp --system vllm --catalog $fgh"
+    "$rule --system alisa|$rule --system flexgen|$rule --system vllm"
 row "memory: vLLM's 0.9 cap undone (its profiling peak kept)" \
     "$H --system alisa|$H --system flexgen|$H --system vllm --gpu-mem $vmem"
 row "KV: INT8 for ALISA (the paper's full method)" \

@@ -297,7 +297,9 @@ int results_merge(const char *out, const char *const *inputs, int n_inputs, uint
 #define R(k) "json_extract(result, '$." k "')"
 
 static const char q_sim[] =
-    "SELECT sweep, point, status, " P("model") " AS model, " P("hardware") " AS hardware, "
+    "SELECT sweep, point, status, " P("model") " AS model, "
+    /* the profile priced: a rule's (--rule) where the run had one */
+    "COALESCE(" R("hardware") ", " P("hardware") ") AS hardware, "
     R("system") " AS system, " R("selection") " AS selection, " R("placement") " AS placement, "
     R("batch") " AS batch, " R("prompt_len") " AS prompt_len, " R("gen_len") " AS gen_len, "
     R("sparsity") " AS sparsity, " R("kv_precision") " AS kv_precision, "

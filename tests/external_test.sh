@@ -134,8 +134,19 @@ sys.exit(1 if bad else 0)
 PY
 check $? "--rule t: the points on H100-80GB-t and flexgen-t"
 "$alisa" validate-external "$tmp/s.ini" --rule nosuch >/dev/null 2>"$tmp/err"; rc=$?
-[ $rc = 1 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "s.ini: \[dense\]: hardware H100-80GB has no profile H100-80GB-nosuch" "$tmp/err"
+[ $rc = 1 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "s.ini: \[dense\]: --rule nosuch: hardware H100-80GB has no profile H100-80GB-nosuch" "$tmp/err"
 check $? "--rule without its profiles: exit $rc, $(cat "$tmp/err")"
+# alisa sim --rule t itself: the same profiles as named by hand (flexgen's
+# software flexgen-t; dense-gpu's none kept), and one line without them
+rs=$(sim --catalog "$tmp/cat" --rule t --system flexgen --model OPT-30B \
+         --batch 16 --flexgen-percent 100:0:50:50)
+awk -v a="$rs" -v b="$ft" 'BEGIN { exit !(a == b) }'; check $? "sim --rule t: $rs, by hand $ft"
+rd=$(sim --catalog "$tmp/cat" --rule t --system dense-gpu --model OPT-6.7B --batch 8)
+awk -v a="$rd" -v b="$dt" 'BEGIN { exit !(a == b) }'; check $? "sim --rule t, dense-gpu: $rd, by hand $dt"
+"$alisa" sim --trace "$tmp/t.trace" --hardware H100-80GB --rule nosuch --system dense-gpu \
+    --model OPT-6.7B --batch 8 >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc != 0 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "no profile H100-80GB-nosuch" "$tmp/err"
+check $? "sim --rule without its profile: exit $rc, $(cat "$tmp/err")"
 "$alisa" validate-external "$tmp/s.ini" --rule t --peak >/dev/null 2>&1; [ $? = 2 ]
 check $? "--rule and --peak together: usage error"
 

@@ -222,6 +222,25 @@ int cli_software(const struct catalog *c, const char *given, const char *fallbac
     return 0;
 }
 
+int cli_rule_hw(const struct catalog *c, const char *rule, const char *hw, char *hw_out,
+                size_t n, struct alisa_err *e)
+{
+    if ((size_t)snprintf(hw_out, n, "%s-%s", hw, rule) >= n)
+        return err_set(e, ALISA_EINVAL, "--rule %s: hardware name %s-%s too long", rule, hw, rule);
+    if (!catalog_hw(c, hw_out))
+        return err_set(e, ALISA_ENOTFOUND, "--rule %s: hardware %s has no profile %s (alisa "
+                       "catalog hardware lists them)", rule, hw, hw_out);
+    return 0;
+}
+
+const char *cli_rule_sw(const struct catalog *c, const char *rule, const char *sw, char *sw_out,
+                        size_t n)
+{
+    if (!sw || !strcmp(sw, "none") || (size_t)snprintf(sw_out, n, "%s-%s", sw, rule) >= n)
+        return sw;
+    return catalog_sw(c, sw_out) ? sw_out : sw;
+}
+
 double cli_now_s(void)
 {
     struct timespec t;

@@ -115,6 +115,18 @@ struct sw_profile;
 int cli_software(const struct catalog *c, const char *given, const char *fallback,
                  const struct sw_profile **out, struct alisa_err *e);
 
+/* A pricing rule's profiles (--rule NAME; issue 44): a hardware profile
+ * HW runs as HW-NAME, which the catalog must have (else ALISA_ENOTFOUND
+ * naming --rule and the missing profile; the name into hw_out, n bytes),
+ * and a software profile SW as SW-NAME where the catalog has one, else as
+ * SW itself (a runtime not measured under the rule keeps its own costs):
+ * cli_rule_sw returns that name (in sw_out, or sw itself; NULL or "none"
+ * unchanged). */
+int cli_rule_hw(const struct catalog *c, const char *rule, const char *hw, char *hw_out,
+                size_t n, struct alisa_err *e);
+const char *cli_rule_sw(const struct catalog *c, const char *rule, const char *sw, char *sw_out,
+                        size_t n);
+
 /* getopt_long needs a reset between subcommands (glibc: optind = 0). */
 void cli_reset_getopt(void);
 

@@ -371,25 +371,6 @@ static void last_line(const char *s, char *buf, size_t n)
     snprintf(buf, n, "%.*s", (int)(end - start), start);
 }
 
-/* The software a point runs under `rule`: SW-rule where the catalog has
- * it (SW: the point's `software`, else its system's), else the point's own
- * `software` as given; NULL when neither (the point's options unchanged, so
- * its configuration, and its row's key, stay what they were). */
-static const char *rule_software(const struct ext_point *p, const struct catalog *cat,
-                                 const char *rule, char *buf, size_t n)
-{
-    const char *given = point_opt(p, "software"), *sw = given;
-    if (!sw) {
-        const char *system = point_opt(p, "system");
-        const struct sim_system *ss = system ? sim_system_find(system) : NULL;
-        sw = ss ? ss->software : NULL;
-    }
-    if (!sw)
-        return given;
-    snprintf(buf, n, "%s-%s", sw, rule);
-    return strcmp(sw, "none") && catalog_sw(cat, buf) ? buf : given;
-}
-
 /* Under `rule`, every point not excluded has its hardware's HW-rule
  * profile in the catalog (loaded into cat), or e names the suite, the point
  * and the profile. */
@@ -400,14 +381,9 @@ static int rule_check(const struct ext_suite *s, struct catalog *cat, const char
     for (int i = 0; i < s->n && !rc; i++) {
         const char *hw = point_opt(&s->p[i], "hardware");
         char name[300];
-        if (!strcmp(s->p[i].set, "excluded") || !hw)
-            continue;
-        snprintf(name, sizeof name, "%s-%s", hw, rule);
-        if (!catalog_hw(cat, name))
-            rc = err_set(e, ALISA_ENOTFOUND,
-                         "%s: [%s]: hardware %s has no profile %s for --rule %s "
-                         "(alisa catalog hardware lists them)",
-                         s->path, s->p[i].id, hw, name, rule);
+        if (strcmp(s->p[i].set, "excluded") && hw &&
+            (rc = cli_rule_hw(cat, rule, hw, name, sizeof name, e)))
+            err_prefix(e, rc, "%s: [%s]", s->path, s->p[i].id);
     }
     return rc;
 }
@@ -460,8 +436,8 @@ static int store_row(struct results *db, const struct ext_point *p, int index, j
 
 /* Simulates p; fills its results; the row into db when db is non-NULL. */
 static int run_point(struct ext_point *p, int index, const char *trace_dir, const char *suite_dir,
-                     const char *catalog, const struct catalog *cat, const char *rule,
-                     struct results *db, struct alisa_err *e)
+                     const char *catalog, const char *rule, struct results *db,
+                     struct alisa_err *e)
 {
     struct sweep_spec spec;
     memset(&spec, 0, sizeof spec);
@@ -488,22 +464,13 @@ static int run_point(struct ext_point *p, int index, const char *trace_dir, cons
         }
     }
     /* the point's options as a one-point spec's [fixed] (sweep_spec_set, as
-     * `alisa sweep --set` adds them): the trace made or named above; under
-     * a rule the hardware's and the software's profiles named for it */
-    for (int k = 0; k < p->n_keys && !rc; k++) {
-        if (!strcmp(p->key[k], "trace") || (rule && !strcmp(p->key[k], "software")))
-            continue;
-        char v[200];
-        snprintf(v, sizeof v, "%s%s%s", p->value[k], rule && !strcmp(p->key[k], "hardware") ? "-" : "",
-                 rule && !strcmp(p->key[k], "hardware") ? rule : "");
-        rc = sweep_spec_set(&spec, p->key[k], v, e);
-    }
-    if (!rc && rule) {
-        char sw[200];
-        const char *named = rule_software(p, cat, rule, sw, sizeof sw);
-        if (named)
-            rc = sweep_spec_set(&spec, "software", named, e);
-    }
+     * `alisa sweep --set` adds them): the trace made or named above, and
+     * the rule, which alisa sim resolves (cli_rule_hw, cli_rule_sw) */
+    for (int k = 0; k < p->n_keys && !rc; k++)
+        if (strcmp(p->key[k], "trace"))
+            rc = sweep_spec_set(&spec, p->key[k], p->value[k], e);
+    if (!rc && rule)
+        rc = sweep_spec_set(&spec, "rule", rule, e);
     if (!rc)
         rc = sweep_spec_set(&spec, "trace", trace, e);
     if (!rc && catalog)
@@ -695,7 +662,7 @@ int cmd_external(int argc, char **argv)
     progress_start(&pg, "validate-external", "points", (uint64_t)s.n, json);
     for (int i = 0; i < s.n && !rc; i++) {
         if (strcmp(s.p[i].set, "excluded") != 0) {
-            rc = run_point(&s.p[i], i, dir, suite_dir, catalog, &cat, rule, db, &e);
+            rc = run_point(&s.p[i], i, dir, suite_dir, catalog, rule, db, &e);
             failed += s.p[i].failed;
         }
         progress_set(&pg, (uint64_t)i + 1);

@@ -17,7 +17,7 @@
  * the catalog resolves. Its defaults are sim_defaults's. */
 struct sim_opts {
     struct sim_config cfg;
-    const char *model, *hw, *system, *sel, *place, *timeline, *dir, *profile, *software;
+    const char *model, *hw, *system, *sel, *place, *timeline, *dir, *profile, *software, *rule;
     uint64_t gpu_mem, cpu_mem; /* 0: the profile's */
     int json, int8, int4;
 };
@@ -163,6 +163,11 @@ static const struct cli_opt sim_run_opts[] = {
      "layer lasts at least its launches on the host, and FlexGen's\n"
      "pageable KV is staged into pinned memory before each copy;\n"
      "default: the system's (below), none: no host costs", 0},
+    {"rule", "NAME", CLI_STR, SO(rule), NULL, 0,
+     "price by a rule's profiles (alisa catalog): the hardware's\n"
+     "HW-NAME (required) and the software's SW-NAME where the\n"
+     "catalog has one; h100: every figure our H100 measured\n"
+     "(hardware.ini, above H100-80GB-h100), peak: datasheet peaks", 0},
     {"flexgen-gpu-batch", "G", CLI_FN, SO(cfg.flexgen_gpu_batch), read_positive_u32, 0,
      "FlexGen's gpu_batch_size, dividing --batch (the quotient\n"
      "its num_gpu_batches): each layer computed and launched once\n"
@@ -269,8 +274,18 @@ static int sim_execute(struct sim_opts *o, const struct catalog *c, struct sim_r
 {
     struct sim_config *cfg = &o->cfg;
     int rc = 0;
+    char hw_rule[300], sw_rule[300];
+    const char *hw = o->hw, *sw = o->software, *sw_fallback = cfg->system->software;
+    if (o->rule) {
+        if ((rc = cli_rule_hw(c, o->rule, o->hw, hw_rule, sizeof hw_rule, e)))
+            return rc;
+        hw = hw_rule;
+        sw = o->software ? cli_rule_sw(c, o->rule, o->software, sw_rule, sizeof sw_rule) : NULL;
+        sw_fallback = o->software ? NULL
+                                  : cli_rule_sw(c, o->rule, sw_fallback, sw_rule, sizeof sw_rule);
+    }
     cfg->model = catalog_model(c, o->model);
-    cfg->hw = catalog_hw(c, o->hw);
+    cfg->hw = catalog_hw(c, hw);
     if (!cfg->model)
         rc = catalog_model_not_found(c, "--model", o->model, e);
     else if (!cfg->model->available)
@@ -282,7 +297,7 @@ static int sim_execute(struct sim_opts *o, const struct catalog *c, struct sim_r
                      cfg->model->max_seq);
     else if (!cfg->hw)
         rc = catalog_hw_not_found(c, "--hardware", o->hw, e);
-    else if (!(rc = cli_software(c, o->software, cfg->system->software, &cfg->sw, e)))
+    else if (!(rc = cli_software(c, sw, sw_fallback, &cfg->sw, e)))
         rc = sim_resolve(cfg, e);
     FILE *tl = NULL;
     char part[1100];
