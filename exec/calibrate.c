@@ -57,7 +57,8 @@ static const char *const names[CALIB_N] = {
     [CALIB_KV_NS_PER_STREAM] = "kv_ns_per_stream",
     [CALIB_DENSE_ATTN_LAYER] = "dense_attn_layer_ns", [CALIB_DENSE_ATTN_ROW] = "dense_attn_row_ns",
     [CALIB_DENSE_ATTN_PROMPT_PAIR] = "dense_attn_prompt_pair_ns",
-    [CALIB_DENSE_ATTN_DECODE_PAIR] = "dense_attn_decode_token_ns"};
+    [CALIB_DENSE_ATTN_DECODE_PAIR] = "dense_attn_decode_token_ns",
+    [CALIB_DENSE_ONE_LAYER] = "dense_one_layer_ns", [CALIB_DENSE_ONE_TOKEN] = "dense_one_token_ns"};
 _Static_assert(CALIB_ATTN_N == 6, "a name for every attention batch");
 
 
@@ -76,6 +77,8 @@ const uint32_t calib_dense_prompt[CALIB_DENSE_PROMPTS] = {16, 64, 128, 256, 384}
 const uint32_t calib_dense_batch[CALIB_DENSE_DECODES] = {4, 16, 4};
 
 const uint32_t calib_dense_context[CALIB_DENSE_DECODES] = {64, 64, 256};
+
+const uint32_t calib_dense_one_context[CALIB_DENSE_ONES] = {64, 256};
 
 const char *calib_name(enum calib_figure f)
 {
@@ -610,10 +613,13 @@ static int dense_point(const struct llm_model *m, const struct calib_text *tx,
 
 /* The dense cache's attention terms (calibrate.h, CALIB_DENSE_ATTN_*) into
  * x: layer, row, prompt pair, decode token; the prompt runs' layer GEMMs
- * per weight byte into pgemm (CALIB_PGEMM_*, 0 where not run). */
+ * per weight byte into pgemm (CALIB_PGEMM_*, 0 where not run); a one-row
+ * call's fixed and per-token terms into one (CALIB_DENSE_ONE_*, 0 when
+ * a context does not fit). */
 static int bench_dense_attention(const struct llm_model *m, const struct calib_text *tx,
                                  enum llm_backend kind, double x[4],
-                                 double pgemm[CALIB_DENSE_PROMPTS], struct alisa_err *e)
+                                 double pgemm[CALIB_DENSE_PROMPTS], double one[2],
+                                 struct alisa_err *e)
 {
     double lb, hb, gemm;
     calib_weight_bytes(m, kind, &lb, &hb);
@@ -649,6 +655,21 @@ static int bench_dense_attention(const struct llm_model *m, const struct calib_t
     x[0] = x[1] = x[2] = x[3] = 0;
     if (!rc && np >= 4)
         fit_dense_attn_terms(np, R, pp, dp, t, x);
+    /* one sequence decoding: the one-row call */
+    double c1[CALIB_DENSE_ONES], t1[CALIB_DENSE_ONES];
+    one[0] = one[1] = 0;
+    for (int i = 0; !rc && i < CALIB_DENSE_ONES; i++) {
+        const uint32_t P = calib_dense_one_context[i];
+        if (P + ATTN_STEPS > S)
+            return 0;
+        const struct calib_run run = {.sel = "dense", .B = 1, .P = P, .N = P + ATTN_STEPS,
+                                      .dense_cache = 1};
+        c1[i] = P + (ATTN_STEPS + 1) / 2.0; /* the steps' mean context */
+        rc = dense_point(m, tx, kind, &run, &t1[i], &gemm, e);
+    }
+    _Static_assert(CALIB_DENSE_ONES == 2, "a line through two points");
+    if (!rc)
+        fit_two_terms(c1[0], t1[0], c1[1], t1[1], &one[0], &one[1]);
     return rc;
 }
 
@@ -886,7 +907,7 @@ int calib_measure(const struct llm_model *m, const struct calib_text *tx, enum l
         return rc;
     stage(10, "dense-cache attention");
     if ((rc = bench_dense_attention(m, tx, kind, &out[CALIB_DENSE_ATTN_LAYER],
-                                    &out[CALIB_PGEMM_FIRST], e)))
+                                    &out[CALIB_PGEMM_FIRST], &out[CALIB_DENSE_ONE_LAYER], e)))
         return rc;
     stage(11, "weight probe");
     out[CALIB_WEIGHT_PROBE_GBPS] = calib_weight_rate(m, kind, 0.5);

@@ -188,6 +188,11 @@ enum calib_figure {
                                 what serving's prompt chunks run), ns per layer weight byte
                                 (0: not run, past the context) */
     CALIB_PGEMM_LAST = CALIB_PGEMM_FIRST + 4,
+    CALIB_DENSE_ONE_LAYER,   /* the dense cache's attention of a one-row call (one sequence
+                                decoding: backend_cpu.c dense_attend attends it on the
+                                calling thread, no parallel region), per layer, fixed, ns;
+                                (0 with the next: not run) */
+    CALIB_DENSE_ONE_TOKEN,   /* ... per attended token, ns (calib_dense_one_context) */
     CALIB_N
 };
 
@@ -225,13 +230,18 @@ double calib_attn_kv_bytes(const struct llm_config *c, uint32_t B);
  * context), and calib_dense_batch[j] sequences decoding 8 steps after
  * calib_dense_context[j] tokens; each run's median step per layer, then
  * layer + rows x row + prompt pairs x prompt_pair + attended x decode_pair
- * by non-negative least squares (fit_dense_attn_terms). No point runs one
- * row: the executor attends a single row on one thread. */
+ * by non-negative least squares (fit_dense_attn_terms). No point of those
+ * runs one row: the executor attends a single row on the calling thread,
+ * without the threads' parallel region, so one sequence decoding 8 steps
+ * after each calib_dense_one_context[k] tokens gives a one-row call's own
+ * two terms, fixed and per attended token (fit_two_terms). */
 #define CALIB_DENSE_PROMPTS 5 /* = CALIB_PGEMM_LAST - CALIB_PGEMM_FIRST + 1 */
 #define CALIB_DENSE_DECODES 3
 extern const uint32_t calib_dense_prompt[CALIB_DENSE_PROMPTS];
 extern const uint32_t calib_dense_batch[CALIB_DENSE_DECODES];
 extern const uint32_t calib_dense_context[CALIB_DENSE_DECODES];
+#define CALIB_DENSE_ONES 2
+extern const uint32_t calib_dense_one_context[CALIB_DENSE_ONES];
 
 /* Rows of CALIB_WGEMM_R1 + i. */
 extern const int calib_wgemm_rows[6];

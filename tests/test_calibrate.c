@@ -35,6 +35,7 @@ struct known {
         sa[SELECTION_N];
     double kl, ks, kt;
     double dl, dr, dpp, ddp; /* the dense cache: per layer, row, prompt pair, decode token */
+    double d1l, d1t;         /* ... its one-row call: per layer, attended token */
 };
 
 /* The tokens a sequence attends at position p: all of them (dense), the
@@ -85,8 +86,9 @@ static int fake_run(void *ctx, const struct llm_model *m, const struct calib_run
         s->cat[CALIB_CAT_SCHED] = L * (k->sl[i] + B * (k->ss[i] + (p + 1) * k->st[i])) +
                                   k->sr[i] * s->retired + k->sa[i] * s->attended;
         s->cat[CALIB_CAT_MOVE] = L * (k->kl + B * (k->ks + (p + 1) * k->kt));
-        if (run->dense_cache) /* no scheduler, no arenas */
-            s->cat[CALIB_CAT_ATTN] = L * (k->dl + B * (k->dr + (p + 1) * k->ddp));
+        if (run->dense_cache) /* no scheduler, no arenas; one row on its own path */
+            s->cat[CALIB_CAT_ATTN] = B == 1 ? L * (k->d1l + (p + 1) * k->d1t)
+                                            : L * (k->dl + B * (k->dr + (p + 1) * k->ddp));
     }
     return 0;
 }
@@ -111,7 +113,8 @@ static void test_calibrate_recovers_a_known_workload(void **state)
     struct known k = {.wg0 = 0.08, .wg1 = 0.004, .hg0 = 0.11, .hg1 = 0.006,
                       .attn_layer = 900, .attn_seq = 150, .attn_tok = 2.5,
                       .attn_sparse_tok = 7.25, .kl = 300, .ks = 1700, .kt = 3.5,
-                      .dl = 4000, .dr = 800, .dpp = 1.75, .ddp = 2.25};
+                      .dl = 4000, .dr = 800, .dpp = 1.75, .ddp = 2.25, .d1l = 650,
+                      .d1t = 5.5};
     for (int i = 0; i < SELECTION_N; i++) {
         k.sl[i] = 100 + 10 * i;
         k.ss[i] = 400 + 50 * i;
@@ -167,6 +170,8 @@ static void test_calibrate_recovers_a_known_workload(void **state)
     near("dense_attn_row_ns", f[CALIB_DENSE_ATTN_ROW], k.dr);
     near("dense_attn_prompt_pair_ns", f[CALIB_DENSE_ATTN_PROMPT_PAIR], k.dpp);
     near("dense_attn_decode_token_ns", f[CALIB_DENSE_ATTN_DECODE_PAIR], k.ddp);
+    near("dense_one_layer_ns", f[CALIB_DENSE_ONE_LAYER], k.d1l);
+    near("dense_one_token_ns", f[CALIB_DENSE_ONE_TOKEN], k.d1t);
     /* the prompt chunks' GEMMs per layer weight byte, by their rows */
     for (int i = 0; i < CALIB_DENSE_PROMPTS; i++)
         near(calib_name(CALIB_PGEMM_FIRST + i), f[CALIB_PGEMM_FIRST + i],
@@ -317,6 +322,11 @@ static void test_calibrate_figures_are_finite_and_plausible(void **state)
         dense += f[i];
     }
     assert_true(dense > 0);
+    /* its one-row call's two (stories260K's context holds both runs) */
+    for (int i = CALIB_DENSE_ONE_LAYER; i <= CALIB_DENSE_ONE_TOKEN; i++)
+        if (!(f[i] >= 0 && f[i] < 1e7))
+            fail_msg("%s = %g ns", calib_name(i), f[i]);
+    assert_true(f[CALIB_DENSE_ONE_LAYER] + f[CALIB_DENSE_ONE_TOKEN] > 0);
     for (int i = CALIB_PGEMM_FIRST; i <= CALIB_PGEMM_LAST; i++) /* stories260K: all run */
         if (!(f[i] > 1e-4 && f[i] < 1e3))
             fail_msg("%s = %g ns per byte", calib_name(i), f[i]);

@@ -736,6 +736,25 @@ static void test_dense_cache_iteration_is_its_four_figures(void **state)
     it.dense_cache = 1;
     assert_true(fabs(cost_iteration_layer_ns(&tu_toy, &hw, &it, KV_FP16, 0, 0) -
                      (128 + 900 + 10 * 40 + 2020 * 1.5 + 64 * 2.5)) < 1e-9);
+    /* one decode row alone: the four terms until the one-row call is
+     * measured, then its own two (one row's GEMM at the table's 0.5 ns a
+     * byte: 128 ns) */
+    struct iteration_shape one = {.rows = 1, .decodes = 1, .sampled = 1, .attended = 300,
+                                  .resident = 300, .dense_cache = 1};
+    assert_true(fabs(cost_iteration_layer_ns(&tu_toy, &hw, &one, KV_FP16, 0, 0) -
+                     (128 + 900 + 40 + 300 * 2.5)) < 1e-9);
+    hw.dense_attn_one_ns_per_layer = 60;
+    hw.dense_attn_one_ns_per_token = 4;
+    assert_true(fabs(cost_iteration_layer_ns(&tu_toy, &hw, &one, KV_FP16, 0, 0) -
+                     (128 + 60 + 300 * 4)) < 1e-9);
+    /* not for a one-row prompt chunk, nor for two rows, nor off the dense cache */
+    struct iteration_shape chunk = {.rows = 1, .prefill_pairs = 1, .prefill_keys = 1,
+                                    .dense_cache = 1};
+    assert_true(fabs(cost_iteration_layer_ns(&tu_toy, &hw, &chunk, KV_FP16, 0, 0) -
+                     (128 + 900 + 40 + 1.5)) < 1e-9);
+    it.dense_cache = 1;
+    assert_true(fabs(cost_iteration_layer_ns(&tu_toy, &hw, &it, KV_FP16, 0, 0) -
+                     (128 + 900 + 10 * 40 + 2020 * 1.5 + 64 * 2.5)) < 1e-9);
 }
 
 /* Between two measured rows the kernel's own shape is added to the line

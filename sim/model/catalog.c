@@ -112,6 +112,8 @@ static const struct field hw_fields[] = {
     HFO("dense_attn_ns_per_row", FIELD_DOUBLE, dense_attn_ns_per_row),
     HFO("dense_attn_ns_per_prompt_pair", FIELD_DOUBLE, dense_attn_ns_per_prompt_pair),
     HFO("dense_attn_ns_per_decode_token", FIELD_DOUBLE, dense_attn_ns_per_decode_token),
+    HFO("dense_attn_one_ns_per_layer", FIELD_DOUBLE, dense_attn_one_ns_per_layer),
+    HFO("dense_attn_one_ns_per_token", FIELD_DOUBLE, dense_attn_one_ns_per_token),
 };
 #define SF(key, type, member, req) \
     {key, type, offsetof(struct sw_profile, member), sizeof(((struct sw_profile *)0)->member), req}
@@ -167,6 +169,7 @@ static const struct bound {
     {"op_host_us", 0, 1e6},
     {"dense_attn_ns_per_layer", 0, 1e12}, {"dense_attn_ns_per_row", 0, 1e12},
     {"dense_attn_ns_per_prompt_pair", 0, 1e9}, {"dense_attn_ns_per_decode_token", 0, 1e9},
+    {"dense_attn_one_ns_per_layer", 0, 1e12}, {"dense_attn_one_ns_per_token", 0, 1e9},
     /* model shapes (issue 48: a catalog's layers = 4e9 grew without end):
      * wider than any published model (Llama 3.1 405B: 126 layers, hidden
      * 16384, ffn 53248; Gemma: vocabulary 256k; contexts of 1M), so every

@@ -135,6 +135,12 @@ struct hw_profile {
      * cache is then priced as the scheduler's path) */
     double dense_attn_ns_per_layer, dense_attn_ns_per_row, dense_attn_ns_per_prompt_pair,
         dense_attn_ns_per_decode_token;
+    /* ... and of a call with one row (one sequence decoding), which the
+     * executor attends on the calling thread without the parallel region:
+     * dense_attn_one_ns_per_layer + attended tokens x
+     * dense_attn_one_ns_per_token, ns (both 0: not measured; the terms
+     * above then price it too) */
+    double dense_attn_one_ns_per_layer, dense_attn_one_ns_per_token;
 };
 
 /* The host-side costs of the software a system runs on (software.ini): what
