@@ -58,7 +58,8 @@ static const char *const names[CALIB_N] = {
     [CALIB_DENSE_ATTN_LAYER] = "dense_attn_layer_ns", [CALIB_DENSE_ATTN_ROW] = "dense_attn_row_ns",
     [CALIB_DENSE_ATTN_PROMPT_PAIR] = "dense_attn_prompt_pair_ns",
     [CALIB_DENSE_ATTN_DECODE_PAIR] = "dense_attn_decode_token_ns",
-    [CALIB_DENSE_ONE_LAYER] = "dense_one_layer_ns", [CALIB_DENSE_ONE_TOKEN] = "dense_one_token_ns"};
+    [CALIB_DENSE_ONE_LAYER] = "dense_attn_one_layer_ns",
+    [CALIB_DENSE_ONE_TOKEN] = "dense_attn_one_token_ns"};
 _Static_assert(CALIB_ATTN_N == 6, "a name for every attention batch");
 
 
@@ -658,10 +659,10 @@ static int bench_dense_attention(const struct llm_model *m, const struct calib_t
     /* one sequence decoding: the one-row call */
     double c1[CALIB_DENSE_ONES], t1[CALIB_DENSE_ONES];
     one[0] = one[1] = 0;
+    if (calib_dense_one_context[CALIB_DENSE_ONES - 1] + ATTN_STEPS > S)
+        return rc; /* the longer context does not fit: not measured */
     for (int i = 0; !rc && i < CALIB_DENSE_ONES; i++) {
         const uint32_t P = calib_dense_one_context[i];
-        if (P + ATTN_STEPS > S)
-            return 0;
         const struct calib_run run = {.sel = "dense", .B = 1, .P = P, .N = P + ATTN_STEPS,
                                       .dense_cache = 1};
         c1[i] = P + (ATTN_STEPS + 1) / 2.0; /* the steps' mean context */

@@ -10,8 +10,9 @@
 # (dense-cache streams fixed before the served iterations' missing cost was
 # looked for), in the fifth when it says "heldout5" (fixed before the
 # prompt chunks were looked at), in the sixth when it says "heldout6"
-# (fixed before the prompt chunks' GEMM was measured), in the first when
-# it says "heldout", else
+# (fixed before the prompt chunks' GEMM was measured), in the seventh when
+# it says "heldout7" (fixed before the dense cache's one-row call was
+# measured), in the first when it says "heldout", else
 # in-sample.
 # 1. Per stream: the set, the stream (requests, rate, burstiness, lengths),
 #    the batching (running cap, token budget, chunked prefill, KV blocks),
@@ -32,7 +33,7 @@
 BEGIN {
     FS = ","
     nm = split("makespan ttft_mean tpot_mean e2e_mean e2e_p99", mets, " ")
-    split("held out 6|held out 5|held out 4|held out, offloading|held out 3|held out 2|held out 1|in-sample", setname, "|")
+    nsets = split("held out 7|held out 6|held out 5|held out 4|held out, offloading|held out 3|held out 2|held out 1|in-sample", setname, "|")
     split("makespan,TTFT mean,TPOT mean,latency mean,latency P99", mname, ",")
     print "| set | model | stream | batching | iterations (pred.) | preemptions (pred.) | makespan | TTFT mean | TPOT mean | latency mean | latency P99 | latency KS p | latency TOST p |"
     print "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
@@ -89,7 +90,7 @@ END {
     print ""
     print "| model | set | streams | metric | mean abs. error | P90 | worst | median repeats' spread | normalised mean abs. error |"
     print "|---|---|---|---|---|---|---|---|---|"
-    for (pass = 1; pass <= 8; pass++)
+    for (pass = 1; pass <= nsets; pass++)
         for (q = 1; q <= nk; q++) {
             k = keys[q]
             if (kset[k] != setname[pass]) continue
@@ -107,7 +108,7 @@ END {
     print ""
     print "| model | set | streams | latency distributions told apart (KS p < 0.05) | equivalent within +-10% (TOST p < 0.05) |"
     print "|---|---|---|---|---|"
-    for (pass = 1; pass <= 8; pass++)
+    for (pass = 1; pass <= nsets; pass++)
         for (q = 1; q <= nk; q++) {
             k = keys[q]
             if (kset[k] != setname[pass]) continue

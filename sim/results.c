@@ -415,7 +415,9 @@ static const char q_peer[] =
 static const char q_external[] =
     "SELECT sweep, point, status, " R("external.id") " AS id, " R("external.set") " AS point_set, "
     R("external.source") " AS source, " P("system") " AS system, " P("model") " AS model, "
-    P("hardware") " AS hardware, " P("batch") " AS batch, " P("prompt-len") " AS prompt_len, "
+    /* the profile priced: the rule's (--rule) where the point ran */
+    "COALESCE(" R("hardware") ", " P("hardware") ") AS hardware, " P("rule") " AS rule, "
+    P("batch") " AS batch, " P("prompt-len") " AS prompt_len, "
     P("gen-len") " AS gen_len, " R("external.published_tok_s") " AS published_tok_s, "
     R("external.predicted_tok_s") " AS predicted_tok_s, " R("external.error_pct")
     " AS error_pct, error, code_version "

@@ -384,13 +384,14 @@ d = json.load(open(sys.argv[1]))
 sys.exit(not all(len(d[k]['runs']) == 2 and d[k]['min'] <= d[k]['mean'] <= d[k]['max']
                  for k in ('gemm_gflops', 'copy_gbps', 'attn_ns_per_token', 'recompute_ns',
                            'weight_probe_gbps', 'attn_b1_ns_t', 'attn_b64_ns_t', 'kgemm_r7_ns_b',
-                           'khead_r32_ns_b', 'sched_swa_attended_ns'))
+                           'khead_r32_ns_b', 'sched_swa_attended_ns', 'dense_attn_one_token_ns'))
          and len(d['weight_kernel_loo']['kernel_error_pct']) == 4)
 " "$tmp/cal.json" &&
     grep -Eq "^weight_kernel_ns_per_byte = 1:[0-9.e+-]+ 2:" "$tmp/cat/hardware.ini" &&
     grep -Eq "^    9:[0-9.e+-]+ 10:" "$tmp/cat/hardware.ini" &&
     grep -Eq "^sched_ns_per_attended = dense:0 local:" "$tmp/cat/hardware.ini" &&
     grep -q "^weight_probe_gbps = " "$tmp/cat/hardware.ini" &&
+    grep -Eq "^dense_attn_one_ns_per_token = [0-9.e+-]+$" "$tmp/cat/hardware.ini" &&
     grep -Eq "^sched_ns_per_stream = dense:[0-9.e+-]+ local:" "$tmp/cat/hardware.ini" &&
     grep -Eq "^attn_ns_per_token_by_kv = [0-9]+:[0-9.e+-]+ [0-9]+:" "$tmp/cat/hardware.ini"
 check $? "calibrate writes a profile the catalog loads, with two runs per figure"

@@ -72,7 +72,7 @@ grep -q "^excluded far: needs a disk tier" <<<"$txt"; check $? "text: excluded r
 check $? "--db run failed"
 csv=$("$alisa" db export --db "$tmp/r.db" --query external)
 [ "$(tail -n +2 <<<"$csv" | grep -c ',ok,')" -eq 4 ]; check $? "four ok rows expected: $csv"
-grep -q ',dense,held-out,a test,dense-gpu,OPT-6.7B,H100-80GB,8,64,16,900' <<<"$csv"; check $? "row of dense: $csv"
+grep -q ',dense,held-out,a test,dense-gpu,OPT-6.7B,H100-80GB,,8,64,16,900' <<<"$csv"; check $? "row of dense: $csv"
 
 # a point that does not simulate: reported, exit 1, the others still run
 { cat "$tmp/s.ini"; point broken held-out 5 dense-gpu OPT-6.7B 8 "warp = 9"; } >"$tmp/b.ini"
@@ -133,6 +133,17 @@ if bad: print("\n".join(bad))
 sys.exit(1 if bad else 0)
 PY
 check $? "--rule t: the points on H100-80GB-t and flexgen-t"
+# its rows name the profile priced and the rule
+"$alisa" validate-external "$tmp/s.ini" --catalog "$tmp/cat" --rule t --db "$tmp/rt.db" >/dev/null 2>&1
+csv=$("$alisa" db export --db "$tmp/rt.db" --query external)
+grep -q ',dense,held-out,a test,dense-gpu,OPT-6.7B,H100-80GB-t,t,8,64,16,900' <<<"$csv"
+check $? "--rule t's row of dense: $csv"
+# a sweep under the rule: db export --query sim names the profile priced
+printf '[sweep]\nname = r\ncommand = sim\n\n[fixed]\ntrace = %s\ncatalog = %s\nhardware = H100-80GB\nrule = t\nmodel = OPT-6.7B\nsystem = dense-gpu\nprompt-len = 64\ngen-len = 16\n\n[vary]\nbatch = 8\n' \
+    "$tmp/t.trace" "$tmp/cat" >"$tmp/r.sweep"
+"$alisa" sweep "$tmp/r.sweep" --db "$tmp/rs.db" >/dev/null 2>&1 &&
+    "$alisa" db export --db "$tmp/rs.db" --query sim | grep -q '^r,0,ok,OPT-6.7B,H100-80GB-t,dense-gpu,'
+check $? "a sweep under --rule t: the sim export's hardware is H100-80GB-t"
 "$alisa" validate-external "$tmp/s.ini" --rule nosuch >/dev/null 2>"$tmp/err"; rc=$?
 [ $rc = 1 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "s.ini: \[dense\]: --rule nosuch: hardware H100-80GB has no profile H100-80GB-nosuch" "$tmp/err"
 check $? "--rule without its profiles: exit $rc, $(cat "$tmp/err")"
@@ -141,6 +152,9 @@ check $? "--rule without its profiles: exit $rc, $(cat "$tmp/err")"
 rs=$(sim --catalog "$tmp/cat" --rule t --system flexgen --model OPT-30B \
          --batch 16 --flexgen-percent 100:0:50:50)
 awk -v a="$rs" -v b="$ft" 'BEGIN { exit !(a == b) }'; check $? "sim --rule t: $rs, by hand $ft"
+rs=$(sim --catalog "$tmp/cat" --rule t --software flexgen --system flexgen --model OPT-30B \
+         --batch 16 --flexgen-percent 100:0:50:50)
+awk -v a="$rs" -v b="$ft" 'BEGIN { exit !(a == b) }'; check $? "sim --rule t --software flexgen: $rs, by hand $ft"
 rd=$(sim --catalog "$tmp/cat" --rule t --system dense-gpu --model OPT-6.7B --batch 8)
 awk -v a="$rd" -v b="$dt" 'BEGIN { exit !(a == b) }'; check $? "sim --rule t, dense-gpu: $rd, by hand $dt"
 "$alisa" sim --trace "$tmp/t.trace" --hardware H100-80GB --rule nosuch --system dense-gpu \

@@ -170,8 +170,8 @@ static void test_calibrate_recovers_a_known_workload(void **state)
     near("dense_attn_row_ns", f[CALIB_DENSE_ATTN_ROW], k.dr);
     near("dense_attn_prompt_pair_ns", f[CALIB_DENSE_ATTN_PROMPT_PAIR], k.dpp);
     near("dense_attn_decode_token_ns", f[CALIB_DENSE_ATTN_DECODE_PAIR], k.ddp);
-    near("dense_one_layer_ns", f[CALIB_DENSE_ONE_LAYER], k.d1l);
-    near("dense_one_token_ns", f[CALIB_DENSE_ONE_TOKEN], k.d1t);
+    near("dense_attn_one_layer_ns", f[CALIB_DENSE_ONE_LAYER], k.d1l);
+    near("dense_attn_one_token_ns", f[CALIB_DENSE_ONE_TOKEN], k.d1t);
     /* the prompt chunks' GEMMs per layer weight byte, by their rows */
     for (int i = 0; i < CALIB_DENSE_PROMPTS; i++)
         near(calib_name(CALIB_PGEMM_FIRST + i), f[CALIB_PGEMM_FIRST + i],

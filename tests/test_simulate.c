@@ -710,8 +710,10 @@ static void test_iteration_prices_prompt_chunks_as_the_executor_attends(void **s
 /* On the executor's dense cache (no scheduler) a profile that measured it
  * prices the iteration's attention from its four figures alone: per layer,
  * per row (decode and prompt alike), per prompt pair, per decode row's
- * attended token; the scheduler path's figures do not enter. Without the
- * figures the dense cache is priced as before. By hand on toy. */
+ * attended token; the scheduler path's figures do not enter; a one-row
+ * iteration from the one-row call's two figures where the profile has
+ * them. Without the figures the dense cache is priced as before. By hand
+ * on toy. */
 static void test_dense_cache_iteration_is_its_four_figures(void **state)
 {
     (void)state;
@@ -747,14 +749,22 @@ static void test_dense_cache_iteration_is_its_four_figures(void **state)
     hw.dense_attn_one_ns_per_token = 4;
     assert_true(fabs(cost_iteration_layer_ns(&tu_toy, &hw, &one, KV_FP16, 0, 0) -
                      (128 + 60 + 300 * 4)) < 1e-9);
-    /* not for a one-row prompt chunk, nor for two rows, nor off the dense cache */
-    struct iteration_shape chunk = {.rows = 1, .prefill_pairs = 1, .prefill_keys = 1,
+    /* a one-token prompt chunk at position 6 (7 keys) is one row too */
+    struct iteration_shape chunk = {.rows = 1, .prefill_pairs = 7, .prefill_keys = 7,
                                     .dense_cache = 1};
     assert_true(fabs(cost_iteration_layer_ns(&tu_toy, &hw, &chunk, KV_FP16, 0, 0) -
-                     (128 + 900 + 40 + 1.5)) < 1e-9);
-    it.dense_cache = 1;
-    assert_true(fabs(cost_iteration_layer_ns(&tu_toy, &hw, &it, KV_FP16, 0, 0) -
-                     (128 + 900 + 10 * 40 + 2020 * 1.5 + 64 * 2.5)) < 1e-9);
+                     (128 + 60 + 7 * 4)) < 1e-9);
+    /* two rows: the four terms (the one-entry GEMM table: 128 ns) */
+    struct iteration_shape two = {.rows = 2, .decodes = 2, .sampled = 2, .attended = 300,
+                                  .resident = 300, .dense_cache = 1};
+    assert_true(fabs(cost_iteration_layer_ns(&tu_toy, &hw, &two, KV_FP16, 0, 0) -
+                     (128 + 900 + 2 * 40 + 300 * 2.5)) < 1e-9);
+    /* off the dense cache: the scheduler's path, whatever the one-row figures */
+    one.dense_cache = 0;
+    double one_sched = cost_iteration_layer_ns(&tu_toy, &hw, &one, KV_FP16, 0, 0);
+    hw.dense_attn_one_ns_per_layer = hw.dense_attn_one_ns_per_token = 0;
+    assert_true(cost_iteration_layer_ns(&tu_toy, &hw, &one, KV_FP16, 0, 0) == one_sched);
+    assert_true(fabs(one_sched - (128 + 60 + 300 * 4)) > 1);
 }
 
 /* Between two measured rows the kernel's own shape is added to the line

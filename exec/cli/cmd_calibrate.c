@@ -281,8 +281,8 @@ static void profile_write(FILE *f, const struct calibrate_opts *o, const char *h
                "; as measured; dense_attn_ns_per_layer, _per_row, _per_prompt_pair and\n"
                "; _per_decode_token = the dense_attn_* figures (the dense cache's\n"
                "; attention, which serving without a scheduler runs);\n"
-               "; dense_attn_one_ns_per_layer and _per_token = dense_one_layer_ns and\n"
-               "; dense_one_token_ns (its one-row calls).\n");
+               "; dense_attn_one_ns_per_layer and _per_token = dense_attn_one_layer_ns\n"
+               "; and dense_attn_one_token_ns (its one-row calls).\n");
     fprintf(f, "[%s]\ngpu = %s executor: %s\ngpu_mem_gib = %.1f\nhbm_gbps = %.4g\n"
                "fp16_tflops = %.4g\nhost_dram_gib = %.1f\nlink_gbps = %.4g\n"
                "link_latency_us = %.4g\nhost_mem_gbps = %.4g\ngemm_efficiency = 1\n"

@@ -166,8 +166,9 @@ static const struct cli_opt sim_run_opts[] = {
     {"rule", "NAME", CLI_STR, SO(rule), NULL, 0,
      "price by a rule's profiles (alisa catalog): the hardware's\n"
      "HW-NAME (required) and the software's SW-NAME where the\n"
-     "catalog has one; h100: every figure our H100 measured\n"
-     "(hardware.ini, above H100-80GB-h100), peak: datasheet peaks", 0},
+     "catalog has one; h100: our H100's measured figures (on\n"
+     "H100-80GB all of them, on the T4 and A6000 its shares;\n"
+     "hardware.ini), peak: datasheet peaks (T4, A6000)", 0},
     {"flexgen-gpu-batch", "G", CLI_FN, SO(cfg.flexgen_gpu_batch), read_positive_u32, 0,
      "FlexGen's gpu_batch_size, dividing --batch (the quotient\n"
      "its num_gpu_batches): each layer computed and launched once\n"
@@ -276,6 +277,8 @@ static int sim_execute(struct sim_opts *o, const struct catalog *c, struct sim_r
     int rc = 0;
     char hw_rule[300], sw_rule[300];
     const char *hw = o->hw, *sw = o->software, *sw_fallback = cfg->system->software;
+    if (o->rule && !catalog_hw(c, o->hw))
+        return catalog_hw_not_found(c, "--hardware", o->hw, e);
     if (o->rule) {
         if ((rc = cli_rule_hw(c, o->rule, o->hw, hw_rule, sizeof hw_rule, e)))
             return rc;

@@ -192,8 +192,9 @@ struct iteration_shape {
  * With dense_cache, on a profile that measured the dense cache
  * (dense_attn_ns_per_*: catalog.h), the whole iteration's attention is
  * that: per layer, per row, per prompt pair and per decode row's attended
- * token; an iteration of one decode row alone, where the profile measured
- * it (dense_attn_one_ns_*), per layer and attended token. ns. Cannot fail. */
+ * token; an iteration of one row alone (a decode's, or a one-token prompt
+ * chunk's), where the profile measured it (dense_attn_one_ns_*), per layer
+ * and attended key. ns. Cannot fail. */
 double cost_iteration_layer_ns(const struct model_shape *m, const struct hw_profile *hw,
                                const struct iteration_shape *it, enum kv_precision precision,
                                int sparse, int with_head);
