@@ -144,6 +144,15 @@ printf '[sweep]\nname = r\ncommand = sim\n\n[fixed]\ntrace = %s\ncatalog = %s\nh
 "$alisa" sweep "$tmp/r.sweep" --db "$tmp/rs.db" >/dev/null 2>&1 &&
     "$alisa" db export --db "$tmp/rs.db" --query sim | grep -q '^r,0,ok,OPT-6.7B,H100-80GB-t,dense-gpu,'
 check $? "a sweep under --rule t: the sim export's hardware is H100-80GB-t"
+# alisa serve --rule t: the same profiles as named by hand (its software
+# none unless given; flexgen's here, as flexgen-t)
+serve() { "$alisa" serve --trace "$tmp/t.trace" --catalog "$tmp/cat" --model OPT-6.7B --rate 4 \
+              --requests 20 --json "$@" | python3 -c 'import json,sys; print(json.load(sys.stdin)["makespan_s"])'; }
+sr=$(serve --hardware H100-80GB --rule t --software flexgen)
+sh=$(serve --hardware H100-80GB-t --software flexgen-t)
+sp=$(serve --hardware H100-80GB --software flexgen)
+awk -v a="$sr" -v b="$sh" -v c="$sp" 'BEGIN { exit !(a == b && a != c) }'
+check $? "serve --rule t: $sr, by hand $sh, without the rule $sp"
 "$alisa" validate-external "$tmp/s.ini" --rule nosuch >/dev/null 2>"$tmp/err"; rc=$?
 [ $rc = 1 ] && [ "$(wc -l <"$tmp/err")" = 1 ] && grep -q "s.ini: \[dense\]: --rule nosuch: hardware H100-80GB has no profile H100-80GB-nosuch" "$tmp/err"
 check $? "--rule without its profiles: exit $rc, $(cat "$tmp/err")"

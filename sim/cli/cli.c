@@ -241,6 +241,25 @@ const char *cli_rule_sw(const struct catalog *c, const char *rule, const char *s
     return catalog_sw(c, sw_out) ? sw_out : sw;
 }
 
+int cli_rule_names(const struct catalog *c, const char *rule, const char **hw, const char **sw,
+                   const char **fallback, char *hw_buf, char *sw_buf, size_t n,
+                   struct alisa_err *e)
+{
+    if (!rule)
+        return 0;
+    if (!catalog_hw(c, *hw))
+        return catalog_hw_not_found(c, "--hardware", *hw, e);
+    int rc = cli_rule_hw(c, rule, *hw, hw_buf, n, e);
+    if (rc)
+        return rc;
+    *hw = hw_buf;
+    if (*sw)
+        *sw = cli_rule_sw(c, rule, *sw, sw_buf, n);
+    else if (fallback)
+        *fallback = cli_rule_sw(c, rule, *fallback, sw_buf, n);
+    return 0;
+}
+
 double cli_now_s(void)
 {
     struct timespec t;

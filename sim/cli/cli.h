@@ -127,6 +127,15 @@ int cli_rule_hw(const struct catalog *c, const char *rule, const char *hw, char 
 const char *cli_rule_sw(const struct catalog *c, const char *rule, const char *sw, char *sw_out,
                         size_t n);
 
+/* A run's profile names under --rule `rule` (NULL: all unchanged): *hw
+ * becomes its HW-rule profile (an unknown *hw named as --hardware's, as
+ * catalog_hw_not_found does; then cli_rule_hw), *sw, when set, its rule's
+ * software (cli_rule_sw), else *fallback (a system's) its rule's. hw_buf
+ * and sw_buf, n bytes each, hold the names made. 0 or a status, e set. */
+int cli_rule_names(const struct catalog *c, const char *rule, const char **hw, const char **sw,
+                   const char **fallback, char *hw_buf, char *sw_buf, size_t n,
+                   struct alisa_err *e);
+
 /* getopt_long needs a reset between subcommands (glibc: optind = 0). */
 void cli_reset_getopt(void);
 

@@ -19,7 +19,7 @@ struct serve_opts {
     struct serve_config cfg;
     struct wl_params wl;
     const char *model, *hw, *sel, *place, *dir, *profile, *software, *requests, *dump,
-        *timeline, *per_request;
+        *timeline, *per_request, *rule;
     uint64_t gpu_mem, cpu_mem, kv_pool;
     int json, int8, fp32;
     double search[2]; /* --search-rate LO:HI; 0: none */
@@ -107,6 +107,10 @@ static const struct cli_opt serve_run_opts[] = {
      "rows (alisa sim --extend's model)", 0},
     {"software", "NAME", CLI_STR, SO(software), NULL, 0,
      "host costs priced (alisa catalog software; default none)", 0},
+    {"rule", "NAME", CLI_STR, SO(rule), NULL, 0,
+     "price by a rule's profiles, as alisa sim --rule: the\n"
+     "hardware's HW-NAME and --software's SW-NAME where the\n"
+     "catalog has one (h100: our H100's measured figures)", 0},
     {"slo-ttft", "S", CLI_DOUBLE, SO(cfg.slo_ttft_s), NULL, 0,
      "time-to-first-token objective, seconds (goodput)", 0},
     {"slo-tpot", "S", CLI_DOUBLE, SO(cfg.slo_tpot_s), NULL, 0,
@@ -374,16 +378,22 @@ int cmd_serve(int argc, char **argv)
         workload_free(&w);
         return cli_fail(&e);
     }
+    char hw_rule[300], sw_rule[300];
+    const char *hw = o.hw, *sw = o.software ? o.software : "none";
+    rc = cli_rule_names(&c, o.rule, &hw, &sw, NULL, hw_rule, sw_rule, sizeof hw_rule, &e);
     cfg->model = catalog_model(&c, o.model);
-    cfg->hw = catalog_hw(&c, o.hw);
-    if (!cfg->model)
-        rc = catalog_model_not_found(&c, "--model", o.model, &e);
-    else if (!cfg->model->available)
-        rc = err_set(&e, ALISA_ENOTFOUND, "--model %s: unavailable: %s", o.model, cfg->model->note);
-    else if (!cfg->hw)
-        rc = catalog_hw_not_found(&c, "--hardware", o.hw, &e);
-    else
-        rc = cli_software(&c, o.software ? o.software : "none", NULL, &cfg->sw, &e);
+    cfg->hw = catalog_hw(&c, hw);
+    if (!rc) {
+        if (!cfg->model)
+            rc = catalog_model_not_found(&c, "--model", o.model, &e);
+        else if (!cfg->model->available)
+            rc = err_set(&e, ALISA_ENOTFOUND, "--model %s: unavailable: %s", o.model,
+                         cfg->model->note);
+        else if (!cfg->hw)
+            rc = catalog_hw_not_found(&c, "--hardware", o.hw, &e);
+        else
+            rc = cli_software(&c, sw, NULL, &cfg->sw, &e);
+    }
     if (!rc && cfg->dense_cache && !cost_dense_cache_measured(cfg->hw))
         fprintf(stderr, "alisa serve: note: --dense-cache: hardware %s has no dense_attn_* "
                 "figures (alisa calibrate writes them): priced as the scheduler's path\n",

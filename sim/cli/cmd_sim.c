@@ -277,16 +277,9 @@ static int sim_execute(struct sim_opts *o, const struct catalog *c, struct sim_r
     int rc = 0;
     char hw_rule[300], sw_rule[300];
     const char *hw = o->hw, *sw = o->software, *sw_fallback = cfg->system->software;
-    if (o->rule && !catalog_hw(c, o->hw))
-        return catalog_hw_not_found(c, "--hardware", o->hw, e);
-    if (o->rule) {
-        if ((rc = cli_rule_hw(c, o->rule, o->hw, hw_rule, sizeof hw_rule, e)))
-            return rc;
-        hw = hw_rule;
-        sw = o->software ? cli_rule_sw(c, o->rule, o->software, sw_rule, sizeof sw_rule) : NULL;
-        sw_fallback = o->software ? NULL
-                                  : cli_rule_sw(c, o->rule, sw_fallback, sw_rule, sizeof sw_rule);
-    }
+    if ((rc = cli_rule_names(c, o->rule, &hw, &sw, &sw_fallback, hw_rule, sw_rule,
+                             sizeof hw_rule, e)))
+        return rc;
     cfg->model = catalog_model(c, o->model);
     cfg->hw = catalog_hw(c, hw);
     if (!cfg->model)
