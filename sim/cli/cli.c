@@ -233,8 +233,10 @@ int cli_rule_hw(const struct catalog *c, const char *rule, const char *hw, char 
     return 0;
 }
 
-const char *cli_rule_sw(const struct catalog *c, const char *rule, const char *sw, char *sw_out,
-                        size_t n)
+/* sw's profile under rule (cli_rule_names): SW-rule in sw_out where the
+ * catalog has it, else sw */
+static const char *rule_sw(const struct catalog *c, const char *rule, const char *sw,
+                           char *sw_out, size_t n)
 {
     if (!sw || !strcmp(sw, "none") || (size_t)snprintf(sw_out, n, "%s-%s", sw, rule) >= n)
         return sw;
@@ -254,9 +256,9 @@ int cli_rule_names(const struct catalog *c, const char *rule, const char **hw, c
         return rc;
     *hw = hw_buf;
     if (*sw)
-        *sw = cli_rule_sw(c, rule, *sw, sw_buf, n);
+        *sw = rule_sw(c, rule, *sw, sw_buf, n);
     else if (fallback)
-        *fallback = cli_rule_sw(c, rule, *fallback, sw_buf, n);
+        *fallback = rule_sw(c, rule, *fallback, sw_buf, n);
     return 0;
 }
 

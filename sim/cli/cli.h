@@ -115,23 +115,19 @@ struct sw_profile;
 int cli_software(const struct catalog *c, const char *given, const char *fallback,
                  const struct sw_profile **out, struct alisa_err *e);
 
-/* A pricing rule's profiles (--rule NAME; issue 44): a hardware profile
- * HW runs as HW-NAME, which the catalog must have (else ALISA_ENOTFOUND
- * naming --rule and the missing profile; the name into hw_out, n bytes),
- * and a software profile SW as SW-NAME where the catalog has one, else as
- * SW itself (a runtime not measured under the rule keeps its own costs):
- * cli_rule_sw returns that name (in sw_out, or sw itself; NULL or "none"
- * unchanged). */
+/* A pricing rule's hardware profile (--rule NAME; issue 44): hardware HW
+ * runs as HW-NAME, which the catalog must have (else ALISA_ENOTFOUND naming
+ * --rule and the missing profile); the name into hw_out, n bytes. */
 int cli_rule_hw(const struct catalog *c, const char *rule, const char *hw, char *hw_out,
                 size_t n, struct alisa_err *e);
-const char *cli_rule_sw(const struct catalog *c, const char *rule, const char *sw, char *sw_out,
-                        size_t n);
 
 /* A run's profile names under --rule `rule` (NULL: all unchanged): *hw
  * becomes its HW-rule profile (an unknown *hw named as --hardware's, as
- * catalog_hw_not_found does; then cli_rule_hw), *sw, when set, its rule's
- * software (cli_rule_sw), else *fallback (a system's) its rule's. hw_buf
- * and sw_buf, n bytes each, hold the names made. 0 or a status, e set. */
+ * catalog_hw_not_found does; then cli_rule_hw); *sw, when set, else
+ * *fallback (a system's), becomes SW-rule where the catalog has that
+ * software profile, else stays (a runtime not measured under the rule
+ * keeps its own costs; NULL and "none" stay). hw_buf and sw_buf, n bytes
+ * each, hold the names made. 0 or a status, e set. */
 int cli_rule_names(const struct catalog *c, const char *rule, const char **hw, const char **sw,
                    const char **fallback, char *hw_buf, char *sw_buf, size_t n,
                    struct alisa_err *e);

@@ -465,7 +465,7 @@ static int run_point(struct ext_point *p, int index, const char *trace_dir, cons
     }
     /* the point's options as a one-point spec's [fixed] (sweep_spec_set, as
      * `alisa sweep --set` adds them): the trace made or named above, and
-     * the rule, which alisa sim resolves (cli_rule_hw, cli_rule_sw) */
+     * the rule, which alisa sim resolves (cli_rule_names) */
     for (int k = 0; k < p->n_keys && !rc; k++)
         if (strcmp(p->key[k], "trace"))
             rc = sweep_spec_set(&spec, p->key[k], p->value[k], e);

@@ -346,20 +346,20 @@ double cost_iteration_layer_ns(const struct model_shape *m, const struct hw_prof
     double t = gemm_ns(hw, layer_params(m, &k), it->rows);
     if (with_head && it->sampled > 0)
         t += head_ns(hw, m, it->sampled);
-    if (it->dense_cache && cost_dense_cache_measured(hw) && it->rows == 1 &&
-        hw->dense_attn_one_ns_per_layer + hw->dense_attn_one_ns_per_token > 0)
+    if (it->dense_cache && cost_dense_cache_measured(hw)) {
         /* one row, a decode's or a one-token prompt chunk's (its pairs are
          * the keys it attends): attended on the calling thread, no
          * parallel region (dense_attend's `if (R > 1)`), as calibration
          * measured a decoding sequence */
-        return t + hw->dense_attn_one_ns_per_layer +
-               (it->attended + it->prefill_pairs) * hw->dense_attn_one_ns_per_token;
-    if (it->dense_cache && cost_dense_cache_measured(hw))
+        if (it->rows == 1 && hw->dense_attn_one_ns_per_layer + hw->dense_attn_one_ns_per_token > 0)
+            return t + hw->dense_attn_one_ns_per_layer +
+                   (it->attended + it->prefill_pairs) * hw->dense_attn_one_ns_per_token;
         /* every row attends its sequence's keys in place, the rows across
          * the threads (backend_cpu.c dense_attend), as calibration measured */
         return t + hw->dense_attn_ns_per_layer + it->rows * hw->dense_attn_ns_per_row +
                it->prefill_pairs * hw->dense_attn_ns_per_prompt_pair +
                it->attended * hw->dense_attn_ns_per_decode_token;
+    }
     if (it->decodes > 0)
         t += decode_attention_ns(m, hw, &k, it->decodes, it->attended, it->resident, sparse);
     if (!(it->prefill_pairs > 0))
