@@ -60,7 +60,7 @@ int tiered_attach(struct tiered *t, const struct tiered_request *r, const struct
     tiered_capacity(r->gpu_bytes, r->cpu_bytes, c, batch, max_len, prec, &g, &h);
     if (!sc.place->host_tier)
         h = 0; /* nothing ever moves there: no host arena */
-    struct tier_storage store = {ks, 1};
+    struct tier_storage store = {ks, 1, 1};
     if (r->hw) {
         cost_tiers(&store, r->hw, g, h, sc.n_streams, pp);
     } else { /* the same tiers, no prices (nothing is loaded or recomputed) */

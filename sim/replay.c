@@ -73,6 +73,8 @@ struct pass {
     uint64_t gpu_total, cpu_total;
     replay_plan_fn fn;
     void *user;
+    uint32_t heads;              /* streams a (sequence, layer) has */
+    float *head_row;             /* (max_len) per_head: a KV head's row */
 };
 
 int kv_futures_record(struct kv_futures *f, const struct scheduler_plan *plan)
@@ -187,6 +189,23 @@ static int decode_row(struct pass *ps, uint32_t stream, uint32_t pos, const floa
     return rc;
 }
 
+/* KV head g's row of layer l at step st: the mean of the per-head rows of
+ * the query heads that share it, into out. */
+static const float *kv_head_row(const struct trace_header *h, const struct trace_step *st,
+                                uint32_t l, uint32_t g, float *out)
+{
+    const uint32_t group = h->n_heads / h->n_kv_heads, n = st->n_ctx;
+    const float *q = st->w_head + ((size_t)l * h->n_heads + (size_t)g * group) * n;
+    for (uint32_t t = 0; t < n; t++)
+        out[t] = q[t];
+    for (uint32_t k = 1; k < group; k++)
+        for (uint32_t t = 0; t < n; t++)
+            out[t] += q[(size_t)k * n + t];
+    for (uint32_t t = 0; t < n; t++)
+        out[t] /= (float)group;
+    return out;
+}
+
 /* Continues every sequence shorter than cfg->positions with synthetic rows. */
 static int extend_pass(const struct trace_header *h, const uint32_t *seq_len, struct pass *ps,
                        struct alisa_err *e)
@@ -237,9 +256,11 @@ static int run_pass(const char *path, struct pass *ps, struct alisa_err *e)
         if (ps->cfg->positions && st.pos >= ps->cfg->positions)
             continue;
         uint32_t prompt = trace_reader_seq(r, st.seq)->prompt_len;
-        for (uint32_t l = 0; l < h->n_layers && !rc; l++) {
-            uint32_t stream = st.seq * h->n_layers + l;
-            const float *row = st.w + (size_t)l * st.n_ctx;
+        for (uint32_t u = 0; u < h->n_layers * ps->heads && !rc; u++) {
+            const uint32_t l = u / ps->heads;
+            uint32_t stream = st.seq * h->n_layers * ps->heads + u;
+            const float *row = ps->heads > 1 ? kv_head_row(h, &st, l, u % ps->heads, ps->head_row)
+                                             : st.w + (size_t)l * st.n_ctx;
             if (st.pos < prompt) {
                 scheduler_prefill(ps->scheduler, stream, st.pos, row, prompt, &plan);
                 if (ps->tot)
@@ -329,9 +350,26 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
         return rc;
     const struct trace_header h = *trace_reader_header(r);
     uint32_t max_len = trace_reader_max_len(r);
+    const uint32_t trace_max = max_len; /* the longest row the trace holds */
     trace_reader_destroy(r);
 
-    uint32_t n_streams = h.n_seqs * h.n_layers;
+    const uint32_t heads = cfg->per_head ? h.n_kv_heads : 1;
+    if (cfg->per_head) {
+        if (!(h.flags & TRACE_FLAG_PER_HEAD))
+            return err_set(e, ALISA_EINVAL, "%s: per-head streams need per-head rows and the "
+                           "trace has none (alisa record --per-head, alisa trace gen --per-head)",
+                           path);
+        if (!h.n_kv_heads || h.n_heads % h.n_kv_heads)
+            return err_set(e, ALISA_EINVAL, "%s: per-head streams: %u query heads do not group "
+                           "over %u KV heads", path, h.n_heads, h.n_kv_heads);
+        if (cfg->extend)
+            return err_set(e, ALISA_EINVAL, "%s: per-head streams replay the trace's own rows; "
+                           "the synthetic extension has no per-head rows", path);
+        if (cfg->flexgen_whole)
+            return err_set(e, ALISA_EINVAL, "%s: per-head streams: FlexGen's split by whole "
+                           "sequences numbers streams by layer", path);
+    }
+    uint32_t n_streams = h.n_seqs * h.n_layers * heads;
     if (cfg->positions && (cfg->positions < max_len || cfg->extend))
         max_len = cfg->positions;
     struct kv_shape ks = {h.hidden, h.hidden / h.n_heads * h.n_kv_heads, cfg->precision};
@@ -345,11 +383,11 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
     struct scheduler_config sc = {.sel = cfg->sel, .sel_params = cfg->sel_params,
                                   .place = cfg->place, .n_streams = n_streams,
                                   .layers = cfg->every_layer_selects ? 0 : h.n_layers,
-                                  .max_len = max_len};
+                                  .heads = heads, .max_len = max_len};
     struct place_params *pp = &sc.place_params;
     /* the one derivation of a stream's tiers, the executor's too */
-    struct tier_storage store = {ks, cfg->inputs_outside};
-    uint64_t split = cfg->capacity_streams ? cfg->capacity_streams : n_streams;
+    struct tier_storage store = {ks, cfg->inputs_outside, heads};
+    uint64_t split = cfg->capacity_streams ? cfg->capacity_streams * heads : n_streams;
     cost_tiers(&store, cfg->hw, cfg->gpu_kv_bytes, cfg->cpu_kv_bytes, split, pp);
     pp->gpu_fraction = cfg->gpu_fraction;
     pp->cpu_attention = cfg->cpu_attention;
@@ -359,6 +397,7 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
     }
 
     tot->n_streams = n_streams;
+    tot->heads = heads;
     tot->max_len = max_len;
     tot->kv_bytes = pp->kv_bytes;
     tot->act_bytes = pp->act_bytes;
@@ -373,7 +412,12 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
     const struct kv_future *fut = NULL;
     struct scheduler *s = NULL;
     struct place_params *by_seq = NULL; /* flexgen_whole's per-stream parameters */
-    struct pass ps = {.cfg = cfg, .trace_seed = h.seed, .tot = tot, .fn = fn, .user = user};
+    struct pass ps = {.cfg = cfg, .trace_seed = h.seed, .tot = tot, .fn = fn, .user = user,
+                      .heads = heads};
+    if (heads > 1 && !(ps.head_row = malloc(trace_max * sizeof *ps.head_row))) {
+        rc = err_set(e, ALISA_ENOMEM, "out of memory for a %u-token row", trace_max);
+        goto done;
+    }
     if (cfg->place->offline) {
         /* Pass 1: the selection alone, under a placement that never evicts. */
         struct scheduler_config sc1 = sc;
@@ -383,7 +427,8 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
             goto done;
         if ((rc = scheduler_create(&s, &sc1, NULL, e)))
             goto done;
-        struct pass p1 = {.cfg = cfg, .trace_seed = h.seed, .scheduler = s, .record = fs};
+        struct pass p1 = {.cfg = cfg, .trace_seed = h.seed, .scheduler = s, .record = fs,
+                          .heads = heads, .head_row = ps.head_row};
         rc = run_pass(path, &p1, e);
         scheduler_destroy(s);
         s = NULL;
@@ -426,6 +471,7 @@ done:
     kv_futures_free(fs);
     free(ps.gpu_now);
     free(ps.cpu_now);
+    free(ps.head_row);
     if (rc)
         replay_totals_free(tot);
     return rc;

@@ -2,7 +2,11 @@
  * (decisions and byte counts, no time yet).
  *
  * Each (sequence, layer) of the trace is one stream (id seq * n_layers +
- * layer). Prompt rows feed prefill, decode rows drive scheduler_step and are fed
+ * layer), or with per_head each (sequence, layer, KV head) (id (seq *
+ * n_layers + layer) * n_kv_heads + head), driven by its KV head's row: the
+ * mean of the per-head rows of the query heads that share it (query head q
+ * reads KV head q / (n_heads / n_kv_heads), as HF's repeat_kv and the
+ * executor's cpu_attend group them). Prompt rows feed prefill, decode rows drive scheduler_step and are fed
  * back with scheduler_observe_dense. Offline placements (belady) get their
  * future from a first pass with the same selection: selection never depends
  * on placement. Capacities are totals, split evenly over the streams.
@@ -44,6 +48,14 @@ struct replay_config {
                                    GPU tier; 0: the paper's system, where they take their bytes */
     const struct alisa_sched *sched; /* placement alisa: the schedule (positions); NULL = the
                                    greedy schedule of each stream's capacities */
+    int per_head;               /* 1: one stream per (sequence, layer, KV head) on the
+                                   trace's per-head rows (required), each holding that
+                                   head's share of a token (tier_storage.heads): the
+                                   selection and placement decide per (token, head), as
+                                   Quest, InfiniGen and H2O select per head; plan counts
+                                   are (token, head) units, bytes are bytes. Refused with
+                                   extend and flexgen_whole. 0: one stream per (sequence,
+                                   layer) on the head-mean row */
     const struct trace_gen_params *extend; /* when non-NULL, sequences shorter than
                                    `positions` continue with synthetic rows from this model
                                    (one gen_stream per stream, seeded from the trace's seed) */
@@ -60,9 +72,10 @@ struct replay_pos {
 
 struct replay_totals {
     uint32_t n_streams;
+    uint32_t heads;            /* streams a (sequence, layer) has: 1, or n_kv_heads per head */
     uint32_t max_len;          /* tokens per sequence, at most */
-    uint64_t kv_bytes;         /* per token per layer */
-    uint64_t act_bytes;        /* per token per layer, recompute input */
+    uint64_t kv_bytes;         /* per token per layer (per head: a unit's) */
+    uint64_t act_bytes;        /* per token per layer, recompute input (per head: a share) */
     uint32_t gpu_cap_tokens;   /* per stream */
     uint32_t cpu_cap_tokens;   /* per stream */
     double load_ns, recompute_ns; /* per token, from the cost model */
@@ -105,8 +118,9 @@ int replay_optimum(const char *path, const struct replay_config *cfg, struct rep
                    struct alisa_err *e);
 
 /* Called with every plan, in trace order; may be NULL. row: the attention
- * row (plan->pos + 1 weights) that drove the step: the trace's, or the
- * synthetic extension's. */
+ * row (plan->pos + 1 weights) that drove the step: the trace's (per_head:
+ * its KV head's), or the synthetic extension's. With per_head a (seq,
+ * layer) gets one plan per KV head, plan->stream % n_kv_heads the head. */
 typedef void (*replay_plan_fn)(void *user, const struct scheduler_plan *plan, uint32_t seq,
                                uint32_t layer, const float *row);
 

@@ -302,7 +302,7 @@ static int replay_one(struct serve *v, struct placement_run *p, const struct sel
     const uint32_t L = v->sh->t.L;
     struct scheduler_config sc = {.sel = sel, .sel_params = *selp, .place = cfg->place,
                                   .n_streams = L, .layers = layers, .max_len = p->len};
-    struct tier_storage store = {v->ks, 0};
+    struct tier_storage store = {v->ks, 0, 1};
     /* an offloading placement's hot buffer, or the whole request */
     uint64_t gpu = (uint64_t)(cfg->place->host_tier ? gpu_tokens : p->len) * (uint64_t)v->kvb +
                    cost_kv_fixed_bytes(&v->ks);

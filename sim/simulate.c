@@ -146,7 +146,8 @@ struct stream_step {
     float attended;
     float misses;
     float recomputed;
-    float moved;     /* tokens loaded plus tokens offloaded */
+    float moved;     /* tokens (per head: (token, head) units) loaded plus offloaded: a
+                        serial profile's copies, two each */
     float retired;   /* tokens the plan retired for good */
     double gpu_bytes; /* KV bytes on the GPU tier after the step */
     double h2d, d2h; /* bytes */
@@ -166,6 +167,8 @@ struct prefill_stream {
 
 struct collect {
     uint32_t n_seqs, trace_layers, prompt_len, gen_len;
+    uint32_t heads;              /* plans a trace stream gets a step: one per KV head with
+                                    sim_config.per_head, else 1 */
     const double *mult;          /* (n_seqs * trace_layers) model streams per trace stream */
     struct stream_step *steps;   /* (gen_len, trace_layers, n_seqs) */
     struct prefill_stream *prefill; /* (trace_layers * n_seqs) */
@@ -179,26 +182,31 @@ static void collect_plan(void *user, const struct scheduler_plan *p, uint32_t se
     struct collect *c = user;
     if (p->place.oom)
         return;
+    /* a (sequence, layer)'s plans summed over its KV heads: counts of
+     * (token, head) units as tokens' worth (a head's unit is 1/heads of a
+     * token's K and V, of its attention and of its recomputation), bytes as
+     * bytes, moves as the copies they are */
+    const double k = 1.0 / (c->heads ? c->heads : 1);
     size_t stream = (size_t)layer * c->n_seqs + seq;
     if (p->prefill) {
         c->prefill[stream].d2h += (double)p->place.bytes_d2h;
-        c->prefill[stream].host += p->census.cpu;
-        c->prefill[stream].dropped += p->census.dropped;
+        c->prefill[stream].host += k * p->census.cpu;
+        c->prefill[stream].dropped += k * p->census.dropped;
         return;
     }
     uint32_t j = p->pos - c->prompt_len;
     if (j >= c->gen_len)
         return;
     struct stream_step *s = &c->steps[((size_t)j * c->trace_layers + layer) * c->n_seqs + seq];
-    s->attended = (float)p->n_attended;
-    s->misses = (float)p->place.gpu_misses;
-    s->recomputed = (float)p->place.n_recompute;
-    s->moved = (float)(p->place.n_load + p->place.n_offload);
-    s->retired = (float)p->n_retired;
-    s->gpu_bytes = (double)p->gpu_bytes;
-    s->h2d = (double)p->place.bytes_h2d;
-    s->d2h = (double)p->place.bytes_d2h;
-    s->cpu_attend = (double)p->place.bytes_cpu_attend;
+    s->attended += (float)(k * p->n_attended);
+    s->misses += (float)(k * p->place.gpu_misses);
+    s->recomputed += (float)(k * p->place.n_recompute);
+    s->moved += (float)(p->place.n_load + p->place.n_offload);
+    s->retired += (float)(k * p->n_retired);
+    s->gpu_bytes += (double)p->gpu_bytes;
+    s->h2d += (double)p->place.bytes_h2d;
+    s->d2h += (double)p->place.bytes_d2h;
+    s->cpu_attend += (double)p->place.bytes_cpu_attend;
     double m = c->mult[seq * c->trace_layers + layer];
     c->gpu_at[j] += m * (double)p->gpu_bytes;
     c->cpu_at[j] += m * (double)p->cpu_bytes;
@@ -817,7 +825,8 @@ static int run_map_streams(struct run *u, struct alisa_err *e)
 {
     const uint32_t S = u->S, Lt = u->Lt, N = u->N;
     u->mult = calloc((size_t)S * Lt, sizeof *u->mult);
-    u->c = (struct collect){S, Lt, u->cfg->prompt_len, N, u->mult, NULL, NULL, NULL, NULL};
+    const uint32_t heads = u->cfg->per_head ? u->th.n_kv_heads : 1;
+    u->c = (struct collect){S, Lt, u->cfg->prompt_len, N, heads, u->mult, NULL, NULL, NULL, NULL};
     u->c.steps = calloc((size_t)N * Lt * S, sizeof *u->c.steps);
     u->c.prefill = calloc((size_t)Lt * S, sizeof *u->c.prefill);
     u->c.gpu_at = calloc(N, sizeof *u->c.gpu_at);
@@ -879,7 +888,8 @@ static int run_replay(struct run *u, struct alisa_err *e)
                                  .inputs_outside = cfg->system->inputs_outside,
                                  .extend = u->extend ? &u->ext : NULL,
                                  .sched = u->r->scheduled ? &u->alisa : NULL,
-                                 .every_layer_selects = u->dense_m > 0};
+                                 .every_layer_selects = u->dense_m > 0,
+                                 .per_head = cfg->per_head};
     if ((rc = replay_trace(cfg->trace, &rcfg, &u->tot, collect_plan, &u->c, e)))
         return rc;
     if (u->dense_m) { /* the model's dense leading layers, every token attended */

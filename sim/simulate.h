@@ -115,6 +115,9 @@ struct sim_config {
                                           executor's device arena; weights not counted) */
     int overlap;                       /* 0: the system's; SIM_OVERLAP_PREFETCH or
                                           SIM_OVERLAP_NONE override it (sensitivity) */
+    int per_head;                      /* 1: select and place per (token, KV head), one
+                                          stream per KV head on the trace's per-head rows
+                                          (replay_config.per_head) */
     int extend;                        /* continue a trace shorter than gen_len with synthetic
                                           rows (trace_gen's model; each trace layer's target is
                                           its measured mean sparsity) */

@@ -233,7 +233,7 @@ static void test_search_sizes_tiers_as_the_replay_does_under_int8(void **state)
         assert_true(s.at_given);
         assert_int_equal(s.at.p1, outside ? 12 : 8);
         struct place_params pp = {0};
-        struct tier_storage store = {kv_shape_of(&tu_toy, KV_INT8), outside};
+        struct tier_storage store = {kv_shape_of(&tu_toy, KV_INT8), outside, 1};
         cost_tiers(&store, &tu_unit_hw, 96, 1 << 20, 1, &pp);
         struct alisa_sched g;
         place_alisa_greedy(&pp, 32, &g);

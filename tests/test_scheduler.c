@@ -19,6 +19,7 @@
 #include "scheduler.h"
 #include "selection.h"
 #include "testutil.h"
+#include "trace.h"
 #include "trace_gen.h"
 
 static const struct hw_profile test_hw = {.name = "test", .gpu_mem_gib = 80, .hbm_gbps = 3350,
@@ -626,10 +627,218 @@ static void test_flexgen_by_whole_sequences_moves_whole_tokens_of_the_cpu_sequen
     }
 }
 
+/* A per-head trace for the per-head tests: 3 layers, 4 query heads over 2
+ * KV heads (pairs share one), one sequence of 12 + 28. */
+static void write_heads(const char *path, int per_head)
+{
+    struct trace_gen_params p;
+    trace_gen_defaults(&p);
+    p.n_layers = 3;
+    p.n_heads = 4;
+    p.n_kv_heads = 2;
+    p.hidden = 64;
+    p.vocab = 100;
+    p.prompt_len = 12;
+    p.gen_len = 28;
+    p.seed = 7;
+    p.per_head = per_head;
+    struct alisa_err e = {{0}};
+    if (trace_gen_write(&p, path, &e))
+        fail_msg("%s", e.msg);
+}
+
+/* What the per-head replay's plans are checked against: every stored
+ * per-head row, read straight from the file. */
+struct head_check {
+    float *rows;          /* (pos, layer, head, token) */
+    uint32_t L, H, G, N;
+    uint32_t plans, decode_plans, dense_plans;
+    const struct selection_ops *sel;
+    struct sel_params sp;
+};
+
+static void check_head_plan(void *user, const struct scheduler_plan *p, uint32_t seq,
+                            uint32_t layer, const float *row)
+{
+    struct head_check *c = user;
+    assert_int_equal(seq, 0);
+    const uint32_t g = p->stream % c->G, group = c->H / c->G;
+    assert_int_equal(p->stream / c->G, layer);
+    c->plans++;
+    /* the row is the mean of the two query heads that share KV head g */
+    for (uint32_t t = 0; t <= p->pos; t++) {
+        const float *q = c->rows + (((size_t)p->pos * c->L + layer) * c->H + g * group) * c->N;
+        float want = (q[t] + q[c->N + t]) / 2;
+        assert_true(row[t] == want);
+    }
+    if (p->prefill)
+        return;
+    c->decode_plans++;
+    if (c->sel->dense_layers && layer < c->sel->dense_layers(&c->sp)) {
+        assert_int_equal(p->n_attended, p->pos + 1);
+        c->dense_plans++;
+        return;
+    }
+    if (c->sel != &sel_topk_ops)
+        return;
+    /* brute-force top-k of this head's row: the query itself, then the
+     * b - 1 heaviest earlier tokens, the newer first among equals */
+    uint32_t b = sel_budget(&c->sp, p->pos + 1), n = 0;
+    for (uint32_t t = 0; t <= p->pos; t++) {
+        uint32_t heavier = 0;
+        for (uint32_t u = 0; u < p->pos; u++)
+            heavier += row[u] > row[t] || (row[u] == row[t] && u > t);
+        if (t == p->pos || heavier < b - 1) {
+            assert_true(n < p->n_attended);
+            assert_int_equal(p->attended[n], t);
+            n++;
+        }
+    }
+    assert_int_equal(n, p->n_attended);
+}
+
+/* Per-head streams (replay_config.per_head): each (layer, KV head) stream
+ * is driven by the mean of its query heads' stored rows and selects on it
+ * alone (topk checked by brute force; quest's first two layers dense on
+ * every head). */
+static void test_per_head_streams_select_on_their_kv_heads_rows(void **state)
+{
+    struct env *v = *state;
+    char path[700];
+    snprintf(path, sizeof path, "%s/heads.trace", v->dir);
+    write_heads(path, 1);
+    struct alisa_err e = {{0}};
+    struct trace_reader *r;
+    assert_int_equal(trace_reader_open(&r, path, &e), 0);
+    const struct trace_header *h = trace_reader_header(r);
+    struct head_check c = {.L = h->n_layers, .H = h->n_heads, .G = h->n_kv_heads,
+                           .N = trace_reader_max_len(r)};
+    c.rows = calloc((size_t)c.N * c.L * c.H * c.N, sizeof *c.rows);
+    assert_non_null(c.rows);
+    struct trace_step st;
+    while (trace_reader_next(r, &st, &e) == 1)
+        for (uint32_t i = 0; i < c.L * c.H; i++)
+            memcpy(c.rows + ((size_t)st.pos * c.L * c.H + i) * c.N, st.w_head + (size_t)i * st.n_ctx,
+                   st.n_ctx * sizeof *c.rows);
+    trace_reader_destroy(r);
+    const struct selection_ops *sels[] = {&sel_topk_ops, &sel_quest_ops, &sel_h2o_ops};
+    for (int i = 0; i < 3; i++) {
+        c.sel = sels[i];
+        c.sp = (struct sel_params){.sparsity = 0.6};
+        c.plans = c.decode_plans = c.dense_plans = 0;
+        struct replay_config cfg = {.sel = c.sel, .sel_params = c.sp, .place = &place_lru_ops,
+                                    .gpu_kv_bytes = UINT64_MAX / 4, .cpu_kv_bytes = UINT64_MAX / 4,
+                                    .hw = &test_hw, .gpu_fraction = -1, .per_head = 1};
+        struct replay_totals t;
+        assert_int_equal(replay_trace(path, &cfg, &t, check_head_plan, &c, &e), 0);
+        assert_int_equal(t.n_streams, c.L * c.G);
+        assert_int_equal(t.heads, c.G);
+        assert_int_equal(c.plans, c.N * c.L * c.G);
+        assert_int_equal(c.decode_plans, 28 * c.L * c.G);
+        assert_int_equal(t.kv_bytes, 2 * 32 * 2 / 2); /* one KV head's K and V */
+        assert_int_equal(c.dense_plans, c.sel == &sel_quest_ops ? 28 * 2 * c.G : 0);
+        replay_totals_free(&t);
+    }
+    free(c.rows);
+}
+
+/* Per-head streams on a trace whose every head's row is the head-mean row
+ * decide per head what the head-mean replay decides per token: the same
+ * bytes and peaks, every count G times over, under an online cache, an
+ * offline bound and ALISA's schedule, FP16 and INT8. */
+static void test_per_head_streams_of_equal_heads_are_the_head_mean_replay(void **state)
+{
+    struct env *v = *state;
+    char src[700], dst[700];
+    snprintf(src, sizeof src, "%s/mean.trace", v->dir);
+    snprintf(dst, sizeof dst, "%s/equal-heads.trace", v->dir);
+    write_heads(src, 0);
+    tu_copy_trace_with_equal_heads(src, dst);
+    const struct placement_ops *places[] = {&place_lru_ops, &place_belady_ops, &place_alisa_ops};
+    const struct selection_ops *sels[] = {&sel_swa_ops, &sel_topk_ops, &sel_h2o_ops};
+    const enum kv_precision precs[] = {KV_FP16, KV_INT8};
+    const uint64_t kvb = 2 * 32 * 2, streams = 3; /* K and V of 2 KV heads of 16 */
+    struct alisa_err e = {{0}};
+    for (int k = 0; k < 3; k++)
+        for (int pr = 0; pr < 2; pr++) {
+            struct replay_config cfg = {.sel = sels[k], .sel_params = {.sparsity = 0.5},
+                                        .place = places[k], .precision = precs[pr],
+                                        .gpu_kv_bytes = pr ? (24 * kvb / 2 + 2 * 32 * 2 * 2) * streams
+                                                           : 24 * kvb * streams,
+                                        .cpu_kv_bytes = 40 * kvb * streams * 2,
+                                        .hw = &test_hw, .gpu_fraction = -1};
+            struct replay_totals m, ph;
+            assert_int_equal(replay_trace(dst, &cfg, &m, NULL, NULL, &e), 0);
+            cfg.per_head = 1;
+            assert_int_equal(replay_trace(dst, &cfg, &ph, NULL, NULL, &e), 0);
+            if (m.oom || ph.oom || !(m.bytes_h2d > 0 || m.bytes_d2h > 0))
+                fail_msg("%s/%s %s: oom %d/%d, %llu B up (the tier should be small enough to "
+                         "move and large enough to run)", sels[k]->name, places[k]->name,
+                         kv_precision_name(precs[pr]), m.oom, ph.oom,
+                         (unsigned long long)m.bytes_h2d);
+            assert_int_equal(ph.heads, 2);
+            assert_int_equal(ph.bytes_h2d, m.bytes_h2d);
+            assert_int_equal(ph.bytes_d2h, m.bytes_d2h);
+            assert_int_equal(ph.peak_gpu_bytes, m.peak_gpu_bytes);
+            assert_int_equal(ph.peak_cpu_bytes, m.peak_cpu_bytes);
+            assert_int_equal(ph.decode_steps, 2 * m.decode_steps);
+            assert_int_equal(ph.attended_tokens, 2 * m.attended_tokens);
+            assert_int_equal(ph.gpu_misses, 2 * m.gpu_misses);
+            assert_int_equal(ph.loads, 2 * m.loads);
+            assert_int_equal(ph.offloads, 2 * m.offloads);
+            assert_int_equal(ph.recomputed_tokens, 2 * m.recomputed_tokens);
+            assert_int_equal(ph.drops, 2 * m.drops);
+            assert_int_equal(ph.phase2_pos, m.phase2_pos);
+            assert_int_equal(ph.phase3_pos, m.phase3_pos);
+            assert_true(fabs(ph.fetch_cost_ns - m.fetch_cost_ns) < 1e-6 * (1 + m.fetch_cost_ns));
+            /* each step's recall counted twice, so summed in another order */
+            assert_true(fabs(ph.recall_mean - m.recall_mean) < 1e-12 &&
+                        ph.recall_min == m.recall_min);
+            replay_totals_free(&m);
+            replay_totals_free(&ph);
+        }
+}
+
+/* Per-head streams need per-head rows, and refuse what numbers streams by
+ * layer or has no per-head rows: one-line errors naming the trace. */
+static void test_per_head_streams_refuse_what_they_cannot_replay(void **state)
+{
+    struct env *v = *state;
+    struct replay_config cfg = {.sel = &sel_swa_ops, .sel_params = {.sparsity = 0.5},
+                                .place = &place_lru_ops, .gpu_kv_bytes = UINT64_MAX / 4,
+                                .cpu_kv_bytes = UINT64_MAX / 4, .hw = &test_hw,
+                                .gpu_fraction = -1, .per_head = 1};
+    struct replay_totals t;
+    struct alisa_err e = {{0}};
+    assert_int_equal(replay_trace(v->paths[0], &cfg, &t, NULL, NULL, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, v->paths[0]));
+    assert_non_null(strstr(e.msg, "per-head rows"));
+    char path[700];
+    snprintf(path, sizeof path, "%s/heads2.trace", v->dir);
+    write_heads(path, 1);
+    struct trace_gen_params ext;
+    trace_gen_defaults(&ext);
+    cfg.extend = &ext;
+    cfg.positions = 60;
+    e = (struct alisa_err){{0}};
+    assert_int_equal(replay_trace(path, &cfg, &t, NULL, NULL, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "extension"));
+    cfg.extend = NULL;
+    cfg.positions = 0;
+    cfg.place = &place_flexgen_ops;
+    cfg.flexgen_whole = 1;
+    e = (struct alisa_err){{0}};
+    assert_int_equal(replay_trace(path, &cfg, &t, NULL, NULL, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "whole"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_selection_that_lost_its_state_stops_the_step),
+        cmocka_unit_test(test_per_head_streams_select_on_their_kv_heads_rows),
+        cmocka_unit_test(test_per_head_streams_of_equal_heads_are_the_head_mean_replay),
+        cmocka_unit_test(test_per_head_streams_refuse_what_they_cannot_replay),
         cmocka_unit_test(test_quest_and_infinigen_attend_their_first_two_layers_densely),
         cmocka_unit_test(test_streams_take_their_own_placement_parameters),
         cmocka_unit_test(test_a_reset_stream_decides_as_a_fresh_one),

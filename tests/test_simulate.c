@@ -953,6 +953,47 @@ static void test_optimum_runs_the_bounds_on_the_same_workload(void **state)
     free(dir);
 }
 
+/* Per-head streams (sim_config.per_head) on a trace whose heads all hold
+ * the head-mean row price exactly what the head-mean run prices: each KV
+ * head's (token, head) units are its share of a token's bytes, attention
+ * and recomputation, so the sum over heads is the token's. */
+static void test_per_head_run_of_equal_heads_prices_the_head_mean_run(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp();
+    const char *src = tu_path(dir, "t.trace");
+    write_toy_gen(src, 2, 8, 24);
+    const char *dst = tu_path(dir, "heads.trace");
+    tu_copy_trace_with_equal_heads(src, dst);
+    struct alisa_err e = {{0}};
+    const char *systems[] = {"alisa-cache", "alisa"};
+    for (int i = 0; i < 2; i++) {
+        struct sim_config c = toy_config(dst, systems[i], 24);
+        c.prompt_len = 8;
+        c.batch = 2;
+        if (i == 0) {
+            c.place = &place_lru_ops;
+            c.sel = &sel_strided_ops;
+        }
+        c.gpu_kv_bytes = 2 * 7 * 16; /* 7 tokens of 16 bytes a stream (2 streams): it moves */
+        struct sim_result m, ph;
+        assert_int_equal(sim_run(&c, &m, NULL, &e), 0);
+        c.per_head = 1;
+        assert_int_equal(sim_run(&c, &ph, NULL, &e), 0);
+        assert_false(m.oom || ph.oom);
+        assert_true(m.bytes_h2d + m.bytes_d2h > 0);
+        assert_true(fabs(ph.total_s - m.total_s) <= 1e-12 * m.total_s);
+        assert_true(ph.bytes_h2d == m.bytes_h2d && ph.bytes_d2h == m.bytes_d2h);
+        assert_true(fabs(ph.compute_s - m.compute_s) <= 1e-12 * m.compute_s);
+        assert_true(fabs(ph.recompute_s - m.recompute_s) <= 1e-12 * (m.recompute_s + 1e-9));
+        assert_true(ph.recomputed_tokens == m.recomputed_tokens);
+        assert_true(fabs(ph.gpu_hit_rate - m.gpu_hit_rate) < 1e-12);
+        assert_true(ph.peak_gpu_kv_bytes == m.peak_gpu_kv_bytes);
+    }
+    tu_rmdir(dir);
+    free(dir);
+}
+
 static void test_out_of_memory_is_a_result_with_its_reason(void **state)
 {
     (void)state;
@@ -1420,6 +1461,7 @@ int main(void)
         cmocka_unit_test(test_attention_priced_by_the_kv_a_step_reads),
         cmocka_unit_test(test_loads_overlap_the_previous_layers_compute),
         cmocka_unit_test(test_optimum_runs_the_bounds_on_the_same_workload),
+        cmocka_unit_test(test_per_head_run_of_equal_heads_prices_the_head_mean_run),
         cmocka_unit_test(test_out_of_memory_is_a_result_with_its_reason),
         cmocka_unit_test(test_trace_shorter_than_the_workload_is_refused),
         cmocka_unit_test(test_vllm_preempts_the_latest_sequence_and_recomputes_it),

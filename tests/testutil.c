@@ -124,6 +124,44 @@ void tu_write_toy_trace(const char *path, uint32_t prompt_len, uint32_t gen_len,
     assert_int_equal(trace_writer_close(w, &e), 0);
 }
 
+void tu_copy_trace_with_equal_heads(const char *src, const char *dst)
+{
+    struct alisa_err e = {{0}};
+    struct trace_reader *r;
+    if (trace_reader_open(&r, src, &e))
+        fail_msg("%s", e.msg);
+    struct trace_header h = *trace_reader_header(r);
+    assert_false(h.flags & TRACE_FLAG_PER_HEAD);
+    h.flags |= TRACE_FLAG_PER_HEAD;
+    const uint32_t L = h.n_layers, H = h.n_heads, N = trace_reader_max_len(r);
+    float *heads = malloc((size_t)L * H * N * sizeof *heads);
+    assert_non_null(heads);
+    struct trace_writer *w;
+    if (trace_writer_open(&w, dst, &h, &e))
+        fail_msg("%s", e.msg);
+    for (uint32_t s = 0; s < h.n_seqs; s++) {
+        const struct trace_seq *q = trace_reader_seq(r, s);
+        if (trace_writer_seq(w, s, q->prompt_len, q->gen_len, q->row_start, q->tokens, &e))
+            fail_msg("%s", e.msg);
+    }
+    struct trace_step st;
+    int rc;
+    while ((rc = trace_reader_next(r, &st, &e)) == 1) {
+        for (uint32_t l = 0; l < L; l++)
+            for (uint32_t k = 0; k < H; k++)
+                memcpy(heads + ((size_t)l * H + k) * st.n_ctx, st.w + (size_t)l * st.n_ctx,
+                       st.n_ctx * sizeof *heads);
+        if (trace_writer_step(w, st.seq, st.pos, st.token, st.w, heads, &e))
+            fail_msg("%s", e.msg);
+    }
+    if (rc < 0)
+        fail_msg("%s", e.msg);
+    free(heads);
+    trace_reader_destroy(r);
+    if (trace_writer_close(w, &e))
+        fail_msg("%s", e.msg);
+}
+
 int tu_skipped;
 
 int tu_result(int failed)

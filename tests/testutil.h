@@ -38,6 +38,12 @@ void tu_rmdir(const char *dir);
 void tu_write_toy_trace(const char *path, uint32_t prompt_len, uint32_t gen_len,
                         float (*weight)(uint32_t t, uint32_t p));
 
+/* Copies the trace at src (without per-head rows) to dst with per-head
+ * rows, every head's row the head-mean row: a per-head replay of dst must
+ * decide per head exactly what a head-mean replay of src decides. Fails
+ * the running test on any error. */
+void tu_copy_trace_with_equal_heads(const char *src, const char *dst);
+
 /* The hand-worked tests' toy model (1 layer, hidden 4, 2 heads: kv_dim 4,
  * FFN 8 with 2 matrices, vocab 10, 336 weight bytes) and unit hardware
  * (1 FLOP/ns, 1 byte/ns everywhere, 1 ns per copy). */

@@ -78,6 +78,11 @@ static const struct cli_opt plan_tier_opts[] = {
     {"gpu-fraction", "F", CLI_FN, PO(cfg.gpu_fraction), read_fraction, 0,
      "flexgen-static: share of every token on the GPU (default:\n"
      "the largest that fits)", 0},
+    {"per-head", NULL, CLI_FLAG, PO(cfg.per_head), NULL, 0,
+     "select and place per (token, KV head): one stream per KV\n"
+     "head, on the trace's per-head rows (alisa record --per-head),\n"
+     "each query group's mean row driving its KV head; counts are\n"
+     "(token, head) units (default: per token, head-mean rows)", 0},
     {"every", "N", CLI_U32, PO(every), NULL, 0,
      "print every N-th position (default 1; 0 = totals only)", 0},
     {"log", "FILE", CLI_STR, PO(log), NULL, 0,
@@ -174,6 +179,8 @@ static void plan_report_json(const char *trace, const struct replay_config *cfg,
         "peak_cpu_bytes", (json_int_t)t->peak_cpu_bytes, "gpu_hit_rate", hit,
         "attention_recall_mean", t->recall_mean, "attention_recall_min", t->recall_min);
     json_object_set_new(root, "fetch_cost_ns", json_real(t->fetch_cost_ns));
+    json_object_set_new(root, "per_head", json_boolean(cfg->per_head));
+    json_object_set_new(root, "kv_heads", json_integer(t->heads));
     json_object_set_new(root, "selection_params", cli_knobs_json(cfg->sel, &cfg->sel_params));
     json_object_set_new(root, "gpu_kv_bytes", cfg->gpu_kv_bytes >= UINT64_MAX / 2 ? json_null()
                                               : json_integer((json_int_t)cfg->gpu_kv_bytes));
@@ -194,8 +201,12 @@ static void plan_report_text(const char *trace, const struct replay_config *cfg,
                              const struct replay_optimum *opt)
 {
     double hit = plan_hit_rate(t);
-    printf("plan: %s: %u streams (sequences x layers), up to %u tokens each\n", trace,
-           t->n_streams, t->max_len);
+    if (t->heads > 1)
+        printf("plan: %s: %u streams (sequences x layers x %u KV heads), up to %u tokens each; "
+               "token counts are (token, head) units\n", trace, t->n_streams, t->heads, t->max_len);
+    else
+        printf("plan: %s: %u streams (sequences x layers), up to %u tokens each\n", trace,
+               t->n_streams, t->max_len);
     printf("selection %s, placement %s%s; KV %s, %llu B per token per layer\n", cfg->sel->name,
            cfg->place->name, cfg->place->offline ? " (OFFLINE BOUND)" : "",
            kv_precision_name(cfg->precision), (unsigned long long)t->kv_bytes);
@@ -279,6 +290,9 @@ int cmd_plan(int argc, char **argv)
     catalog_deinit(&c);
     cfg.hw = &hw_copy;
 
+    if (cfg.per_head && log_path)
+        return cli_usage_error(cmd_plan_usage, "--log with --per-head: the decision log has a "
+                               "line per (sequence, layer) step, not per KV head");
     struct plan_log lg = {0};
     char part[1100];
     if (log_path && !(lg.f = outfile_open(log_path, part, sizeof part, "decision log", &e)))

@@ -178,6 +178,11 @@ static const struct cli_opt sim_run_opts[] = {
      "with synthetic rows (alisa trace gen's model, each trace layer's\n"
      "target its measured mean sparsity; the importance of the\n"
      "trace's tokens is drawn afresh, not inferred)", 0},
+    {"per-head", NULL, CLI_FLAG, SO(cfg.per_head), NULL, 0,
+     "select and place per (token, KV head): one stream per KV\n"
+     "head, on the trace's per-head rows (alisa record --per-head),\n"
+     "each query group's mean row driving its KV head (default:\n"
+     "per token, on the head-mean row)", 0},
     {"json", NULL, CLI_FLAG, SO(json), NULL, 0, "print JSON", 0},
     {"catalog", "DIR", CLI_STR, SO(dir), NULL, 0, "catalog directory", 0},
     {"profile", "FILE", CLI_STR, SO(profile), NULL, 0,
@@ -388,6 +393,7 @@ static void sim_report_json(const struct sim_opts *o, const struct sim_result *r
     json_object_set_new(root, "preemptions", json_integer(r.preemptions));
     json_object_set_new(root, "cpu_attention_s", json_real(r.cpu_attention_s));
     json_object_set_new(root, "extended_steps", json_integer(r.extended_steps));
+    json_object_set_new(root, "per_head", json_boolean(cfg->per_head));
     json_object_set_new(root, "mean_batch", json_real(r.mean_batch));
     json_object_set_new(root, "decode_steps", json_integer(r.decode_steps));
     json_object_set_new(root, "oom_reason", r.oom ? json_string(r.oom_reason) : json_null());

@@ -123,7 +123,8 @@ int scheduler_create(struct scheduler **out, const struct scheduler_config *cfg,
                                                             : 0;
     for (uint32_t i = 0; i < cfg->n_streams; i++) {
         struct scheduler_stream *st = &s->streams[i];
-        st->ops = dense && i % cfg->layers < dense ? &sel_dense_ops : cfg->sel;
+        uint32_t layer = (i / (cfg->heads > 1 ? cfg->heads : 1)) % (cfg->layers ? cfg->layers : 1);
+        st->ops = dense && layer < dense ? &sel_dense_ops : cfg->sel;
         if ((rc = stream_make(s, i, futures ? &futures[i] : NULL, e))) {
             scheduler_destroy(s);
             return rc;

@@ -34,6 +34,10 @@ struct scheduler_config {
                                          a selection's dense leading layers
                                          (selection_ops.dense_layers) run the dense
                                          selection; 0: streams not numbered by layer */
+    uint32_t heads;                   /* with layers, streams a layer has: a shell that runs
+                                         one stream per (sequence, layer, KV head) numbers
+                                         them (sequence * layers + layer) * heads + head;
+                                         0 or 1: one stream a layer */
     uint32_t max_len;                 /* tokens per sequence, at most */
     int keys;                         /* 1: the shell holds every key and query (the
                                          executor) and computes a selection's estimate of

@@ -26,7 +26,7 @@ static void stream_params(const struct search_workload *w, struct place_params *
                                          cost_prefill_peak_act_bytes(m, w->batch * w->prompt_len,
                                                                      w->batch);
     double cpu_kv = w->tiers_given ? w->cpu_kv_bytes : w->hw->host_dram_gib * GIB;
-    struct tier_storage store = {kv_shape_of(m, w->precision), w->inputs_outside};
+    struct tier_storage store = {kv_shape_of(m, w->precision), w->inputs_outside, 1};
     memset(pp, 0, sizeof *pp);
     cost_tiers(&store, w->hw, gpu_kv > 0 ? (uint64_t)gpu_kv : 0, cpu_kv > 0 ? (uint64_t)cpu_kv : 0,
                (uint64_t)w->batch * m->n_layers, pp);

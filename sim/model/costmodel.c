@@ -51,15 +51,20 @@ void cost_tiers(const struct tier_storage *s, const struct hw_profile *hw, uint6
     struct kv_shape act = s->kv;
     if (s->executor)
         act.precision = s->kv.precision == KV_FP16 ? KV_FP16 : KV_FP32;
-    pp->kv_bytes = cost_kv_bytes(&s->kv);
-    pp->act_bytes = cost_act_bytes(&act);
+    /* a unit: one KV head's K and V with their own channels' scales; its
+     * share of the input every head of the token is recomputed from */
+    const uint32_t heads = s->heads > 1 ? s->heads : 1;
+    struct kv_shape unit = s->kv;
+    unit.kv_dim /= heads;
+    pp->kv_bytes = cost_kv_bytes(&unit);
+    pp->act_bytes = cost_act_bytes(&act) / heads;
     pp->input_bytes = s->executor ? 0 : pp->act_bytes;
-    uint64_t fixed = s->executor ? 0 : cost_kv_fixed_bytes(&s->kv);
+    uint64_t fixed = s->executor ? 0 : cost_kv_fixed_bytes(&unit);
     uint64_t g = gpu_kv_bytes / streams;
     pp->gpu_bytes = g > fixed ? g - fixed : 0;
     pp->cpu_bytes = cpu_kv_bytes / streams;
-    pp->load_ns = cost_load_ns(&s->kv, hw);
-    pp->recompute_ns = cost_recompute_ns(&act, hw);
+    pp->load_ns = cost_load_ns(&unit, hw);
+    pp->recompute_ns = cost_recompute_ns(&act, hw) / heads;
 }
 
 struct kv_shape kv_shape_of(const struct model_shape *m, enum kv_precision precision)

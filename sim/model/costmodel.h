@@ -72,10 +72,16 @@ struct tier_storage {
                            FP16 KV (a GPU), else FP32. 0: the paper's system (section III-C):
                            a dropped token's input takes CPU-tier bytes, INT8's per-channel
                            scales take GPU-tier bytes, inputs FP32 only beside FP32 KV */
+    uint32_t heads;     /* units a token's KV splits into, one stream each (a shell that runs
+                           one stream per KV head: replay_config.per_head): each unit holds
+                           one KV head's K and V (and scales) and a 1/heads share of the
+                           token's layer input and of its recomputation; 0 or 1: the whole
+                           token */
 };
 
 /* A stream's tiers and prices from the run's budgets (gpu_kv_bytes and
- * cpu_kv_bytes over all streams, split evenly among `streams`): sets
+ * cpu_kv_bytes over all streams, split evenly among `streams`), per token
+ * or, with s->heads, per (token, KV head) unit: sets
  * pp's kv_bytes, act_bytes, input_bytes, gpu_bytes, cpu_bytes, load_ns and
  * recompute_ns, leaving its other fields. streams > 0. Cannot fail. */
 void cost_tiers(const struct tier_storage *s, const struct hw_profile *hw, uint64_t gpu_kv_bytes,
