@@ -7,6 +7,7 @@
  */
 #include "replay.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,6 +76,11 @@ struct pass {
     void *user;
     uint32_t heads;              /* streams a (sequence, layer) has */
     float *head_row;             /* (max_len) per_head: a KV head's row */
+    float *kv_rows;              /* (n_kv_heads, max_len) head-mean streams of a per-head
+                                    trace: the layer's KV-head rows, for head recall */
+    const float *step_kv;        /* the step's KV-head rows (n_kv of them), or NULL */
+    uint32_t n_kv;
+    uint64_t head_steps;         /* decode steps with a head recall */
 };
 
 int kv_futures_record(struct kv_futures *f, const struct scheduler_plan *plan)
@@ -159,6 +165,19 @@ static void account(struct pass *ps, const struct scheduler_plan *plan, double r
     p->misses += r->gpu_misses;
 }
 
+/* The share of row's stored mass (n_ctx weights) on plan's attended set.
+ * A sparse trace row's residual belongs to unknown tokens, so it counts on
+ * neither side. */
+static double plan_recall(const struct scheduler_plan *plan, const float *row, uint32_t n_ctx)
+{
+    double kept = 0, all = 0;
+    for (uint32_t i = 0; i < n_ctx; i++)
+        all += row[i];
+    for (uint32_t i = 0; i < plan->n_attended; i++)
+        kept += row[plan->attended[i]];
+    return all > 0 ? kept / all : 1.0;
+}
+
 /* One decode row of one stream: step, recall, future recording, feedback. */
 static int decode_row(struct pass *ps, uint32_t stream, uint32_t pos, const float *row,
                       uint32_t n_ctx, uint32_t seq, uint32_t layer, struct alisa_err *e)
@@ -170,14 +189,16 @@ static int decode_row(struct pass *ps, uint32_t stream, uint32_t pos, const floa
         return err_set(e, rc, "sequence %u layer %u position %u: out of memory in the %s "
                        "selection's state", seq, layer, pos, ps->cfg->sel->name);
     if (!plan.place.oom) {
-        /* Over the stored weights: a sparse trace row's residual belongs to
-         * unknown tokens, so it counts on neither side. */
-        double kept = 0, all = 0;
-        for (uint32_t i = 0; i < n_ctx; i++)
-            all += row[i];
-        for (uint32_t i = 0; i < plan.n_attended; i++)
-            kept += row[plan.attended[i]];
-        recall = all > 0 ? kept / all : 1.0;
+        recall = plan_recall(&plan, row, n_ctx);
+        if (ps->tot && ps->step_kv) {
+            for (uint32_t g = 0; g < ps->n_kv; g++) {
+                double hr = plan_recall(&plan, ps->step_kv + (size_t)g * n_ctx, n_ctx);
+                ps->tot->head_recall_mean += hr;
+                if (hr < ps->tot->head_recall_min)
+                    ps->tot->head_recall_min = hr;
+                ps->head_steps++;
+            }
+        }
         if (ps->record && (rc = kv_futures_record(ps->record, &plan)))
             err_set(e, rc, "out of memory recording the future selection");
         scheduler_observe_dense(ps->scheduler, stream, row);
@@ -212,6 +233,7 @@ static int extend_pass(const struct trace_header *h, const uint32_t *seq_len, st
 {
     const struct replay_config *cfg = ps->cfg;
     uint32_t N = cfg->positions;
+    ps->step_kv = NULL; /* synthetic rows have no heads */
     float *row = malloc((size_t)N * sizeof *row);
     if (!row)
         return err_set(e, ALISA_ENOMEM, "out of memory for a %u-token row", N);
@@ -261,6 +283,14 @@ static int run_pass(const char *path, struct pass *ps, struct alisa_err *e)
             uint32_t stream = st.seq * h->n_layers * ps->heads + u;
             const float *row = ps->heads > 1 ? kv_head_row(h, &st, l, u % ps->heads, ps->head_row)
                                              : st.w + (size_t)l * st.n_ctx;
+            ps->step_kv = NULL;
+            if (ps->heads > 1 || (ps->kv_rows && st.w_head)) {
+                /* per head: the stream's own row; else every KV head's */
+                ps->n_kv = ps->heads > 1 ? 1 : h->n_kv_heads;
+                for (uint32_t g = 0; ps->heads == 1 && g < ps->n_kv; g++)
+                    kv_head_row(h, &st, l, g, ps->kv_rows + (size_t)g * st.n_ctx);
+                ps->step_kv = ps->heads > 1 ? row : ps->kv_rows;
+            }
             if (st.pos < prompt) {
                 scheduler_prefill(ps->scheduler, stream, st.pos, row, prompt, &plan);
                 if (ps->tot)
@@ -407,6 +437,7 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
     tot->recompute_ns = pp->recompute_ns;
     tot->phase2_pos = tot->phase3_pos = -1;
     tot->recall_min = 1.0;
+    tot->head_recall_min = 1.0;
 
     struct kv_futures *fs = NULL;
     const struct kv_future *fut = NULL;
@@ -414,8 +445,11 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
     struct place_params *by_seq = NULL; /* flexgen_whole's per-stream parameters */
     struct pass ps = {.cfg = cfg, .trace_seed = h.seed, .tot = tot, .fn = fn, .user = user,
                       .heads = heads};
-    if (heads > 1 && !(ps.head_row = malloc(trace_max * sizeof *ps.head_row))) {
-        rc = err_set(e, ALISA_ENOMEM, "out of memory for a %u-token row", trace_max);
+    if ((heads > 1 && !(ps.head_row = malloc(trace_max * sizeof *ps.head_row))) ||
+        (heads == 1 && h.n_kv_heads && (h.flags & TRACE_FLAG_PER_HEAD) &&
+         h.n_heads % h.n_kv_heads == 0 &&
+         !(ps.kv_rows = malloc((size_t)h.n_kv_heads * trace_max * sizeof *ps.kv_rows)))) {
+        rc = err_set(e, ALISA_ENOMEM, "out of memory for %u-token rows", trace_max);
         goto done;
     }
     if (cfg->place->offline) {
@@ -466,12 +500,17 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
         tot->recall_mean /= (double)tot->decode_steps;
     else
         tot->recall_min = 0.0; /* no decode step ran (out of memory in prefill) */
+    if (ps.head_steps)
+        tot->head_recall_mean /= (double)ps.head_steps;
+    else
+        tot->head_recall_mean = tot->head_recall_min = NAN;
 done:
     scheduler_destroy(s);
     kv_futures_free(fs);
     free(ps.gpu_now);
     free(ps.cpu_now);
     free(ps.head_row);
+    free(ps.kv_rows);
     if (rc)
         replay_totals_free(tot);
     return rc;

@@ -96,6 +96,11 @@ struct replay_totals {
     int64_t phase3_pos;        /* first position with a drop, -1 if none */
     double recall_mean;        /* attended share of the trace's stored attention mass */
     double recall_min;
+    double head_recall_mean;   /* the same over each KV head's row (its query group's mean
+                                  per-head row), over every (step, KV head): what a head-mean
+                                  set keeps of what each head attends; per_head: the recall.
+                                  NAN where the trace has no per-head rows */
+    double head_recall_min;    /* the worst (step, KV head) */
     struct replay_pos *per_pos; /* (max_len), owned */
 };
 

@@ -913,6 +913,8 @@ static int run_replay(struct run *u, struct alisa_err *e)
     }
     r->recall_mean = u->tot.recall_mean;
     r->recall_min = u->tot.recall_min;
+    r->head_recall_mean = u->tot.head_recall_mean;
+    r->head_recall_min = u->tot.head_recall_min;
     if (u->tot.oom) {
         r->oom = 1;
         if (u->tot.oom_cpu)

@@ -191,6 +191,8 @@ struct sim_result {
     int64_t phase2_step;        /* first decode step with an offload, -1 if none */
     int64_t phase3_step;        /* first decode step with a drop, -1 if none */
     double recall_mean, recall_min; /* share of the trace's attention mass attended */
+    double head_recall_mean, head_recall_min; /* the same over each KV head's row
+                                   (replay_totals'); NAN without per-head rows */
     uint64_t events;            /* events the engine processed */
     uint32_t preemptions;       /* vLLM: sequences preempted for lack of KV blocks */
     double mean_batch;          /* sequences decoding per step, on average */

@@ -175,6 +175,24 @@ expect 0 "sim --extend" "$alisa" sim --trace "$tmp/a.trace" --model OPT-13B --ha
 grep_out "the last 32 decode steps use synthetic rows" "sim reports the extension"
 expect 2 "sim unknown system" "$alisa" sim --trace "$tmp/a.trace" --model OPT-13B \
     --hardware V100-32GB --batch 8 --system magic
+# per-head selection: refused on a trace without per-head rows, run on one with them
+expect 1 "plan --per-head without per-head rows" "$alisa" plan --trace "$tmp/a.trace" --per-head
+grep_out "a.trace: per-head streams need per-head rows" "plan --per-head names the trace"
+expect 0 "trace gen --per-head" "$alisa" trace gen --model OPT-13B --layers 2 --seqs 2 \
+    --prompt-len 32 --gen-len 32 --per-head -o "$tmp/heads.trace"
+expect 0 "plan --per-head" "$alisa" plan --trace "$tmp/heads.trace" --selection topk \
+    --placement lru --gpu-kv-bytes 2MiB --per-head --every 0
+grep_out "sequences x layers x 40 KV heads" "plan --per-head counts KV-head streams"
+grep_out "per KV head mean" "plan reports the recall per KV head"
+expect 2 "plan --per-head --log" "$alisa" plan --trace "$tmp/heads.trace" --per-head \
+    --log "$tmp/heads.log"
+expect 0 "sim --per-head" "$alisa" sim --trace "$tmp/heads.trace" --model OPT-13B \
+    --hardware V100-32GB --batch 8 --prompt-len 32 --gen-len 32 --system alisa --per-head
+grep_out "(selected per KV head)" "sim says it selected per KV head"
+expect 1 "sim --per-head --extend" "$alisa" sim --trace "$tmp/heads.trace" --model OPT-13B \
+    --hardware V100-32GB --batch 8 --prompt-len 32 --gen-len 64 --system alisa --per-head \
+    --extend
+grep_out "the synthetic extension has no per-head rows" "sim --per-head refuses the extension"
 
 # Bad input files: one line naming the file, exit 1, no crash.
 expect 1 "missing trace" "$alisa" trace info "$tmp/none.trace"

@@ -737,6 +737,18 @@ static void test_per_head_streams_select_on_their_kv_heads_rows(void **state)
         assert_int_equal(c.decode_plans, 28 * c.L * c.G);
         assert_int_equal(t.kv_bytes, 2 * 32 * 2 / 2); /* one KV head's K and V */
         assert_int_equal(c.dense_plans, c.sel == &sel_quest_ops ? 28 * 2 * c.G : 0);
+        assert_true(t.head_recall_mean == t.recall_mean && t.head_recall_min == t.recall_min);
+        if (c.sel == &sel_topk_ops) {
+            /* each head's own top-k keeps at least what the head-mean top-k
+             * keeps of that head's row, step by step, so on average and at
+             * worst */
+            struct replay_totals m;
+            cfg.per_head = 0;
+            assert_int_equal(replay_trace(path, &cfg, &m, NULL, NULL, &e), 0);
+            assert_true(m.head_recall_mean < t.head_recall_mean);
+            assert_true(m.head_recall_min <= t.head_recall_min);
+            replay_totals_free(&m);
+        }
         replay_totals_free(&t);
     }
     free(c.rows);

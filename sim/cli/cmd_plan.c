@@ -5,6 +5,7 @@
  * A shell over replay.h: option parsing, catalog look-up, printing. No time
  * model yet; `alisa sim` (issue 5) adds it.
  */
+#include <math.h>
 #include <stddef.h>
 #include <jansson.h>
 #include <stdlib.h>
@@ -180,6 +181,10 @@ static void plan_report_json(const char *trace, const struct replay_config *cfg,
         "attention_recall_mean", t->recall_mean, "attention_recall_min", t->recall_min);
     json_object_set_new(root, "fetch_cost_ns", json_real(t->fetch_cost_ns));
     json_object_set_new(root, "per_head", json_boolean(cfg->per_head));
+    json_object_set_new(root, "attention_head_recall_mean",
+                        isnan(t->head_recall_mean) ? json_null() : json_real(t->head_recall_mean));
+    json_object_set_new(root, "attention_head_recall_min",
+                        isnan(t->head_recall_min) ? json_null() : json_real(t->head_recall_min));
     json_object_set_new(root, "kv_heads", json_integer(t->heads));
     json_object_set_new(root, "selection_params", cli_knobs_json(cfg->sel, &cfg->sel_params));
     json_object_set_new(root, "gpu_kv_bytes", cfg->gpu_kv_bytes >= UINT64_MAX / 2 ? json_null()
@@ -207,9 +212,10 @@ static void plan_report_text(const char *trace, const struct replay_config *cfg,
     else
         printf("plan: %s: %u streams (sequences x layers), up to %u tokens each\n", trace,
                t->n_streams, t->max_len);
-    printf("selection %s, placement %s%s; KV %s, %llu B per token per layer\n", cfg->sel->name,
+    printf("selection %s, placement %s%s; KV %s, %llu B per %s per layer\n", cfg->sel->name,
            cfg->place->name, cfg->place->offline ? " (OFFLINE BOUND)" : "",
-           kv_precision_name(cfg->precision), (unsigned long long)t->kv_bytes);
+           kv_precision_name(cfg->precision), (unsigned long long)t->kv_bytes,
+           t->heads > 1 ? "(token, KV head)" : "token");
     printf("capacity per stream: GPU %u tokens, CPU %u tokens; cost per token on %s: load %.2f ns, "
            "recompute %.2f ns\n",
            t->gpu_cap_tokens, t->cpu_cap_tokens, hw_name, t->load_ns, t->recompute_ns);
@@ -237,8 +243,11 @@ static void plan_report_text(const char *trace, const struct replay_config *cfg,
            t->bytes_h2d / 1e6, (unsigned long long)t->loads, (unsigned long long)t->recomputed_tokens,
            t->bytes_d2h / 1e6, (unsigned long long)t->offloads, (unsigned long long)t->drops,
            (unsigned long long)t->retired);
-    printf("        peak KV: GPU %.3f MB, CPU %.3f MB; attention recall mean %.4f, worst %.4f\n",
+    printf("        peak KV: GPU %.3f MB, CPU %.3f MB; attention recall mean %.4f, worst %.4f",
            t->peak_gpu_bytes / 1e6, t->peak_cpu_bytes / 1e6, t->recall_mean, t->recall_min);
+    if (!isnan(t->head_recall_mean))
+        printf("; per KV head mean %.4f, worst %.4f", t->head_recall_mean, t->head_recall_min);
+    printf("\n");
     printf("        fetch cost %.3f ms (loads and offloads x %.2f ns, recomputations x %.2f ns)\n",
            t->fetch_cost_ns * 1e-6, t->load_ns, t->recompute_ns);
     if (t->phase2_pos >= 0 || t->phase3_pos >= 0)

@@ -394,6 +394,10 @@ static void sim_report_json(const struct sim_opts *o, const struct sim_result *r
     json_object_set_new(root, "cpu_attention_s", json_real(r.cpu_attention_s));
     json_object_set_new(root, "extended_steps", json_integer(r.extended_steps));
     json_object_set_new(root, "per_head", json_boolean(cfg->per_head));
+    json_object_set_new(root, "attention_head_recall_mean",
+                        isnan(r.head_recall_mean) ? json_null() : json_real(r.head_recall_mean));
+    json_object_set_new(root, "attention_head_recall_min",
+                        isnan(r.head_recall_min) ? json_null() : json_real(r.head_recall_min));
     json_object_set_new(root, "mean_batch", json_real(r.mean_batch));
     json_object_set_new(root, "decode_steps", json_integer(r.decode_steps));
     json_object_set_new(root, "oom_reason", r.oom ? json_string(r.oom_reason) : json_null());
@@ -510,8 +514,10 @@ static int sim_report_text(const struct sim_opts *o, const struct sim_result *re
                                   : "greedy search",
                q->total_ns * 1e-9, r.total_s - r.prefill_s);
     }
-    printf("selection    attention recall mean %.4f, worst %.4f\n", r.recall_mean,
-           r.recall_min);
+    printf("selection    attention recall mean %.4f, worst %.4f", r.recall_mean, r.recall_min);
+    if (!isnan(r.head_recall_mean))
+        printf("; per KV head mean %.4f, worst %.4f", r.head_recall_mean, r.head_recall_min);
+    printf("%s\n", cfg->per_head ? " (selected per KV head)" : "");
     if (r.extended_steps)
         printf("extended     the last %u decode steps use synthetic rows (--extend)\n",
                r.extended_steps);
