@@ -181,7 +181,8 @@ static const struct cli_opt sim_run_opts[] = {
     {"per-head", NULL, CLI_FLAG, SO(cfg.per_head), NULL, 0,
      "select and place per (token, KV head): one stream per KV\n"
      "head, on the trace's per-head rows (alisa record --per-head),\n"
-     "each query group's mean row driving its KV head (default:\n"
+     "each query group's mean row driving its KV head; ALISA's\n"
+     "schedule search still reads the head-mean picks (default:\n"
      "per token, on the head-mean row)", 0},
     {"json", NULL, CLI_FLAG, SO(json), NULL, 0, "print JSON", 0},
     {"catalog", "DIR", CLI_STR, SO(dir), NULL, 0, "catalog directory", 0},
