@@ -40,7 +40,7 @@ fi
 record stories260K-tinystories-heads --model stories260K --text "$text/tinystories_val_subset.txt" \
     --prompt-len 128 --gen-len 384 --batch 4
 csv=$out/per-head.csv
-echo "trace,kv_heads,selection,mode,buffer_tokens,attended_per_step,head_recall_mean,head_recall_min,bytes_h2d,belady_bytes_h2d,gpu_hit_rate" >"$csv.tmp"
+echo "trace,units_per_token,selection,mode,buffer_tokens,attended_per_step,head_recall_mean,head_recall_min,bytes_h2d,belady_bytes_h2d,gpu_hit_rate" >"$csv.tmp"
 for t in "$dir"/*.trace; do
     name=$(basename "$t" .trace)
     read -r streams kvb maxlen < <($alisa plan --trace "$t" --selection topk --sparsity 0.8 \
@@ -67,11 +67,11 @@ if d["oom"]:
 if d["placement"] != "hot-buffer":
     tok = "all"
 unit = d["kv_bytes_per_token_layer"]  # a token, or a (token, KV head) unit
-heads, up, hit = d["kv_heads"], d["bytes_h2d"], d["gpu_hit_rate"]
+units, up, hit = d["units_per_token"], d["bytes_h2d"], d["gpu_hit_rate"]
 rmean, rmin = d["attention_head_recall_mean"], d["attention_head_recall_min"]
 belady = d["optimum"]["belady_misses"] * unit if d["optimum"] else ""
 att = d["attended_tokens"] / d["decode_steps"]
-print(f"{name},{heads},{sel},{mode},{tok},{att:.2f},{rmean:.6f},{rmin:.6f},{up},{belady},{hit:.6f}")' \
+print(f"{name},{units},{sel},{mode},{tok},{att:.2f},{rmean:.6f},{rmin:.6f},{up},{belady},{hit:.6f}")' \
                     "$name" "$sel" "$mode" "$tok" >>"$csv.tmp"
         done
     done

@@ -395,7 +395,7 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
         if (cfg->extend)
             return err_set(e, ALISA_EINVAL, "%s: per-head streams replay the trace's own rows; "
                            "the synthetic extension has no per-head rows", path);
-        if (cfg->flexgen_whole)
+        if (cfg->flexgen_whole && cfg->place->split_sequences)
             return err_set(e, ALISA_EINVAL, "%s: per-head streams: FlexGen's split by whole "
                            "sequences numbers streams by layer", path);
     }
@@ -410,6 +410,12 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
     if (ks.kv_dim == 0)
         return err_set(e, ALISA_EINVAL, "%s: model shape gives no KV (hidden %u, heads %u, kv heads %u)",
                        path, h.hidden, h.n_heads, h.n_kv_heads);
+    /* a unit's bytes are whole: its channels, input share and INT4 groups */
+    if (heads > 1 && (ks.kv_dim % heads || ks.hidden % heads ||
+                      (ks.precision == KV_INT4 && (ks.kv_dim / heads) % KV_INT4_GROUP)))
+        return err_set(e, ALISA_EINVAL, "%s: per-head streams: the model's KV width %u (hidden "
+                       "%u%s) does not split into the trace's %u KV heads", path, ks.kv_dim,
+                       ks.hidden, ks.precision == KV_INT4 ? ", INT4 groups of 64" : "", heads);
     struct scheduler_config sc = {.sel = cfg->sel, .sel_params = cfg->sel_params,
                                   .place = cfg->place, .n_streams = n_streams,
                                   .layers = cfg->every_layer_selects ? 0 : h.n_layers,

@@ -54,7 +54,9 @@ struct replay_config {
                                    selection and placement decide per (token, head), as
                                    Quest, InfiniGen and H2O select per head; plan counts
                                    are (token, head) units, bytes are bytes. Refused with
-                                   extend and flexgen_whole. 0: one stream per (sequence,
+                                   extend, flexgen_whole's split, and a model shape (kv_dim,
+                                   hidden, INT4 groups) that does not split into the trace's
+                                   KV heads. 0: one stream per (sequence,
                                    layer) on the head-mean row */
     const struct trace_gen_params *extend; /* when non-NULL, sequences shorter than
                                    `positions` continue with synthetic rows from this model
@@ -97,9 +99,10 @@ struct replay_totals {
     double recall_mean;        /* attended share of the trace's stored attention mass */
     double recall_min;
     double head_recall_mean;   /* the same over each KV head's row (its query group's mean
-                                  per-head row), over every (step, KV head): what a head-mean
-                                  set keeps of what each head attends; per_head: the recall.
-                                  NAN where the trace has no per-head rows */
+                                  per-head row), over every (step, KV head) of the trace's own
+                                  rows (not the synthetic extension's): what a head-mean set
+                                  keeps of what each head attends; per_head: the recall. NAN
+                                  where the trace has no per-head rows */
     double head_recall_min;    /* the worst (step, KV head) */
     struct replay_pos *per_pos; /* (max_len), owned */
 };

@@ -1007,7 +1007,12 @@ static void price_layer(struct run *u, uint32_t j, uint32_t l, const struct sche
                                          hw, cpu * FLEXGEN_CPU_ATTN_TRAFFIC))};
     /* the scheduler's own time, where the profile prices it, runs before
      * the layer on the same processor */
-    u->sched[x] = ns_of(cost_schedule_ns(sp, u->B, context, u->B > 0 ? att / u->B : 0, ret));
+    /* per head, each KV head's stream runs its own selection: heads times
+     * the streams, each attending (in units) what a token's-worth does,
+     * retiring units */
+    const double hd = c->heads ? c->heads : 1;
+    u->sched[x] = ns_of(cost_schedule_ns(sp, u->B * hd, context, u->B > 0 ? att / u->B : 0,
+                                         ret * hd));
     /* FlexGen computes the layer once per GPU batch (its weights read each
      * time; flex_opt.py, generation_loop_overlap_single_batch's loop over
      * num_gpu_batches); the layer lasts at least its launches on the host */
@@ -1333,6 +1338,7 @@ static int sim_run_one(const struct sim_config *cfg, struct sim_result *r, FILE 
     int rc;
     memset(r, 0, sizeof *r);
     r->phase2_step = r->phase3_step = -1;
+    r->head_recall_mean = r->head_recall_min = NAN; /* measured by a replay only */
     if (!cfg->batch || !cfg->gen_len || !cfg->prompt_len)
         return err_set(e, ALISA_EINVAL, "batch %u, prompt %u and generated %u tokens must be positive",
                        cfg->batch, cfg->prompt_len, cfg->gen_len);
@@ -1341,6 +1347,9 @@ static int sim_run_one(const struct sim_config *cfg, struct sim_result *r, FILE 
                        "batch of %u", cfg->flexgen_gpu_batch, cfg->batch);
     if (cfg->precision == KV_INT4 && (rc = int4_check(cfg, e)))
         return rc;
+    if (cfg->per_head && cfg->system->block_tokens)
+        return err_set(e, ALISA_EINVAL, "--per-head with system %s: it is modelled per sequence "
+                       "(its block manager) and selects nothing", cfg->system->name);
     struct run u = {.cfg = cfg, .m = cfg->model, .r = r, .Lm = cfg->model->n_layers,
                     .B = cfg->batch, .N = cfg->gen_len,
                     .ks = kv_shape_of(cfg->model, cfg->precision),

@@ -193,6 +193,15 @@ expect 1 "sim --per-head --extend" "$alisa" sim --trace "$tmp/heads.trace" --mod
     --hardware V100-32GB --batch 8 --prompt-len 32 --gen-len 64 --system alisa --per-head \
     --extend
 grep_out "the synthetic extension has no per-head rows" "sim --per-head refuses the extension"
+expect 1 "sim --per-head vllm" "$alisa" sim --trace "$tmp/heads.trace" --model OPT-13B \
+    --hardware V100-32GB --batch 8 --prompt-len 32 --gen-len 32 --system vllm --per-head
+grep_out "per-head with system vllm" "sim --per-head refuses vLLM's per-sequence model"
+expect 0 "trace gen --per-head SmolLM2" "$alisa" trace gen --model SmolLM2-135M --layers 2 \
+    --prompt-len 32 --gen-len 32 --per-head -o "$tmp/heads3.trace"
+expect 1 "sim --per-head uneven" "$alisa" sim --trace "$tmp/heads3.trace" --model OPT-13B \
+    --hardware V100-32GB --batch 8 --prompt-len 32 --gen-len 32 --system alisa --per-head
+grep_out "KV width 5120 (hidden 5120) does not split into the trace's 3 KV heads" \
+    "sim --per-head names the shape that does not split"
 
 # Bad input files: one line naming the file, exit 1, no crash.
 expect 1 "missing trace" "$alisa" trace info "$tmp/none.trace"

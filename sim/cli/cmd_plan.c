@@ -185,7 +185,7 @@ static void plan_report_json(const char *trace, const struct replay_config *cfg,
                         isnan(t->head_recall_mean) ? json_null() : json_real(t->head_recall_mean));
     json_object_set_new(root, "attention_head_recall_min",
                         isnan(t->head_recall_min) ? json_null() : json_real(t->head_recall_min));
-    json_object_set_new(root, "kv_heads", json_integer(t->heads));
+    json_object_set_new(root, "units_per_token", json_integer(t->heads));
     json_object_set_new(root, "selection_params", cli_knobs_json(cfg->sel, &cfg->sel_params));
     json_object_set_new(root, "gpu_kv_bytes", cfg->gpu_kv_bytes >= UINT64_MAX / 2 ? json_null()
                                               : json_integer((json_int_t)cfg->gpu_kv_bytes));
