@@ -78,9 +78,7 @@ struct pass {
     float *head_row;             /* (max_len) per_head: a KV head's row */
     float *kv_rows;              /* (n_kv_heads, max_len) head-mean streams of a per-head
                                     trace: the layer's KV-head rows, for head recall */
-    const float *step_kv;        /* the step's KV-head rows (n_kv of them), or NULL */
-    uint32_t n_kv;
-    uint64_t head_steps;         /* decode steps with a head recall */
+    uint64_t head_steps;         /* (step, KV head) pairs with a head recall */
 };
 
 int kv_futures_record(struct kv_futures *f, const struct scheduler_plan *plan)
@@ -178,9 +176,12 @@ static double plan_recall(const struct scheduler_plan *plan, const float *row, u
     return all > 0 ? kept / all : 1.0;
 }
 
-/* One decode row of one stream: step, recall, future recording, feedback. */
+/* One decode row of one stream: step, recall, future recording, feedback.
+ * kv_rows: the step's n_kv KV-head rows its recall per KV head is taken
+ * over, or NULL (none known). */
 static int decode_row(struct pass *ps, uint32_t stream, uint32_t pos, const float *row,
-                      uint32_t n_ctx, uint32_t seq, uint32_t layer, struct alisa_err *e)
+                      uint32_t n_ctx, uint32_t seq, uint32_t layer, const float *kv_rows,
+                      uint32_t n_kv, struct alisa_err *e)
 {
     struct scheduler_plan plan;
     double recall = 1.0;
@@ -190,9 +191,9 @@ static int decode_row(struct pass *ps, uint32_t stream, uint32_t pos, const floa
                        "selection's state", seq, layer, pos, ps->cfg->sel->name);
     if (!plan.place.oom) {
         recall = plan_recall(&plan, row, n_ctx);
-        if (ps->tot && ps->step_kv) {
-            for (uint32_t g = 0; g < ps->n_kv; g++) {
-                double hr = plan_recall(&plan, ps->step_kv + (size_t)g * n_ctx, n_ctx);
+        if (ps->tot && kv_rows) {
+            for (uint32_t g = 0; g < n_kv; g++) {
+                double hr = plan_recall(&plan, kv_rows + (size_t)g * n_ctx, n_ctx);
                 ps->tot->head_recall_mean += hr;
                 if (hr < ps->tot->head_recall_min)
                     ps->tot->head_recall_min = hr;
@@ -233,7 +234,6 @@ static int extend_pass(const struct trace_header *h, const uint32_t *seq_len, st
 {
     const struct replay_config *cfg = ps->cfg;
     uint32_t N = cfg->positions;
-    ps->step_kv = NULL; /* synthetic rows have no heads */
     float *row = malloc((size_t)N * sizeof *row);
     if (!row)
         return err_set(e, ALISA_ENOMEM, "out of memory for a %u-token row", N);
@@ -254,7 +254,8 @@ static int extend_pass(const struct trace_header *h, const uint32_t *seq_len, st
                 if (pos == seq_len[s]) /* the rows before come from the trace */
                     gen_stream_skip_to(gs[l], pos);
                 gen_stream_row(gs[l], pos, row);
-                rc = decode_row(ps, s * h->n_layers + l, pos, row, pos + 1, s, l, e);
+                rc = decode_row(ps, s * h->n_layers + l, pos, row, pos + 1, s, l, NULL, 0,
+                                e); /* synthetic rows have no heads */
             }
         for (uint32_t l = 0; l < h->n_layers; l++)
             gen_stream_destroy(gs[l]);
@@ -283,14 +284,6 @@ static int run_pass(const char *path, struct pass *ps, struct alisa_err *e)
             uint32_t stream = st.seq * h->n_layers * ps->heads + u;
             const float *row = ps->heads > 1 ? kv_head_row(h, &st, l, u % ps->heads, ps->head_row)
                                              : st.w + (size_t)l * st.n_ctx;
-            ps->step_kv = NULL;
-            if (ps->heads > 1 || (ps->kv_rows && st.w_head)) {
-                /* per head: the stream's own row; else every KV head's */
-                ps->n_kv = ps->heads > 1 ? 1 : h->n_kv_heads;
-                for (uint32_t g = 0; ps->heads == 1 && g < ps->n_kv; g++)
-                    kv_head_row(h, &st, l, g, ps->kv_rows + (size_t)g * st.n_ctx);
-                ps->step_kv = ps->heads > 1 ? row : ps->kv_rows;
-            }
             if (st.pos < prompt) {
                 scheduler_prefill(ps->scheduler, stream, st.pos, row, prompt, &plan);
                 if (ps->tot)
@@ -298,7 +291,17 @@ static int run_pass(const char *path, struct pass *ps, struct alisa_err *e)
                 if (ps->fn)
                     ps->fn(ps->user, &plan, st.seq, l, row);
             } else {
-                rc = decode_row(ps, stream, st.pos, row, st.n_ctx, st.seq, l, e);
+                /* recall per KV head: per head the stream's own row; else
+                 * every KV head's, on a trace that keeps them */
+                const float *kv = ps->heads > 1 ? row : NULL;
+                uint32_t n_kv = 1;
+                if (ps->tot && ps->kv_rows) {
+                    n_kv = h->n_kv_heads;
+                    for (uint32_t g = 0; g < n_kv; g++)
+                        kv_head_row(h, &st, l, g, ps->kv_rows + (size_t)g * st.n_ctx);
+                    kv = ps->kv_rows;
+                }
+                rc = decode_row(ps, stream, st.pos, row, st.n_ctx, st.seq, l, kv, n_kv, e);
             }
         }
         if (rc)
@@ -384,12 +387,15 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
     trace_reader_destroy(r);
 
     const uint32_t heads = cfg->per_head ? h.n_kv_heads : 1;
+    /* KV-head rows can be formed: per-head rows, query heads in whole groups */
+    const int grouped = (h.flags & TRACE_FLAG_PER_HEAD) && h.n_kv_heads &&
+                        h.n_heads % h.n_kv_heads == 0;
     if (cfg->per_head) {
         if (!(h.flags & TRACE_FLAG_PER_HEAD))
             return err_set(e, ALISA_EINVAL, "%s: per-head streams need per-head rows and the "
                            "trace has none (alisa record --per-head, alisa trace gen --per-head)",
                            path);
-        if (!h.n_kv_heads || h.n_heads % h.n_kv_heads)
+        if (!grouped)
             return err_set(e, ALISA_EINVAL, "%s: per-head streams: %u query heads do not group "
                            "over %u KV heads", path, h.n_heads, h.n_kv_heads);
         if (cfg->extend)
@@ -452,8 +458,7 @@ int replay_trace(const char *path, const struct replay_config *cfg, struct repla
     struct pass ps = {.cfg = cfg, .trace_seed = h.seed, .tot = tot, .fn = fn, .user = user,
                       .heads = heads};
     if ((heads > 1 && !(ps.head_row = malloc(trace_max * sizeof *ps.head_row))) ||
-        (heads == 1 && h.n_kv_heads && (h.flags & TRACE_FLAG_PER_HEAD) &&
-         h.n_heads % h.n_kv_heads == 0 &&
+        (heads == 1 && grouped &&
          !(ps.kv_rows = malloc((size_t)h.n_kv_heads * trace_max * sizeof *ps.kv_rows)))) {
         rc = err_set(e, ALISA_ENOMEM, "out of memory for %u-token rows", trace_max);
         goto done;

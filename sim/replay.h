@@ -6,8 +6,8 @@
  * n_layers + layer) * n_kv_heads + head), driven by its KV head's row: the
  * mean of the per-head rows of the query heads that share it (query head q
  * reads KV head q / (n_heads / n_kv_heads), as HF's repeat_kv and the
- * executor's cpu_attend group them). Prompt rows feed prefill, decode rows drive scheduler_step and are fed
- * back with scheduler_observe_dense. Offline placements (belady) get their
+ * executor's cpu_attend group them). Prompt rows feed prefill, decode rows
+ * drive scheduler_step and are fed back with scheduler_observe_dense. Offline placements (belady) get their
  * future from a first pass with the same selection: selection never depends
  * on placement. Capacities are totals, split evenly over the streams.
  */

@@ -351,6 +351,13 @@ int cli_knobs_apply(const struct cli_knobs *kn, const struct selection_ops *s,
     return sel_params_validate(p, s, e);
 }
 
+void cli_head_recall_json(json_t *root, double mean, double min)
+{
+    json_object_set_new(root, "attention_head_recall_mean",
+                        isnan(mean) ? json_null() : json_real(mean));
+    json_object_set_new(root, "attention_head_recall_min", isnan(min) ? json_null() : json_real(min));
+}
+
 json_t *cli_knobs_json(const struct selection_ops *s, const struct sel_params *p)
 {
     json_t *o = json_object();

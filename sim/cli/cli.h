@@ -179,6 +179,10 @@ int cli_knobs_apply(const struct cli_knobs *k, const struct selection_ops *s,
 typedef struct json_t json_t;
 json_t *cli_knobs_json(const struct selection_ops *s, const struct sel_params *p);
 
+/* Sets root's attention_head_recall_mean and _min (replay_totals'): null
+ * where not measured (NAN). What plan's and sim's --json report alike. */
+void cli_head_recall_json(json_t *root, double mean, double min);
+
 /* The knob options' help lines, each option name padded to col. */
 void cli_knobs_help(FILE *f, int col);
 

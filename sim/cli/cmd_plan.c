@@ -181,10 +181,7 @@ static void plan_report_json(const char *trace, const struct replay_config *cfg,
         "attention_recall_mean", t->recall_mean, "attention_recall_min", t->recall_min);
     json_object_set_new(root, "fetch_cost_ns", json_real(t->fetch_cost_ns));
     json_object_set_new(root, "per_head", json_boolean(cfg->per_head));
-    json_object_set_new(root, "attention_head_recall_mean",
-                        isnan(t->head_recall_mean) ? json_null() : json_real(t->head_recall_mean));
-    json_object_set_new(root, "attention_head_recall_min",
-                        isnan(t->head_recall_min) ? json_null() : json_real(t->head_recall_min));
+    cli_head_recall_json(root, t->head_recall_mean, t->head_recall_min);
     json_object_set_new(root, "units_per_token", json_integer(t->heads));
     json_object_set_new(root, "selection_params", cli_knobs_json(cfg->sel, &cfg->sel_params));
     json_object_set_new(root, "gpu_kv_bytes", cfg->gpu_kv_bytes >= UINT64_MAX / 2 ? json_null()

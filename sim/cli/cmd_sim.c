@@ -395,10 +395,7 @@ static void sim_report_json(const struct sim_opts *o, const struct sim_result *r
     json_object_set_new(root, "cpu_attention_s", json_real(r.cpu_attention_s));
     json_object_set_new(root, "extended_steps", json_integer(r.extended_steps));
     json_object_set_new(root, "per_head", json_boolean(cfg->per_head));
-    json_object_set_new(root, "attention_head_recall_mean",
-                        isnan(r.head_recall_mean) ? json_null() : json_real(r.head_recall_mean));
-    json_object_set_new(root, "attention_head_recall_min",
-                        isnan(r.head_recall_min) ? json_null() : json_real(r.head_recall_min));
+    cli_head_recall_json(root, r.head_recall_mean, r.head_recall_min);
     json_object_set_new(root, "mean_batch", json_real(r.mean_batch));
     json_object_set_new(root, "decode_steps", json_integer(r.decode_steps));
     json_object_set_new(root, "oom_reason", r.oom ? json_string(r.oom_reason) : json_null());
