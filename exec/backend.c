@@ -377,15 +377,3 @@ void backend_write_timings(const struct backend_common *c, uint32_t pos0, uint32
     }
     fprintf(c->timings, "]}\n");
 }
-
-void backend_rope_tables(const struct llm_config *c, uint32_t max_len, float *cs, float *sn)
-{
-    uint32_t half = c->head_dim / 2;
-    for (uint32_t pos = 0; pos < max_len; pos++)
-        for (uint32_t i = 0; i < half; i++) {
-            float freq = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)c->head_dim);
-            float val = (float)pos * freq;
-            cs[(size_t)pos * half + i] = cosf(val);
-            sn[(size_t)pos * half + i] = sinf(val);
-        }
-}

@@ -148,8 +148,4 @@ double backend_observe(struct backend_common *c, uint32_t b, uint32_t l, uint32_
 void backend_write_timings(const struct backend_common *c, uint32_t pos0, uint32_t P,
                            double total_ns, double head_ns);
 
-/* The RoPE tables of c's model for max_len positions into cs and sn
- * (max_len, head_dim / 2 each), run.c's float formula. Cannot fail. */
-void backend_rope_tables(const struct llm_config *c, uint32_t max_len, float *cs, float *sn);
-
 #endif

@@ -15,12 +15,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cpu_layers.h"
 #include "cpu_ops.h"
 #include "fp16.h"
 #include "fit.h"
 #include "skew.h"
 
 struct cpu_state {
+    struct cpu_rows rows;  /* first: the row operations' context (cpu_layers.h), the
+                              buffers below by name */
     const struct llm_model *m;
     uint32_t batch, max_len;
     uint32_t rows_cap;     /* rows the activation block holds (batch x positions) */
@@ -57,6 +60,16 @@ struct cpu_state {
     float *ig_qs;          /* (ig_rows, dim) each row's speculated query: this layer's Wq
                               times ig_prev (InfiniGen speculates a layer ahead) */
     uint32_t ig_rows;      /* rows ig_prev and ig_qs hold */
+    /* the call in flight (cpu_forward_rows), read by the layer ops */
+    struct backend_common *cm;
+    const uint32_t *cslot; /* (R) each row's sequence */
+    float *out_rows;       /* attention rows asked for, or NULL */
+    struct sel_estimate est; /* the run's estimate, asked once a call */
+    int speculate;         /* InfiniGen's speculation runs this call */
+    const uint32_t *head_rows; /* the rows the head reads, or NULL: all */
+    uint32_t n_head;
+    uint64_t t0;           /* the current timing segment's start */
+    double head_ns;        /* the head's time this call */
 };
 
 static void ig_free(struct cpu_state *s);
@@ -113,6 +126,11 @@ static int ensure_rows(struct cpu_state *s, uint32_t rows)
     s->hb2 = p; p += R * hd;
     s->logits = p;
     s->rows_cap = rows;
+    float *named[LB_N] = {[LB_X] = s->x, [LB_XB] = s->xb, [LB_XB2] = s->xb2, [LB_Q] = s->q,
+                          [LB_K] = s->k, [LB_V] = s->v, [LB_HB] = s->hb, [LB_HB2] = s->hb2,
+                          [LB_LOGITS] = s->logits};
+    memcpy(s->rows.buf, named, sizeof named);
+    s->rows.scratch = s->qscratch;
     return 0;
 }
 
@@ -152,7 +170,10 @@ static int cpu_create(void **be, const struct backend_common *cm, struct alisa_e
     memset(s->key_cache, 0, cache * sizeof(float));
     memset(s->value_cache, 0, cache * sizeof(float));
     s->rope_sin = s->rope_cos + max_len * half;
-    backend_rope_tables(c, s->max_len, s->rope_cos, s->rope_sin);
+    llm_rope_tables(c, s->max_len, s->rope_cos, s->rope_sin);
+    s->rows.m = s->m;
+    s->rows.rope_cos = s->rope_cos;
+    s->rows.rope_sin = s->rope_sin;
     *be = s;
     return 0;
 }
@@ -211,7 +232,7 @@ static int ig_speculate(struct cpu_state *s, struct backend_common *cm, uint32_t
     }
     if (l > 0 && selects) {
         qmat_gemm(s->ig_qs, s->ig_prev, &w->wq[l], R, s->qscratch);
-        if (c->arch == LLM_ARCH_OPT)
+        if (llm_arch_info(c->arch)->qkv_bias)
             cpu_add_bias(s->ig_qs, w->bq + (size_t)l * d, R, d);
     }
     memcpy(s->ig_prev, s->xb, (size_t)R * d * sizeof *s->xb);
@@ -470,23 +491,8 @@ static uint32_t tiered_gather(struct cpu_state *s, struct backend_common *cm,
     return plan.n_attended;
 }
 
-/* o (R, d) = the architecture's norm of x (R, d): RMSNorm (LLaMA) or
- * LayerNorm with bias b (OPT), rows across the threads. */
-static void norm_rows(const struct llm_config *c, float *o, const float *x, const float *w,
-                      const float *b, uint32_t R)
-{
-    const uint32_t d = c->dim;
-#pragma omp parallel for schedule(static) if (R > 1)
-    for (uint32_t r = 0; r < R; r++) {
-        if (c->arch == LLM_ARCH_OPT)
-            cpu_layernorm(o + (size_t)r * d, x + (size_t)r * d, w, b, d, c->norm_eps);
-        else
-            cpu_rmsnorm(o + (size_t)r * d, x + (size_t)r * d, w, d, c->norm_eps);
-    }
-}
-
-/* Layer l's attention of the R rows (q, k, v in s after the projections)
- * on the dense cache: every row's keys written, then every row attends,
+/* Layer l's attention of the R rows (q, k, v in s after the projections,
+ * RoPE applied) on the dense cache: every row's keys written, then every row attends,
  * across the threads; rows (when given: one position a call) get the
  * head-mean weights, cm->attn_heads each head's. The output replaces the
  * normed input (s->xb). */
@@ -495,17 +501,11 @@ static void dense_attend(struct cpu_state *s, struct backend_common *cm, uint32_
 {
     const struct llm_config *c = &s->m->c;
     const uint32_t B = s->batch, d = c->dim, kv = c->kv_dim, H = c->n_heads, hs = c->head_dim;
-    const uint32_t group = H / c->n_kv_heads, half = hs / 2;
-    const int rope = c->arch != LLM_ARCH_OPT;
+    const uint32_t group = H / c->n_kv_heads;
 #pragma omp parallel for schedule(static) num_threads(s->nt) if (R > 1)
     for (uint32_t r = 0; r < R; r++) {
         uint32_t b = slot[r], pos = pos_of[r];
         size_t base = (((size_t)l * B + b) * s->max_len + pos) * kv;
-        const float *cs = s->rope_cos + (size_t)pos * half, *sn = s->rope_sin + (size_t)pos * half;
-        if (rope) {
-            cpu_rope(s->q + (size_t)r * d, d, hs, cs, sn);
-            cpu_rope(s->k + (size_t)r * kv, kv, hs, cs, sn);
-        }
         memcpy(s->key_cache + base, s->k + (size_t)r * kv, kv * sizeof(float));
         memcpy(s->value_cache + base, s->v + (size_t)r * kv, kv * sizeof(float));
     }
@@ -541,16 +541,12 @@ static int tiered_attend(struct cpu_state *s, struct backend_common *cm,
     const struct llm_config *c = &s->m->c;
     const uint32_t d = c->dim, kv = c->kv_dim, H = c->n_heads, hs = c->head_dim;
     const uint32_t group = H / c->n_kv_heads, half = hs / 2;
-    const int rope = c->arch != LLM_ARCH_OPT;
+    const int rope = llm_arch_info(c->arch)->positions == LLM_POS_ROPE;
     const struct sel_estimate est = *e;
     for (uint32_t k = 0; k < R; k++) {
         const uint32_t r = s->order[k], b = slot[r], pos = pos_of[r], n = pos + 1;
         const float *cs = s->rope_cos + (size_t)pos * half, *sn = s->rope_sin + (size_t)pos * half;
-        float *q = s->q + r * d, *kb = s->k + r * kv, *vb = s->v + r * kv;
-        if (rope) {
-            cpu_rope(q, d, hs, cs, sn);
-            cpu_rope(kb, kv, hs, cs, sn);
-        }
+        float *q = s->q + r * d, *kb = s->k + r * kv, *vb = s->v + r * kv; /* rotated */
         const uint32_t prompt = backend_prompt(cm, b);
         /* whether this stream selects (not one of the dense leading layers) */
         const int sel_layer = scheduler_stream_needs_present(cm->sched, b * c->n_layers + l);
@@ -584,12 +580,83 @@ static int tiered_attend(struct cpu_state *s, struct backend_common *cm,
     return 0;
 }
 
+/* ---- the layer sequence's backend operations (layers.h) beyond the row
+ * operations of cpu_layers.h, on the call in flight ---- */
+
+static int cpu_attend_op(void *be, uint32_t l, uint32_t R)
+{
+    struct cpu_state *s = be;
+    struct backend_common *cm = s->cm;
+    if (!cm->sched) {
+        dense_attend(s, cm, l, s->cslot, s->rows.pos, R, s->out_rows);
+        return 0;
+    }
+    return tiered_attend(s, cm, &s->est, l, s->cslot, s->rows.pos, R, s->out_rows,
+                         cm->t_layer + (size_t)l * T_N);
+}
+
+/* InfiniGen's speculation, from the attention norm's output, as the
+ * selection's time (taken out of the layer's GEMM segment) */
+static int cpu_after_norm(void *be, uint32_t l, uint32_t R)
+{
+    struct cpu_state *s = be;
+    struct backend_common *cm = s->cm;
+    if (!s->speculate)
+        return 0;
+    uint64_t t1 = backend_mono_ns();
+    /* a layer's streams are all dense or all selecting */
+    if (ig_speculate(s, cm, l, R,
+                     scheduler_stream_needs_present(cm->sched, s->cslot[0] * s->m->c.n_layers + l)))
+        return -1;
+    double spec = (double)(backend_mono_ns() - t1);
+    cm->t_layer[(size_t)l * T_N + T_SCHED] += spec;
+    s->t0 += (uint64_t)spec;
+    return 0;
+}
+
+/* A layer's time on the host clock: its projections and MLP as GEMM (the
+ * norms, biases, RoPE and element-wise work with them), its attention
+ * apart; the head's time for the timings line. */
+static int cpu_mark(void *be, uint32_t l, enum lmark m)
+{
+    struct cpu_state *s = be;
+    uint64_t now = backend_mono_ns();
+    if (l == s->m->c.n_layers) {
+        if (m == LM_END)
+            s->head_ns = (double)(now - s->t0);
+        else
+            s->t0 = now;
+        return 0;
+    }
+    double *tl = s->cm->t_layer + (size_t)l * T_N;
+    if (m != LM_START)
+        tl[m == LM_ATTN ? T_ATTN : T_GEMM] += (double)(now - s->t0);
+    s->t0 = now;
+    return 0;
+}
+
+/* The rows asked for (head_rows), gathered into LB_XB2 first. */
+static int cpu_head_rows(void *be, uint32_t R, enum lbuf *src, uint32_t *rows)
+{
+    struct cpu_state *s = be;
+    if (!s->head_rows)
+        return 0;
+    const uint32_t d = s->m->c.dim;
+    (void)R;
+    for (uint32_t k = 0; k < s->n_head; k++)
+        memcpy(s->xb2 + (size_t)k * d, s->x + (size_t)s->head_rows[k] * d, d * sizeof *s->x);
+    *src = LB_XB2;
+    *rows = s->n_head;
+    return 0;
+}
+
 /* The forward pass over R rows, row r being sequence slot[r]'s token at
  * position pos[r] (a sequence's rows in increasing positions, its earlier
  * positions computed before): the lockstep call's rows (cpu_forward) or a
- * serving iteration's (llm_forward_rows). The head runs over every row, or,
- * with head_rows, over those n_head rows only (the logits then (n_head,
- * vocab)). tpos0 and tP are what the timings line reports. */
+ * serving iteration's (llm_forward_rows), through the one layer sequence
+ * (layers_forward). The head runs over every row, or, with head_rows, over
+ * those n_head rows only (the logits then (n_head, vocab)). tpos0 and tP
+ * are what the timings line reports. */
 static const float *cpu_forward_rows(struct cpu_state *s, struct backend_common *cm,
                                      const uint32_t *tokens, const uint32_t *slot,
                                      const uint32_t *pos_of, uint32_t R, float *rows,
@@ -597,8 +664,6 @@ static const float *cpu_forward_rows(struct cpu_state *s, struct backend_common 
                                      uint32_t tP)
 {
     const struct llm_config *c = &s->m->c;
-    const struct llm_weights *w = &s->m->w;
-    const uint32_t d = c->dim, kv = c->kv_dim, hd = c->hidden_dim;
     cpu_flush_subnormals();
     if (ensure_rows(s, R)) {
         err_set(&cm->err, ALISA_ENOMEM, "out of memory for %u activation rows", R);
@@ -614,91 +679,31 @@ static const float *cpu_forward_rows(struct cpu_state *s, struct backend_common 
         for (uint32_t r = 0; r < R; r++) /* rows of a position stay in sequence order */
             s->order[count[pos_of[r]]++] = r;
     }
-    const int opt = c->arch == LLM_ARCH_OPT;
-    struct sel_estimate est = {0}; /* asked once a call (tiered_attend's too) */
+    memset(&s->est, 0, sizeof s->est); /* asked once a call (tiered_attend's too) */
     if (cm->sched)
-        scheduler_present_estimate(cm->sched, &est);
-    int speculate = 0; /* InfiniGen's, in a call with a decode row */
-    for (uint32_t r = 0; est.kind == SEL_ESTIMATE_PARTIAL && r < R && !speculate; r++)
-        speculate = pos_of[r] >= backend_prompt(cm, slot[r]);
-    /* OPT adds its learned position, row pos + 2 (modeling_opt.py's offset) */
-    for (uint32_t r = 0; r < R; r++) {
-        float *x = s->x + (size_t)r * d;
-        qmat_row(&w->token_embedding, tokens[r], x);
-        if (opt) {
-            qmat_row(&w->pos_embedding, pos_of[r] + 2, s->xb);
-            for (uint32_t j = 0; j < d; j++)
-                x[j] += s->xb[j];
-        }
-    }
-    uint64_t t_start = backend_mono_ns(), t0;
-    for (uint32_t l = 0; l < c->n_layers; l++) {
-        double *tl = cm->t_layer + (size_t)l * T_N;
-        t0 = backend_mono_ns();
-        norm_rows(c, s->xb, s->x, w->rms_att + (size_t)l * d,
-                  opt ? w->ln_att_b + (size_t)l * d : NULL, R);
-        if (speculate) { /* the speculation is the selection's time */
-            uint64_t t1 = backend_mono_ns();
-            /* a layer's streams are all dense or all selecting */
-            if (ig_speculate(s, cm, l, R,
-                             scheduler_stream_needs_present(cm->sched, slot[0] * c->n_layers + l)))
-                return NULL;
-            double spec = (double)(backend_mono_ns() - t1);
-            tl[T_SCHED] += spec;
-            t0 += (uint64_t)spec;
-        }
-        qmat_gemm(s->q, s->xb, &w->wq[l], R, s->qscratch);
-        qmat_gemm(s->k, s->xb, &w->wk[l], R, s->qscratch);
-        qmat_gemm(s->v, s->xb, &w->wv[l], R, s->qscratch);
-        if (opt) {
-            cpu_add_bias(s->q, w->bq + (size_t)l * d, R, d);
-            cpu_add_bias(s->k, w->bk + (size_t)l * kv, R, kv);
-            cpu_add_bias(s->v, w->bv + (size_t)l * kv, R, kv);
-        }
-        tl[T_GEMM] += (double)(backend_mono_ns() - t0);
-        t0 = backend_mono_ns();
-        if (!cm->sched)
-            dense_attend(s, cm, l, slot, pos_of, R, rows);
-        else if (tiered_attend(s, cm, &est, l, slot, pos_of, R, rows, tl))
-            return NULL;
-        tl[T_ATTN] += (double)(backend_mono_ns() - t0);
-        t0 = backend_mono_ns();
-        qmat_gemm(s->xb2, s->xb, &w->wo[l], R, s->qscratch);
-        if (opt)
-            cpu_add_bias(s->xb2, w->bo + (size_t)l * d, R, d);
-        for (size_t i = 0; i < (size_t)R * d; i++)
-            s->x[i] += s->xb2[i];
-        norm_rows(c, s->xb, s->x, w->rms_ffn + (size_t)l * d,
-                  opt ? w->ln_ffn_b + (size_t)l * d : NULL, R);
-        qmat_gemm(s->hb, s->xb, &w->w1[l], R, s->qscratch);
-        if (opt) { /* fc1, ReLU, fc2 */
-            cpu_add_bias(s->hb, w->b1 + (size_t)l * hd, R, hd);
-            cpu_relu(s->hb, (size_t)R * hd);
-        } else { /* SwiGLU */
-            qmat_gemm(s->hb2, s->xb, &w->w3[l], R, s->qscratch);
-#pragma omp parallel for schedule(static) if (R > 1)
-            for (uint32_t r = 0; r < R; r++)
-                cpu_swiglu(s->hb + (size_t)r * hd, s->hb2 + (size_t)r * hd, hd);
-        }
-        qmat_gemm(s->xb2, s->hb, &w->w2[l], R, s->qscratch);
-        if (opt)
-            cpu_add_bias(s->xb2, w->b2 + (size_t)l * d, R, d);
-        for (size_t i = 0; i < (size_t)R * d; i++)
-            s->x[i] += s->xb2[i];
-        tl[T_GEMM] += (double)(backend_mono_ns() - t0);
-    }
-    t0 = backend_mono_ns();
-    if (!cm->no_head && head_rows) { /* the rows asked for, gathered first */
-        for (uint32_t k = 0; k < n_head; k++)
-            memcpy(s->xb2 + (size_t)k * d, s->x + (size_t)head_rows[k] * d, d * sizeof *s->x);
-        norm_rows(c, s->xb, s->xb2, w->rms_final, w->ln_final_b, n_head);
-        qmat_gemm(s->logits, s->xb, &w->wcls, n_head, s->qscratch);
-    } else if (!cm->no_head) {
-        norm_rows(c, s->xb, s->x, w->rms_final, w->ln_final_b, R);
-        qmat_gemm(s->logits, s->xb, &w->wcls, R, s->qscratch);
-    }
+        scheduler_present_estimate(cm->sched, &s->est);
+    s->speculate = 0; /* InfiniGen's, in a call with a decode row */
+    for (uint32_t r = 0; s->est.kind == SEL_ESTIMATE_PARTIAL && r < R && !s->speculate; r++)
+        s->speculate = pos_of[r] >= backend_prompt(cm, slot[r]);
+    s->cm = cm;
+    s->cslot = slot;
+    s->out_rows = rows;
+    s->head_rows = head_rows;
+    s->n_head = n_head;
+    s->rows.tokens = tokens;
+    s->rows.pos = pos_of;
+    struct layer_ops o = cpu_row_ops;
+    o.attend = cpu_attend_op;
+    o.after_norm = cpu_after_norm;
+    o.mark = cpu_mark;
+    o.head_rows = cpu_head_rows;
+    uint64_t t_start = backend_mono_ns();
+    int rc = layers_forward(&o, s, c, R, !cm->no_head);
+    s->cm = NULL;
+    if (rc)
+        return NULL;
     uint64_t end = backend_mono_ns();
-    backend_write_timings(cm, tpos0, tP, (double)(end - t_start), (double)(end - t0));
+    backend_write_timings(cm, tpos0, tP, (double)(end - t_start), s->head_ns);
     return s->logits;
 }
 
@@ -807,37 +812,45 @@ static int cpu_bench_copy(size_t bytes, double *ns, struct alisa_err *e)
 static double cpu_bench_recompute(const struct llm_model *m)
 {
     const struct llm_config *c = &m->c;
+    const size_t half = c->head_dim / 2, P = 17;
     float *act = malloc(c->dim * sizeof *act), *k = malloc(2 * c->kv_dim * sizeof *k);
+    float *tab = malloc(2 * P * half * sizeof *tab); /* RoPE's tables for tokens 0..16 */
     double *t = malloc((size_t)5 * c->n_layers * sizeof *t);
-    if (!act || !k || !t) {
-        free(act), free(k), free(t);
+    if (!act || !k || !tab || !t) {
+        free(act), free(k), free(tab), free(t);
         return NAN;
     }
+    const int rope = llm_arch_info(c->arch)->positions == LLM_POS_ROPE;
+    if (rope)
+        llm_rope_tables(c, (uint32_t)P, tab, tab + P * half);
     backend_bench_fill(act, c->dim);
     size_t n = 0;
     for (int r = 0; r < 5; r++)
         for (uint32_t l = 0; l < c->n_layers; l++) {
-            kvstore_recompute(m, l, act, 0, k, k + c->kv_dim);
-            uint64_t t0 = backend_mono_ns();
-            for (uint32_t tok = 1; tok <= 16; tok++)
-                kvstore_recompute(m, l, act, tok, k, k + c->kv_dim);
+            uint64_t t0 = 0;
+            for (uint32_t tok = 0; tok < P; tok++) { /* token 0 warms up */
+                if (tok == 1)
+                    t0 = backend_mono_ns();
+                kvstore_recompute(m, l, act, rope ? tab + tok * half : NULL,
+                                  rope ? tab + (P + tok) * half : NULL, k, k + c->kv_dim);
+            }
             t[n++] = (double)(backend_mono_ns() - t0) / 16;
         }
     double med = fit_median(t, n);
-    free(act), free(k), free(t);
+    free(act), free(k), free(tab), free(t);
     return med;
 }
 
 /* The forward pass's weight GEMMs alone (backend.h): qmat_gemm over each
- * layer's matrices as cpu_forward runs them (OPT has no w3: its FFN is fc1,
- * fc2), then the head, on activations in [-0.5, 0.5). */
+ * layer's matrices as cpu_forward runs them (w3 only in a gated FFN), then
+ * the head, on activations in [-0.5, 0.5). */
 static int cpu_bench_weights(const struct llm_model *m, uint32_t rows, uint32_t layers,
                              uint32_t passes, double *layers_ns, double *head_ns,
                              struct alisa_err *e)
 {
     const struct llm_config *c = &m->c;
     const struct llm_weights *w = &m->w;
-    const int opt = c->arch == LLM_ARCH_OPT;
+    const int gated = llm_arch_info(c->arch)->act == LLM_ACT_SWIGLU;
     size_t wide = c->hidden_dim > c->dim ? c->hidden_dim : c->dim;
     size_t out = wide > c->vocab ? wide : c->vocab;
     if (layers > c->n_layers)
@@ -857,7 +870,7 @@ static int cpu_bench_weights(const struct llm_model *m, uint32_t rows, uint32_t 
         uint64_t t0 = backend_mono_ns();
         for (uint32_t l = 0; l < layers; l++) {
             const struct qmat *mats[7] = {&w->wq[l], &w->wk[l], &w->wv[l], &w->wo[l],
-                                          &w->w1[l], opt ? NULL : &w->w3[l], &w->w2[l]};
+                                          &w->w1[l], gated ? &w->w3[l] : NULL, &w->w2[l]};
             for (int k = 0; k < 7; k++)
                 if (mats[k])
                     qmat_gemm(y, x, mats[k], rows, scratch);

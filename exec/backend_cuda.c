@@ -448,7 +448,7 @@ static int cuda_create(void **be, const struct backend_common *cm, struct alisa_
     if ((rc = upload_weights(s, e)))
         goto fail;
     rc = ALISA_EIO;
-    backend_rope_tables(c, s->max_len, tables, tables + (size_t)s->max_len * half);
+    llm_rope_tables(c, s->max_len, tables, tables + (size_t)s->max_len * half);
     if (CU(e, cudaMalloc((void **)&s->rope_cos, 2 * (size_t)s->max_len * half * sizeof(float))) ||
         CU(e, cudaMemcpy(s->rope_cos, tables, 2 * (size_t)s->max_len * half * sizeof(float),
                          cudaMemcpyHostToDevice)))

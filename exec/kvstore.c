@@ -1,13 +1,15 @@
 /* Token-level KV arenas (contract in kvstore.h). Slots come from per-stream
  * free lists; loc[] maps each token to its device and host slot (-1: none).
- * Recomputation is one GEMV per projection per token, with RoPE at the
- * token's own position, the same arithmetic as the forward pass. INT8 slots
+ * Recomputation is the forward pass's own K/V step (layers_kv on the CPU's
+ * row operations), one token at a time, RoPE from the store's tables at the
+ * token's own position. INT8 slots
  * hold bytes; a stream's open token group lives in FP32 in its residual
  * until the group closes and is quantised into the slots its tokens hold.
  * With tier ops (the CUDA backend) the device arenas are only free lists and
  * every device access is an op.
  */
 #include "kvstore.h"
+#include "cpu_layers.h"
 #include "gguf.h"
 
 #include <math.h>
@@ -32,6 +34,9 @@ struct kvstore {
     int32_t *host_slot;       /* (n_streams, max_len) */
     float *act;               /* (n_streams, max_len, dim) kept layer inputs */
     float *scratch;           /* (2, kv_dim) */
+    float *rope_cos, *rope_sin; /* llm_rope_tables (max_len, head_dim / 2), one block; NULL
+                                 * behind tier ops or without RoPE */
+    uint32_t rope_half;       /* head_dim / 2 */
     /* INT8 only */
     uint32_t n_groups;        /* groups per stream */
     uint32_t *n_closed;       /* (n_streams) groups quantised so far */
@@ -112,6 +117,7 @@ void kvstore_free(struct kvstore *ks)
     free(ks->host_slot);
     free(ks->act);
     free(ks->scratch);
+    free(ks->rope_cos);
     free(ks->n_closed);
     free(ks->qk);
     free(ks->qv);
@@ -150,6 +156,15 @@ static int create(struct kvstore **out, const struct llm_config *c, uint32_t n_s
     ks->scratch = malloc(2 * (size_t)c->kv_dim * sizeof *ks->scratch);
     int bad = !ks->dev || !ks->host || !ks->dev_slot || !ks->host_slot || (!ops && !ks->act) ||
               !ks->scratch;
+    ks->rope_half = c->head_dim / 2;
+    if (!bad && !ops && llm_arch_info(c->arch)->positions == LLM_POS_ROPE) {
+        size_t n = (size_t)max_len * ks->rope_half;
+        bad = !(ks->rope_cos = malloc(2 * n * sizeof *ks->rope_cos));
+        if (!bad) {
+            ks->rope_sin = ks->rope_cos + n;
+            llm_rope_tables(c, max_len, ks->rope_cos, ks->rope_sin);
+        }
+    }
     if (!bad && ks->int8) {
         ks->n_groups = (max_len + KVSTORE_INT8_GROUP - 1) / KVSTORE_INT8_GROUP;
         size_t params = (size_t)n_streams * ks->n_groups * 2 * c->kv_dim;
@@ -223,32 +238,28 @@ static int take(struct arena *a)
 
 static void give(struct arena *a, int32_t slot) { a->free[a->n_free++] = (uint32_t)slot; }
 
-void kvstore_recompute(const struct llm_model *m, uint32_t layer, const float *act, uint32_t t,
-                       float *k, float *v)
+void kvstore_recompute(const struct llm_model *m, uint32_t layer, const float *act,
+                       const float *cs, const float *sn, float *k, float *v)
 {
-    const struct llm_config *c = &m->c;
-    size_t kv = c->kv_dim;
     /* the activation blocks of one row, for quantised weights (the GGUF
      * loader bounds dim by 2^16; FP32 weights need none) */
     _Alignas(64) unsigned char scratch[(65536 / 32) * QMAT_SCRATCH_PER_BLOCK];
-    ALISA_ASSERT(m->w.wk[layer].type == GGML_F32 || qmat_scratch_bytes(c->dim, 1) <= sizeof scratch);
-    qmat_gemm(k, act, &m->w.wk[layer], 1, scratch);
-    qmat_gemm(v, act, &m->w.wv[layer], 1, scratch);
-    if (c->arch == LLM_ARCH_OPT) { /* biases, and no rotation: positions were added at the input */
-        for (size_t i = 0; i < kv; i++) {
-            k[i] += m->w.bk[(size_t)layer * kv + i];
-            v[i] += m->w.bv[(size_t)layer * kv + i];
-        }
-        return;
-    }
-    for (uint32_t i = 0; i < kv; i += 2) {
-        uint32_t j = (i % c->head_dim) / 2;
-        float freq = 1.0f / powf(c->rope_theta, (float)(2 * j) / (float)c->head_dim);
-        float val = (float)t * freq, cs = cosf(val), sn = sinf(val);
-        float v0 = k[i], v1 = k[i + 1];
-        k[i] = v0 * cs - v1 * sn;
-        k[i + 1] = v0 * sn + v1 * cs;
-    }
+    ALISA_ASSERT(m->w.wk[layer].type == GGML_F32 || qmat_scratch_bytes(m->c.dim, 1) <= sizeof scratch);
+    static const uint32_t row0 = 0; /* cs and sn are the position's own row */
+    struct cpu_rows r = {.m = m, .pos = &row0, .rope_cos = cs, .rope_sin = sn, .scratch = scratch};
+    r.buf[LB_REC_IN] = (float *)(uintptr_t)act; /* read only */
+    r.buf[LB_REC_K] = k;
+    r.buf[LB_REC_V] = v;
+    layers_kv(&cpu_row_ops, &r, llm_arch_info(m->c.arch), layer, 1, LB_REC_IN, LB_REC_K, LB_REC_V,
+              0); /* the CPU's row operations cannot fail */
+}
+
+/* Token t's row of the store's RoPE tables (NULL without RoPE). */
+static void rope_row(const struct kvstore *ks, uint32_t t, const float **cs, const float **sn)
+{
+    size_t at = (size_t)t * ks->rope_half;
+    *cs = ks->rope_cos ? ks->rope_cos + at : NULL;
+    *sn = ks->rope_sin ? ks->rope_sin + at : NULL;
 }
 
 /* ---- INT8 ---- */
@@ -381,7 +392,10 @@ static int apply_recomputes(struct kvstore *ks, const struct place_result *r, ui
         }
         uint64_t t0 = mono_ns();
         float *rk = ks->scratch, *rv = ks->scratch + ks->kv_dim;
-        kvstore_recompute(m, layer, ks->act + ((size_t)s * ks->max_len + t) * ks->dim, t, rk, rv);
+        const float *cs, *sn;
+        rope_row(ks, t, &cs, &sn);
+        kvstore_recompute(m, layer, ks->act + ((size_t)s * ks->max_len + t) * ks->dim, cs, sn, rk,
+                          rv);
         store(ks, s, t, dev->k + (size_t)slot * row, dev->v + (size_t)slot * row, rk, rv);
         ks->recompute_ns += mono_ns() - t0;
         ds[t] = slot;
@@ -519,7 +533,9 @@ void kvstore_fetch(struct kvstore *ks, const struct llm_model *m, uint32_t strea
         load(ks, stream, t, a->k + (size_t)slot * ks->row, a->v + (size_t)slot * ks->row, k, v);
         return;
     }
-    kvstore_recompute(m, layer, ks->act + i * ks->dim, t, k, v);
+    const float *cs, *sn;
+    rope_row(ks, t, &cs, &sn);
+    kvstore_recompute(m, layer, ks->act + i * ks->dim, cs, sn, k, v);
     if (ks->int8 && closed(ks, stream, t)) { /* what a stored copy would read back */
         unsigned char *qk = (unsigned char *)ks->scratch, *qv = qk + ks->kv_dim;
         store(ks, stream, t, qk, qv, k, v);

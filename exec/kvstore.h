@@ -126,12 +126,13 @@ int kvstore_read(const struct kvstore *ks, uint32_t stream, uint32_t t, float *k
 void kvstore_fetch(struct kvstore *ks, const struct llm_model *m, uint32_t stream, uint32_t layer,
                    uint32_t t, float *k, float *v);
 
-/* K and V (kv_dim each) of a token at position t of layer `layer` from its
- * layer input act (dim): the forward pass's projections (one GEMV each) and
- * RoPE at t (OPT: the biases, no rotation). What a recomputation does.
- * Cannot fail. */
-void kvstore_recompute(const struct llm_model *m, uint32_t layer, const float *act, uint32_t t,
-                       float *k, float *v);
+/* K and V (kv_dim each) of a token of layer `layer` from its layer input
+ * act (dim): the forward pass's own step (layers_kv: the projections, one
+ * GEMV each, their biases, RoPE), rotated by cs and sn, the token
+ * position's row of llm_rope_tables (head_dim / 2 each; NULL for learned
+ * positions). What a recomputation does. Cannot fail. */
+void kvstore_recompute(const struct llm_model *m, uint32_t layer, const float *act,
+                       const float *cs, const float *sn, float *k, float *v);
 
 /* INT8 storage's arithmetic, exposed as the oracle of the CUDA kernels:
  * channel-wise scale and zero point of n rows x (kv) into p (2, kv); codes q

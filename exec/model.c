@@ -83,7 +83,7 @@ int llm_config_validate(struct llm_config *c, const char *path, struct alisa_err
         return err_set(e, ALISA_ECORRUPT, "%s: %u kv heads do not divide %u heads", path,
                        c->n_kv_heads, c->n_heads);
     /* OPT has no RoPE: its theta is not read */
-    if (c->arch == LLM_ARCH_LLAMA && !(isfinite(c->rope_theta) && c->rope_theta > 0))
+    if (llm_arch_info(c->arch)->positions == LLM_POS_ROPE && !(isfinite(c->rope_theta) && c->rope_theta > 0))
         return err_set(e, ALISA_ECORRUPT, "%s: rope theta %g: must be positive and finite", path,
                        (double)c->rope_theta);
     if (!(isfinite(c->norm_eps) && c->norm_eps >= 0))
@@ -92,6 +92,28 @@ int llm_config_validate(struct llm_config *c, const char *path, struct alisa_err
     c->head_dim = hs;
     c->kv_dim = hs * c->n_kv_heads;
     return 0;
+}
+
+const struct llm_arch_info *llm_arch_info(enum llm_arch a)
+{
+    static const struct llm_arch_info llama = {
+        .name = "llama", .norm = LLM_NORM_RMS, .positions = LLM_POS_ROPE, .act = LLM_ACT_SWIGLU};
+    static const struct llm_arch_info opt = {
+        .name = "opt", .norm = LLM_NORM_LAYER, .positions = LLM_POS_LEARNED, .pos_offset = 2,
+        .qkv_bias = 1, .out_bias = 1, .ffn_bias = 1, .act = LLM_ACT_RELU};
+    return a == LLM_ARCH_OPT ? &opt : &llama;
+}
+
+void llm_rope_tables(const struct llm_config *c, uint32_t max_len, float *cs, float *sn)
+{
+    uint32_t half = c->head_dim / 2;
+    for (uint32_t pos = 0; pos < max_len; pos++)
+        for (uint32_t i = 0; i < half; i++) {
+            float freq = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)c->head_dim);
+            float val = (float)pos * freq;
+            cs[(size_t)pos * half + i] = cosf(val);
+            sn[(size_t)pos * half + i] = sinf(val);
+        }
 }
 
 void llm_free(struct llm_model *m)

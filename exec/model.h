@@ -24,6 +24,30 @@ struct gguf;
 
 enum llm_arch { LLM_ARCH_LLAMA, LLM_ARCH_OPT };
 
+/* An architecture as data: everything the layer sequence (layers.h) and the
+ * backends read of it; nothing outside model.c tests which architecture a
+ * model is (tests/layering_test.sh). Tied embeddings are a checkpoint's
+ * choice, not an architecture's (llm_weights.wcls). A sliding window
+ * (Mistral) is not described: no architecture here has one. */
+enum llm_norm_kind { LLM_NORM_RMS, LLM_NORM_LAYER };  /* RMSNorm; LayerNorm with a bias */
+enum llm_pos_kind { LLM_POS_ROPE, LLM_POS_LEARNED };  /* q and k rotated; a row added to the input */
+enum llm_act_kind { LLM_ACT_SWIGLU, LLM_ACT_RELU };   /* gated w1, w3 then w2; fc1, ReLU, fc2 */
+struct llm_arch_info {
+    const char *name;            /* "llama", "opt" */
+    enum llm_norm_kind norm;
+    enum llm_pos_kind positions;
+    uint32_t pos_offset;         /* learned positions: token at pos reads row pos + offset */
+    int qkv_bias;                /* the q, k and v projections carry biases */
+    int out_bias;                /* the attention's output projection carries one */
+    int ffn_bias;                /* both FFN matrices carry biases (ReLU requires them) */
+    enum llm_act_kind act;
+};
+
+/* The description of architecture a (never NULL; cannot fail). LLaMA:
+ * llama2.c's forward; OPT: Hugging Face's modeling_opt.py (OPTDecoderLayer
+ * with do_layer_norm_before, OPTLearnedPositionalEmbedding's offset of 2). */
+const struct llm_arch_info *llm_arch_info(enum llm_arch a);
+
 struct llm_config {
     enum llm_arch arch;
     uint32_t dim;         /* model width */
@@ -60,6 +84,11 @@ struct llm_config {
  * 0, or ALISA_ECORRUPT with e naming path, the size and its value; c's
  * other fields are not changed. */
 int llm_config_validate(struct llm_config *c, const char *path, struct alisa_err *e);
+
+/* RoPE's one formula: cs and sn (max_len, head_dim / 2) get the cosine and
+ * sine of position p times theta^(-2i / head_dim) (llama2.c), the tables
+ * every backend and the kvstore's recomputation rotate by. */
+void llm_rope_tables(const struct llm_config *c, uint32_t max_len, float *cs, float *sn);
 
 /* Weight matrices as qmats (qmat.h): FP32 in the model's one allocation,
  * or, for a GGUF loaded with its own types, the file's blocks in its

@@ -149,7 +149,7 @@ static void test_cuda_rmsnorm_rope_swiglu_add_equal_the_cpu(void **state)
     struct llm_config c = {.head_dim = hd, .rope_theta = 10000.0f};
     float *x = rnd_vec((size_t)R * n, 3.0f), *w = rnd_vec(n, 1.0f), *y = rnd_vec((size_t)R * n, 2.0f);
     float *tab = malloc(2 * (size_t)L * half * sizeof *tab);
-    backend_rope_tables(&c, L, tab, tab + (size_t)L * half);
+    llm_rope_tables(&c, L, tab, tab + (size_t)L * half);
     float *ref = malloc((size_t)R * n * sizeof *ref), *got = malloc((size_t)R * n * sizeof *got);
     float *d_x = up(x, (size_t)R * n * sizeof(float)), *d_w = up(w, n * sizeof(float));
     float *d_y = up(y, (size_t)R * n * sizeof(float)), *d_tab = up(tab, 2 * (size_t)L * half * sizeof(float));

@@ -1072,6 +1072,20 @@ static void fake_pend(struct fake_tier *f, const struct fake_op *o)
     f->pend_dst[2 * f->n_pend++ + 1] = o->dv;
 }
 
+/* kvstore_recompute at position t, RoPE's row from llm_rope_tables. */
+static void recompute_at(const struct llm_model *m, uint32_t layer, const float *act, uint32_t t,
+                         float *k, float *v)
+{
+    const size_t half = m->c.head_dim / 2, n = ((size_t)t + 1) * half;
+    float *tab = malloc(2 * n * sizeof *tab);
+    assert_non_null(tab);
+    llm_rope_tables(&m->c, t + 1, tab, tab + n);
+    const int rope = llm_arch_info(m->c.arch)->positions == LLM_POS_ROPE;
+    kvstore_recompute(m, layer, act, rope ? tab + t * half : NULL, rope ? tab + n + t * half : NULL,
+                      k, v);
+    free(tab);
+}
+
 static void fake_flush(struct fake_tier *f)
 {
     size_t row = f->kv * sizeof(float);
@@ -1086,8 +1100,8 @@ static void fake_flush(struct fake_tier *f)
             memcpy(k, o->hk, row);
             memcpy(v, o->hv, row);
         } else if (o->kind == 2) {
-            kvstore_recompute(f->m, o->layer, f->act + ((size_t)o->stream * f->max_len + o->t) * f->dim,
-                              o->t, k, v);
+            recompute_at(f->m, o->layer, f->act + ((size_t)o->stream * f->max_len + o->t) * f->dim,
+                         o->t, k, v);
         } else if (o->kind == 3) {
             memcpy(k, o->k, row);
             memcpy(v, o->v, row);
@@ -1159,7 +1173,7 @@ static void tier_ops_match(struct llm_model *m, const struct scheduler_config *s
                 seed = seed * 1103515245u + 12345u;
                 a[i] = (float)((seed >> 8) & 0xffff) / 65536.0f - 0.5f;
             }
-            kvstore_recompute(m, 0, a, pos, k, v); /* a token's K and V follow from its input */
+            recompute_at(m, 0, a, pos, k, v); /* a token's K and V follow from its input */
             const uint8_t *flags = scheduler_stream_flags(sched, s);
             fake_finish(f);
             if (kvstore_apply(plain, &plan, flags, m, 0, pos, k, v, a, &e) ||
