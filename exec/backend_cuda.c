@@ -38,6 +38,7 @@
 #include "gguf.h"
 #include "fp16.h"
 #include "kernels.h"
+#include "layers.h"
 #include "synth.h"
 
 static int cu_check(cudaError_t rc, struct alisa_err *e, const char *file, int line,
@@ -105,8 +106,9 @@ struct cuda_state {
     uint16_t *w2;               /* (n_layers, dim, hidden_dim) */
     uint16_t *wcls;             /* (vocab, dim); emb when tied */
     float *rms;                 /* (2 n_layers + 1, dim): attention, FFN, final norms */
-    uint16_t *pos_emb;          /* OPT: (seq_len + 2, dim) learned positions, else NULL */
-    float *bias;                /* OPT: the norms' and projections' biases, one block */
+    uint16_t *pos_emb;          /* learned positions (seq_len + offset, dim), else NULL */
+    float *bias;                /* the norms' and projections' biases the architecture has,
+                                 * one block, or NULL */
     float *ln_att_b, *ln_ffn_b, *ln_final_b, *bq, *bo, *bk, *bv, *b1, *b2; /* in bias */
     float *rope_cos, *rope_sin; /* (max_len, head_dim / 2) */
     /* activations, rows_cap rows (batch x positions), one allocation */
@@ -172,6 +174,13 @@ struct cuda_state {
     uint32_t *step_count;       /* (n_layers, batch) their lengths */
     float *chunk_logits;        /* (batch, chunk_cap, vocab) host: tiered chunks' logits */
     uint32_t chunk_cap;
+    /* the call in flight (enqueue), read by the layer ops (layers.h) */
+    struct alisa_err *e;        /* where an op's failure is said */
+    struct backend_common *cm;
+    uint32_t call_pos0;
+    uint32_t *call_ids;         /* (batch, max_len) scratch of the observed rows' ids */
+    float *call_rows;           /* attention rows asked for, or NULL */
+    int call_observe, call_defer;
 };
 
 static size_t rows_floats(const struct llm_config *c, uint32_t max_len)
@@ -342,14 +351,15 @@ static int upload_weights(struct cuda_state *s, struct alisa_err *e)
     const struct llm_config *c = &s->m->c;
     const struct llm_weights *w = &s->m->w;
     size_t L = c->n_layers, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim, V = c->vocab;
-    const int opt = c->arch == LLM_ARCH_OPT;
+    const struct llm_arch_info *a = llm_arch_info(c->arch);
+    const int gated = a->act == LLM_ACT_SWIGLU, learned = a->positions == LLM_POS_LEARNED;
     int tied = s->m->synth_lazy ? s->m->synth_tied : w->wcls.data == w->token_embedding.data;
-    size_t P = opt ? (size_t)c->seq_len + 2 : 0;
+    size_t P = learned ? (size_t)c->seq_len + a->pos_offset : 0;
     size_t sizes[10] = {V * d, L * d * d, L * kv * d, L * kv * d, L * d * d, L * hd * d,
-                        L * d * hd, opt ? 0 : L * hd * d, tied ? 0 : V * d, P * d};
+                        L * d * hd, gated ? L * hd * d : 0, tied ? 0 : V * d, P * d};
     const struct qmat *src[10] = {&w->token_embedding, w->wq, w->wk, w->wv, w->wo, w->w1, w->w2,
                                   w->w3, &w->wcls, &w->pos_embedding};
-    const size_t count[10] = {1, L, L, L, L, L, L, opt ? 0 : L, tied ? 0 : 1, opt ? 1 : 0};
+    const size_t count[10] = {1, L, L, L, L, L, L, gated ? L : 0, tied ? 0 : 1, learned ? 1 : 0};
     uint16_t **dst[10] = {&s->emb, &s->wq, &s->wk, &s->wv, &s->wo, &s->w1, &s->w2, &s->w3,
                           &s->wcls, &s->pos_emb};
     size_t total = 0, biggest = V * d > hd * d ? V * d : hd * d;
@@ -386,27 +396,37 @@ static int upload_weights(struct cuda_state *s, struct alisa_err *e)
         up(s->rms, w->rms_att, L * d, e) || up(s->rms + L * d, w->rms_ffn, L * d, e) ||
         up(s->rms + 2 * L * d, w->rms_final, d, e))
         return ALISA_EIO;
-    if (!opt)
+    /* the biases the architecture has (llm_arch_info), one block: the
+     * LayerNorms', then q, k, v, o, fc1, fc2 as present */
+    const size_t nl = L * d;
+    struct { float **dst; const float *src; size_t n; int has; } part[] = {
+        {&s->ln_att_b, w->ln_att_b, nl, a->norm == LLM_NORM_LAYER},
+        {&s->ln_ffn_b, w->ln_ffn_b, nl, a->norm == LLM_NORM_LAYER},
+        {&s->ln_final_b, w->ln_final_b, d, a->norm == LLM_NORM_LAYER},
+        {&s->bq, w->bq, L * d, a->qkv_bias},
+        {&s->bk, w->bk, L * kv, a->qkv_bias},
+        {&s->bv, w->bv, L * kv, a->qkv_bias},
+        {&s->bo, w->bo, L * d, a->out_bias},
+        {&s->b1, w->b1, L * hd, a->ffn_bias},
+        {&s->b2, w->b2, L * d, a->ffn_bias},
+    };
+    const size_t parts = sizeof part / sizeof part[0];
+    size_t nb = 0;
+    for (size_t i = 0; i < parts; i++)
+        nb += part[i].has ? part[i].n : 0;
+    if (!nb)
         return 0;
-    /* OPT's biases: the three LayerNorms', then q, o, k, v, fc1, fc2 */
-    size_t nb = 2 * L * d + d + 2 * L * d + 2 * L * kv + L * hd + L * d;
     if (CU(e, cudaMalloc((void **)&s->bias, nb * sizeof(float))))
         return ALISA_ENOMEM;
     float *b = s->bias;
-    s->ln_att_b = b, b += L * d;
-    s->ln_ffn_b = b, b += L * d;
-    s->ln_final_b = b, b += d;
-    s->bq = b, b += L * d;
-    s->bo = b, b += L * d;
-    s->bk = b, b += L * kv;
-    s->bv = b, b += L * kv;
-    s->b1 = b, b += L * hd;
-    s->b2 = b;
-    if (up(s->ln_att_b, w->ln_att_b, L * d, e) || up(s->ln_ffn_b, w->ln_ffn_b, L * d, e) ||
-        up(s->ln_final_b, w->ln_final_b, d, e) || up(s->bq, w->bq, L * d, e) ||
-        up(s->bo, w->bo, L * d, e) || up(s->bk, w->bk, L * kv, e) || up(s->bv, w->bv, L * kv, e) ||
-        up(s->b1, w->b1, L * hd, e) || up(s->b2, w->b2, L * d, e))
-        return ALISA_EIO;
+    for (size_t i = 0; i < parts; i++) {
+        if (!part[i].has)
+            continue;
+        *part[i].dst = b;
+        if (up(b, part[i].src, part[i].n, e))
+            return ALISA_EIO;
+        b += part[i].n;
+    }
     return 0;
 }
 
@@ -668,15 +688,16 @@ static int cuda_kvstore(void *be, uint32_t n_streams, uint32_t max_len, uint32_t
 
 /* ---- the forward pass ---- */
 
-/* y (R, out) = a16 (R, in) W^T with W (out, in) FP16, the input already in
- * s->a16 (a second product of the same input). Row-major y is column-major
- * (out, R) = W (column-major (in, out))^T a16. */
-static int gemm_again(struct cuda_state *s, float *y, const uint16_t *w, uint32_t R, uint32_t out,
-                      uint32_t in, struct alisa_err *e)
+/* y (R, out) = x16 (R, in) W^T with W (out, in) and the input FP16 (s->a16
+ * after gemm's conversion, or the gathered layer inputs of a
+ * recomputation). Row-major y is column-major (out, R) = W (column-major
+ * (in, out))^T x16. */
+static int gemm16(struct cuda_state *s, float *y, const uint16_t *x16, const uint16_t *w,
+                  uint32_t R, uint32_t out, uint32_t in, struct alisa_err *e)
 {
     const float one = 1.0f, zero = 0.0f;
     return BL(e, cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)R, (int)in, &one,
-                              w, CUDA_R_16F, (int)in, s->a16, CUDA_R_16F, (int)in, &zero, y,
+                              w, CUDA_R_16F, (int)in, x16, CUDA_R_16F, (int)in, &zero, y,
                               CUDA_R_32F, (int)out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
@@ -686,7 +707,7 @@ static int gemm(struct cuda_state *s, float *y, const float *x, const uint16_t *
 {
     if (CU(e, kern_f32_to_f16(s->a16, x, (size_t)R * in, s->compute)))
         return ALISA_EIO;
-    return gemm_again(s, y, w, R, out, in, e);
+    return gemm16(s, y, s->a16, w, R, out, in, e);
 }
 
 /* o (R, dim) = the architecture's norm of x: RMSNorm (LLaMA) or LayerNorm
@@ -698,13 +719,17 @@ static int norm(struct cuda_state *s, float *o, const float *x, uint32_t l, int 
     const struct llm_config *c = &s->m->c;
     size_t d = c->dim, at = which == 2 ? 2 * (size_t)c->n_layers * d
                                        : ((size_t)which * c->n_layers + l) * d;
-    if (c->arch != LLM_ARCH_OPT)
+    if (llm_arch_info(c->arch)->norm == LLM_NORM_RMS)
         return CU(e, kern_rmsnorm(o, x, s->rms + at, R, (uint32_t)d, c->norm_eps, s->compute))
                    ? ALISA_EIO : 0;
     const float *b = which == 2 ? s->ln_final_b : (which ? s->ln_ffn_b : s->ln_att_b) + l * d;
     return CU(e, kern_layernorm(o, x, s->rms + at, b, R, (uint32_t)d, c->norm_eps, s->compute))
                ? ALISA_EIO : 0;
 }
+
+/* The layer sequence's operations on this backend (below enqueue's
+ * helpers; flush's recomputation runs layers_kv with them). */
+static const struct layer_ops cuda_layer_ops;
 
 /* cudaEventRecord, or nothing while a step is being captured (the graph
  * replays without per-layer timings). */
@@ -792,20 +817,10 @@ static int flush(struct cuda_state *s, uint32_t l, cudaEvent_t *ev, struct alisa
             CU(e, kern_gather_rows((float *)s->d_q16, (const float *)s->act, s->d_qrow, n,
                                    (uint32_t)(d / 2), cs)))
             return ALISA_EIO;
-        const float one = 1.0f, zero = 0.0f;
-        if (BL(e, cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)kv, (int)n, (int)d, &one,
-                               s->wk + (size_t)l * kv * d, CUDA_R_16F, (int)d, s->d_q16, CUDA_R_16F,
-                               (int)d, &zero, s->d_qk, CUDA_R_32F, (int)kv, CUBLAS_COMPUTE_32F,
-                               CUBLAS_GEMM_DEFAULT)) ||
-            BL(e, cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)kv, (int)n, (int)d, &one,
-                               s->wv + (size_t)l * kv * d, CUDA_R_16F, (int)d, s->d_q16, CUDA_R_16F,
-                               (int)d, &zero, s->d_qv, CUDA_R_32F, (int)kv, CUBLAS_COMPUTE_32F,
-                               CUBLAS_GEMM_DEFAULT)) ||
-            (c->arch == LLM_ARCH_OPT
-                 ? CU(e, kern_bias(s->d_qk, s->bk + l * kv, n, (uint32_t)kv, 0, cs)) ||
-                       CU(e, kern_bias(s->d_qv, s->bv + l * kv, n, (uint32_t)kv, 0, cs))
-                 : CU(e, kern_rope(s->d_qk, n, (uint32_t)kv, c->head_dim, s->d_qpos,
-                                   s->rope_cos, s->rope_sin, cs))) ||
+        /* the forward pass's own K/V step (layers_kv) on the gathered inputs */
+        s->e = e;
+        if (layers_kv(&cuda_layer_ops, s, llm_arch_info(c->arch), l, n, LB_REC_IN, LB_REC_K,
+                      LB_REC_V, 0) ||
             CU(e, kern_scatter_rows16(s->ak, s->d_qrow2, s->d_qk, n, (uint32_t)kv, cs)) ||
             CU(e, kern_scatter_rows16(s->av, s->d_qrow2, s->d_qv, n, (uint32_t)kv, cs)))
             return ALISA_EIO;
@@ -1001,10 +1016,219 @@ static int observe_layer(struct cuda_state *s, struct backend_common *cm, uint32
     return 0;
 }
 
+/* ---- the layer sequence's operations (layers.h) on the call in flight ---- */
+
+/* A named buffer's rows (FP32) and their width. LB_REC_IN is the FP16
+ * gather of layer inputs (s->d_q16), read by linear only. */
+static float *buf(const struct cuda_state *s, enum lbuf b, uint32_t *width)
+{
+    const struct llm_config *c = &s->m->c;
+    uint32_t w = c->dim;
+    float *p = NULL;
+    switch (b) {
+    case LB_X: p = s->x; break;
+    case LB_XB: p = s->xb; break;
+    case LB_XB2: p = s->xb2; break;
+    case LB_Q: p = s->q; break;
+    case LB_K: p = s->k, w = c->kv_dim; break;
+    case LB_V: p = s->v, w = c->kv_dim; break;
+    case LB_HB: p = s->hb, w = c->hidden_dim; break;
+    case LB_HB2: p = s->hb2, w = c->hidden_dim; break;
+    case LB_LOGITS: p = s->logits, w = c->vocab; break;
+    case LB_REC_K: p = s->d_qk, w = c->kv_dim; break;
+    case LB_REC_V: p = s->d_qv, w = c->kv_dim; break;
+    default: break;
+    }
+    if (width)
+        *width = w;
+    return p;
+}
+
+static int op_embed(void *be, uint32_t n)
+{
+    struct cuda_state *s = be;
+    return CU(s->e, kern_embed(s->x, s->emb, s->d_tokens, n, s->m->c.dim, s->compute)) ? ALISA_EIO
+                                                                                       : 0;
+}
+
+static int op_embed_pos(void *be, uint32_t n, uint32_t offset)
+{
+    struct cuda_state *s = be;
+    return CU(s->e, kern_embed_pos(s->x, s->pos_emb, s->d_pos, offset, n, s->m->c.dim,
+                                   s->compute)) ? ALISA_EIO : 0;
+}
+
+static int op_norm(void *be, enum lbuf o, enum lbuf x, enum lnorm which, uint32_t l, uint32_t n)
+{
+    struct cuda_state *s = be;
+    int w = which == LN_FINAL ? 2 : which == LN_FFN ? 1 : 0;
+    return norm(s, buf(s, o, NULL), buf(s, x, NULL), l, w, n, s->e);
+}
+
+/* layer l's matrix w, FP16 (out, in) */
+static const uint16_t *matrix(const struct cuda_state *s, enum lweight w, uint32_t l,
+                              uint32_t *out, uint32_t *in)
+{
+    const struct llm_config *c = &s->m->c;
+    const size_t d = c->dim, kv = c->kv_dim, hd = c->hidden_dim;
+    *in = (uint32_t)d;
+    switch (w) {
+    case LW_Q: *out = (uint32_t)d; return s->wq + l * d * d;
+    case LW_K: *out = (uint32_t)kv; return s->wk + l * kv * d;
+    case LW_V: *out = (uint32_t)kv; return s->wv + l * kv * d;
+    case LW_O: *out = (uint32_t)d; return s->wo + l * d * d;
+    case LW_UP: *out = (uint32_t)hd; return s->w1 + l * hd * d;
+    case LW_GATE: *out = (uint32_t)hd; return s->w3 + l * hd * d;
+    case LW_DOWN: *out = (uint32_t)d, *in = (uint32_t)hd; return s->w2 + l * d * hd;
+    default: *out = c->vocab; return s->wcls;
+    }
+}
+
+static int op_linear(void *be, enum lbuf y, enum lbuf x, enum lweight w, uint32_t l, uint32_t n,
+                     int again)
+{
+    struct cuda_state *s = be;
+    uint32_t out, in;
+    const uint16_t *m = matrix(s, w, l, &out, &in);
+    float *dst = buf(s, y, NULL);
+    if (x == LB_REC_IN) /* FP16 already */
+        return gemm16(s, dst, s->d_q16, m, n, out, in, s->e);
+    return again ? gemm16(s, dst, s->a16, m, n, out, in, s->e)
+                 : gemm(s, dst, buf(s, x, NULL), m, n, out, in, s->e);
+}
+
+static int op_bias(void *be, enum lbuf y, enum lweight w, uint32_t l, uint32_t n, int relu)
+{
+    struct cuda_state *s = be;
+    uint32_t width;
+    float *dst = buf(s, y, &width);
+    const float *b = w == LW_Q ? s->bq : w == LW_K ? s->bk : w == LW_V ? s->bv
+                   : w == LW_O ? s->bo : w == LW_UP ? s->b1 : s->b2;
+    return CU(s->e, kern_bias(dst, b + (size_t)l * width, n, width, relu, s->compute)) ? ALISA_EIO
+                                                                                        : 0;
+}
+
+/* positions: the call's rows, or the recomputed tokens' */
+static int op_rope(void *be, enum lbuf y, uint32_t n)
+{
+    struct cuda_state *s = be;
+    uint32_t width;
+    float *p = buf(s, y, &width);
+    const uint32_t *pos = y == LB_REC_K ? s->d_qpos : s->d_pos;
+    return CU(s->e, kern_rope(p, n, width, s->m->c.head_dim, pos, s->rope_cos, s->rope_sin,
+                              s->compute)) ? ALISA_EIO : 0;
+}
+
+static int op_glu(void *be, uint32_t n)
+{
+    struct cuda_state *s = be;
+    return CU(s->e, kern_swiglu(s->hb, s->hb2, (size_t)n * s->m->c.hidden_dim, s->compute))
+               ? ALISA_EIO : 0;
+}
+
+static int op_residual(void *be, uint32_t n)
+{
+    struct cuda_state *s = be;
+    return CU(s->e, kern_add(s->x, s->xb2, (size_t)n * s->m->c.dim, s->compute)) ? ALISA_EIO : 0;
+}
+
+/* Layer l's attention of the call's rows: in tiered mode the layer's plans
+ * and moves first (tiered_layer) and the attended rows' lists, else this
+ * call's K and V into the dense cache; then scores, softmax and output,
+ * which replaces the normed input as on the CPU; the rows observed (or
+ * copied down for observe_step) as enqueue says. */
+static int op_attend(void *be, uint32_t l, uint32_t R)
+{
+    struct cuda_state *s = be;
+    struct backend_common *cm = s->cm;
+    struct alisa_err *e = s->e;
+    const struct llm_config *c = &s->m->c;
+    const uint32_t B = s->batch, kv = c->kv_dim, L = s->max_len;
+    const uint32_t H = c->n_heads, KVH = c->n_kv_heads, hs = c->head_dim;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const int defer = s->call_defer;
+    cudaStream_t cs = s->compute;
+    cudaEvent_t *ev = s->ev + (size_t)l * E_N;
+    double *tl = cm->t_layer + (size_t)l * T_N;
+    struct kern_rows rw = {.count = s->d_count, .ld = L};
+    const uint16_t *K16, *V16; /* FP16 either way: the dense cache or the arenas */
+    if (cm->sched) {
+        if ((defer && l && layer_handoff(s, ev - E_N, e)) ||
+            tiered_layer(s, cm, l, s->call_pos0, ev,
+                         defer ? s->step_ids + (size_t)l * B * L : s->call_ids, tl, e) ||
+            CU(e, cudaMemcpyAsync(s->d_count, s->h_count, B * sizeof(uint32_t),
+                                  cudaMemcpyHostToDevice, cs)) ||
+            CU(e, cudaMemcpyAsync(s->d_idx, s->h_idx, (size_t)B * L * sizeof(int32_t),
+                                  cudaMemcpyHostToDevice, cs)))
+            return ALISA_EIO;
+        if (defer)
+            memcpy(s->step_count + (size_t)l * B, s->h_count, B * sizeof(uint32_t));
+        rw.idx = s->d_idx;
+        K16 = s->ak;
+        V16 = s->av;
+    } else {
+        /* this call's K and V into the dense cache, then every row attends
+         * its sequence's positions up to its own */
+        uint16_t *kl = s->kc + (size_t)l * B * L * kv, *vl = s->vc + (size_t)l * B * L * kv;
+        if (CU(e, tick(s, ev[E_MOVE0], cs)) || CU(e, tick(s, ev[E_D2H0], s->d2h)) ||
+            CU(e, tick(s, ev[E_D2H1], s->d2h)) ||
+            CU(e, kern_scatter_rows16(kl, s->d_dst, s->k, R, kv, cs)) ||
+            CU(e, kern_scatter_rows16(vl, s->d_dst, s->v, R, kv, cs)) ||
+            CU(e, tick(s, ev[E_REC0], cs)) || CU(e, tick(s, ev[E_REC1], cs)) ||
+            CU(e, tick(s, ev[E_MOVE1], cs)))
+            return ALISA_EIO;
+        rw.base = s->d_base;
+        K16 = kl;
+        V16 = vl;
+    }
+    if (CU(e, rec(s, ev[E_ATT0], cs)) ||
+        CU(e, kern_attn_scores16(s->scores, s->q, K16, rw, R, H, KVH, hs, scale, cs)) ||
+        CU(e, kern_softmax(s->scores, R * H, L, s->d_count, H, cs)) ||
+        CU(e, kern_attn_output16(s->xb, s->scores, V16, rw, R, H, KVH, hs, cs)) ||
+        CU(e, tick(s, ev[E_ATT1], cs)))
+        return ALISA_EIO;
+    if (defer && (CU(e, kern_head_mean(s->wmean, s->scores, s->d_count, B, H, L, cs)) ||
+                  CU(e, cudaMemcpyAsync(s->h_rows + (size_t)l * B * L, s->wmean,
+                                        (size_t)B * L * sizeof(float), cudaMemcpyDeviceToHost,
+                                        cs))))
+        return ALISA_EIO;
+    if (s->call_observe &&
+        observe_layer(s, cm, l, s->call_pos0, s->call_ids, s->call_rows, tl, e))
+        return ALISA_EIO;
+    return 0;
+}
+
+/* A layer's timing events (the last row of events times the head): its
+ * start, its projections and RoPE done, its end; the attention's own are
+ * op_attend's. */
+static int op_mark(void *be, uint32_t l, enum lmark m)
+{
+    struct cuda_state *s = be;
+    cudaEvent_t *ev = s->ev + (size_t)l * E_N;
+    if (m == LM_ATTN)
+        return 0;
+    int which = m == LM_START ? E_START : m == LM_QKV ? E_QKV : E_FFN;
+    return CU(s->e, tick(s, ev[which], s->compute)) ? ALISA_EIO : 0;
+}
+
+static const struct layer_ops cuda_layer_ops = {
+    .embed = op_embed,
+    .embed_pos = op_embed_pos,
+    .norm = op_norm,
+    .linear = op_linear,
+    .bias = op_bias,
+    .rope = op_rope,
+    .glu = op_glu,
+    .residual = op_residual,
+    .attend = op_attend,
+    .mark = op_mark,
+};
+
 /* Enqueues one call's forward pass on the compute stream (rows b * P + i:
  * sequence b at position pos0 + i, their host lists filled), from the
- * lists' upload to the logits' copy down; in tiered mode each layer plans
- * and moves first (tiered_layer). With `observe` each layer waits for its
+ * lists' upload through the one layer sequence (layers_forward) to the
+ * logits' copy down; in tiered mode each layer plans and moves first
+ * (tiered_layer, in op_attend). With `observe` each layer waits for its
  * attention rows and gives them to the scheduler and to `rows` at once
  * (ids: (batch, max_len) scratch); with `defer` (a pipelined tiered decode
  * step) they come down into s->h_rows, layer by layer without a wait, for
@@ -1014,100 +1238,23 @@ static int enqueue(struct cuda_state *s, struct backend_common *cm, uint32_t P, 
 {
     struct alisa_err *e = &cm->err;
     const struct llm_config *c = &s->m->c;
-    const uint32_t B = s->batch, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim, L = s->max_len;
-    const uint32_t H = c->n_heads, KVH = c->n_kv_heads, hs = c->head_dim, R = B * P;
-    const float scale = 1.0f / sqrtf((float)hs);
+    const uint32_t R = s->batch * P;
     cudaStream_t cs = s->compute;
     if (CU(e, cudaMemcpyAsync(s->d_tokens, s->h_tokens, 5 * (size_t)s->rows_cap * sizeof(uint32_t),
                               cudaMemcpyHostToDevice, cs)))
         return ALISA_EIO;
-    const int opt = c->arch == LLM_ARCH_OPT;
-    if (CU(e, kern_embed(s->x, s->emb, s->d_tokens, R, d, cs)) ||
-        (opt && CU(e, kern_embed_pos(s->x, s->pos_emb, s->d_pos, 2, R, d, cs))))
-        return ALISA_EIO;
-    for (uint32_t l = 0; l < c->n_layers; l++) {
-        cudaEvent_t *ev = s->ev + (size_t)l * E_N;
-        double *tl = cm->t_layer + (size_t)l * T_N;
-        if (CU(e, tick(s, ev[E_START], cs)) || norm(s, s->xb, s->x, l, 0, R, e) ||
-            gemm(s, s->q, s->xb, s->wq + (size_t)l * d * d, R, d, d, e) ||
-            gemm_again(s, s->k, s->wk + (size_t)l * kv * d, R, kv, d, e) ||
-            gemm_again(s, s->v, s->wv + (size_t)l * kv * d, R, kv, d, e))
-            return ALISA_EIO;
-        if (opt ? CU(e, kern_bias(s->q, s->bq + (size_t)l * d, R, d, 0, cs)) ||
-                      CU(e, kern_bias(s->k, s->bk + (size_t)l * kv, R, kv, 0, cs)) ||
-                      CU(e, kern_bias(s->v, s->bv + (size_t)l * kv, R, kv, 0, cs))
-                : CU(e, kern_rope(s->q, R, d, hs, s->d_pos, s->rope_cos, s->rope_sin, cs)) ||
-                      CU(e, kern_rope(s->k, R, kv, hs, s->d_pos, s->rope_cos, s->rope_sin, cs)))
-            return ALISA_EIO;
-        if (CU(e, tick(s, ev[E_QKV], cs)))
-            return ALISA_EIO;
-        struct kern_rows rw = {.count = s->d_count, .ld = L};
-        const uint16_t *K16, *V16; /* FP16 either way: the dense cache or the arenas */
-        if (cm->sched) {
-            if ((defer && l && layer_handoff(s, ev - E_N, e)) ||
-                tiered_layer(s, cm, l, pos0, ev, defer ? s->step_ids + (size_t)l * B * L : ids,
-                             tl, e) ||
-                CU(e, cudaMemcpyAsync(s->d_count, s->h_count, B * sizeof(uint32_t),
-                                      cudaMemcpyHostToDevice, cs)) ||
-                CU(e, cudaMemcpyAsync(s->d_idx, s->h_idx, (size_t)B * L * sizeof(int32_t),
-                                      cudaMemcpyHostToDevice, cs)))
-                return ALISA_EIO;
-            if (defer)
-                memcpy(s->step_count + (size_t)l * B, s->h_count, B * sizeof(uint32_t));
-            rw.idx = s->d_idx;
-            K16 = s->ak;
-            V16 = s->av;
-        } else {
-            /* this call's K and V into the dense cache, then every row attends
-             * its sequence's positions up to its own */
-            uint16_t *kl = s->kc + (size_t)l * B * L * kv, *vl = s->vc + (size_t)l * B * L * kv;
-            if (CU(e, tick(s, ev[E_MOVE0], cs)) || CU(e, tick(s, ev[E_D2H0], s->d2h)) ||
-                CU(e, tick(s, ev[E_D2H1], s->d2h)) ||
-                CU(e, kern_scatter_rows16(kl, s->d_dst, s->k, R, kv, cs)) ||
-                CU(e, kern_scatter_rows16(vl, s->d_dst, s->v, R, kv, cs)) ||
-                CU(e, tick(s, ev[E_REC0], cs)) || CU(e, tick(s, ev[E_REC1], cs)) ||
-                CU(e, tick(s, ev[E_MOVE1], cs)))
-                return ALISA_EIO;
-            rw.base = s->d_base;
-            K16 = kl;
-            V16 = vl;
-        }
-        /* the attention's output replaces the normed input, as on the CPU */
-        if (CU(e, rec(s, ev[E_ATT0], cs)) ||
-            CU(e, kern_attn_scores16(s->scores, s->q, K16, rw, R, H, KVH, hs, scale, cs)) ||
-            CU(e, kern_softmax(s->scores, R * H, L, s->d_count, H, cs)) ||
-            CU(e, kern_attn_output16(s->xb, s->scores, V16, rw, R, H, KVH, hs, cs)) ||
-            CU(e, tick(s, ev[E_ATT1], cs)))
-            return ALISA_EIO;
-        if (defer && (CU(e, kern_head_mean(s->wmean, s->scores, s->d_count, B, H, L, cs)) ||
-                      CU(e, cudaMemcpyAsync(s->h_rows + (size_t)l * B * L, s->wmean,
-                                            (size_t)B * L * sizeof(float),
-                                            cudaMemcpyDeviceToHost, cs))))
-            return ALISA_EIO;
-        if (observe && observe_layer(s, cm, l, pos0, ids, rows, tl, e))
-            return ALISA_EIO;
-        if (gemm(s, s->xb2, s->xb, s->wo + (size_t)l * d * d, R, d, d, e) ||
-            (opt && CU(e, kern_bias(s->xb2, s->bo + (size_t)l * d, R, d, 0, cs))) ||
-            CU(e, kern_add(s->x, s->xb2, (size_t)R * d, cs)) || norm(s, s->xb, s->x, l, 1, R, e) ||
-            gemm(s, s->hb, s->xb, s->w1 + (size_t)l * hd * d, R, hd, d, e))
-            return ALISA_EIO;
-        if (opt ? CU(e, kern_bias(s->hb, s->b1 + (size_t)l * hd, R, hd, 1, cs)) /* fc1, ReLU */
-                : gemm_again(s, s->hb2, s->w3 + (size_t)l * hd * d, R, hd, d, e) ||
-                      CU(e, kern_swiglu(s->hb, s->hb2, (size_t)R * hd, cs)))
-            return ALISA_EIO;
-        if (gemm(s, s->xb2, s->hb, s->w2 + (size_t)l * d * hd, R, d, hd, e) ||
-            (opt && CU(e, kern_bias(s->xb2, s->b2 + (size_t)l * d, R, d, 0, cs))) ||
-            CU(e, kern_add(s->x, s->xb2, (size_t)R * d, cs)) ||
-            CU(e, tick(s, ev[E_FFN], cs)))
-            return ALISA_EIO;
-    }
-    cudaEvent_t *hv = s->ev + (size_t)c->n_layers * E_N;
-    /* the head, unless the caller wants no logits (a prompt's earlier chunks) */
-    if (CU(e, tick(s, hv[E_START], cs)) ||
-        (!cm->no_head && (norm(s, s->xb, s->x, 0, 2, R, e) ||
-                          gemm(s, s->logits, s->xb, s->wcls, R, c->vocab, d, e))) ||
-        CU(e, tick(s, hv[E_FFN], cs)) ||
-        (!cm->no_head && cm->greedy &&
+    s->e = e;
+    s->cm = cm;
+    s->call_pos0 = pos0;
+    s->call_ids = ids;
+    s->call_rows = rows;
+    s->call_observe = observe;
+    s->call_defer = defer;
+    int rc = layers_forward(&cuda_layer_ops, s, c, R, !cm->no_head);
+    s->cm = NULL;
+    if (rc)
+        return rc;
+    if ((!cm->no_head && cm->greedy &&
          (CU(e, kern_argmax_rows(s->d_next, s->logits, R, c->vocab, cs)) ||
           CU(e, cudaMemcpyAsync(s->h_next, s->d_next, R * sizeof(uint32_t),
                                 cudaMemcpyDeviceToHost, cs)))) ||

@@ -43,6 +43,13 @@ if [ "${2:-}" = --self-test ]; then
     case $out in *"sim/replay.c:"*"place_lru_ops"*) ;; *)
         echo "FAIL: self-test: the policy named in a shell was not found: $out"; exit 1 ;; esac
     echo "self-test: a shell branching on a policy's identity is caught"
+    rm -rf "$tmp/sim" "$tmp/exec" && cp -r sim exec "$tmp/"
+    printf 'static int h(const struct llm_config *c) { return c->arch == LLM_ARCH_OPT; }\n' \
+        >>"$tmp/exec/backend_cpu.c"
+    out=$(bash "$0" "$tmp") && { echo "FAIL: self-test: a backend naming an architecture passed"; exit 1; }
+    case $out in *"exec/backend_cpu.c:"*"LLM_ARCH_OPT"*) ;; *)
+        echo "FAIL: self-test: the architecture named in a backend was not found: $out"; exit 1 ;; esac
+    echo "self-test: a backend branching on an architecture's identity is caught"
 fi
 
 allowed() { # allowed LAYER -> the folders its files may include from
@@ -110,5 +117,14 @@ if named=$(grep -nE "[=!]= *&(place|sel)_[a-z0-9_]+_ops|strcmp\([^)]*\"($policie
     echo "$named"
     exit 1
 fi
+# the model is written once (exec/layers.c) and reads the architecture as
+# data (llm_arch_info); only the loaders (exec/model.c) map a checkpoint's
+# family to its architecture
+if named=$(grep -nE "LLM_ARCH_[A-Z]+" exec/*.c exec/*.cu exec/cli/*.c kernels/*.cu kernels/*.h \
+        | grep -v "^exec/model\.c:"); then
+    echo "FAIL: code outside the loaders branches on which architecture it runs (read llm_arch_info):"
+    echo "$named"
+    exit 1
+fi
 echo "layering: $checked files, every include within its layer; no command sets up the" \
-     "scheduler; no shell names a policy to branch on it"
+     "scheduler; no shell names a policy or an architecture to branch on it"
