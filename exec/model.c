@@ -101,7 +101,10 @@ const struct llm_arch_info *llm_arch_info(enum llm_arch a)
     static const struct llm_arch_info opt = {
         .name = "opt", .norm = LLM_NORM_LAYER, .positions = LLM_POS_LEARNED, .pos_offset = 2,
         .qkv_bias = 1, .out_bias = 1, .ffn_bias = 1, .act = LLM_ACT_RELU};
-    return a == LLM_ARCH_OPT ? &opt : &llama;
+    static const struct llm_arch_info qwen2 = {
+        .name = "qwen2", .norm = LLM_NORM_RMS, .positions = LLM_POS_ROPE, .qkv_bias = 1,
+        .act = LLM_ACT_SWIGLU};
+    return a == LLM_ARCH_OPT ? &opt : a == LLM_ARCH_QWEN2 ? &qwen2 : &llama;
 }
 
 void llm_rope_tables(const struct llm_config *c, uint32_t max_len, float *cs, float *sn)
@@ -494,28 +497,38 @@ int llm_load(struct llm_model **out, const char *path, enum llm_weight_mode mode
     return llm_load_llama2c(out, path, e);
 }
 
+/* Weights (FP32 values) of a model of config c: matrices, norms, the
+ * biases and learned positions its architecture has (positions for
+ * seq_len + offset rows). */
+static size_t llm_param_count(const struct llm_config *c, int tied)
+{
+    const struct llm_arch_info *a = llm_arch_info(c->arch);
+    const size_t d = c->dim, kv = c->kv_dim, hd = c->hidden_dim;
+    const size_t ln = a->norm == LLM_NORM_LAYER; /* a bias beside each norm's weight */
+    size_t layer = 2 * d * d + 2 * kv * d + (a->act == LLM_ACT_SWIGLU ? 3 : 2) * hd * d +
+                   2 * d * (1 + ln) + (a->qkv_bias ? d + 2 * kv : 0) + (a->out_bias ? d : 0) +
+                   (a->ffn_bias ? hd + d : 0);
+    return (size_t)c->vocab * d * (tied ? 1 : 2) + c->n_layers * layer + d * (1 + ln) +
+           (a->positions == LLM_POS_LEARNED ? ((size_t)c->seq_len + a->pos_offset) * d : 0);
+}
+
 void llm_model_shape(const struct llm_model *m, struct model_shape *out)
 {
     const struct llm_config *c = &m->c;
-    const int opt = c->arch == LLM_ARCH_OPT;
+    const struct llm_arch_info *a = llm_arch_info(c->arch);
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "%s", m->name);
-    snprintf(out->family, sizeof out->family, opt ? "opt" : "llama");
+    snprintf(out->family, sizeof out->family, "%s", a->name);
     out->n_layers = c->n_layers;
     out->hidden = c->dim;
     out->n_heads = c->n_heads;
     out->n_kv_heads = c->n_kv_heads;
     out->ffn = c->hidden_dim;
-    out->ffn_matrices = opt ? 2 : 3;
+    out->ffn_matrices = a->act == LLM_ACT_SWIGLU ? 3 : 2;
     out->vocab = c->vocab;
     out->tied_embeddings = m->w.wcls.data == m->w.token_embedding.data;
     out->max_seq = c->seq_len;
-    double d = c->dim, kv = c->kv_dim, hd = c->hidden_dim;
-    /* OPT: four LayerNorm vectors, seven biases and the learned positions */
-    double layer = 2 * d * d + 2 * d * kv + out->ffn_matrices * d * hd + 2 * d +
-                   (opt ? 2 * d + 2 * d + 2 * kv + hd + d : 0);
-    out->params = (double)c->vocab * d * (out->tied_embeddings ? 1 : 2) + c->n_layers * layer + d +
-                  (opt ? d + (c->seq_len + 2.0) * d : 0);
+    out->params = (double)llm_param_count(c, out->tied_embeddings);
     out->weight_bytes_fp16 = 2 * out->params;
     out->available = 1;
 }
@@ -622,7 +635,8 @@ static void hf_paths(const char *path, char *file, size_t nf, char *dir, size_t 
 }
 
 /* The architecture and shape config.json (at cpath) describes: OPT (pre-norm,
- * ReLU, no projection of the embeddings) or LLaMA; *max_pos its positions.
+ * ReLU, no projection of the embeddings), LLaMA or Qwen2 (without its
+ * sliding window); *max_pos its positions.
  * Returns 0 or a negative status with e naming the file and key. */
 static int hf_config(json_t *cfg, const char *cpath, struct llm_config *c, uint32_t *max_pos,
                      struct alisa_err *e)
@@ -650,8 +664,11 @@ static int hf_config(json_t *cfg, const char *cpath, struct llm_config *c, uint3
                            "but relu: OPT-350m's layout)", cpath, proj, c->dim);
         c->n_kv_heads = c->n_heads;
         c->norm_eps = 1e-5f; /* torch.nn.LayerNorm's default, as modeling_opt.py builds it */
-    } else if (strcmp(type, "llama") == 0) {
-        c->arch = LLM_ARCH_LLAMA;
+    } else if (strcmp(type, "llama") == 0 || strcmp(type, "qwen2") == 0) {
+        c->arch = strcmp(type, "qwen2") == 0 ? LLM_ARCH_QWEN2 : LLM_ARCH_LLAMA;
+        if (json_is_true(json_object_get(cfg, "use_sliding_window")))
+            return err_set(e, ALISA_EINVAL, "%s: use_sliding_window true: a sliding window is not "
+                           "run here", cpath);
         if ((rc = cfg_u32(cfg, cpath, "hidden_size", -1, &c->dim, e)) ||
             (rc = cfg_u32(cfg, cpath, "num_attention_heads", -1, &c->n_heads, e)) ||
             (rc = cfg_u32(cfg, cpath, "num_key_value_heads", c->n_heads, &c->n_kv_heads,
@@ -665,21 +682,23 @@ static int hf_config(json_t *cfg, const char *cpath, struct llm_config *c, uint3
         c->norm_eps = json_is_number(eps) ? (float)json_number_value(eps) : 1e-6f;
         c->rope_theta = json_is_number(th) ? (float)json_number_value(th) : 10000.0f;
     } else {
-        return err_set(e, ALISA_EINVAL, "%s: model_type '%s' is not read (opt and llama are)",
-                       cpath, type);
+        return err_set(e, ALISA_EINVAL, "%s: model_type '%s' is not read (opt, llama and qwen2 "
+                       "are)", cpath, type);
     }
     c->seq_len = *max_pos;
     return llm_config_validate(c, cpath, e);
 }
 
 /* The tensors outside the layers into m's weights from *p on: the token
- * embedding, lm_head unless tied, the final norm, and OPT's positions and
- * biases (the per-layer vectors' room taken here too). */
+ * embedding, lm_head unless tied, the final norm, and the learned positions
+ * and biases the architecture has (the per-layer vectors' room taken here
+ * too). */
 static int hf_globals(struct st_file *f, const char *file, struct llm_model *m, uint32_t max_pos,
                       int tied, float **p, struct alisa_err *e)
 {
     const struct llm_config *c = &m->c;
-    const int opt = c->arch == LLM_ARCH_OPT;
+    const struct llm_arch_info *a = llm_arch_info(c->arch);
+    const int opt = a->positions == LLM_POS_LEARNED; /* OPT's names: model.decoder. */
     const size_t L = c->n_layers, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim, V = c->vocab;
     struct llm_weights *w = &m->w;
     char nm[200];
@@ -698,20 +717,25 @@ static int hf_globals(struct st_file *f, const char *file, struct llm_model *m, 
     w->rms_att = take_f(p, L * d);
     w->rms_ffn = take_f(p, L * d);
     w->rms_final = take_f(p, d);
+    if (a->qkv_bias) {
+        w->bq = take_f(p, L * d);
+        w->bk = take_f(p, L * kv);
+        w->bv = take_f(p, L * kv);
+    }
+    if (a->out_bias)
+        w->bo = take_f(p, L * d);
+    if (a->ffn_bias) {
+        w->b1 = take_f(p, L * hd);
+        w->b2 = take_f(p, L * d);
+    }
     if (!opt)
         return hf_tensor(f, file, "model.norm.weight", d, 0, w->rms_final, e);
-    f32_mat(&w->pos_embedding, max_pos + 2, (uint32_t)d, p);
+    f32_mat(&w->pos_embedding, max_pos + a->pos_offset, (uint32_t)d, p);
     w->ln_att_b = take_f(p, L * d);
     w->ln_ffn_b = take_f(p, L * d);
     w->ln_final_b = take_f(p, d);
-    w->bq = take_f(p, L * d);
-    w->bo = take_f(p, L * d);
-    w->bk = take_f(p, L * kv);
-    w->bv = take_f(p, L * kv);
-    w->b1 = take_f(p, L * hd);
-    w->b2 = take_f(p, L * d);
-    if ((rc = hf_tensor(f, file, "model.decoder.embed_positions.weight", max_pos + 2, d,
-                        (float *)(uintptr_t)w->pos_embedding.data, e)) ||
+    if ((rc = hf_tensor(f, file, "model.decoder.embed_positions.weight", max_pos + a->pos_offset,
+                        d, (float *)(uintptr_t)w->pos_embedding.data, e)) ||
         (rc = hf_tensor(f, file, "model.decoder.final_layer_norm.weight", d, 0, w->rms_final,
                         e)))
         return rc;
@@ -719,13 +743,15 @@ static int hf_globals(struct st_file *f, const char *file, struct llm_model *m, 
 }
 
 /* Layer l's tensors into m's weights from *p on (its matrices; its vectors'
- * room was taken by hf_globals); LLaMA's q and k rows from rotate-half to
+ * room was taken by hf_globals); a rotated model's q and k rows (and
+ * Qwen2's q and k biases, added before the rotation) from rotate-half to
  * interleaved pairs (tmp: head_dim x dim scratch). */
 static int hf_layer(struct st_file *f, const char *file, struct llm_model *m, size_t l, float **p,
                     float *tmp, struct alisa_err *e)
 {
     const struct llm_config *c = &m->c;
-    const int opt = c->arch == LLM_ARCH_OPT;
+    const struct llm_arch_info *a = llm_arch_info(c->arch);
+    const int opt = a->positions == LLM_POS_LEARNED; /* OPT's names */
     const size_t d = c->dim, kv = c->kv_dim, hd = c->hidden_dim;
     struct llm_weights *w = &m->w;
     struct hf_part t[16];
@@ -756,6 +782,11 @@ static int hf_layer(struct st_file *f, const char *file, struct llm_model *m, si
         MAT("mlp.up_proj.weight", &w->w3[l], hd, d);
         VEC("input_layernorm.weight", w->rms_att + l * d, d);
         VEC("post_attention_layernorm.weight", w->rms_ffn + l * d, d);
+        if (a->qkv_bias) {
+            VEC("self_attn.q_proj.bias", w->bq + l * d, d);
+            VEC("self_attn.k_proj.bias", w->bk + l * kv, kv);
+            VEC("self_attn.v_proj.bias", w->bv + l * kv, kv);
+        }
     }
 #undef MAT
 #undef VEC
@@ -770,9 +801,13 @@ static int hf_layer(struct st_file *f, const char *file, struct llm_model *m, si
         }
         rc = hf_tensor(f, file, nm, t[i].rows, t[i].cols, dst, e);
     }
-    if (!rc && !opt) { /* rotate-half rows to interleaved pairs */
+    if (!rc && a->positions == LLM_POS_ROPE) { /* rotate-half rows to interleaved pairs */
         unpermute_rows((float *)(uintptr_t)w->wq[l].data, c->n_heads, c->head_dim, c->dim, tmp);
         unpermute_rows((float *)(uintptr_t)w->wk[l].data, c->n_kv_heads, c->head_dim, c->dim, tmp);
+        if (a->qkv_bias) {
+            unpermute_rows(w->bq + l * d, c->n_heads, c->head_dim, 1, tmp);
+            unpermute_rows(w->bk + l * kv, c->n_kv_heads, c->head_dim, 1, tmp);
+        }
     }
     return rc;
 }
@@ -793,12 +828,9 @@ int llm_load_hf(struct llm_model **out, const char *path, struct alisa_err *e)
     if (rc || (rc = hf_config(cfg, cpath, &m->c, &max_pos, e)))
         goto done;
     const struct llm_config *c = &m->c;
-    const int opt = c->arch == LLM_ARCH_OPT;
     int tied = st_find(f, "lm_head.weight") == NULL;
-    size_t L = c->n_layers, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim, V = c->vocab;
-    size_t per_layer = 2 * d * d + 2 * kv * d + (opt ? 2 : 3) * hd * d + 2 * d +
-                       (opt ? 2 * d + 2 * d + 2 * kv + hd + d : 0);
-    size_t n = V * d * (tied ? 1 : 2) + L * per_layer + d + (opt ? d + (max_pos + 2) * d : 0);
+    size_t L = c->n_layers, d = c->dim;
+    size_t n = llm_param_count(c, tied); /* seq_len is max_pos */
     /* no allocation the file cannot justify: its smallest tensors hold 2 bytes a weight */
     if ((uint64_t)n * 2 > st_file_bytes(f)) {
         rc = err_set(e, ALISA_ECORRUPT, "%s: config.json's shape needs %zu weights, more than "

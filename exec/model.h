@@ -1,6 +1,7 @@
 /* A decoder-only model in memory, of the LLaMA family (RMSNorm, RoPE,
- * SwiGLU) or OPT (LayerNorm with bias, learned positions offset by 2, ReLU
- * MLP, biases on every projection): configuration and weights, loaded from
+ * SwiGLU; Qwen2 adds biases on q, k and v) or OPT (LayerNorm with bias,
+ * learned positions offset by 2, ReLU MLP, biases on every projection),
+ * each described as data (llm_arch_info): configuration and weights, loaded from
  * a llama2.c version-0 checkpoint, a GGUF file (dequantised at load, or kept
  * quantised in the file's mapping) or a Hugging Face safetensors checkpoint
  * with its config.json.
@@ -22,7 +23,7 @@
 
 struct gguf;
 
-enum llm_arch { LLM_ARCH_LLAMA, LLM_ARCH_OPT };
+enum llm_arch { LLM_ARCH_LLAMA, LLM_ARCH_OPT, LLM_ARCH_QWEN2 };
 
 /* An architecture as data: everything the layer sequence (layers.h) and the
  * backends read of it; nothing outside model.c tests which architecture a
@@ -33,19 +34,22 @@ enum llm_norm_kind { LLM_NORM_RMS, LLM_NORM_LAYER };  /* RMSNorm; LayerNorm with
 enum llm_pos_kind { LLM_POS_ROPE, LLM_POS_LEARNED };  /* q and k rotated; a row added to the input */
 enum llm_act_kind { LLM_ACT_SWIGLU, LLM_ACT_RELU };   /* gated w1, w3 then w2; fc1, ReLU, fc2 */
 struct llm_arch_info {
-    const char *name;            /* "llama", "opt" */
+    const char *name;            /* "llama", "opt", "qwen2" */
     enum llm_norm_kind norm;
     enum llm_pos_kind positions;
     uint32_t pos_offset;         /* learned positions: token at pos reads row pos + offset */
     int qkv_bias;                /* the q, k and v projections carry biases */
     int out_bias;                /* the attention's output projection carries one */
-    int ffn_bias;                /* both FFN matrices carry biases (ReLU requires them) */
+    int ffn_bias;                /* both FFN matrices carry biases (ReLU requires them: it
+                                  * is applied with fc1's, test_layers) */
     enum llm_act_kind act;
 };
 
 /* The description of architecture a (never NULL; cannot fail). LLaMA:
  * llama2.c's forward; OPT: Hugging Face's modeling_opt.py (OPTDecoderLayer
- * with do_layer_norm_before, OPTLearnedPositionalEmbedding's offset of 2). */
+ * with do_layer_norm_before, OPTLearnedPositionalEmbedding's offset of 2);
+ * Qwen2: modeling_qwen2.py (LLaMA's layer with biases on q, k and v only,
+ * Qwen2Attention's q_proj/k_proj/v_proj bias=True, o_proj bias=False). */
 const struct llm_arch_info *llm_arch_info(enum llm_arch a);
 
 struct llm_config {
@@ -106,7 +110,8 @@ struct llm_weights {
     float *rms_att;         /* (n_layers, dim) attention norm's weight */
     float *rms_ffn;         /* (n_layers, dim) FFN norm's weight */
     float *rms_final;       /* (dim) */
-    /* OPT only (NULL for LLaMA): LayerNorm biases, projection biases, and
+    /* as the architecture has them (llm_arch_info; NULL otherwise):
+     * LayerNorm biases, projection biases (Qwen2: bq, bk, bv only), and
      * the learned positions (max positions + 2 rows: OPT's offset of 2) */
     float *ln_att_b, *ln_ffn_b; /* (n_layers, dim) */
     float *ln_final_b;          /* (dim) */
@@ -156,7 +161,8 @@ int llm_load_gguf(struct llm_model **out, const char *path, enum llm_weight_mode
  * sharded checkpoint's model.safetensors.index.json, with config.json in
  * its directory, or that directory (model.safetensors in it, else the
  * index). model_type "opt" (OPT-125m to OPT-66b: pre-LayerNorm, no projection
- * of the embeddings) or "llama" (q and k rows permuted from Hugging Face's
+ * of the embeddings), "llama" or "qwen2" (without use_sliding_window; q and
+ * k rows, and Qwen2's q and k biases, permuted from Hugging Face's
  * rotate-half RoPE to the interleaved pairs the forward pass rotates, as
  * llama.cpp's convert_hf_to_gguf.py permute does). F32, F16 and BF16
  * tensors, held as FP32. On failure e names the file and the tensor or

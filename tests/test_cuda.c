@@ -639,7 +639,7 @@ static void greedy_both(const char *path, uint32_t B, uint32_t N, uint32_t P, ui
     llm_free(m);
 }
 
-static char stories[600], smollm2[600], tiny_opt[600];
+static char stories[600], smollm2[600], tiny_opt[600], tiny_qwen2[600];
 
 /* OPT (LayerNorm with bias, learned positions at offset 2, biases, ReLU) on
  * the GPU: the tiny random checkpoint test_hf checks against numpy. */
@@ -651,6 +651,17 @@ static void test_cuda_opt_greedy_equals_the_cpu_dense_and_tiered(void **state)
     greedy_both(tiny_opt, 3, 40, 8, 16, 1, 0);
     greedy_both(tiny_opt, 3, 40, 8, 16, 3, 1);
     greedy_both(tiny_opt, 3, 40, 8, SPLIT, 0, 0);
+}
+
+/* Qwen2 (q, k and v biases before RoPE, a tied head), described as data
+ * and run by the same layer sequence: the checkpoint test_hf checks against
+ * numpy, dense and tiered (its recomputation adds the K bias, then rotates). */
+static void test_cuda_qwen2_greedy_equals_the_cpu_dense_and_tiered(void **state)
+{
+    (void)state;
+    greedy_both(tiny_qwen2, 3, 40, 8, 0, 0, 0);
+    greedy_both(tiny_qwen2, 3, 40, 8, 16, 1, 0);
+    greedy_both(tiny_qwen2, 3, 40, 8, 16, 3, 1);
 }
 
 /* Synthetic weights drawn on the GPU (llm_shape_synthetic, kern_synth_f16)
@@ -940,6 +951,8 @@ int main(void)
     const char *gguf = getenv("ALISA_SMOLLM2_GGUF"), *golden = getenv("ALISA_GOLDEN_DIR");
     snprintf(smollm2, sizeof smollm2, "%s", gguf && *gguf ? gguf : ALISA_SMOLLM2_GGUF);
     snprintf(tiny_opt, sizeof tiny_opt, "%s/tiny-opt", golden && *golden ? golden : ALISA_GOLDEN_DIR);
+    snprintf(tiny_qwen2, sizeof tiny_qwen2, "%s/tiny-qwen2",
+             golden && *golden ? golden : ALISA_GOLDEN_DIR);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cuda_module_opens_and_gives_the_backend),
         cmocka_unit_test(test_cuda_fp16_narrowing_and_embedding_equal_the_cpu),
@@ -953,6 +966,7 @@ int main(void)
         cmocka_unit_test(test_cuda_stories260k_greedy_equals_the_cpu_dense_and_tiered),
         cmocka_unit_test(test_cuda_smollm2_greedy_equals_the_cpu_dense_and_tiered),
         cmocka_unit_test(test_cuda_opt_greedy_equals_the_cpu_dense_and_tiered),
+        cmocka_unit_test(test_cuda_qwen2_greedy_equals_the_cpu_dense_and_tiered),
         cmocka_unit_test(test_cuda_synthetic_weights_drawn_on_the_gpu_equal_the_hosts),
         cmocka_unit_test(test_cuda_pipelined_step_equals_the_eager_one),
         cmocka_unit_test(test_cuda_pipelined_smollm2_step_equals_the_eager_one),

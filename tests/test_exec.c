@@ -658,6 +658,19 @@ static void test_exec_tiered_placement_leaves_opt_outputs_unchanged(void **state
     tiered_outputs_unchanged(m);
 }
 
+/* The same on Qwen2 (tests/golden/tiny-qwen2: RoPE and biases on q, k and
+ * v), whose recomputation adds the K bias before it rotates. */
+static void test_exec_tiered_placement_leaves_qwen2_outputs_unchanged(void **state)
+{
+    (void)state;
+    struct llm_model *m;
+    struct alisa_err e = {{0}};
+    if (llm_load(&m, ALISA_GOLDEN_DIR "/tiny-qwen2", LLM_WEIGHTS_F32, &e))
+        fail_msg("%s", e.msg);
+    assert_int_equal(m->c.arch, LLM_ARCH_QWEN2);
+    tiered_outputs_unchanged(m);
+}
+
 /* Running a prompt as one chunk (GEMMs over batch x P rows) computes what
  * running it position by position computes, dense and tiered: chunks of
  * uneven sizes, one crossing the prefill/decode boundary, match the
@@ -1433,6 +1446,7 @@ int main(void)
         cmocka_unit_test(test_exec_batched_decoding_equals_one_sequence_at_a_time),
         cmocka_unit_test(test_exec_tiered_placement_leaves_the_outputs_unchanged),
         cmocka_unit_test(test_exec_tiered_placement_leaves_opt_outputs_unchanged),
+        cmocka_unit_test(test_exec_tiered_placement_leaves_qwen2_outputs_unchanged),
         cmocka_unit_test(test_exec_chunked_forward_equals_position_by_position),
         cmocka_unit_test(test_exec_rows_at_their_own_positions_equal_each_sequence_alone),
         cmocka_unit_test(test_exec_attends_exactly_the_selected_tokens),

@@ -1,11 +1,12 @@
 /* Hugging Face checkpoints (model.h's llm_load_hf, safetensors.h) and the
- * OPT architecture:
- * - tests/golden/tiny-opt (F16) and tiny-llama (BF16 matrices, F32 norms,
- *   grouped-query attention, Hugging Face's rotate-half q/k layout) give
- *   at every position the logits of an independent numpy forward pass
+ * OPT and Qwen2 architectures:
+ * - tests/golden/tiny-opt (F16), tiny-llama (BF16 matrices, F32 norms,
+ *   grouped-query attention, Hugging Face's rotate-half q/k layout) and
+ *   tiny-qwen2 (F16, q, k and v biases before the rotation, a tied head)
+ *   give at every position the logits of an independent numpy forward pass
  *   (tests/golden/make-hf-golden.py, written from transformers'
- *   modeling_opt.py and modeling_llama.py), within 1e-4 + 1e-4 |x|
- *   (measured: 3e-6);
+ *   modeling_opt.py, modeling_llama.py and modeling_qwen2.py), within
+ *   1e-4 + 1e-4 |x| (measured: 3e-6);
  * - the same checkpoint split into 2 and 3 shards with an index, as Hugging
  *   Face shards large models (files the test writes), gives the same logits;
  *   a missing shard, a tensor in the wrong shard, a shard name outside
@@ -114,6 +115,14 @@ static void test_hf_llama_matches_numpy(void **state)
     check_model("tiny-llama", ALISA_GOLDEN_DIR "/tiny-llama/model.safetensors", LLM_ARCH_LLAMA);
 }
 
+/* Qwen2: LLaMA's layer with q, k and v biases, described as data
+ * (llm_arch_info), run by the same layer sequence */
+static void test_hf_qwen2_matches_numpy(void **state)
+{
+    (void)state;
+    check_model("tiny-qwen2", ALISA_GOLDEN_DIR "/tiny-qwen2", LLM_ARCH_QWEN2);
+}
+
 /* A copy of tiny-opt in a temporary directory, its safetensors bytes changed
  * by edit (NULL: unchanged) and its config replaced by cfg (NULL: kept);
  * returns the directory. */
@@ -217,6 +226,8 @@ static void test_hf_refuses_bad_files_naming_the_field(void **state)
     expect_error(bad_copy(truncate_data, NULL), "data section holds");
     expect_error(bad_copy(rename_tensor, NULL), "layers.0.fc1.weight' missing");
     expect_error(bad_copy(NULL, "{\"model_type\": \"gpt2\"}"), "model_type 'gpt2'");
+    expect_error(bad_copy(NULL, "{\"model_type\": \"qwen2\", \"use_sliding_window\": true}"),
+                 "use_sliding_window true");
     expect_error(bad_copy(NULL, "{\"model_type\": \"opt\", \"hidden_size\": 32}"),
                  "'num_attention_heads' is missing");
     /* a config larger than the file: refused before any allocation */
@@ -460,6 +471,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hf_opt_matches_numpy),
         cmocka_unit_test(test_hf_llama_matches_numpy),
+        cmocka_unit_test(test_hf_qwen2_matches_numpy),
         cmocka_unit_test(test_hf_refuses_bad_files_naming_the_field),
         cmocka_unit_test(test_hf_sharded_checkpoint_matches_the_single_file),
         cmocka_unit_test(test_hf_a_fifo_for_any_checkpoint_file_is_refused_without_waiting),

@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
-"""Two tiny random Hugging Face checkpoints and their logits from an
-independent numpy forward pass, written as transformers' modeling_opt.py and
-modeling_llama.py compute them (not from our C code):
+"""Three tiny random Hugging Face checkpoints and their logits from an
+independent numpy forward pass, written as transformers' modeling_opt.py,
+modeling_llama.py and modeling_qwen2.py compute them (not from our C code):
 
 - tiny-opt: OPT (pre-LayerNorm with bias, learned positions with OPT's
   offset of 2, ReLU MLP, biases on every projection, head tied to the
   embedding), F16 tensors;
 - tiny-llama: LLaMA with grouped-query attention (4 query heads, 2 KV heads)
   and Hugging Face's rotate-half RoPE (so a loader must permute q and k rows
-  to interleaved pairs), BF16 matrices, F32 norms, an untied head.
+  to interleaved pairs), BF16 matrices, F32 norms, an untied head;
+- tiny-qwen2: Qwen2 (LLaMA's layer with biases on the q, k and v
+  projections only, added before the rotate-half RoPE; theta 1e6, as
+  Qwen2's config), grouped-query attention, F16 matrices, F32 norms and
+  biases, the head tied to the embedding (as Qwen2-0.5B).
 
 Each directory gets config.json and model.safetensors (written by hand: an
 8-byte header length, the JSON header, the data); hf-golden.txt gets, per
@@ -126,6 +130,19 @@ def tiny_opt(out):
     return h @ W[pre + "embed_tokens.weight"].T
 
 
+def rope_tables(T, hd, theta):
+    inv = 1.0 / theta ** (np.arange(0, hd, 2) / hd)
+    ang = np.outer(np.arange(T), inv)
+    return np.cos(np.concatenate([ang, ang], -1)), np.sin(np.concatenate([ang, ang], -1))
+
+
+def rotate_half(x, heads, hd, cos, sin):
+    T = x.shape[0]
+    x = x.reshape(T, heads, hd)
+    rot = np.concatenate([-x[..., hd // 2:], x[..., :hd // 2]], -1)
+    return (x * cos[:, None] + rot * sin[:, None]).reshape(T, heads * hd)
+
+
 def tiny_llama(out):
     d, H, KVH, L, ffn, V, P, theta, eps = 32, 4, 2, 2, 48, 64, 128, 10000.0, 1e-6
     hd = d // H
@@ -189,12 +206,66 @@ def tiny_llama(out):
     return h @ W["lm_head.weight"].T
 
 
+def tiny_qwen2(out):
+    d, H, KVH, L, ffn, V, P, theta, eps = 32, 4, 2, 2, 48, 64, 128, 1000000.0, 1e-6
+    hd = d // H
+    cfg = {"model_type": "qwen2", "hidden_size": d, "num_attention_heads": H,
+           "num_key_value_heads": KVH, "num_hidden_layers": L, "intermediate_size": ffn,
+           "vocab_size": V, "max_position_embeddings": P, "rms_norm_eps": eps, "rope_theta": theta,
+           "tie_word_embeddings": True, "use_sliding_window": False}
+    t, W = {}, {}
+
+    def add(name, shape, scale, offset=0.0, f32=False):
+        a = (offset + scale * rng.standard_normal(shape)).astype(np.float32 if f32 else np.float16)
+        t[name] = ("F32" if f32 else "F16", a)
+        W[name] = a.astype(np.float64)
+
+    add("model.embed_tokens.weight", (V, d), 0.5)
+    for l in range(L):
+        p = f"model.layers.{l}."
+        add(p + "self_attn.q_proj.weight", (d, d), 1.5 / np.sqrt(d))
+        add(p + "self_attn.q_proj.bias", (d,), 0.5, f32=True)
+        add(p + "self_attn.k_proj.weight", (KVH * hd, d), 1.5 / np.sqrt(d))
+        add(p + "self_attn.k_proj.bias", (KVH * hd,), 0.5, f32=True)
+        add(p + "self_attn.v_proj.weight", (KVH * hd, d), 1 / np.sqrt(d))
+        add(p + "self_attn.v_proj.bias", (KVH * hd,), 0.5, f32=True)
+        add(p + "self_attn.o_proj.weight", (d, d), 1 / np.sqrt(d))
+        add(p + "mlp.gate_proj.weight", (ffn, d), 1 / np.sqrt(d))
+        add(p + "mlp.up_proj.weight", (ffn, d), 1 / np.sqrt(d))
+        add(p + "mlp.down_proj.weight", (d, ffn), 1 / np.sqrt(ffn))
+        add(p + "input_layernorm.weight", (d,), 0.1, 1.0, f32=True)
+        add(p + "post_attention_layernorm.weight", (d,), 0.1, 1.0, f32=True)
+    add("model.norm.weight", (d,), 0.1, 1.0, f32=True)
+    os.makedirs(out, exist_ok=True)
+    store(t, os.path.join(out, "model.safetensors"))
+    json.dump(cfg, open(os.path.join(out, "config.json"), "w"), indent=1)
+    # modeling_qwen2.py: Qwen2Attention's biased q, k, v, then rotate-half
+    # RoPE (apply_rotary_pos_emb), repeat_kv, Qwen2MLP's SwiGLU
+    T = len(IDS)
+    cos, sin = rope_tables(T, hd, theta)
+    h = W["model.embed_tokens.weight"][IDS]
+    for l in range(L):
+        p = f"model.layers.{l}."
+        mm = lambda x, n: x @ W[p + n + ".weight"].T
+        lin = lambda x, n: mm(x, n) + W[p + n + ".bias"]
+        x = rmsnorm(h, W[p + "input_layernorm.weight"], eps)
+        q = rotate_half(lin(x, "self_attn.q_proj"), H, hd, cos, sin) * hd ** -0.5
+        k = rotate_half(lin(x, "self_attn.k_proj"), KVH, hd, cos, sin)
+        h = h + mm(attention(q, k, lin(x, "self_attn.v_proj"), H, KVH), "self_attn.o_proj")
+        x = rmsnorm(h, W[p + "post_attention_layernorm.weight"], eps)
+        g = mm(x, "mlp.gate_proj")
+        h = h + mm(g / (1 + np.exp(-g)) * mm(x, "mlp.up_proj"), "mlp.down_proj")
+    h = rmsnorm(h, W["model.norm.weight"], eps)
+    return h @ W["model.embed_tokens.weight"].T
+
+
 def main():
     out = sys.argv[1]
     with open(os.path.join(out, "hf-golden.txt"), "w") as f:
-        f.write("# logits of tests/golden/tiny-opt and tiny-llama from an independent numpy\n")
+        f.write("# logits of tests/golden/tiny-opt, tiny-llama and tiny-qwen2 from an independent numpy\n")
         f.write("# forward pass (tests/golden/make-hf-golden.py wrote this)\n")
-        for name, fn in (("tiny-opt", tiny_opt), ("tiny-llama", tiny_llama)):
+        for name, fn in (("tiny-opt", tiny_opt), ("tiny-llama", tiny_llama),
+                         ("tiny-qwen2", tiny_qwen2)):
             logits = fn(os.path.join(out, name))
             f.write(f"model {name} {len(IDS)} {logits.shape[1]}\n")
             f.write("ids " + " ".join(map(str, IDS)) + "\n")
