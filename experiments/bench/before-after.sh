@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The CPU executor's decode speed against another build of itself (a change's
+# before and after, e.g. a refactor that must not slow the forward pass):
+# `alisa run` greedy decode, tok/s as it prints them, the two binaries
+# interleaved, the median of the repeats, on stories260K (batch 1 on one
+# thread, batch 8 on two) and SmolLM2-135M Q4_1 (batch 1 and 8 on two).
+#   bash experiments/bench/before-after.sh OTHER_ALISA [REPEATS]   (default 5)
+# OTHER_ALISA: a built `alisa` of the other version (e.g. a git worktree
+# built with `cmake -S . -B build -DALISA_CUDA=OFF && cmake --build build
+# --target alisa`). Check `uptime` first: it needs a quiet machine.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+other=${1:?usage: before-after.sh OTHER_ALISA [REPEATS]}
+repeats=${2:-5}
+this=$PWD/build/alisa
+smollm2=${ALISA_MODELS_CACHE:-$PWD/models-cache}/SmolLM2-135M-Instruct.Q4_1.gguf
+for f in "$other" "$this"; do [ -x "$f" ] || { echo "before-after: no $f" >&2; exit 1; }; done
+[ -f "$smollm2" ] || { echo "before-after: no $smollm2 (bash scripts/get-models)" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export ALISA_WAIT=${ALISA_WAIT:-spin}
+
+# rate BINARY MODEL BATCH THREADS N: one run's decode tok/s
+rate() {
+    "$1" run --model "$2" --batch "$3" --threads "$4" --prompt "Once upon a time" -n "$5" \
+        >/dev/null 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
+    sed -n 's/.*: \([0-9.]*\) tokens\/s (decode.*/\1/p' "$tmp/err" | tail -1
+}
+median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+echo "decode tok/s, median of $repeats interleaved runs, ALISA_WAIT=$ALISA_WAIT;"
+echo "$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), $(nproc) cores;" \
+     "$(date -u '+%Y-%m-%d %H:%M UTC'); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "this: $this ($(git rev-parse --short HEAD)); other: $other"
+echo
+echo "| model | batch | threads | tokens | this | other | this / other |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
+for c in "stories260K 1 1 400" "stories260K 8 2 400" \
+         "$smollm2 1 2 64" "$smollm2 8 2 64"; do
+    set -- $c
+    : >"$tmp/a"; : >"$tmp/b"
+    for i in $(seq "$repeats"); do
+        rate "$this" "$1" "$2" "$3" "$4" >>"$tmp/a"
+        rate "$other" "$1" "$2" "$3" "$4" >>"$tmp/b"
+    done
+    a=$(median <"$tmp/a") b=$(median <"$tmp/b")
+    printf "| %s | %s | %s | %s | %.1f | %.1f | %.3f |\n" "$(basename "$1")" "$2" "$3" "$4" "$a" "$b" \
+        "$(echo "$a $b" | awk '{ print $1 / $2 }')"
+done
+echo
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
