@@ -122,7 +122,12 @@ static int rope(void *be, enum lbuf y, uint32_t n)
     const struct llm_config *c = &s->m->c;
     const uint32_t wd = width(c, y), hs = c->head_dim, half = hs / 2;
     float *v = s->buf[y];
-#pragma omp parallel for schedule(static) if (n > 1)
+    if (n == 1) { /* a decode row: no parallel region to enter */
+        size_t at = (size_t)s->pos[0] * half;
+        cpu_rope(v, wd, hs, s->rope_cos + at, s->rope_sin + at);
+        return 0;
+    }
+#pragma omp parallel for schedule(static)
     for (uint32_t r = 0; r < n; r++) {
         size_t at = (size_t)s->pos[r] * half;
         cpu_rope(v + (size_t)r * wd, wd, hs, s->rope_cos + at, s->rope_sin + at);

@@ -18,7 +18,7 @@ for f in "$other" "$this"; do [ -x "$f" ] || { echo "before-after: no $f" >&2; e
 [ -f "$smollm2" ] || { echo "before-after: no $smollm2 (bash scripts/get-models)" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export ALISA_WAIT=${ALISA_WAIT:-spin}
+export ALISA_WAIT=${ALISA_WAIT:-spin} ALISA_MODELS=${ALISA_MODELS:-$PWD/../shared/models}
 
 # rate BINARY MODEL BATCH THREADS N: one run's decode tok/s
 rate() {
