@@ -512,16 +512,23 @@ static void dense_attend(struct cpu_state *s, struct backend_common *cm, uint32_
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->nt) if (R > 1)
     for (uint32_t r = 0; r < R; r++) {
         uint32_t b = slot[r], pos = pos_of[r], n = pos + 1, tid = cpu_thread_id();
-        size_t base = (((size_t)l * B + b) * s->max_len) * kv;
+        /* a sliding window attends the last `window` positions only */
+        uint32_t first = c->window && n > c->window ? n - c->window : 0, m = n - first;
+        size_t base = ((((size_t)l * B + b) * s->max_len) + first) * kv;
         float *wt = s->w + (size_t)tid * s->max_len;
-        cpu_attend(s->q + (size_t)r * d, s->key_cache + base, s->value_cache + base, n, kv, hs,
+        cpu_attend(s->q + (size_t)r * d, s->key_cache + base, s->value_cache + base, m, kv, hs,
                    group, H, s->att + (size_t)tid * H * s->max_len, s->max_len, wt,
                    s->xb + (size_t)r * d);
-        if (rows)
-            memcpy(rows + ((size_t)b * c->n_layers + l) * n, wt, n * sizeof *wt);
-        for (uint32_t h = 0; rows && cm->attn_heads && h < H; h++) /* cpu_attend's rows */
-            memcpy(cm->attn_heads + (((size_t)b * c->n_layers + l) * H + h) * n,
-                   s->att + ((size_t)tid * H + h) * s->max_len, n * sizeof(float));
+        if (rows) { /* positions outside the window get weight 0 */
+            float *row = rows + ((size_t)b * c->n_layers + l) * n;
+            memset(row, 0, first * sizeof *row);
+            memcpy(row + first, wt, m * sizeof *wt);
+        }
+        for (uint32_t h = 0; rows && cm->attn_heads && h < H; h++) { /* cpu_attend's rows */
+            float *row = cm->attn_heads + (((size_t)b * c->n_layers + l) * H + h) * n;
+            memset(row, 0, first * sizeof *row);
+            memcpy(row + first, s->att + ((size_t)tid * H + h) * s->max_len, m * sizeof(float));
+        }
     }
 }
 
@@ -591,6 +598,9 @@ static int cpu_attend_op(void *be, uint32_t l, uint32_t R)
         dense_attend(s, cm, l, s->cslot, s->rows.pos, R, s->out_rows);
         return 0;
     }
+    if (s->m->c.window) /* tiered_attach refuses it first */
+        return err_set(&cm->err, ALISA_EINVAL, "a sliding-window model runs without the "
+                       "scheduler only");
     return tiered_attend(s, cm, &s->est, l, s->cslot, s->rows.pos, R, s->out_rows,
                          cm->t_layer + (size_t)l * T_N);
 }

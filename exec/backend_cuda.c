@@ -1000,9 +1000,9 @@ static int observe_layer(struct cuda_state *s, struct backend_common *cm, uint32
         uint32_t pos = pos0, n = pos + 1, n_att = s->h_count[b];
         const uint32_t *id = ids + (size_t)b * L;
         const float *w = s->h_wmean + (size_t)b * L;
-        if (!cm->sched) {
-            for (uint32_t t = 0; t < n; t++)
-                ids[(size_t)b * L + t] = t;
+        if (!cm->sched) { /* the last n_att positions (all of them, or a sliding window) */
+            for (uint32_t t = 0; t < n_att; t++)
+                ids[(size_t)b * L + t] = n - n_att + t;
         }
         if (rows) {
             float *row = rows + ((size_t)b * c->n_layers + l) * n;
@@ -1152,6 +1152,8 @@ static int op_attend(void *be, uint32_t l, uint32_t R)
     double *tl = cm->t_layer + (size_t)l * T_N;
     struct kern_rows rw = {.count = s->d_count, .ld = L};
     const uint16_t *K16, *V16; /* FP16 either way: the dense cache or the arenas */
+    if (cm->sched && c->window) /* tiered_attach refuses it first */
+        return err_set(e, ALISA_EINVAL, "a sliding-window model runs without the scheduler only");
     if (cm->sched) {
         if ((defer && l && layer_handoff(s, ev - E_N, e)) ||
             tiered_layer(s, cm, l, s->call_pos0, ev,
@@ -1403,11 +1405,13 @@ static const float *cuda_forward(void *be, struct backend_common *cm, const uint
     /* row r = b * P + i holds sequence b at position pos0 + i */
     for (uint32_t b = 0; b < B; b++)
         for (uint32_t i = 0; i < P; i++) {
-            uint32_t r = b * P + i;
+            uint32_t r = b * P + i, n = pos0 + i + 1;
+            /* a sliding window attends the last `window` positions only */
+            uint32_t first = c->window && n > c->window ? n - c->window : 0;
             s->h_tokens[r] = tokens[r];
             s->h_pos[r] = pos0 + i;
-            s->h_count[r] = pos0 + i + 1;
-            s->h_base[r] = (int32_t)((size_t)b * L);
+            s->h_count[r] = n - first;
+            s->h_base[r] = (int32_t)((size_t)b * L + first);
             s->h_dst[r] = (int32_t)((size_t)b * L + pos0 + i);
         }
     if ((graph ? run_graph(s, cm, pos0) : enqueue(s, cm, P, pos0, ids, rows, observe, defer)) ||

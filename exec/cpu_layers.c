@@ -116,15 +116,22 @@ static int bias(void *be, enum lbuf y, enum lweight w, uint32_t l, uint32_t n, i
     return 0;
 }
 
+/* Values below which RoPE rotates on the calling thread (a prompt chunk's
+ * rows are rotated across the threads). */
+#define ROPE_PARALLEL_MIN 32768u
+
 static int rope(void *be, enum lbuf y, uint32_t n)
 {
     struct cpu_rows *s = be;
     const struct llm_config *c = &s->m->c;
     const uint32_t wd = width(c, y), hs = c->head_dim, half = hs / 2;
     float *v = s->buf[y];
-    if (n == 1) { /* a decode row: no parallel region to enter */
-        size_t at = (size_t)s->pos[0] * half;
-        cpu_rope(v, wd, hs, s->rope_cos + at, s->rope_sin + at);
+    if ((size_t)n * wd < ROPE_PARALLEL_MIN) { /* a decode step's rows: less work than
+                                                * entering a parallel region */
+        for (uint32_t r = 0; r < n; r++) {
+            size_t at = (size_t)s->pos[r] * half;
+            cpu_rope(v + (size_t)r * wd, wd, hs, s->rope_cos + at, s->rope_sin + at);
+        }
         return 0;
     }
 #pragma omp parallel for schedule(static)

@@ -1,7 +1,8 @@
 /* The executor's forward pass, on a backend: a batch of sequences decoded in
  * lockstep, one position at a time, through the one layer sequence
  * (layers.h) of the model's architecture (llm_arch_info: LLaMA's layers in
- * llama2.c's formulas, OPT's, Qwen2's), grouped-query attention. The CPU backend runs
+ * llama2.c's formulas, OPT's, Qwen2's, Mistral's), grouped-query attention,
+ * a checkpoint's sliding window on the dense cache. The CPU backend runs
  * GEMMs through CBLAS (OpenBLAS) in FP32 (backend_cpu.c); the CUDA backend holds
  * the weights in FP16 on the GPU, runs GEMMs through cuBLAS and the rest in
  * kernels/ (backend_cuda.c). Both sit behind backend.h's ops table.

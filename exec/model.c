@@ -104,7 +104,15 @@ const struct llm_arch_info *llm_arch_info(enum llm_arch a)
     static const struct llm_arch_info qwen2 = {
         .name = "qwen2", .norm = LLM_NORM_RMS, .positions = LLM_POS_ROPE, .qkv_bias = 1,
         .act = LLM_ACT_SWIGLU};
-    return a == LLM_ARCH_OPT ? &opt : a == LLM_ARCH_QWEN2 ? &qwen2 : &llama;
+    static const struct llm_arch_info mistral = {
+        .name = "mistral", .norm = LLM_NORM_RMS, .positions = LLM_POS_ROPE,
+        .act = LLM_ACT_SWIGLU};
+    switch (a) {
+    case LLM_ARCH_OPT: return &opt;
+    case LLM_ARCH_QWEN2: return &qwen2;
+    case LLM_ARCH_MISTRAL: return &mistral;
+    default: return &llama;
+    }
 }
 
 void llm_rope_tables(const struct llm_config *c, uint32_t max_len, float *cs, float *sn)
@@ -664,11 +672,20 @@ static int hf_config(json_t *cfg, const char *cpath, struct llm_config *c, uint3
                            "but relu: OPT-350m's layout)", cpath, proj, c->dim);
         c->n_kv_heads = c->n_heads;
         c->norm_eps = 1e-5f; /* torch.nn.LayerNorm's default, as modeling_opt.py builds it */
-    } else if (strcmp(type, "llama") == 0 || strcmp(type, "qwen2") == 0) {
-        c->arch = strcmp(type, "qwen2") == 0 ? LLM_ARCH_QWEN2 : LLM_ARCH_LLAMA;
-        if (json_is_true(json_object_get(cfg, "use_sliding_window")))
-            return err_set(e, ALISA_EINVAL, "%s: use_sliding_window true: a sliding window is not "
-                           "run here", cpath);
+    } else if (strcmp(type, "llama") == 0 || strcmp(type, "qwen2") == 0 ||
+               strcmp(type, "mistral") == 0) {
+        c->arch = strcmp(type, "qwen2") == 0     ? LLM_ARCH_QWEN2
+                  : strcmp(type, "mistral") == 0 ? LLM_ARCH_MISTRAL
+                                                 : LLM_ARCH_LLAMA;
+        /* Qwen2's window covers only the layers from max_window_layers on:
+         * not run here */
+        if (c->arch == LLM_ARCH_QWEN2 && json_is_true(json_object_get(cfg, "use_sliding_window")))
+            return err_set(e, ALISA_EINVAL, "%s: use_sliding_window true: Qwen2's per-layer "
+                           "sliding window is not run here", cpath);
+        json_t *win = json_object_get(cfg, "sliding_window");
+        if (c->arch == LLM_ARCH_MISTRAL && win && !json_is_null(win) &&
+            (rc = cfg_u32(cfg, cpath, "sliding_window", -1, &c->window, e)))
+            return rc;
         if ((rc = cfg_u32(cfg, cpath, "hidden_size", -1, &c->dim, e)) ||
             (rc = cfg_u32(cfg, cpath, "num_attention_heads", -1, &c->n_heads, e)) ||
             (rc = cfg_u32(cfg, cpath, "num_key_value_heads", c->n_heads, &c->n_kv_heads,
@@ -682,8 +699,8 @@ static int hf_config(json_t *cfg, const char *cpath, struct llm_config *c, uint3
         c->norm_eps = json_is_number(eps) ? (float)json_number_value(eps) : 1e-6f;
         c->rope_theta = json_is_number(th) ? (float)json_number_value(th) : 10000.0f;
     } else {
-        return err_set(e, ALISA_EINVAL, "%s: model_type '%s' is not read (opt, llama and qwen2 "
-                       "are)", cpath, type);
+        return err_set(e, ALISA_EINVAL, "%s: model_type '%s' is not read (opt, llama, qwen2 "
+                       "and mistral are)", cpath, type);
     }
     c->seq_len = *max_pos;
     return llm_config_validate(c, cpath, e);

@@ -23,18 +23,18 @@
 
 struct gguf;
 
-enum llm_arch { LLM_ARCH_LLAMA, LLM_ARCH_OPT, LLM_ARCH_QWEN2 };
+enum llm_arch { LLM_ARCH_LLAMA, LLM_ARCH_OPT, LLM_ARCH_QWEN2, LLM_ARCH_MISTRAL };
 
 /* An architecture as data: everything the layer sequence (layers.h) and the
  * backends read of it; nothing outside model.c tests which architecture a
- * model is (tests/layering_test.sh). Tied embeddings are a checkpoint's
- * choice, not an architecture's (llm_weights.wcls). A sliding window
- * (Mistral) is not described: no architecture here has one. */
+ * model is (tests/layering_test.sh). Tied embeddings (llm_weights.wcls)
+ * and a sliding window (llm_config.window) are a checkpoint's choice, not
+ * an architecture's. */
 enum llm_norm_kind { LLM_NORM_RMS, LLM_NORM_LAYER };  /* RMSNorm; LayerNorm with a bias */
 enum llm_pos_kind { LLM_POS_ROPE, LLM_POS_LEARNED };  /* q and k rotated; a row added to the input */
 enum llm_act_kind { LLM_ACT_SWIGLU, LLM_ACT_RELU };   /* gated w1, w3 then w2; fc1, ReLU, fc2 */
 struct llm_arch_info {
-    const char *name;            /* "llama", "opt", "qwen2" */
+    const char *name;            /* "llama", "opt", "qwen2", "mistral" */
     enum llm_norm_kind norm;
     enum llm_pos_kind positions;
     uint32_t pos_offset;         /* learned positions: token at pos reads row pos + offset */
@@ -49,7 +49,9 @@ struct llm_arch_info {
  * llama2.c's forward; OPT: Hugging Face's modeling_opt.py (OPTDecoderLayer
  * with do_layer_norm_before, OPTLearnedPositionalEmbedding's offset of 2);
  * Qwen2: modeling_qwen2.py (LLaMA's layer with biases on q, k and v only,
- * Qwen2Attention's q_proj/k_proj/v_proj bias=True, o_proj bias=False). */
+ * Qwen2Attention's q_proj/k_proj/v_proj bias=True, o_proj bias=False);
+ * Mistral: modeling_mistral.py (LLaMA's layer; its sliding window is the
+ * checkpoint's, llm_config.window). */
 const struct llm_arch_info *llm_arch_info(enum llm_arch a);
 
 struct llm_config {
@@ -65,6 +67,9 @@ struct llm_config {
     uint32_t kv_dim;      /* head_dim * n_kv_heads */
     float rope_theta;     /* 10000 for llama2.c checkpoints (LLaMA only) */
     float norm_eps;       /* RMSNorm / LayerNorm epsilon, 1e-5 for llama2.c and OPT */
+    uint32_t window;      /* sliding window: a query at position p attends only
+                           * positions p - window + 1 .. p (Mistral's sliding_window,
+                           * HF's mask kv_idx > q_idx - window); 0: every earlier one */
 };
 
 /* The largest shape a model may have (llm_config_validate). With these,

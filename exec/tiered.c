@@ -44,6 +44,10 @@ int tiered_attach(struct tiered *t, const struct tiered_request *r, const struct
                                   .sel = r->sel ? r->sel : &sel_dense_ops,
                                   .place = r->place ? r->place : &place_gpu_only_ops,
                                   .keys = 1};
+    if (c->window)
+        return err_set(e, ALISA_EINVAL, "%s: a sliding window of %u tokens runs without the "
+                       "scheduler only (no --selection or --placement): the scheduler's streams "
+                       "do not know the window", m->name, c->window);
     if (!tiered_runs(sc.place))
         return err_set(e, ALISA_EINVAL, "placement '%s' is not supported by the executor yet "
                        "(offline bounds need a recorded run)", sc.place->name);

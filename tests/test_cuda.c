@@ -639,7 +639,7 @@ static void greedy_both(const char *path, uint32_t B, uint32_t N, uint32_t P, ui
     llm_free(m);
 }
 
-static char stories[600], smollm2[600], tiny_opt[600], tiny_qwen2[600];
+static char stories[600], smollm2[600], tiny_opt[600], tiny_qwen2[600], tiny_mistral[600];
 
 /* OPT (LayerNorm with bias, learned positions at offset 2, biases, ReLU) on
  * the GPU: the tiny random checkpoint test_hf checks against numpy. */
@@ -662,6 +662,16 @@ static void test_cuda_qwen2_greedy_equals_the_cpu_dense_and_tiered(void **state)
     greedy_both(tiny_qwen2, 3, 40, 8, 0, 0, 0);
     greedy_both(tiny_qwen2, 3, 40, 8, 16, 1, 0);
     greedy_both(tiny_qwen2, 3, 40, 8, 16, 3, 1);
+}
+
+/* Mistral's sliding window (3 positions) on the GPU: the dense cache's row
+ * lists start at the window (h_base, h_count), the attention rows place
+ * their weights at the window's positions; a prompt chunk, then decode. */
+static void test_cuda_mistral_window_greedy_equals_the_cpu(void **state)
+{
+    (void)state;
+    greedy_both(tiny_mistral, 3, 40, 8, 0, 0, 0);
+    greedy_both(tiny_mistral, 3, 40, 8, 0, 0, 1);
 }
 
 /* Synthetic weights drawn on the GPU (llm_shape_synthetic, kern_synth_f16)
@@ -953,6 +963,8 @@ int main(void)
     snprintf(tiny_opt, sizeof tiny_opt, "%s/tiny-opt", golden && *golden ? golden : ALISA_GOLDEN_DIR);
     snprintf(tiny_qwen2, sizeof tiny_qwen2, "%s/tiny-qwen2",
              golden && *golden ? golden : ALISA_GOLDEN_DIR);
+    snprintf(tiny_mistral, sizeof tiny_mistral, "%s/tiny-mistral",
+             golden && *golden ? golden : ALISA_GOLDEN_DIR);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cuda_module_opens_and_gives_the_backend),
         cmocka_unit_test(test_cuda_fp16_narrowing_and_embedding_equal_the_cpu),
@@ -967,6 +979,7 @@ int main(void)
         cmocka_unit_test(test_cuda_smollm2_greedy_equals_the_cpu_dense_and_tiered),
         cmocka_unit_test(test_cuda_opt_greedy_equals_the_cpu_dense_and_tiered),
         cmocka_unit_test(test_cuda_qwen2_greedy_equals_the_cpu_dense_and_tiered),
+        cmocka_unit_test(test_cuda_mistral_window_greedy_equals_the_cpu),
         cmocka_unit_test(test_cuda_synthetic_weights_drawn_on_the_gpu_equal_the_hosts),
         cmocka_unit_test(test_cuda_pipelined_step_equals_the_eager_one),
         cmocka_unit_test(test_cuda_pipelined_smollm2_step_equals_the_eager_one),

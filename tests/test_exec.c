@@ -671,6 +671,32 @@ static void test_exec_tiered_placement_leaves_qwen2_outputs_unchanged(void **sta
     tiered_outputs_unchanged(m);
 }
 
+/* A sliding-window model (tests/golden/tiny-mistral) under the scheduler
+ * set up directly, not through tiered_attach (which refuses it first): the
+ * forward pass says why it stops, on its first position. */
+static void test_exec_sliding_window_under_the_scheduler_is_refused(void **state)
+{
+    (void)state;
+    struct llm_model *m;
+    struct alisa_err e = {{0}};
+    if (llm_load(&m, ALISA_GOLDEN_DIR "/tiny-mistral", LLM_WEIGHTS_F32, &e))
+        fail_msg("%s", e.msg);
+    assert_int_equal(m->c.window, 3);
+    struct llm_state *st;
+    assert_int_equal(llm_state_create(&st, m, 2, 16, &e), 0);
+    struct scheduler *sched = NULL;
+    struct kvstore *ks = NULL;
+    attach_tiers(st, &m->c, 2, 16, 4, &place_lru_ops, 8, 8, 3, &sched, &ks);
+    uint32_t cur[2] = {1, 2};
+    assert_null(llm_forward(st, cur, 0, NULL));
+    assert_non_null(strstr(llm_state_error(st)->msg, "sliding-window model runs without the "
+                                                     "scheduler only"));
+    kvstore_free(ks);
+    scheduler_destroy(sched);
+    llm_state_free(st);
+    llm_free(m);
+}
+
 /* Running a prompt as one chunk (GEMMs over batch x P rows) computes what
  * running it position by position computes, dense and tiered: chunks of
  * uneven sizes, one crossing the prefill/decode boundary, match the
@@ -1447,6 +1473,7 @@ int main(void)
         cmocka_unit_test(test_exec_tiered_placement_leaves_the_outputs_unchanged),
         cmocka_unit_test(test_exec_tiered_placement_leaves_opt_outputs_unchanged),
         cmocka_unit_test(test_exec_tiered_placement_leaves_qwen2_outputs_unchanged),
+        cmocka_unit_test(test_exec_sliding_window_under_the_scheduler_is_refused),
         cmocka_unit_test(test_exec_chunked_forward_equals_position_by_position),
         cmocka_unit_test(test_exec_rows_at_their_own_positions_equal_each_sequence_alone),
         cmocka_unit_test(test_exec_attends_exactly_the_selected_tokens),

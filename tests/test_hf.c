@@ -1,11 +1,13 @@
 /* Hugging Face checkpoints (model.h's llm_load_hf, safetensors.h) and the
  * OPT and Qwen2 architectures:
  * - tests/golden/tiny-opt (F16), tiny-llama (BF16 matrices, F32 norms,
- *   grouped-query attention, Hugging Face's rotate-half q/k layout) and
+ *   grouped-query attention, Hugging Face's rotate-half q/k layout),
  *   tiny-qwen2 (F16, q, k and v biases before the rotation, a tied head)
- *   give at every position the logits of an independent numpy forward pass
+ *   and tiny-mistral (a sliding window of 3) give at every position the
+ *   logits of an independent numpy forward pass
  *   (tests/golden/make-hf-golden.py, written from transformers'
- *   modeling_opt.py, modeling_llama.py and modeling_qwen2.py), within
+ *   modeling_opt.py, modeling_llama.py, modeling_qwen2.py and
+ *   modeling_mistral.py), within
  *   1e-4 + 1e-4 |x| (measured: 3e-6);
  * - the same checkpoint split into 2 and 3 shards with an index, as Hugging
  *   Face shards large models (files the test writes), gives the same logits;
@@ -123,6 +125,15 @@ static void test_hf_qwen2_matches_numpy(void **state)
     check_model("tiny-qwen2", ALISA_GOLDEN_DIR "/tiny-qwen2", LLM_ARCH_QWEN2);
 }
 
+/* Mistral: LLaMA's layer with a sliding window of 3 (config.json's
+ * sliding_window), each query attending its last 3 positions: numpy's
+ * logits at positions 3 to 7 hold only with the window applied */
+static void test_hf_mistral_sliding_window_matches_numpy(void **state)
+{
+    (void)state;
+    check_model("tiny-mistral", ALISA_GOLDEN_DIR "/tiny-mistral", LLM_ARCH_MISTRAL);
+}
+
 /* A copy of tiny-opt in a temporary directory, its safetensors bytes changed
  * by edit (NULL: unchanged) and its config replaced by cfg (NULL: kept);
  * returns the directory. */
@@ -228,6 +239,11 @@ static void test_hf_refuses_bad_files_naming_the_field(void **state)
     expect_error(bad_copy(NULL, "{\"model_type\": \"gpt2\"}"), "model_type 'gpt2'");
     expect_error(bad_copy(NULL, "{\"model_type\": \"qwen2\", \"use_sliding_window\": true}"),
                  "use_sliding_window true");
+    expect_error(bad_copy(NULL, "{\"model_type\": \"mistral\", \"hidden_size\": 32, "
+                                "\"num_attention_heads\": 4, \"num_hidden_layers\": 2, "
+                                "\"intermediate_size\": 64, \"vocab_size\": 64, "
+                                "\"max_position_embeddings\": 128, \"sliding_window\": 0}"),
+                 "'sliding_window' is out of range");
     expect_error(bad_copy(NULL, "{\"model_type\": \"opt\", \"hidden_size\": 32}"),
                  "'num_attention_heads' is missing");
     /* a config larger than the file: refused before any allocation */
@@ -472,6 +488,7 @@ int main(void)
         cmocka_unit_test(test_hf_opt_matches_numpy),
         cmocka_unit_test(test_hf_llama_matches_numpy),
         cmocka_unit_test(test_hf_qwen2_matches_numpy),
+        cmocka_unit_test(test_hf_mistral_sliding_window_matches_numpy),
         cmocka_unit_test(test_hf_refuses_bad_files_naming_the_field),
         cmocka_unit_test(test_hf_sharded_checkpoint_matches_the_single_file),
         cmocka_unit_test(test_hf_a_fifo_for_any_checkpoint_file_is_refused_without_waiting),

@@ -122,6 +122,12 @@ static void test_what_the_executor_cannot_run_is_refused(void **state)
     assert_int_equal(tiered_attach(&t, &unpriced, m, st, 1, 16, 4, &e), ALISA_EINVAL);
     assert_non_null(strstr(e.msg, "'alisa-cache' prices load against recompute"));
     assert_null(t.ks);
+    /* a sliding window (Mistral's) runs without the scheduler only */
+    m->c.window = 4;
+    struct tiered_request lru = {.place = placement_find("lru"), .hw = &unit_hw};
+    assert_int_equal(tiered_attach(&t, &lru, m, st, 1, 16, 4, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "sliding window of 4 tokens runs without the scheduler"));
+    assert_null(t.sched);
     llm_state_free(st);
     llm_free(m);
 }

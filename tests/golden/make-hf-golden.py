@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Three tiny random Hugging Face checkpoints and their logits from an
+"""Four tiny random Hugging Face checkpoints and their logits from an
 independent numpy forward pass, written as transformers' modeling_opt.py,
-modeling_llama.py and modeling_qwen2.py compute them (not from our C code):
+modeling_llama.py, modeling_qwen2.py and modeling_mistral.py compute them
+(not from our C code):
 
 - tiny-opt: OPT (pre-LayerNorm with bias, learned positions with OPT's
   offset of 2, ReLU MLP, biases on every projection, head tied to the
@@ -12,7 +13,10 @@ modeling_llama.py and modeling_qwen2.py compute them (not from our C code):
 - tiny-qwen2: Qwen2 (LLaMA's layer with biases on the q, k and v
   projections only, added before the rotate-half RoPE; theta 1e6, as
   Qwen2's config), grouped-query attention, F16 matrices, F32 norms and
-  biases, the head tied to the embedding (as Qwen2-0.5B).
+  biases, the head tied to the embedding (as Qwen2-0.5B);
+- tiny-mistral: Mistral (LLaMA's layer) with a sliding window of 3 tokens
+  over the 8 positions (HF's sliding-window mask: key j visible to query i
+  when i - 3 < j <= i), BF16 matrices, F32 norms, an untied head.
 
 Each directory gets config.json and model.safetensors (written by hand: an
 8-byte header length, the JSON header, the data); hf-golden.txt gets, per
@@ -70,13 +74,15 @@ def rmsnorm(x, w, eps):
     return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
 
 
-def attention(q, k, v, H, KVH):
+def attention(q, k, v, H, KVH, window=0):
     T, hd = q.shape[0], q.shape[1] // H
     q = q.reshape(T, H, hd).transpose(1, 0, 2)
     k = np.repeat(k.reshape(T, KVH, hd).transpose(1, 0, 2), H // KVH, axis=0)
     v = np.repeat(v.reshape(T, KVH, hd).transpose(1, 0, 2), H // KVH, axis=0)
     s = q @ k.transpose(0, 2, 1)
     s = s + np.triu(np.full((T, T), -np.inf), 1)
+    if window:  # keys j <= i - window hidden from query i
+        s = s + np.tril(np.full((T, T), -np.inf), -window)
     p = np.exp(s - s.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
     return (p @ v).transpose(1, 0, 2).reshape(T, H * hd)
@@ -259,13 +265,68 @@ def tiny_qwen2(out):
     return h @ W["model.embed_tokens.weight"].T
 
 
+def tiny_mistral(out):
+    d, H, KVH, L, ffn, V, P, theta, eps, W = 32, 4, 2, 2, 48, 64, 128, 10000.0, 1e-5, 3
+    hd = d // H
+    cfg = {"model_type": "mistral", "hidden_size": d, "num_attention_heads": H,
+           "num_key_value_heads": KVH, "num_hidden_layers": L, "intermediate_size": ffn,
+           "vocab_size": V, "max_position_embeddings": P, "rms_norm_eps": eps, "rope_theta": theta,
+           "sliding_window": W, "tie_word_embeddings": False}
+    t, Wt = {}, {}
+
+    def add(name, shape, scale, offset=0.0, f32=False):
+        a = offset + scale * rng.standard_normal(shape)
+        if f32:
+            a = a.astype(np.float32)
+            t[name] = ("F32", a)
+            Wt[name] = a.astype(np.float64)
+        else:
+            bits = bf16_bits(a)
+            t[name] = ("BF16", bits)
+            Wt[name] = bf16_value(bits)
+
+    add("model.embed_tokens.weight", (V, d), 0.5)
+    for l in range(L):
+        p = f"model.layers.{l}."
+        add(p + "self_attn.q_proj.weight", (d, d), 1.5 / np.sqrt(d))
+        add(p + "self_attn.k_proj.weight", (KVH * hd, d), 1.5 / np.sqrt(d))
+        add(p + "self_attn.v_proj.weight", (KVH * hd, d), 1 / np.sqrt(d))
+        add(p + "self_attn.o_proj.weight", (d, d), 1 / np.sqrt(d))
+        add(p + "mlp.gate_proj.weight", (ffn, d), 1 / np.sqrt(d))
+        add(p + "mlp.up_proj.weight", (ffn, d), 1 / np.sqrt(d))
+        add(p + "mlp.down_proj.weight", (d, ffn), 1 / np.sqrt(ffn))
+        add(p + "input_layernorm.weight", (d,), 0.1, 1.0, f32=True)
+        add(p + "post_attention_layernorm.weight", (d,), 0.1, 1.0, f32=True)
+    add("model.norm.weight", (d,), 0.1, 1.0, f32=True)
+    add("lm_head.weight", (V, d), 0.5)
+    os.makedirs(out, exist_ok=True)
+    store(t, os.path.join(out, "model.safetensors"))
+    json.dump(cfg, open(os.path.join(out, "config.json"), "w"), indent=1)
+    # modeling_mistral.py: LLaMA's layer under the sliding-window mask
+    T = len(IDS)
+    cos, sin = rope_tables(T, hd, theta)
+    h = Wt["model.embed_tokens.weight"][IDS]
+    for l in range(L):
+        p = f"model.layers.{l}."
+        mm = lambda x, n: x @ Wt[p + n + ".weight"].T
+        x = rmsnorm(h, Wt[p + "input_layernorm.weight"], eps)
+        q = rotate_half(mm(x, "self_attn.q_proj"), H, hd, cos, sin) * hd ** -0.5
+        k = rotate_half(mm(x, "self_attn.k_proj"), KVH, hd, cos, sin)
+        h = h + mm(attention(q, k, mm(x, "self_attn.v_proj"), H, KVH, W), "self_attn.o_proj")
+        x = rmsnorm(h, Wt[p + "post_attention_layernorm.weight"], eps)
+        g = mm(x, "mlp.gate_proj")
+        h = h + mm(g / (1 + np.exp(-g)) * mm(x, "mlp.up_proj"), "mlp.down_proj")
+    h = rmsnorm(h, Wt["model.norm.weight"], eps)
+    return h @ Wt["lm_head.weight"].T
+
+
 def main():
     out = sys.argv[1]
     with open(os.path.join(out, "hf-golden.txt"), "w") as f:
-        f.write("# logits of tests/golden/tiny-opt, tiny-llama and tiny-qwen2 from an independent numpy\n")
-        f.write("# forward pass (tests/golden/make-hf-golden.py wrote this)\n")
+        f.write("# logits of tests/golden/tiny-opt, tiny-llama, tiny-qwen2 and tiny-mistral from an\n")
+        f.write("# independent numpy forward pass (tests/golden/make-hf-golden.py wrote this)\n")
         for name, fn in (("tiny-opt", tiny_opt), ("tiny-llama", tiny_llama),
-                         ("tiny-qwen2", tiny_qwen2)):
+                         ("tiny-qwen2", tiny_qwen2), ("tiny-mistral", tiny_mistral)):
             logits = fn(os.path.join(out, name))
             f.write(f"model {name} {len(IDS)} {logits.shape[1]}\n")
             f.write("ids " + " ".join(map(str, IDS)) + "\n")
