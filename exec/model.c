@@ -643,8 +643,9 @@ static void hf_paths(const char *path, char *file, size_t nf, char *dir, size_t 
 }
 
 /* The architecture and shape config.json (at cpath) describes: OPT (pre-norm,
- * ReLU, no projection of the embeddings), LLaMA or Qwen2 (without its
- * sliding window); *max_pos its positions.
+ * ReLU, no projection of the embeddings), LLaMA, Qwen2 (without its
+ * per-layer sliding window) or Mistral (with its window); *max_pos its
+ * positions.
  * Returns 0 or a negative status with e naming the file and key. */
 static int hf_config(json_t *cfg, const char *cpath, struct llm_config *c, uint32_t *max_pos,
                      struct alisa_err *e)
@@ -682,9 +683,11 @@ static int hf_config(json_t *cfg, const char *cpath, struct llm_config *c, uint3
         if (c->arch == LLM_ARCH_QWEN2 && json_is_true(json_object_get(cfg, "use_sliding_window")))
             return err_set(e, ALISA_EINVAL, "%s: use_sliding_window true: Qwen2's per-layer "
                            "sliding window is not run here", cpath);
+        /* Mistral's window: null for none; absent, MistralConfig's default
+         * of 4096 (transformers configuration_mistral.py) */
         json_t *win = json_object_get(cfg, "sliding_window");
-        if (c->arch == LLM_ARCH_MISTRAL && win && !json_is_null(win) &&
-            (rc = cfg_u32(cfg, cpath, "sliding_window", -1, &c->window, e)))
+        if (c->arch == LLM_ARCH_MISTRAL && !json_is_null(win) &&
+            (rc = cfg_u32(cfg, cpath, "sliding_window", 4096, &c->window, e)))
             return rc;
         if ((rc = cfg_u32(cfg, cpath, "hidden_size", -1, &c->dim, e)) ||
             (rc = cfg_u32(cfg, cpath, "num_attention_heads", -1, &c->n_heads, e)) ||
