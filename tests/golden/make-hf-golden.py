@@ -149,13 +149,17 @@ def rotate_half(x, heads, hd, cos, sin):
     return (x * cos[:, None] + rot * sin[:, None]).reshape(T, heads * hd)
 
 
-def tiny_llama(out):
-    d, H, KVH, L, ffn, V, P, theta, eps = 32, 4, 2, 2, 48, 64, 128, 10000.0, 1e-6
+def llama_like(out, model_type, eps, window=0):
+    """tiny-llama, or with a sliding window tiny-mistral (modeling_mistral.py
+    is LLaMA's layer under the sliding-window mask)."""
+    d, H, KVH, L, ffn, V, P, theta = 32, 4, 2, 2, 48, 64, 128, 10000.0
     hd = d // H
-    cfg = {"model_type": "llama", "hidden_size": d, "num_attention_heads": H,
+    cfg = {"model_type": model_type, "hidden_size": d, "num_attention_heads": H,
            "num_key_value_heads": KVH, "num_hidden_layers": L, "intermediate_size": ffn,
-           "vocab_size": V, "max_position_embeddings": P, "rms_norm_eps": eps, "rope_theta": theta,
-           "tie_word_embeddings": False}
+           "vocab_size": V, "max_position_embeddings": P, "rms_norm_eps": eps, "rope_theta": theta}
+    if window:
+        cfg["sliding_window"] = window
+    cfg["tie_word_embeddings"] = False
     t, W = {}, {}
 
     def add(name, shape, scale, offset=0.0, f32=False):
@@ -188,28 +192,24 @@ def tiny_llama(out):
     json.dump(cfg, open(os.path.join(out, "config.json"), "w"), indent=1)
     # modeling_llama.py: rotate-half RoPE, repeat_kv, SwiGLU
     T = len(IDS)
-    inv = 1.0 / theta ** (np.arange(0, hd, 2) / hd)
-    ang = np.outer(np.arange(T), inv)
-    cos, sin = np.cos(np.concatenate([ang, ang], -1)), np.sin(np.concatenate([ang, ang], -1))
-
-    def rope(x, heads):
-        x = x.reshape(T, heads, hd)
-        rot = np.concatenate([-x[..., hd // 2:], x[..., :hd // 2]], -1)
-        return (x * cos[:, None] + rot * sin[:, None]).reshape(T, heads * hd)
-
+    cos, sin = rope_tables(T, hd, theta)
     h = W["model.embed_tokens.weight"][IDS]
     for l in range(L):
         p = f"model.layers.{l}."
         mm = lambda x, n: x @ W[p + n + ".weight"].T
         x = rmsnorm(h, W[p + "input_layernorm.weight"], eps)
-        q = rope(mm(x, "self_attn.q_proj"), H) * hd ** -0.5
-        k = rope(mm(x, "self_attn.k_proj"), KVH)
-        h = h + mm(attention(q, k, mm(x, "self_attn.v_proj"), H, KVH), "self_attn.o_proj")
+        q = rotate_half(mm(x, "self_attn.q_proj"), H, hd, cos, sin) * hd ** -0.5
+        k = rotate_half(mm(x, "self_attn.k_proj"), KVH, hd, cos, sin)
+        h = h + mm(attention(q, k, mm(x, "self_attn.v_proj"), H, KVH, window), "self_attn.o_proj")
         x = rmsnorm(h, W[p + "post_attention_layernorm.weight"], eps)
         g = mm(x, "mlp.gate_proj")
         h = h + mm(g / (1 + np.exp(-g)) * mm(x, "mlp.up_proj"), "mlp.down_proj")
     h = rmsnorm(h, W["model.norm.weight"], eps)
     return h @ W["lm_head.weight"].T
+
+
+def tiny_llama(out):
+    return llama_like(out, "llama", 1e-6)
 
 
 def tiny_qwen2(out):
@@ -266,58 +266,7 @@ def tiny_qwen2(out):
 
 
 def tiny_mistral(out):
-    d, H, KVH, L, ffn, V, P, theta, eps, W = 32, 4, 2, 2, 48, 64, 128, 10000.0, 1e-5, 3
-    hd = d // H
-    cfg = {"model_type": "mistral", "hidden_size": d, "num_attention_heads": H,
-           "num_key_value_heads": KVH, "num_hidden_layers": L, "intermediate_size": ffn,
-           "vocab_size": V, "max_position_embeddings": P, "rms_norm_eps": eps, "rope_theta": theta,
-           "sliding_window": W, "tie_word_embeddings": False}
-    t, Wt = {}, {}
-
-    def add(name, shape, scale, offset=0.0, f32=False):
-        a = offset + scale * rng.standard_normal(shape)
-        if f32:
-            a = a.astype(np.float32)
-            t[name] = ("F32", a)
-            Wt[name] = a.astype(np.float64)
-        else:
-            bits = bf16_bits(a)
-            t[name] = ("BF16", bits)
-            Wt[name] = bf16_value(bits)
-
-    add("model.embed_tokens.weight", (V, d), 0.5)
-    for l in range(L):
-        p = f"model.layers.{l}."
-        add(p + "self_attn.q_proj.weight", (d, d), 1.5 / np.sqrt(d))
-        add(p + "self_attn.k_proj.weight", (KVH * hd, d), 1.5 / np.sqrt(d))
-        add(p + "self_attn.v_proj.weight", (KVH * hd, d), 1 / np.sqrt(d))
-        add(p + "self_attn.o_proj.weight", (d, d), 1 / np.sqrt(d))
-        add(p + "mlp.gate_proj.weight", (ffn, d), 1 / np.sqrt(d))
-        add(p + "mlp.up_proj.weight", (ffn, d), 1 / np.sqrt(d))
-        add(p + "mlp.down_proj.weight", (d, ffn), 1 / np.sqrt(ffn))
-        add(p + "input_layernorm.weight", (d,), 0.1, 1.0, f32=True)
-        add(p + "post_attention_layernorm.weight", (d,), 0.1, 1.0, f32=True)
-    add("model.norm.weight", (d,), 0.1, 1.0, f32=True)
-    add("lm_head.weight", (V, d), 0.5)
-    os.makedirs(out, exist_ok=True)
-    store(t, os.path.join(out, "model.safetensors"))
-    json.dump(cfg, open(os.path.join(out, "config.json"), "w"), indent=1)
-    # modeling_mistral.py: LLaMA's layer under the sliding-window mask
-    T = len(IDS)
-    cos, sin = rope_tables(T, hd, theta)
-    h = Wt["model.embed_tokens.weight"][IDS]
-    for l in range(L):
-        p = f"model.layers.{l}."
-        mm = lambda x, n: x @ Wt[p + n + ".weight"].T
-        x = rmsnorm(h, Wt[p + "input_layernorm.weight"], eps)
-        q = rotate_half(mm(x, "self_attn.q_proj"), H, hd, cos, sin) * hd ** -0.5
-        k = rotate_half(mm(x, "self_attn.k_proj"), KVH, hd, cos, sin)
-        h = h + mm(attention(q, k, mm(x, "self_attn.v_proj"), H, KVH, W), "self_attn.o_proj")
-        x = rmsnorm(h, Wt[p + "post_attention_layernorm.weight"], eps)
-        g = mm(x, "mlp.gate_proj")
-        h = h + mm(g / (1 + np.exp(-g)) * mm(x, "mlp.up_proj"), "mlp.down_proj")
-    h = rmsnorm(h, Wt["model.norm.weight"], eps)
-    return h @ Wt["lm_head.weight"].T
+    return llama_like(out, "mistral", 1e-5, window=3)
 
 
 def main():
