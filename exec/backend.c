@@ -209,9 +209,21 @@ void llm_state_attention_counts(const struct llm_state *s, uint64_t *fed, uint64
     *computed = s->c.attn_computed;
 }
 
+/* A sliding window under the scheduler: refused (tiered_attach says so
+ * first; the scheduler's streams do not know the window). 0 or -1, e set. */
+static int window_refused(struct llm_state *s)
+{
+    if (!s->c.sched || !s->c.m->c.window)
+        return 0;
+    err_set(&s->c.err, ALISA_EINVAL, "a sliding-window model runs without the scheduler only");
+    return -1;
+}
+
 const float *llm_forward_chunk(struct llm_state *s, const uint32_t *tokens, uint32_t pos0,
                                uint32_t P, float *rows)
 {
+    if (window_refused(s))
+        return NULL;
     ALISA_ASSERT(P >= 1 && pos0 + P <= s->c.max_len && (!rows || P == 1));
     for (uint32_t r = 0; r < s->c.batch * P; r++)
         ALISA_ASSERT(tokens[r] < s->c.m->c.vocab);
@@ -224,6 +236,8 @@ const float *llm_forward_rows(struct llm_state *s, const uint32_t *tokens, const
                               uint32_t n_head)
 {
     const struct backend_common *c = &s->c;
+    if (window_refused(s))
+        return NULL;
     if (!s->ops->forward_rows) {
         err_set(&s->c.err, ALISA_EINVAL, "the %s backend runs sequences in lockstep only "
                 "(rows at their own positions: the CPU backend)", s->ops->name);

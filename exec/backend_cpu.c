@@ -512,8 +512,7 @@ static void dense_attend(struct cpu_state *s, struct backend_common *cm, uint32_
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->nt) if (R > 1)
     for (uint32_t r = 0; r < R; r++) {
         uint32_t b = slot[r], pos = pos_of[r], n = pos + 1, tid = cpu_thread_id();
-        /* a sliding window attends the last `window` positions only */
-        uint32_t first = c->window && n > c->window ? n - c->window : 0, m = n - first;
+        uint32_t first = llm_attend_first(c, n), m = n - first; /* a sliding window's */
         size_t base = ((((size_t)l * B + b) * s->max_len) + first) * kv;
         float *wt = s->w + (size_t)tid * s->max_len;
         cpu_attend(s->q + (size_t)r * d, s->key_cache + base, s->value_cache + base, m, kv, hs,
@@ -598,9 +597,6 @@ static int cpu_attend_op(void *be, uint32_t l, uint32_t R)
         dense_attend(s, cm, l, s->cslot, s->rows.pos, R, s->out_rows);
         return 0;
     }
-    if (s->m->c.window) /* tiered_attach refuses it first */
-        return err_set(&cm->err, ALISA_EINVAL, "a sliding-window model runs without the "
-                       "scheduler only");
     return tiered_attend(s, cm, &s->est, l, s->cslot, s->rows.pos, R, s->out_rows,
                          cm->t_layer + (size_t)l * T_N);
 }

@@ -1018,30 +1018,17 @@ static int observe_layer(struct cuda_state *s, struct backend_common *cm, uint32
 
 /* ---- the layer sequence's operations (layers.h) on the call in flight ---- */
 
-/* A named buffer's rows (FP32) and their width. LB_REC_IN is the FP16
- * gather of layer inputs (s->d_q16), read by linear only. */
+/* A named buffer's rows (FP32) and their width (layers_width). LB_REC_IN
+ * is the FP16 gather of layer inputs (s->d_q16), read by linear only. */
 static float *buf(const struct cuda_state *s, enum lbuf b, uint32_t *width)
 {
-    const struct llm_config *c = &s->m->c;
-    uint32_t w = c->dim;
-    float *p = NULL;
-    switch (b) {
-    case LB_X: p = s->x; break;
-    case LB_XB: p = s->xb; break;
-    case LB_XB2: p = s->xb2; break;
-    case LB_Q: p = s->q; break;
-    case LB_K: p = s->k, w = c->kv_dim; break;
-    case LB_V: p = s->v, w = c->kv_dim; break;
-    case LB_HB: p = s->hb, w = c->hidden_dim; break;
-    case LB_HB2: p = s->hb2, w = c->hidden_dim; break;
-    case LB_LOGITS: p = s->logits, w = c->vocab; break;
-    case LB_REC_K: p = s->d_qk, w = c->kv_dim; break;
-    case LB_REC_V: p = s->d_qv, w = c->kv_dim; break;
-    default: break;
-    }
+    float *const named[LB_N] = {[LB_X] = s->x, [LB_XB] = s->xb, [LB_XB2] = s->xb2,
+                                [LB_Q] = s->q, [LB_K] = s->k, [LB_V] = s->v, [LB_HB] = s->hb,
+                                [LB_HB2] = s->hb2, [LB_LOGITS] = s->logits,
+                                [LB_REC_K] = s->d_qk, [LB_REC_V] = s->d_qv};
     if (width)
-        *width = w;
-    return p;
+        *width = layers_width(&s->m->c, b);
+    return named[b];
 }
 
 static int op_embed(void *be, uint32_t n)
@@ -1152,8 +1139,6 @@ static int op_attend(void *be, uint32_t l, uint32_t R)
     double *tl = cm->t_layer + (size_t)l * T_N;
     struct kern_rows rw = {.count = s->d_count, .ld = L};
     const uint16_t *K16, *V16; /* FP16 either way: the dense cache or the arenas */
-    if (cm->sched && c->window) /* tiered_attach refuses it first */
-        return err_set(e, ALISA_EINVAL, "a sliding-window model runs without the scheduler only");
     if (cm->sched) {
         if ((defer && l && layer_handoff(s, ev - E_N, e)) ||
             tiered_layer(s, cm, l, s->call_pos0, ev,
@@ -1406,8 +1391,7 @@ static const float *cuda_forward(void *be, struct backend_common *cm, const uint
     for (uint32_t b = 0; b < B; b++)
         for (uint32_t i = 0; i < P; i++) {
             uint32_t r = b * P + i, n = pos0 + i + 1;
-            /* a sliding window attends the last `window` positions only */
-            uint32_t first = c->window && n > c->window ? n - c->window : 0;
+            uint32_t first = llm_attend_first(c, n); /* a sliding window's */
             s->h_tokens[r] = tokens[r];
             s->h_pos[r] = pos0 + i;
             s->h_count[r] = n - first;

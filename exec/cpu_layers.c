@@ -6,20 +6,6 @@
 #include "cpu_ops.h"
 #include "qmat.h"
 
-static uint32_t width(const struct llm_config *c, enum lbuf b)
-{
-    switch (b) {
-    case LB_K: case LB_V: case LB_REC_K: case LB_REC_V:
-        return c->kv_dim;
-    case LB_HB: case LB_HB2:
-        return c->hidden_dim;
-    case LB_LOGITS:
-        return c->vocab;
-    default:
-        return c->dim;
-    }
-}
-
 static const struct qmat *matrix(const struct llm_weights *w, enum lweight k, uint32_t l)
 {
     switch (k) {
@@ -109,7 +95,7 @@ static int linear(void *be, enum lbuf y, enum lbuf x, enum lweight w, uint32_t l
 static int bias(void *be, enum lbuf y, enum lweight w, uint32_t l, uint32_t n, int relu)
 {
     struct cpu_rows *s = be;
-    const uint32_t wd = width(&s->m->c, y);
+    const uint32_t wd = layers_width(&s->m->c, y);
     cpu_add_bias(s->buf[y], bias_of(s->m, w, l), n, wd);
     if (relu)
         cpu_relu(s->buf[y], (size_t)n * wd);
@@ -124,21 +110,19 @@ static int rope(void *be, enum lbuf y, uint32_t n)
 {
     struct cpu_rows *s = be;
     const struct llm_config *c = &s->m->c;
-    const uint32_t wd = width(c, y), hs = c->head_dim, half = hs / 2;
+    const uint32_t wd = layers_width(c, y), hs = c->head_dim, half = hs / 2;
     float *v = s->buf[y];
     if ((size_t)n * wd < ROPE_PARALLEL_MIN) { /* a decode step's rows: less work than
                                                 * entering a parallel region */
-        for (uint32_t r = 0; r < n; r++) {
-            size_t at = (size_t)s->pos[r] * half;
-            cpu_rope(v + (size_t)r * wd, wd, hs, s->rope_cos + at, s->rope_sin + at);
-        }
+        for (uint32_t r = 0; r < n; r++)
+            cpu_rope(v + (size_t)r * wd, wd, hs, s->rope_cos + (size_t)s->pos[r] * half,
+                     s->rope_sin + (size_t)s->pos[r] * half);
         return 0;
     }
 #pragma omp parallel for schedule(static)
-    for (uint32_t r = 0; r < n; r++) {
-        size_t at = (size_t)s->pos[r] * half;
-        cpu_rope(v + (size_t)r * wd, wd, hs, s->rope_cos + at, s->rope_sin + at);
-    }
+    for (uint32_t r = 0; r < n; r++)
+        cpu_rope(v + (size_t)r * wd, wd, hs, s->rope_cos + (size_t)s->pos[r] * half,
+                 s->rope_sin + (size_t)s->pos[r] * half);
     return 0;
 }
 

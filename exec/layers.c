@@ -12,6 +12,20 @@
             return rc_;        \
     } while (0)
 
+uint32_t layers_width(const struct llm_config *c, enum lbuf b)
+{
+    switch (b) {
+    case LB_K: case LB_V: case LB_REC_K: case LB_REC_V:
+        return c->kv_dim;
+    case LB_HB: case LB_HB2:
+        return c->hidden_dim;
+    case LB_LOGITS:
+        return c->vocab;
+    default:
+        return c->dim;
+    }
+}
+
 static int mark(const struct layer_ops *o, void *be, uint32_t l, enum lmark m)
 {
     return o->mark ? o->mark(be, l, m) : 0;

@@ -73,6 +73,10 @@ struct layer_ops {
     int (*head_rows)(void *be, uint32_t n, enum lbuf *src, uint32_t *rows);
 };
 
+/* Values in a row of buffer b for a model of config c: dim, kv_dim,
+ * hidden_dim or vocab. Cannot fail. */
+uint32_t layers_width(const struct llm_config *c, enum lbuf b);
+
 /* K and V of n layer inputs `in` of layer l into k and v: the K and V
  * projections, their biases, RoPE on K. The forward pass's projections and
  * every recomputation run it. again: `in` was the previous linear's input. */

@@ -94,6 +94,13 @@ struct llm_config {
  * other fields are not changed. */
 int llm_config_validate(struct llm_config *c, const char *path, struct alisa_err *e);
 
+/* The first position a query attends among its n = pos + 1 (a sliding
+ * window's start; 0 without one). Cannot fail. */
+static inline uint32_t llm_attend_first(const struct llm_config *c, uint32_t n)
+{
+    return c->window && n > c->window ? n - c->window : 0;
+}
+
 /* RoPE's one formula: cs and sn (max_len, head_dim / 2) get the cosine and
  * sine of position p times theta^(-2i / head_dim) (llama2.c), the tables
  * every backend and the kvstore's recomputation rotate by. */
