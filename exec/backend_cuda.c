@@ -398,10 +398,9 @@ static int upload_weights(struct cuda_state *s, struct alisa_err *e)
         return ALISA_EIO;
     /* the biases the architecture has (llm_arch_info), one block: the
      * LayerNorms', then q, k, v, o, fc1, fc2 as present */
-    const size_t nl = L * d;
     struct { float **dst; const float *src; size_t n; int has; } part[] = {
-        {&s->ln_att_b, w->ln_att_b, nl, a->norm == LLM_NORM_LAYER},
-        {&s->ln_ffn_b, w->ln_ffn_b, nl, a->norm == LLM_NORM_LAYER},
+        {&s->ln_att_b, w->ln_att_b, L * d, a->norm == LLM_NORM_LAYER},
+        {&s->ln_ffn_b, w->ln_ffn_b, L * d, a->norm == LLM_NORM_LAYER},
         {&s->ln_final_b, w->ln_final_b, d, a->norm == LLM_NORM_LAYER},
         {&s->bq, w->bq, L * d, a->qkv_bias},
         {&s->bk, w->bk, L * kv, a->qkv_bias},

@@ -718,7 +718,7 @@ static int hf_globals(struct st_file *f, const char *file, struct llm_model *m, 
 {
     const struct llm_config *c = &m->c;
     const struct llm_arch_info *a = llm_arch_info(c->arch);
-    const int opt = a->positions == LLM_POS_LEARNED; /* OPT's names: model.decoder. */
+    const int opt = c->arch == LLM_ARCH_OPT; /* OPT's tensor names: model.decoder. */
     const size_t L = c->n_layers, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim, V = c->vocab;
     struct llm_weights *w = &m->w;
     char nm[200];
@@ -771,7 +771,7 @@ static int hf_layer(struct st_file *f, const char *file, struct llm_model *m, si
 {
     const struct llm_config *c = &m->c;
     const struct llm_arch_info *a = llm_arch_info(c->arch);
-    const int opt = a->positions == LLM_POS_LEARNED; /* OPT's names */
+    const int opt = c->arch == LLM_ARCH_OPT; /* OPT's tensor names */
     const size_t d = c->dim, kv = c->kv_dim, hd = c->hidden_dim;
     struct llm_weights *w = &m->w;
     struct hf_part t[16];
