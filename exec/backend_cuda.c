@@ -3,9 +3,11 @@
  * (FP16 inputs, FP32 accumulate and output); the rest runs in kernels/.
  * The scheduler core stays on the host, unchanged: per layer the host plans
  * every sequence, the kvstore turns the plans into tier ops, which this file
- * queues and carries out as token-level gathers/scatters, cudaMemcpyAsync on
- * their own streams (host->device, device->host) and K/V recomputation by
- * cuBLAS, ordered by events. K and V are FP16 in every arena, as in the dense
+ * queues and carries out as token-level gathers/scatters, loads the device
+ * reads from pinned host memory, copies down on their own stream and K/V
+ * recomputation by cuBLAS, ordered by events. A prompt chunk under the
+ * scheduler runs its GEMMs over all its rows, its attention position by
+ * position. K and V are FP16 in every arena, as in the dense
  * cache: the device arena, the pinned host arena (the kvstore's host rows
  * are these bytes) and the staging between them; a row of kv_dim halves is
  * moved as kv_dim / 2 floats by the row gather/scatter kernels (kv_dim is
@@ -20,9 +22,10 @@
  * no longer waits for each layer's attention: the host plans layer l + 1
  * while the GPU runs layer l (a step's plans depend only on earlier steps'
  * attention), every layer's attention rows come down asynchronously, and
- * the scheduler observes them all once the step is done. Calls with
- * --timings, attention rows for the caller, or prefill positions keep the
- * eager, layer-by-layer path.
+ * the scheduler observes them all once the step is done. Graphs are not
+ * taken for calls with --timings; calls with attention rows for the caller,
+ * prefill positions or several positions a sequence keep the eager,
+ * layer-by-layer path.
  */
 #include "backend.h"
 
@@ -78,7 +81,7 @@ struct queue {
     int32_t *off_row;           /* (cap) pinned: arena rows to copy down */
     void **off_hk, **off_hv;    /* (cap) host destinations */
     int32_t *load_row;          /* (cap) pinned: destination rows */
-    const void **load_hk, **load_hv; /* (cap) host sources */
+    const void **load_hk, **load_hv; /* (cap) pinned: host sources, read by the device */
     int32_t *rec_act;           /* (cap) pinned: layer-input rows */
     uint32_t *rec_pos;          /* (cap) pinned: their positions */
     int32_t *rec_row;           /* (cap) pinned: destination rows */
@@ -92,11 +95,10 @@ struct queue {
 struct cuda_state {
     const struct llm_model *m;
     uint32_t batch, max_len, rows_cap;
-    cudaStream_t compute, h2d, d2h;
+    cudaStream_t compute, d2h;
     cublasHandle_t blas;
     cudaEvent_t *ev;            /* (n_layers + 1, E_N); the last row times the head */
     cudaEvent_t ev_gathered;    /* offload rows gathered: the d2h stream may copy */
-    cudaEvent_t ev_loaded;      /* staged rows up: the compute stream may scatter */
     /* weights */
     uint16_t *w16;              /* one allocation, FP16, carved below */
     uint16_t *emb;              /* (vocab, dim) */
@@ -151,15 +153,15 @@ struct cuda_state {
     float *d_ok, *d_ov;         /* (cap, kv_dim) device staging of the offloads, FP16 rows in
                                  * the first half (read by the d2h stream while the compute
                                  * stream goes on) */
-    float *d_qk, *d_qv;         /* (cap, kv_dim) device staging of loads (FP16 rows in the
-                                 * first half), recomputes and stores (FP32) */
+    float *d_qk, *d_qv;         /* (cap, kv_dim) device staging of recomputes and stores
+                                 * (FP32) */
     float *d_qact;              /* (cap, dim) the new tokens' layer inputs, before they go to
                                  * act */
     uint16_t *d_q16;            /* (cap, dim) layer inputs gathered from act to recompute */
     int32_t *d_qrow, *d_qrow2;  /* (cap) row lists on the device */
     uint32_t *d_qpos;           /* (cap) */
+    const void **d_qptr;        /* (2, cap) the loads' host sources (load_hk, load_hv) */
     float *h_qk, *h_qv;         /* (cap, kv_dim) pinned: offload copies land here (FP16 rows) */
-    float *h_lk, *h_lv;         /* (cap, kv_dim) pinned: load copies leave from here (FP16) */
     struct alisa_err op_err;    /* the first failure inside a tier op, reported at flush */
     float *h_dense;             /* (max_len) host scratch: an attention row spread out */
     /* the pipelined step (llm_state_pipeline) */
@@ -172,12 +174,15 @@ struct cuda_state {
     float *h_rows;              /* (n_layers, batch, max_len) pinned: a tiered step's rows */
     uint32_t *step_ids;         /* (n_layers, batch, max_len) their token ids */
     uint32_t *step_count;       /* (n_layers, batch) their lengths */
-    float *chunk_logits;        /* (batch, chunk_cap, vocab) host: tiered chunks' logits */
+    float *chunk_logits;        /* (batch, chunk_cap, vocab) host: a tiered chunk's logits in
+                                 * the caller's order */
     uint32_t chunk_cap;
     /* the call in flight (enqueue), read by the layer ops (layers.h) */
     struct alisa_err *e;        /* where an op's failure is said */
     struct backend_common *cm;
     uint32_t call_pos0;
+    uint32_t call_P;            /* positions a sequence (a tiered chunk's rows are
+                                 * position-major: row i * batch + b) */
     uint32_t *call_ids;         /* (batch, max_len) scratch of the observed rows' ids */
     float *call_rows;           /* attention rows asked for, or NULL */
     int call_observe, call_defer;
@@ -220,8 +225,9 @@ static void cuda_destroy(void *be)
     cudaFree(s->av);
     cudaFreeHost(s->act_host);
     cudaFreeHost(s->qu_pin);
-    free(s->qu.off_hk);
+    cudaFreeHost(s->qu.off_hk);
     cudaFree(s->d_ok);
+    cudaFree(s->d_qptr);
     cudaFreeHost(s->h_qk);
     free(s->h_dense);
     free(s->chunk_logits);
@@ -236,18 +242,25 @@ static void cuda_destroy(void *be)
     free(s->ev);
     if (s->ev_gathered)
         cudaEventDestroy(s->ev_gathered);
-    if (s->ev_loaded)
-        cudaEventDestroy(s->ev_loaded);
     if (s->blas)
         cublasDestroy(s->blas);
     cudaFree(s->cublas_ws); /* after the handle that used it */
     if (s->compute)
         cudaStreamDestroy(s->compute);
-    if (s->h2d)
-        cudaStreamDestroy(s->h2d);
     if (s->d2h)
         cudaStreamDestroy(s->d2h);
     free(s);
+}
+
+/* The device bytes of R rows' buffers (ensure_rows): the activations, the
+ * FP16 GEMM input, the row lists. */
+static void rows_bytes(const struct cuda_state *s, size_t R, size_t b[3])
+{
+    const struct llm_config *c = &s->m->c;
+    size_t wide = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
+    b[0] = R * rows_floats(c, s->max_len) * sizeof(float);
+    b[1] = R * wide * sizeof(uint16_t);
+    b[2] = (6 * R + (size_t)s->batch * s->max_len) * sizeof(int32_t);
 }
 
 /* Grows the per-row buffers (device and pinned) to `rows` rows. */
@@ -257,8 +270,8 @@ static int ensure_rows(struct cuda_state *s, uint32_t rows, struct alisa_err *e)
         return 0;
     drop_graphs(s); /* they hold the buffers' old addresses */
     const struct llm_config *c = &s->m->c;
-    size_t R = rows, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim, L = s->max_len;
-    size_t wide = d > hd ? d : hd;
+    size_t R = rows, d = c->dim, kv = c->kv_dim, hd = c->hidden_dim, L = s->max_len, b[3];
+    rows_bytes(s, R, b);
     cudaFree(s->act_block);
     cudaFree(s->a16);
     cudaFree(s->d_tokens);
@@ -268,9 +281,9 @@ static int ensure_rows(struct cuda_state *s, uint32_t rows, struct alisa_err *e)
     s->d_tokens = NULL;
     s->pin_block = NULL;
     s->rows_cap = 0;
-    if (CU(e, cudaMalloc((void **)&s->act_block, R * rows_floats(c, s->max_len) * sizeof(float))) ||
-        CU(e, cudaMalloc((void **)&s->a16, R * wide * sizeof(uint16_t))) ||
-        CU(e, cudaMalloc((void **)&s->d_tokens, (6 * R + (size_t)s->batch * L) * sizeof(int32_t))) ||
+    if (CU(e, cudaMalloc((void **)&s->act_block, b[0])) ||
+        CU(e, cudaMalloc((void **)&s->a16, b[1])) ||
+        CU(e, cudaMalloc((void **)&s->d_tokens, b[2])) ||
         CU(e, cudaHostAlloc(&s->pin_block, (R * c->vocab + (size_t)s->batch * L) * sizeof(float) +
                             (6 * R + (size_t)s->batch * L) * sizeof(int32_t), cudaHostAllocDefault)))
         return ALISA_ENOMEM;
@@ -448,11 +461,9 @@ static int cuda_create(void **be, const struct backend_common *cm, struct alisa_
         goto fail;
     }
     if (CU(e, cudaSetDevice(0)) || CU(e, cudaStreamCreateWithFlags(&s->compute, cudaStreamNonBlocking)) ||
-        CU(e, cudaStreamCreateWithFlags(&s->h2d, cudaStreamNonBlocking)) ||
         CU(e, cudaStreamCreateWithFlags(&s->d2h, cudaStreamNonBlocking)) ||
         BL(e, cublasCreate(&s->blas)) || BL(e, cublasSetStream(s->blas, s->compute)) ||
-        CU(e, cudaEventCreateWithFlags(&s->ev_gathered, cudaEventDisableTiming)) ||
-        CU(e, cudaEventCreateWithFlags(&s->ev_loaded, cudaEventDisableTiming)))
+        CU(e, cudaEventCreateWithFlags(&s->ev_gathered, cudaEventDisableTiming)))
         goto fail;
     for (size_t i = 0; i < n_ev; i++)
         if (CU(e, cudaEventCreate(&s->ev[i])))
@@ -609,23 +620,33 @@ static int cuda_kvstore(void *be, uint32_t n_streams, uint32_t max_len, uint32_t
     size_t pin = (size_t)cap * 10 * sizeof(int32_t);
     /* refused before any allocation when it cannot fit (issue 39): the
      * arenas (dev_cap slots a stream, visit staging included, plus the
-     * prefill rows) and the move staging, against what the device has free
-     * after the weights and activations */
+     * prefill rows), the move staging and a prompt chunk's activation rows
+     * (batch x LLM_CHUNK, its GEMMs run over every row; what ensure_rows
+     * adds to the rows held), against what the device has free after the
+     * weights and activations */
     size_t arena_b = 2 * rows * kv * sizeof(uint16_t);
     size_t stage_b = (size_t)cap * (4 * kv + d) * sizeof(float) + (size_t)cap * d * sizeof(uint16_t) +
-                     3 * (size_t)cap * sizeof(int32_t);
+                     3 * (size_t)cap * sizeof(int32_t) + 2 * (size_t)cap * sizeof(void *);
+    size_t chunk_b = 0, want[3], held[3];
+    uint32_t chunk_rows = s->batch * (max_len < LLM_CHUNK ? max_len : LLM_CHUNK);
+    if (chunk_rows > s->rows_cap) {
+        rows_bytes(s, chunk_rows, want);
+        rows_bytes(s, s->rows_cap, held);
+        chunk_b = want[0] + want[1] + want[2] - held[0] - held[1] - held[2];
+    }
     size_t free_b = 0, total_b = 0;
     if (CU(e, cudaMemGetInfo(&free_b, &total_b)))
         return ALISA_EIO;
     const size_t margin_b = (size_t)256 << 20; /* cuBLAS and the runtime's later needs */
-    if (arena_b + stage_b + margin_b > free_b)
+    if (arena_b + stage_b + chunk_b + margin_b > free_b)
         return err_set(e, ALISA_ENOMEM, "the tiered KV does not fit the device: arenas %.2f GB "
                        "(%u streams x %u slots, with any visit staging, + %u x %u prefill rows) + "
-                       "move staging %.2f GB + 0.27 GB margin, %.2f GB free of %.2f GB after the "
-                       "weights and activations; lower --gpu-kv-bytes by at least %.2f GB",
+                       "move staging %.2f GB + a prompt chunk's activations %.2f GB + 0.27 GB "
+                       "margin, %.2f GB free of %.2f GB after the weights and activations; lower "
+                       "--gpu-kv-bytes by at least %.2f GB",
                        arena_b / 1e9, n_streams, dev_cap, s->batch, max_len, stage_b / 1e9,
-                       free_b / 1e9, total_b / 1e9,
-                       (arena_b + stage_b + margin_b - free_b) / 1e9);
+                       chunk_b / 1e9, free_b / 1e9, total_b / 1e9,
+                       (arena_b + stage_b + chunk_b + margin_b - free_b) / 1e9);
     if (CU(e, cudaMalloc((void **)&s->ak, rows * kv * sizeof(uint16_t))) ||
         CU(e, cudaMalloc((void **)&s->av, rows * kv * sizeof(uint16_t))) ||
         CU(e, cudaMemset(s->ak, 0, rows * kv * sizeof(uint16_t))) ||
@@ -636,11 +657,12 @@ static int cuda_kvstore(void *be, uint32_t n_streams, uint32_t max_len, uint32_t
         CU(e, cudaHostAlloc(&s->qu_pin, pin, cudaHostAllocDefault)) ||
         CU(e, cudaMalloc((void **)&s->d_ok, (size_t)cap * (4 * kv + d) * sizeof(float) +
                          (size_t)cap * d * sizeof(uint16_t) + 3 * (size_t)cap * sizeof(int32_t))) ||
-        CU(e, cudaHostAlloc((void **)&s->h_qk, (size_t)cap * 4 * kv * sizeof(float),
-                            cudaHostAllocDefault)))
+        CU(e, cudaHostAlloc((void **)&s->h_qk, (size_t)cap * 2 * kv * sizeof(float),
+                            cudaHostAllocDefault)) ||
+        CU(e, cudaHostAlloc((void **)&s->qu.off_hk, (size_t)cap * 6 * sizeof(void *),
+                            cudaHostAllocDefault)) ||
+        CU(e, cudaMalloc((void **)&s->d_qptr, 2 * (size_t)cap * sizeof(void *))))
         return ALISA_ENOMEM;
-    if (!(s->qu.off_hk = malloc((size_t)cap * 6 * sizeof(void *))))
-        return err_set(e, ALISA_ENOMEM, "out of memory for the move queue");
     struct queue *q = &s->qu;
     q->off_hv = q->off_hk + cap;
     q->load_hk = (const void **)(q->off_hk + 2 * (size_t)cap);
@@ -666,8 +688,6 @@ static int cuda_kvstore(void *be, uint32_t n_streams, uint32_t max_len, uint32_t
     s->d_qrow2 = s->d_qrow + cap;
     s->d_qpos = (uint32_t *)(s->d_qrow2 + cap);
     s->h_qv = s->h_qk + (size_t)cap * kv;
-    s->h_lk = s->h_qv + (size_t)cap * kv;
-    s->h_lv = s->h_lk + (size_t)cap * kv;
     struct kv_tier_ops ops = {
         .ctx = s,
         .row_bytes = kv * sizeof(uint16_t),
@@ -748,9 +768,9 @@ static cudaError_t tick(const struct cuda_state *s, cudaEvent_t ev, cudaStream_t
 
 /* Carries out the queued tier ops of layer l on the device: offloads are
  * gathered first (their slots may be reused by what follows), copied down on
- * the d2h stream; loads are packed, copied up on the h2d stream and
- * scattered; recomputations are a gather of layer inputs, two GEMMs, RoPE and
- * a scatter; new tokens are copied in last, and those written through to
+ * the d2h stream; loads are read by the device from their pinned host
+ * slots into their arena rows (kern_rows_from_host); recomputations are
+ * a gather of layer inputs, two GEMMs, RoPE and a scatter; new tokens are copied in last, and those written through to
  * the host copied down after them. Host destinations of the offloads and
  * write-throughs are written by finish(). */
 static int flush(struct cuda_state *s, uint32_t l, cudaEvent_t *ev, struct alisa_err *e)
@@ -786,23 +806,22 @@ static int flush(struct cuda_state *s, uint32_t l, cudaEvent_t *ev, struct alisa
     if (CU(e, rec(s, ev[E_D2H1], s->d2h)))
         return ALISA_EIO;
     if (q->n_load) {
+        /* the device reads each row from its pinned host slot into its
+         * arena row: one pass over the link, nothing staged on the host.
+         * The host writes those slots (and the pinned lists copied up here)
+         * again only after this layer's attention began (the waits of
+         * observe_layer, layer_handoff, and finish in tiered_layer's prompt
+         * branch), so they hold still until then. */
         uint32_t n = q->n_load;
-        for (uint32_t i = 0; i < n; i++) {
-            memcpy((char *)s->h_lk + i * row, q->load_hk[i], row);
-            memcpy((char *)s->h_lv + i * row, q->load_hv[i], row);
-        }
-        float *dk = s->d_qk, *dv = s->d_qv;
-        /* the previous flush's scatter of these staging rows is done when
-         * the compute stream reached this flush */
-        if (CU(e, cudaStreamWaitEvent(s->h2d, ev[E_MOVE0], 0)) ||
-            CU(e, cudaMemcpyAsync(dk, s->h_lk, n * row, cudaMemcpyHostToDevice, s->h2d)) ||
-            CU(e, cudaMemcpyAsync(dv, s->h_lv, n * row, cudaMemcpyHostToDevice, s->h2d)) ||
-            CU(e, cudaMemcpyAsync(s->d_qrow2, q->load_row, n * sizeof(int32_t),
-                                  cudaMemcpyHostToDevice, s->h2d)) ||
-            CU(e, cudaEventRecord(s->ev_loaded, s->h2d)) ||
-            CU(e, cudaStreamWaitEvent(cs, s->ev_loaded, 0)) ||
-            CU(e, kern_scatter_rows(ak2, s->d_qrow2, dk, n, pairs, cs)) ||
-            CU(e, kern_scatter_rows(av2, s->d_qrow2, dv, n, pairs, cs)))
+        const void **pk = s->d_qptr, **pv = s->d_qptr + q->cap;
+        if (CU(e, cudaMemcpyAsync(s->d_qrow2, q->load_row, n * sizeof(int32_t),
+                                  cudaMemcpyHostToDevice, cs)) ||
+            CU(e, cudaMemcpyAsync(pk, q->load_hk, n * sizeof(void *), cudaMemcpyHostToDevice,
+                                  cs)) ||
+            CU(e, cudaMemcpyAsync(pv, q->load_hv, n * sizeof(void *), cudaMemcpyHostToDevice,
+                                  cs)) ||
+            CU(e, kern_rows_from_host(s->ak, s->d_qrow2, pk, n, (uint32_t)row, cs)) ||
+            CU(e, kern_rows_from_host(s->av, s->d_qrow2, pv, n, (uint32_t)row, cs)))
             return ALISA_EIO;
     }
     if (CU(e, tick(s, ev[E_REC0], cs)))
@@ -891,8 +910,9 @@ static int finish(struct cuda_state *s, struct alisa_err *e)
 
 /* Before the host plans layer l of a pipelined step: what layer l - 1 (its
  * events prev) left in the host buffers every layer shares must have been
- * read. Its row lists, load staging and attention index lists were
- * uploaded before its attention began (E_ATT0); its offloads were down by
+ * read. Its row lists and attention index lists were uploaded, and its
+ * loads read from their host slots, before its attention began (E_ATT0);
+ * its offloads were down by
  * E_D2H1 and go to their host slots now. The host thus runs at most one
  * layer ahead of the GPU, planning layer l while the GPU computes l - 1. */
 static int layer_handoff(struct cuda_state *s, const cudaEvent_t *prev, struct alisa_err *e)
@@ -906,11 +926,14 @@ static int layer_handoff(struct cuda_state *s, const cudaEvent_t *prev, struct a
     return 0;
 }
 
-/* Tiered mode, one position (P == 1): plans and applies every sequence's
- * step of layer l, carries the moves out, and fills the attention's row
- * lists (h_idx, h_count). ids (batch, max_len) gets the attended tokens. */
+/* Tiered mode, one position: plans and applies every sequence's step of
+ * layer l, carries the moves out, and fills the attention's row lists
+ * (h_idx, h_count). Sequence b's K, V and layer input are rows row0 + b of
+ * s->k, s->v and s->xb (row0: the position's first row in a chunk, else 0).
+ * ids (batch, max_len) gets the attended tokens. */
 static int tiered_layer(struct cuda_state *s, struct backend_common *cm, uint32_t l, uint32_t pos,
-                        cudaEvent_t *ev, uint32_t *ids, double *tl, struct alisa_err *e)
+                        uint32_t row0, cudaEvent_t *ev, uint32_t *ids, double *tl,
+                        struct alisa_err *e)
 {
     const struct llm_config *c = &s->m->c;
     const uint32_t B = s->batch, kv = c->kv_dim, d = c->dim, L = s->max_len;
@@ -921,8 +944,9 @@ static int tiered_layer(struct cuda_state *s, struct backend_common *cm, uint32_
         if (backend_plan(cm, b, l, pos, NULL, &plan, tl))
             return ALISA_EINVAL;
         uint64_t t0 = backend_mono_ns();
+        const size_t r = (size_t)row0 + b;
         if (kvstore_apply(s->ks, &plan, scheduler_stream_flags(cm->sched, stream), s->m, l, pos,
-                          s->k + (size_t)b * kv, s->v + (size_t)b * kv, s->xb + (size_t)b * d, e))
+                          s->k + r * kv, s->v + r * kv, s->xb + r * d, e))
             return ALISA_EINVAL;
         tl[T_MOVE] += (double)(backend_mono_ns() - t0);
         uint32_t *id = ids + (size_t)b * L;
@@ -1118,29 +1142,60 @@ static int op_residual(void *be, uint32_t n)
     return CU(s->e, kern_add(s->x, s->xb2, (size_t)n * s->m->c.dim, s->compute)) ? ALISA_EIO : 0;
 }
 
-/* Layer l's attention of the call's rows: in tiered mode the layer's plans
- * and moves first (tiered_layer) and the attended rows' lists, else this
- * call's K and V into the dense cache; then scores, softmax and output,
- * which replaces the normed input as on the CPU; the rows observed (or
- * copied down for observe_step) as enqueue says. */
-static int op_attend(void *be, uint32_t l, uint32_t R)
+/* Adds layer l's moves, recomputation and attention, timed by its events
+ * ev (complete), to tl. */
+static void add_tier_times(const cudaEvent_t *ev, double *tl)
 {
-    struct cuda_state *s = be;
-    struct backend_common *cm = s->cm;
-    struct alisa_err *e = s->e;
+    /* transfers are the compute stream's moves (the loads' reads over the
+     * link included) plus the device->host copy engine's time */
+    tl[T_MOVE] += elapsed_ns(ev[E_MOVE0], ev[E_REC0]) + elapsed_ns(ev[E_REC1], ev[E_MOVE1]) +
+                  elapsed_ns(ev[E_D2H0], ev[E_D2H1]);
+    tl[T_RECOMP] += elapsed_ns(ev[E_REC0], ev[E_REC1]);
+    tl[T_ATTN] += elapsed_ns(ev[E_ATT0], ev[E_ATT1]);
+}
+
+/* Scores, softmax and output of R query rows q against the K and V rows rw
+ * lists: into out (R, dim), timed by ev's attention events. */
+static int attention(struct cuda_state *s, const float *q, float *out, const uint16_t *K16,
+                     const uint16_t *V16, struct kern_rows rw, uint32_t R, cudaEvent_t *ev)
+{
     const struct llm_config *c = &s->m->c;
-    const uint32_t B = s->batch, kv = c->kv_dim, L = s->max_len;
     const uint32_t H = c->n_heads, KVH = c->n_kv_heads, hs = c->head_dim;
     const float scale = 1.0f / sqrtf((float)hs);
+    struct alisa_err *e = s->e;
+    cudaStream_t cs = s->compute;
+    return CU(e, rec(s, ev[E_ATT0], cs)) ||
+                   CU(e, kern_attn_scores16(s->scores, q, K16, rw, R, H, KVH, hs, scale, cs)) ||
+                   CU(e, kern_softmax(s->scores, R * H, s->max_len, rw.count, H, cs)) ||
+                   CU(e, kern_attn_output16(out, s->scores, V16, rw, R, H, KVH, hs, cs)) ||
+                   CU(e, tick(s, ev[E_ATT1], cs))
+               ? ALISA_EIO
+               : 0;
+}
+
+/* Layer l's attention in tiered mode, one position of the call at a time
+ * (a decode step has one; a chunk's rows are position-major): the
+ * position's plans and moves (tiered_layer), its rows' lists up, its
+ * attention, its rows observed (or, pipelined, copied down for
+ * observe_step), so the scheduler decides each position after seeing the
+ * one before, as on the CPU (backend_cpu.c, tiered_attend). */
+static int tiered_attend(struct cuda_state *s, uint32_t l)
+{
+    struct backend_common *cm = s->cm;
+    struct alisa_err *e = s->e;
+    const uint32_t B = s->batch, L = s->max_len, d = s->m->c.dim;
     const int defer = s->call_defer;
     cudaStream_t cs = s->compute;
     cudaEvent_t *ev = s->ev + (size_t)l * E_N;
     double *tl = cm->t_layer + (size_t)l * T_N;
-    struct kern_rows rw = {.count = s->d_count, .ld = L};
-    const uint16_t *K16, *V16; /* FP16 either way: the dense cache or the arenas */
-    if (cm->sched) {
-        if ((defer && l && layer_handoff(s, ev - E_N, e)) ||
-            tiered_layer(s, cm, l, s->call_pos0, ev,
+    struct kern_rows rw = {.idx = s->d_idx, .count = s->d_count, .ld = L};
+    if (defer && l && layer_handoff(s, ev - E_N, e))
+        return ALISA_EIO;
+    for (uint32_t p = 0; p < s->call_P; p++) {
+        const uint32_t pos = s->call_pos0 + p, row0 = p * B;
+        if (p && s->timed) /* the position before, synchronised by its observing */
+            add_tier_times(ev, tl);
+        if (tiered_layer(s, cm, l, pos, row0, ev,
                          defer ? s->step_ids + (size_t)l * B * L : s->call_ids, tl, e) ||
             CU(e, cudaMemcpyAsync(s->d_count, s->h_count, B * sizeof(uint32_t),
                                   cudaMemcpyHostToDevice, cs)) ||
@@ -1149,37 +1204,48 @@ static int op_attend(void *be, uint32_t l, uint32_t R)
             return ALISA_EIO;
         if (defer)
             memcpy(s->step_count + (size_t)l * B, s->h_count, B * sizeof(uint32_t));
-        rw.idx = s->d_idx;
-        K16 = s->ak;
-        V16 = s->av;
-    } else {
-        /* this call's K and V into the dense cache, then every row attends
-         * its sequence's positions up to its own */
-        uint16_t *kl = s->kc + (size_t)l * B * L * kv, *vl = s->vc + (size_t)l * B * L * kv;
-        if (CU(e, tick(s, ev[E_MOVE0], cs)) || CU(e, tick(s, ev[E_D2H0], s->d2h)) ||
-            CU(e, tick(s, ev[E_D2H1], s->d2h)) ||
-            CU(e, kern_scatter_rows16(kl, s->d_dst, s->k, R, kv, cs)) ||
-            CU(e, kern_scatter_rows16(vl, s->d_dst, s->v, R, kv, cs)) ||
-            CU(e, tick(s, ev[E_REC0], cs)) || CU(e, tick(s, ev[E_REC1], cs)) ||
-            CU(e, tick(s, ev[E_MOVE1], cs)))
+        if (attention(s, s->q + (size_t)row0 * d, s->xb + (size_t)row0 * d, s->ak, s->av, rw, B,
+                      ev))
             return ALISA_EIO;
-        rw.base = s->d_base;
-        K16 = kl;
-        V16 = vl;
+        if (defer && (CU(e, kern_head_mean(s->wmean, s->scores, s->d_count, B, s->m->c.n_heads,
+                                           L, cs)) ||
+                      CU(e, cudaMemcpyAsync(s->h_rows + (size_t)l * B * L, s->wmean,
+                                            (size_t)B * L * sizeof(float), cudaMemcpyDeviceToHost,
+                                            cs))))
+            return ALISA_EIO;
+        if (s->call_observe &&
+            observe_layer(s, cm, l, pos, s->call_ids, s->call_rows, tl, e))
+            return ALISA_EIO;
     }
-    if (CU(e, rec(s, ev[E_ATT0], cs)) ||
-        CU(e, kern_attn_scores16(s->scores, s->q, K16, rw, R, H, KVH, hs, scale, cs)) ||
-        CU(e, kern_softmax(s->scores, R * H, L, s->d_count, H, cs)) ||
-        CU(e, kern_attn_output16(s->xb, s->scores, V16, rw, R, H, KVH, hs, cs)) ||
-        CU(e, tick(s, ev[E_ATT1], cs)))
+    return 0;
+}
+
+/* Layer l's attention of the call's rows: in tiered mode tiered_attend;
+ * else this call's K and V into the dense cache, then every row attends
+ * its sequence's positions up to its own, the output replacing the normed
+ * input as on the CPU, the rows observed as enqueue says. */
+static int op_attend(void *be, uint32_t l, uint32_t R)
+{
+    struct cuda_state *s = be;
+    struct backend_common *cm = s->cm;
+    struct alisa_err *e = s->e;
+    const struct llm_config *c = &s->m->c;
+    const uint32_t B = s->batch, kv = c->kv_dim, L = s->max_len;
+    cudaStream_t cs = s->compute;
+    cudaEvent_t *ev = s->ev + (size_t)l * E_N;
+    if (cm->sched)
+        return tiered_attend(s, l);
+    uint16_t *kl = s->kc + (size_t)l * B * L * kv, *vl = s->vc + (size_t)l * B * L * kv;
+    struct kern_rows rw = {.base = s->d_base, .count = s->d_count, .ld = L};
+    if (CU(e, tick(s, ev[E_MOVE0], cs)) || CU(e, tick(s, ev[E_D2H0], s->d2h)) ||
+        CU(e, tick(s, ev[E_D2H1], s->d2h)) ||
+        CU(e, kern_scatter_rows16(kl, s->d_dst, s->k, R, kv, cs)) ||
+        CU(e, kern_scatter_rows16(vl, s->d_dst, s->v, R, kv, cs)) ||
+        CU(e, tick(s, ev[E_REC0], cs)) || CU(e, tick(s, ev[E_REC1], cs)) ||
+        CU(e, tick(s, ev[E_MOVE1], cs)) || attention(s, s->q, s->xb, kl, vl, rw, R, ev))
         return ALISA_EIO;
-    if (defer && (CU(e, kern_head_mean(s->wmean, s->scores, s->d_count, B, H, L, cs)) ||
-                  CU(e, cudaMemcpyAsync(s->h_rows + (size_t)l * B * L, s->wmean,
-                                        (size_t)B * L * sizeof(float), cudaMemcpyDeviceToHost,
-                                        cs))))
-        return ALISA_EIO;
-    if (s->call_observe &&
-        observe_layer(s, cm, l, s->call_pos0, s->call_ids, s->call_rows, tl, e))
+    if (s->call_observe && observe_layer(s, cm, l, s->call_pos0, s->call_ids, s->call_rows,
+                                         cm->t_layer + (size_t)l * T_N, e))
         return ALISA_EIO;
     return 0;
 }
@@ -1211,11 +1277,12 @@ static const struct layer_ops cuda_layer_ops = {
 };
 
 /* Enqueues one call's forward pass on the compute stream (rows b * P + i:
- * sequence b at position pos0 + i, their host lists filled), from the
- * lists' upload through the one layer sequence (layers_forward) to the
- * logits' copy down; in tiered mode each layer plans and moves first
- * (tiered_layer, in op_attend). With `observe` each layer waits for its
- * attention rows and gives them to the scheduler and to `rows` at once
+ * sequence b at position pos0 + i, or i * batch + b in a tiered chunk;
+ * their host lists filled), from the lists' upload through the one layer
+ * sequence (layers_forward) to the logits' copy down; in tiered mode each
+ * layer plans and moves position by position (tiered_attend). With
+ * `observe` each position of a layer waits for its attention rows and
+ * gives them to the scheduler and to `rows` at once
  * (ids: (batch, max_len) scratch); with `defer` (a pipelined tiered decode
  * step) they come down into s->h_rows, layer by layer without a wait, for
  * observe_step. Returns 0 or a negative status (e set). */
@@ -1232,6 +1299,7 @@ static int enqueue(struct cuda_state *s, struct backend_common *cm, uint32_t P, 
     s->e = e;
     s->cm = cm;
     s->call_pos0 = pos0;
+    s->call_P = P;
     s->call_ids = ids;
     s->call_rows = rows;
     s->call_observe = observe;
@@ -1314,6 +1382,28 @@ static int run_graph(struct cuda_state *s, struct backend_common *cm, uint32_t p
     return CU(e, cudaGraphLaunch(s->graph[k], s->compute)) ? ALISA_EIO : 0;
 }
 
+/* A tiered chunk's logits (position-major rows) in the caller's order
+ * (row b * P + i) in s->chunk_logits; NULL when out of memory (e set). */
+static const float *chunk_order(struct cuda_state *s, uint32_t P, struct alisa_err *e)
+{
+    const uint32_t B = s->batch;
+    const size_t V = s->m->c.vocab;
+    if (P > s->chunk_cap) {
+        free(s->chunk_logits);
+        s->chunk_cap = 0;
+        if (!(s->chunk_logits = malloc((size_t)B * P * V * sizeof(float)))) {
+            err_set(e, ALISA_ENOMEM, "out of memory for %u x %u logits", B, P);
+            return NULL;
+        }
+        s->chunk_cap = P;
+    }
+    for (uint32_t b = 0; b < B; b++)
+        for (uint32_t i = 0; i < P; i++)
+            memcpy(s->chunk_logits + ((size_t)b * P + i) * V,
+                   s->h_logits + ((size_t)i * B + b) * V, V * sizeof(float));
+    return s->chunk_logits;
+}
+
 static const float *cuda_forward(void *be, struct backend_common *cm, const uint32_t *tokens,
                                  uint32_t pos0, uint32_t P, float *rows)
 {
@@ -1332,49 +1422,36 @@ static const float *cuda_forward(void *be, struct backend_common *cm, const uint
                 "llm_state_kvstore for this state");
         return NULL;
     }
-    if (cm->sched && P > 1) { /* the scheduler decides position by position */
-        size_t V = c->vocab;
-        if (P > s->chunk_cap) {
-            free(s->chunk_logits);
-            s->chunk_cap = 0;
-            if (!(s->chunk_logits = malloc((size_t)B * P * V * sizeof(float)))) {
-                err_set(e, ALISA_ENOMEM, "out of memory for %u x %u logits", B, P);
-                return NULL;
-            }
-            s->chunk_cap = P;
+    /* a tiered chunk (a prompt under the scheduler): its GEMMs run over
+     * every row at once, its attention position by position (tiered_attend);
+     * its rows are position-major so each position's are adjacent */
+    const int chunk = cm->sched && P > 1;
+    if (ensure_rows(s, R, e)) {
+        cudaGetLastError(); /* a failed allocation's, not the next kernel's */
+        if (chunk && P > LLM_CHUNK) { /* more than cuda_kvstore left room for */
+            size_t b[3];
+            char was[sizeof e->msg];
+            snprintf(was, sizeof was, "%s", e->msg);
+            rows_bytes(s, R, b);
+            err_set(e, ALISA_ENOMEM, "a prompt chunk of %u sequences x %u positions needs %.2f GB "
+                    "of activation rows beside the tiered KV, which leaves room for %u "
+                    "positions: run shorter chunks or lower --gpu-kv-bytes (%s)", B, P,
+                    (b[0] + b[1] + b[2]) / 1e9, LLM_CHUNK, was);
         }
-        for (uint32_t i = 0; i < P; i++) {
-            uint32_t *tk = malloc(B * sizeof *tk);
-            if (!tk) {
-                err_set(e, ALISA_ENOMEM, "out of memory");
-                return NULL;
-            }
-            for (uint32_t b = 0; b < B; b++)
-                tk[b] = tokens[(size_t)b * P + i];
-            memset(cm->t_layer, 0, (size_t)c->n_layers * T_N * sizeof *cm->t_layer);
-            const float *lg = cuda_forward(be, cm, tk, pos0 + i, 1, NULL);
-            free(tk);
-            if (!lg)
-                return NULL;
-            for (uint32_t b = 0; b < B; b++)
-                memcpy(s->chunk_logits + ((size_t)b * P + i) * V, lg + (size_t)b * V,
-                       V * sizeof(float));
-        }
-        return s->chunk_logits;
-    }
-    if (ensure_rows(s, R, e))
         return NULL;
+    }
     if (!cm->sched && !s->kc) {
         size_t n = (size_t)c->n_layers * B * L * kv;
         if (CU(e, cudaMalloc((void **)&s->kc, n * sizeof(uint16_t))) ||
             CU(e, cudaMalloc((void **)&s->vc, n * sizeof(uint16_t))))
             return NULL;
     }
-    /* the pipelined forms: a tiered decode step observed at its end, a dense
-     * one-position step replayed as a graph (neither when the caller wants
-     * rows or timings, nor for prefill, whose plans move the prompt's own
-     * tokens between its positions) */
-    int defer = cm->pipeline && cm->sched && !rows && pos0 >= cm->prompt_len;
+    /* the pipelined forms: a tiered one-position decode step observed at its
+     * end (not when the caller wants rows, nor for prefill, whose plans move
+     * the prompt's own tokens between its positions, nor for a chunk, whose
+     * positions are each planned after the one before is observed), a dense
+     * one-position step replayed as a graph (not with rows or timings) */
+    int defer = cm->pipeline && cm->sched && !rows && P == 1 && pos0 >= cm->prompt_len;
     int observe = rows || (cm->sched && !defer);
     int graph = cm->pipeline && !cm->sched && !rows && P == 1 && !cm->timings;
     s->timed = cm->timings != NULL;
@@ -1386,12 +1463,13 @@ static const float *cuda_forward(void *be, struct backend_common *cm, const uint
     }
     const float *result = NULL;
     uint64_t t_start = backend_mono_ns();
-    /* row r = b * P + i holds sequence b at position pos0 + i */
+    /* row r = b * P + i holds sequence b at position pos0 + i (i * B + b in
+     * a tiered chunk) */
     for (uint32_t b = 0; b < B; b++)
         for (uint32_t i = 0; i < P; i++) {
-            uint32_t r = b * P + i, n = pos0 + i + 1;
+            uint32_t r = chunk ? i * B + b : b * P + i, n = pos0 + i + 1;
             uint32_t first = llm_attend_first(c, n); /* a sliding window's */
-            s->h_tokens[r] = tokens[r];
+            s->h_tokens[r] = tokens[b * P + i];
             s->h_pos[r] = pos0 + i;
             s->h_count[r] = n - first;
             s->h_base[r] = (int32_t)((size_t)b * L + first);
@@ -1402,26 +1480,24 @@ static const float *cuda_forward(void *be, struct backend_common *cm, const uint
         goto out;
     if (defer)
         observe_step(s, cm, pos0);
+    result = s->h_logits;
+    if (chunk && !cm->no_head && !(result = chunk_order(s, P, e)))
+        goto out;
     if (cm->greedy)
-        memcpy(cm->greedy, s->h_next, R * sizeof(uint32_t));
+        for (uint32_t r = 0; r < R; r++) /* a chunk's back in the caller's order */
+            cm->greedy[r] = s->h_next[chunk ? r % P * B + r / P : r];
     uint64_t end = backend_mono_ns();
     cudaEvent_t *hv = s->ev + (size_t)c->n_layers * E_N;
     for (uint32_t l = 0; l < c->n_layers && s->timed && !graph; l++) {
         cudaEvent_t *ev = s->ev + (size_t)l * E_N;
         double *tl = cm->t_layer + (size_t)l * T_N;
         /* GPU time per category; the moves' host bookkeeping and the
-         * scheduler were added on the host clock as they ran. Transfers are
-         * the compute stream's moves (waiting for host->device copies
-         * included) plus the device->host copy engine's time. */
+         * scheduler were added on the host clock as they ran */
         tl[T_GEMM] += elapsed_ns(ev[E_START], ev[E_QKV]) + elapsed_ns(ev[E_ATT1], ev[E_FFN]);
-        tl[T_MOVE] += elapsed_ns(ev[E_MOVE0], ev[E_REC0]) + elapsed_ns(ev[E_REC1], ev[E_MOVE1]) +
-                      elapsed_ns(ev[E_D2H0], ev[E_D2H1]);
-        tl[T_RECOMP] += elapsed_ns(ev[E_REC0], ev[E_REC1]);
-        tl[T_ATTN] += elapsed_ns(ev[E_ATT0], ev[E_ATT1]);
+        add_tier_times(ev, tl); /* a chunk's last position (tiered_attend added the rest) */
     }
     backend_write_timings(cm, pos0, P, (double)(end - t_start),
                           graph || !s->timed ? 0.0 : elapsed_ns(hv[E_START], hv[E_FFN]));
-    result = s->h_logits;
 out:
     free(ids);
     return result;

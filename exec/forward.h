@@ -28,6 +28,12 @@ struct llm_state;
 
 enum llm_backend { LLM_BACKEND_CPU, LLM_BACKEND_CUDA };
 
+/* Positions a sequence in the commands' prompt and eval calls
+ * (llm_forward_chunk): their GEMMs run over batch x LLM_CHUNK rows while
+ * the logits stay (batch, LLM_CHUNK, vocab) in memory. The CUDA backend's
+ * tiered cache leaves the device room for that many activation rows. */
+#define LLM_CHUNK 32u
+
 /* The backend `name` asks for: "cpu", "cuda" (fails, saying why, when this
  * build or machine has no CUDA device) or "auto" (cuda when built and a
  * device is found, else cpu). said (n) gets the choice in words, with the

@@ -514,6 +514,36 @@ cudaError_t kern_gather_rows(float *dst, const float *src, const int32_t *rows, 
     return cudaGetLastError();
 }
 
+/* A block a row: 16-byte words where the row and both ends allow, else
+ * 4-byte ones (uniform across the block, so no thread diverges). */
+__global__ static void rows_from_host(char *dst, const int32_t *rows, const void *const *src,
+                                      uint32_t row_bytes)
+{
+    const char *from = (const char *)src[blockIdx.x];
+    char *to = dst + (size_t)rows[blockIdx.x] * row_bytes;
+    if (!(((uintptr_t)from | (uintptr_t)to | row_bytes) & 15)) {
+        const uint4 *f = (const uint4 *)from;
+        uint4 *t = (uint4 *)to;
+        for (uint32_t i = threadIdx.x; i < row_bytes / 16; i += blockDim.x)
+            t[i] = f[i];
+    } else {
+        const uint32_t *f = (const uint32_t *)from;
+        uint32_t *t = (uint32_t *)to;
+        for (uint32_t i = threadIdx.x; i < row_bytes / 4; i += blockDim.x)
+            t[i] = f[i];
+    }
+}
+
+cudaError_t kern_rows_from_host(void *dst, const int32_t *rows, const void *const *src,
+                                uint32_t n, uint32_t row_bytes, cudaStream_t stream)
+{
+    if (row_bytes % 4)
+        return cudaErrorInvalidValue;
+    if (n) /* a grid's x goes to 2^31 - 1 blocks */
+        rows_from_host<<<n, BLOCK, 0, stream>>>((char *)dst, rows, src, row_bytes);
+    return cudaGetLastError();
+}
+
 /* An FP32 value stored as the destination holds it: as is, or rounded to
  * FP16 (nearest even). */
 __device__ static inline void st1(float *p, float v) { *p = v; }

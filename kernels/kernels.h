@@ -107,6 +107,15 @@ cudaError_t kern_head_mean(float *w, const float *p, const uint32_t *count, uint
 cudaError_t kern_gather_rows(float *dst, const float *src, const int32_t *rows, uint32_t n,
                              uint32_t width, cudaStream_t stream);
 
+/* Row rows[i] of dst (row_bytes a row) = the row_bytes at src[i], for
+ * i < n, where src (device memory) lists pointers into pinned host memory
+ * (cudaHostAlloc's: under unified addressing the device reads it at the
+ * host's address, over the link, with no copy staged on the host). Rows
+ * and addresses 4-byte aligned, 16-byte words used where a row and both
+ * its ends allow; row_bytes not a multiple of 4: cudaErrorInvalidValue. */
+cudaError_t kern_rows_from_host(void *dst, const int32_t *rows, const void *const *src,
+                                uint32_t n, uint32_t row_bytes, cudaStream_t stream);
+
 /* dst rows rows[i] = src (n, width). */
 cudaError_t kern_scatter_rows(float *dst, const int32_t *rows, const float *src, uint32_t n,
                               uint32_t width, cudaStream_t stream);

@@ -6,7 +6,8 @@
  * the CPU's own logits) with logits within tolerance, dense and tiered
  * (strided selection under ALISA placement with a device arena small enough
  * for phases II and III), attention rows included, the prompt run position by position and as
- * one chunk; the pipelined step (llm_state_pipeline: CUDA graph,
+ * one chunk, and chunks after the prompt; rows read by the device from
+ * pinned host memory (the tiered loads) byte for byte; the pipelined step (llm_state_pipeline: CUDA graph,
  * layers planned ahead) bitwise equal to the eager one, plans included;
  * and the greedy tokens taken on the device (llm_forward_greedy) equal to
  * the host's argmax of the same logits.
@@ -345,6 +346,50 @@ static void test_cuda_gather_and_scatter_move_rows_exactly(void **state)
     free(arena); free(packed); free(fresh); free(after);
 }
 
+/* kern_rows_from_host: the device reads rows straight from pinned host
+ * memory at listed addresses into listed rows of a device arena, byte for
+ * byte: rows of 14,336 bytes (OPT-30B's FP16 K row) at 16-byte aligned
+ * addresses (the 16-byte path) and 4 bytes off them (the 4-byte path, as
+ * rows of 12 bytes always are), and 70,000 rows of 4 bytes (more blocks
+ * than a grid's y may have); a row width that is no whole number of 4-byte
+ * words is refused. */
+static void rows_from_host_case(uint32_t A, uint32_t n, uint32_t rb, uint32_t off)
+{
+    unsigned char *host = NULL, *want = calloc((size_t)A, rb), *got = malloc((size_t)A * rb);
+    const void **src = malloc(n * sizeof *src);
+    int32_t *rows = malloc(n * sizeof *rows);
+    const size_t bytes = (size_t)n * rb + off;
+    assert_int_equal(cudaHostAlloc((void **)&host, bytes, 0), cudaSuccess);
+    for (size_t i = 0; i < bytes; i++)
+        host[i] = (unsigned char)(i * 131 + 7);
+    for (uint32_t i = 0; i < n; i++) { /* the arena's rows in another order than the host's */
+        rows[i] = (int32_t)((i * 7 + 3) % A);
+        src[i] = host + off + (size_t)((i * 3) % n) * rb;
+        memcpy(want + (size_t)rows[i] * rb, src[i], rb);
+    }
+    unsigned char *d_a = up(NULL, (size_t)A * rb);
+    int32_t *d_r = up(rows, n * sizeof *rows);
+    const void **d_s = up(src, n * sizeof *src);
+    assert_int_equal(cudaMemset(d_a, 0, (size_t)A * rb), cudaSuccess);
+    assert_int_equal(kern_rows_from_host(d_a, d_r, d_s, n, rb, 0), cudaSuccess);
+    down(got, d_a, (size_t)A * rb);
+    assert_memory_equal(got, want, (size_t)A * rb);
+    cudaFree(d_a); cudaFree(d_r); cudaFree((void *)d_s);
+    cudaFreeHost(host);
+    free(want); free(got); free(src); free(rows);
+}
+
+static void test_cuda_rows_from_pinned_host_memory_land_exactly(void **state)
+{
+    (void)state;
+    need_device();
+    rows_from_host_case(40, 7, 14336, 0);
+    rows_from_host_case(40, 7, 14336, 4);
+    rows_from_host_case(40, 7, 12, 0);
+    rows_from_host_case(70001, 70000, 4, 0); /* 7 and A coprime: distinct rows */
+    assert_int_equal(kern_rows_from_host(NULL, NULL, NULL, 1, 6, 0), cudaErrorInvalidValue);
+}
+
 static void test_cuda_int8_quantisation_equals_the_kvstore(void **state)
 {
     (void)state;
@@ -629,6 +674,64 @@ static void greedy_models(const char *path, struct llm_model *m, struct llm_mode
     free(cur); free(lc); free(rc); free(rg);
 }
 
+/* Teacher-forced chunks past the prompt under the scheduler (alisa eval's
+ * calls: 32 positions a call over its whole window): a P-token prompt
+ * chunk, then chunks of 5 positions up to N, on the CPU and the CUDA
+ * backend, the CUDA one eager or with llm_state_pipeline (which pipelines
+ * one-position decode steps only, never a chunk): every chunk's logits
+ * within tolerance of the CPU's, tokens moving both ways. */
+static void chunks_after_prompt(const char *path, uint32_t B, uint32_t N, uint32_t P,
+                                uint32_t dev, uint64_t recompute_ns, int pipelined)
+{
+    need_device();
+    struct llm_model *m = tu_model_or_skip(path, LLM_WEIGHTS_F32);
+    struct alisa_err e = {{0}};
+    struct llm_state *cpu, *gpu;
+    struct scheduler *s_cpu = NULL, *s_gpu = NULL;
+    struct kvstore *k_cpu = NULL, *k_gpu = NULL;
+    if (llm_state_create_on(&cpu, LLM_BACKEND_CPU, m, B, N, &e) ||
+        llm_state_create_on(&gpu, LLM_BACKEND_CUDA, m, B, N, &e))
+        fail_msg("%s", e.msg);
+    tiers(cpu, m, B, N, P, dev, recompute_ns, &s_cpu, &k_cpu);
+    tiers(gpu, m, B, N, P, dev, recompute_ns, &s_gpu, &k_gpu);
+    llm_state_pipeline(gpu, pipelined);
+    const size_t V = m->c.vocab;
+    uint32_t *cur = malloc((size_t)B * N * sizeof *cur);
+    float *lc = malloc((size_t)B * N * V * sizeof *lc);
+    char what[96];
+    for (uint32_t p0 = 0, n; p0 + 1 < N; p0 += n) {
+        n = p0 ? (N - 1 - p0 < 5 ? N - 1 - p0 : 5) : P;
+        for (uint32_t b = 0; b < B; b++)
+            for (uint32_t i = 0; i < n; i++)
+                cur[(size_t)b * n + i] = (uint32_t)(1 + 37 * (p0 + i) + 11 * b) % m->c.vocab;
+        const float *a = llm_forward_chunk(cpu, cur, p0, n, NULL);
+        if (!a)
+            fail_msg("cpu positions %u..%u: %s", p0, p0 + n - 1, llm_state_error(cpu)->msg);
+        memcpy(lc, a, (size_t)B * n * V * sizeof *lc);
+        const float *g = llm_forward_chunk(gpu, cur, p0, n, NULL);
+        if (!g)
+            fail_msg("cuda positions %u..%u: %s", p0, p0 + n - 1, llm_state_error(gpu)->msg);
+        snprintf(what, sizeof what, "logits of positions %u..%u%s", p0, p0 + n - 1,
+                 pipelined ? ", pipelined" : "");
+        check_logits(what, g, lc, (size_t)B * n, V);
+    }
+    uint64_t off, ld, rcp;
+    kvstore_counts(k_gpu, &off, &ld, &rcp);
+    print_message("%s: chunks after a %u-token prompt%s: %llu offloads, %llu loads, %llu "
+                  "recomputes\n", path, P, pipelined ? ", pipelined" : "",
+                  (unsigned long long)off, (unsigned long long)ld, (unsigned long long)rcp);
+    assert_true(recompute_ns > 2 ? off > 0 && ld > 0 : rcp > 0);
+    llm_state_free(gpu);
+    llm_state_free(cpu);
+    kvstore_free(k_gpu);
+    kvstore_free(k_cpu);
+    scheduler_destroy(s_gpu);
+    scheduler_destroy(s_cpu);
+    free(cur);
+    free(lc);
+    llm_free(m);
+}
+
 /* greedy_models with the checkpoint at path on both backends. */
 static void greedy_both(const char *path, uint32_t B, uint32_t N, uint32_t P, uint32_t dev,
                         uint64_t recompute_ns, int chunk)
@@ -735,6 +838,22 @@ static void test_cuda_stories260k_greedy_equals_the_cpu_dense_and_tiered(void **
     greedy_both(stories, 3, 72, 8, 24, 3, 1);
     greedy_both(stories, 3, 72, 8, SPLIT, 0, 0);
     greedy_both(stories, 3, 72, 8, SPLIT, 0, 1);
+}
+
+/* Chunks on the tiered cache (chunks_after_prompt): after an 8-token
+ * prompt, with loads and with recomputations, the pipelined state taking
+ * its chunks eagerly (tiny-opt's last call, one position, pipelined); and a
+ * 32-token prompt over a 24-slot arena, whose chunk offloads, loads or
+ * recomputes its own tokens between its positions. */
+static void test_cuda_tiered_chunks_after_the_prompt_equal_the_cpu(void **state)
+{
+    (void)state;
+    chunks_after_prompt(stories, 3, 72, 8, 24, 3, 0);
+    chunks_after_prompt(stories, 3, 72, 8, 24, 3, 1);
+    chunks_after_prompt(stories, 3, 72, 8, 24, 1, 1);
+    chunks_after_prompt(tiny_opt, 3, 40, 8, 16, 3, 1);
+    chunks_after_prompt(stories, 3, 72, 32, 24, 3, 0);
+    chunks_after_prompt(stories, 3, 72, 32, 24, 1, 0);
 }
 
 static void test_cuda_smollm2_greedy_equals_the_cpu_dense_and_tiered(void **state)
@@ -973,10 +1092,12 @@ int main(void)
         cmocka_unit_test(test_cuda_argmax_rows_equals_the_hosts),
         cmocka_unit_test(test_cuda_gathered_attention_equals_the_cpu),
         cmocka_unit_test(test_cuda_gather_and_scatter_move_rows_exactly),
+        cmocka_unit_test(test_cuda_rows_from_pinned_host_memory_land_exactly),
         cmocka_unit_test(test_cuda_int8_quantisation_equals_the_kvstore),
         cmocka_unit_test(test_cuda_swa_sum_update_equals_the_fixed_point_sum),
         cmocka_unit_test(test_cuda_stories260k_greedy_equals_the_cpu_dense_and_tiered),
         cmocka_unit_test(test_cuda_smollm2_greedy_equals_the_cpu_dense_and_tiered),
+        cmocka_unit_test(test_cuda_tiered_chunks_after_the_prompt_equal_the_cpu),
         cmocka_unit_test(test_cuda_opt_greedy_equals_the_cpu_dense_and_tiered),
         cmocka_unit_test(test_cuda_qwen2_greedy_equals_the_cpu_dense_and_tiered),
         cmocka_unit_test(test_cuda_mistral_window_greedy_equals_the_cpu),

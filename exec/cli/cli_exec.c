@@ -393,7 +393,7 @@ int loaded_batch_check(struct loaded *l, uint32_t batch, uint64_t len, void (*us
     struct kv_shape f32 = {c->dim, c->kv_dim, KV_FP32};
     double kv = (double)cost_kv_bytes(&f32) * c->n_layers * (double)batch * (double)len;
     double row = (4.0 * c->dim + 2.0 * c->kv_dim + 2.0 * c->hidden_dim + c->vocab) * sizeof(float);
-    double act = (double)batch * (double)(len < EXEC_CHUNK ? len : EXEC_CHUNK) * row;
+    double act = (double)batch * (double)(len < LLM_CHUNK ? len : LLM_CHUNK) * row;
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     double have = pages > 0 && page > 0 ? 0.8 * (double)pages * (double)page : INFINITY;
     if (kv + act <= have)

@@ -48,15 +48,10 @@ void loaded_free(struct loaded *l); /* accepts an empty l */
 int loaded_context_check(struct loaded *l, uint64_t need, void (*usage)(FILE *),
                          const char *what);
 
-/* Positions per llm_forward_chunk call in prefill and eval: the GEMMs run over
- * batch x EXEC_CHUNK rows while the logits stay (batch, EXEC_CHUNK, vocab) in
- * memory. */
-#define EXEC_CHUNK 32u
-
 /* What the executor holds for batch sequences of len tokens, against 80% of
  * this machine's physical memory (the rest for the weights and the system):
  * the KV cache (FP32 K and V, every layer, as the backends allocate it) and
- * the activation rows of a prefill chunk (batch x EXEC_CHUNK rows, fewer
+ * the activation rows of a prefill chunk (batch x LLM_CHUNK rows, fewer
  * for a shorter len, of the
  * hidden, K/V, FFN and vocabulary widths, as the CPU backend's ensure_rows
  * sizes them; issue 48: --batch 1000000 passed the KV check alone). 0 when

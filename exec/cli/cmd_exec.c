@@ -28,9 +28,9 @@
 #include "tokenizer.h"
 #include "trace.h"
 
-/* Positions per llm_forward_chunk call in prefill and eval: EXEC_CHUNK
- * (cli_exec.h), whose rows loaded_batch_check counts. */
-#define CHUNK EXEC_CHUNK
+/* Positions per llm_forward_chunk call in prefill and eval: LLM_CHUNK
+ * (forward.h), whose rows loaded_batch_check counts. */
+#define CHUNK LLM_CHUNK
 
 /* ---- alisa run ---- */
 

@@ -9,9 +9,10 @@ What the CUDA backend allocates, from its code (exec/backend_cuda.c):
              (cuda_kvstore); slots = the placement's device capacity a stream, plus,
              for a placement with visits (alisa), one step's selection budget
              (sim/core/scheduler.c with_staging; sel_budget: 2 round(n (1 - s) / 2))
-  staging    cap x (4 kv_dim + hidden) x 4 + cap x hidden x 2 + 12 cap, cap = batch x max_len + 1
-             (cuda_kvstore's d_ok)
-  activations for batch x 32 rows (a prefill chunk, exec/cli/cmd_exec.c CHUNK):
+  staging    cap x (4 kv_dim + hidden) x 4 + cap x hidden x 2 + 12 cap + 16 cap,
+             cap = batch x max_len + 1 (cuda_kvstore's d_ok and the loads' d_qptr)
+  activations for batch x 32 rows (a prefill chunk, exec/forward.h LLM_CHUNK, which
+             cuda_kvstore also reserves):
              rows x rows_floats x 4 + rows x max(hidden, ffn) x 2 (ensure_rows)
   fixed      cuBLAS workspace 32 MiB (CUBLAS_WS_BYTES) and the CUDA context (about 0.7 GB,
              an estimate: not measured here)
@@ -57,7 +58,7 @@ def main():
             tok = 2 * kv * 2  # K and V, FP16, one token of one stream
             full = streams * max_len * tok
             cap = b * max_len + 1
-            staging = cap * (4 * kv + d) * 4 + cap * d * 2 + 12 * cap
+            staging = cap * (4 * kv + d) * 4 + cap * d * 2 + 12 * cap + 16 * cap
             r = b * CHUNK
             rows_floats = 4 * d + 2 * kv + 2 * ffn + V + H * max_len + max_len
             act = r * rows_floats * 4 + r * max(d, ffn) * 2
