@@ -30,6 +30,7 @@
 #include "backend.h"
 
 #include <cublas_v2.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
@@ -166,6 +167,9 @@ struct cuda_state {
     float *h_dense;             /* (max_len) host scratch: an attention row spread out */
     /* the pipelined step (llm_state_pipeline) */
     int capturing;              /* enqueueing into a graph capture: no event records */
+    int64_t profile_pos;        /* ALISA_CUDA_PROFILE_STEP: the one-position call at this
+                                 * position runs between cudaProfilerStart and Stop (what
+                                 * ncu --profile-from-start off profiles); -1: none */
     int timed;                  /* this call writes timings: the timing events are recorded */
     cudaGraphExec_t graph[3];   /* the dense decode step: logits copied down, no head, the
                                  * greedy tokens alone copied down */
@@ -452,6 +456,18 @@ static int cuda_create(void **be, const struct backend_common *cm, struct alisa_
     s->m = cm->m;
     s->batch = cm->batch;
     s->max_len = cm->max_len;
+    s->profile_pos = -1;
+    const char *prof = getenv("ALISA_CUDA_PROFILE_STEP");
+    if (prof && *prof) {
+        char *end;
+        long long v = strtoll(prof, &end, 10);
+        if (*end || v < 0 || v >= (long long)s->max_len) {
+            free(s);
+            return err_set(e, ALISA_EINVAL, "ALISA_CUDA_PROFILE_STEP: '%s' is not a position "
+                           "below the state's %u", prof, cm->max_len);
+        }
+        s->profile_pos = v;
+    }
     size_t half = c->head_dim / 2, n_ev = (size_t)(c->n_layers + 1) * E_N;
     float *tables = malloc(2 * (size_t)s->max_len * half * sizeof(float));
     int rc = ALISA_EIO;
@@ -1475,8 +1491,10 @@ static const float *cuda_forward(void *be, struct backend_common *cm, const uint
             s->h_base[r] = (int32_t)((size_t)b * L + first);
             s->h_dst[r] = (int32_t)((size_t)b * L + pos0 + i);
         }
-    if ((graph ? run_graph(s, cm, pos0) : enqueue(s, cm, P, pos0, ids, rows, observe, defer)) ||
-        finish(s, e))
+    const int prof = P == 1 && (int64_t)pos0 == s->profile_pos;
+    if ((prof && CU(e, cudaProfilerStart())) ||
+        (graph ? run_graph(s, cm, pos0) : enqueue(s, cm, P, pos0, ids, rows, observe, defer)) ||
+        finish(s, e) || (prof && CU(e, cudaProfilerStop())))
         goto out;
     if (defer)
         observe_step(s, cm, pos0);
