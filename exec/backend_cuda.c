@@ -942,6 +942,22 @@ static int layer_handoff(struct cuda_state *s, const cudaEvent_t *prev, struct a
     return 0;
 }
 
+static double elapsed_ns(cudaEvent_t a, cudaEvent_t b)
+{
+    float ms = 0.0f;
+    return cudaEventElapsedTime(&ms, a, b) == cudaSuccess ? (double)ms * 1e6 : 0.0;
+}
+
+/* Adds the moves and recomputation flush timed by its events ev (complete)
+ * to tl: transfers are the compute stream's moves (the loads' reads over
+ * the link included) plus the device->host copy engine's time. */
+static void add_move_times(const cudaEvent_t *ev, double *tl)
+{
+    tl[T_MOVE] += elapsed_ns(ev[E_MOVE0], ev[E_REC0]) + elapsed_ns(ev[E_REC1], ev[E_MOVE1]) +
+                  elapsed_ns(ev[E_D2H0], ev[E_D2H1]);
+    tl[T_RECOMP] += elapsed_ns(ev[E_REC0], ev[E_REC1]);
+}
+
 /* Tiered mode, one position: plans and applies every sequence's step of
  * layer l, carries the moves out, and fills the attention's row lists
  * (h_idx, h_count). Sequence b's K, V and layer input are rows row0 + b of
@@ -994,6 +1010,8 @@ static int tiered_layer(struct cuda_state *s, struct backend_common *cm, uint32_
      * sequence's staging rows */
     if (finish(s, e))
         return ALISA_EIO;
+    if (s->timed) /* the first flush's, before the second records over them */
+        add_move_times(ev, tl);
     for (uint32_t b = 0; b < B; b++) {
         uint32_t stream = b * c->n_layers + l;
         int32_t *idx = s->h_idx + (size_t)b * L;
@@ -1013,12 +1031,6 @@ static int tiered_layer(struct cuda_state *s, struct backend_common *cm, uint32_
         }
     }
     return flush(s, l, ev, e);
-}
-
-static double elapsed_ns(cudaEvent_t a, cudaEvent_t b)
-{
-    float ms = 0.0f;
-    return cudaEventElapsedTime(&ms, a, b) == cudaSuccess ? (double)ms * 1e6 : 0.0;
 }
 
 /* enqueue's observing: waits for layer l's head-mean attention rows at
@@ -1158,15 +1170,11 @@ static int op_residual(void *be, uint32_t n)
     return CU(s->e, kern_add(s->x, s->xb2, (size_t)n * s->m->c.dim, s->compute)) ? ALISA_EIO : 0;
 }
 
-/* Adds layer l's moves, recomputation and attention, timed by its events
- * ev (complete), to tl. */
+/* Adds layer l's (last) moves, recomputation and attention, timed by its
+ * events ev (complete), to tl. */
 static void add_tier_times(const cudaEvent_t *ev, double *tl)
 {
-    /* transfers are the compute stream's moves (the loads' reads over the
-     * link included) plus the device->host copy engine's time */
-    tl[T_MOVE] += elapsed_ns(ev[E_MOVE0], ev[E_REC0]) + elapsed_ns(ev[E_REC1], ev[E_MOVE1]) +
-                  elapsed_ns(ev[E_D2H0], ev[E_D2H1]);
-    tl[T_RECOMP] += elapsed_ns(ev[E_REC0], ev[E_REC1]);
+    add_move_times(ev, tl);
     tl[T_ATTN] += elapsed_ns(ev[E_ATT0], ev[E_ATT1]);
 }
 
