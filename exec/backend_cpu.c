@@ -232,6 +232,7 @@ static int ig_speculate(struct cpu_state *s, struct backend_common *cm, uint32_t
     }
     if (l > 0 && selects) {
         qmat_gemm(s->ig_qs, s->ig_prev, &w->wq[l], R, s->qscratch);
+        s->rows.quantised = NULL; /* scratch holds another buffer's now */
         if (llm_arch_info(c->arch)->qkv_bias)
             cpu_add_bias(s->ig_qs, w->bq + (size_t)l * d, R, d);
     }
@@ -502,14 +503,19 @@ static void dense_attend(struct cpu_state *s, struct backend_common *cm, uint32_
     const struct llm_config *c = &s->m->c;
     const uint32_t B = s->batch, d = c->dim, kv = c->kv_dim, H = c->n_heads, hs = c->head_dim;
     const uint32_t group = H / c->n_kv_heads;
-#pragma omp parallel for schedule(static) num_threads(s->nt) if (R > 1)
+    size_t work = 0; /* multiply-adds of the rows' attention, about */
+    for (uint32_t r = 0; r < R; r++)
+        work += (size_t)(pos_of[r] + 1) * d * 2;
+#pragma omp parallel for schedule(static) num_threads(s->nt) \
+    if (cpu_rows_parallel(R, (size_t)R * kv * 2, CPU_ROWS_PARALLEL_MIN))
     for (uint32_t r = 0; r < R; r++) {
         uint32_t b = slot[r], pos = pos_of[r];
         size_t base = (((size_t)l * B + b) * s->max_len + pos) * kv;
         memcpy(s->key_cache + base, s->k + (size_t)r * kv, kv * sizeof(float));
         memcpy(s->value_cache + base, s->v + (size_t)r * kv, kv * sizeof(float));
     }
-#pragma omp parallel for schedule(dynamic, 1) num_threads(s->nt) if (R > 1)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(s->nt) \
+    if (cpu_rows_parallel(R, work, CPU_ATTEND_PARALLEL_MIN))
     for (uint32_t r = 0; r < R; r++) {
         uint32_t b = slot[r], pos = pos_of[r], n = pos + 1, tid = cpu_thread_id();
         uint32_t first = llm_attend_first(c, n), m = n - first; /* a sliding window's */

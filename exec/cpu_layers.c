@@ -73,7 +73,7 @@ static int norm(void *be, enum lbuf o, enum lbuf x, enum lnorm which, uint32_t l
                               : (which == LN_ATT ? w->ln_att_b : w->ln_ffn_b) + l * d;
     float *out = s->buf[o];
     const float *in = s->buf[x];
-#pragma omp parallel for schedule(static) if (n > 1)
+#pragma omp parallel for schedule(static) if (cpu_rows_parallel(n, (size_t)n * d, CPU_ROWS_PARALLEL_MIN))
     for (uint32_t r = 0; r < n; r++) {
         if (layer_norm)
             cpu_layernorm(out + r * d, in + r * d, g, b, (uint32_t)d, c->norm_eps);
@@ -86,9 +86,16 @@ static int norm(void *be, enum lbuf o, enum lbuf x, enum lnorm which, uint32_t l
 static int linear(void *be, enum lbuf y, enum lbuf x, enum lweight w, uint32_t l, uint32_t n,
                   int again)
 {
-    (void)again; /* qmat_gemm quantises its activations each call */
     struct cpu_rows *s = be;
-    qmat_gemm(s->buf[y], s->buf[x], matrix(&s->m->w, w, l), n, s->scratch);
+    const struct qmat *q = matrix(&s->m->w, w, l);
+    /* the previous product's quantised activations serve again when it read
+     * the same rows of the same width (Q after K and V, gate after up) */
+    const int reuse = again && s->quantised == s->buf[x] && s->quantised_rows == n &&
+                      s->quantised_cols == q->cols;
+    int quantised = qmat_gemm_again(s->buf[y], s->buf[x], q, n, s->scratch, reuse);
+    s->quantised = quantised ? s->buf[x] : NULL;
+    s->quantised_rows = n;
+    s->quantised_cols = q->cols;
     return 0;
 }
 
@@ -102,18 +109,13 @@ static int bias(void *be, enum lbuf y, enum lweight w, uint32_t l, uint32_t n, i
     return 0;
 }
 
-/* Values below which RoPE rotates on the calling thread (a prompt chunk's
- * rows are rotated across the threads). */
-#define ROPE_PARALLEL_MIN 32768u
-
 static int rope(void *be, enum lbuf y, uint32_t n)
 {
     struct cpu_rows *s = be;
     const struct llm_config *c = &s->m->c;
     const uint32_t wd = layers_width(c, y), hs = c->head_dim, half = hs / 2;
     float *v = s->buf[y];
-    if ((size_t)n * wd < ROPE_PARALLEL_MIN) { /* a decode step's rows: less work than
-                                                * entering a parallel region */
+    if ((size_t)n * wd < CPU_ROWS_PARALLEL_MIN) { /* a decode step's rows */
         for (uint32_t r = 0; r < n; r++)
             cpu_rope(v + (size_t)r * wd, wd, hs, s->rope_cos + (size_t)s->pos[r] * half,
                      s->rope_sin + (size_t)s->pos[r] * half);
@@ -131,7 +133,8 @@ static int glu(void *be, uint32_t n)
     struct cpu_rows *s = be;
     const size_t hd = s->m->c.hidden_dim;
     float *h = s->buf[LB_HB], *g = s->buf[LB_HB2];
-#pragma omp parallel for schedule(static) if (n > 1)
+#pragma omp parallel for schedule(static) \
+    if (cpu_rows_parallel(n, (size_t)n * hd, CPU_ROWS_PARALLEL_MIN))
     for (uint32_t r = 0; r < n; r++)
         cpu_swiglu(h + r * hd, g + r * hd, hd);
     return 0;

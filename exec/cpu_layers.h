@@ -25,6 +25,10 @@ struct cpu_rows {
                                        * the row of the RoPE tables */
     const float *rope_cos, *rope_sin; /* llm_rope_tables, (positions, head_dim / 2) */
     void *scratch;                    /* qmat_gemm's activation blocks for the widest input */
+    const float *quantised;           /* the buffer whose activations scratch holds, quantised
+                                       * by the last product (NULL: none), of quantised_rows
+                                       * rows and quantised_cols columns */
+    uint32_t quantised_rows, quantised_cols;
 };
 
 /* embed, embed_pos, norm, linear, bias, rope, glu and residual on a struct

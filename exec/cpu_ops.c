@@ -19,6 +19,7 @@
 #endif
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #if defined(__SSE2__)
 #include <pmmintrin.h>
 #include <xmmintrin.h>
@@ -111,6 +112,16 @@ uint32_t cpu_threads(void)
     if (!n_threads)
         cpu_threads_set(0);
     return n_threads;
+}
+
+int cpu_rows_parallel(size_t n, size_t work, size_t min)
+{
+    static int spin = -1; /* set once: the policy cannot change after OpenMP starts */
+    if (spin < 0) {
+        const char *p = getenv("OMP_WAIT_POLICY");
+        spin = p && strcasecmp(p, "active") == 0;
+    }
+    return n > 1 && (spin || work >= min);
 }
 
 uint32_t cpu_thread_id(void)

@@ -32,6 +32,26 @@ void cpu_threads_set(uint32_t n);
  * than on 1, eval 3.5x). */
 #define CPU_PARAMS_PER_THREAD ((uint64_t)8 << 20)
 
+/* Values of row-wise work (norms, RoPE, SwiGLU, the activations' 8-bit
+ * quantisation, K/V rows copied into the cache) below which it stays on the
+ * calling thread under passive waits: a decode step's few rows are
+ * microseconds of work, and a parallel region wakes a sleeping thread, which
+ * costs more and, on a shared host, swings with the host's other tenants (a
+ * two-row serving iteration of SmolLM2 took 2.3x a one-row one when each of
+ * them opened a region: experiments/measurements.md, 2026-11-29). */
+#define CPU_ROWS_PARALLEL_MIN 32768u
+
+/* Multiply-adds of a call's attention rows below which they are attended on
+ * the calling thread under passive waits, by the same reasoning: about
+ * 100 us of work, what a contended wake-up was seen to cost (2026-11-29:
+ * 33 ms more for a two-row SmolLM2 iteration's some 400 more regions). */
+#define CPU_ATTEND_PARALLEL_MIN ((size_t)1 << 19)
+
+/* Whether work over n rows (work: values, or multiply-adds, against min)
+ * takes the threads: with spinning waits (OMP_WAIT_POLICY=ACTIVE, alisa's
+ * ALISA_WAIT=spin), whose regions cost about a microsecond, from two rows;
+ * with passive waits (the default) from min. Cannot fail. */
+int cpu_rows_parallel(size_t n, size_t work, size_t min);
 /* Caps an automatic thread count at one thread per CPU_PARAMS_PER_THREAD
  * parameters of the model (at least 1); a count given (--threads,
  * ALISA_THREADS, OMP_NUM_THREADS) is kept. Cannot fail. */

@@ -790,10 +790,16 @@ static dots_fn dots_for(uint32_t type)
 
 void qmat_gemm(float *y, const float *x, const struct qmat *w, uint32_t R, void *scratch)
 {
+    qmat_gemm_again(y, x, w, R, scratch, 0);
+}
+
+int qmat_gemm_again(float *y, const float *x, const struct qmat *w, uint32_t R, void *scratch,
+                    int quantised)
+{
     const uint32_t rows = w->rows, cols = w->cols;
     if (w->type == GGML_F32) {
         cpu_gemm(y, x, w->data, R, rows, cols);
-        return;
+        return 0;
     }
     isa_pick();
     const uint8_t *base = w->data;
@@ -809,13 +815,16 @@ void qmat_gemm(float *y, const float *x, const struct qmat *w, uint32_t R, void 
         for (uint32_t o = 0; o < rows; o++)
             for (uint32_t r = 0; r < R; r++)
                 y[(size_t)r * rows + o] = dot(base + o * rb, x + (size_t)r * cols, cols);
-        return;
+        return 0;
     }
     const uint32_t nb = cols / QK;
     struct qa *xa = scratch;
-#pragma omp parallel for schedule(static) if (R > 1 && par)
-    for (uint32_t r = 0; r < R; r++)
-        quantize_row(x + (size_t)r * cols, xa + (size_t)r * nb, nb);
+    if (!quantised) {
+#pragma omp parallel for schedule(static) \
+    if (par && cpu_rows_parallel(R, (size_t)R * cols, CPU_ROWS_PARALLEL_MIN))
+        for (uint32_t r = 0; r < R; r++)
+            quantize_row(x + (size_t)r * cols, xa + (size_t)r * nb, nb);
+    }
     const dots_fn dots = dots_for(w->type);
 #ifdef QMAT_X86
     /* a batch's 32-weight blocks with AVX-512 VNNI: tiles of four weight
@@ -838,7 +847,7 @@ void qmat_gemm(float *y, const float *x, const struct qmat *w, uint32_t R, void 
             for (uint32_t r = 0; r < R; r += 8)
                 dots(base + o * rb, xa + (size_t)r * nb, nb, nb, R - r < 8 ? R - r : 8,
                      y + (size_t)r * rows + o, rows);
-        return;
+        return 1;
     }
 #endif
 #pragma omp parallel for schedule(static) if (par)
@@ -846,4 +855,5 @@ void qmat_gemm(float *y, const float *x, const struct qmat *w, uint32_t R, void 
         for (uint32_t r = 0; r < R; r += 8)
             dots(base + o * rb, xa + (size_t)r * nb, nb, nb, R - r < 8 ? R - r : 8,
                  y + (size_t)r * rows + o, rows);
+    return 1;
 }

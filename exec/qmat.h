@@ -77,6 +77,15 @@ size_t qmat_scratch_bytes(uint32_t cols, uint32_t R);
  * would be, never undefined behaviour (issue 48). Cannot fail. */
 void qmat_gemm(float *y, const float *x, const struct qmat *w, uint32_t R, void *scratch);
 
+/* qmat_gemm, where quantised non-zero says scratch already holds x's
+ * activations as the previous call on the same x (R rows of w->cols)
+ * quantised them, so they are not quantised again (the layer sequence's K
+ * and V after Q, gate after up: layers.h's `again`). Returns 1 when scratch
+ * holds x's quantised activations after the call, 0 for F32 and F16
+ * matrices, which read x as it is. Cannot fail. */
+int qmat_gemm_again(float *y, const float *x, const struct qmat *w, uint32_t R, void *scratch,
+                    int quantised);
+
 /* The instruction set the integer dot products use: "avx512vnni", "avx2"
  * or "scalar". */
 const char *qmat_isa(void);

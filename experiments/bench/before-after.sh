@@ -9,6 +9,8 @@
 # built with the same CMAKE_BUILD_TYPE as build/: `cmake -S . -B build
 # -DALISA_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build build
 # --target alisa`). Check `uptime` first: it needs a quiet machine.
+# CONFIGS: the runs, "MODEL BATCH THREADS TOKENS" each, ';'-separated
+# (smollm2 names the GGUF below), instead of the four above.
 # CALLGRIND=1: instead of wall time, the decode's instructions as valgrind's
 # callgrind counts them (the run at N tokens less the run at N / 4, so the
 # load and prompt cancel; OpenMP's threads wait passively, so no spinning is
@@ -67,8 +69,9 @@ echo "this: $this ($(git rev-parse --short HEAD)); other: $other"
 echo
 echo "| model | batch | threads | tokens | this | other | this / other |"
 echo "|---|---:|---:|---:|---:|---:|---:|"
-for c in "stories260K 1 1 400" "stories260K 8 2 400" \
-         "$smollm2 1 2 64" "$smollm2 8 2 64"; do
+configs=("stories260K 1 1 400" "stories260K 8 2 400" "$smollm2 1 2 64" "$smollm2 8 2 64")
+[ -n "${CONFIGS:-}" ] && IFS=';' read -r -a configs <<<"${CONFIGS//smollm2/$smollm2}"
+for c in "${configs[@]}"; do
     set -- $c
     : >"$tmp/a"; : >"$tmp/b"
     for i in $(seq "$repeats"); do
