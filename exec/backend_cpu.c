@@ -131,6 +131,7 @@ static int ensure_rows(struct cpu_state *s, uint32_t rows)
                           [LB_LOGITS] = s->logits};
     memcpy(s->rows.buf, named, sizeof named);
     s->rows.scratch = s->qscratch;
+    s->rows.quantised = NULL; /* its buffer is gone */
     return 0;
 }
 
@@ -505,7 +506,7 @@ static void dense_attend(struct cpu_state *s, struct backend_common *cm, uint32_
     const uint32_t group = H / c->n_kv_heads;
     size_t work = 0; /* multiply-adds of the rows' attention, about */
     for (uint32_t r = 0; r < R; r++)
-        work += (size_t)(pos_of[r] + 1) * d * 2;
+        work += (size_t)(pos_of[r] + 1 - llm_attend_first(c, pos_of[r] + 1)) * d * 2;
 #pragma omp parallel for schedule(static) num_threads(s->nt) \
     if (cpu_rows_parallel(R, (size_t)R * kv * 2, CPU_ROWS_PARALLEL_MIN))
     for (uint32_t r = 0; r < R; r++) {
@@ -854,8 +855,10 @@ static double cpu_bench_recompute(const struct llm_model *m)
 }
 
 /* The forward pass's weight GEMMs alone (backend.h): qmat_gemm over each
- * layer's matrices as cpu_forward runs them (w3 only in a gated FFN), then
- * the head, on activations in [-0.5, 0.5). */
+ * layer's matrices as cpu_forward runs them (w3 only in a gated FFN; K, V
+ * and the gate reuse the quantised activations of the product before, as
+ * the layer sequence's `again` lets them), then the head, on activations in
+ * [-0.5, 0.5). */
 static int cpu_bench_weights(const struct llm_model *m, uint32_t rows, uint32_t layers,
                              uint32_t passes, double *layers_ns, double *head_ns,
                              struct alisa_err *e)
@@ -883,9 +886,14 @@ static int cpu_bench_weights(const struct llm_model *m, uint32_t rows, uint32_t 
         for (uint32_t l = 0; l < layers; l++) {
             const struct qmat *mats[7] = {&w->wq[l], &w->wk[l], &w->wv[l], &w->wo[l],
                                           &w->w1[l], gated ? &w->w3[l] : NULL, &w->w2[l]};
-            for (int k = 0; k < 7; k++)
-                if (mats[k])
-                    qmat_gemm(y, x, mats[k], rows, scratch);
+            int held = 0; /* scratch holds x quantised at the previous product's width */
+            for (int k = 0; k < 7; k++) {
+                if (!mats[k])
+                    continue;
+                int again = (k == 1 || k == 2 || k == 5) && held && mats[k - 1] &&
+                            mats[k - 1]->cols == mats[k]->cols;
+                held = qmat_gemm_again(y, x, mats[k], rows, scratch, again);
+            }
         }
         uint64_t t1 = backend_mono_ns();
         qmat_gemm(y, x, &w->wcls, rows, scratch);

@@ -73,7 +73,8 @@ static int norm(void *be, enum lbuf o, enum lbuf x, enum lnorm which, uint32_t l
                               : (which == LN_ATT ? w->ln_att_b : w->ln_ffn_b) + l * d;
     float *out = s->buf[o];
     const float *in = s->buf[x];
-#pragma omp parallel for schedule(static) if (cpu_rows_parallel(n, (size_t)n * d, CPU_ROWS_PARALLEL_MIN))
+#pragma omp parallel for schedule(static) \
+    if (cpu_rows_parallel(n, (size_t)n * d, CPU_ROWS_PARALLEL_MIN))
     for (uint32_t r = 0; r < n; r++) {
         if (layer_norm)
             cpu_layernorm(out + r * d, in + r * d, g, b, (uint32_t)d, c->norm_eps);
@@ -89,7 +90,7 @@ static int linear(void *be, enum lbuf y, enum lbuf x, enum lweight w, uint32_t l
     struct cpu_rows *s = be;
     const struct qmat *q = matrix(&s->m->w, w, l);
     /* the previous product's quantised activations serve again when it read
-     * the same rows of the same width (Q after K and V, gate after up) */
+     * the same rows of the same width (K and V after Q, gate after up) */
     const int reuse = again && s->quantised == s->buf[x] && s->quantised_rows == n &&
                       s->quantised_cols == q->cols;
     int quantised = qmat_gemm_again(s->buf[y], s->buf[x], q, n, s->scratch, reuse);

@@ -32,9 +32,10 @@ void cpu_threads_set(uint32_t n);
  * than on 1, eval 3.5x). */
 #define CPU_PARAMS_PER_THREAD ((uint64_t)8 << 20)
 
-/* Values of row-wise work (norms, RoPE, SwiGLU, the activations' 8-bit
+/* Values of row-wise work (norms, SwiGLU, the activations' 8-bit
  * quantisation, K/V rows copied into the cache) below which it stays on the
- * calling thread under passive waits: a decode step's few rows are
+ * calling thread under passive waits (RoPE's rows stay there below it
+ * whatever the waits: cpu_layers.c): a decode step's few rows are
  * microseconds of work, and a parallel region wakes a sleeping thread, which
  * costs more and, on a shared host, swings with the host's other tenants (a
  * two-row serving iteration of SmolLM2 took 2.3x a one-row one when each of
@@ -50,8 +51,10 @@ void cpu_threads_set(uint32_t n);
 /* Whether work over n rows (work: values, or multiply-adds, against min)
  * takes the threads: with spinning waits (OMP_WAIT_POLICY=ACTIVE, alisa's
  * ALISA_WAIT=spin), whose regions cost about a microsecond, from two rows;
- * with passive waits (the default) from min. Cannot fail. */
+ * with passive waits (alisa's default) or OMP_WAIT_POLICY unset, from two
+ * rows and min. Cannot fail. */
 int cpu_rows_parallel(size_t n, size_t work, size_t min);
+
 /* Caps an automatic thread count at one thread per CPU_PARAMS_PER_THREAD
  * parameters of the model (at least 1); a count given (--threads,
  * ALISA_THREADS, OMP_NUM_THREADS) is kept. Cannot fail. */

@@ -280,6 +280,45 @@ static void test_threads_give_the_same_product(void **state)
     free(buf);
 }
 
+/* qmat_gemm_again: a second product on the same activations reuses their
+ * quantisation (the layer sequence's K and V after Q) and equals the
+ * product quantised afresh, bit for bit; when told the scratch holds them
+ * while it holds another input's, it computes with those (so the flag, not
+ * a check, decides); an F32 matrix reads x as it is and says the scratch
+ * holds nothing (0). */
+static void test_gemm_again_reuses_the_quantised_activations(void **state)
+{
+    (void)state;
+    uint64_t s = 9;
+    const uint32_t rows = 40, cols = 128, R = 3;
+    size_t rb = qmat_row_bytes(GGML_Q4_1, cols);
+    uint8_t *b1 = malloc(rows * rb), *b2 = malloc(rows * rb);
+    float x[3 * 128], other[3 * 128], f32[40 * 128], fresh[3 * 40], again[3 * 40], stale[3 * 40];
+    unsigned char scratch[3 * 4 * QMAT_SCRATCH_PER_BLOCK];
+    fill(GGML_Q4_1, b1, rows, cols, &s);
+    fill(GGML_Q4_1, b2, rows, cols, &s);
+    for (int i = 0; i < 3 * 128; i++) {
+        x[i] = rndf(&s);
+        other[i] = rndf(&s);
+    }
+    for (int i = 0; i < 40 * 128; i++)
+        f32[i] = rndf(&s);
+    struct qmat q, k, wf;
+    assert_int_equal(qmat_init(&q, GGML_Q4_1, rows, cols, b1), 0);
+    assert_int_equal(qmat_init(&k, GGML_Q4_1, rows, cols, b2), 0);
+    assert_int_equal(qmat_init(&wf, GGML_F32, rows, cols, f32), 0);
+    qmat_gemm(fresh, x, &k, R, scratch);
+    assert_int_equal(qmat_gemm_again(again, x, &q, R, scratch, 0), 1);
+    assert_int_equal(qmat_gemm_again(again, x, &k, R, scratch, 1), 1);
+    assert_memory_equal(again, fresh, sizeof fresh);
+    /* the scratch still holds x's: `other` is not read */
+    assert_int_equal(qmat_gemm_again(stale, other, &k, R, scratch, 1), 1);
+    assert_memory_equal(stale, fresh, sizeof fresh);
+    assert_int_equal(qmat_gemm_again(stale, x, &wf, R, scratch, 0), 0);
+    free(b1);
+    free(b2);
+}
+
 static uint8_t hexval(char c) { return (uint8_t)(c <= '9' ? c - '0' : c - 'a' + 10); }
 
 static void test_kquants_dequantise_as_gguf_py(void **state)
@@ -436,6 +475,7 @@ int main(void)
         cmocka_unit_test(test_hand_worked_products_are_exact),
         cmocka_unit_test(test_random_blocks_within_quantisation_error_every_isa),
         cmocka_unit_test(test_threads_give_the_same_product),
+        cmocka_unit_test(test_gemm_again_reuses_the_quantised_activations),
         cmocka_unit_test(test_kquants_dequantise_as_gguf_py),
         cmocka_unit_test(test_refuses_types_and_partial_blocks),
         cmocka_unit_test(test_nonfinite_activations_give_nan_products_not_undefined_behaviour),

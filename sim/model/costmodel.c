@@ -354,8 +354,11 @@ double cost_iteration_layer_ns(const struct model_shape *m, const struct hw_prof
     if (it->dense_cache && cost_dense_cache_measured(hw)) {
         /* one row, a decode's or a one-token prompt chunk's (its pairs are
          * the keys it attends): attended on the calling thread, no
-         * parallel region (dense_attend's `if (R > 1)`), as calibration
-         * measured a decoding sequence */
+         * parallel region (dense_attend's cpu_rows_parallel needs two
+         * rows), as calibration measured a decoding sequence. Since
+         * 2026-11-29 a few rows over short contexts are attended there too,
+         * under passive waits; the multi-row terms below are fitted across
+         * both (not modelled apart: experiments/measurements.md) */
         if (it->rows == 1 && hw->dense_attn_one_ns_per_layer + hw->dense_attn_one_ns_per_token > 0)
             return t + hw->dense_attn_one_ns_per_layer +
                    (it->attended + it->prefill_pairs) * hw->dense_attn_one_ns_per_token;
