@@ -289,7 +289,7 @@ static int ensure_rows(struct cuda_state *s, uint32_t rows, struct alisa_err *e)
         CU(e, cudaMalloc((void **)&s->a16, b[1])) ||
         CU(e, cudaMalloc((void **)&s->d_tokens, b[2])) ||
         CU(e, cudaHostAlloc(&s->pin_block, (R * c->vocab + (size_t)s->batch * L) * sizeof(float) +
-                            (6 * R + (size_t)s->batch * L) * sizeof(int32_t), cudaHostAllocDefault)))
+                            b[2], cudaHostAllocDefault))) /* the row lists' host mirrors */
         return ALISA_ENOMEM;
     float *p = s->act_block;
     s->x = p; p += R * d;
@@ -641,8 +641,9 @@ static int cuda_kvstore(void *be, uint32_t n_streams, uint32_t max_len, uint32_t
      * adds to the rows held), against what the device has free after the
      * weights and activations */
     size_t arena_b = 2 * rows * kv * sizeof(uint16_t);
-    size_t stage_b = (size_t)cap * (4 * kv + d) * sizeof(float) + (size_t)cap * d * sizeof(uint16_t) +
-                     3 * (size_t)cap * sizeof(int32_t) + 2 * (size_t)cap * sizeof(void *);
+    size_t ok_b = (size_t)cap * (4 * kv + d) * sizeof(float) + (size_t)cap * d * sizeof(uint16_t) +
+                  3 * (size_t)cap * sizeof(int32_t); /* d_ok's block, carved below */
+    size_t stage_b = ok_b + 2 * (size_t)cap * sizeof(void *);
     size_t chunk_b = 0, want[3], held[3];
     uint32_t chunk_rows = s->batch * (max_len < LLM_CHUNK ? max_len : LLM_CHUNK);
     if (chunk_rows > s->rows_cap) {
@@ -671,8 +672,7 @@ static int cuda_kvstore(void *be, uint32_t n_streams, uint32_t max_len, uint32_t
                             cudaHostAllocMapped)) ||
         CU(e, cudaHostGetDevicePointer((void **)&s->act, s->act_host, 0)) ||
         CU(e, cudaHostAlloc(&s->qu_pin, pin, cudaHostAllocDefault)) ||
-        CU(e, cudaMalloc((void **)&s->d_ok, (size_t)cap * (4 * kv + d) * sizeof(float) +
-                         (size_t)cap * d * sizeof(uint16_t) + 3 * (size_t)cap * sizeof(int32_t))) ||
+        CU(e, cudaMalloc((void **)&s->d_ok, ok_b)) ||
         CU(e, cudaHostAlloc((void **)&s->h_qk, (size_t)cap * 2 * kv * sizeof(float),
                             cudaHostAllocDefault)) ||
         CU(e, cudaHostAlloc((void **)&s->qu.off_hk, (size_t)cap * 6 * sizeof(void *),
@@ -786,8 +786,9 @@ static cudaError_t tick(const struct cuda_state *s, cudaEvent_t ev, cudaStream_t
  * gathered first (their slots may be reused by what follows), copied down on
  * the d2h stream; loads are read by the device from their pinned host
  * slots into their arena rows (kern_rows_from_host); recomputations are
- * a gather of layer inputs, two GEMMs, RoPE and a scatter; new tokens are copied in last, and those written through to
- * the host copied down after them. Host destinations of the offloads and
+ * a gather of layer inputs, two GEMMs, RoPE and a scatter; new tokens are
+ * copied in last, and those written through to the host copied down after
+ * them. Host destinations of the offloads and
  * write-throughs are written by finish(). */
 static int flush(struct cuda_state *s, uint32_t l, cudaEvent_t *ev, struct alisa_err *e)
 {
@@ -1406,6 +1407,15 @@ static int run_graph(struct cuda_state *s, struct backend_common *cm, uint32_t p
     return CU(e, cudaGraphLaunch(s->graph[k], s->compute)) ? ALISA_EIO : 0;
 }
 
+/* The row of sequence b's i-th position in a call of P positions a
+ * sequence: b * P + i, the caller's order, or i * batch + b in a tiered
+ * chunk (position-major, so each position's rows are adjacent). */
+static uint32_t call_row(const struct cuda_state *s, int chunk, uint32_t P, uint32_t b,
+                         uint32_t i)
+{
+    return chunk ? i * s->batch + b : b * P + i;
+}
+
 /* A tiered chunk's logits (position-major rows) in the caller's order
  * (row b * P + i) in s->chunk_logits; NULL when out of memory (e set). */
 static const float *chunk_order(struct cuda_state *s, uint32_t P, struct alisa_err *e)
@@ -1424,7 +1434,7 @@ static const float *chunk_order(struct cuda_state *s, uint32_t P, struct alisa_e
     for (uint32_t b = 0; b < B; b++)
         for (uint32_t i = 0; i < P; i++)
             memcpy(s->chunk_logits + ((size_t)b * P + i) * V,
-                   s->h_logits + ((size_t)i * B + b) * V, V * sizeof(float));
+                   s->h_logits + (size_t)call_row(s, 1, P, b, i) * V, V * sizeof(float));
     return s->chunk_logits;
 }
 
@@ -1491,7 +1501,7 @@ static const float *cuda_forward(void *be, struct backend_common *cm, const uint
      * a tiered chunk) */
     for (uint32_t b = 0; b < B; b++)
         for (uint32_t i = 0; i < P; i++) {
-            uint32_t r = chunk ? i * B + b : b * P + i, n = pos0 + i + 1;
+            uint32_t r = call_row(s, chunk, P, b, i), n = pos0 + i + 1;
             uint32_t first = llm_attend_first(c, n); /* a sliding window's */
             s->h_tokens[r] = tokens[b * P + i];
             s->h_pos[r] = pos0 + i;
@@ -1509,9 +1519,9 @@ static const float *cuda_forward(void *be, struct backend_common *cm, const uint
     result = s->h_logits;
     if (chunk && !cm->no_head && !(result = chunk_order(s, P, e)))
         goto out;
-    if (cm->greedy)
-        for (uint32_t r = 0; r < R; r++) /* a chunk's back in the caller's order */
-            cm->greedy[r] = s->h_next[chunk ? r % P * B + r / P : r];
+    if (cm->greedy) /* in the caller's order */
+        for (uint32_t r = 0; r < R; r++)
+            cm->greedy[r] = s->h_next[call_row(s, chunk, P, r / P, r % P)];
     uint64_t end = backend_mono_ns();
     cudaEvent_t *hv = s->ev + (size_t)c->n_layers * E_N;
     for (uint32_t l = 0; l < c->n_layers && s->timed && !graph; l++) {

@@ -574,6 +574,62 @@ static void compare_pick(const char *what, const float *g, const float *lc, uint
     }
 }
 
+/* The CPU backend (the oracle) on m beside the CUDA backend on mg, B
+ * sequences of N positions after a P-token prompt, each with its own
+ * scheduler and kvstore: dense (dev 0), FlexGen's split (SPLIT, split_tiers)
+ * or tiered over dev slots a stream (tiers). */
+struct both {
+    struct llm_state *cpu, *gpu;
+    struct scheduler *s_cpu, *s_gpu;
+    struct kvstore *k_cpu, *k_gpu;
+};
+
+static void both_open(struct both *t, const struct llm_model *m, const struct llm_model *mg,
+                      uint32_t B, uint32_t N, uint32_t P, uint32_t dev, uint64_t recompute_ns)
+{
+    struct alisa_err e = {{0}};
+    *t = (struct both){0};
+    if (llm_state_create_on(&t->cpu, LLM_BACKEND_CPU, m, B, N, &e) ||
+        llm_state_create_on(&t->gpu, LLM_BACKEND_CUDA, mg, B, N, &e))
+        fail_msg("%s", e.msg);
+    if (dev == SPLIT) {
+        split_tiers(t->cpu, m, B, N, P, &t->s_cpu, &t->k_cpu);
+        split_tiers(t->gpu, m, B, N, P, &t->s_gpu, &t->k_gpu);
+    } else if (dev) {
+        tiers(t->cpu, m, B, N, P, dev, recompute_ns, &t->s_cpu, &t->k_cpu);
+        tiers(t->gpu, m, B, N, P, dev, recompute_ns, &t->s_gpu, &t->k_gpu);
+    }
+}
+
+/* The CUDA side's moves, said, and that they happened: phase II and III:
+ * with loads cheaper than recomputation (recompute_ns > 2) evicted tokens
+ * are offloaded and loaded back; with recomputation cheaper alisa-cache
+ * keeps no CPU copy of them (placement.h) and recomputes; split: the host
+ * sequences' tokens written through and loaded. Nothing for dense. */
+static void both_moved(const struct both *t, uint32_t dev, uint64_t recompute_ns)
+{
+    if (!dev)
+        return;
+    uint64_t off, ld, rcp;
+    kvstore_counts(t->k_gpu, &off, &ld, &rcp);
+    print_message("cuda tiers: %llu offloads, %llu loads, %llu recomputes\n",
+                  (unsigned long long)off, (unsigned long long)ld, (unsigned long long)rcp);
+    if (dev == SPLIT)
+        assert_true(off > 0 && ld > 0 && rcp == 0);
+    else
+        assert_true(recompute_ns > 2 ? off > 0 && ld > 0 : rcp > 0);
+}
+
+static void both_close(struct both *t)
+{
+    llm_state_free(t->gpu);
+    llm_state_free(t->cpu);
+    kvstore_free(t->k_gpu);
+    kvstore_free(t->k_cpu);
+    scheduler_destroy(t->s_gpu);
+    scheduler_destroy(t->s_cpu);
+}
+
 /* Greedy decoding of B sequences for N positions (a P-token prompt of fixed
  * tokens, then each sequence's CPU argmax, fed to both) on the CPU and the
  * CUDA backend in lockstep: logits and attention rows within tolerance (FP16
@@ -587,20 +643,9 @@ static void greedy_models(const char *path, struct llm_model *m, struct llm_mode
                           uint32_t N, uint32_t P, uint32_t dev, uint64_t recompute_ns, int chunk)
 {
     const struct llm_config *c = &m->c;
-    struct alisa_err e = {{0}};
-    struct llm_state *cpu, *gpu;
-    struct scheduler *s_cpu = NULL, *s_gpu = NULL;
-    struct kvstore *k_cpu = NULL, *k_gpu = NULL;
-    if (llm_state_create_on(&cpu, LLM_BACKEND_CPU, m, B, N, &e) ||
-        llm_state_create_on(&gpu, LLM_BACKEND_CUDA, mg, B, N, &e))
-        fail_msg("%s", e.msg);
-    if (dev == SPLIT) {
-        split_tiers(cpu, m, B, N, P, &s_cpu, &k_cpu);
-        split_tiers(gpu, m, B, N, P, &s_gpu, &k_gpu);
-    } else if (dev) {
-        tiers(cpu, m, B, N, P, dev, recompute_ns, &s_cpu, &k_cpu);
-        tiers(gpu, m, B, N, P, dev, recompute_ns, &s_gpu, &k_gpu);
-    }
+    struct both t;
+    both_open(&t, m, mg, B, N, P, dev, recompute_ns);
+    struct llm_state *cpu = t.cpu, *gpu = t.gpu;
     const size_t V = c->vocab;
     uint32_t *cur = malloc((size_t)B * P * sizeof *cur), ties = 0;
     float *lc = malloc((size_t)B * P * V * sizeof *lc);
@@ -651,26 +696,8 @@ static void greedy_models(const char *path, struct llm_model *m, struct llm_mode
     }
     print_message("%s: B %u, %s prompt, %s: %u near ties\n", path, B, chunk ? "chunked" : "stepped",
                   dev == SPLIT ? "split by sequences" : dev ? "tiered" : "dense", ties);
-    if (dev) {
-        uint64_t off, ld, rcp;
-        kvstore_counts(k_gpu, &off, &ld, &rcp);
-        print_message("cuda tiers: %llu offloads, %llu loads, %llu recomputes\n",
-                      (unsigned long long)off, (unsigned long long)ld, (unsigned long long)rcp);
-        /* phase II and III: with loads cheaper than recomputation evicted
-         * tokens are offloaded and loaded back; with recomputation cheaper
-         * alisa-cache keeps no CPU copy of them (placement.h) and recomputes;
-         * split: the host sequences' tokens written through and loaded */
-        if (dev == SPLIT)
-            assert_true(off > 0 && ld > 0 && rcp == 0);
-        else
-            assert_true(recompute_ns > 2 ? off > 0 && ld > 0 : rcp > 0);
-    }
-    llm_state_free(gpu);
-    llm_state_free(cpu);
-    kvstore_free(k_gpu);
-    kvstore_free(k_cpu);
-    scheduler_destroy(s_gpu);
-    scheduler_destroy(s_cpu);
+    both_moved(&t, dev, recompute_ns);
+    both_close(&t);
     free(cur); free(lc); free(rc); free(rg);
 }
 
@@ -685,15 +712,9 @@ static void chunks_after_prompt(const char *path, uint32_t B, uint32_t N, uint32
 {
     need_device();
     struct llm_model *m = tu_model_or_skip(path, LLM_WEIGHTS_F32);
-    struct alisa_err e = {{0}};
-    struct llm_state *cpu, *gpu;
-    struct scheduler *s_cpu = NULL, *s_gpu = NULL;
-    struct kvstore *k_cpu = NULL, *k_gpu = NULL;
-    if (llm_state_create_on(&cpu, LLM_BACKEND_CPU, m, B, N, &e) ||
-        llm_state_create_on(&gpu, LLM_BACKEND_CUDA, m, B, N, &e))
-        fail_msg("%s", e.msg);
-    tiers(cpu, m, B, N, P, dev, recompute_ns, &s_cpu, &k_cpu);
-    tiers(gpu, m, B, N, P, dev, recompute_ns, &s_gpu, &k_gpu);
+    struct both t;
+    both_open(&t, m, m, B, N, P, dev, recompute_ns);
+    struct llm_state *cpu = t.cpu, *gpu = t.gpu;
     llm_state_pipeline(gpu, pipelined);
     const size_t V = m->c.vocab;
     uint32_t *cur = malloc((size_t)B * N * sizeof *cur);
@@ -715,18 +736,10 @@ static void chunks_after_prompt(const char *path, uint32_t B, uint32_t N, uint32
                  pipelined ? ", pipelined" : "");
         check_logits(what, g, lc, (size_t)B * n, V);
     }
-    uint64_t off, ld, rcp;
-    kvstore_counts(k_gpu, &off, &ld, &rcp);
-    print_message("%s: chunks after a %u-token prompt%s: %llu offloads, %llu loads, %llu "
-                  "recomputes\n", path, P, pipelined ? ", pipelined" : "",
-                  (unsigned long long)off, (unsigned long long)ld, (unsigned long long)rcp);
-    assert_true(recompute_ns > 2 ? off > 0 && ld > 0 : rcp > 0);
-    llm_state_free(gpu);
-    llm_state_free(cpu);
-    kvstore_free(k_gpu);
-    kvstore_free(k_cpu);
-    scheduler_destroy(s_gpu);
-    scheduler_destroy(s_cpu);
+    print_message("%s: chunks after a %u-token prompt%s\n", path, P,
+                  pipelined ? ", pipelined" : "");
+    both_moved(&t, dev, recompute_ns);
+    both_close(&t);
     free(cur);
     free(lc);
     llm_free(m);
