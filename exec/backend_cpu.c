@@ -753,6 +753,7 @@ static void cpu_describe(struct llm_backend_info *out)
     out->mem_gib = pages > 0 && size > 0 ? (double)pages * (double)size / 1073741824.0 : 0.0;
     snprintf(out->device, sizeof out->device, "unknown CPU");
     out->note[0] = 0;
+    out->attend_parallel_min = (double)cpu_attend_parallel_min();
     FILE *f = fopen("/proc/cpuinfo", "r");
     char line[512];
     while (f && fgets(line, sizeof line, f))

@@ -59,7 +59,8 @@ static const char *const names[CALIB_N] = {
     [CALIB_DENSE_ATTN_PROMPT_PAIR] = "dense_attn_prompt_pair_ns",
     [CALIB_DENSE_ATTN_DECODE_PAIR] = "dense_attn_decode_token_ns",
     [CALIB_DENSE_ONE_LAYER] = "dense_attn_one_layer_ns",
-    [CALIB_DENSE_ONE_TOKEN] = "dense_attn_one_token_ns"};
+    [CALIB_DENSE_ONE_TOKEN] = "dense_attn_one_token_ns",
+    [CALIB_DENSE_PARALLEL_MIN] = "dense_attn_parallel_min"};
 _Static_assert(CALIB_ATTN_N == 6, "a name for every attention batch");
 
 
@@ -616,19 +617,26 @@ static int dense_point(const struct llm_model *m, const struct calib_text *tx,
  * x: layer, row, prompt pair, decode token; the prompt runs' layer GEMMs
  * per weight byte into pgemm (CALIB_PGEMM_*, 0 where not run); a one-row
  * call's fixed and per-token terms into one (CALIB_DENSE_ONE_*, 0 when
- * a context does not fit). */
+ * a context does not fit); the backend's parallel rule into *par_min
+ * (CALIB_DENSE_PARALLEL_MIN). */
 static int bench_dense_attention(const struct llm_model *m, const struct calib_text *tx,
                                  enum llm_backend kind, double x[4],
                                  double pgemm[CALIB_DENSE_PROMPTS], double one[2],
-                                 struct alisa_err *e)
+                                 double *par_min, struct alisa_err *e)
 {
     double lb, hb, gemm;
     calib_weight_bytes(m, kind, &lb, &hb);
+    struct llm_backend_info info;
+    int rc = llm_backend_info(kind, &info, e);
+    if (rc)
+        return rc;
+    /* a call's multiply-adds a query-key pair (backend_cpu.c dense_attend) */
+    const double min = *par_min = info.attend_parallel_min, pair = 2.0 * m->c.dim;
     const uint32_t S = m->c.seq_len;
-    double R[CALIB_DENSE_PROMPTS + CALIB_DENSE_DECODES], pp[CALIB_DENSE_PROMPTS + CALIB_DENSE_DECODES],
-        dp[CALIB_DENSE_PROMPTS + CALIB_DENSE_DECODES], t[CALIB_DENSE_PROMPTS + CALIB_DENSE_DECODES];
-    size_t np = 0;
-    int rc = 0;
+    enum { NP = CALIB_DENSE_PROMPTS + CALIB_DENSE_DECODES };
+    double R[NP], pp[NP], dp[NP], t[NP];
+    int above[NP];
+    size_t np = 0, n_above = 0;
     for (int i = 0; !rc && i < CALIB_DENSE_PROMPTS; i++) {
         const uint32_t P = calib_dense_prompt[i];
         pgemm[i] = 0;
@@ -639,21 +647,38 @@ static int bench_dense_attention(const struct llm_model *m, const struct calib_t
         R[np] = P;
         pp[np] = (double)P * (P + 1) / 2;
         dp[np] = 0;
+        above[np] = pp[np] * pair >= min;
+        n_above += above[np];
         if (!(rc = dense_point(m, tx, kind, &run, &t[np++], &gemm, e)))
             pgemm[i] = gemm / lb;
     }
     for (int i = 0; !rc && i < CALIB_DENSE_DECODES; i++) {
-        const uint32_t B = calib_dense_batch[i], P = calib_dense_context[i];
+        uint32_t B = calib_dense_batch[i];
+        const uint32_t P = calib_dense_context[i];
         if (P + ATTN_STEPS > S)
             continue;
+        const double mean_ctx = P + (ATTN_STEPS + 1) / 2.0; /* the steps' mean context */
+        while (B * mean_ctx * pair < min && 2 * B <= CALIB_DENSE_MAX_BATCH)
+            B *= 2; /* a point above the rule, as serving's larger calls run */
         const struct calib_run run = {.sel = "dense", .B = B, .P = P, .N = P + ATTN_STEPS,
                                       .dense_cache = 1};
         R[np] = B;
         pp[np] = 0;
-        dp[np] = B * (P + (ATTN_STEPS + 1) / 2.0); /* the steps' mean context */
+        dp[np] = B * mean_ctx;
+        above[np] = dp[np] * pair >= min;
+        n_above += above[np];
         rc = dense_point(m, tx, kind, &run, &t[np++], &gemm, e);
     }
     x[0] = x[1] = x[2] = x[3] = 0;
+    if (!rc && n_above >= 4 && n_above < np) { /* the points above the rule, first */
+        size_t k = 0;
+        for (size_t i = 0; i < np; i++)
+            if (above[i]) {
+                R[k] = R[i], pp[k] = pp[i], dp[k] = dp[i], t[k] = t[i];
+                k++;
+            }
+        np = k;
+    }
     if (!rc && np >= 4)
         fit_dense_attn_terms(np, R, pp, dp, t, x);
     /* one sequence decoding: the one-row call */
@@ -908,7 +933,8 @@ int calib_measure(const struct llm_model *m, const struct calib_text *tx, enum l
         return rc;
     stage(10, "dense-cache attention");
     if ((rc = bench_dense_attention(m, tx, kind, &out[CALIB_DENSE_ATTN_LAYER],
-                                    &out[CALIB_PGEMM_FIRST], &out[CALIB_DENSE_ONE_LAYER], e)))
+                                    &out[CALIB_PGEMM_FIRST], &out[CALIB_DENSE_ONE_LAYER],
+                                    &out[CALIB_DENSE_PARALLEL_MIN], e)))
         return rc;
     stage(11, "weight probe");
     out[CALIB_WEIGHT_PROBE_GBPS] = calib_weight_rate(m, kind, 0.5);

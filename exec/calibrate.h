@@ -193,6 +193,10 @@ enum calib_figure {
                                 calling thread, no parallel region), per layer, fixed, ns;
                                 (0 with the next: not run) */
     CALIB_DENSE_ONE_TOKEN,   /* ... per attended token, ns (calib_dense_one_context) */
+    CALIB_DENSE_PARALLEL_MIN, /* the multiply-adds below which the backend attends a dense
+                                 call's rows one after another on the calling thread
+                                 (llm_backend_info attend_parallel_min; 0: one rule), which
+                                 the four CALIB_DENSE_ATTN_* terms were fitted above */
     CALIB_N
 };
 
@@ -234,12 +238,19 @@ double calib_attn_kv_bytes(const struct llm_config *c, uint32_t B);
  * runs one row: the executor attends a single row on the calling thread,
  * without the threads' parallel region, so one sequence decoding 8 steps
  * after each calib_dense_one_context[k] tokens gives a one-row call's own
- * two terms, fixed and per attended token (fit_two_terms). */
+ * two terms, fixed and per attended token (fit_two_terms). Where the
+ * backend attends a call's rows on the calling thread below a size
+ * (CALIB_DENSE_PARALLEL_MIN), the four terms are fitted over the points
+ * above it only (a call below runs as one-row calls do): a decode point
+ * below it is run with its sequences doubled until it is above (at most
+ * CALIB_DENSE_MAX_BATCH), a prompt point below it times its GEMMs only;
+ * with fewer than four points above it, the terms are fitted over all. */
 #define CALIB_DENSE_PROMPTS 5 /* = CALIB_PGEMM_LAST - CALIB_PGEMM_FIRST + 1 */
 #define CALIB_DENSE_DECODES 3
 extern const uint32_t calib_dense_prompt[CALIB_DENSE_PROMPTS];
 extern const uint32_t calib_dense_batch[CALIB_DENSE_DECODES];
 extern const uint32_t calib_dense_context[CALIB_DENSE_DECODES];
+#define CALIB_DENSE_MAX_BATCH 64
 #define CALIB_DENSE_ONES 2
 extern const uint32_t calib_dense_one_context[CALIB_DENSE_ONES];
 

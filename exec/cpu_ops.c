@@ -114,14 +114,25 @@ uint32_t cpu_threads(void)
     return n_threads;
 }
 
-int cpu_rows_parallel(size_t n, size_t work, size_t min)
+/* Whether OpenMP's threads spin while they wait (OMP_WAIT_POLICY=ACTIVE). */
+static int waits_spin(void)
 {
     static int spin = -1; /* set once: the policy cannot change after OpenMP starts */
     if (spin < 0) {
         const char *p = getenv("OMP_WAIT_POLICY");
         spin = p && strcasecmp(p, "active") == 0;
     }
-    return n > 1 && (spin || work >= min);
+    return spin;
+}
+
+int cpu_rows_parallel(size_t n, size_t work, size_t min)
+{
+    return n > 1 && (waits_spin() || work >= min);
+}
+
+size_t cpu_attend_parallel_min(void)
+{
+    return cpu_threads() > 1 && !waits_spin() ? CPU_ATTEND_PARALLEL_MIN : 0;
 }
 
 uint32_t cpu_thread_id(void)

@@ -55,6 +55,15 @@ void cpu_threads_set(uint32_t n);
  * rows and min. Cannot fail. */
 int cpu_rows_parallel(size_t n, size_t work, size_t min);
 
+/* The work (against CPU_ATTEND_PARALLEL_MIN's units: multiply-adds) from
+ * which a dense-cache attention call of two rows or more takes more than
+ * one thread: CPU_ATTEND_PARALLEL_MIN under passive waits with two threads
+ * or more, else 0 (every call of two rows or more runs as one rule: across
+ * spinning threads, or on the one thread there is). What calibration
+ * records for the cost model (catalog.h dense_attn_parallel_min). Cannot
+ * fail. */
+size_t cpu_attend_parallel_min(void);
+
 /* Caps an automatic thread count at one thread per CPU_PARAMS_PER_THREAD
  * parameters of the model (at least 1); a count given (--threads,
  * ALISA_THREADS, OMP_NUM_THREADS) is kept. Cannot fail. */

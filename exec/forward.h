@@ -66,6 +66,10 @@ struct llm_backend_info {
     char driver[96];       /* the GPU's driver version (device_info), "" on the CPU */
     double mem_gib;        /* its memory */
     char note[320];        /* one more line for a profile's comments, or "" */
+    double attend_parallel_min; /* multiply-adds from which its dense-cache attention of two
+                                   rows or more runs across threads, below them one row after
+                                   another on the calling thread (0: one rule for every call
+                                   of two rows or more; cpu_ops.h cpu_attend_parallel_min) */
 };
 
 /* Fills *out for backend kind; fails (e set) when this build lacks it. */

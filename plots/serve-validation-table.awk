@@ -13,8 +13,9 @@
 # (fixed before the prompt chunks' GEMM was measured), in the seventh when
 # it says "heldout7" (fixed before the dense cache's one-row call was
 # measured), in the eighth when it says "heldout8" (fixed with the change
-# that keeps small row-wise work on the calling thread), in the first when
-# it says "heldout", else
+# that keeps small row-wise work on the calling thread), in the ninth when
+# it says "heldout9" (fixed with the simulator's dense-cache parallel
+# rule), in the first when it says "heldout", else
 # in-sample.
 # 1. Per stream: the set, the stream (requests, rate, burstiness, lengths),
 #    the batching (running cap, token budget, chunked prefill, KV blocks),
@@ -35,7 +36,7 @@
 BEGIN {
     FS = ","
     nm = split("makespan ttft_mean tpot_mean e2e_mean e2e_p99", mets, " ")
-    nsets = split("held out 8|held out 7|held out 6|held out 5|held out 4|held out, offloading|held out 3|held out 2|held out 1|in-sample", setname, "|")
+    nsets = split("held out 9|held out 8|held out 7|held out 6|held out 5|held out 4|held out, offloading|held out 3|held out 2|held out 1|in-sample", setname, "|")
     split("makespan,TTFT mean,TPOT mean,latency mean,latency P99", mname, ",")
     print "| set | model | stream | batching | iterations (pred.) | preemptions (pred.) | makespan | TTFT mean | TPOT mean | latency mean | latency P99 | latency KS p | latency TOST p |"
     print "|---|---|---|---|---|---|---|---|---|---|---|---|---|"

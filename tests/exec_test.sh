@@ -37,6 +37,21 @@ check $? "greedy run is deterministic"
 c=$("$alisa" run --model stories260K --prompt "Once upon a time" -n 40 --batch 3 2>/dev/null | grep -c "^\[")
 [ "$c" -eq 3 ]
 check $? "batched run prints 3 sequences"
+# the wait policy decides which small row-wise work and attention calls take
+# the threads (exec/cpu_ops.h cpu_rows_parallel); both branches compute the
+# same numbers: two threads, spinning against passive waits, dense, under
+# the scheduler moving KV (700 offloads) and scoring small windows, bit for bit
+waits() { "$alisa" run --model stories260K --prompt "Once upon a time" -n 40 --batch 4 \
+    --threads 2 "$@" 2>/dev/null; }
+sched=(--selection swa --sparsity 0.8 --placement alisa-cache --gpu-kv-bytes 48KiB --cpu-kv-bytes 64KiB)
+w1=$(waits) w2=$(ALISA_WAIT=spin waits) w3=$(waits "${sched[@]}") w4=$(ALISA_WAIT=spin waits "${sched[@]}")
+[ -n "$w1" ] && [ "$w1" = "$w2" ] && [ -n "$w3" ] && [ "$w3" = "$w4" ]
+check $? "spinning and passive waits decode the same text, dense and under the scheduler"
+pe() { "$alisa" eval --model stories260K --text "$text/tinystories_val_subset.txt" --ctx 32 --batch 2 \
+    --max-tokens 600 --threads 2 --json 2>/dev/null | awk -F: '/"nll"/ { gsub(/[ ,]/, "", $2); print $2 }'; }
+w1=$(pe) w2=$(ALISA_WAIT=spin pe)
+[ -n "$w1" ] && [ "$w1" = "$w2" ]
+check $? "spinning and passive waits score the same NLL ($w1, $w2)"
 # --attention-from: the selection observes a trace's rows, mapped as alisa
 # sim maps them, while the model attends with its own weights
 "$alisa" trace gen --model stories260K --seqs 2 --prompt-len 16 --gen-len 24 -o "$tmp/a.trace" >/dev/null 2>&1

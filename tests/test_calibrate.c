@@ -14,11 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "calibrate.h"
+#include "cpu_ops.h"
 #include "fit.h"
 #include "model.h"
 #include "testexec.h"
@@ -36,7 +38,19 @@ struct known {
     double kl, ks, kt;
     double dl, dr, dpp, ddp; /* the dense cache: per layer, row, prompt pair, decode token */
     double d1l, d1t;         /* ... its one-row call: per layer, attended token */
+    double par_min; /* a call's multiply-adds below which its rows run as one-row calls */
 };
+
+/* The dense cache's attention of one call, per layer: rows attending keys
+ * query-key pairs in all (of which pairs a prompt's), by the four terms, or
+ * each row as a one-row call below par_min (the executor's rule). */
+static double dense_call(const struct known *k, const struct llm_model *m, double rows,
+                         double keys, double prompt_pairs)
+{
+    if (rows == 1 || keys * 2.0 * m->c.dim < k->par_min)
+        return rows * k->d1l + keys * k->d1t;
+    return k->dl + rows * k->dr + prompt_pairs * k->dpp + (keys - prompt_pairs) * k->ddp;
+}
 
 /* The tokens a sequence attends at position p: all of them (dense), the
  * budget, or 1 - the run's sparsity (80% when 0), at least one. */
@@ -66,8 +80,8 @@ static int fake_run(void *ctx, const struct llm_model *m, const struct calib_run
         assert_true(run->dense_cache && run->B == 1);
         struct calib_step *s = &steps[(*n)++];
         memset(s, 0, sizeof *s);
-        s->cat[CALIB_CAT_ATTN] = L * (k->dl + run->P * k->dr +
-                                      (double)run->P * (run->P + 1) / 2 * k->dpp);
+        double pairs = (double)run->P * (run->P + 1) / 2;
+        s->cat[CALIB_CAT_ATTN] = L * dense_call(k, m, run->P, pairs, pairs);
         s->cat[CALIB_CAT_GEMM] = lb * (k->wg0 + k->wg1 * run->P);
         return 0;
     }
@@ -87,8 +101,7 @@ static int fake_run(void *ctx, const struct llm_model *m, const struct calib_run
                                   k->sr[i] * s->retired + k->sa[i] * s->attended;
         s->cat[CALIB_CAT_MOVE] = L * (k->kl + B * (k->ks + (p + 1) * k->kt));
         if (run->dense_cache) /* no scheduler, no arenas; one row on its own path */
-            s->cat[CALIB_CAT_ATTN] = B == 1 ? L * (k->d1l + (p + 1) * k->d1t)
-                                            : L * (k->dl + B * (k->dr + (p + 1) * k->ddp));
+            s->cat[CALIB_CAT_ATTN] = L * dense_call(k, m, B, B * (p + 1.0), 0);
     }
     return 0;
 }
@@ -122,11 +135,22 @@ static void test_calibrate_recovers_a_known_workload(void **state)
         k.sr[i] = i == 0 ? 0 : 20 + 5 * i; /* the others: a retired price */
         k.sa[i] = i == 0 ? 0 : 3 + 0.5 * i; /* and one per attended token */
     }
+    /* two threads: under passive waits (unless OMP_WAIT_POLICY=active) the
+     * executor attends small calls' rows one by one, which the fake
+     * charges as one-row calls; the fit must leave them out */
+    cpu_threads_set(2);
+    struct llm_backend_info info;
+    struct alisa_err e = {{0}};
+    assert_int_equal(llm_backend_info(LLM_BACKEND_CPU, &info, &e), 0);
+    k.par_min = info.attend_parallel_min;
+    const char *wait = getenv("OMP_WAIT_POLICY");
+    if (!(wait && strcasecmp(wait, "active") == 0))
+        assert_true(k.par_min == CPU_ATTEND_PARALLEL_MIN);
     calib_set_source(fake_run, &k);
     double f[CALIB_N];
-    struct alisa_err e = {{0}};
     int rc = calib_measure(m, NULL, LLM_BACKEND_CPU, f, &e);
     calib_set_source(NULL, NULL);
+    cpu_threads_set(0);
     if (rc)
         fail_msg("%s", e.msg);
     for (int i = 0; i < 6; i++) {
@@ -172,6 +196,7 @@ static void test_calibrate_recovers_a_known_workload(void **state)
     near("dense_attn_decode_token_ns", f[CALIB_DENSE_ATTN_DECODE_PAIR], k.ddp);
     near("dense_attn_one_layer_ns", f[CALIB_DENSE_ONE_LAYER], k.d1l);
     near("dense_attn_one_token_ns", f[CALIB_DENSE_ONE_TOKEN], k.d1t);
+    near("dense_attn_parallel_min", f[CALIB_DENSE_PARALLEL_MIN], k.par_min);
     /* the prompt chunks' GEMMs per layer weight byte, by their rows */
     for (int i = 0; i < CALIB_DENSE_PROMPTS; i++)
         near(calib_name(CALIB_PGEMM_FIRST + i), f[CALIB_PGEMM_FIRST + i],

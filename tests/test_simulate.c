@@ -712,8 +712,9 @@ static void test_iteration_prices_prompt_chunks_as_the_executor_attends(void **s
  * per row (decode and prompt alike), per prompt pair, per decode row's
  * attended token; the scheduler path's figures do not enter; a one-row
  * iteration from the one-row call's two figures where the profile has
- * them. Without the figures the dense cache is priced as before. By hand
- * on toy. */
+ * them, and each row of a call below the profile's parallel rule likewise.
+ * Without the figures the dense cache is priced as before. By hand on
+ * toy. */
 static void test_dense_cache_iteration_is_its_four_figures(void **state)
 {
     (void)state;
@@ -759,6 +760,21 @@ static void test_dense_cache_iteration_is_its_four_figures(void **state)
                                   .resident = 300, .dense_cache = 1};
     assert_true(fabs(cost_iteration_layer_ns(&tu_toy, &hw, &two, KV_FP16, 0, 0) -
                      (128 + 900 + 2 * 40 + 300 * 2.5)) < 1e-9);
+    /* below the profile's parallel rule (300 keys x 2 x hidden 4 = 2400
+     * multiply-adds) the two rows run one after another, each a one-row
+     * call; at the rule, the four terms again */
+    hw.dense_attn_parallel_min = 2401;
+    assert_true(fabs(cost_iteration_layer_ns(&tu_toy, &hw, &two, KV_FP16, 0, 0) -
+                     (128 + 2 * 60 + 300 * 4)) < 1e-9);
+    hw.dense_attn_parallel_min = 2400;
+    assert_true(fabs(cost_iteration_layer_ns(&tu_toy, &hw, &two, KV_FP16, 0, 0) -
+                     (128 + 900 + 2 * 40 + 300 * 2.5)) < 1e-9);
+    /* a prompt chunk's rows count their pairs: 10 rows, 2020 pairs, 64
+     * decode keys (2084 x 8 = 16672 multiply-adds) */
+    hw.dense_attn_parallel_min = 16673;
+    assert_true(fabs(cost_iteration_layer_ns(&tu_toy, &hw, &it, KV_FP16, 0, 0) -
+                     (128 + 10 * 60 + 2084 * 4)) < 1e-9);
+    hw.dense_attn_parallel_min = 0;
     /* off the dense cache: the scheduler's path, whatever the one-row figures */
     one.dense_cache = 0;
     double one_sched = cost_iteration_layer_ns(&tu_toy, &hw, &one, KV_FP16, 0, 0);

@@ -112,11 +112,16 @@ void cmd_calibrate_usage(FILE *out)
             "      with no selection, its rows across the threads, no gather): one\n"
             "      sequence's prompt of 16, 64, 128, 256 and 384 tokens as one chunk, 4\n"
             "      and 16 sequences decoding 8 steps after 64 tokens and 4 after 256;\n"
-            "      the four terms by non-negative least squares; the prompt chunks'\n"
-            "      layer GEMMs (pgemm_r*_ns_b) extend weight_gemm_ns_per_byte past 32 rows\n"
+            "      the four terms by non-negative least squares over the points above\n"
+            "      dense_attn_parallel_min (a decode point below it run with its\n"
+            "      sequences doubled until it is above); the prompt chunks' layer GEMMs\n"
+            "      (pgemm_r*_ns_b) extend weight_gemm_ns_per_byte past 32 rows\n"
             "  dense_attn_one_ns_per_layer, _per_token  the same cache's one-row call\n"
             "      (attended on the calling thread): one sequence decoding 8 steps after\n"
             "      64 and after 256 tokens, the line through the two\n"
+            "  dense_attn_parallel_min  the multiply-adds below which the executor\n"
+            "      attends a call's rows one after another on the calling thread, each\n"
+            "      as a one-row call (passive waits, two threads or more; else 0)\n"
             "  weight_probe_gbps  the one-row weight pass alisa validate samples the\n"
             "      machine with (runs of 1 prompt token and 2 decode steps, 0.5 s)\n"
             "  batched_copies   0: the CPU executor copies K and V token by token; 1: the\n"
@@ -282,7 +287,8 @@ static void profile_write(FILE *f, const struct calibrate_opts *o, const char *h
                "; _per_decode_token = the dense_attn_* figures (the dense cache's\n"
                "; attention, which serving without a scheduler runs);\n"
                "; dense_attn_one_ns_per_layer and _per_token = dense_attn_one_layer_ns\n"
-               "; and dense_attn_one_token_ns (its one-row calls).\n");
+               "; and dense_attn_one_token_ns (its one-row calls); dense_attn_parallel_min\n"
+               "; as the executor runs (its calls below it priced as one-row calls).\n");
     fprintf(f, "[%s]\ngpu = %s executor: %s\ngpu_mem_gib = %.1f\nhbm_gbps = %.4g\n"
                "fp16_tflops = %.4g\nhost_dram_gib = %.1f\nlink_gbps = %.4g\n"
                "link_latency_us = %.4g\nhost_mem_gbps = %.4g\ngemm_efficiency = 1\n"
@@ -331,8 +337,10 @@ static void profile_write(FILE *f, const struct calibrate_opts *o, const char *h
                "dense_attn_ns_per_prompt_pair = %.4g\ndense_attn_ns_per_decode_token = %.4g\n",
             st[CALIB_DENSE_ATTN_LAYER].mean, st[CALIB_DENSE_ATTN_ROW].mean,
             st[CALIB_DENSE_ATTN_PROMPT_PAIR].mean, st[CALIB_DENSE_ATTN_DECODE_PAIR].mean);
-    fprintf(f, "dense_attn_one_ns_per_layer = %.4g\ndense_attn_one_ns_per_token = %.4g\n",
-            st[CALIB_DENSE_ONE_LAYER].mean, st[CALIB_DENSE_ONE_TOKEN].mean);
+    fprintf(f, "dense_attn_one_ns_per_layer = %.4g\ndense_attn_one_ns_per_token = %.4g\n"
+               "dense_attn_parallel_min = %.0f\n",
+            st[CALIB_DENSE_ONE_LAYER].mean, st[CALIB_DENSE_ONE_TOKEN].mean,
+            st[CALIB_DENSE_PARALLEL_MIN].mean);
     attn_table(f, "attn_ns_per_token_by_kv", c, st + CALIB_ATTN_BATCH_FIRST);
     attn_table(f, "attn_sparse_ns_per_token_by_kv", c, st + CALIB_ATTN_SPARSE_FIRST);
     kernel_table(f, "weight_kernel_ns_per_byte", st + CALIB_KGEMM_FIRST);

@@ -114,6 +114,7 @@ static const struct field hw_fields[] = {
     HFO("dense_attn_ns_per_decode_token", FIELD_DOUBLE, dense_attn_ns_per_decode_token),
     HFO("dense_attn_one_ns_per_layer", FIELD_DOUBLE, dense_attn_one_ns_per_layer),
     HFO("dense_attn_one_ns_per_token", FIELD_DOUBLE, dense_attn_one_ns_per_token),
+    HFO("dense_attn_parallel_min", FIELD_DOUBLE, dense_attn_parallel_min),
 };
 #define SF(key, type, member, req) \
     {key, type, offsetof(struct sw_profile, member), sizeof(((struct sw_profile *)0)->member), req}
@@ -170,6 +171,7 @@ static const struct bound {
     {"dense_attn_ns_per_layer", 0, 1e12}, {"dense_attn_ns_per_row", 0, 1e12},
     {"dense_attn_ns_per_prompt_pair", 0, 1e9}, {"dense_attn_ns_per_decode_token", 0, 1e9},
     {"dense_attn_one_ns_per_layer", 0, 1e12}, {"dense_attn_one_ns_per_token", 0, 1e9},
+    {"dense_attn_parallel_min", 0, 1e15},
     /* model shapes (issue 48: a catalog's layers = 4e9 grew without end):
      * wider than any published model (Llama 3.1 405B: 126 layers, hidden
      * 16384, ffn 53248; Gemma: vocabulary 256k; contexts of 1M), so every

@@ -132,15 +132,21 @@ struct hw_profile {
      * dense_attn_ns_per_layer + rows x dense_attn_ns_per_row + prompt pairs x
      * dense_attn_ns_per_prompt_pair + decode rows' attended tokens x
      * dense_attn_ns_per_decode_token, ns (all 0: not measured; the dense
-     * cache is then priced as the scheduler's path) */
+     * cache is then priced as the scheduler's path); a call whose rows do
+     * less than dense_attn_parallel_min multiply-adds (2 x hidden a query-key
+     * pair) runs its rows one after another on the calling thread, as a
+     * one-row call does (exec/cpu_ops.h cpu_rows_parallel under passive
+     * waits; 0: every call of two rows or more takes the terms above) */
     double dense_attn_ns_per_layer, dense_attn_ns_per_row, dense_attn_ns_per_prompt_pair,
         dense_attn_ns_per_decode_token;
     /* ... and of a call with one row (one sequence decoding), which the
      * executor attends on the calling thread without the parallel region:
      * dense_attn_one_ns_per_layer + attended tokens x
-     * dense_attn_one_ns_per_token, ns (both 0: not measured; the terms
-     * above then price it too) */
+     * dense_attn_one_ns_per_token, ns, each row of a call below
+     * dense_attn_parallel_min likewise (both 0: not measured; the terms
+     * above then price them too) */
     double dense_attn_one_ns_per_layer, dense_attn_one_ns_per_token;
+    double dense_attn_parallel_min;
 };
 
 /* The host-side costs of the software a system runs on (software.ini): what

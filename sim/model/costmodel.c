@@ -352,18 +352,21 @@ double cost_iteration_layer_ns(const struct model_shape *m, const struct hw_prof
     if (with_head && it->sampled > 0)
         t += head_ns(hw, m, it->sampled);
     if (it->dense_cache && cost_dense_cache_measured(hw)) {
-        /* one row, a decode's or a one-token prompt chunk's (its pairs are
-         * the keys it attends): attended on the calling thread, no
-         * parallel region (dense_attend's cpu_rows_parallel needs two
-         * rows), as calibration measured a decoding sequence. Since
-         * 2026-11-29 a few rows over short contexts are attended there too,
-         * under passive waits; the multi-row terms below are fitted across
-         * both (not modelled apart: experiments/measurements.md) */
-        if (it->rows == 1 && hw->dense_attn_one_ns_per_layer + hw->dense_attn_one_ns_per_token > 0)
-            return t + hw->dense_attn_one_ns_per_layer +
-                   (it->attended + it->prefill_pairs) * hw->dense_attn_one_ns_per_token;
+        /* one row (a decode's, or a one-token prompt chunk's: its pairs are
+         * the keys it attends) is attended on the calling thread, no
+         * parallel region, as calibration measured a decoding sequence; so
+         * are a call's rows one after another when they do less than the
+         * profile's dense_attn_parallel_min multiply-adds (backend_cpu.c
+         * dense_attend: cpu_rows_parallel under passive waits), each as a
+         * one-row call */
+        double keys = it->attended + it->prefill_pairs;
+        if (hw->dense_attn_one_ns_per_layer + hw->dense_attn_one_ns_per_token > 0 &&
+            (it->rows == 1 || keys * 2.0 * m->hidden < hw->dense_attn_parallel_min))
+            return t + it->rows * hw->dense_attn_one_ns_per_layer +
+                   keys * hw->dense_attn_one_ns_per_token;
         /* every row attends its sequence's keys in place, the rows across
-         * the threads (backend_cpu.c dense_attend), as calibration measured */
+         * the threads, as calibration measured (its points above the
+         * profile's dense_attn_parallel_min) */
         return t + hw->dense_attn_ns_per_layer + it->rows * hw->dense_attn_ns_per_row +
                it->prefill_pairs * hw->dense_attn_ns_per_prompt_pair +
                it->attended * hw->dense_attn_ns_per_decode_token;

@@ -199,8 +199,10 @@ struct iteration_shape {
  * (dense_attn_ns_per_*: catalog.h), the whole iteration's attention is
  * that: per layer, per row, per prompt pair and per decode row's attended
  * token; an iteration of one row alone (a decode's, or a one-token prompt
- * chunk's), where the profile measured it (dense_attn_one_ns_*), per layer
- * and attended key. ns. Cannot fail. */
+ * chunk's), or of rows doing fewer multiply-adds (2 x hidden a query-key
+ * pair) than the profile's dense_attn_parallel_min, where the profile
+ * measured the one-row call (dense_attn_one_ns_*), per row and attended
+ * key. ns. Cannot fail. */
 double cost_iteration_layer_ns(const struct model_shape *m, const struct hw_profile *hw,
                                const struct iteration_shape *it, enum kv_precision precision,
                                int sparse, int with_head);
