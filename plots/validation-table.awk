@@ -1,7 +1,8 @@
 # Markdown tables of `alisa db export --query validate` rows (one or more
 # CSVs, columns found by their header names). A point belongs to the held-out
 # set when its sweep's name says "heldout" (experiments/validation-heldout-*
-# .sweep: settings calibration never ran; "heldout2": set 2, fixed later),
+# .sweep: settings calibration never ran; "heldout2": set 2, fixed later;
+# "heldout3": set 3, later still),
 # else to the in-sample set.
 # 1. Per point: the set, the configuration, the phase it reached, the mean
 #    step time measured and predicted, the total error, the per-step MAPE,
@@ -40,7 +41,8 @@ function f(name) { return (name in c) ? $(c[name]) : "" }
 f("status") != "ok" { next }
 {
     model = f("model"); sub(/\..*$/, "", model)
-    set = f("sweep") ~ /heldout2/ ? "held out 2" : f("sweep") ~ /heldout/ ? "held out" : "in-sample"
+    set = f("sweep") ~ /heldout3/ ? "held out 3" : f("sweep") ~ /heldout2/ ? "held out 2" : \
+          f("sweep") ~ /heldout/ ? "held out" : "in-sample"
     phase = f("phase3_step") >= 0 ? "III" : (f("phase2_step") >= 0 ? "II" : "I")
     prof = f("weight_rate_profile_gbps"); lo = f("weight_rate_min_gbps"); hi = f("weight_rate_max_gbps")
     now = (f("weight_rate_before_gbps") + f("weight_rate_after_gbps")) / 2
