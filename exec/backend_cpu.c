@@ -495,7 +495,9 @@ static uint32_t tiered_gather(struct cpu_state *s, struct backend_common *cm,
 
 /* Layer l's attention of the R rows (q, k, v in s after the projections,
  * RoPE applied) on the dense cache: every row's keys written, then every row attends,
- * across the threads; rows (when given: one position a call) get the
+ * across the threads (on the calling thread, row after row, where
+ * cpu_rows_parallel says so: under passive waits below
+ * CPU_ATTEND_PARALLEL_MIN); rows (when given: one position a call) get the
  * head-mean weights, cm->attn_heads each head's. The output replaces the
  * normed input (s->xb). */
 static void dense_attend(struct cpu_state *s, struct backend_common *cm, uint32_t l,

@@ -657,15 +657,16 @@ static int bench_dense_attention(const struct llm_model *m, const struct calib_t
         const uint32_t P = calib_dense_context[i];
         if (P + ATTN_STEPS > S)
             continue;
-        const double mean_ctx = P + (ATTN_STEPS + 1) / 2.0; /* the steps' mean context */
-        while (B * mean_ctx * pair < min && 2 * B <= CALIB_DENSE_MAX_BATCH)
-            B *= 2; /* a point above the rule, as serving's larger calls run */
+        /* the executor applies the rule call by call: every step above it
+         * from the first (P + 1 keys a sequence), as serving's larger calls */
+        while (B * (P + 1.0) * pair < min && 2 * B <= CALIB_DENSE_MAX_BATCH)
+            B *= 2;
         const struct calib_run run = {.sel = "dense", .B = B, .P = P, .N = P + ATTN_STEPS,
                                       .dense_cache = 1};
         R[np] = B;
         pp[np] = 0;
-        dp[np] = B * mean_ctx;
-        above[np] = dp[np] * pair >= min;
+        dp[np] = B * (P + (ATTN_STEPS + 1) / 2.0); /* the steps' mean context */
+        above[np] = B * (P + 1.0) * pair >= min;
         n_above += above[np];
         rc = dense_point(m, tx, kind, &run, &t[np++], &gemm, e);
     }

@@ -114,8 +114,7 @@ uint32_t cpu_threads(void)
     return n_threads;
 }
 
-/* Whether OpenMP's threads spin while they wait (OMP_WAIT_POLICY=ACTIVE). */
-static int waits_spin(void)
+int cpu_waits_spin(void)
 {
     static int spin = -1; /* set once: the policy cannot change after OpenMP starts */
     if (spin < 0) {
@@ -127,12 +126,12 @@ static int waits_spin(void)
 
 int cpu_rows_parallel(size_t n, size_t work, size_t min)
 {
-    return n > 1 && (waits_spin() || work >= min);
+    return n > 1 && (cpu_waits_spin() || work >= min);
 }
 
 size_t cpu_attend_parallel_min(void)
 {
-    return cpu_threads() > 1 && !waits_spin() ? CPU_ATTEND_PARALLEL_MIN : 0;
+    return cpu_threads() > 1 && !cpu_waits_spin() ? CPU_ATTEND_PARALLEL_MIN : 0;
 }
 
 uint32_t cpu_thread_id(void)

@@ -55,6 +55,11 @@ void cpu_threads_set(uint32_t n);
  * rows and min. Cannot fail. */
 int cpu_rows_parallel(size_t n, size_t work, size_t min);
 
+/* Whether OpenMP's idle threads spin (OMP_WAIT_POLICY=ACTIVE, which
+ * alisa's ALISA_WAIT=spin sets) rather than sleep; read once. Cannot
+ * fail. */
+int cpu_waits_spin(void);
+
 /* The work (against CPU_ATTEND_PARALLEL_MIN's units: multiply-adds) from
  * which a dense-cache attention call of two rows or more takes more than
  * one thread: CPU_ATTEND_PARALLEL_MIN under passive waits with two threads

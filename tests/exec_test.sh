@@ -407,6 +407,8 @@ sys.exit(not all(len(d[k]['runs']) == 2 and d[k]['min'] <= d[k]['mean'] <= d[k][
     grep -Eq "^sched_ns_per_attended = dense:0 local:" "$tmp/cat/hardware.ini" &&
     grep -q "^weight_probe_gbps = " "$tmp/cat/hardware.ini" &&
     grep -Eq "^dense_attn_one_ns_per_token = [0-9.e+-]+$" "$tmp/cat/hardware.ini" &&
+    grep -Eq "^dense_attn_parallel_min = [0-9]+$" "$tmp/cat/hardware.ini" &&
+    grep -Eq "^; executor: [0-9]+ threads, (passive|spinning) waits$" "$tmp/cat/hardware.ini" &&
     grep -Eq "^sched_ns_per_stream = dense:[0-9.e+-]+ local:" "$tmp/cat/hardware.ini" &&
     grep -Eq "^attn_ns_per_token_by_kv = [0-9]+:[0-9.e+-]+ [0-9]+:" "$tmp/cat/hardware.ini"
 check $? "calibrate writes a profile the catalog loads, with two runs per figure"
@@ -580,6 +582,23 @@ if mc['rate_gbps'] is not None:
     ok = ok and abs(n['throughput'] - 100 * (p['throughput_tok_s'] / f - d['throughput_tok_s']) / d['throughput_tok_s']) < 1e-3
 sys.exit(not ok)" "$tmp/sp.json" "$tmp/ss.json" "$tmp/spr.csv" "$tmp/spp.csv" "$tmp/smt.csv" "$tmp/spt.csv"
 check $? "serve-run --predict: the same iterations and preemptions as the executor (the two timelines row by row), alisa serve's figures, errors, the normalised errors and the latency KS statistic from the per-request files: $(tail -1 "$tmp/err")"
+# the profile's dense-cache parallel rule is the executor's when the run's
+# threads are the calibration's; another thread count (1 where the profile
+# was measured on more, 2 where on one) draws a warning naming the profile
+rule=$(sed -n 's/^dense_attn_parallel_min = //p' "$tmp/cat/hardware.ini")
+other=2
+[ "$rule" = 0 ] || other=1
+"$alisa" serve-run --model stories260K --text "$text/tinystories_val_subset.txt" --requests 4 \
+    --rate 0 --prompt-len 16:24 --output-len 4:8 --kv-bytes 1M --threads "$other" --predict \
+    --profile "$tmp/cat/hardware.ini" --trace "$root/traces/stories260K-tinystories.trace" \
+    >/dev/null 2>"$tmp/err2"
+if [ "${ALISA_WAIT:-}" = spin ] || [ "${OMP_WAIT_POLICY:-}" = ACTIVE ]; then
+    ! grep -q "dense_attn_parallel_min" "$tmp/err" # spinning: one rule at any thread count
+else
+    ! grep -q "dense_attn_parallel_min" "$tmp/err" &&
+        grep -q "warning: $tmp/cat/hardware.ini: dense_attn_parallel_min $rule, this run's executor" "$tmp/err2"
+fi
+check $? "serve-run --predict warns when the run's parallel rule is not the profile's (profile: $rule, --threads $other)"
 "$alisa" serve-run --model stories260K --text "$text/tinystories_val_subset.txt" --requests 4 \
     --predict --trace "$root/traces/stories260K-tinystories.trace" 2>"$tmp/err"
 [ $? -eq 2 ] && grep -q "predict needs --profile and --trace" "$tmp/err"

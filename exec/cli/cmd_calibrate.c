@@ -17,6 +17,7 @@
 #include "calibrate.h"
 #include "cli.h"
 #include "cli_exec.h"
+#include "cpu_ops.h"
 #include "progress.h"
 #include "cmds.h"
 
@@ -244,6 +245,9 @@ static void profile_write(FILE *f, const struct calibrate_opts *o, const char *h
                 n_ids - 1, n_ids);
     fprintf(f, "; CPU: %s, %ld online cores; means of %u runs (spread = (max - min) / mean)\n",
             cpu->device, sysconf(_SC_NPROCESSORS_ONLN), o->repeat);
+    if (strcmp(be->name, "cpu") == 0) /* what the figures were measured under */
+        fprintf(f, "; executor: %u threads, %s waits\n", cpu_threads(),
+                cpu_waits_spin() ? "spinning" : "passive");
     for (int i = 0; i < CALIB_N; i++)
         if (!kernel_figure(i))
             fprintf(f, ";   %-18s %12.4g  (min %.4g, max %.4g, spread %.1f%%)\n",
