@@ -28,6 +28,7 @@
 #include "cmds.h"
 #include "catalog.h"
 #include "costmodel.h"
+#include "cpu_ops.h"
 #include "model.h"
 #include "outfile.h"
 #include "serve.h"
@@ -542,16 +543,14 @@ static int serve_predict(const struct exec_stream *x, struct serve_result *pred,
         .dense_cache = !x->tr.sched,
         .slo_ttft_s = o->slo_ttft, .slo_tpot_s = o->slo_tpot};
     ALISA_ASSERT(cfg.sel && cfg.place);
-    struct llm_backend_info be;
-    if (cfg.dense_cache && cost_dense_cache_measured(hw) &&
-        !llm_backend_info(LLM_BACKEND_CPU, &be, e) &&
-        be.attend_parallel_min != hw->dense_attn_parallel_min)
+    /* serve-run serves on the CPU: its rule is the CPU backend's */
+    const double rule = (double)cpu_attend_parallel_min();
+    if (cfg.dense_cache && cost_dense_cache_measured(hw) && rule != hw->dense_attn_parallel_min)
         fprintf(stderr, "alisa serve-run: warning: %s: dense_attn_parallel_min %.0f, this "
                 "run's executor attends a call's rows on one thread below %.0f "
                 "multiply-adds (its threads or ALISA_WAIT differ from the calibration's): "
                 "small calls are priced by the other rule\n",
-                o->kvo.profile ? o->kvo.profile : hw->name, hw->dense_attn_parallel_min,
-                be.attend_parallel_min);
+                o->kvo.profile ? o->kvo.profile : hw->name, hw->dense_attn_parallel_min, rule);
     char part[4200];
     FILE *tl = NULL;
     if (o->pred_timeline &&
