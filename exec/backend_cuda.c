@@ -33,6 +33,8 @@
 #include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,6 +125,17 @@ struct cuda_state {
     float *scores;              /* (rows, n_heads, max_len) */
     float *wmean;               /* (rows, max_len) head-mean weights */
     uint16_t *a16;              /* (rows, max(dim, hidden_dim)) FP16 GEMM input */
+    const float *a16_src;       /* what a16 holds, narrowed: this buffer's first a16_rows rows
+                                 * (NULL: nothing yet) */
+    uint32_t a16_rows;
+    int fuse;                   /* ALISA_CUDA_FUSE (default 1): few-row projections by
+                                 * kern_gemv, a layer's Q/K/V and up/gate as one product, the
+                                 * output and down projections adding into the residual
+                                 * (cuda_layer_ops); 0: one cuBLAS GEMM a matrix and a
+                                 * separate add (the sequence's plain form), the step before
+                                 * 2026-11-29 (experiments/bench/cuda-scale.sh's A/B) */
+    struct layer_ops ops;       /* the sequence's operations: cuda_layer_ops, without its
+                                 * groups and residual products when unfused */
     uint32_t *d_tokens, *d_pos, *d_count; /* (rows) */
     int32_t *d_base, *d_idx;    /* (rows), (batch, max_len) */
     uint32_t *d_next;           /* (rows) greedy tokens (llm_forward_greedy) */
@@ -282,6 +295,7 @@ static int ensure_rows(struct cuda_state *s, uint32_t rows, struct alisa_err *e)
     cudaFreeHost(s->pin_block);
     s->act_block = NULL;
     s->a16 = NULL;
+    s->a16_src = NULL;
     s->d_tokens = NULL;
     s->pin_block = NULL;
     s->rows_cap = 0;
@@ -446,6 +460,25 @@ static int upload_weights(struct cuda_state *s, struct alisa_err *e)
     return 0;
 }
 
+/* The layer sequence's operations on this backend (below enqueue's
+ * helpers; a state runs its copy, s->ops, and flush's recomputation runs
+ * layers_kv with it). */
+static const struct layer_ops cuda_layer_ops;
+
+/* ALISA_CUDA_FUSE: unset, empty or 1: fused (1 in *on); 0: unfused. */
+static int fuse_setting(int *on, struct alisa_err *e)
+{
+    const char *v = getenv("ALISA_CUDA_FUSE");
+    *on = 1;
+    if (!v || !*v || !strcmp(v, "1"))
+        return 0;
+    if (!strcmp(v, "0")) {
+        *on = 0;
+        return 0;
+    }
+    return err_set(e, ALISA_EINVAL, "ALISA_CUDA_FUSE: '%s' is not 0 or 1", v);
+}
+
 static int cuda_create(void **be, const struct backend_common *cm, struct alisa_err *e)
 {
     *be = NULL;
@@ -457,6 +490,13 @@ static int cuda_create(void **be, const struct backend_common *cm, struct alisa_
     s->batch = cm->batch;
     s->max_len = cm->max_len;
     s->profile_pos = -1;
+    if (fuse_setting(&s->fuse, e)) {
+        free(s);
+        return ALISA_EINVAL;
+    }
+    s->ops = cuda_layer_ops;
+    if (!s->fuse)
+        s->ops.linear_group = NULL, s->ops.linear_residual = NULL;
     const char *prof = getenv("ALISA_CUDA_PROFILE_STEP");
     if (prof && *prof) {
         char *end;
@@ -723,26 +763,47 @@ static int cuda_kvstore(void *be, uint32_t n_streams, uint32_t max_len, uint32_t
 
 /* ---- the forward pass ---- */
 
-/* y (R, out) = x16 (R, in) W^T with W (out, in) and the input FP16 (s->a16
- * after gemm's conversion, or the gathered layer inputs of a
- * recomputation). Row-major y is column-major (out, R) = W (column-major
- * (in, out))^T x16. */
+/* y (R, out) = x16 (R, in) W^T + beta y with W (out, in) and the input
+ * FP16 (s->a16 after narrow's conversion, or the gathered layer inputs of a
+ * recomputation); beta 0 or 1 (the residual folded in). Row-major y is
+ * column-major (out, R) = W (column-major (in, out))^T x16. */
 static int gemm16(struct cuda_state *s, float *y, const uint16_t *x16, const uint16_t *w,
-                  uint32_t R, uint32_t out, uint32_t in, struct alisa_err *e)
+                  uint32_t R, uint32_t out, uint32_t in, float beta, struct alisa_err *e)
 {
-    const float one = 1.0f, zero = 0.0f;
+    const float one = 1.0f;
     return BL(e, cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)R, (int)in, &one,
-                              w, CUDA_R_16F, (int)in, x16, CUDA_R_16F, (int)in, &zero, y,
+                              w, CUDA_R_16F, (int)in, x16, CUDA_R_16F, (int)in, &beta, y,
                               CUDA_R_32F, (int)out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-/* y (R, out) = x (R, in) W^T: x goes to FP16 (s->a16) first. */
-static int gemm(struct cuda_state *s, float *y, const float *x, const uint16_t *w, uint32_t R,
-                uint32_t out, uint32_t in, struct alisa_err *e)
+/* s->a16 = x (R, in) narrowed to FP16, unless it already holds it (again:
+ * the caller's previous product read the same rows, and they were
+ * narrowed then). */
+static int narrow(struct cuda_state *s, const float *x, uint32_t R, uint32_t in, int again,
+                  struct alisa_err *e)
 {
+    if (again && s->a16_src == x && s->a16_rows == R)
+        return 0;
+    s->a16_src = NULL;
     if (CU(e, kern_f32_to_f16(s->a16, x, (size_t)R * in, s->compute)))
         return ALISA_EIO;
-    return gemm16(s, y, s->a16, w, R, out, in, e);
+    s->a16_src = x;
+    s->a16_rows = R;
+    return 0;
+}
+
+/* y (R, out) = x (R, in) W^T (+ y with add): kern_gemv for a few rows
+ * (fused runs), else x narrowed to FP16 and cuBLAS. */
+static int gemm(struct cuda_state *s, float *y, const float *x, const uint16_t *w, uint32_t R,
+                uint32_t out, uint32_t in, int again, int add, struct alisa_err *e)
+{
+    if (s->fuse && kern_gemv_fits(R, in, x, w, 0)) {
+        s->a16_src = NULL; /* narrow's cache holds only what the last narrowed product read */
+        return CU(e, kern_gemv(y, 0, x, w, 0, 1, R, out, in, add, s->compute)) ? ALISA_EIO : 0;
+    }
+    if (narrow(s, x, R, in, again, e))
+        return ALISA_EIO;
+    return gemm16(s, y, s->a16, w, R, out, in, add ? 1.0f : 0.0f, e);
 }
 
 /* o (R, dim) = the architecture's norm of x: RMSNorm (LLaMA) or LayerNorm
@@ -761,10 +822,6 @@ static int norm(struct cuda_state *s, float *o, const float *x, uint32_t l, int 
     return CU(e, kern_layernorm(o, x, s->rms + at, b, R, (uint32_t)d, c->norm_eps, s->compute))
                ? ALISA_EIO : 0;
 }
-
-/* The layer sequence's operations on this backend (below enqueue's
- * helpers; flush's recomputation runs layers_kv with them). */
-static const struct layer_ops cuda_layer_ops;
 
 /* cudaEventRecord, or nothing while a step is being captured (the graph
  * replays without per-layer timings). */
@@ -854,7 +911,7 @@ static int flush(struct cuda_state *s, uint32_t l, cudaEvent_t *ev, struct alisa
             return ALISA_EIO;
         /* the forward pass's own K/V step (layers_kv) on the gathered inputs */
         s->e = e;
-        if (layers_kv(&cuda_layer_ops, s, llm_arch_info(c->arch), l, n, LB_REC_IN, LB_REC_K,
+        if (layers_kv(&s->ops, s, llm_arch_info(c->arch), l, n, LB_REC_IN, LB_REC_K,
                       LB_REC_V, 0) ||
             CU(e, kern_scatter_rows16(s->ak, s->d_qrow2, s->d_qk, n, (uint32_t)kv, cs)) ||
             CU(e, kern_scatter_rows16(s->av, s->d_qrow2, s->d_qv, n, (uint32_t)kv, cs)))
@@ -1131,9 +1188,8 @@ static int op_linear(void *be, enum lbuf y, enum lbuf x, enum lweight w, uint32_
     const uint16_t *m = matrix(s, w, l, &out, &in);
     float *dst = buf(s, y, NULL);
     if (x == LB_REC_IN) /* FP16 already */
-        return gemm16(s, dst, s->d_q16, m, n, out, in, s->e);
-    return again ? gemm16(s, dst, s->a16, m, n, out, in, s->e)
-                 : gemm(s, dst, buf(s, x, NULL), m, n, out, in, s->e);
+        return gemm16(s, dst, s->d_q16, m, n, out, in, 0.0f, s->e);
+    return gemm(s, dst, buf(s, x, NULL), m, n, out, in, again, 0, s->e);
 }
 
 static int op_bias(void *be, enum lbuf y, enum lweight w, uint32_t l, uint32_t n, int relu)
@@ -1169,6 +1225,81 @@ static int op_residual(void *be, uint32_t n)
 {
     struct cuda_state *s = be;
     return CU(s->e, kern_add(s->x, s->xb2, (size_t)n * s->m->c.dim, s->compute)) ? ALISA_EIO : 0;
+}
+
+/* Whether matrices w[0..count) of layer l into y[0..count) are one strided
+ * product of n rows: one shape, the matrices and the outputs each a
+ * constant stride apart (*ws halves, *ys floats), the outputs not
+ * overlapping. */
+static int strided(const struct cuda_state *s, const enum lbuf *y, const enum lweight *w,
+                   uint32_t count, uint32_t l, uint32_t n, ptrdiff_t *ws, ptrdiff_t *ys)
+{
+    uint32_t out, in, o2, i2;
+    const uint16_t *prev = matrix(s, w[0], l, &out, &in);
+    for (uint32_t i = 1; i < count; i++) {
+        const uint16_t *m = matrix(s, w[i], l, &o2, &i2);
+        ptrdiff_t dw = m - prev, dy = buf(s, y[i], NULL) - buf(s, y[i - 1], NULL);
+        if (o2 != out || i2 != in || dw <= 0 || dy < (ptrdiff_t)n * out ||
+            (i > 1 && (dw != *ws || dy != *ys)))
+            return 0;
+        *ws = dw, *ys = dy, prev = m;
+    }
+    return count > 1;
+}
+
+/* A group over one input: its longest tail that is one
+ * strided product (strided: Q, K and V when kv_dim is dim, else K and V;
+ * up and gate: the weights' layout in upload_weights and the activations'
+ * in ensure_rows put them so) runs as one, by kern_gemv for a few rows, else
+ * as one strided batched cuBLAS call over the input narrowed once; the
+ * matrices before it (Q of a grouped-query model) one op_linear each. */
+static int op_linear_group(void *be, const enum lbuf *y, enum lbuf x, const enum lweight *w,
+                           uint32_t count, uint32_t l, uint32_t n, int again)
+{
+    struct cuda_state *s = be;
+    struct alisa_err *e = s->e;
+    ptrdiff_t ws = 0, ys = 0;
+    uint32_t i = 0;
+    while (i < count && !strided(s, y + i, w + i, count - i, l, n, &ws, &ys)) {
+        if (op_linear(be, y[i], x, w[i], l, n, i ? 1 : again))
+            return ALISA_EIO;
+        i++;
+    }
+    if (i == count)
+        return 0;
+    uint32_t out, in;
+    const uint16_t *m0 = matrix(s, w[i], l, &out, &in);
+    float *y0 = buf(s, y[i], NULL);
+    const uint32_t k = count - i;
+    const uint16_t *x16 = s->d_q16;
+    if (x != LB_REC_IN) {
+        const float *xf = buf(s, x, NULL);
+        if (kern_gemv_fits(n, in, xf, m0, (size_t)ws)) {
+            s->a16_src = NULL;
+            return CU(e, kern_gemv(y0, (size_t)ys, xf, m0, (size_t)ws, k, n, out, in, 0,
+                                   s->compute)) ? ALISA_EIO : 0;
+        }
+        if (narrow(s, xf, n, in, i ? 1 : again, e))
+            return ALISA_EIO;
+        x16 = s->a16;
+    }
+    /* the shared input's stride is 0: every product reads the same rows */
+    const float one = 1.0f, zero = 0.0f;
+    return BL(e, cublasGemmStridedBatchedEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)n,
+                                            (int)in, &one, m0, CUDA_R_16F, (int)in,
+                                            (long long)ws, x16, CUDA_R_16F, (int)in, 0, &zero, y0,
+                                            CUDA_R_32F, (int)out, (long long)ys, (int)k,
+                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+/* LB_X += x W^T: the product adds into the residual stream (kern_gemv's
+ * accumulate, cuBLAS's beta 1). */
+static int op_linear_residual(void *be, enum lbuf x, enum lweight w, uint32_t l, uint32_t n)
+{
+    struct cuda_state *s = be;
+    uint32_t out, in;
+    const uint16_t *m = matrix(s, w, l, &out, &in);
+    return gemm(s, s->x, buf(s, x, NULL), m, n, out, in, 0, 1, s->e);
 }
 
 /* Adds layer l's (last) moves, recomputation and attention, timed by its
@@ -1293,6 +1424,8 @@ static const struct layer_ops cuda_layer_ops = {
     .embed_pos = op_embed_pos,
     .norm = op_norm,
     .linear = op_linear,
+    .linear_group = op_linear_group,
+    .linear_residual = op_linear_residual,
     .bias = op_bias,
     .rope = op_rope,
     .glu = op_glu,
@@ -1329,7 +1462,7 @@ static int enqueue(struct cuda_state *s, struct backend_common *cm, uint32_t P, 
     s->call_rows = rows;
     s->call_observe = observe;
     s->call_defer = defer;
-    int rc = layers_forward(&cuda_layer_ops, s, c, R, !cm->no_head);
+    int rc = layers_forward(&s->ops, s, c, R, !cm->no_head);
     s->cm = NULL;
     if (rc)
         return rc;
@@ -1552,12 +1685,63 @@ static void cuda_describe(struct llm_backend_info *out)
              out->mem_gib, d.cc_major, d.cc_minor);
 }
 
-/* cuBLAS with FP16 inputs, FP32 accumulation and output (device_bench_gemm). */
+/* kern_gemv's time for rows (out, in), as gemm runs a few-row projection:
+ * the median of 5 after a warm-up, over zeroed buffers (its time does not
+ * depend on the values). */
+static int bench_gemv(unsigned rows, unsigned out, unsigned in, double *ns, struct alisa_err *e)
+{
+    uint16_t *w = NULL;
+    float *x = NULL, *y = NULL;
+    cudaStream_t st = NULL;
+    cudaEvent_t a = NULL, b = NULL;
+    double t[5];
+    int rc = ALISA_EIO;
+    if (CU(e, cudaStreamCreate(&st)) || CU(e, cudaEventCreate(&a)) ||
+        CU(e, cudaEventCreate(&b)) ||
+        CU(e, cudaMalloc((void **)&w, (size_t)out * in * sizeof *w)) ||
+        CU(e, cudaMalloc((void **)&x, (size_t)rows * in * sizeof *x)) ||
+        CU(e, cudaMalloc((void **)&y, (size_t)rows * out * sizeof *y)) ||
+        CU(e, cudaMemsetAsync(w, 0, (size_t)out * in * sizeof *w, st)) ||
+        CU(e, cudaMemsetAsync(x, 0, (size_t)rows * in * sizeof *x, st)) ||
+        CU(e, kern_gemv(y, 0, x, w, 0, 1, rows, out, in, 0, st)))
+        goto out;
+    for (int r = 0; r < 5; r++) {
+        float ms = 0;
+        if (CU(e, cudaEventRecord(a, st)) || CU(e, kern_gemv(y, 0, x, w, 0, 1, rows, out, in, 0, st)) ||
+            CU(e, cudaEventRecord(b, st)) || CU(e, cudaEventSynchronize(b)) ||
+            CU(e, cudaEventElapsedTime(&ms, a, b)))
+            goto out;
+        t[r] = ms * 1e6;
+    }
+    *ns = fit_median(t, 5);
+    rc = 0;
+out:
+    cudaFree(w);
+    cudaFree(x);
+    cudaFree(y);
+    if (a)
+        cudaEventDestroy(a);
+    if (b)
+        cudaEventDestroy(b);
+    if (st)
+        cudaStreamDestroy(st);
+    return rc;
+}
+
+/* One projection's time as the forward pass runs it: kern_gemv for a few
+ * rows when fused (gemm's rule; cudaMalloc's alignment is 256 bytes), else
+ * cuBLAS with FP16 inputs, FP32 accumulation and output
+ * (device_bench_gemm). */
 static int cuda_bench_gemm(unsigned rows, unsigned out, unsigned in, double *ns,
                            struct alisa_err *e)
 {
     double t[5];
     char note[256];
+    int fuse;
+    if (fuse_setting(&fuse, e))
+        return ALISA_EINVAL;
+    if (fuse && kern_gemv_fits(rows, in, NULL, NULL, 0))
+        return bench_gemv(rows, out, in, ns, e);
     if (device_bench_gemm(rows, out, in, 5, t, note, sizeof note))
         return err_set(e, ALISA_EIO, "calibration: %s", note);
     *ns = fit_median(t, 5);

@@ -31,11 +31,37 @@ static int mark(const struct layer_ops *o, void *be, uint32_t l, enum lmark m)
     return o->mark ? o->mark(be, l, m) : 0;
 }
 
-int layers_kv(const struct layer_ops *o, void *be, const struct llm_arch_info *a, uint32_t l,
-              uint32_t n, enum lbuf in, enum lbuf k, enum lbuf v, int again)
+/* y[i] = x W_i^T for the group's matrices: one call where the backend has
+ * linear_group, else one linear each. */
+static int group(const struct layer_ops *o, void *be, const enum lbuf *y, enum lbuf x,
+                 const enum lweight *w, uint32_t count, uint32_t l, uint32_t n, int again)
 {
-    TRY(o->linear(be, k, in, LW_K, l, n, again));
-    TRY(o->linear(be, v, in, LW_V, l, n, 1));
+    if (o->linear_group)
+        return o->linear_group(be, y, x, w, count, l, n, again);
+    for (uint32_t i = 0; i < count; i++)
+        TRY(o->linear(be, y[i], x, w[i], l, n, i ? 1 : again));
+    return 0;
+}
+
+/* LB_X += LB_XB W^T (+ the matrix's bias): the output and down projections
+ * with their residual adds. */
+static int project_add(const struct layer_ops *o, void *be, enum lbuf x, enum lweight w,
+                       int bias, uint32_t l, uint32_t n)
+{
+    if (o->linear_residual) {
+        TRY(o->linear_residual(be, x, w, l, n));
+        return bias ? o->bias(be, LB_X, w, l, n, 0) : 0;
+    }
+    TRY(o->linear(be, LB_XB2, x, w, l, n, 0));
+    if (bias)
+        TRY(o->bias(be, LB_XB2, w, l, n, 0));
+    return o->residual(be, n);
+}
+
+/* K's and V's biases and K's positions, after their projections. */
+static int kv_finish(const struct layer_ops *o, void *be, const struct llm_arch_info *a,
+                     uint32_t l, uint32_t n, enum lbuf k, enum lbuf v)
+{
     if (a->qkv_bias) {
         TRY(o->bias(be, k, LW_K, l, n, 0));
         TRY(o->bias(be, v, LW_V, l, n, 0));
@@ -43,6 +69,15 @@ int layers_kv(const struct layer_ops *o, void *be, const struct llm_arch_info *a
     if (a->positions == LLM_POS_ROPE)
         TRY(o->rope(be, k, n));
     return 0;
+}
+
+int layers_kv(const struct layer_ops *o, void *be, const struct llm_arch_info *a, uint32_t l,
+              uint32_t n, enum lbuf in, enum lbuf k, enum lbuf v, int again)
+{
+    const enum lbuf y[2] = {k, v};
+    const enum lweight w[2] = {LW_K, LW_V};
+    TRY(group(o, be, y, in, w, 2, l, n, again));
+    return kv_finish(o, be, a, l, n, k, v);
 }
 
 /* Layer l: attention then MLP, each behind its norm, each added back. */
@@ -53,8 +88,10 @@ static int layer(const struct layer_ops *o, void *be, const struct llm_arch_info
     TRY(o->norm(be, LB_XB, LB_X, LN_ATT, l, n));
     if (o->after_norm)
         TRY(o->after_norm(be, l, n));
-    TRY(o->linear(be, LB_Q, LB_XB, LW_Q, l, n, 0));
-    TRY(layers_kv(o, be, a, l, n, LB_XB, LB_K, LB_V, 1));
+    const enum lbuf qkv_y[3] = {LB_Q, LB_K, LB_V};
+    const enum lweight qkv_w[3] = {LW_Q, LW_K, LW_V};
+    TRY(group(o, be, qkv_y, LB_XB, qkv_w, 3, l, n, 0));
+    TRY(kv_finish(o, be, a, l, n, LB_K, LB_V));
     if (a->qkv_bias)
         TRY(o->bias(be, LB_Q, LW_Q, l, n, 0));
     if (a->positions == LLM_POS_ROPE)
@@ -62,22 +99,21 @@ static int layer(const struct layer_ops *o, void *be, const struct llm_arch_info
     TRY(mark(o, be, l, LM_QKV));
     TRY(o->attend(be, l, n));
     TRY(mark(o, be, l, LM_ATTN));
-    TRY(o->linear(be, LB_XB2, LB_XB, LW_O, l, n, 0));
-    if (a->out_bias)
-        TRY(o->bias(be, LB_XB2, LW_O, l, n, 0));
-    TRY(o->residual(be, n));
+    TRY(project_add(o, be, LB_XB, LW_O, a->out_bias, l, n));
     TRY(o->norm(be, LB_XB, LB_X, LN_FFN, l, n));
-    TRY(o->linear(be, LB_HB, LB_XB, LW_UP, l, n, 0));
-    if (a->ffn_bias)
-        TRY(o->bias(be, LB_HB, LW_UP, l, n, a->act == LLM_ACT_RELU));
     if (a->act == LLM_ACT_SWIGLU) {
-        TRY(o->linear(be, LB_HB2, LB_XB, LW_GATE, l, n, 1));
+        const enum lbuf ffn_y[2] = {LB_HB, LB_HB2};
+        const enum lweight ffn_w[2] = {LW_UP, LW_GATE};
+        TRY(group(o, be, ffn_y, LB_XB, ffn_w, 2, l, n, 0));
+        if (a->ffn_bias)
+            TRY(o->bias(be, LB_HB, LW_UP, l, n, 0));
         TRY(o->glu(be, n));
+    } else {
+        TRY(o->linear(be, LB_HB, LB_XB, LW_UP, l, n, 0));
+        if (a->ffn_bias)
+            TRY(o->bias(be, LB_HB, LW_UP, l, n, a->act == LLM_ACT_RELU));
     }
-    TRY(o->linear(be, LB_XB2, LB_HB, LW_DOWN, l, n, 0));
-    if (a->ffn_bias)
-        TRY(o->bias(be, LB_XB2, LW_DOWN, l, n, 0));
-    TRY(o->residual(be, n));
+    TRY(project_add(o, be, LB_HB, LW_DOWN, a->ffn_bias, l, n));
     return mark(o, be, l, LM_END);
 }
 

@@ -56,6 +56,16 @@ struct layer_ops {
      * (a backend may reuse what it made of it) */
     int (*linear)(void *be, enum lbuf y, enum lbuf x, enum lweight w, uint32_t l, uint32_t n,
                   int again);
+    /* optional: y[i] = x W_i^T for `count` matrices w[i] of layer l over one
+     * input x (a layer's Q, K and V; its up and gate): a backend may run
+     * them as one product. Without it the sequence calls linear for each,
+     * `again` after the first. */
+    int (*linear_group)(void *be, const enum lbuf *y, enum lbuf x, const enum lweight *w,
+                        uint32_t count, uint32_t l, uint32_t n, int again);
+    /* optional: LB_X += x W^T of layer l's matrix w, the projection and its
+     * residual add in one. Without it the sequence calls linear into
+     * LB_XB2, then residual. */
+    int (*linear_residual)(void *be, enum lbuf x, enum lweight w, uint32_t l, uint32_t n);
     int (*bias)(void *be, enum lbuf y, enum lweight w, uint32_t l, uint32_t n, int relu);
     int (*rope)(void *be, enum lbuf y, uint32_t n);            /* rotate y's rows' heads */
     int (*glu)(void *be, uint32_t n);                          /* LB_HB = SwiGLU(LB_HB, LB_HB2) */

@@ -1,6 +1,8 @@
 /* CUDA kernels of the executor's CUDA backend (contract in kernels.h).
  * Plain and readable rather than tuned: one block per row for reductions
- * (RMSNorm, softmax, INT8 ranges), one thread per output element elsewhere.
+ * (RMSNorm, softmax, INT8 ranges), one thread per output element elsewhere;
+ * the two reads a decode step is made of, the few-row products (kern_gemv)
+ * and the attention's K and V, keep many loads in flight.
  * Attention is three passes over the gathered rows (scores, softmax, output)
  * so each pass has its own CPU oracle. Reductions use block-wide sums in
  * FP32; they differ from the CPU's sequential sums by rounding only.
@@ -326,6 +328,104 @@ cudaError_t kern_argmax_rows(uint32_t *out, const float *x, uint32_t R, uint32_t
     return cudaGetLastError();
 }
 
+/* A warp computes GEMV_OUT outputs of every row r: its lanes stride the
+ * input eight channels at a time (16-byte loads of W, two float4 of x a
+ * row, reused across the warp's outputs), then sum across the warp. A
+ * few-row product is a read of W: what matters is many loads in flight
+ * (GEMV_WARPS warps a block, GEMV_OUT rows of W a lane, the loop unrolled
+ * twice), not arithmetic. */
+#define GEMV_WARPS 4u
+#define GEMV_OUT 2u
+template <int R>
+__global__ static void gemv(float *y, size_t y_stride, const float *x, const __half *W,
+                            size_t w_stride, uint32_t out, uint32_t in, int accumulate)
+{
+    const uint32_t lane = threadIdx.x & 31;
+    const uint32_t o0 = (blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)) * GEMV_OUT;
+    if (o0 >= out)
+        return;
+    W += blockIdx.y * w_stride;
+    y += blockIdx.y * y_stride;
+    const uint32_t no = out - o0 < GEMV_OUT ? out - o0 : GEMV_OUT;
+    float acc[GEMV_OUT][R];
+#pragma unroll
+    for (uint32_t j = 0; j < GEMV_OUT; j++)
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            acc[j][r] = 0.0f;
+#pragma unroll 2
+    for (uint32_t c = lane * 8; c < in; c += 256) {
+        float xv[R][8];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const float4 a = __ldg((const float4 *)(x + (size_t)r * in + c));
+            const float4 b = __ldg((const float4 *)(x + (size_t)r * in + c + 4));
+            const float2 p[4] = {{a.x, a.y}, {a.z, a.w}, {b.x, b.y}, {b.z, b.w}};
+#pragma unroll
+            for (int i = 0; i < 4; i++) { /* narrowed to FP16 as the cuBLAS path's input */
+                const float2 f = __half22float2(__float22half2_rn(p[i]));
+                xv[r][2 * i] = f.x, xv[r][2 * i + 1] = f.y;
+            }
+        }
+#pragma unroll
+        for (uint32_t j = 0; j < GEMV_OUT; j++) {
+            if (j >= no)
+                break;
+            uint4 u = __ldg((const uint4 *)(W + (size_t)(o0 + j) * in + c));
+            const __half2 *h = (const __half2 *)&u;
+            float w[8];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                float2 f = __half22float2(h[i]);
+                w[2 * i] = f.x, w[2 * i + 1] = f.y;
+            }
+#pragma unroll
+            for (int r = 0; r < R; r++)
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    acc[j][r] += w[i] * xv[r][i];
+        }
+    }
+#pragma unroll
+    for (uint32_t j = 0; j < GEMV_OUT; j++)
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            float v = acc[j][r];
+            for (int o = 16; o > 0; o >>= 1)
+                v += __shfl_xor_sync(0xffffffffu, v, o);
+            if (lane == 0 && j < no) {
+                float *dst = y + (size_t)r * out + o0 + j;
+                *dst = accumulate ? *dst + v : v;
+            }
+        }
+}
+
+int kern_gemv_fits(uint32_t R, uint32_t in, const float *x, const uint16_t *W, size_t w_stride)
+{
+    return R >= 1 && R <= KERN_GEMV_ROWS && in % 8 == 0 && w_stride % 8 == 0 &&
+           (uintptr_t)x % 16 == 0 && (uintptr_t)W % 16 == 0;
+}
+
+cudaError_t kern_gemv(float *y, size_t y_stride, const float *x, const uint16_t *W,
+                      size_t w_stride, uint32_t count, uint32_t R, uint32_t out, uint32_t in,
+                      int accumulate, cudaStream_t stream)
+{
+    if (!kern_gemv_fits(R, in, x, W, w_stride) || count > 65535)
+        return cudaErrorInvalidValue;
+    if (!count || !out || !in)
+        return cudaGetLastError();
+    const uint32_t per = GEMV_WARPS * GEMV_OUT;
+    dim3 grid((out + per - 1) / per, count);
+    const __half *w = (const __half *)W;
+    switch (R) {
+    case 1: gemv<1><<<grid, 32 * GEMV_WARPS, 0, stream>>>(y, y_stride, x, w, w_stride, out, in, accumulate); break;
+    case 2: gemv<2><<<grid, 32 * GEMV_WARPS, 0, stream>>>(y, y_stride, x, w, w_stride, out, in, accumulate); break;
+    case 3: gemv<3><<<grid, 32 * GEMV_WARPS, 0, stream>>>(y, y_stride, x, w, w_stride, out, in, accumulate); break;
+    default: gemv<4><<<grid, 32 * GEMV_WARPS, 0, stream>>>(y, y_stride, x, w, w_stride, out, in, accumulate); break;
+    }
+    return cudaGetLastError();
+}
+
 __device__ static int32_t kv_row(const struct kern_rows &rw, uint32_t r, uint32_t t)
 {
     return rw.idx ? rw.idx[(size_t)r * rw.ld + t] : rw.base[r] + (int32_t)t;
@@ -358,31 +458,54 @@ __global__ static void attn_scores(float *scores, const float *q, const T *K,
     scores[((size_t)r * H + h) * rw.ld + t] = scale * acc;
 }
 
-/* The same, a warp per token: the lanes read a K row's channels four at a
- * time (coalesced 16-byte loads) and sum across the warp. For hs a multiple
- * of 4 (every real model's; the pointers are then 16-byte aligned). */
+/* The same with warps: a block takes one (row, head) over a chunk of its
+ * tokens; each warp ATT_UNROLL tokens at a time (their K rows' loads all in
+ * flight at once), the lanes reading a row's channels four at a time
+ * (coalesced 8-byte loads) with the query's four held in registers, summed
+ * across the warp. The chunk splits a row's tokens over blocks only when
+ * rows x heads are fewer than ATT_BLOCKS, so a decode step's grid is as
+ * large as the device wants and no larger: blocks past a row's count exit
+ * at once. The grid depends on ld, never on the counts (a captured graph
+ * replays it as later steps' counts grow). For hs a multiple of 4 (every
+ * real model's; the pointers are then 8-byte aligned). */
 #define ATT_WARPS 8u
+#define ATT_UNROLL 4u
+#define ATT_BLOCKS 1024u
 template <typename T>
 __global__ static void attn_scores_warp(float *scores, const float *q, const T *K,
                                         struct kern_rows rw, uint32_t H, uint32_t KVH, uint32_t hs,
-                                        float scale)
+                                        float scale, uint32_t chunk)
 {
-    uint32_t lane = threadIdx.x & 31, t = blockIdx.x * ATT_WARPS + (threadIdx.x >> 5);
-    uint32_t h = blockIdx.y, r = blockIdx.z;
-    if (t >= rw.count[r])
-        return;
-    uint32_t g = h / (H / KVH), kvd = KVH * hs;
+    const uint32_t lane = threadIdx.x & 31, w = threadIdx.x >> 5, h = blockIdx.y, r = blockIdx.z;
+    const uint32_t n = rw.count[r], t0 = blockIdx.x * chunk;
+    const uint32_t t1 = n < t0 + chunk ? n : t0 + chunk;
+    const uint32_t g = h / (H / KVH), kvd = KVH * hs;
     const float *qh = q + ((size_t)r * H + h) * hs;
-    const T *k = K + (size_t)kv_row(rw, r, t) * kvd + (size_t)g * hs;
-    float acc = 0.0f;
-    for (uint32_t j = lane * 4; j < hs; j += 128) {
-        float4 a = *(const float4 *)(qh + j), b = ld4(k + j);
-        acc += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+    float *row = scores + ((size_t)r * H + h) * rw.ld;
+    for (uint32_t t = t0 + w * ATT_UNROLL; t < t1; t += ATT_WARPS * ATT_UNROLL) {
+        float acc[ATT_UNROLL];
+#pragma unroll
+        for (uint32_t u = 0; u < ATT_UNROLL; u++)
+            acc[u] = 0.0f;
+        for (uint32_t j = lane * 4; j < hs; j += 128) {
+            const float4 a = *(const float4 *)(qh + j);
+            float4 b[ATT_UNROLL];
+#pragma unroll
+            for (uint32_t u = 0; u < ATT_UNROLL; u++)
+                b[u] = t + u < t1 ? ld4(K + (size_t)kv_row(rw, r, t + u) * kvd + (size_t)g * hs + j)
+                                  : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+            for (uint32_t u = 0; u < ATT_UNROLL; u++)
+                acc[u] += a.x * b[u].x + a.y * b[u].y + a.z * b[u].z + a.w * b[u].w;
+        }
+#pragma unroll
+        for (uint32_t u = 0; u < ATT_UNROLL; u++) {
+            for (int o = 16; o > 0; o >>= 1)
+                acc[u] += __shfl_xor_sync(0xffffffffu, acc[u], o);
+            if (lane == 0 && t + u < t1)
+                row[t + u] = scale * acc[u];
+        }
     }
-    for (int o = 16; o > 0; o >>= 1)
-        acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if (lane == 0)
-        scores[((size_t)r * H + h) * rw.ld + t] = scale * acc;
 }
 
 template <typename T>
@@ -392,10 +515,15 @@ static cudaError_t attn_scores_any(float *scores, const float *q, const T *K, st
 {
     if (!R || !rows.ld)
         return cudaGetLastError();
-    if (hs % 4 == 0)
-        attn_scores_warp<<<dim3((rows.ld + ATT_WARPS - 1) / ATT_WARPS, H, R), 32 * ATT_WARPS, 0,
-                           stream>>>(scores, q, K, rows, H, KVH, hs, scale);
-    else
+    if (hs % 4 == 0) {
+        const uint32_t step = ATT_WARPS * ATT_UNROLL, most = (rows.ld + step - 1) / step;
+        uint32_t split = (ATT_BLOCKS + R * H - 1) / (R * H);
+        split = split > most ? most : split;
+        uint32_t chunk = (rows.ld + split - 1) / split;
+        chunk = (chunk + step - 1) / step * step;
+        attn_scores_warp<<<dim3((rows.ld + chunk - 1) / chunk, H, R), 32 * ATT_WARPS, 0,
+                           stream>>>(scores, q, K, rows, H, KVH, hs, scale, chunk);
+    } else
         attn_scores<<<dim3(blocks(rows.ld), H, R), BLOCK, 0, stream>>>(scores, q, K, rows, H, KVH,
                                                                        hs, scale);
     return cudaGetLastError();
@@ -417,8 +545,9 @@ __global__ static void attn_output(float *out, const float *p, const T *V,
 }
 
 /* The same with the tokens split over ATT_WARPS warps, each lane holding
- * four channels (16-byte loads of a V row), the warps' partial sums added in
- * shared memory. For hs a multiple of 4 up to 128. */
+ * four channels (8-byte loads of a V row), ATT_UNROLL tokens a warp in
+ * flight at once, the warps' partial sums added in shared memory. For hs a
+ * multiple of 4 up to 128. */
 template <typename T>
 __global__ static void attn_output_warp(float *out, const float *p, const T *V,
                                         struct kern_rows rw, uint32_t H, uint32_t KVH, uint32_t hs)
@@ -427,12 +556,23 @@ __global__ static void attn_output_warp(float *out, const float *p, const T *V,
     uint32_t h = blockIdx.x, r = blockIdx.y, g = h / (H / KVH), kvd = KVH * hs;
     uint32_t lane = threadIdx.x & 31, w = threadIdx.x >> 5, j = lane * 4;
     const float *ph = p + ((size_t)r * H + h) * rw.ld;
+    const uint32_t n = rw.count[r];
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (j < hs)
-        for (uint32_t t = w; t < rw.count[r]; t += ATT_WARPS) {
-            float pt = ph[t];
-            float4 v = ld4(V + (size_t)kv_row(rw, r, t) * kvd + (size_t)g * hs + j);
-            acc.x += pt * v.x, acc.y += pt * v.y, acc.z += pt * v.z, acc.w += pt * v.w;
+        for (uint32_t t = w; t < n; t += ATT_WARPS * ATT_UNROLL) {
+            float pt[ATT_UNROLL];
+            float4 v[ATT_UNROLL];
+#pragma unroll
+            for (uint32_t u = 0; u < ATT_UNROLL; u++) { /* every load in flight at once */
+                const uint32_t tt = t + u * ATT_WARPS;
+                pt[u] = tt < n ? ph[tt] : 0.0f;
+                v[u] = tt < n ? ld4(V + (size_t)kv_row(rw, r, tt) * kvd + (size_t)g * hs + j)
+                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+#pragma unroll
+            for (uint32_t u = 0; u < ATT_UNROLL; u++)
+                acc.x += pt[u] * v[u].x, acc.y += pt[u] * v[u].y, acc.z += pt[u] * v[u].z,
+                    acc.w += pt[u] * v[u].w;
         }
     part[w][lane] = acc;
     __syncthreads();

@@ -76,6 +76,26 @@ cudaError_t kern_softmax(float *x, uint32_t rows, uint32_t ld, const uint32_t *c
 cudaError_t kern_argmax_rows(uint32_t *out, const float *x, uint32_t R, uint32_t n,
                              cudaStream_t stream);
 
+/* Few-row products, the decode step's projections: for m in [0, count),
+ * y_m (R, out) = x (R, in) W_m^T, or y_m += that with accumulate (a
+ * residual add folded in); W_m = W + m * w_stride halves, each FP16 (out,
+ * in) row-major, y_m = y + m * y_stride floats, x FP32 (R, in) shared by
+ * all (so a layer's Q, K and V, or its up and gate matrices, are one
+ * launch). x is rounded to FP16 as it is read, as the cuBLAS path narrows
+ * its input, so a row's product does not depend on which path its call's
+ * row count takes but for the order of the FP32 sums. Serves what
+ * kern_gemv_fits accepts; anything else returns cudaErrorInvalidValue
+ * without launching. */
+#define KERN_GEMV_ROWS 4u
+cudaError_t kern_gemv(float *y, size_t y_stride, const float *x, const uint16_t *W,
+                      size_t w_stride, uint32_t count, uint32_t R, uint32_t out, uint32_t in,
+                      int accumulate, cudaStream_t stream);
+/* Non-zero when kern_gemv serves R rows of width in over x and W (and W's
+ * stride, in halves): 1 <= R <= KERN_GEMV_ROWS, in a multiple of 8, x and
+ * W 16-byte aligned, w_stride a multiple of 8 (16-byte loads). Host code;
+ * cannot fail. */
+int kern_gemv_fits(uint32_t R, uint32_t in, const float *x, const uint16_t *W, size_t w_stride);
+
 /* Where query row r's attended K/V rows lie: the t-th is row idx[r * ld + t]
  * of K and V (kv_dim floats a row), or base[r] + t when idx is NULL; count[r]
  * of them. */

@@ -202,6 +202,67 @@ static void test_cuda_softmax_over_each_rows_count_equals_the_cpu(void **state)
     free(x); free(got);
 }
 
+/* The few-row products (kern_gemv) against sums in double over the same
+ * FP16-rounded matrices and inputs (the kernel narrows x as it reads it): one to four rows, widths that are and are not a
+ * multiple of its 256-channel stride, output counts that split a warp's
+ * pair, several matrices a launch (strided weights and outputs, one input),
+ * with and without accumulating; and the shapes it refuses, refused
+ * without a launch. */
+static void test_cuda_gemv_few_rows_equal_the_cpu(void **state)
+{
+    (void)state;
+    need_device();
+    const struct { uint32_t R, out, in, count; } shape[] = {
+        {1, 5, 8, 1}, {2, 37, 264, 3}, {3, 130, 1000, 2}, {4, 64, 2048, 1}, {1, 4097, 4096, 2}};
+    for (size_t k = 0; k < sizeof shape / sizeof shape[0]; k++) {
+        const uint32_t R = shape[k].R, O = shape[k].out, I = shape[k].in, C = shape[k].count;
+        const size_t ws = (size_t)O * I + 8, ys = (size_t)R * O + 3; /* gaps between them */
+        uint16_t *w16 = malloc(C * ws * sizeof *w16);
+        float *x = rnd_vec((size_t)R * I, 1.0f), *y0 = rnd_vec(C * ys, 2.0f);
+        float *got = malloc(C * ys * sizeof *got), *ref = malloc(C * ys * sizeof *ref);
+        for (size_t i = 0; i < C * ws; i++)
+            w16[i] = fp16_from_float(rnd());
+        uint16_t *d_w = up(w16, C * ws * sizeof *w16);
+        float *d_x = up(x, (size_t)R * I * sizeof *x);
+        for (int acc = 0; acc <= 1; acc++) {
+            float *d_y = up(y0, C * ys * sizeof *y0);
+            assert_true(kern_gemv_fits(R, I, d_x, d_w, ws));
+            assert_int_equal(kern_gemv(d_y, ys, d_x, d_w, ws, C, R, O, I, acc, 0), cudaSuccess);
+            down(got, d_y, C * ys * sizeof *got);
+            memcpy(ref, y0, C * ys * sizeof *ref); /* the gaps stay as they were */
+            for (uint32_t m = 0; m < C; m++)
+                for (uint32_t r = 0; r < R; r++)
+                    for (uint32_t o = 0; o < O; o++) {
+                        double sum = 0;
+                        for (uint32_t i = 0; i < I; i++)
+                            sum += (double)fp16_to_float(w16[m * ws + (size_t)o * I + i]) *
+                                   fp16_to_float(fp16_from_float(x[(size_t)r * I + i]));
+                        float *dst = ref + m * ys + (size_t)r * O + o;
+                        *dst = (float)(acc ? *dst + sum : sum);
+                    }
+            char what[64];
+            snprintf(what, sizeof what, "gemv %u x %u x %u (%u)%s", R, O, I, C,
+                     acc ? " accumulating" : "");
+            check_close(what, got, ref, C * ys, 1e-4f, 1e-4f);
+            cudaFree(d_y);
+        }
+        cudaFree(d_w); cudaFree(d_x);
+        free(w16); free(x); free(y0); free(got); free(ref);
+    }
+    float *d_x = up(NULL, 4096 * sizeof(float)), *d_y = up(NULL, 4096 * sizeof(float));
+    uint16_t *d_w = up(NULL, 4096 * sizeof(uint16_t));
+    assert_false(kern_gemv_fits(0, 64, d_x, d_w, 0));
+    assert_false(kern_gemv_fits(KERN_GEMV_ROWS + 1, 64, d_x, d_w, 0));
+    assert_false(kern_gemv_fits(1, 60, d_x, d_w, 0));
+    assert_false(kern_gemv_fits(1, 64, d_x + 1, d_w, 0));
+    assert_false(kern_gemv_fits(1, 64, d_x, d_w + 4, 0));
+    assert_false(kern_gemv_fits(1, 64, d_x, d_w, 12));
+    assert_int_equal(kern_gemv(d_y, 0, d_x, d_w, 0, 1, 5, 8, 64, 0, 0), cudaErrorInvalidValue);
+    assert_int_equal(kern_gemv(d_y, 0, d_x, d_w, 0, 1, 1, 8, 60, 0, 0), cudaErrorInvalidValue);
+    assert_int_equal(cudaGetLastError(), cudaSuccess); /* nothing was launched */
+    cudaFree(d_x); cudaFree(d_y); cudaFree(d_w);
+}
+
 /* The device argmax (kern_argmax_rows) picks llm_argmax's token in every
  * row: random rows of a width that is no multiple of the block, a maximum
  * twice (the first wins), a NaN first (skipped), NaNs before the maximum
@@ -244,10 +305,10 @@ static void test_cuda_argmax_rows_equals_the_hosts(void **state)
  * of 64) over arena rows listed per query row, and over contiguous rows
  * from a base: output and head-mean weights equal cpu_attend's over the
  * same rows copied out. */
-static void attention_case(uint32_t hs)
+static void attention_case(uint32_t hs, uint32_t ld)
 {
-    const uint32_t H = 9, KVH = 3, kvd = KVH * hs, A = 120, R = 3, ld = 64;
-    const uint32_t count[3] = {1, 17, 64};
+    const uint32_t H = 9, KVH = 3, kvd = KVH * hs, A = ld + 56, R = 3;
+    const uint32_t count[3] = {1, ld / 4 + 1, ld};
     float *K = rnd_vec((size_t)A * kvd, 1.0f), *V = rnd_vec((size_t)A * kvd, 1.0f);
     float *q = rnd_vec((size_t)R * H * hs, 1.0f);
     /* FP16 copies (the kernels read FP16 K and V), and the values they hold */
@@ -259,13 +320,13 @@ static void attention_case(uint32_t hs)
     }
     for (int mode = 0; mode < 2; mode++) { /* mode 1: base rows, else listed rows */
         const float *Ko = Kq, *Vo = Vq;
-        int32_t idx[3 * 64], base[3] = {0, 30, 56};
+        int32_t *idx = malloc((size_t)R * ld * sizeof *idx), base[3] = {0, 30, 56};
         for (uint32_t r = 0; r < R; r++)
             for (uint32_t t = 0; t < ld; t++) /* distinct rows, out of order */
                 idx[r * ld + t] = (int32_t)((t * 37 + r * 11) % A);
         uint16_t *d_Kh = up(Kh, (size_t)A * kvd * 2), *d_Vh = up(Vh, (size_t)A * kvd * 2);
         float *d_q = up(q, (size_t)R * H * hs * sizeof(float));
-        int32_t *d_idx = up(idx, sizeof idx), *d_base = up(base, sizeof base);
+        int32_t *d_idx = up(idx, (size_t)R * ld * sizeof *idx), *d_base = up(base, sizeof base);
         uint32_t *d_c = up(count, sizeof count);
         float *d_s = up(NULL, (size_t)R * H * ld * sizeof(float));
         float *d_out = up(NULL, (size_t)R * H * hs * sizeof(float)), *d_w = up(NULL, (size_t)R * ld * sizeof(float));
@@ -294,21 +355,27 @@ static void attention_case(uint32_t hs)
         }
         cudaFree(d_Kh); cudaFree(d_Vh); cudaFree(d_q); cudaFree(d_idx); cudaFree(d_base);
         cudaFree(d_c); cudaFree(d_s); cudaFree(d_out); cudaFree(d_w);
-        free(out); free(w); free(Kr); free(Vr); free(att); free(wr); free(outr);
+        free(out); free(w); free(Kr); free(Vr); free(att); free(wr); free(outr); free(idx);
     }
     free(K); free(V); free(q); free(Kh); free(Vh); free(Kq); free(Vq);
 }
 
-/* Head sizes taking each kernel's paths: 64 the warp-per-token forms, 12
- * the thread-per-token ones (not a multiple of 4), 160 warp-per-token scores
- * over two strides of 128 channels and the thread-per-channel output. */
+/* Head sizes taking each kernel's paths: 64 and 128 the warp forms, 12
+ * the thread-per-token ones (not a multiple of 4), 160 warp scores over two
+ * strides of 128 channels and the thread-per-channel output; 64 rows (a
+ * row's tokens in one or two blocks' chunks) and 640 (split over 20
+ * blocks, counts that leave a chunk, an unrolled pass and the warps'
+ * strides part-filled: A = ld + 56 arena rows, gcd(37, A) = 1 so the
+ * listed rows are distinct). */
 static void test_cuda_gathered_attention_equals_the_cpu(void **state)
 {
     (void)state;
     need_device();
-    attention_case(64);
-    attention_case(12);
-    attention_case(160);
+    attention_case(64, 64);
+    attention_case(12, 64);
+    attention_case(160, 64);
+    attention_case(128, 640);
+    attention_case(64, 640);
 }
 
 static void test_cuda_gather_and_scatter_move_rows_exactly(void **state)
@@ -783,6 +850,42 @@ static void test_cuda_qwen2_greedy_equals_the_cpu_dense_and_tiered(void **state)
 /* Mistral's sliding window (3 positions) on the GPU: the dense cache's row
  * lists start at the window (h_base, h_count), the attention rows place
  * their weights at the window's positions; a prompt chunk, then decode. */
+/* Teardown: a skip or failure inside a test that sets ALISA_CUDA_FUSE
+ * leaves the tests after it with the default. */
+static int unset_fuse(void **state)
+{
+    (void)state;
+    return unsetenv("ALISA_CUDA_FUSE");
+}
+
+/* The projections both ways against the CPU: fused (the default: few-row
+ * decode products by kern_gemv, Q/K/V and up/gate as one product, the
+ * residual added by the product) at four rows and at six (one strided
+ * batched cuBLAS call a group), and with ALISA_CUDA_FUSE=0 (a cuBLAS GEMM a
+ * matrix, a separate add), on a grouped-query model (K and V one group, Q
+ * alone) and an equal-head one (Q, K and V one group); a value other than 0
+ * or 1 refused by name. */
+static void test_cuda_fused_and_unfused_projections_equal_the_cpu(void **state)
+{
+    (void)state;
+    need_device();
+    struct llm_model *m = tu_model_or_skip(stories, LLM_WEIGHTS_F32);
+    greedy_both(tiny_qwen2, 4, 24, 8, 0, 0, 0);
+    greedy_both(tiny_qwen2, 6, 24, 8, 0, 0, 1);
+    greedy_both(tiny_opt, 6, 24, 8, 0, 0, 0);
+    greedy_both(stories, 6, 48, 8, 24, 3, 0);
+    assert_int_equal(setenv("ALISA_CUDA_FUSE", "0", 1), 0);
+    greedy_both(tiny_qwen2, 4, 24, 8, 0, 0, 0);
+    greedy_both(stories, 3, 48, 8, 24, 3, 1);
+    assert_int_equal(setenv("ALISA_CUDA_FUSE", "2", 1), 0);
+    struct llm_state *st = NULL;
+    struct alisa_err e = {{0}};
+    assert_int_not_equal(llm_state_create_on(&st, LLM_BACKEND_CUDA, m, 1, 8, &e), 0);
+    assert_non_null(strstr(e.msg, "ALISA_CUDA_FUSE: '2'"));
+    assert_int_equal(unsetenv("ALISA_CUDA_FUSE"), 0);
+    llm_free(m);
+}
+
 static void test_cuda_mistral_window_greedy_equals_the_cpu(void **state)
 {
     (void)state;
@@ -1102,6 +1205,7 @@ int main(void)
         cmocka_unit_test(test_cuda_fp16_narrowing_and_embedding_equal_the_cpu),
         cmocka_unit_test(test_cuda_rmsnorm_rope_swiglu_add_equal_the_cpu),
         cmocka_unit_test(test_cuda_softmax_over_each_rows_count_equals_the_cpu),
+        cmocka_unit_test(test_cuda_gemv_few_rows_equal_the_cpu),
         cmocka_unit_test(test_cuda_argmax_rows_equals_the_hosts),
         cmocka_unit_test(test_cuda_gathered_attention_equals_the_cpu),
         cmocka_unit_test(test_cuda_gather_and_scatter_move_rows_exactly),
@@ -1114,6 +1218,8 @@ int main(void)
         cmocka_unit_test(test_cuda_opt_greedy_equals_the_cpu_dense_and_tiered),
         cmocka_unit_test(test_cuda_qwen2_greedy_equals_the_cpu_dense_and_tiered),
         cmocka_unit_test(test_cuda_mistral_window_greedy_equals_the_cpu),
+        cmocka_unit_test_teardown(test_cuda_fused_and_unfused_projections_equal_the_cpu,
+                                  unset_fuse),
         cmocka_unit_test(test_cuda_synthetic_weights_drawn_on_the_gpu_equal_the_hosts),
         cmocka_unit_test(test_cuda_pipelined_step_equals_the_eager_one),
         cmocka_unit_test(test_cuda_pipelined_smollm2_step_equals_the_eager_one),

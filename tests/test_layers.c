@@ -120,6 +120,54 @@ static void test_kv_step_is_the_forwards(void **state)
     assert_string_equal(r.log, "rk<-rinwk.3; rv<-rinwv.3 again; rk+bwk; rv+bwv");
 }
 
+static int group(void *be, const enum lbuf *y, enum lbuf x, const enum lweight *w, uint32_t count,
+                 uint32_t l, uint32_t n, int again)
+{
+    char ys[48] = "", wsn[48] = "";
+    for (uint32_t i = 0; i < count; i++) {
+        snprintf(ys + strlen(ys), sizeof ys - strlen(ys), "%s%s", i ? "," : "", bn(y[i]));
+        snprintf(wsn + strlen(wsn), sizeof wsn - strlen(wsn), "%s%s", i ? "," : "", wn(w[i]));
+    }
+    return say(be, "[%s]<-%s[%s].%u%s", ys, bn(x), wsn, l, again ? " again" : "");
+}
+static int linear_residual(void *be, enum lbuf x, enum lweight w, uint32_t l, uint32_t n)
+{
+    return say(be, "x+=%s%s.%u", bn(x), wn(w), l);
+}
+
+/* A backend with grouped products and residual-adding products (the CUDA
+ * backend's) gets the same sequence with them: Q, K and V one group (K and
+ * V in a recomputation), up and gate one, the output and down projections
+ * adding into x, each bias after its product (x + (W xb + b) summed in
+ * another order), and no separate residual add. */
+static void test_grouped_and_residual_products_keep_the_order(void **state)
+{
+    (void)state;
+    struct layer_ops fused = ops;
+    fused.linear_group = group;
+    fused.linear_residual = linear_residual;
+    struct rec r = {.fail_at = -1};
+    struct llm_config c = one_layer(LLM_ARCH_LLAMA);
+    assert_int_equal(layers_forward(&fused, &r, &c, 3, 1), 0);
+    assert_string_equal(r.log,
+        "embed 3; norm0.0 xb<-x; [q,k,v]<-xb[wq,wk,wv].0; rope k; rope q; attend.0; "
+        "x+=xbwo.0; norm1.0 xb<-x; [hb,hb2]<-xb[up,gate].0; swiglu; x+=hbdown.0; "
+        "norm2.0 xb<-x; logits<-xbcls.0");
+    memset(&r, 0, sizeof r);
+    r.fail_at = -1;
+    c = one_layer(LLM_ARCH_OPT);
+    assert_int_equal(layers_forward(&fused, &r, &c, 2, 0), 0);
+    assert_string_equal(r.log,
+        "embed 2; pos+2; norm0.0 xb<-x; [q,k,v]<-xb[wq,wk,wv].0; k+bwk; v+bwv; q+bwq; "
+        "attend.0; x+=xbwo.0; x+bwo; norm1.0 xb<-x; hb<-xbup.0; hb+bup relu; x+=hbdown.0; "
+        "x+bdown");
+    memset(&r, 0, sizeof r);
+    r.fail_at = -1;
+    assert_int_equal(layers_kv(&fused, &r, llm_arch_info(LLM_ARCH_LLAMA), 3, 5, LB_REC_IN,
+                               LB_REC_K, LB_REC_V, 1), 0);
+    assert_string_equal(r.log, "[rk,rv]<-rin[wk,wv].3 again; rope rk");
+}
+
 static void test_a_failing_operation_stops_the_sequence(void **state)
 {
     (void)state;
@@ -154,6 +202,7 @@ int main(void)
         cmocka_unit_test(test_llama_is_llama2c_forward),
         cmocka_unit_test(test_opt_is_modeling_opt),
         cmocka_unit_test(test_kv_step_is_the_forwards),
+        cmocka_unit_test(test_grouped_and_residual_products_keep_the_order),
         cmocka_unit_test(test_a_failing_operation_stops_the_sequence),
         cmocka_unit_test(test_every_architecture_is_a_description_the_sequence_runs),
     };

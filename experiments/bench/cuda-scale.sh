@@ -33,8 +33,12 @@
 # position), so the wall step reads (G - 1) / G of a forward's time: 0.2% at
 # G = 512, a quarter at the rehearsal's G = 4.
 #
+# Each also runs under every value of FUSE ("1"; "1 0" for the A/B):
+# ALISA_CUDA_FUSE=0 is the step as it was before its fused projections
+# (2026-11-29: a cuBLAS GEMM a matrix, a separate residual add), step "eager-unfused" or "pipelined-unfused".
+#
 # Knobs: MODELS (default "LLaMA-7B"), BATCHES ("1 8 32 64"), MODES
-# ("dense"; "dense offload"), PIPELINE ("0 1"), P (128), G (512), HF (0:
+# ("dense"; "dense offload"), PIPELINE ("0 1"), FUSE ("1"), P (128), G (512), HF (0:
 # 1 runs the peer too, each with a ~50 s compile warm-up), OUT_DIR (where the
 # Markdown table and CSV go, row by row as each run ends: experiments/bench),
 # RUN_S (each run's time limit, 150 s), BACKEND (cuda; cpu rehearses the
@@ -104,13 +108,15 @@ for M in ${MODELS:-LLaMA-7B}; do
                     hf="failed: $(tail -1 "$tmp/hferr" | cut -c1-80 | tr ',|' ';/')"
                 fi
             fi
+            for fuse in ${FUSE:-1}; do
             for pipe in ${PIPELINE:-0 1}; do
                 step=eager
                 [ "$pipe" = 1 ] && step=pipelined
+                [ "$fuse" = 0 ] && step=$step-unfused
                 pflag=()
                 [ "$pipe" = 1 ] && pflag=(--cuda-pipeline)
                 rm -f "$tmp/t.jsonl"
-                if ! timeout -k 5 "$run_s" $alisa run --backend "$backend" --model "$M" --weights synthetic \
+                if ! ALISA_CUDA_FUSE=$fuse timeout -k 5 "$run_s" $alisa run --backend "$backend" --model "$M" --weights synthetic \
                         --prompt-tokens $P -n $G --batch $b "${extra[@]}" "${pflag[@]}" \
                         --timings "$tmp/t.jsonl" >/dev/null 2>"$tmp/err"; then
                     note="failed: $(tail -1 "$tmp/err" | tr ',|' ';/')"
@@ -129,6 +135,7 @@ for M in ${MODELS:-LLaMA-7B}; do
                 case "$hf" in [0-9]*) ratio=$(awk -v a="$tps" -v h="$hf" 'BEGIN { printf "%.2f", a / h }') ;; esac
                 echo "| $M | $mode | $step | $b | $tps | $ms | $fwd | $gbs | $pct | $hf | $ratio |"
                 echo "$dev,$today,alisa,$M,$mode,$step,$b,$P,$G,$tps,$ms,$fwd,$gbs,$pct,$hf,ok" >>"$csv"
+            done
             done
         done
     done
