@@ -123,6 +123,8 @@ struct cuda_state {
     float *hb, *hb2;            /* (rows, hidden_dim) */
     float *logits;              /* (rows, vocab) */
     float *scores;              /* (rows, n_heads, max_len) */
+    float *att_part;            /* (kern_attn_partial_floats(head_dim)) the attention output's
+                                 * chunks at a small batch, before they are summed */
     float *wmean;               /* (rows, max_len) head-mean weights */
     uint16_t *a16;              /* (rows, max(dim, hidden_dim)) FP16 GEMM input */
     const float *a16_src;       /* what a16 holds, narrowed: this buffer's first a16_rows rows
@@ -262,6 +264,7 @@ static void cuda_destroy(void *be)
     if (s->blas)
         cublasDestroy(s->blas);
     cudaFree(s->cublas_ws); /* after the handle that used it */
+    cudaFree(s->att_part);
     if (s->compute)
         cudaStreamDestroy(s->compute);
     if (s->d2h)
@@ -529,7 +532,9 @@ static int cuda_create(void **be, const struct backend_common *cm, struct alisa_
      * not allocate (32 MiB, the cuBLAS reference's advice for Hopper under
      * cublasSetWorkspace) */
     if (CU(e, cudaMalloc(&s->cublas_ws, CUBLAS_WS_BYTES)) ||
-        BL(e, cublasSetWorkspace(s->blas, s->cublas_ws, CUBLAS_WS_BYTES)))
+        BL(e, cublasSetWorkspace(s->blas, s->cublas_ws, CUBLAS_WS_BYTES)) ||
+        CU(e, cudaMalloc((void **)&s->att_part,
+                         kern_attn_partial_floats(c->head_dim) * sizeof(float))))
         goto fail;
     if ((rc = upload_weights(s, e)))
         goto fail;
@@ -1323,7 +1328,8 @@ static int attention(struct cuda_state *s, const float *q, float *out, const uin
     return CU(e, rec(s, ev[E_ATT0], cs)) ||
                    CU(e, kern_attn_scores16(s->scores, q, K16, rw, R, H, KVH, hs, scale, cs)) ||
                    CU(e, kern_softmax(s->scores, R * H, s->max_len, rw.count, H, cs)) ||
-                   CU(e, kern_attn_output16(out, s->scores, V16, rw, R, H, KVH, hs, cs)) ||
+                   CU(e, kern_attn_output16(out, s->att_part, s->scores, V16, rw, R, H, KVH, hs,
+                                            cs)) ||
                    CU(e, tick(s, ev[E_ATT1], cs))
                ? ALISA_EIO
                : 0;

@@ -547,27 +547,32 @@ __global__ static void attn_output(float *out, const float *p, const T *V,
 /* The same with the tokens split over ATT_WARPS warps, each lane holding
  * four channels (8-byte loads of a V row), ATT_UNROLL tokens a warp in
  * flight at once, the warps' partial sums added in shared memory. For hs a
- * multiple of 4 up to 128. */
+ * multiple of 4 up to 128. A block takes tokens [z chunk, (z + 1) chunk)
+ * of its (row, head), z = blockIdx.z: with one chunk it writes out, with
+ * several its share into partial (z, R, H, hs), zeros where the chunk
+ * lies past the row's count, for attn_output_sum. */
 template <typename T>
-__global__ static void attn_output_warp(float *out, const float *p, const T *V,
-                                        struct kern_rows rw, uint32_t H, uint32_t KVH, uint32_t hs)
+__global__ static void attn_output_warp(float *out, float *partial, const float *p, const T *V,
+                                        struct kern_rows rw, uint32_t H, uint32_t KVH, uint32_t hs,
+                                        uint32_t chunk)
 {
     __shared__ float4 part[ATT_WARPS][32];
     uint32_t h = blockIdx.x, r = blockIdx.y, g = h / (H / KVH), kvd = KVH * hs;
     uint32_t lane = threadIdx.x & 31, w = threadIdx.x >> 5, j = lane * 4;
     const float *ph = p + ((size_t)r * H + h) * rw.ld;
-    const uint32_t n = rw.count[r];
+    const uint32_t n = rw.count[r], t0 = blockIdx.z * chunk;
+    const uint32_t t1 = n < t0 + chunk ? n : t0 + chunk;
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (j < hs)
-        for (uint32_t t = w; t < n; t += ATT_WARPS * ATT_UNROLL) {
+        for (uint32_t t = t0 + w; t < t1; t += ATT_WARPS * ATT_UNROLL) {
             float pt[ATT_UNROLL];
             float4 v[ATT_UNROLL];
 #pragma unroll
             for (uint32_t u = 0; u < ATT_UNROLL; u++) { /* every load in flight at once */
                 const uint32_t tt = t + u * ATT_WARPS;
-                pt[u] = tt < n ? ph[tt] : 0.0f;
-                v[u] = tt < n ? ld4(V + (size_t)kv_row(rw, r, tt) * kvd + (size_t)g * hs + j)
-                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                pt[u] = tt < t1 ? ph[tt] : 0.0f;
+                v[u] = tt < t1 ? ld4(V + (size_t)kv_row(rw, r, tt) * kvd + (size_t)g * hs + j)
+                               : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             }
 #pragma unroll
             for (uint32_t u = 0; u < ATT_UNROLL; u++)
@@ -582,21 +587,61 @@ __global__ static void attn_output_warp(float *out, const float *p, const T *V,
             float4 a = part[i][lane];
             sum.x += a.x, sum.y += a.y, sum.z += a.z, sum.w += a.w;
         }
-        *(float4 *)(out + ((size_t)r * H + h) * hs + j) = sum;
+        float *dst = gridDim.z > 1 ? partial + (((size_t)blockIdx.z * gridDim.y + r) * H + h) * hs
+                                   : out + ((size_t)r * H + h) * hs;
+        *(float4 *)(dst + j) = sum;
     }
 }
 
+/* out (rows, hs) = the sum over z in order of partial (splits, rows, hs):
+ * the chunks' shares, in an order that does not vary from run to run. */
+__global__ static void attn_output_sum(float *out, const float *partial, uint32_t rows,
+                                       uint32_t hs, uint32_t splits)
+{
+    const size_t i = blockIdx.x;
+    for (uint32_t j = threadIdx.x; j < hs; j += blockDim.x) {
+        float sum = 0.0f;
+        for (uint32_t z = 0; z < splits; z++)
+            sum += partial[((size_t)z * rows + i) * hs + j];
+        out[i * hs + j] = sum;
+    }
+}
+
+/* Chunks of a row's tokens for the output pass: one when rows x heads
+ * fill ATT_BLOCKS blocks, else as many as fill them, each at least
+ * ATT_CHUNK_MIN tokens. Depends on ld, never on the counts. */
+#define ATT_CHUNK_MIN 256u
+static uint32_t output_splits(uint32_t R, uint32_t H, uint32_t ld)
+{
+    const uint32_t most = (ld + ATT_CHUNK_MIN - 1) / ATT_CHUNK_MIN;
+    const uint32_t want = (ATT_BLOCKS + R * H - 1) / (R * H);
+    const uint32_t s = want < most ? want : most;
+    return s ? s : 1;
+}
+
+size_t kern_attn_partial_floats(uint32_t hs)
+{
+    /* more than one split only when R H < ATT_BLOCKS: then splits x R H <
+     * ATT_BLOCKS + R H < 2 ATT_BLOCKS */
+    return (size_t)2 * ATT_BLOCKS * hs;
+}
+
 template <typename T>
-static cudaError_t attn_output_any(float *out, const float *p, const T *V, struct kern_rows rows,
-                                   uint32_t R, uint32_t H, uint32_t KVH, uint32_t hs,
-                                   cudaStream_t stream)
+static cudaError_t attn_output_any(float *out, float *partial, const float *p, const T *V,
+                                   struct kern_rows rows, uint32_t R, uint32_t H, uint32_t KVH,
+                                   uint32_t hs, cudaStream_t stream)
 {
     unsigned threads = hs < 32 ? 32 : hs > 1024 ? 1024 : hs;
     if (!R)
         return cudaGetLastError();
-    if (hs % 4 == 0 && hs <= 128)
-        attn_output_warp<<<dim3(H, R), 32 * ATT_WARPS, 0, stream>>>(out, p, V, rows, H, KVH, hs);
-    else
+    if (hs % 4 == 0 && hs <= 128) {
+        const uint32_t splits = partial && rows.ld ? output_splits(R, H, rows.ld) : 1;
+        const uint32_t chunk = splits > 1 ? (rows.ld + splits - 1) / splits : rows.ld;
+        attn_output_warp<<<dim3(H, R, splits), 32 * ATT_WARPS, 0, stream>>>(
+            out, partial, p, V, rows, H, KVH, hs, chunk ? chunk : 1);
+        if (splits > 1)
+            attn_output_sum<<<R * H, threads, 0, stream>>>(out, partial, R * H, hs, splits);
+    } else
         attn_output<<<dim3(H, R), threads, 0, stream>>>(out, p, V, rows, H, KVH, hs);
     return cudaGetLastError();
 }
@@ -608,11 +653,11 @@ cudaError_t kern_attn_scores16(float *scores, const float *q, const uint16_t *K,
     return attn_scores_any(scores, q, (const __half *)K, rows, R, H, KVH, hs, scale, stream);
 }
 
-cudaError_t kern_attn_output16(float *out, const float *p, const uint16_t *V,
+cudaError_t kern_attn_output16(float *out, float *partial, const float *p, const uint16_t *V,
                                struct kern_rows rows, uint32_t R, uint32_t H, uint32_t KVH,
                                uint32_t hs, cudaStream_t stream)
 {
-    return attn_output_any(out, p, (const __half *)V, rows, R, H, KVH, hs, stream);
+    return attn_output_any(out, partial, p, (const __half *)V, rows, R, H, KVH, hs, stream);
 }
 
 __global__ static void head_mean(float *w, const float *p, const uint32_t *count, uint32_t H,

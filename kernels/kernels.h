@@ -113,10 +113,18 @@ cudaError_t kern_attn_scores16(float *scores, const float *q, const uint16_t *K,
                                struct kern_rows rows, uint32_t R, uint32_t H, uint32_t KVH,
                                uint32_t hs, float scale, cudaStream_t stream);
 /* out (R, H * hs) = p (R, H, ld, softmaxed) . V, grouped as the scores,
- * over FP16 V. */
-cudaError_t kern_attn_output16(float *out, const float *p, const uint16_t *V,
+ * over FP16 V. With partial (kern_attn_partial_floats(hs) floats, or NULL)
+ * a row's tokens are split over blocks when rows x heads are too few to
+ * fill the device (a small batch, a long context: flash-decoding's split),
+ * each chunk's share summed afterwards in a fixed order (a second launch);
+ * without it one block a row and head. The grid depends on ld, never on
+ * the counts. */
+cudaError_t kern_attn_output16(float *out, float *partial, const float *p, const uint16_t *V,
                                struct kern_rows rows, uint32_t R, uint32_t H, uint32_t KVH,
                                uint32_t hs, cudaStream_t stream);
+/* Floats the output pass's partial sums take for head size hs. Cannot
+ * fail. */
+size_t kern_attn_partial_floats(uint32_t hs);
 
 /* w (R, ld) = the heads' mean of p (R, H, ld) over each row's count, summed
  * head by head in order as the CPU backend does. */

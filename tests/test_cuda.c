@@ -329,12 +329,15 @@ static void attention_case(uint32_t hs, uint32_t ld)
         int32_t *d_idx = up(idx, (size_t)R * ld * sizeof *idx), *d_base = up(base, sizeof base);
         uint32_t *d_c = up(count, sizeof count);
         float *d_s = up(NULL, (size_t)R * H * ld * sizeof(float));
+        /* listed rows with the output's chunks (split at ld 640), base rows without */
+        float *d_part = mode ? NULL : up(NULL, kern_attn_partial_floats(hs) * sizeof(float));
         float *d_out = up(NULL, (size_t)R * H * hs * sizeof(float)), *d_w = up(NULL, (size_t)R * ld * sizeof(float));
         struct kern_rows rw = {.idx = mode ? NULL : d_idx, .base = d_base, .count = d_c, .ld = ld};
         float sc = 1.0f / sqrtf((float)hs);
         assert_int_equal(kern_attn_scores16(d_s, d_q, d_Kh, rw, R, H, KVH, hs, sc, 0), cudaSuccess);
         assert_int_equal(kern_softmax(d_s, R * H, ld, d_c, H, 0), cudaSuccess);
-        assert_int_equal(kern_attn_output16(d_out, d_s, d_Vh, rw, R, H, KVH, hs, 0), cudaSuccess);
+        assert_int_equal(kern_attn_output16(d_out, d_part, d_s, d_Vh, rw, R, H, KVH, hs, 0),
+                         cudaSuccess);
         assert_int_equal(kern_head_mean(d_w, d_s, d_c, R, H, ld, 0), cudaSuccess);
         float *out = malloc((size_t)R * H * hs * sizeof *out), *w = malloc((size_t)R * ld * sizeof *w);
         down(out, d_out, (size_t)R * H * hs * sizeof *out);
@@ -354,7 +357,7 @@ static void attention_case(uint32_t hs, uint32_t ld)
             check_close("head-mean weights", w + (size_t)r * ld, wr, count[r], 1e-6f, 1e-4f);
         }
         cudaFree(d_Kh); cudaFree(d_Vh); cudaFree(d_q); cudaFree(d_idx); cudaFree(d_base);
-        cudaFree(d_c); cudaFree(d_s); cudaFree(d_out); cudaFree(d_w);
+        cudaFree(d_c); cudaFree(d_s); cudaFree(d_out); cudaFree(d_w); cudaFree(d_part);
         free(out); free(w); free(Kr); free(Vr); free(att); free(wr); free(outr); free(idx);
     }
     free(K); free(V); free(q); free(Kh); free(Vh); free(Kq); free(Vq);
@@ -363,10 +366,11 @@ static void attention_case(uint32_t hs, uint32_t ld)
 /* Head sizes taking each kernel's paths: 64 and 128 the warp forms, 12
  * the thread-per-token ones (not a multiple of 4), 160 warp scores over two
  * strides of 128 channels and the thread-per-channel output; 64 rows (a
- * row's tokens in one or two blocks' chunks) and 640 (split over 20
- * blocks, counts that leave a chunk, an unrolled pass and the warps'
- * strides part-filled: A = ld + 56 arena rows, gcd(37, A) = 1 so the
- * listed rows are distinct). */
+ * row's tokens in one or two blocks' chunks) and 640 (the scores split
+ * over 20 blocks, the output over 3 chunks summed afterwards, counts that
+ * leave a chunk, an unrolled pass and the warps' strides part-filled:
+ * A = ld + 56 arena rows, gcd(37, A) = 1 so the listed rows are
+ * distinct). */
 static void test_cuda_gathered_attention_equals_the_cpu(void **state)
 {
     (void)state;
@@ -864,7 +868,8 @@ static int unset_fuse(void **state)
  * batched cuBLAS call a group), and with ALISA_CUDA_FUSE=0 (a cuBLAS GEMM a
  * matrix, a separate add), on a grouped-query model (K and V one group, Q
  * alone) and an equal-head one (Q, K and V one group); a value other than 0
- * or 1 refused by name. */
+ * or 1 refused by name. One run of 512 positions at one row splits the
+ * attention's output pass (kern_attn_output16's chunks). */
 static void test_cuda_fused_and_unfused_projections_equal_the_cpu(void **state)
 {
     (void)state;
@@ -874,6 +879,7 @@ static void test_cuda_fused_and_unfused_projections_equal_the_cpu(void **state)
     greedy_both(tiny_qwen2, 6, 24, 8, 0, 0, 1);
     greedy_both(tiny_opt, 6, 24, 8, 0, 0, 0);
     greedy_both(stories, 6, 48, 8, 24, 3, 0);
+    greedy_both(stories, 1, 512, 8, 0, 0, 1); /* 512 positions: the output pass split in two */
     assert_int_equal(setenv("ALISA_CUDA_FUSE", "0", 1), 0);
     greedy_both(tiny_qwen2, 4, 24, 8, 0, 0, 0);
     greedy_both(stories, 3, 48, 8, 24, 3, 1);
