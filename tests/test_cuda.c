@@ -363,8 +363,9 @@ static void attention_case(uint32_t hs, uint32_t ld)
     free(K); free(V); free(q); free(Kh); free(Vh); free(Kq); free(Vq);
 }
 
-/* Head sizes taking each kernel's paths: 64 and 128 the warp forms, 12
- * the thread-per-token ones (not a multiple of 4), 160 warp scores over two
+/* Head sizes taking each kernel's paths: 64 and 128 the warp forms, 10
+ * the thread-per-token ones (not a multiple of 4; 12, the size here until
+ * 2026-11-29, is one and took the warp forms), 160 warp scores over two
  * strides of 128 channels and the thread-per-channel output; 64 rows (a
  * row's tokens in one or two blocks' chunks) and 640 (the scores split
  * over 20 blocks, the output over 3 chunks summed afterwards, counts that
@@ -376,7 +377,7 @@ static void test_cuda_gathered_attention_equals_the_cpu(void **state)
     (void)state;
     need_device();
     attention_case(64, 64);
-    attention_case(12, 64);
+    attention_case(10, 64);
     attention_case(160, 64);
     attention_case(128, 640);
     attention_case(64, 640);
@@ -1110,6 +1111,7 @@ static void test_cuda_pipelined_step_equals_the_eager_one(void **state)
 {
     (void)state;
     pipelined_equals_eager(stories, 3, 72, 8, 0, 0);
+    pipelined_equals_eager(stories, 1, 512, 8, 0, 0); /* the output pass split, replayed */
     pipelined_equals_eager(stories, 3, 72, 8, 40, 3);
     pipelined_equals_eager(stories, 3, 72, 8, 40, 1);
     pipelined_equals_eager(tiny_opt, 3, 40, 8, 0, 0);
