@@ -328,28 +328,29 @@ cudaError_t kern_argmax_rows(uint32_t *out, const float *x, uint32_t R, uint32_t
     return cudaGetLastError();
 }
 
-/* A warp computes GEMV_OUT outputs of every row r: its lanes stride the
- * input eight channels at a time (16-byte loads of W, two float4 of x a
- * row, reused across the warp's outputs), then sum across the warp. A
- * few-row product is a read of W: what matters is many loads in flight
- * (GEMV_WARPS warps a block, GEMV_OUT rows of W a lane, the loop unrolled
- * twice), not arithmetic. */
+/* A warp computes OUT outputs of every row r: its lanes stride the input
+ * eight channels at a time (16-byte loads of W, two float4 of x a row,
+ * reused across the warp's outputs), then sum across the warp. A few-row
+ * product is a read of W: what matters is many loads in flight
+ * (GEMV_WARPS warps a block, OUT rows of W a lane, the loop unrolled
+ * twice), not arithmetic. OUT is 2 up to four rows and 4 beyond, so the
+ * x a lane reads from cache stays within four times the W it reads from
+ * memory. */
 #define GEMV_WARPS 4u
-#define GEMV_OUT 2u
-template <int R>
+template <int R, uint32_t OUT>
 __global__ static void gemv(float *y, size_t y_stride, const float *x, const __half *W,
                             size_t w_stride, uint32_t out, uint32_t in, int accumulate)
 {
     const uint32_t lane = threadIdx.x & 31;
-    const uint32_t o0 = (blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)) * GEMV_OUT;
+    const uint32_t o0 = (blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)) * OUT;
     if (o0 >= out)
         return;
     W += blockIdx.y * w_stride;
     y += blockIdx.y * y_stride;
-    const uint32_t no = out - o0 < GEMV_OUT ? out - o0 : GEMV_OUT;
-    float acc[GEMV_OUT][R];
+    const uint32_t no = out - o0 < OUT ? out - o0 : OUT;
+    float acc[OUT][R];
 #pragma unroll
-    for (uint32_t j = 0; j < GEMV_OUT; j++)
+    for (uint32_t j = 0; j < OUT; j++)
 #pragma unroll
         for (int r = 0; r < R; r++)
             acc[j][r] = 0.0f;
@@ -368,7 +369,7 @@ __global__ static void gemv(float *y, size_t y_stride, const float *x, const __h
             }
         }
 #pragma unroll
-        for (uint32_t j = 0; j < GEMV_OUT; j++) {
+        for (uint32_t j = 0; j < OUT; j++) {
             if (j >= no)
                 break;
             uint4 u = __ldg((const uint4 *)(W + (size_t)(o0 + j) * in + c));
@@ -387,7 +388,7 @@ __global__ static void gemv(float *y, size_t y_stride, const float *x, const __h
         }
     }
 #pragma unroll
-    for (uint32_t j = 0; j < GEMV_OUT; j++)
+    for (uint32_t j = 0; j < OUT; j++)
 #pragma unroll
         for (int r = 0; r < R; r++) {
             float v = acc[j][r];
@@ -414,15 +415,16 @@ cudaError_t kern_gemv(float *y, size_t y_stride, const float *x, const uint16_t 
         return cudaErrorInvalidValue;
     if (!count || !out || !in)
         return cudaGetLastError();
-    const uint32_t per = GEMV_WARPS * GEMV_OUT;
-    dim3 grid((out + per - 1) / per, count);
+    const uint32_t per = GEMV_WARPS * (R <= 4 ? 2 : 4);
+    const dim3 grid((out + per - 1) / per, count), block(32 * GEMV_WARPS);
     const __half *w = (const __half *)W;
+#define GEMV_CASE(n, o) \
+    case n: gemv<n, o><<<grid, block, 0, stream>>>(y, y_stride, x, w, w_stride, out, in, accumulate); break
     switch (R) {
-    case 1: gemv<1><<<grid, 32 * GEMV_WARPS, 0, stream>>>(y, y_stride, x, w, w_stride, out, in, accumulate); break;
-    case 2: gemv<2><<<grid, 32 * GEMV_WARPS, 0, stream>>>(y, y_stride, x, w, w_stride, out, in, accumulate); break;
-    case 3: gemv<3><<<grid, 32 * GEMV_WARPS, 0, stream>>>(y, y_stride, x, w, w_stride, out, in, accumulate); break;
-    default: gemv<4><<<grid, 32 * GEMV_WARPS, 0, stream>>>(y, y_stride, x, w, w_stride, out, in, accumulate); break;
+    GEMV_CASE(1, 2); GEMV_CASE(2, 2); GEMV_CASE(3, 2); GEMV_CASE(4, 2);
+    GEMV_CASE(5, 4); GEMV_CASE(6, 4); GEMV_CASE(7, 4); GEMV_CASE(8, 4);
     }
+#undef GEMV_CASE
     return cudaGetLastError();
 }
 

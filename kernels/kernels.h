@@ -86,7 +86,7 @@ cudaError_t kern_argmax_rows(uint32_t *out, const float *x, uint32_t R, uint32_t
  * row count takes but for the order of the FP32 sums. Serves what
  * kern_gemv_fits accepts; anything else returns cudaErrorInvalidValue
  * without launching. */
-#define KERN_GEMV_ROWS 4u
+#define KERN_GEMV_ROWS 8u
 cudaError_t kern_gemv(float *y, size_t y_stride, const float *x, const uint16_t *W,
                       size_t w_stride, uint32_t count, uint32_t R, uint32_t out, uint32_t in,
                       int accumulate, cudaStream_t stream);

@@ -203,17 +203,20 @@ static void test_cuda_softmax_over_each_rows_count_equals_the_cpu(void **state)
 }
 
 /* The few-row products (kern_gemv) against sums in double over the same
- * FP16-rounded matrices and inputs (the kernel narrows x as it reads it): one to four rows, widths that are and are not a
- * multiple of its 256-channel stride, output counts that split a warp's
- * pair, several matrices a launch (strided weights and outputs, one input),
- * with and without accumulating; and the shapes it refuses, refused
- * without a launch. */
+ * FP16-rounded matrices and inputs (the kernel narrows x as it reads it):
+ * one to eight rows (two outputs a warp, then four), widths that are and
+ * are not a multiple of its 256-channel stride, output counts that split a
+ * warp's outputs, several matrices a launch (strided weights and outputs,
+ * one input), with and without accumulating; and the shapes it refuses,
+ * refused without a launch. */
 static void test_cuda_gemv_few_rows_equal_the_cpu(void **state)
 {
     (void)state;
     need_device();
     const struct { uint32_t R, out, in, count; } shape[] = {
-        {1, 5, 8, 1}, {2, 37, 264, 3}, {3, 130, 1000, 2}, {4, 64, 2048, 1}, {1, 4097, 4096, 2}};
+        {1, 5, 8, 1},     {2, 37, 264, 3}, {3, 130, 1000, 2}, {4, 64, 2048, 1},
+        {1, 4097, 4096, 2}, {5, 19, 264, 2}, {6, 130, 520, 3}, {7, 33, 8, 1},
+        {8, 4099, 1024, 2}};
     for (size_t k = 0; k < sizeof shape / sizeof shape[0]; k++) {
         const uint32_t R = shape[k].R, O = shape[k].out, I = shape[k].in, C = shape[k].count;
         const size_t ws = (size_t)O * I + 8, ys = (size_t)R * O + 3; /* gaps between them */
@@ -257,7 +260,8 @@ static void test_cuda_gemv_few_rows_equal_the_cpu(void **state)
     assert_false(kern_gemv_fits(1, 64, d_x + 1, d_w, 0));
     assert_false(kern_gemv_fits(1, 64, d_x, d_w + 4, 0));
     assert_false(kern_gemv_fits(1, 64, d_x, d_w, 12));
-    assert_int_equal(kern_gemv(d_y, 0, d_x, d_w, 0, 1, 5, 8, 64, 0, 0), cudaErrorInvalidValue);
+    assert_int_equal(kern_gemv(d_y, 0, d_x, d_w, 0, 1, KERN_GEMV_ROWS + 1, 8, 64, 0, 0),
+                     cudaErrorInvalidValue);
     assert_int_equal(kern_gemv(d_y, 0, d_x, d_w, 0, 1, 1, 8, 60, 0, 0), cudaErrorInvalidValue);
     assert_int_equal(cudaGetLastError(), cudaSuccess); /* nothing was launched */
     cudaFree(d_x); cudaFree(d_y); cudaFree(d_w);
@@ -865,8 +869,8 @@ static int unset_fuse(void **state)
 
 /* The projections both ways against the CPU: fused (the default: few-row
  * decode products by kern_gemv, Q/K/V and up/gate as one product, the
- * residual added by the product) at four rows and at six (one strided
- * batched cuBLAS call a group), and with ALISA_CUDA_FUSE=0 (a cuBLAS GEMM a
+ * residual added by the product) at four and six rows and at ten (one
+ * strided batched cuBLAS call a group, as a prompt chunk's rows), and with ALISA_CUDA_FUSE=0 (a cuBLAS GEMM a
  * matrix, a separate add), on a grouped-query model (K and V one group, Q
  * alone) and an equal-head one (Q, K and V one group); a value other than 0
  * or 1 refused by name. One run of 512 positions at one row splits the
@@ -878,7 +882,9 @@ static void test_cuda_fused_and_unfused_projections_equal_the_cpu(void **state)
     struct llm_model *m = tu_model_or_skip(stories, LLM_WEIGHTS_F32);
     greedy_both(tiny_qwen2, 4, 24, 8, 0, 0, 0);
     greedy_both(tiny_qwen2, 6, 24, 8, 0, 0, 1);
+    greedy_both(tiny_qwen2, 10, 24, 8, 0, 0, 0);
     greedy_both(tiny_opt, 6, 24, 8, 0, 0, 0);
+    greedy_both(tiny_opt, 10, 24, 8, 0, 0, 0);
     greedy_both(stories, 6, 48, 8, 24, 3, 0);
     greedy_both(stories, 1, 512, 8, 0, 0, 1); /* 512 positions: the output pass split in two */
     assert_int_equal(setenv("ALISA_CUDA_FUSE", "0", 1), 0);
