@@ -1687,8 +1687,13 @@ static void cuda_describe(struct llm_backend_info *out)
     snprintf(out->device, sizeof out->device, "%s", d.n_devices ? d.name : d.note);
     snprintf(out->driver, sizeof out->driver, "%s", d.driver);
     out->mem_gib = (double)d.mem_bytes / 1073741824.0;
-    snprintf(out->note, sizeof out->note, "GPU: %s, %.1f GiB, compute capability %d.%d", d.name,
-             out->mem_gib, d.cc_major, d.cc_minor);
+    int fuse; /* a bad value is refused when a state is made; here the default */
+    struct alisa_err ignored = {0};
+    if (fuse_setting(&fuse, &ignored))
+        fuse = 1;
+    snprintf(out->note, sizeof out->note,
+             "GPU: %.200s, %.1f GiB, compute capability %d.%d; projections %s", d.name, out->mem_gib,
+             d.cc_major, d.cc_minor, fuse ? "fused" : "unfused (ALISA_CUDA_FUSE=0)");
 }
 
 /* kern_gemv's time for rows (out, in), as gemm runs a few-row projection:
@@ -1784,7 +1789,7 @@ static double cuda_bench_recompute(const struct llm_model *m)
 const struct backend_ops backend_cuda = {
     .name = "cuda",
     .label = "CUDA",
-    .computes = "FP16 weights on the GPU, cuBLAS",
+    .computes = "FP16 weights on the GPU, cuBLAS and few-row kernels",
     .weight_bytes = 2,
     .kv_bytes = 2,
     .batched_copies = 1,
