@@ -243,6 +243,14 @@ static void test_copy_fit_recovers_latency_and_rate(void **state)
         fail_msg("copy rate %g GB/s from copies at 10-10.5", gbps);
 }
 
+/* A bound on the dense cache's fitted terms that no stories260K call comes
+ * near (a unit slip, seconds for nanoseconds, goes past it) but that a busy
+ * host leaves room under: the fit may put a whole call's time on its fixed
+ * term, and a fresh-clone CI run's sanitizer pass beside other work
+ * (2026-11-29 19:50 UTC) fitted 10.4 ms a call for the 64-sequence decode
+ * points, row and token terms 0, where the bound was 10 ms. */
+#define DENSE_TERM_MAX_NS 1e8
+
 static void test_calibrate_figures_are_finite_and_plausible(void **state)
 {
     (void)state;
@@ -337,17 +345,17 @@ static void test_calibrate_figures_are_finite_and_plausible(void **state)
     assert_true(f[CALIB_KV_NS_PER_STREAM] >= 0 && f[CALIB_KV_NS_PER_STREAM] < 1e6);
     assert_true(f[CALIB_KV_NS_PER_TOKEN] + f[CALIB_KV_NS_PER_STREAM] + f[CALIB_KV_NS_PER_LAYER] > 0);
     /* the dense cache's four terms: none negative, not all 0 (its
-     * attention takes time) */
+     * attention takes time), under DENSE_TERM_MAX_NS each */
     double dense = 0;
     for (int i = CALIB_DENSE_ATTN_LAYER; i <= CALIB_DENSE_ATTN_DECODE_PAIR; i++) {
-        if (!(f[i] >= 0 && f[i] < 1e7))
+        if (!(f[i] >= 0 && f[i] < DENSE_TERM_MAX_NS))
             fail_msg("%s = %g ns", calib_name(i), f[i]);
         dense += f[i];
     }
     assert_true(dense > 0);
     /* its one-row call's two (stories260K's context holds both runs) */
     for (int i = CALIB_DENSE_ONE_LAYER; i <= CALIB_DENSE_ONE_TOKEN; i++)
-        if (!(f[i] >= 0 && f[i] < 1e7))
+        if (!(f[i] >= 0 && f[i] < DENSE_TERM_MAX_NS))
             fail_msg("%s = %g ns", calib_name(i), f[i]);
     assert_true(f[CALIB_DENSE_ONE_LAYER] + f[CALIB_DENSE_ONE_TOKEN] > 0);
     for (int i = CALIB_PGEMM_FIRST; i <= CALIB_PGEMM_LAST; i++) /* stories260K: all run */
