@@ -1696,53 +1696,9 @@ static void cuda_describe(struct llm_backend_info *out)
              d.cc_major, d.cc_minor, fuse ? "fused" : "unfused (ALISA_CUDA_FUSE=0)");
 }
 
-/* kern_gemv's time for rows (out, in), as gemm runs a few-row projection:
- * the median of 5 after a warm-up, over zeroed buffers (its time does not
- * depend on the values). */
-static int bench_gemv(unsigned rows, unsigned out, unsigned in, double *ns, struct alisa_err *e)
-{
-    uint16_t *w = NULL;
-    float *x = NULL, *y = NULL;
-    cudaStream_t st = NULL;
-    cudaEvent_t a = NULL, b = NULL;
-    double t[5];
-    int rc = ALISA_EIO;
-    if (CU(e, cudaStreamCreate(&st)) || CU(e, cudaEventCreate(&a)) ||
-        CU(e, cudaEventCreate(&b)) ||
-        CU(e, cudaMalloc((void **)&w, (size_t)out * in * sizeof *w)) ||
-        CU(e, cudaMalloc((void **)&x, (size_t)rows * in * sizeof *x)) ||
-        CU(e, cudaMalloc((void **)&y, (size_t)rows * out * sizeof *y)) ||
-        CU(e, cudaMemsetAsync(w, 0, (size_t)out * in * sizeof *w, st)) ||
-        CU(e, cudaMemsetAsync(x, 0, (size_t)rows * in * sizeof *x, st)) ||
-        CU(e, kern_gemv(y, 0, x, w, 0, 1, rows, out, in, 0, st)))
-        goto out;
-    for (int r = 0; r < 5; r++) {
-        float ms = 0;
-        if (CU(e, cudaEventRecord(a, st)) || CU(e, kern_gemv(y, 0, x, w, 0, 1, rows, out, in, 0, st)) ||
-            CU(e, cudaEventRecord(b, st)) || CU(e, cudaEventSynchronize(b)) ||
-            CU(e, cudaEventElapsedTime(&ms, a, b)))
-            goto out;
-        t[r] = ms * 1e6;
-    }
-    *ns = fit_median(t, 5);
-    rc = 0;
-out:
-    cudaFree(w);
-    cudaFree(x);
-    cudaFree(y);
-    if (a)
-        cudaEventDestroy(a);
-    if (b)
-        cudaEventDestroy(b);
-    if (st)
-        cudaStreamDestroy(st);
-    return rc;
-}
-
-/* One projection's time as the forward pass runs it: kern_gemv for a few
- * rows when fused (gemm's rule; cudaMalloc's alignment is 256 bytes), else
- * cuBLAS with FP16 inputs, FP32 accumulation and output
- * (device_bench_gemm). */
+/* One projection's time as the forward pass runs it (gemm's rule:
+ * kern_gemv for a few rows when fused; cudaMalloc's 256-byte alignment
+ * passes kern_gemv_fits's), by device_bench_gemm. */
 static int cuda_bench_gemm(unsigned rows, unsigned out, unsigned in, double *ns,
                            struct alisa_err *e)
 {
@@ -1751,9 +1707,8 @@ static int cuda_bench_gemm(unsigned rows, unsigned out, unsigned in, double *ns,
     int fuse;
     if (fuse_setting(&fuse, e))
         return ALISA_EINVAL;
-    if (fuse && kern_gemv_fits(rows, in, NULL, NULL, 0))
-        return bench_gemv(rows, out, in, ns, e);
-    if (device_bench_gemm(rows, out, in, 5, t, note, sizeof note))
+    if (device_bench_gemm(rows, out, in, fuse && kern_gemv_fits(rows, in, NULL, NULL, 0), 5, t,
+                          note, sizeof note))
         return err_set(e, ALISA_EIO, "calibration: %s", note);
     *ns = fit_median(t, 5);
     return 0;
@@ -1781,7 +1736,7 @@ static double cuda_bench_recompute(const struct llm_model *m)
 {
     double t[15];
     char note[256];
-    if (device_bench_gemm(RECOMPUTE_ROWS, 2 * m->c.kv_dim, m->c.dim, 15, t, note, sizeof note))
+    if (device_bench_gemm(RECOMPUTE_ROWS, 2 * m->c.kv_dim, m->c.dim, 0, 15, t, note, sizeof note))
         return NAN;
     return fit_median(t, 15) / RECOMPUTE_ROWS;
 }

@@ -8,7 +8,8 @@
  *
  * - GEMM throughput of the model's projection shapes (batch x positions rows
  *   of 1, 8, 32 and 256) through OpenBLAS, each matrix hot in cache (CUDA:
- *   cuBLAS, FP16 inputs, device_bench_gemm): the best rate, and one row's
+ *   device_bench_gemm, as the backend runs them: kern_gemv for a few rows,
+ *   else cuBLAS over FP16 inputs): the best rate, and one row's
  *   weight bytes over time (both reported).
  * - The decode's weight GEMMs in situ: the executor's own forward pass
  *   decoding R sequences (R = 1, 2, 4, 8, 16 and 32) of synthetic tokens,

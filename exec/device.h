@@ -37,12 +37,14 @@ struct device_info {
 void device_probe(struct device_info *out);
 
 /* Time of one GEMM as the CUDA backend runs its projections: y (rows, out)
- * = x (rows, in) W^T, FP16 inputs, FP32 accumulation and output (cuBLAS,
- * random data), timed `reps` times after a warm-up: each time, ns, in
- * ns[0..reps-1] (the caller takes the median). Returns 0, or -1 with the
- * reason in note (n bytes) when there is no device or a call fails. */
-int device_bench_gemm(unsigned rows, unsigned out, unsigned in, int reps, double *ns, char *note,
-                      size_t n);
+ * = x (rows, in) W^T, FP16 weights, FP32 accumulation and output: with
+ * few_rows by kern_gemv over an FP32 x (the backend's few-row products;
+ * rows and in as kern_gemv_fits takes them), else by cuBLAS over an FP16
+ * x; timed `reps` times after a warm-up: each time, ns, in ns[0..reps-1]
+ * (the caller takes the median). Returns 0, or -1 with the reason in note
+ * (n bytes) when there is no device or a call fails. */
+int device_bench_gemm(unsigned rows, unsigned out, unsigned in, int few_rows, int reps,
+                      double *ns, char *note, size_t n);
 
 /* Time of one copy of `bytes` between pinned host memory and the device,
  * host to device (to_device 1) or back, each synchronised, timed `reps`
@@ -59,12 +61,12 @@ int device_cuda_backend(const struct backend_ops **out, char *why, size_t n);
  * halves of the calls above. abi must equal DEVICE_MODULE_ABI (a module
  * from another build is refused). */
 #define DEVICE_MODULE_SYMBOL "alisa_cuda_module"
-#define DEVICE_MODULE_ABI 2
+#define DEVICE_MODULE_ABI 3
 struct device_module {
     int abi;
     void (*probe)(struct device_info *out);
-    int (*bench_gemm)(unsigned rows, unsigned out, unsigned in, int reps, double *ns, char *note,
-                      size_t n);
+    int (*bench_gemm)(unsigned rows, unsigned out, unsigned in, int few_rows, int reps,
+                      double *ns, char *note, size_t n);
     int (*bench_copy)(size_t bytes, int to_device, int reps, double *ns, char *note, size_t n);
     const struct backend_ops *backend;
 };

@@ -8,6 +8,7 @@
  */
 extern "C" {
 #include "device.h"
+#include "kernels.h"
 extern const struct backend_ops backend_cuda; /* backend_cuda.c */
 }
 
@@ -124,11 +125,12 @@ out:
     return rc;
 }
 
-static int cuda_bench_gemm(unsigned rows, unsigned out, unsigned in, int reps, double *ns,
-                                 char *note, size_t n)
+static int cuda_bench_gemm(unsigned rows, unsigned out, unsigned in, int few_rows, int reps,
+                           double *ns, char *note, size_t n)
 {
     __half *w = NULL, *x = NULL;
-    float *y = NULL;
+    float *y = NULL, *xf = NULL; /* xf: kern_gemv's FP32 input (zeros: its time does not
+                                  * depend on the values) */
     cublasHandle_t h = NULL;
     cudaStream_t s = NULL;
     size_t nw = (size_t)out * in, nx = (size_t)rows * in;
@@ -147,12 +149,19 @@ static int cuda_bench_gemm(unsigned rows, unsigned out, unsigned in, int reps, d
         failed(cudaMemcpy(w, hw, nw * sizeof *w, cudaMemcpyHostToDevice), "cudaMemcpy", note, n) ||
         failed(cudaMemcpy(x, hw, nx * sizeof *x, cudaMemcpyHostToDevice), "cudaMemcpy", note, n))
         goto out;
-    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS || cublasSetStream(h, s) != CUBLAS_STATUS_SUCCESS) {
+    if (few_rows && (failed(cudaMalloc((void **)&xf, nx * sizeof *xf), "cudaMalloc", note, n) ||
+                     failed(cudaMemset(xf, 0, nx * sizeof *xf), "cudaMemset", note, n)))
+        goto out;
+    if (!few_rows &&
+        (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS || cublasSetStream(h, s) != CUBLAS_STATUS_SUCCESS)) {
         snprintf(note, n, "cublasCreate failed");
         goto out;
     }
     rc = time_calls(
         [&](char *nt, size_t nn) {
+            if (few_rows)
+                return failed(kern_gemv(y, 0, xf, (const uint16_t *)w, 0, 1, rows, out, in, 0, s),
+                              "kern_gemv", nt, nn);
             const float one = 1.0f, zero = 0.0f;
             cublasStatus_t st = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)rows,
                                              (int)in, &one, w, CUDA_R_16F, (int)in, x, CUDA_R_16F,
@@ -169,6 +178,7 @@ out:
         cublasDestroy(h);
     cudaFree(w);
     cudaFree(x);
+    cudaFree(xf);
     cudaFree(y);
     if (s)
         cudaStreamDestroy(s);

@@ -88,12 +88,12 @@ void device_probe(struct device_info *out)
     snprintf(out->note, sizeof out->note, "%s", why);
 }
 
-int device_bench_gemm(unsigned rows, unsigned out, unsigned in, int reps, double *ns, char *note,
-                      size_t n)
+int device_bench_gemm(unsigned rows, unsigned out, unsigned in, int few_rows, int reps,
+                      double *ns, char *note, size_t n)
 {
     const struct device_module *m = module();
     if (m)
-        return m->bench_gemm(rows, out, in, reps, ns, note, n);
+        return m->bench_gemm(rows, out, in, few_rows, reps, ns, note, n);
     snprintf(note, n, "%s", why);
     return -1;
 }

@@ -15,8 +15,8 @@ void device_probe(struct device_info *out)
     snprintf(out->note, sizeof out->note, "built without CUDA (no nvcc at configure time)");
 }
 
-int device_bench_gemm(unsigned rows, unsigned out, unsigned in, int reps, double *ns, char *note,
-                      size_t n)
+int device_bench_gemm(unsigned rows, unsigned out, unsigned in, int few_rows, int reps,
+                      double *ns, char *note, size_t n)
 {
     snprintf(note, n, "built without CUDA (no nvcc at configure time)");
     return -1;
