@@ -16,7 +16,12 @@ listed as measured, FlexGen's own decode throughput (projected by FlexGen
 from its first steps where the command says --cut-gen-len); the simulator's
 figures for them, on three profiles, are in experiments/measured/
 peers-H100.md (predict-peers.sh).
-Usage: python3 experiments/measured/fig9-table.py > experiments/measured/fig9-H100.csv"""
+Usage: python3 experiments/measured/fig9-table.py [H100|H200] > experiments/measured/fig9-DEVICE.csv
+(H100, the default: the windows of experiments/bench/h100-*, priced on
+H100-80GB and H100-80GB-host-hbm; H200: experiments/bench/h200-*, priced on
+the catalog's H200-141GB and H200-141GB-host-rule of
+experiments/measured/h200-host-2026-11-29.ini, its measured host with issue
+44's HBM rule, nothing in it fitted on an H200 point)."""
 import csv
 import glob
 import json
@@ -26,7 +31,13 @@ import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 ALISA = os.environ.get("ALISA", os.path.join(ROOT, "build", "alisa"))
-PROFILE = os.path.join(ROOT, "experiments", "measured", "h100-host-2026-11-27.ini")
+DEVICE = sys.argv[1] if len(sys.argv) > 1 else "H100"
+if DEVICE not in ("H100", "H200"):
+    sys.exit("fig9-table.py: device: H100 or H200, not '%s'" % DEVICE)
+PROFILE = os.path.join(ROOT, "experiments", "measured",
+                       "h100-host-2026-11-27.ini" if DEVICE == "H100" else "h200-host-2026-11-29.ini")
+HARDWARE = ("H100-80GB", "H100-80GB-host-hbm") if DEVICE == "H100" else ("H200-141GB", "H200-141GB-host-rule")
+WINDOWS = DEVICE.lower() + "-*"
 TRACE = os.path.join(ROOT, "traces", "synthetic-opt-8l-4s.trace")
 
 
@@ -48,7 +59,7 @@ def main():
     w.writerow(["device", "date", "system", "model", "batch", "prompt_len", "gen_len", "sparsity", "tok_s",
                 "source", "profile", "point", "code_version", "offloaded", "loaded", "command"])
     seen = set()
-    for path in sorted(glob.glob(os.path.join(ROOT, "experiments", "bench", "h100-*", "fig9-measured-h100.csv"))):
+    for path in sorted(glob.glob(os.path.join(ROOT, "experiments", "bench", WINDOWS, "fig9-measured-h100.csv"))):
         for row in csv.DictReader(open(path)):
             key = (row["point"], row["code_version"])
             if row["status"] != "ok" or key in seen:
@@ -63,13 +74,13 @@ def main():
                         row["offloaded"], row["loaded"], cmd])
             if row["offloaded"] != "0" or row["loaded"] != "0":
                 continue
-            for hw in ("H100-80GB", "H100-80GB-host-hbm"):
+            for hw in HARDWARE:
                 tps = simulate(row, hw)
                 w.writerow([row["device"], date, row["placement"], model] + common +
                            ["oom" if tps is None else "%.1f" % tps, "simulated", hw, row["point"], "", "", "",
                             f"alisa sim --system alisa --selection {row['selection']} --placement gpu-only "
                             f"--software none --hardware {hw}"])
-    for path in sorted(glob.glob(os.path.join(ROOT, "experiments", "bench", "h100-*", "peers-h100.csv"))):
+    for path in sorted(glob.glob(os.path.join(ROOT, "experiments", "bench", WINDOWS, "peers-h100.csv"))):
         for row in csv.DictReader(open(path)):
             if row["status"] != "ok":
                 continue
