@@ -1003,8 +1003,7 @@ static void price_layer(struct run *u, uint32_t j, uint32_t l, const struct sche
     t[T_RECOMP(x)] = (struct task){
         .res = RES_GPU, .dur_ns = ns_of(cost_recompute_gpu_ns(u->m, hw, rec, cfg->precision))};
     t[T_CPU_ATTN(x)] = (struct task){.res = res[RES_CPU],
-                                     .dur_ns = ns_of(cost_cpu_attention_ns(
-                                         hw, cpu * FLEXGEN_CPU_ATTN_TRAFFIC))};
+                                     .dur_ns = ns_of(cost_cpu_attention_ns(hw, cpu))};
     /* the scheduler's own time, where the profile prices it, runs before
      * the layer on the same processor */
     /* per head, each KV head's stream runs its own selection: heads times

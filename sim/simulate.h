@@ -14,7 +14,7 @@
  * LOAD (host-to-device link: the layer's loads and recompute inputs, and
  * streamed weights), RECOMPUTE and COMPUTE (the GPU stream, in that order),
  * CPU_ATTN (the CPU: FlexGen's attention over CPU-resident KV, through its
- * FP32 workspace: FLEXGEN_CPU_ATTN_TRAFFIC bytes a KV byte), OFFLOAD
+ * FP32 workspace: cost_cpu_attention_ns), OFFLOAD
  * (device-to-host link). Dependencies: COMPUTE(g) after COMPUTE(g-1),
  * LOAD(g), RECOMPUTE(g) and CPU_ATTN(g); CPU_ATTN(g) after COMPUTE(g-1) (it
  * needs the layer's query; serial with the GPU, a conservative choice);

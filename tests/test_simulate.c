@@ -345,6 +345,20 @@ static void test_int4_kv_is_priced_where_flexgen_runs_it(void **state)
     free(dir);
 }
 
+/* FlexGen's CPU attention: 5 host bytes a KV byte counted from its code
+ * unless the profile carries a measured cpu_attn_traffic, at the host's
+ * bandwidth (costmodel.h). */
+static void test_cpu_attention_prices_the_measured_traffic(void **state)
+{
+    (void)state;
+    struct hw_profile hw = tu_unit_hw;
+    hw.host_mem_gbps = 2; /* 2 bytes a ns */
+    assert_true(fabs(cost_cpu_attention_ns(&hw, 100) - 100 * 5.0 / 2) < 1e-9);
+    hw.cpu_attn_traffic = 13.7;
+    assert_true(fabs(cost_cpu_attention_ns(&hw, 100) - 100 * 13.7 / 2) < 1e-9);
+    assert_true(cost_cpu_attention_ns(&hw, 0) == 0);
+}
+
 /* A selection's estimate priced as its runtime computes it (issue 45):
  * InfiniGen's speculation at R = 0.5 and Quest's page bounds on the toy
  * (hidden 4, 2 heads of 2 values, kv_dim 4), counted by hand from their
@@ -1469,6 +1483,7 @@ int main(void)
         cmocka_unit_test(test_accelerate_loads_every_step_with_exact_transfer_times),
         cmocka_unit_test(test_flexgen_attends_its_cpu_share_on_the_cpu),
         cmocka_unit_test(test_int4_kv_is_priced_where_flexgen_runs_it),
+        cmocka_unit_test(test_cpu_attention_prices_the_measured_traffic),
         cmocka_unit_test(test_selection_estimate_is_priced_as_its_runtime_runs_it),
         cmocka_unit_test(test_dense_leading_layers_are_the_models),
         cmocka_unit_test(test_serial_profile_runs_every_task_in_turn),

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "cli_opts.h"
 #include "cmds.h"
+#include "costmodel.h"
 
 struct catalog_opts {
     const char *dir, *profile;
@@ -173,12 +174,14 @@ static json_t *hw_json(const struct catalog *c)
     for (size_t i = 0; i < c->n_hw; i++) {
         const struct hw_profile *h = &c->hw[i];
         json_array_append_new(
-            arr, json_pack("{s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "name", h->name, "gpu",
+            arr, json_pack("{s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "name", h->name, "gpu",
                            h->gpu, "gpu_mem_gib", h->gpu_mem_gib, "hbm_gbps", h->hbm_gbps,
                            "fp16_tflops", h->fp16_tflops, "host_dram_gib", h->host_dram_gib,
                            "link_gbps", h->link_gbps, "link_latency_us", h->link_latency_us,
                            "host_mem_gbps", h->host_mem_gbps, "gemm_efficiency",
-                           h->gemm_efficiency, "hbm_efficiency", h->hbm_efficiency));
+                           h->gemm_efficiency, "hbm_efficiency", h->hbm_efficiency,
+                           "cpu_attn_traffic",
+                           h->cpu_attn_traffic > 0 ? h->cpu_attn_traffic : CPU_ATTN_TRAFFIC_CODE));
     }
     return arr;
 }

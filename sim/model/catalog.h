@@ -71,6 +71,9 @@ struct hw_profile {
     double host_mem_gbps;   /* host DRAM bandwidth for CPU-side attention, GB/s */
     double gemm_efficiency; /* share of fp16_tflops a GEMM reaches, (0, 1] */
     double hbm_efficiency;  /* share of hbm_gbps a memory-bound kernel reaches, (0, 1] */
+    double cpu_attn_traffic; /* optional: host bytes at host_mem_gbps that CPU attention
+                                costs per FP16 KV byte attended, measured (experiments/
+                                bench/cpu_attention.py); 0: CPU_ATTN_TRAFFIC_CODE */
     /* Optional keys, for profiles of alisa's executor (alisa calibrate, CPU or CUDA): */
     uint32_t serial;        /* 1: one processor runs compute, copies and recomputation in
                                turn (the executor waits for its copies), K and V copied

@@ -454,9 +454,10 @@ double cost_layer_weight_bytes(const struct model_shape *m)
     return layer_params(m, &k) * 2.0;
 }
 
-double cost_cpu_attention_ns(const struct hw_profile *hw, double bytes)
+double cost_cpu_attention_ns(const struct hw_profile *hw, double kv_bytes)
 {
-    return bytes > 0 ? bytes / hw->host_mem_gbps : 0;
+    double traffic = hw->cpu_attn_traffic > 0 ? hw->cpu_attn_traffic : CPU_ATTN_TRAFFIC_CODE;
+    return kv_bytes > 0 ? kv_bytes * traffic / hw->host_mem_gbps : 0;
 }
 
 double cost_layer_host_ns(const struct sw_profile *sw, const char *selection)

@@ -265,10 +265,20 @@ double cost_prefill_peak_act_bytes(const struct model_shape *m, uint32_t tokens,
  * each step). Cannot fail. */
 double cost_layer_weight_bytes(const struct model_shape *m);
 
-/* Attention computed by the CPU over `bytes` of host-resident KV: memory-bound
- * at the host DRAM bandwidth (the query and the partial result that cross
- * the link are a few KB and left out). ns. Cannot fail. */
-double cost_cpu_attention_ns(const struct hw_profile *hw, double bytes);
+/* Host-memory bytes FlexGen's CPU attention moves per byte of FP16 KV it
+ * attends, counted from its code: every step it copies the CPU share of the
+ * cache into an FP32 workspace (flexgen/flex_opt.py, SelfAttention.
+ * load_cache, "Copy to CPU temporary workspace"; pytorch_backend.py,
+ * TorchDevice.init_attention_compute_workspace allocates it in float32) and
+ * attends that: 1 byte read, 2 written, 2 read again. A profile's
+ * cpu_attn_traffic, measured, replaces it. */
+#define CPU_ATTN_TRAFFIC_CODE 5.0
+
+/* Attention computed by the CPU over `kv_bytes` of host-resident FP16 KV:
+ * memory-bound at the host DRAM bandwidth, hw->cpu_attn_traffic host bytes
+ * a KV byte (0: CPU_ATTN_TRAFFIC_CODE); the query and the partial result
+ * that cross the link are a few KB and left out. ns. Cannot fail. */
+double cost_cpu_attention_ns(const struct hw_profile *hw, double kv_bytes);
 
 /* Host time one decoder layer's launches take each decode step under the
  * software sw running `selection`: (ops_per_layer + the selection's own

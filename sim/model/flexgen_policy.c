@@ -40,7 +40,7 @@ static void lp_terms(const struct flexgen_workload *w, struct lp_terms *t)
     t->gemm_ns = cost_layer_compute_ns(m, hw, w->batch, 0, 0, w->precision, 0, 0);
     t->attn_gpu_ns = cost_layer_compute_ns(m, hw, w->batch, B * ctx, B * ctx, w->precision, 0, 0) -
                      t->gemm_ns;
-    t->attn_cpu_ns = cost_cpu_attention_ns(hw, kv_mean * FLEXGEN_CPU_ATTN_TRAFFIC);
+    t->attn_cpu_ns = cost_cpu_attention_ns(hw, kv_mean);
 }
 
 double flexgen_policy_layer_ns(const struct flexgen_workload *w, const struct flexgen_policy *p)

@@ -33,14 +33,6 @@
 #include "costmodel.h"
 #include "err.h"
 
-/* Host-memory bytes FlexGen's CPU attention moves per byte of FP16 KV it
- * attends: every step it copies the CPU share of the cache into an FP32
- * workspace (flexgen/flex_opt.py, SelfAttention.load_cache, "Copy to CPU
- * temporary workspace"; pytorch_backend.py, TorchDevice.
- * init_attention_compute_workspace allocates it in float32) and attends
- * that: 1 byte read, 2 written, 2 read again. */
-#define FLEXGEN_CPU_ATTN_TRAFFIC 5.0
-
 struct flexgen_policy {
     double w_gpu;     /* share of the weights on the GPU, [0, 1] */
     double cache_gpu; /* share of every token's KV on the GPU, [0, 1] */
