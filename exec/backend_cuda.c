@@ -130,6 +130,9 @@ struct cuda_state {
     const float *a16_src;       /* what a16 holds, narrowed: this buffer's first a16_rows rows
                                  * (NULL: nothing yet) */
     uint32_t a16_rows;
+    int a16_fresh;              /* a16 was written by the kernel that wrote a16_src (a norm,
+                                 * the GLU: narrow_alongside), so the next narrow() of it
+                                 * takes it whatever its `again` says */
     int fuse;                   /* ALISA_CUDA_FUSE (default 1): few-row projections by
                                  * kern_gemv, a layer's Q/K/V and up/gate as one product, the
                                  * output and down projections adding into the residual
@@ -299,6 +302,7 @@ static int ensure_rows(struct cuda_state *s, uint32_t rows, struct alisa_err *e)
     s->act_block = NULL;
     s->a16 = NULL;
     s->a16_src = NULL;
+    s->a16_fresh = 0;
     s->d_tokens = NULL;
     s->pin_block = NULL;
     s->rows_cap = 0;
@@ -787,7 +791,9 @@ static int gemm16(struct cuda_state *s, float *y, const uint16_t *x16, const uin
 static int narrow(struct cuda_state *s, const float *x, uint32_t R, uint32_t in, int again,
                   struct alisa_err *e)
 {
-    if (again && s->a16_src == x && s->a16_rows == R)
+    const int fresh = s->a16_fresh;
+    s->a16_fresh = 0;
+    if ((again || fresh) && s->a16_src == x && s->a16_rows == R)
         return 0;
     s->a16_src = NULL;
     if (CU(e, kern_f32_to_f16(s->a16, x, (size_t)R * in, s->compute)))
@@ -797,6 +803,23 @@ static int narrow(struct cuda_state *s, const float *x, uint32_t R, uint32_t in,
     return 0;
 }
 
+/* Where a kernel about to write o (R, width) should also write it narrowed
+ * to FP16: s->a16, when the product that reads o next goes through cuBLAS
+ * (a fused run beyond kern_gemv's rows), marked so that product's narrow()
+ * takes it instead of a kern_f32_to_f16 launch; else NULL. Unfused runs
+ * keep the step as it was (a separate narrowing). */
+static uint16_t *narrow_alongside(struct cuda_state *s, const float *o, uint32_t R)
+{
+    if (!s->fuse || R <= KERN_GEMV_ROWS) {
+        s->a16_fresh = 0;
+        return NULL;
+    }
+    s->a16_src = o;
+    s->a16_rows = R;
+    s->a16_fresh = 1;
+    return s->a16;
+}
+
 /* y (R, out) = x (R, in) W^T (+ y with add): kern_gemv for a few rows
  * (fused runs), else x narrowed to FP16 and cuBLAS. */
 static int gemm(struct cuda_state *s, float *y, const float *x, const uint16_t *w, uint32_t R,
@@ -804,6 +827,7 @@ static int gemm(struct cuda_state *s, float *y, const float *x, const uint16_t *
 {
     if (s->fuse && kern_gemv_fits(R, in, x, w, 0)) {
         s->a16_src = NULL; /* narrow's cache holds only what the last narrowed product read */
+        s->a16_fresh = 0;
         return CU(e, kern_gemv(y, 0, x, w, 0, 1, R, out, in, add, s->compute)) ? ALISA_EIO : 0;
     }
     if (narrow(s, x, R, in, again, e))
@@ -821,11 +845,11 @@ static int norm(struct cuda_state *s, float *o, const float *x, uint32_t l, int 
     size_t d = c->dim, at = which == 2 ? 2 * (size_t)c->n_layers * d
                                        : ((size_t)which * c->n_layers + l) * d;
     if (llm_arch_info(c->arch)->norm == LLM_NORM_RMS)
-        return CU(e, kern_rmsnorm(o, x, s->rms + at, R, (uint32_t)d, c->norm_eps, s->compute))
-                   ? ALISA_EIO : 0;
+        return CU(e, kern_rmsnorm(o, narrow_alongside(s, o, R), x, s->rms + at, R, (uint32_t)d,
+                                  c->norm_eps, s->compute)) ? ALISA_EIO : 0;
     const float *b = which == 2 ? s->ln_final_b : (which ? s->ln_ffn_b : s->ln_att_b) + l * d;
-    return CU(e, kern_layernorm(o, x, s->rms + at, b, R, (uint32_t)d, c->norm_eps, s->compute))
-               ? ALISA_EIO : 0;
+    return CU(e, kern_layernorm(o, narrow_alongside(s, o, R), x, s->rms + at, b, R, (uint32_t)d,
+                                c->norm_eps, s->compute)) ? ALISA_EIO : 0;
 }
 
 /* cudaEventRecord, or nothing while a step is being captured (the graph
@@ -1222,8 +1246,8 @@ static int op_rope(void *be, enum lbuf y, uint32_t n)
 static int op_glu(void *be, uint32_t n)
 {
     struct cuda_state *s = be;
-    return CU(s->e, kern_swiglu(s->hb, s->hb2, (size_t)n * s->m->c.hidden_dim, s->compute))
-               ? ALISA_EIO : 0;
+    return CU(s->e, kern_swiglu(s->hb, narrow_alongside(s, s->hb, n), s->hb2,
+                                (size_t)n * s->m->c.hidden_dim, s->compute)) ? ALISA_EIO : 0;
 }
 
 static int op_residual(void *be, uint32_t n)
@@ -1281,6 +1305,7 @@ static int op_linear_group(void *be, const enum lbuf *y, enum lbuf x, const enum
         const float *xf = buf(s, x, NULL);
         if (kern_gemv_fits(n, in, xf, m0, (size_t)ws)) {
             s->a16_src = NULL;
+            s->a16_fresh = 0;
             return CU(e, kern_gemv(y0, (size_t)ys, xf, m0, (size_t)ws, k, n, out, in, 0,
                                    s->compute)) ? ALISA_EIO : 0;
         }

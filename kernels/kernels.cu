@@ -81,24 +81,75 @@ cudaError_t kern_embed(float *x, const uint16_t *emb, const uint32_t *tokens, ui
     return cudaGetLastError();
 }
 
-__global__ static void rmsnorm(float *o, const float *x, const float *w, uint32_t n, float eps)
+/* The norms: a block a row. A row of n floats, n a multiple of 4 and at
+ * most NORM_VEC x 4 x BLOCK (8,192), is read once with 16-byte loads, all
+ * of a thread's in flight, and kept in registers for the reductions and the
+ * output; other rows take the plain loops (each pass over x from memory).
+ * With o16 the output is also written narrowed to FP16 (what the next
+ * product's cuBLAS path reads), as kern_f32_to_f16 of o would. */
+#define NORM_VEC 8u
+
+__device__ static inline void norm_store4(float *o, __half *o16, uint32_t j, float4 v)
+{
+    *(float4 *)(o + j) = v;
+    if (o16) {
+        __half2 h[2] = {__floats2half2_rn(v.x, v.y), __floats2half2_rn(v.z, v.w)};
+        *(uint2 *)(o16 + j) = *(const uint2 *)h;
+    }
+}
+
+/* x, o and w (and b) 16-byte aligned, o16 8-byte aligned or NULL */
+__device__ static inline int norm_in_registers(uint32_t n, const void *x, const void *o,
+                                               const void *w, const void *o16)
+{
+    return n % 4 == 0 && n <= NORM_VEC * 4 * blockDim.x && (uintptr_t)x % 16 == 0 &&
+           (uintptr_t)o % 16 == 0 && (uintptr_t)w % 16 == 0 && (uintptr_t)o16 % 8 == 0;
+}
+
+__global__ static void rmsnorm(float *o, __half *o16, const float *x, const float *w, uint32_t n,
+                               float eps)
 {
     const float *xr = x + (size_t)blockIdx.x * n;
     float *orow = o + (size_t)blockIdx.x * n;
+    __half *h = o16 ? o16 + (size_t)blockIdx.x * n : NULL;
     float ss = 0.0f;
+    if (norm_in_registers(n, xr, orow, w, h)) {
+        float4 v[NORM_VEC];
+#pragma unroll
+        for (uint32_t k = 0; k < NORM_VEC; k++) {
+            const uint32_t j = (k * blockDim.x + threadIdx.x) * 4;
+            v[k] = j < n ? *(const float4 *)(xr + j) : make_float4(0, 0, 0, 0);
+            ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+        }
+        const float inv = 1.0f / sqrtf(block_sum(ss) / (float)n + eps);
+#pragma unroll
+        for (uint32_t k = 0; k < NORM_VEC; k++) {
+            const uint32_t j = (k * blockDim.x + threadIdx.x) * 4;
+            if (j < n) {
+                const float4 g = *(const float4 *)(w + j);
+                norm_store4(orow, h, j, make_float4(g.x * (inv * v[k].x), g.y * (inv * v[k].y),
+                                                    g.z * (inv * v[k].z), g.w * (inv * v[k].w)));
+            }
+        }
+        return;
+    }
     for (uint32_t j = threadIdx.x; j < n; j += blockDim.x)
         ss += xr[j] * xr[j];
     ss = block_sum(ss);
     float inv = 1.0f / sqrtf(ss / (float)n + eps);
-    for (uint32_t j = threadIdx.x; j < n; j += blockDim.x)
-        orow[j] = w[j] * (inv * xr[j]);
+    for (uint32_t j = threadIdx.x; j < n; j += blockDim.x) {
+        const float r = w[j] * (inv * xr[j]);
+        orow[j] = r;
+        if (h)
+            h[j] = __float2half_rn(r);
+    }
 }
 
-cudaError_t kern_rmsnorm(float *o, const float *x, const float *w, uint32_t R, uint32_t n,
-                         float eps, cudaStream_t stream)
+cudaError_t kern_rmsnorm(float *o, uint16_t *o16, const float *x, const float *w, uint32_t R,
+                         uint32_t n, float eps, cudaStream_t stream)
 {
     if (R)
-        rmsnorm<<<R, BLOCK, 0, stream>>>(o, x, w, n, eps);
+        rmsnorm<<<R, BLOCK, 0, stream>>>(o, (__half *)o16, x, w, n, eps);
     return cudaGetLastError();
 }
 
@@ -118,28 +169,67 @@ cudaError_t kern_embed_pos(float *x, const uint16_t *pe, const uint32_t *pos, ui
     return cudaGetLastError();
 }
 
-/* As cpu_layernorm: the mean, then the variance about it, both over n. */
-__global__ static void layernorm(float *o, const float *x, const float *w, const float *b,
-                                 uint32_t n, float eps)
+/* As cpu_layernorm: the mean, then the variance about it, both over n
+ * (the row in registers where it fits, as rmsnorm). */
+__global__ static void layernorm(float *o, __half *o16, const float *x, const float *w,
+                                 const float *b, uint32_t n, float eps)
 {
     const float *xr = x + (size_t)blockIdx.x * n;
     float *orow = o + (size_t)blockIdx.x * n;
-    float sum = 0.0f;
+    __half *h = o16 ? o16 + (size_t)blockIdx.x * n : NULL;
+    float sum = 0.0f, var = 0.0f;
+    if (norm_in_registers(n, xr, orow, w, h) && (uintptr_t)b % 16 == 0) {
+        float4 v[NORM_VEC];
+#pragma unroll
+        for (uint32_t k = 0; k < NORM_VEC; k++) {
+            const uint32_t j = (k * blockDim.x + threadIdx.x) * 4;
+            v[k] = j < n ? *(const float4 *)(xr + j) : make_float4(0, 0, 0, 0);
+            sum += v[k].x + v[k].y + v[k].z + v[k].w;
+        }
+        const float mean = block_sum(sum) / (float)n;
+#pragma unroll
+        for (uint32_t k = 0; k < NORM_VEC; k++) {
+            const uint32_t j = (k * blockDim.x + threadIdx.x) * 4;
+            if (j < n) {
+                const float a = v[k].x - mean, c = v[k].y - mean, d = v[k].z - mean,
+                            f = v[k].w - mean;
+                var += a * a + c * c + d * d + f * f;
+            }
+        }
+        const float inv = 1.0f / sqrtf(block_sum(var) / (float)n + eps);
+#pragma unroll
+        for (uint32_t k = 0; k < NORM_VEC; k++) {
+            const uint32_t j = (k * blockDim.x + threadIdx.x) * 4;
+            if (j < n) {
+                const float4 g = *(const float4 *)(w + j), bb = *(const float4 *)(b + j);
+                norm_store4(orow, h, j,
+                            make_float4(g.x * ((v[k].x - mean) * inv) + bb.x,
+                                        g.y * ((v[k].y - mean) * inv) + bb.y,
+                                        g.z * ((v[k].z - mean) * inv) + bb.z,
+                                        g.w * ((v[k].w - mean) * inv) + bb.w));
+            }
+        }
+        return;
+    }
     for (uint32_t j = threadIdx.x; j < n; j += blockDim.x)
         sum += xr[j];
-    float mean = block_sum(sum) / (float)n, var = 0.0f;
+    float mean = block_sum(sum) / (float)n;
     for (uint32_t j = threadIdx.x; j < n; j += blockDim.x)
         var += (xr[j] - mean) * (xr[j] - mean);
     float inv = 1.0f / sqrtf(block_sum(var) / (float)n + eps);
-    for (uint32_t j = threadIdx.x; j < n; j += blockDim.x)
-        orow[j] = w[j] * ((xr[j] - mean) * inv) + b[j];
+    for (uint32_t j = threadIdx.x; j < n; j += blockDim.x) {
+        const float r = w[j] * ((xr[j] - mean) * inv) + b[j];
+        orow[j] = r;
+        if (h)
+            h[j] = __float2half_rn(r);
+    }
 }
 
-cudaError_t kern_layernorm(float *o, const float *x, const float *w, const float *b, uint32_t R,
-                           uint32_t n, float eps, cudaStream_t stream)
+cudaError_t kern_layernorm(float *o, uint16_t *o16, const float *x, const float *w, const float *b,
+                           uint32_t R, uint32_t n, float eps, cudaStream_t stream)
 {
     if (R)
-        layernorm<<<R, BLOCK, 0, stream>>>(o, x, w, b, n, eps);
+        layernorm<<<R, BLOCK, 0, stream>>>(o, (__half *)o16, x, w, b, n, eps);
     return cudaGetLastError();
 }
 
@@ -218,19 +308,21 @@ cudaError_t kern_rope(float *x, uint32_t R, uint32_t n, uint32_t head_dim, const
     return cudaGetLastError();
 }
 
-__global__ static void swiglu(float *hb, const float *hb2, size_t n)
+__global__ static void swiglu(float *hb, __half *h16, const float *hb2, size_t n)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
-        float g = hb[i];
-        hb[i] = g / (1.0f + expf(-g)) * hb2[i];
+        const float g = hb[i], r = g / (1.0f + expf(-g)) * hb2[i];
+        hb[i] = r;
+        if (h16)
+            h16[i] = __float2half_rn(r);
     }
 }
 
-cudaError_t kern_swiglu(float *hb, const float *hb2, size_t n, cudaStream_t stream)
+cudaError_t kern_swiglu(float *hb, uint16_t *h16, const float *hb2, size_t n, cudaStream_t stream)
 {
     if (n)
-        swiglu<<<blocks(n), BLOCK, 0, stream>>>(hb, hb2, n);
+        swiglu<<<blocks(n), BLOCK, 0, stream>>>(hb, (__half *)h16, hb2, n);
     return cudaGetLastError();
 }
 

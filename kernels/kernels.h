@@ -34,9 +34,10 @@ cudaError_t kern_embed_pos(float *x, const uint16_t *pe, const uint32_t *pos, ui
                            uint32_t R, uint32_t d, cudaStream_t stream);
 
 /* o (R, n) = w * (x - mean) / sqrt(var + eps) + b, row by row (OPT's
- * LayerNorm; cpu_layernorm); o may be x. */
-cudaError_t kern_layernorm(float *o, const float *x, const float *w, const float *b, uint32_t R,
-                           uint32_t n, float eps, cudaStream_t stream);
+ * LayerNorm; cpu_layernorm); o may be x. With o16 (not NULL) o is also
+ * written narrowed to FP16 there, as kern_f32_to_f16 of o would be. */
+cudaError_t kern_layernorm(float *o, uint16_t *o16, const float *x, const float *w, const float *b,
+                           uint32_t R, uint32_t n, float eps, cudaStream_t stream);
 
 /* y (R, n) += b (n) per row, then ReLU when relu is non-zero. */
 cudaError_t kern_bias(float *y, const float *b, uint32_t R, uint32_t n, int relu,
@@ -49,9 +50,10 @@ cudaError_t kern_bias(float *y, const float *b, uint32_t R, uint32_t n, int relu
 cudaError_t kern_synth_f16(uint16_t *dst, int q8, uint32_t rows, uint32_t cols, uint64_t seed,
                            uint64_t id, float scale, cudaStream_t stream);
 
-/* o (R, n) = w (n) * x / sqrt(mean(x^2) + eps), row by row; o may be x. */
-cudaError_t kern_rmsnorm(float *o, const float *x, const float *w, uint32_t R, uint32_t n,
-                         float eps, cudaStream_t stream);
+/* o (R, n) = w (n) * x / sqrt(mean(x^2) + eps), row by row; o may be x;
+ * with o16, o narrowed to FP16 there too (as kern_layernorm). */
+cudaError_t kern_rmsnorm(float *o, uint16_t *o16, const float *x, const float *w, uint32_t R,
+                         uint32_t n, float eps, cudaStream_t stream);
 
 /* Rotates x (R, n) in place: row r at position pos[r], pairs (2i, 2i+1) of
  * each head of head_dim channels by the angle in cos_t/sin_t
@@ -59,8 +61,8 @@ cudaError_t kern_rmsnorm(float *o, const float *x, const float *w, uint32_t R, u
 cudaError_t kern_rope(float *x, uint32_t R, uint32_t n, uint32_t head_dim, const uint32_t *pos,
                       const float *cos_t, const float *sin_t, cudaStream_t stream);
 
-/* hb (n) = silu(hb) * hb2. */
-cudaError_t kern_swiglu(float *hb, const float *hb2, size_t n, cudaStream_t stream);
+/* hb (n) = silu(hb) * hb2; with h16, hb narrowed to FP16 there too. */
+cudaError_t kern_swiglu(float *hb, uint16_t *h16, const float *hb2, size_t n, cudaStream_t stream);
 
 /* x (n) += y (n). */
 cudaError_t kern_add(float *x, const float *y, size_t n, cudaStream_t stream);

@@ -141,6 +141,47 @@ static void test_cuda_fp16_narrowing_and_embedding_equal_the_cpu(void **state)
     free(emb); free(h16); free(ref16); free(x);
 }
 
+/* An FP16 output a kernel wrote beside its FP32 one equals the FP32 one
+ * narrowed (kern_f32_to_f16's rounding, fp16_from_float on the host). */
+static void narrowed_equal(const char *what, const uint16_t *d16, const float *f, size_t n)
+{
+    uint16_t *h = malloc(n * sizeof *h);
+    down(h, d16, n * sizeof *h);
+    for (size_t i = 0; i < n; i++)
+        if (h[i] != fp16_from_float(f[i]))
+            fail_msg("%s: element %zu is 0x%04x, %g narrowed is 0x%04x", what, i, h[i], f[i],
+                     fp16_from_float(f[i]));
+    free(h);
+}
+
+/* RMSNorm and LayerNorm of R rows of n against the CPU, FP32 and FP16. */
+static void norm_rows_equal_the_cpu(uint32_t n, uint32_t R)
+{
+    float *x = rnd_vec((size_t)R * n, 3.0f), *w = rnd_vec(n, 1.0f), *b = rnd_vec(n, 0.5f);
+    float *ref = malloc((size_t)R * n * sizeof *ref), *got = malloc((size_t)R * n * sizeof *got);
+    float *d_x = up(x, (size_t)R * n * sizeof(float)), *d_w = up(w, n * sizeof(float));
+    float *d_b = up(b, n * sizeof(float)), *d_o = up(NULL, (size_t)R * n * sizeof(float));
+    uint16_t *d_o16 = up(NULL, (size_t)R * n * sizeof(uint16_t));
+    assert_int_equal(kern_rmsnorm(d_o, d_o16, d_x, d_w, R, n, 1e-5f, 0), cudaSuccess);
+    down(got, d_o, (size_t)R * n * sizeof *got);
+    for (uint32_t r = 0; r < R; r++)
+        cpu_rmsnorm(ref + (size_t)r * n, x + (size_t)r * n, w, n, 1e-5f);
+    check_close("rmsnorm", got, ref, (size_t)R * n, 1e-5f, 1e-5f);
+    narrowed_equal("rmsnorm's FP16 output", d_o16, got, (size_t)R * n);
+    assert_int_equal(kern_layernorm(d_o, d_o16, d_x, d_w, d_b, R, n, 1e-5f, 0), cudaSuccess);
+    down(got, d_o, (size_t)R * n * sizeof *got);
+    for (uint32_t r = 0; r < R; r++)
+        cpu_layernorm(ref + (size_t)r * n, x + (size_t)r * n, w, b, n, 1e-5f);
+    check_close("layernorm", got, ref, (size_t)R * n, 1e-5f, 1e-5f);
+    narrowed_equal("layernorm's FP16 output", d_o16, got, (size_t)R * n);
+    /* in place, without the FP16 output (o is x) */
+    assert_int_equal(kern_layernorm(d_x, NULL, d_x, d_w, d_b, R, n, 1e-5f, 0), cudaSuccess);
+    down(got, d_x, (size_t)R * n * sizeof *got);
+    check_close("layernorm in place", got, ref, (size_t)R * n, 1e-5f, 1e-5f);
+    cudaFree(d_x); cudaFree(d_w); cudaFree(d_b); cudaFree(d_o); cudaFree(d_o16);
+    free(x); free(w); free(b); free(ref); free(got);
+}
+
 static void test_cuda_rmsnorm_rope_swiglu_add_equal_the_cpu(void **state)
 {
     (void)state;
@@ -148,20 +189,21 @@ static void test_cuda_rmsnorm_rope_swiglu_add_equal_the_cpu(void **state)
     const uint32_t R = 4, n = 576, hd = 64, half = hd / 2, L = 400;
     const uint32_t pos[4] = {0, 5, 77, 399};
     struct llm_config c = {.head_dim = hd, .rope_theta = 10000.0f};
-    float *x = rnd_vec((size_t)R * n, 3.0f), *w = rnd_vec(n, 1.0f), *y = rnd_vec((size_t)R * n, 2.0f);
+    float *x = rnd_vec((size_t)R * n, 3.0f), *y = rnd_vec((size_t)R * n, 2.0f);
     float *tab = malloc(2 * (size_t)L * half * sizeof *tab);
     llm_rope_tables(&c, L, tab, tab + (size_t)L * half);
     float *ref = malloc((size_t)R * n * sizeof *ref), *got = malloc((size_t)R * n * sizeof *got);
-    float *d_x = up(x, (size_t)R * n * sizeof(float)), *d_w = up(w, n * sizeof(float));
+    float *d_x = up(x, (size_t)R * n * sizeof(float));
     float *d_y = up(y, (size_t)R * n * sizeof(float)), *d_tab = up(tab, 2 * (size_t)L * half * sizeof(float));
     uint32_t *d_pos = up(pos, sizeof pos);
-    /* RMSNorm */
-    float *d_o = up(NULL, (size_t)R * n * sizeof(float));
-    assert_int_equal(kern_rmsnorm(d_o, d_x, d_w, R, n, 1e-5f, 0), cudaSuccess);
-    down(got, d_o, (size_t)R * n * sizeof *got);
-    for (uint32_t r = 0; r < R; r++)
-        cpu_rmsnorm(ref + (size_t)r * n, x + (size_t)r * n, w, n, 1e-5f);
-    check_close("rmsnorm", got, ref, (size_t)R * n, 1e-5f, 1e-5f);
+    /* the norms: rows kept in registers (576, and OPT-30B's 7,168), one
+     * too long for them (n > 8,192) and one not a multiple of 4, which take
+     * the plain loops */
+    norm_rows_equal_the_cpu(n, R);
+    norm_rows_equal_the_cpu(8200, 3);
+    norm_rows_equal_the_cpu(90, 2);
+    norm_rows_equal_the_cpu(7168, 2);
+    uint16_t *d_o16 = up(NULL, (size_t)R * n * sizeof(uint16_t));
     /* RoPE, each row at its own position */
     assert_int_equal(kern_rope(d_x, R, n, hd, d_pos, d_tab, d_tab + (size_t)L * half, 0), cudaSuccess);
     down(got, d_x, (size_t)R * n * sizeof *got);
@@ -172,15 +214,17 @@ static void test_cuda_rmsnorm_rope_swiglu_add_equal_the_cpu(void **state)
     check_close("rope", got, ref, (size_t)R * n, 1e-6f, 1e-6f);
     /* SwiGLU, then the residual add, over the rotated rows */
     memcpy(ref, got, (size_t)R * n * sizeof *ref);
-    assert_int_equal(kern_swiglu(d_x, d_y, (size_t)R * n, 0), cudaSuccess);
+    assert_int_equal(kern_swiglu(d_x, d_o16, d_y, (size_t)R * n, 0), cudaSuccess);
+    down(got, d_x, (size_t)R * n * sizeof *got);
+    narrowed_equal("swiglu's FP16 output", d_o16, got, (size_t)R * n);
     assert_int_equal(kern_add(d_x, d_y, (size_t)R * n, 0), cudaSuccess);
     down(got, d_x, (size_t)R * n * sizeof *got);
     cpu_swiglu(ref, y, (size_t)R * n);
     for (size_t i = 0; i < (size_t)R * n; i++)
         ref[i] += y[i];
     check_close("swiglu+add", got, ref, (size_t)R * n, 1e-6f, 1e-5f);
-    cudaFree(d_x); cudaFree(d_w); cudaFree(d_y); cudaFree(d_tab); cudaFree(d_pos); cudaFree(d_o);
-    free(x); free(w); free(y); free(tab); free(ref); free(got);
+    cudaFree(d_x); cudaFree(d_y); cudaFree(d_tab); cudaFree(d_pos); cudaFree(d_o16);
+    free(x); free(y); free(tab); free(ref); free(got);
 }
 
 static void test_cuda_softmax_over_each_rows_count_equals_the_cpu(void **state)
