@@ -79,7 +79,7 @@ const struct sim_system sim_systems[] = {
                 "GPU (gpu-only), the decoder layers' weights on the CPU copied to the GPU layer "
                 "by layer every step, no prefetch",
      .selection = "dense", .placement = "gpu-only", .weights_cpu_share = 1, .gpu_fraction = -1,
-     .no_prefetch = 1, .software = "hf-eager"},
+     .no_prefetch = 1, .weights_pageable = 1, .software = "hf-eager"},
     /* as FlexGen's baseline script configures ZeRO-3 (benchmark/hf_ds/hf_opt.py
      * get_ds_opt_model: offload_param to the CPU, stage3_prefetch_bucket_size 0) */
     {.name = "deepspeed",
@@ -978,11 +978,16 @@ static void price_layer(struct run *u, uint32_t j, uint32_t l, const struct sche
         h2d += d2h;
         d2h = 0;
     }
+    double pageable = 0; /* the weights' copy from pageable memory, where it is one */
     if (u->w_cpu > 0) { /* the weights' CPU share, streamed for this layer */
         double layer_weights = cost_layer_weight_bytes(u->m) * u->w_cpu;
-        h2d += layer_weights;
         r->bytes_h2d += layer_weights;
-        copies += 1;
+        if (cfg->system->weights_pageable && hw->pageable_gbps > 0) {
+            pageable = cost_pageable_copy_ns(hw, layer_weights);
+        } else {
+            h2d += layer_weights;
+            copies += 1;
+        }
     }
     const double context = (double)cfg->prompt_len + j + 1;
     struct task *t = u->g.t;
@@ -999,7 +1004,8 @@ static void price_layer(struct run *u, uint32_t j, uint32_t l, const struct sche
     r->gather_s += gather * 1e-9;
     t[T_LOAD(x)] = (struct task){.res = res[RES_H2D],
                                  .dur_ns = ns_of(cost_transfer_ns(hw, h2d, copies) + relay +
-                                                 gather + cost_kvstore_ns(hw, u->B, context))};
+                                                 pageable + gather +
+                                                 cost_kvstore_ns(hw, u->B, context))};
     t[T_RECOMP(x)] = (struct task){
         .res = RES_GPU, .dur_ns = ns_of(cost_recompute_gpu_ns(u->m, hw, rec, cfg->precision))};
     t[T_CPU_ATTN(x)] = (struct task){.res = res[RES_CPU],
@@ -1091,9 +1097,12 @@ static int run_price(struct run *u, struct alisa_err *e)
     } else
         prefill_ns = cost_prefill_ns(u->m, cfg->hw, u->B, cfg->prompt_len);
     g->t[T_PREFILL] = (struct task){.res = RES_GPU, .dur_ns = ns_of(prefill_ns)};
-    if (u->w_cpu > 0) /* the weights' CPU share crosses the link once for prefill */
-        g->t[T_PREFILL].dur_ns +=
-            ns_of(cost_transfer_ns(cfg->hw, u->m->weight_bytes_fp16 * u->w_cpu, u->Lm));
+    if (u->w_cpu > 0) { /* the weights' CPU share crosses the link once for prefill */
+        const double wb = u->m->weight_bytes_fp16 * u->w_cpu;
+        g->t[T_PREFILL].dur_ns += ns_of(cfg->system->weights_pageable && cfg->hw->pageable_gbps > 0
+                                            ? cost_pageable_copy_ns(cfg->hw, wb)
+                                            : cost_transfer_ns(cfg->hw, wb, u->Lm));
+    }
     /* one processor, no copy engine: every task queues on it, and each
      * token's K and V are two copies */
     const int serial = cfg->hw->serial != 0;

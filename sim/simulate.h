@@ -91,6 +91,9 @@ struct sim_system {
     int no_prefetch;           /* a layer's copies start only when the previous layer's
                                   compute has ended (Accelerate's hooks; DeepSpeed as FlexGen's
                                   benchmark runs it); 0: they overlap it (FlexGen's loop) */
+    int weights_pageable;      /* the streamed weights live in pageable host memory: each
+                                  copy at the profile's measured pageable rate where it has
+                                  one (cost_pageable_copy_ns); 0: pinned */
     const char *software;      /* its software.ini entry (host costs); NULL: none */
 };
 

@@ -195,6 +195,12 @@ static void test_catalog_bad_hardware_values_are_rejected(void **state)
     tu_write(path, (const uint8_t *)text, strlen(text));
     assert_int_equal(catalog_load_hardware(&c, path, &e), ALISA_EINVAL);
     assert_non_null(strstr(e.msg, "[G]: cpu_attn_traffic = 5000 must be in [0, 1000]"));
+    text = "[G]\ngpu = x\ngpu_mem_gib = 16\nhbm_gbps = 900\nfp16_tflops = 1\nhost_dram_gib = 1\n"
+           "link_gbps = 1\nlink_latency_us = 1\nhost_mem_gbps = 1\ngemm_efficiency = 1\n"
+           "hbm_efficiency = 1\npageable_gbps = 2e4\n";
+    tu_write(path, (const uint8_t *)text, strlen(text));
+    assert_int_equal(catalog_load_hardware(&c, path, &e), ALISA_EINVAL);
+    assert_non_null(strstr(e.msg, "[G]: pageable_gbps = 20000 must be in [0, 10000]"));
     tu_rmdir(dir);
     free(dir);
 }

@@ -359,6 +359,48 @@ static void test_cpu_attention_prices_the_measured_traffic(void **state)
     assert_true(cost_cpu_attention_ns(&hw, 0) == 0);
 }
 
+/* A pageable copy at the profile's measured rate, capped by the link, plus
+ * the link's latency; nothing where the profile measured none (costmodel.h).
+ * Accelerate's offload streams pageable weights, DeepSpeed's pinned ones:
+ * with a slow pageable rate only the first slows (simulate.c). */
+static void test_pageable_copies_price_the_measured_rate(void **state)
+{
+    (void)state;
+    struct hw_profile hw = tu_unit_hw; /* link 1 byte a ns, latency 1 ns */
+    assert_true(cost_pageable_copy_ns(&hw, 100) == 0);
+    hw.pageable_gbps = 0.5;
+    assert_true(fabs(cost_pageable_copy_ns(&hw, 100) - (1 + 200)) < 1e-9);
+    hw.pageable_gbps = 4; /* faster than the link: the link bounds it */
+    assert_true(fabs(cost_pageable_copy_ns(&hw, 100) - (1 + 100)) < 1e-9);
+    assert_true(sim_system_find("accelerate-offload")->weights_pageable == 1);
+    assert_true(sim_system_find("deepspeed")->weights_pageable == 0);
+    /* the toy run: Accelerate's streamed weights take longer at a pageable
+     * rate of a quarter of the link, and they take every byte of it: the
+     * run's transfer time grows, what it moves does not */
+    char *dir = tu_mkdtemp();
+    const char *path = tu_path(dir, "tiny.trace");
+    write_tiny(path);
+    struct sim_config c = toy_config(path, "accelerate-offload", 2);
+    struct sim_result pinned, slow, ds;
+    struct alisa_err e = {{0}};
+    assert_int_equal(sim_run(&c, &pinned, NULL, &e), 0);
+    struct hw_profile hw4 = tu_unit_hw;
+    hw4.pageable_gbps = 0.25;
+    c.hw = &hw4;
+    assert_int_equal(sim_run(&c, &slow, NULL, &e), 0);
+    assert_true(slow.total_s > pinned.total_s);
+    assert_true(slow.bytes_h2d == pinned.bytes_h2d);
+    /* DeepSpeed's pinned weights do not see the pageable rate */
+    struct sim_config d = toy_config(path, "deepspeed", 2);
+    struct sim_result ds_pinned;
+    assert_int_equal(sim_run(&d, &ds_pinned, NULL, &e), 0);
+    d.hw = &hw4;
+    assert_int_equal(sim_run(&d, &ds, NULL, &e), 0);
+    assert_true(ds.total_s == ds_pinned.total_s);
+    tu_rmdir(dir);
+    free(dir);
+}
+
 /* A selection's estimate priced as its runtime computes it (issue 45):
  * InfiniGen's speculation at R = 0.5 and Quest's page bounds on the toy
  * (hidden 4, 2 heads of 2 values, kv_dim 4), counted by hand from their
@@ -1484,6 +1526,7 @@ int main(void)
         cmocka_unit_test(test_flexgen_attends_its_cpu_share_on_the_cpu),
         cmocka_unit_test(test_int4_kv_is_priced_where_flexgen_runs_it),
         cmocka_unit_test(test_cpu_attention_prices_the_measured_traffic),
+        cmocka_unit_test(test_pageable_copies_price_the_measured_rate),
         cmocka_unit_test(test_selection_estimate_is_priced_as_its_runtime_runs_it),
         cmocka_unit_test(test_dense_leading_layers_are_the_models),
         cmocka_unit_test(test_serial_profile_runs_every_task_in_turn),

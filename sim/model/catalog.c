@@ -86,6 +86,7 @@ static const struct field hw_fields[] = {
     HF("gemm_efficiency", FIELD_DOUBLE, gemm_efficiency),
     HF("hbm_efficiency", FIELD_DOUBLE, hbm_efficiency),
     HFO("cpu_attn_traffic", FIELD_DOUBLE, cpu_attn_traffic),
+    HFO("pageable_gbps", FIELD_DOUBLE, pageable_gbps),
     HFO("serial", FIELD_U32, serial),
     HFO("batched_copies", FIELD_U32, batched_copies),
     HFO("weight_bytes", FIELD_DOUBLE, weight_bytes),
@@ -530,6 +531,9 @@ int catalog_load_hardware(struct catalog *c, const char *path, struct alisa_err 
             rc = err_set(e, ALISA_EINVAL, "%s:%d: [%s]: efficiencies %g and %g must be in (0, 1]",
                          path, section_line(path, h->name), h->name, h->gemm_efficiency,
                          h->hbm_efficiency);
+        else if (!(h->pageable_gbps >= 0 && h->pageable_gbps <= 1e4))
+            rc = err_set(e, ALISA_EINVAL, "%s:%d: [%s]: pageable_gbps = %g must be in [0, 10000]",
+                         path, section_line(path, h->name), h->name, h->pageable_gbps);
         else if (!(h->cpu_attn_traffic >= 0 && h->cpu_attn_traffic <= 1000))
             rc = err_set(e, ALISA_EINVAL, "%s:%d: [%s]: cpu_attn_traffic = %g must be in [0, 1000]",
                          path, section_line(path, h->name), h->name, h->cpu_attn_traffic);

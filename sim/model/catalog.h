@@ -71,6 +71,9 @@ struct hw_profile {
     double host_mem_gbps;   /* host DRAM bandwidth for CPU-side attention, GB/s */
     double gemm_efficiency; /* share of fp16_tflops a GEMM reaches, (0, 1] */
     double hbm_efficiency;  /* share of hbm_gbps a memory-bound kernel reaches, (0, 1] */
+    double pageable_gbps;   /* optional: host-to-device copies from pageable memory, GB/s,
+                               measured (build/host_link); 0: not measured, such copies
+                               priced as pinned ones */
     double cpu_attn_traffic; /* optional: host bytes at host_mem_gbps that CPU attention
                                 costs per FP16 KV byte attended, measured (experiments/
                                 bench/cpu_attention.py); 0: CPU_ATTN_TRAFFIC_CODE */

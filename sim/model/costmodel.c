@@ -471,6 +471,14 @@ double cost_layer_host_ns(const struct sw_profile *sw, const char *selection)
     return ops * sw->op_host_us * 1e3;
 }
 
+double cost_pageable_copy_ns(const struct hw_profile *hw, double bytes)
+{
+    if (bytes <= 0 || hw->pageable_gbps <= 0)
+        return 0;
+    const double gbps = hw->pageable_gbps < hw->link_gbps ? hw->pageable_gbps : hw->link_gbps;
+    return hw->link_latency_us * 1e3 + bytes / gbps;
+}
+
 double cost_pageable_relay_ns(const struct hw_profile *hw, double bytes)
 {
     return bytes > 0 ? 2.0 * bytes / hw->host_mem_gbps : 0;

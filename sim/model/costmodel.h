@@ -286,6 +286,12 @@ double cost_cpu_attention_ns(const struct hw_profile *hw, double kv_bytes);
  * layer lasts max(this, its GPU time). 0 for sw NULL. ns. Cannot fail. */
 double cost_layer_host_ns(const struct sw_profile *sw, const char *selection);
 
+/* A host-to-device copy of `bytes` from pageable memory at the profile's
+ * measured pageable rate, capped by the link (0 where the profile has no
+ * pageable_gbps: callers price such copies as pinned then). ns. Cannot
+ * fail. */
+double cost_pageable_copy_ns(const struct hw_profile *hw, double bytes);
+
 /* The host staging `bytes` of pageable memory into pinned memory before a
  * copy to the GPU (FlexGen's general_copy: src.pin_memory(), then the copy):
  * read and written once at host_mem_gbps, before the DMA. ns. Cannot fail. */
