@@ -73,7 +73,10 @@ const struct sim_system sim_systems[] = {
      .software = "hf-eager"},
     /* FlexGen's baseline script, benchmark/hf_ds/hf_opt.py get_hf_opt_model
      * with --cpu-offload: the decoder layers on "cpu", embeddings and head on
-     * the GPU; generate's KV stays on the GPU */
+     * the GPU; generate's KV stays on the GPU. Each layer's weights go up in
+     * its pre-forward hook (accelerate/hooks.py, AlignDevicesHook.pre_forward:
+     * set_module_tensor_to_device from the CPU state dict, ordinary pageable
+     * tensors), so the copy is a pageable one (weights_pageable) */
     {.name = "accelerate-offload",
      .summary = "HF Accelerate as FlexGen's baseline script runs it: dense attention, KV on the "
                 "GPU (gpu-only), the decoder layers' weights on the CPU copied to the GPU layer "
