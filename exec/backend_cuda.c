@@ -820,6 +820,18 @@ static uint16_t *narrow_alongside(struct cuda_state *s, const float *o, uint32_t
     return s->a16;
 }
 
+/* p was just written by a kernel that did not narrow it (or a launch that
+ * would have failed): an FP16 copy of it in s->a16 is stale now. Every op
+ * that writes a buffer in place calls it, so a step inserted between a
+ * norm and its product costs a narrowing, never a stale input. */
+static void a16_wrote(struct cuda_state *s, const float *p)
+{
+    if (s->a16_src == p) {
+        s->a16_src = NULL;
+        s->a16_fresh = 0;
+    }
+}
+
 /* y (R, out) = x (R, in) W^T (+ y with add): kern_gemv for a few rows
  * (fused runs), else x narrowed to FP16 and cuBLAS. */
 static int gemm(struct cuda_state *s, float *y, const float *x, const uint16_t *w, uint32_t R,
@@ -844,12 +856,16 @@ static int norm(struct cuda_state *s, float *o, const float *x, uint32_t l, int 
     const struct llm_config *c = &s->m->c;
     size_t d = c->dim, at = which == 2 ? 2 * (size_t)c->n_layers * d
                                        : ((size_t)which * c->n_layers + l) * d;
-    if (llm_arch_info(c->arch)->norm == LLM_NORM_RMS)
-        return CU(e, kern_rmsnorm(o, narrow_alongside(s, o, R), x, s->rms + at, R, (uint32_t)d,
-                                  c->norm_eps, s->compute)) ? ALISA_EIO : 0;
+    uint16_t *o16 = narrow_alongside(s, o, R);
     const float *b = which == 2 ? s->ln_final_b : (which ? s->ln_ffn_b : s->ln_att_b) + l * d;
-    return CU(e, kern_layernorm(o, narrow_alongside(s, o, R), x, s->rms + at, b, R, (uint32_t)d,
-                                c->norm_eps, s->compute)) ? ALISA_EIO : 0;
+    if (llm_arch_info(c->arch)->norm == LLM_NORM_RMS
+            ? CU(e, kern_rmsnorm(o, o16, x, s->rms + at, R, (uint32_t)d, c->norm_eps, s->compute))
+            : CU(e, kern_layernorm(o, o16, x, s->rms + at, b, R, (uint32_t)d, c->norm_eps,
+                                   s->compute))) {
+        a16_wrote(s, o);
+        return ALISA_EIO;
+    }
+    return 0;
 }
 
 /* cudaEventRecord, or nothing while a step is being captured (the graph
@@ -1172,6 +1188,7 @@ static float *buf(const struct cuda_state *s, enum lbuf b, uint32_t *width)
 static int op_embed(void *be, uint32_t n)
 {
     struct cuda_state *s = be;
+    a16_wrote(s, s->x);
     return CU(s->e, kern_embed(s->x, s->emb, s->d_tokens, n, s->m->c.dim, s->compute)) ? ALISA_EIO
                                                                                        : 0;
 }
@@ -1179,6 +1196,7 @@ static int op_embed(void *be, uint32_t n)
 static int op_embed_pos(void *be, uint32_t n, uint32_t offset)
 {
     struct cuda_state *s = be;
+    a16_wrote(s, s->x);
     return CU(s->e, kern_embed_pos(s->x, s->pos_emb, s->d_pos, offset, n, s->m->c.dim,
                                    s->compute)) ? ALISA_EIO : 0;
 }
@@ -1216,6 +1234,7 @@ static int op_linear(void *be, enum lbuf y, enum lbuf x, enum lweight w, uint32_
     uint32_t out, in;
     const uint16_t *m = matrix(s, w, l, &out, &in);
     float *dst = buf(s, y, NULL);
+    a16_wrote(s, dst);
     if (x == LB_REC_IN) /* FP16 already */
         return gemm16(s, dst, s->d_q16, m, n, out, in, 0.0f, s->e);
     return gemm(s, dst, buf(s, x, NULL), m, n, out, in, again, 0, s->e);
@@ -1226,6 +1245,7 @@ static int op_bias(void *be, enum lbuf y, enum lweight w, uint32_t l, uint32_t n
     struct cuda_state *s = be;
     uint32_t width;
     float *dst = buf(s, y, &width);
+    a16_wrote(s, dst);
     const float *b = w == LW_Q ? s->bq : w == LW_K ? s->bk : w == LW_V ? s->bv
                    : w == LW_O ? s->bo : w == LW_UP ? s->b1 : s->b2;
     return CU(s->e, kern_bias(dst, b + (size_t)l * width, n, width, relu, s->compute)) ? ALISA_EIO
@@ -1238,6 +1258,7 @@ static int op_rope(void *be, enum lbuf y, uint32_t n)
     struct cuda_state *s = be;
     uint32_t width;
     float *p = buf(s, y, &width);
+    a16_wrote(s, p);
     const uint32_t *pos = y == LB_REC_K ? s->d_qpos : s->d_pos;
     return CU(s->e, kern_rope(p, n, width, s->m->c.head_dim, pos, s->rope_cos, s->rope_sin,
                               s->compute)) ? ALISA_EIO : 0;
@@ -1246,13 +1267,18 @@ static int op_rope(void *be, enum lbuf y, uint32_t n)
 static int op_glu(void *be, uint32_t n)
 {
     struct cuda_state *s = be;
-    return CU(s->e, kern_swiglu(s->hb, narrow_alongside(s, s->hb, n), s->hb2,
-                                (size_t)n * s->m->c.hidden_dim, s->compute)) ? ALISA_EIO : 0;
+    if (CU(s->e, kern_swiglu(s->hb, narrow_alongside(s, s->hb, n), s->hb2,
+                             (size_t)n * s->m->c.hidden_dim, s->compute))) {
+        a16_wrote(s, s->hb);
+        return ALISA_EIO;
+    }
+    return 0;
 }
 
 static int op_residual(void *be, uint32_t n)
 {
     struct cuda_state *s = be;
+    a16_wrote(s, s->x);
     return CU(s->e, kern_add(s->x, s->xb2, (size_t)n * s->m->c.dim, s->compute)) ? ALISA_EIO : 0;
 }
 
@@ -1300,6 +1326,8 @@ static int op_linear_group(void *be, const enum lbuf *y, enum lbuf x, const enum
     const uint16_t *m0 = matrix(s, w[i], l, &out, &in);
     float *y0 = buf(s, y[i], NULL);
     const uint32_t k = count - i;
+    for (uint32_t j = i; j < count; j++)
+        a16_wrote(s, buf(s, y[j], NULL));
     const uint16_t *x16 = s->d_q16;
     if (x != LB_REC_IN) {
         const float *xf = buf(s, x, NULL);
@@ -1329,6 +1357,7 @@ static int op_linear_residual(void *be, enum lbuf x, enum lweight w, uint32_t l,
     struct cuda_state *s = be;
     uint32_t out, in;
     const uint16_t *m = matrix(s, w, l, &out, &in);
+    a16_wrote(s, s->x);
     return gemm(s, s->x, buf(s, x, NULL), m, n, out, in, 0, 1, s->e);
 }
 
@@ -1414,6 +1443,7 @@ static int tiered_attend(struct cuda_state *s, uint32_t l)
 static int op_attend(void *be, uint32_t l, uint32_t R)
 {
     struct cuda_state *s = be;
+    a16_wrote(s, s->xb); /* the attention's output */
     struct backend_common *cm = s->cm;
     struct alisa_err *e = s->e;
     const struct llm_config *c = &s->m->c;

@@ -93,8 +93,13 @@ __device__ static inline void norm_store4(float *o, __half *o16, uint32_t j, flo
 {
     *(float4 *)(o + j) = v;
     if (o16) {
-        __half2 h[2] = {__floats2half2_rn(v.x, v.y), __floats2half2_rn(v.z, v.w)};
-        *(uint2 *)(o16 + j) = *(const uint2 *)h;
+        union {
+            __half2 h[2];
+            uint2 u;
+        } p;
+        p.h[0] = __floats2half2_rn(v.x, v.y);
+        p.h[1] = __floats2half2_rn(v.z, v.w);
+        *(uint2 *)(o16 + j) = p.u;
     }
 }
 

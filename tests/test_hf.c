@@ -526,6 +526,9 @@ int main(void)
         cmocka_unit_test(test_hf_sharded_checkpoint_matches_the_single_file),
         cmocka_unit_test(test_hf_a_fifo_for_any_checkpoint_file_is_refused_without_waiting),
     };
-    const size_t n = be && strcmp(be, "cuda") == 0 ? 4 : sizeof tests / sizeof tests[0];
+    size_t n = sizeof tests / sizeof tests[0];
+    if (be && strcmp(be, "cuda") == 0) /* the leading numpy checks, counted by name */
+        for (n = 0; n < sizeof tests / sizeof tests[0] && strstr(tests[n].name, "matches_numpy"); n++)
+            ;
     return tu_result(_cmocka_run_group_tests("test_hf", tests, n, NULL, NULL));
 }
