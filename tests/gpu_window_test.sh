@@ -35,4 +35,18 @@ for c in "a.plan:3: stage 'tset'" "b.plan:1: 'BATCHES=\"1'" "c.plan: 8 stages, a
     fi
     [ ! -e "$t/out/plan.txt" ] || { echo "FAIL: --plan $f ran something"; rc=1; }
 done
+# a stage run for real where there is no GPU stops before the pack's
+# setup.sh copies its binaries over this build's (exit 2, one line)
+if nvidia-smi -L >/dev/null 2>&1; then
+    echo "gpu_window_test: a GPU is here: the no-GPU refusal is not checked (SKIPPED that check)"
+else
+    cp -p "$build/alisa" "$t/alisa.before"
+    out=$(OUT="$t/out2" bash scripts/gpu-window tests 2>&1)
+    prc=$?
+    if [ $prc != 2 ] || ! grep -qF "gpu-window: tests: no GPU here" <<<"$out"; then
+        echo "FAIL: gpu-window tests without a GPU: exit $prc, '$out' (expected exit 2, 'no GPU here')"
+        rc=1
+    fi
+    cmp -s "$build/alisa" "$t/alisa.before" || { echo "FAIL: gpu-window without a GPU changed $build/alisa"; rc=1; }
+fi
 exit $rc
