@@ -286,6 +286,13 @@ static void rows_bytes(const struct cuda_state *s, size_t R, size_t b[3])
     b[2] = (6 * R + (size_t)s->batch * s->max_len) * sizeof(int32_t);
 }
 
+/* s->a16 holds nothing a product may take */
+static void a16_forget(struct cuda_state *s)
+{
+    s->a16_src = NULL;
+    s->a16_fresh = 0;
+}
+
 /* Grows the per-row buffers (device and pinned) to `rows` rows. */
 static int ensure_rows(struct cuda_state *s, uint32_t rows, struct alisa_err *e)
 {
@@ -301,8 +308,7 @@ static int ensure_rows(struct cuda_state *s, uint32_t rows, struct alisa_err *e)
     cudaFreeHost(s->pin_block);
     s->act_block = NULL;
     s->a16 = NULL;
-    s->a16_src = NULL;
-    s->a16_fresh = 0;
+    a16_forget(s);
     s->d_tokens = NULL;
     s->pin_block = NULL;
     s->rows_cap = 0;
@@ -826,10 +832,8 @@ static uint16_t *narrow_alongside(struct cuda_state *s, const float *o, uint32_t
  * norm and its product costs a narrowing, never a stale input. */
 static void a16_wrote(struct cuda_state *s, const float *p)
 {
-    if (s->a16_src == p) {
-        s->a16_src = NULL;
-        s->a16_fresh = 0;
-    }
+    if (s->a16_src == p)
+        a16_forget(s);
 }
 
 /* y (R, out) = x (R, in) W^T (+ y with add): kern_gemv for a few rows
@@ -838,8 +842,7 @@ static int gemm(struct cuda_state *s, float *y, const float *x, const uint16_t *
                 uint32_t out, uint32_t in, int again, int add, struct alisa_err *e)
 {
     if (s->fuse && kern_gemv_fits(R, in, x, w, 0)) {
-        s->a16_src = NULL; /* narrow's cache holds only what the last narrowed product read */
-        s->a16_fresh = 0;
+        a16_forget(s); /* narrow's cache holds only what the last narrowed product read */
         return CU(e, kern_gemv(y, 0, x, w, 0, 1, R, out, in, add, s->compute)) ? ALISA_EIO : 0;
     }
     if (narrow(s, x, R, in, again, e))
@@ -1332,8 +1335,7 @@ static int op_linear_group(void *be, const enum lbuf *y, enum lbuf x, const enum
     if (x != LB_REC_IN) {
         const float *xf = buf(s, x, NULL);
         if (kern_gemv_fits(n, in, xf, m0, (size_t)ws)) {
-            s->a16_src = NULL;
-            s->a16_fresh = 0;
+            a16_forget(s);
             return CU(e, kern_gemv(y0, (size_t)ys, xf, m0, (size_t)ws, k, n, out, in, 0,
                                    s->compute)) ? ALISA_EIO : 0;
         }

@@ -941,6 +941,14 @@ static int run_replay(struct run *u, struct alisa_err *e)
     return 0;
 }
 
+/* The copy of `bytes` of streamed weights where the system keeps them in
+ * pageable memory and the profile measured that rate (cost_pageable_copy_ns);
+ * 0 where they go as pinned copies (the caller prices those). */
+static double weights_pageable_ns(const struct sim_config *cfg, double bytes)
+{
+    return cfg->system->weights_pageable ? cost_pageable_copy_ns(cfg->hw, bytes) : 0;
+}
+
 /* One decode step j's model layer l: the five tasks of global layer x,
  * priced from the plans of the trace stream it reads, weighted by slots. */
 static void price_layer(struct run *u, uint32_t j, uint32_t l, const struct sched_prices *sp,
@@ -985,9 +993,7 @@ static void price_layer(struct run *u, uint32_t j, uint32_t l, const struct sche
     if (u->w_cpu > 0) { /* the weights' CPU share, streamed for this layer */
         double layer_weights = cost_layer_weight_bytes(u->m) * u->w_cpu;
         r->bytes_h2d += layer_weights;
-        if (cfg->system->weights_pageable && hw->pageable_gbps > 0) {
-            pageable = cost_pageable_copy_ns(hw, layer_weights);
-        } else {
+        if (!(pageable = weights_pageable_ns(cfg, layer_weights))) {
             h2d += layer_weights;
             copies += 1;
         }
@@ -1102,9 +1108,8 @@ static int run_price(struct run *u, struct alisa_err *e)
     g->t[T_PREFILL] = (struct task){.res = RES_GPU, .dur_ns = ns_of(prefill_ns)};
     if (u->w_cpu > 0) { /* the weights' CPU share crosses the link once for prefill */
         const double wb = u->m->weight_bytes_fp16 * u->w_cpu;
-        g->t[T_PREFILL].dur_ns += ns_of(cfg->system->weights_pageable && cfg->hw->pageable_gbps > 0
-                                            ? cost_pageable_copy_ns(cfg->hw, wb)
-                                            : cost_transfer_ns(cfg->hw, wb, u->Lm));
+        const double pageable = weights_pageable_ns(cfg, wb);
+        g->t[T_PREFILL].dur_ns += ns_of(pageable ? pageable : cost_transfer_ns(cfg->hw, wb, u->Lm));
     }
     /* one processor, no copy engine: every task queues on it, and each
      * token's K and V are two copies */

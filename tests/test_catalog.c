@@ -189,18 +189,22 @@ static void test_catalog_bad_hardware_values_are_rejected(void **state)
     tu_write(path, (const uint8_t *)text, strlen(text));
     assert_int_equal(catalog_load_hardware(&c, path, &e), ALISA_EINVAL);
     assert_non_null(strstr(e.msg, "efficiencies 1.5 and 1 must be in (0, 1]"));
-    text = "[G]\ngpu = x\ngpu_mem_gib = 16\nhbm_gbps = 900\nfp16_tflops = 1\nhost_dram_gib = 1\n"
-           "link_gbps = 1\nlink_latency_us = 1\nhost_mem_gbps = 1\ngemm_efficiency = 1\n"
-           "hbm_efficiency = 1\ncpu_attn_traffic = 5000\n";
-    tu_write(path, (const uint8_t *)text, strlen(text));
-    assert_int_equal(catalog_load_hardware(&c, path, &e), ALISA_EINVAL);
-    assert_non_null(strstr(e.msg, "[G]: cpu_attn_traffic = 5000 must be in [0, 1000]"));
-    text = "[G]\ngpu = x\ngpu_mem_gib = 16\nhbm_gbps = 900\nfp16_tflops = 1\nhost_dram_gib = 1\n"
-           "link_gbps = 1\nlink_latency_us = 1\nhost_mem_gbps = 1\ngemm_efficiency = 1\n"
-           "hbm_efficiency = 1\npageable_gbps = 2e4\n";
-    tu_write(path, (const uint8_t *)text, strlen(text));
-    assert_int_equal(catalog_load_hardware(&c, path, &e), ALISA_EINVAL);
-    assert_non_null(strstr(e.msg, "[G]: pageable_gbps = 20000 must be in [0, 10000]"));
+    /* the optional measured terms, out of their ranges */
+    const char *const bad_opt[][2] = {
+        {"cpu_attn_traffic = 5000", "[G]: cpu_attn_traffic = 5000 must be in [0, 1000]"},
+        {"pageable_gbps = 2e4", "[G]: pageable_gbps = 20000 must be in [0, 10000]"},
+    };
+    for (size_t i = 0; i < sizeof bad_opt / sizeof bad_opt[0]; i++) {
+        char t[512];
+        snprintf(t, sizeof t,
+                 "[G]\ngpu = x\ngpu_mem_gib = 16\nhbm_gbps = 900\nfp16_tflops = 1\n"
+                 "host_dram_gib = 1\nlink_gbps = 1\nlink_latency_us = 1\nhost_mem_gbps = 1\n"
+                 "gemm_efficiency = 1\nhbm_efficiency = 1\n%s\n",
+                 bad_opt[i][0]);
+        tu_write(path, (const uint8_t *)t, strlen(t));
+        assert_int_equal(catalog_load_hardware(&c, path, &e), ALISA_EINVAL);
+        assert_non_null(strstr(e.msg, bad_opt[i][1]));
+    }
     tu_rmdir(dir);
     free(dir);
 }
